@@ -1,0 +1,43 @@
+"""lakesdk: Apache Hudi tables from Python notebooks, with Spark as the data plane.
+
+>>> import lakesdk as lk
+>>> lk.__version__ != ""
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lakesdk.exceptions import *  # noqa: F403
+from lakesdk.exceptions import __all__ as _exc_all
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Lake": "lakesdk.table.lake",
+    "open_table": "lakesdk.table.lake",
+    "Table": "lakesdk.table.table",
+    "TableOptions": "lakesdk.table.table",
+    "Query": "lakesdk.table.query",
+    "WriteResult": "lakesdk.table.results",
+    "Instant": "lakesdk.format.instant",
+    "Timeline": "lakesdk.format.timeline",
+    "get_spark": "lakesdk.engine.session",
+}
+
+__all__ = ["__version__", *_LAZY, *_exc_all]
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'lakesdk' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,68 @@
+"""Spark session bootstrap: an embedded local Spark by default, or the session/master/
+Spark Connect URL the user gives."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+from lakesdk.exceptions import MissingDependencyError
+
+__all__ = ["get_spark", "local_spark_conf"]
+
+_LOCK = threading.Lock()
+
+
+def local_spark_conf(master: str) -> dict[str, str]:
+    """Settings lakesdk applies to a session it creates itself."""
+    cores = os.cpu_count() or 2
+    conf = {
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(max(2, min(cores * 2, 200))),
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
+        "spark.python.worker.reuse": "true",
+    }
+    if master.startswith("local"):
+        conf.update({
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.ui.showConsoleProgress": "false",
+        })
+    return conf
+
+
+def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, str] | None = None) -> Any:
+    """Return a SparkSession.
+
+    Order: the ``spark`` given; a Spark Connect URL (``sc://host:port``, from ``master`` or
+    ``LAKESDK_SPARK_REMOTE``); the active session; else a new session on ``master`` (or
+    ``LAKESDK_SPARK_MASTER``, default ``local[*]``).
+    """
+    if spark is not None:
+        return spark
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - pyspark is a core dependency
+        raise MissingDependencyError("pyspark", "spark", "Running Spark jobs") from exc
+    remote = master if master and master.startswith("sc://") else os.environ.get("LAKESDK_SPARK_REMOTE")
+    with _LOCK:
+        if remote:
+            return SparkSession.builder.remote(remote).getOrCreate()
+        active = SparkSession.getActiveSession()
+        if active is not None and master is None:
+            return active
+        master = master or os.environ.get("LAKESDK_SPARK_MASTER", "local[*]")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        if master.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        b = SparkSession.builder.master(master).appName("lakesdk")
+        for k, v in {**local_spark_conf(master), **(conf or {})}.items():
+            b = b.config(k, v)
+        s = b.getOrCreate()
+        s.sparkContext.setLogLevel("ERROR")
+        return s

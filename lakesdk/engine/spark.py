@@ -1,0 +1,259 @@
+"""Spark jobs for writes and reads.
+
+Write job (upsert): keys computed in Arrow (mapInArrow) -> de-duplicate by key ->
+tag against the key index of the touched partitions -> assign inserts to small files or
+new file groups -> one applyInArrow group per file group, each writing its next base file
+and returning a WriteStat.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from lakesdk import exceptions as exc_mod
+from lakesdk.engine.tasks import (FileGroupTarget, TaskInfo, WriteContext, add_key_columns, read_key_index,
+                                  write_file_group, write_new_files)
+from lakesdk.exceptions import LakeError
+from lakesdk.format.commit_metadata import WriteStat
+from lakesdk.format.file_naming import new_file_id
+from lakesdk.merge.ordering import KEY, OP, OP_DELETE, OP_UPSERT, PART, SEQ, MergeCounts
+
+__all__ = ["to_spark_df", "spark_arrow_schema", "SparkWriteJob", "reraise_task_error", "read_files_spark"]
+
+FID = "_lk_fid"
+
+
+def to_spark_df(spark: Any, data: Any, arrow: pa.Table | None = None) -> Any:
+    """Spark DataFrame from a Spark DataFrame, pyarrow Table or pandas DataFrame."""
+    if arrow is not None:
+        return spark.createDataFrame(arrow)
+    return data
+
+
+def spark_arrow_schema(df: Any) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+    return to_arrow_schema(df.schema, timezone="UTC", prefers_large_types=False)
+
+
+_ERR_RE = re.compile(r"lakesdk\.exceptions\.(\w+): (.*?)(?:\n|$)")
+
+
+def reraise_task_error(err: BaseException) -> None:
+    """Turn a Spark-wrapped lakesdk error raised inside a task back into its typed error."""
+    text = str(err)
+    m = _ERR_RE.search(text) or re.search(r"\b(\w+Error): (.*?)(?:\n|$)", text)
+    if m and hasattr(exc_mod, m.group(1)):
+        cls = getattr(exc_mod, m.group(1))
+        if isinstance(cls, type) and issubclass(cls, LakeError):
+            try:
+                raise cls(m.group(2)) from err
+            except TypeError:
+                pass
+
+
+def _task_info() -> TaskInfo:
+    from pyspark import TaskContext
+    tc = TaskContext.get()
+    if tc is None:
+        return TaskInfo()
+    return TaskInfo(tc.partitionId(), tc.stageId(), tc.taskAttemptId())
+
+
+def _stat_schema() -> Any:
+    from pyspark.sql.types import StringType, StructField, StructType
+    return StructType([StructField("stat", StringType()), StructField("counts", StringType())])
+
+
+class SparkWriteJob:
+    """One write of one instant, run as Spark jobs."""
+
+    def __init__(self, spark: Any, ctx: WriteContext) -> None:
+        self.spark = spark
+        self.ctx = ctx
+
+    # -- preparation -------------------------------------------------------------------------
+    def with_keys(self, df: Any, op: int) -> Any:
+        """Append key, partition path, op and sequence columns (computed in Arrow)."""
+        from pyspark.sql.types import ByteType, LongType, StringType, StructField, StructType
+        ctx = self.ctx
+        base_fields = [f for f in df.schema.fields if f.name not in (KEY, PART, OP, SEQ)]
+        out = StructType(base_fields + [StructField(KEY, StringType()), StructField(PART, StringType()),
+                                        StructField(OP, ByteType()), StructField(SEQ, LongType())])
+        names = [f.name for f in base_fields]
+
+        def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            from pyspark import TaskContext
+            tc = TaskContext.get()
+            offset = (tc.partitionId() if tc else 0) << 40
+            i = 0
+            for b in batches:
+                t = pa.Table.from_batches([b]).select(names)
+                t = add_key_columns(ctx, t)
+                n = t.num_rows
+                t = t.append_column(OP, pa.repeat(pa.scalar(op, pa.int8()), n))
+                t = t.append_column(SEQ, pa.array(np.arange(offset + i, offset + i + n, dtype=np.int64)))
+                i += n
+                yield from t.to_batches()
+        return df.mapInArrow(fn, out)
+
+    def combine(self, df: Any) -> Any:
+        """Keep one record per (partition, key): greatest ordering value, then latest arrival."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+        order = []
+        if self.ctx.ordering and self.ctx.merge_mode == "EVENT_TIME_ORDERING":
+            order.append(F.col(self.ctx.ordering).desc_nulls_last())
+        order.append(F.col(SEQ).desc())
+        w = Window.partitionBy(PART, KEY).orderBy(*order)
+        return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")
+
+    # -- tagging -----------------------------------------------------------------------------
+    def key_index(self, files: list[tuple[str, str, str]]) -> Any:
+        """DataFrame (key, partition, file id) of the given base files, read in parallel."""
+        from pyspark.sql.types import StringType, StructField, StructType
+        storage = self.ctx.storage
+        schema = StructType([StructField(KEY, StringType()), StructField(PART, StringType()), StructField(FID, StringType())])
+        if not files:
+            return self.spark.createDataFrame([], schema)
+        n = max(1, min(len(files), self.spark.sparkContext.defaultParallelism * 2))
+        src = self.spark.createDataFrame([{"p": p, "f": f, "b": b} for p, f, b in files], "p string, f string, b string")
+        src = src.repartition(n)
+
+        def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for b in batches:
+                d = b.to_pydict()
+                t = read_key_index(storage, list(zip(d["p"], d["f"], d["b"])))
+                yield from t.to_batches()
+        return src.mapInArrow(fn, schema)
+
+    def tag(self, df: Any, index: Any, *, global_keys: bool = False) -> Any:
+        """Left-join incoming records with the key index: ``_lk_fid`` is set for known keys."""
+        from pyspark.sql import functions as F
+        if global_keys:
+            idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID))
+            j = df.drop(PART).join(idx, df[KEY] == idx["_ik"], "left")
+            return j.withColumn(PART, F.col("_ip")).drop("_ik", "_ip")
+        idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID))
+        j = df.join(idx, (df[KEY] == idx["_ik"]) & (df[PART] == idx["_ip"]), "left")
+        return j.drop("_ik", "_ip")
+
+    def assign_inserts(self, df: Any, buckets: dict[str, list[tuple[str, float]]]) -> Any:
+        """Give untagged records a file id by hashing the key into weighted buckets."""
+        from pyspark.sql import functions as F
+        rows = []
+        for part, bs in buckets.items():
+            lo = 0.0
+            for i, (fid, w) in enumerate(bs):
+                hi = 1.0 + 1e-9 if i == len(bs) - 1 else lo + w
+                rows.append((part, lo, hi, fid))
+                lo = hi
+        if not rows:
+            return df
+        bdf = F.broadcast(self.spark.createDataFrame(rows, "_bp string, _lo double, _hi double, _bf string"))
+        frac = (F.pmod(F.xxhash64(F.col(KEY)), F.lit(1000003)) / F.lit(1000003.0))
+        ins = df.filter(F.col(FID).isNull()).withColumn("_lk_frac", frac)
+        ins = ins.join(bdf, (ins[PART] == bdf["_bp"]) & (ins["_lk_frac"] >= bdf["_lo"]) & (ins["_lk_frac"] < bdf["_hi"]), "left")
+        ins = ins.withColumn(FID, F.col("_bf")).drop("_bp", "_lo", "_hi", "_bf", "_lk_frac")
+        return df.filter(F.col(FID).isNotNull()).unionByName(ins)
+
+    # -- execution -----------------------------------------------------------------------------
+    def write_groups(self, df: Any) -> tuple[list[WriteStat], MergeCounts]:
+        """Run one write task per file group; collect stats."""
+        ctx = self.ctx
+
+        def fn(key: tuple, table: pa.Table) -> pa.Table:
+            fid = key[0].as_py()
+            part = table.column(PART)[0].as_py()
+            target = ctx.targets.get(fid) or FileGroupTarget(part, fid)
+            incoming = table.drop_columns([FID])
+            stat, counts = write_file_group(ctx, target, incoming, _task_info())
+            return pa.table({"stat": [json.dumps(asdict(stat))], "counts": [json.dumps(asdict(counts))]})
+
+        rows = self._collect(df.groupBy(FID).applyInArrow(fn, _stat_schema()))
+        stats = [WriteStat.from_dict(json.loads(r["stat"])) for r in rows]
+        total = MergeCounts()
+        for r in rows:
+            total += MergeCounts(**json.loads(r["counts"]))
+        return stats, total
+
+    def write_new(self, df: Any) -> list[WriteStat]:
+        """Bulk insert: every task writes its records into new file groups."""
+        ctx = self.ctx
+        if ctx.partition_fields:
+            df = df.repartition(PART)
+
+        def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            info = _task_info()
+            tables = (pa.Table.from_batches([b]) for b in batches)
+            for stat in write_new_files(ctx, tables, info):
+                yield pa.RecordBatch.from_pydict({"stat": [json.dumps(asdict(stat))], "counts": ["{}"]})
+        rows = self._collect(df.mapInArrow(fn, _stat_schema()))
+        return [WriteStat.from_dict(json.loads(r["stat"])) for r in rows]
+
+    def _collect(self, df: Any) -> list[Any]:
+        try:
+            return df.collect()
+        except Exception as err:  # noqa: BLE001 - re-typed below
+            reraise_task_error(err)
+            raise
+
+
+def plan_insert_buckets(insert_counts: dict[str, int], small_files: dict[str, list[tuple[str, int]]],
+                        *, target_bytes: int, small_limit: int, record_size: int) -> dict[str, list[tuple[str, float]]]:
+    """Per partition: [(file id, weight)] where weights sum to 1.
+
+    Small files (base size below ``small_limit``) are filled first, up to the target file
+    size; the rest go to new file groups of ``target_bytes / record_size`` records each.
+    """
+    per_file = max(1, target_bytes // max(1, record_size))
+    out: dict[str, list[tuple[str, float]]] = {}
+    for part, n in insert_counts.items():
+        if n <= 0:
+            continue
+        left = n
+        buckets: list[tuple[str, int]] = []
+        for fid, size in sorted(small_files.get(part, []), key=lambda x: x[1]):
+            if size >= small_limit or left <= 0:
+                continue
+            cap = max(0, (target_bytes - size) // max(1, record_size))
+            take = min(cap, left)
+            if take > 0:
+                buckets.append((fid, take))
+                left -= take
+        if left > 0:
+            k = math.ceil(left / per_file)
+            share = left / k
+            buckets.extend((new_file_id(), share) for _ in range(k))  # type: ignore[misc]
+        out[part] = [(fid, c / n) for fid, c in buckets]
+    return out
+
+
+def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Schema,
+                     reader: Callable[[Any, str, pa.Schema], pa.Table] | None = None) -> Any:
+    """DataFrame over Parquet base files: Spark's own Parquet reader for local and Hadoop
+    paths, an Arrow reader task per file for fsspec-only stores."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    sschema = from_arrow_schema(schema)
+    if not paths:
+        return spark.createDataFrame([], sschema)
+    if storage.is_local:
+        return spark.read.schema(sschema).parquet(*[f"file://{storage.url(p)}" for p in paths])
+    from lakesdk.engine.tasks import conform
+    import pyarrow.parquet as pq
+    n = max(1, min(len(paths), spark.sparkContext.defaultParallelism * 2))
+    src = spark.createDataFrame([(p,) for p in paths], "p string").repartition(n)
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            for p in b.column(0).to_pylist():
+                with storage.open_input(p) as f:
+                    t = pq.read_table(f)
+                yield from conform(t, schema).to_batches()
+    return src.mapInArrow(fn, sschema)

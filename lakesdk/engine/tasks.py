@@ -1,0 +1,220 @@
+"""Engine-agnostic write tasks: one call writes one file group's new base file.
+
+These functions run wherever the engine puts them (a Spark task, a local thread, the
+driver).  They import neither pyspark nor anything above the merge layer.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakesdk.format.commit_metadata import WriteStat
+from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id
+from lakesdk.format.keys import partition_paths, record_keys
+from lakesdk.format.schema import META_FIELDS, with_meta_fields
+from lakesdk.merge.ordering import KEY, OP, PART, SEQ, MergeCounts, merge_into_base
+from lakesdk.storage import Storage
+
+__all__ = ["WriteContext", "TaskInfo", "FileGroupTarget", "write_file_group", "write_new_files",
+           "add_key_columns", "conform", "INTERNAL_COLUMNS", "read_key_index"]
+
+INTERNAL_COLUMNS = (OP, SEQ, "_lk_fid")
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """Identity of the task writing a file (its write token)."""
+
+    partition_id: int = 0
+    stage_id: int = 0
+    attempt_id: int = 0
+
+    @property
+    def write_token(self) -> str:
+        return make_write_token(self.partition_id, self.stage_id, self.attempt_id)
+
+
+@dataclass(frozen=True)
+class FileGroupTarget:
+    partition: str
+    file_id: str
+    base_path: str | None = None      # current base file (relative), None for a new file group
+    base_instant: str | None = None
+
+
+@dataclass
+class WriteContext:
+    """Everything a write task needs; picklable."""
+
+    storage: Storage
+    instant: str
+    schema: pa.Schema                      # target data schema (no meta fields)
+    key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...]
+    keygen: str
+    hive_style: bool
+    ordering: str | None
+    merge_mode: str
+    target_file_bytes: int = 120 * 1024 * 1024
+    record_size_estimate: int = 1024
+    compression: str = "snappy"
+    targets: dict[str, FileGroupTarget] = field(default_factory=dict)
+
+    @property
+    def file_schema(self) -> pa.Schema:
+        return with_meta_fields(self.schema)
+
+
+def add_key_columns(ctx: WriteContext, batch: pa.Table) -> pa.Table:
+    """Append ``_hoodie_record_key`` and ``_hoodie_partition_path`` computed from the data."""
+    rk = record_keys(batch, ctx.key_fields, ctx.keygen)
+    pp = partition_paths(batch, ctx.partition_fields, hive_style=ctx.hive_style)
+    for name, col in ((KEY, rk), (PART, pp)):
+        if name in batch.column_names:
+            batch = batch.drop_columns([name])
+        batch = batch.append_column(name, col)
+    return batch
+
+
+def conform(table: pa.Table, schema: pa.Schema, *, keep: Iterable[str] = ()) -> pa.Table:
+    """Project/cast ``table`` onto ``schema`` (missing columns become nulls); extra
+    columns named in ``keep`` are carried along at the end."""
+    cols, fields = [], []
+    for f in schema:
+        if f.name in table.column_names:
+            c = table.column(f.name)
+            if c.type != f.type:
+                c = c.cast(f.type)
+            cols.append(c)
+        else:
+            cols.append(pa.nulls(table.num_rows, f.type))
+        fields.append(pa.field(f.name, f.type, nullable=True))
+    for k in keep:
+        if k in table.column_names and k not in schema.names:
+            cols.append(table.column(k))
+            fields.append(table.schema.field(k))
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields))
+
+
+def _seqnos(instant: str, partition_id: int, n: int, start: int = 0) -> pa.Array:
+    idx = pc.cast(pa.array(np.arange(start, start + n, dtype=np.int64)), pa.string())
+    return pc.binary_join_element_wise(f"{instant}_{partition_id}_", idx, "")
+
+
+def _with_meta(ctx: WriteContext, rows: pa.Table, file_name: str, task: TaskInfo, seq_start: int) -> pa.Table:
+    n = rows.num_rows
+    meta = {
+        "_hoodie_commit_time": pa.repeat(pa.scalar(ctx.instant, pa.string()), n),
+        "_hoodie_commit_seqno": _seqnos(ctx.instant, task.partition_id, n, seq_start),
+        "_hoodie_record_key": rows.column(KEY),
+        "_hoodie_partition_path": rows.column(PART),
+        "_hoodie_file_name": pa.repeat(pa.scalar(file_name, pa.string()), n),
+    }
+    data = conform(rows, ctx.schema)
+    arrays = [meta[m] for m in META_FIELDS] + data.columns
+    return pa.Table.from_arrays(arrays, schema=ctx.file_schema)
+
+
+def _write_parquet(ctx: WriteContext, path: str, table: pa.Table) -> int:
+    minmax = {}
+    if table.num_rows:
+        mm = pc.min_max(table.column(KEY))
+        minmax = {b"hoodie_min_record_key": mm["min"].as_py().encode(), b"hoodie_max_record_key": mm["max"].as_py().encode()}
+    schema = table.schema.with_metadata({**(table.schema.metadata or {}), **minmax})
+    with ctx.storage.open_output(path) as f:
+        with pq.ParquetWriter(f, schema, compression=ctx.compression, write_statistics=True) as w:
+            w.write_table(table.replace_schema_metadata(schema.metadata), row_group_size=1 << 17)
+    return ctx.storage.size(path)
+
+
+def read_base(ctx: WriteContext, path: str) -> pa.Table:
+    with ctx.storage.open_input(path) as f:
+        t = pq.read_table(f)
+    return conform(t, ctx.file_schema)
+
+
+def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Table, task: TaskInfo) -> tuple[WriteStat, MergeCounts]:
+    """Merge ``incoming`` into the file group's current base file and write the next one."""
+    t0 = time.perf_counter()
+    base = read_base(ctx, target.base_path) if target.base_path else None
+    t1 = time.perf_counter()
+    kept, new, _is_update, counts = merge_into_base(base, incoming, ordering=ctx.ordering, merge_mode=ctx.merge_mode)
+    name = BaseFile(target.file_id, task.write_token, ctx.instant).name
+    new_rows = _with_meta(ctx, new, name, task, 0)
+    out = pa.concat_tables([kept, new_rows]) if kept is not None and kept.num_rows else new_rows
+    path = f"{target.partition}/{name}" if target.partition else name
+    size = _write_parquet(ctx, path, out)
+    t2 = time.perf_counter()
+    stat = WriteStat(
+        fileId=target.file_id, path=path, partitionPath=target.partition,
+        prevCommit=target.base_instant or "null",
+        numWrites=out.num_rows, numDeletes=counts.deleted, numUpdateWrites=counts.updated,
+        numInserts=counts.inserted, totalWriteBytes=size, fileSizeInBytes=size,
+        prevBaseFile=target.base_path.rsplit("/", 1)[-1] if target.base_path else None,
+        runtimeStats={"totalScanTime": int((t1 - t0) * 1000), "totalCreateTime": 0 if base is not None else int((t2 - t1) * 1000),
+                      "totalUpsertTime": int((t2 - t1) * 1000) if base is not None else 0},
+    )
+    return stat, counts
+
+
+def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskInfo) -> Iterator[WriteStat]:
+    """Bulk insert: write incoming rows (with key columns) straight into new file groups,
+    one open file per partition, rolled over at the target file size."""
+    per_file_rows = max(1, ctx.target_file_bytes // max(1, ctx.record_size_estimate))
+    buffers: dict[str, list[pa.Table]] = {}
+    counts: dict[str, int] = {}
+
+    def flush(part: str) -> Iterator[WriteStat]:
+        rows = pa.concat_tables(buffers.pop(part))
+        counts.pop(part, None)
+        for start in range(0, rows.num_rows, per_file_rows):
+            chunk = rows.slice(start, per_file_rows)
+            fid = new_file_id()
+            name = BaseFile(fid, task.write_token, ctx.instant).name
+            t = _with_meta(ctx, chunk, name, task, start)
+            path = f"{part}/{name}" if part else name
+            t0 = time.perf_counter()
+            size = _write_parquet(ctx, path, t)
+            yield WriteStat(fileId=fid, path=path, partitionPath=part, numWrites=t.num_rows, numInserts=t.num_rows,
+                            totalWriteBytes=size, fileSizeInBytes=size,
+                            runtimeStats={"totalScanTime": 0, "totalUpsertTime": 0,
+                                          "totalCreateTime": int((time.perf_counter() - t0) * 1000)})
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        parts = batch.column(PART)
+        uniq = pc.unique(parts).to_pylist()
+        for p in uniq:
+            sub = batch.filter(pc.equal(parts, p)) if len(uniq) > 1 else batch
+            buffers.setdefault(p, []).append(sub)
+            counts[p] = counts.get(p, 0) + sub.num_rows
+            if counts[p] >= per_file_rows:
+                yield from flush(p)
+    for p in list(buffers):
+        yield from flush(p)
+
+
+def read_key_index(storage: Storage, paths: list[tuple[str, str, str]]) -> pa.Table:
+    """Record keys of base files: ``paths`` holds (partition, file_id, base_path) triples.
+
+    Returns columns ``_hoodie_record_key``, ``_hoodie_partition_path``, ``_lk_fid``.
+    """
+    parts = []
+    for partition, fid, path in paths:
+        with storage.open_input(path) as f:
+            t = pq.read_table(f, columns=[KEY])
+        n = t.num_rows
+        parts.append(pa.table({KEY: t.column(KEY), PART: pa.repeat(pa.scalar(partition, pa.string()), n),
+                               "_lk_fid": pa.repeat(pa.scalar(fid, pa.string()), n)}))
+    if not parts:
+        return pa.table({KEY: pa.array([], pa.string()), PART: pa.array([], pa.string()),
+                         "_lk_fid": pa.array([], pa.string())})
+    return pa.concat_tables(parts)

@@ -1,0 +1,115 @@
+"""The lakesdk error hierarchy.
+
+Every error lakesdk raises on purpose derives from :class:`LakeError`, and, where one
+fits, from the built-in exception a Python user would catch anyway (``ValueError`` for
+bad input, ``FileNotFoundError`` for a missing table, ...).  Messages follow one shape:
+what happened, what was expected versus what was found, and what to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "LakeError",
+    "TableNotFoundError",
+    "TableExistsError",
+    "TableConfigError",
+    "UnsupportedTableVersionError",
+    "CorruptTimelineError",
+    "InstantNotFoundError",
+    "SchemaError",
+    "IncompatibleSchemaError",
+    "MissingColumnError",
+    "NullKeyError",
+    "InvalidFilterError",
+    "TimeTravelError",
+    "WriteError",
+    "WriteConflictError",
+    "StorageError",
+    "MissingDependencyError",
+]
+
+
+class LakeError(Exception):
+    """Root of every error raised by lakesdk."""
+
+
+class TableNotFoundError(LakeError, FileNotFoundError):
+    """The path holds no Hudi table (no ``.hoodie/hoodie.properties``)."""
+
+
+class TableExistsError(LakeError, FileExistsError):
+    """A table was to be created where one already exists."""
+
+
+class TableConfigError(LakeError, ValueError):
+    """``hoodie.properties`` is missing a required key or holds a value that cannot be parsed."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class UnsupportedTableVersionError(TableConfigError):
+    """The table's version (or timeline layout) is one lakesdk cannot read or write."""
+
+
+class CorruptTimelineError(LakeError, ValueError):
+    """A timeline file could not be parsed."""
+
+
+class InstantNotFoundError(LakeError, KeyError):
+    """No instant with the given time (and state) is on the timeline."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class SchemaError(LakeError, ValueError):
+    """A schema problem in incoming data or in the table."""
+
+
+class IncompatibleSchemaError(SchemaError, TypeError):
+    """An incoming column's type cannot be written into the table's column."""
+
+
+class MissingColumnError(SchemaError, KeyError):
+    """A column the operation needs (record key, ordering or partition field) is absent."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class NullKeyError(SchemaError):
+    """Incoming rows carry null values in record-key or partition fields."""
+
+
+class InvalidFilterError(LakeError, ValueError):
+    """A ``where`` expression or filter cannot be parsed or names an unknown column."""
+
+
+class TimeTravelError(LakeError, ValueError):
+    """A time-travel or incremental bound cannot be resolved."""
+
+
+class WriteError(LakeError, RuntimeError):
+    """A write failed; the table is unchanged (the instant did not complete)."""
+
+
+class WriteConflictError(WriteError):
+    """A concurrent writer committed a conflicting change first."""
+
+
+class StorageError(LakeError, OSError):
+    """The storage layer could not complete an operation."""
+
+
+class MissingDependencyError(LakeError, ImportError):
+    """An optional dependency is needed for this feature."""
+
+    def __init__(self, package: str, extra: str, feature: str) -> None:
+        super().__init__(
+            f"{feature} needs the package {package!r}, which is not installed. "
+            f"Install it with: pip install 'lakesdk[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra

@@ -1,0 +1,1 @@
+"""The Hudi on-disk grammar: pure, deterministic, and free of pyspark."""

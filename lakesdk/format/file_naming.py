@@ -1,0 +1,85 @@
+"""Data file names.
+
+Grammar::
+
+    base file   <fileId>_<writeToken>_<instantTime>.<ext>
+    log file    .<fileId>_<instantTime>.log.<version>_<writeToken>
+    fileId      <uuid>-<n>            e.g. 97de74b1-2a8e-4bb7-874c-0a74e1f42a77-0
+    writeToken  <taskPartitionId>-<stageId>-<taskAttemptId>
+
+>>> b = BaseFile.parse("97de74b1-2a8e-4bb7-874c-0a74e1f42a77-0_1-98-142_20240418172802262.parquet")
+>>> (b.file_id, b.write_token, b.instant)
+('97de74b1-2a8e-4bb7-874c-0a74e1f42a77-0', '1-98-142', '20240418172802262')
+>>> b.name == BaseFile(b.file_id, b.write_token, b.instant).name
+True
+>>> LogFile.parse(".d0304c53-6fd2-4b7a-a9d6-5ff632f79224-0_20250331030642808.log.1_0-26-85").version
+1
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+__all__ = ["BaseFile", "LogFile", "new_file_id", "make_write_token", "is_base_file", "is_log_file",
+           "UNKNOWN_WRITE_TOKEN"]
+
+UNKNOWN_WRITE_TOKEN = "1-0-1"
+_BASE_RE = re.compile(r"^(?P<fid>[^._][^_]*)_(?P<tok>\d+-\d+-\d+)_(?P<inst>\d{14,17})\.(?P<ext>[a-z]+)$")
+_LOG_RE = re.compile(r"^\.(?P<fid>[^_]+)_(?P<inst>\d{14,17})\.(?P<ext>log)\.(?P<ver>\d+)(?:_(?P<tok>\d+-\d+-\d+))?(?P<cdc>-cdc)?$")
+
+
+def new_file_id(n: int = 0) -> str:
+    """A fresh file id: ``<uuid4>-<n>``."""
+    return f"{uuid.uuid4()}-{n}"
+
+
+def make_write_token(task_partition_id: int, stage_id: int, task_attempt_id: int) -> str:
+    return f"{task_partition_id}-{stage_id}-{task_attempt_id}"
+
+
+@dataclass(frozen=True)
+class BaseFile:
+    file_id: str
+    write_token: str
+    instant: str
+    extension: str = "parquet"
+
+    @property
+    def name(self) -> str:
+        return f"{self.file_id}_{self.write_token}_{self.instant}.{self.extension}"
+
+    @classmethod
+    def parse(cls, name: str) -> "BaseFile":
+        m = _BASE_RE.match(name)
+        if not m:
+            raise ValueError(f"{name!r} is not a base file name (<fileId>_<writeToken>_<instant>.<ext>)")
+        return cls(m.group("fid"), m.group("tok"), m.group("inst"), m.group("ext"))
+
+
+@dataclass(frozen=True)
+class LogFile:
+    file_id: str
+    instant: str
+    version: int
+    write_token: str = UNKNOWN_WRITE_TOKEN
+
+    @property
+    def name(self) -> str:
+        return f".{self.file_id}_{self.instant}.log.{self.version}_{self.write_token}"
+
+    @classmethod
+    def parse(cls, name: str) -> "LogFile":
+        m = _LOG_RE.match(name)
+        if not m:
+            raise ValueError(f"{name!r} is not a log file name (.<fileId>_<instant>.log.<version>_<writeToken>)")
+        return cls(m.group("fid"), m.group("inst"), int(m.group("ver")), m.group("tok") or UNKNOWN_WRITE_TOKEN)
+
+
+def is_base_file(name: str) -> bool:
+    return bool(_BASE_RE.match(name)) and name.endswith((".parquet", ".orc", ".hfile", ".lance"))
+
+
+def is_log_file(name: str) -> bool:
+    return bool(_LOG_RE.match(name))

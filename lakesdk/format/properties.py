@@ -1,0 +1,116 @@
+"""Java ``.properties`` text, as ``java.util.Properties.store`` writes it.
+
+Grammar: ``#``/``!`` comment lines; ``key=value`` (also ``key:value`` or ``key value``);
+a trailing unescaped backslash continues a line; escapes ``\\:``, ``\\=``, ``\\\\``, ``\\n``,
+``\\t``, ``\\r``, ``\\f`` and ``\\uXXXX``.
+
+>>> text = format_properties({"a.b": "x=1:2"}, header=None)
+>>> text
+'a.b=x\\\\=1\\\\:2\\n'
+>>> parse_properties(text)
+{'a.b': 'x=1:2'}
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+__all__ = ["parse_properties", "format_properties"]
+
+_UNESCAPE = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _logical_lines(text: str) -> list[str]:
+    out: list[str] = []
+    buf = ""
+    for raw in text.splitlines():
+        line = raw.lstrip() if buf else raw.lstrip()
+        if not buf and (not line or line[0] in "#!"):
+            continue
+        # count trailing backslashes: an odd count continues the line
+        n = len(line) - len(line.rstrip("\\"))
+        if n % 2 == 1:
+            buf += line[:-1]
+            continue
+        out.append(buf + line)
+        buf = ""
+    if buf:
+        out.append(buf)
+    return out
+
+
+def _unescape(s: str) -> str:
+    out = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            n = s[i + 1]
+            if n == "u" and i + 5 < len(s) + 0 and len(s) >= i + 6:
+                out.append(chr(int(s[i + 2:i + 6], 16)))
+                i += 6
+                continue
+            out.append(_UNESCAPE.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java properties text into an ordered dict."""
+    props: dict[str, str] = {}
+    for line in _logical_lines(text):
+        i = 0
+        key_chars = []
+        while i < len(line):
+            c = line[i]
+            if c == "\\" and i + 1 < len(line):
+                key_chars.append(line[i:i + 2])
+                i += 2
+                continue
+            if c in "=: \t\f":
+                break
+            key_chars.append(c)
+            i += 1
+        rest = line[i:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t\f")
+        props[_unescape("".join(key_chars))] = _unescape(rest)
+    return props
+
+
+def _escape(s: str, *, is_key: bool) -> str:
+    out = []
+    for i, c in enumerate(s):
+        if c == "\\":
+            out.append("\\\\")
+        elif c in "=:#!":
+            out.append("\\" + c)
+        elif c == " " and (is_key or i == 0):
+            out.append("\\ ")
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif c == "\r":
+            out.append("\\r")
+        elif ord(c) > 126 or ord(c) < 32:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def format_properties(props: dict[str, str], *, header: str | None = "Properties saved",
+                      now: datetime | None = None) -> str:
+    """Format properties as ``Properties.store`` does (two comment lines, then entries)."""
+    lines = []
+    if header is not None:
+        now = now or datetime.now(timezone.utc)
+        lines.append(f"#{header} on {now.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}")
+        lines.append("#" + now.strftime("%a %b %d %H:%M:%S UTC %Y"))
+    for k, v in props.items():
+        lines.append(f"{_escape(k, is_key=True)}={_escape(v, is_key=False)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,322 @@
+"""``.hoodie/hoodie.properties``: the table config.
+
+The file is Java properties text (see :mod:`lakesdk.format.properties`).  The last entry,
+``hoodie.table.checksum``, is ``CRC32(UTF-8("<hoodie.database.name>.<hoodie.table.name>"))``.
+
+lakesdk writes table version 8 (timeline layout 2) and reads versions 6, 8 and 9.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+import zlib
+from dataclasses import dataclass, field
+from typing import Literal, Mapping
+
+from lakesdk.exceptions import TableConfigError, UnsupportedTableVersionError
+from lakesdk.format.properties import format_properties, parse_properties
+
+__all__ = ["TableConfig", "table_checksum", "READABLE_VERSIONS", "WRITE_VERSION", "PROPERTIES_PATH"]
+
+PROPERTIES_PATH = ".hoodie/hoodie.properties"
+READABLE_VERSIONS = (6, 8, 9)
+WRITE_VERSION = 8
+_LAYOUT_FOR_VERSION = {6: 1, 7: 1, 8: 2, 9: 2}
+
+TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
+_TYPES = {"COPY_ON_WRITE": "COPY_ON_WRITE", "MERGE_ON_READ": "MERGE_ON_READ"}
+_KEYGEN_CLASS_TO_TYPE = {
+    "org.apache.hudi.keygen.SimpleKeyGenerator": "SIMPLE",
+    "org.apache.hudi.keygen.ComplexKeyGenerator": "COMPLEX",
+    "org.apache.hudi.keygen.NonpartitionedKeyGenerator": "NON_PARTITION",
+    "org.apache.hudi.keygen.TimestampBasedKeyGenerator": "TIMESTAMP",
+    "org.apache.hudi.keygen.CustomKeyGenerator": "CUSTOM",
+}
+EVENT_TIME_STRATEGY_ID = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+COMMIT_TIME_STRATEGY_ID = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
+
+
+def table_checksum(database: str, table: str) -> int:
+    """CRC32 of ``"<database>.<table>"``.
+
+    >>> table_checksum("default", "v6_nonpartitioned")
+    1363530505
+    """
+    return zlib.crc32(f"{database}.{table}".encode("utf-8"))
+
+
+def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = props.get(key)
+    if raw is None or raw == "":
+        return default
+    low = raw.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    raise TableConfigError(
+        f"hoodie.properties: {key}={raw!r} is not a boolean (expected 'true' or 'false'); "
+        "fix the value in .hoodie/hoodie.properties", key=key)
+
+
+def _int(props: Mapping[str, str], key: str) -> int | None:
+    raw = props.get(key)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise TableConfigError(
+            f"hoodie.properties: {key}={raw!r} is not an integer; fix the value in .hoodie/hoodie.properties",
+            key=key) from None
+
+
+def _list(props: Mapping[str, str], key: str) -> tuple[str, ...]:
+    raw = props.get(key, "")
+    return tuple(p.strip() for p in raw.split(",") if p.strip())
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """Typed view of ``hoodie.properties``; ``props`` keeps every raw entry."""
+
+    props: Mapping[str, str] = field(repr=False)
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def parse(cls, text: str) -> "TableConfig":
+        """Parse and validate; raises :class:`TableConfigError` naming the bad key."""
+        cfg = cls(parse_properties(text))
+        cfg.validate()
+        return cfg
+
+    @classmethod
+    def new(
+        cls,
+        *,
+        name: str,
+        table_type: TableType,
+        record_key_fields: tuple[str, ...],
+        partition_fields: tuple[str, ...] = (),
+        ordering_field: str | None = None,
+        hive_style: bool = True,
+        create_schema: dict | None = None,
+        database: str = "default",
+        merge_mode: str | None = None,
+        extra: Mapping[str, str] | None = None,
+    ) -> "TableConfig":
+        """A table-version-8 config as Hudi 1.0 writes it."""
+        if partition_fields:
+            keygen = "SIMPLE" if len(record_key_fields) == 1 and len(partition_fields) == 1 else "COMPLEX"
+        else:
+            keygen = "NON_PARTITION"
+        if merge_mode is None:
+            merge_mode = "EVENT_TIME_ORDERING" if ordering_field else "COMMIT_TIME_ORDERING"
+        p: dict[str, str] = {
+            "hoodie.table.name": name,
+            "hoodie.table.type": table_type,
+            "hoodie.table.version": str(WRITE_VERSION),
+            "hoodie.table.initial.version": str(WRITE_VERSION),
+            "hoodie.timeline.layout.version": "2",
+            "hoodie.timeline.path": "timeline",
+            "hoodie.timeline.history.path": "history",
+            "hoodie.archivelog.folder": "archived",
+            "hoodie.table.recordkey.fields": ",".join(record_key_fields),
+            "hoodie.table.keygenerator.type": keygen,
+            "hoodie.datasource.write.hive_style_partitioning": str(hive_style).lower(),
+            "hoodie.datasource.write.partitionpath.urlencode": "false",
+            "hoodie.datasource.write.drop.partition.columns": "false",
+            "hoodie.database.name": database,
+            "hoodie.table.base.file.format": "PARQUET",
+            "hoodie.table.timeline.timezone": "UTC",
+            "hoodie.record.merge.mode": merge_mode,
+        }
+        if partition_fields:
+            p["hoodie.table.partition.fields"] = ",".join(partition_fields)
+        if ordering_field:
+            p["hoodie.table.precombine.field"] = ordering_field
+        if merge_mode == "EVENT_TIME_ORDERING":
+            p["hoodie.record.merge.strategy.id"] = EVENT_TIME_STRATEGY_ID
+            p["hoodie.compaction.payload.class"] = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+        elif merge_mode == "COMMIT_TIME_ORDERING":
+            p["hoodie.record.merge.strategy.id"] = COMMIT_TIME_STRATEGY_ID
+            p["hoodie.compaction.payload.class"] = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+        if create_schema is not None:
+            p["hoodie.table.create.schema"] = json.dumps(create_schema, separators=(",", ":"))
+        if extra:
+            p.update(extra)
+        cfg = cls(p)
+        cfg.validate()
+        return cfg
+
+    def to_text(self) -> str:
+        """Properties text with the checksum as the last entry."""
+        p = {k: v for k, v in self.props.items() if k != "hoodie.table.checksum"}
+        p["hoodie.table.checksum"] = str(table_checksum(self.database, self.name))
+        return format_properties(p)
+
+    def with_props(self, **updates: str) -> "TableConfig":
+        p = dict(self.props)
+        p.update(updates)
+        return TableConfig(p)
+
+    # -- validation ---------------------------------------------------------------------
+    def validate(self) -> None:
+        p = self.props
+        if not p.get("hoodie.table.name"):
+            raise TableConfigError(
+                "hoodie.properties has no hoodie.table.name: every Hudi table needs a name; "
+                "the file is damaged or not a Hudi table config", key="hoodie.table.name")
+        self.table_type  # noqa: B018 - validates
+        version = self.version
+        if version not in READABLE_VERSIONS:
+            raise UnsupportedTableVersionError(
+                f"table version {version} is not supported: lakesdk reads table versions "
+                f"{', '.join(map(str, READABLE_VERSIONS))} (Hudi 0.14-0.15, 1.0, 1.1); "
+                "upgrade or downgrade the table with Apache Hudi first", key="hoodie.table.version")
+        layout = _int(p, "hoodie.timeline.layout.version")
+        expected = _LAYOUT_FOR_VERSION[version]
+        if layout is None:
+            layout = expected
+        if layout != expected:
+            raise UnsupportedTableVersionError(
+                f"table version {version} expects timeline layout version {expected}, "
+                f"found hoodie.timeline.layout.version={layout}", key="hoodie.timeline.layout.version")
+        fmt = p.get("hoodie.table.base.file.format", "PARQUET").upper()
+        if fmt not in ("PARQUET",):
+            raise TableConfigError(
+                f"hoodie.properties: hoodie.table.base.file.format={p['hoodie.table.base.file.format']!r} "
+                "is not supported: lakesdk reads and writes PARQUET base files", key="hoodie.table.base.file.format")
+        for key in ("hoodie.datasource.write.drop.partition.columns",
+                    "hoodie.datasource.write.hive_style_partitioning",
+                    "hoodie.datasource.write.partitionpath.urlencode", "hoodie.populate.meta.fields"):
+            _bool(p, key, False)
+        if self.drop_partition_columns:
+            raise TableConfigError(
+                "hoodie.datasource.write.drop.partition.columns=true is not supported "
+                "(partition values would be missing from the data files)",
+                key="hoodie.datasource.write.drop.partition.columns")
+        cs = p.get("hoodie.table.checksum")
+        if cs is not None:
+            try:
+                value = int(cs)
+            except ValueError:
+                raise TableConfigError(
+                    f"hoodie.properties: hoodie.table.checksum={cs!r} is not a number "
+                    "(expected CRC32 of '<database>.<table name>')", key="hoodie.table.checksum") from None
+            if value not in (table_checksum(self.database, self.name), table_checksum("", self.name)):
+                warnings.warn(
+                    f"hoodie.properties checksum {value} does not match table {self.database}.{self.name}",
+                    stacklevel=3)
+
+    # -- typed accessors ----------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.props["hoodie.table.name"]
+
+    @property
+    def database(self) -> str:
+        return self.props.get("hoodie.database.name", "") or ""
+
+    @property
+    def table_type(self) -> TableType:
+        raw = self.props.get("hoodie.table.type", "COPY_ON_WRITE")
+        t = _TYPES.get(raw.strip().upper())
+        if t is None:
+            raise TableConfigError(
+                f"hoodie.properties: hoodie.table.type={raw!r} is not a table type "
+                "(expected COPY_ON_WRITE or MERGE_ON_READ)", key="hoodie.table.type")
+        return t  # type: ignore[return-value]
+
+    @property
+    def is_mor(self) -> bool:
+        return self.table_type == "MERGE_ON_READ"
+
+    @property
+    def version(self) -> int:
+        v = _int(self.props, "hoodie.table.version")
+        if v is None:
+            raise TableConfigError("hoodie.properties has no hoodie.table.version", key="hoodie.table.version")
+        return v
+
+    @property
+    def layout_version(self) -> int:
+        return _int(self.props, "hoodie.timeline.layout.version") or _LAYOUT_FOR_VERSION[self.version]
+
+    @property
+    def timeline_dir(self) -> str:
+        """Folder of the active timeline, relative to the table base."""
+        if self.layout_version >= 2:
+            return ".hoodie/" + self.props.get("hoodie.timeline.path", "timeline")
+        return ".hoodie"
+
+    @property
+    def record_key_fields(self) -> tuple[str, ...]:
+        return _list(self.props, "hoodie.table.recordkey.fields")
+
+    @property
+    def partition_fields(self) -> tuple[str, ...]:
+        # CustomKeyGenerator writes field:TYPE
+        return tuple(f.split(":")[0] for f in _list(self.props, "hoodie.table.partition.fields"))
+
+    @property
+    def ordering_fields(self) -> tuple[str, ...]:
+        return _list(self.props, "hoodie.table.ordering.fields") or _list(self.props, "hoodie.table.precombine.field")
+
+    @property
+    def ordering_field(self) -> str | None:
+        f = self.ordering_fields
+        return f[0] if f else None
+
+    @property
+    def keygen_type(self) -> str:
+        t = self.props.get("hoodie.table.keygenerator.type")
+        if t:
+            return t.upper()
+        cls = self.props.get("hoodie.table.keygenerator.class")
+        if cls:
+            return _KEYGEN_CLASS_TO_TYPE.get(cls, "CUSTOM")
+        if not self.partition_fields:
+            return "NON_PARTITION"
+        return "SIMPLE" if len(self.record_key_fields) == 1 else "COMPLEX"
+
+    @property
+    def hive_style(self) -> bool:
+        return _bool(self.props, "hoodie.datasource.write.hive_style_partitioning", False)
+
+    @property
+    def urlencode(self) -> bool:
+        return _bool(self.props, "hoodie.datasource.write.partitionpath.urlencode", False)
+
+    @property
+    def drop_partition_columns(self) -> bool:
+        return _bool(self.props, "hoodie.datasource.write.drop.partition.columns", False)
+
+    @property
+    def populate_meta_fields(self) -> bool:
+        return _bool(self.props, "hoodie.populate.meta.fields", True)
+
+    @property
+    def merge_mode(self) -> str:
+        m = self.props.get("hoodie.record.merge.mode")
+        if m:
+            return m.upper()
+        return "EVENT_TIME_ORDERING" if self.ordering_field else "COMMIT_TIME_ORDERING"
+
+    @property
+    def create_schema(self) -> dict | None:
+        raw = self.props.get("hoodie.table.create.schema")
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            raise TableConfigError("hoodie.table.create.schema is not valid Avro schema JSON",
+                                   key="hoodie.table.create.schema") from None
+
+    @property
+    def timezone(self) -> str:
+        return (self.props.get("hoodie.table.timeline.timezone") or "UTC").upper()
+
+    def __repr__(self) -> str:
+        return (f"TableConfig(name={self.name!r}, type={self.props.get('hoodie.table.type')!r}, "
+                f"version={self.props.get('hoodie.table.version')!r})")

@@ -1,0 +1,234 @@
+"""The timeline: every instant of a table, in requested-time order.
+
+Layout 1 (table v6) keeps timeline files directly in ``.hoodie/``; layout 2 (v8+) in
+``.hoodie/timeline/`` and names completed instants ``<requested>_<completed>.<action>``.
+A :class:`Timeline` is an immutable value: loading it reads the file names only; commit
+metadata is read on demand and cached by :class:`TimelineStore`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterable, Iterator, Sequence
+
+from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
+from lakesdk.format.commit_metadata import CommitMetadata
+from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
+from lakesdk.format.table_config import TableConfig
+from lakesdk.storage import Storage
+
+__all__ = ["Timeline", "TimelineStore", "InstantClock"]
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Instants (latest state of each), ordered by requested time."""
+
+    instants: tuple[Instant, ...]
+    layout: int = 2
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def from_file_names(cls, names: Iterable[str], *, layout: int) -> "Timeline":
+        best: dict[tuple[str, str], Instant] = {}
+        for name in names:
+            if not Instant.is_timeline_file(name):
+                continue
+            inst = Instant.parse_file_name(name)
+            # a completed compaction/clustering file is named commit/replacecommit: fold it
+            key = (inst.requested, _family(inst))
+            cur = best.get(key)
+            if cur is None or inst.order_key[1] > cur.order_key[1]:
+                if cur is not None and inst.is_completed and cur.action != inst.action:
+                    inst = Instant(cur.action, "completed", inst.requested, inst.completed)
+                best[key] = inst
+            elif cur.is_completed is False and inst.is_completed:
+                best[key] = inst
+        ordered = sorted(best.values(), key=lambda i: (i.requested, i.completed or ""))
+        return cls(tuple(ordered), layout)
+
+    # -- views ----------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Instant]:
+        return iter(self.instants)
+
+    def __len__(self) -> int:
+        return len(self.instants)
+
+    def __getitem__(self, i: int) -> Instant:
+        return self.instants[i]
+
+    def filter(self, *, actions: Iterable[str] | None = None, states: Iterable[str] | None = None) -> "Timeline":
+        a = set(actions) if actions is not None else None
+        s = set(states) if states is not None else None
+        return Timeline(tuple(i for i in self.instants
+                              if (a is None or i.action in a) and (s is None or i.state in s)), self.layout)
+
+    @property
+    def completed(self) -> "Timeline":
+        return self.filter(states=["completed"])
+
+    @property
+    def pending(self) -> "Timeline":
+        return self.filter(states=["requested", "inflight"])
+
+    @property
+    def commits(self) -> "Timeline":
+        """Completed instants that wrote data (commit, deltacommit, replacecommit, compaction, clustering)."""
+        return Timeline(tuple(i for i in self.instants if i.is_completed and i.completed_action in WRITE_ACTIONS),
+                        self.layout)
+
+    @property
+    def last(self) -> Instant | None:
+        return self.instants[-1] if self.instants else None
+
+    @property
+    def last_completed_write(self) -> Instant | None:
+        c = self.commits.by_completion()
+        return c[-1] if c else None
+
+    def by_completion(self) -> list[Instant]:
+        """Completed instants ordered by completion time (requested time on layout 1)."""
+        return sorted((i for i in self.instants if i.is_completed), key=lambda i: (i.completed or i.requested, i.requested))
+
+    def get(self, requested: str, *, action: str | None = None) -> Instant:
+        for i in self.instants:
+            if i.requested == requested and (action is None or i.action == action):
+                return i
+        raise InstantNotFoundError(f"no instant {requested!r} on the timeline "
+                                   f"(latest: {self.last.requested if self.last else 'none'})")
+
+    def contains(self, requested: str) -> bool:
+        return any(i.requested == requested for i in self.instants)
+
+    def max_time(self) -> str | None:
+        """The largest requested or completion time on this timeline."""
+        times = [t for i in self.instants for t in (i.requested, i.completed) if t]
+        return max(times) if times else None
+
+    def visible_as_of(self, moment: str | None) -> "Timeline":
+        """Completed write instants visible to a reader at ``moment`` (None = latest).
+
+        Layout 2 compares completion times; layout 1 requested times.
+        """
+        if moment is None:
+            return self.commits
+        keep = tuple(i for i in self.commits if (i.completed if self.layout >= 2 and i.completed else i.requested) <= moment)
+        return Timeline(keep, self.layout)
+
+    def in_range(self, start: str | None, end: str | None) -> "Timeline":
+        """Completed write instants with time in ``(start, end]`` (completion time on layout 2)."""
+        def t(i: Instant) -> str:
+            return i.completed if self.layout >= 2 and i.completed else i.requested
+        keep = tuple(i for i in self.commits if (start is None or t(i) > start) and (end is None or t(i) <= end))
+        return Timeline(keep, self.layout)
+
+    def __repr__(self) -> str:
+        c = sum(1 for i in self.instants if i.is_completed)
+        last = f", last={self.last!r}" if self.last else ""
+        return f"<Timeline {len(self.instants)} instants ({c} completed, {len(self) - c} pending){last}>"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td>{i.requested}</td><td>{i.action}</td><td>{i.state}</td><td>{i.completed or ''}</td></tr>"
+            for i in self.instants[-50:])
+        more = f"<caption>last 50 of {len(self)} instants</caption>" if len(self) > 50 else ""
+        return ("<table>" + more + "<thead><tr><th>requested</th><th>action</th><th>state</th>"
+                "<th>completed</th></tr></thead><tbody>" + rows + "</tbody></table>")
+
+    def to_pandas(self):  # type: ignore[no-untyped-def]
+        import pandas as pd
+        return pd.DataFrame([{"requested": i.requested, "action": i.action, "state": i.state,
+                              "completed": i.completed} for i in self.instants],
+                            columns=["requested", "action", "state", "completed"])
+
+
+def _family(i: Instant) -> str:
+    """Key that joins the pending and completed files of one instant."""
+    if i.is_completed:
+        return {"commit": "W", "replacecommit": "R", "deltacommit": "D"}.get(i.action, i.action)
+    return {"commit": "W", "compaction": "W", "replacecommit": "R", "clustering": "R",
+            "deltacommit": "D", "logcompaction": "D"}.get(i.action, i.action)
+
+
+class InstantClock:
+    """Generates strictly increasing instant times (UTC, millisecond)."""
+
+    _lock = threading.Lock()
+    _last = ""
+
+    @classmethod
+    def next(cls, after: str | None = None) -> str:
+        with cls._lock:
+            while True:
+                now = format_instant_time(datetime.now(timezone.utc).replace(tzinfo=None))
+                floor = max(cls._last, after or "")
+                if now > floor:
+                    cls._last = now
+                    return now
+                time.sleep(0.001)
+
+
+class TimelineStore:
+    """Reads and writes timeline files of one table."""
+
+    def __init__(self, storage: Storage, config: TableConfig) -> None:
+        self.storage = storage
+        self.config = config
+        self.layout = config.layout_version
+        self.dir = config.timeline_dir
+        self._cache: dict[tuple[str, str], CommitMetadata] = {}
+
+    def load(self) -> Timeline:
+        names = [e.name for e in self.storage.list(self.dir) if not e.is_dir]
+        return Timeline.from_file_names(names, layout=self.layout)
+
+    def path(self, instant: Instant) -> str:
+        return f"{self.dir}/{instant.file_name(layout=self.layout)}"
+
+    def read_bytes(self, instant: Instant) -> bytes:
+        return self.storage.read(self.path(instant))
+
+    def commit_metadata(self, instant: Instant) -> CommitMetadata:
+        """Commit metadata of a completed write instant (cached)."""
+        key = (instant.requested, instant.completed or "")
+        m = self._cache.get(key)
+        if m is None:
+            try:
+                data = self.read_bytes(instant)
+            except FileNotFoundError:
+                raise InstantNotFoundError(f"timeline file of {instant!r} is missing") from None
+            try:
+                m = CommitMetadata.parse(data, layout=self.layout, replace=instant.completed_action == "replacecommit")
+            except CorruptTimelineError as exc:
+                raise CorruptTimelineError(f"{self.path(instant)}: {exc}") from exc
+            self._cache[key] = m
+        return m
+
+    # -- writing ----------------------------------------------------------------------------
+    def create(self, instant: Instant, data: bytes = b"") -> None:
+        if not self.storage.create_exclusive(self.path(instant), data):
+            raise CorruptTimelineError(f"timeline file {self.path(instant)} already exists")
+
+    def transition(self, instant: Instant, state: str, data: bytes = b"") -> Instant:
+        """Write the next state's file and return the new instant value."""
+        if state == "completed":
+            completed = InstantClock.next(after=instant.requested)
+            new = instant.to("completed", completed)
+        else:
+            new = instant.to(state)  # type: ignore[arg-type]
+        self.create(new, data)
+        return new
+
+    def delete(self, instant: Instant) -> None:
+        self.storage.delete(self.path(instant))
+
+    def all_states(self, requested: str) -> list[str]:
+        """File names on storage that belong to ``requested`` (any state)."""
+        return [e.name for e in self.storage.list(self.dir) if e.name.startswith(requested)]
+
+
+def sort_instants(instants: Sequence[Instant]) -> list[Instant]:
+    return sorted(instants, key=lambda i: i.order_key)

@@ -1,0 +1,1 @@
+"""Read planning: file-system views as of an instant, pruning, predicates."""

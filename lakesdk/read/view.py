@@ -1,0 +1,160 @@
+"""FileSystemView: the file groups and slices a reader sees as of an instant."""
+
+from __future__ import annotations
+
+import posixpath
+from collections import defaultdict
+from typing import Callable, Iterable
+
+from lakesdk.format.file_group import FileGroup, FileSlice
+from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file
+from lakesdk.format.keys import parse_partition_path
+from lakesdk.format.table_config import TableConfig
+from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.storage import FileInfo, Storage
+
+__all__ = ["FileSystemView", "list_data_files"]
+
+PartitionFilter = Callable[[dict[str, str | None]], bool]
+
+
+def _skip(path: str) -> bool:
+    parts = path.split("/")
+    return parts[0] in (".hoodie", "__MACOSX") or any(p.startswith(".") for p in parts[:-1]) or parts[-1].endswith(".crc")
+
+
+def list_data_files(storage: Storage) -> list[FileInfo]:
+    """Every base and log file of a table (one recursive listing)."""
+    out = []
+    for f in storage.find(""):
+        if _skip(f.path):
+            continue
+        name = posixpath.basename(f.path)
+        if is_base_file(name) or is_log_file(name):
+            out.append(f)
+    return out
+
+
+class FileSystemView:
+    """File groups as of ``as_of`` (None = latest completed state).
+
+    A base file is visible when the commit that wrote it is completed (and, for time
+    travel, completed by ``as_of``; layout 2 compares completion times, layout 1 requested
+    times) or older than the active timeline (archived).  File groups replaced by a visible
+    replacecommit are hidden.
+    """
+
+    def __init__(self, storage: Storage, config: TableConfig, store: TimelineStore, timeline: Timeline,
+                 *, as_of: str | None = None, files: Iterable[FileInfo] | None = None) -> None:
+        self.storage = storage
+        self.config = config
+        self.timeline = timeline
+        self.as_of = as_of
+        visible = timeline.visible_as_of(as_of)
+        self.visible = visible
+        self._completion = {i.requested: (i.completed or i.requested) for i in visible}
+        pending = {i.requested for i in timeline.pending}
+        first = timeline.instants[0].requested if len(timeline) else None
+        self._pending = pending
+        self._first = first
+        self.replaced: set[tuple[str, str]] = set()
+        for inst in visible:
+            if inst.completed_action == "replacecommit":
+                md = store.commit_metadata(inst)
+                for part, fids in (md.partition_to_replace_file_ids or {}).items():
+                    self.replaced.update((part, f) for f in fids)
+        self._files = list(files) if files is not None else list_data_files(storage)
+        self._groups: dict[tuple[str, str], FileGroup] | None = None
+
+    def _is_valid(self, instant: str) -> bool:
+        if instant in self._completion:
+            return True
+        # files older than the active timeline belong to archived (completed) commits
+        if self._first is not None and instant < self._first and instant not in self._pending:
+            return self.as_of is None or instant <= self.as_of
+        return False
+
+    def _build(self) -> dict[tuple[str, str], FileGroup]:
+        bases: dict[tuple[str, str], list[tuple[BaseFile, int]]] = defaultdict(list)
+        logs: dict[tuple[str, str], list[tuple[LogFile, int]]] = defaultdict(list)
+        for f in self._files:
+            part = posixpath.dirname(f.path)
+            name = posixpath.basename(f.path)
+            if name.startswith("."):
+                lf = LogFile.parse(name)
+                logs[(part, lf.file_id)].append((lf, f.size))
+            else:
+                bf = BaseFile.parse(name)
+                if self._is_valid(bf.instant):
+                    bases[(part, bf.file_id)].append((bf, f.size))
+        groups: dict[tuple[str, str], FileGroup] = {}
+        layout = self.config.layout_version
+        for key in set(bases) | set(logs):
+            if key in self.replaced:
+                continue
+            part, fid = key
+            bs = sorted(bases.get(key, []), key=lambda x: x[0].instant)
+            # one base per instant (a duplicate from a retried task would share the instant)
+            slices: list[FileSlice] = [FileSlice(part, fid, b.instant, b, size) for b, size in bs]
+            lg = logs.get(key, [])
+            if lg:
+                slices = self._attach_logs(part, fid, slices, lg, layout)
+            if slices:
+                groups[key] = FileGroup(part, fid, slices)
+        return groups
+
+    def _attach_logs(self, part: str, fid: str, slices: list[FileSlice],
+                     logs: list[tuple[LogFile, int]], layout: int) -> list[FileSlice]:
+        by_base: dict[str, list[tuple[LogFile, int]]] = defaultdict(list)
+        base_instants = [s.base_instant for s in slices]
+        for lf, size in logs:
+            if layout >= 2:
+                if lf.instant not in self._completion:
+                    continue
+                done = self._completion[lf.instant]
+                owner = max((b for b in base_instants if self._completion.get(b, b) <= done), default=None)
+                by_base[owner or lf.instant].append((lf, size))
+            else:
+                if not self._is_valid(lf.instant) and lf.instant not in base_instants:
+                    continue
+                by_base[lf.instant].append((lf, size))
+        out = []
+        for s in slices:
+            ls = sorted(by_base.pop(s.base_instant, []), key=lambda x: (x[0].instant, x[0].version, x[0].write_token))
+            out.append(FileSlice(part, fid, s.base_instant, s.base_file, s.base_size,
+                                 tuple(x[0] for x in ls), tuple(x[1] for x in ls)))
+        for inst, ls in sorted(by_base.items()):  # log-only file slices
+            ls = sorted(ls, key=lambda x: (x[0].instant, x[0].version, x[0].write_token))
+            out.append(FileSlice(part, fid, inst, None, 0, tuple(x[0] for x in ls), tuple(x[1] for x in ls)))
+        out.sort(key=lambda s: s.base_instant)
+        return out
+
+    # -- API --------------------------------------------------------------------------------
+    @property
+    def file_groups(self) -> list[FileGroup]:
+        if self._groups is None:
+            self._groups = self._build()
+        return sorted(self._groups.values(), key=lambda g: (g.partition, g.file_id))
+
+    def partitions(self) -> list[str]:
+        return sorted({g.partition for g in self.file_groups})
+
+    def partition_values(self, partition: str) -> dict[str, str | None]:
+        return parse_partition_path(partition, self.config.partition_fields, hive_style=self.config.hive_style,
+                                    urlencoded=self.config.urlencode)
+
+    def latest_slices(self, partition_filter: PartitionFilter | None = None,
+                      file_groups: set[tuple[str, str]] | None = None) -> list[FileSlice]:
+        out = []
+        for g in self.file_groups:
+            if file_groups is not None and (g.partition, g.file_id) not in file_groups:
+                continue
+            if partition_filter is not None and not partition_filter(self.partition_values(g.partition)):
+                continue
+            if g.latest is not None:
+                out.append(g.latest)
+        return out
+
+    def __repr__(self) -> str:
+        n = len(self._groups) if self._groups is not None else "?"
+        return f"<FileSystemView as_of={self.as_of or 'latest'} file_groups={n}>"

@@ -1,0 +1,116 @@
+"""Lake: a folder (or any fsspec URL) holding tables."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Sequence
+
+import pyarrow as pa
+
+from lakesdk.exceptions import SchemaError, TableExistsError
+from lakesdk.format.schema import arrow_to_avro
+from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
+from lakesdk.storage import Storage
+from lakesdk.table.table import Table, TableOptions
+
+__all__ = ["Lake", "open_table"]
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _fields(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    return tuple(value)
+
+
+class Lake:
+    """A root folder or URL whose sub-folders are tables.
+
+    >>> import lakesdk as lk
+    >>> lake = lk.Lake("memory://doctest-lake")
+    >>> t = lake.create_table("trips", key="uuid", partition_by="city", ordering="ts")
+    >>> t
+    <Table 'trips' cow v8 at 'memory://doctest-lake/trips' key=uuid partition_by=city ordering=ts>
+    """
+
+    def __init__(self, root: str, *, spark: Any = None, storage_options: dict[str, Any] | None = None,
+                 options: TableOptions | None = None) -> None:
+        self.storage = Storage(str(root), storage_options)
+        self._spark = spark
+        self.options = options or TableOptions()
+
+    @property
+    def root(self) -> str:
+        return self.storage.base_url
+
+    def create_table(
+        self,
+        name: str,
+        *,
+        key: str | Sequence[str],
+        partition_by: str | Sequence[str] | None = None,
+        ordering: str | None = None,
+        table_type: Literal["cow", "mor"] = "cow",
+        schema: pa.Schema | None = None,
+        hive_style: bool = True,
+        merge_mode: Literal["event_time", "commit_time"] | None = None,
+        exist_ok: bool = False,
+    ) -> Table:
+        """Create a table version 8 (Hudi 1.0) in ``<root>/<name>``."""
+        if not _NAME_RE.match(name):
+            raise SchemaError(f"table name {name!r} is not valid: use letters, digits and underscores, "
+                              "starting with a letter or underscore")
+        tt = {"cow": "COPY_ON_WRITE", "mor": "MERGE_ON_READ", "copy_on_write": "COPY_ON_WRITE",
+              "merge_on_read": "MERGE_ON_READ"}.get(str(table_type).lower())
+        if tt is None:
+            raise SchemaError(f"table_type must be 'cow' or 'mor', not {table_type!r}")
+        keys = _fields(key)
+        if not keys:
+            raise SchemaError("a table needs a record key: pass key='id' (or a list of fields)")
+        parts = _fields(partition_by)
+        if schema is not None:
+            missing = [f for f in (*keys, *parts, *([ordering] if ordering else [])) if f not in schema.names]
+            if missing:
+                raise SchemaError(f"fields {missing} are not in the given schema ({', '.join(schema.names)})")
+        mm = {None: None, "event_time": "EVENT_TIME_ORDERING", "commit_time": "COMMIT_TIME_ORDERING"}.get(merge_mode)
+        if merge_mode is not None and mm is None:
+            raise SchemaError(f"merge_mode must be 'event_time' or 'commit_time', not {merge_mode!r}")
+        cfg = TableConfig.new(
+            name=name, table_type=tt, record_key_fields=keys, partition_fields=parts, ordering_field=ordering,  # type: ignore[arg-type]
+            hive_style=hive_style, create_schema=arrow_to_avro(schema, name) if schema is not None else None,
+            merge_mode=mm,
+        )
+        ts = self.storage.child(name)
+        if not ts.create_exclusive(PROPERTIES_PATH, cfg.to_text().encode("utf-8")):
+            if exist_ok:
+                return self.table(name)
+            raise TableExistsError(f"a table already exists at {ts.base_url!r}; open it with lake.table({name!r}) "
+                                   "or pass exist_ok=True")
+        ts.makedirs(".hoodie/timeline/history")
+        return Table(ts, cfg, spark=self._spark, options=self.options)
+
+    def table(self, name: str) -> Table:
+        """Open the table ``<root>/<name>``."""
+        return Table(self.storage.child(name), spark=self._spark, options=self.options)
+
+    __getitem__ = table
+
+    def tables(self) -> list[str]:
+        """Names of the tables under the root."""
+        out = []
+        for e in self.storage.list(""):
+            if e.is_dir and self.storage.exists(f"{e.path}/{PROPERTIES_PATH}"):
+                out.append(e.name)
+        return sorted(out)
+
+    def __repr__(self) -> str:
+        return f"<Lake {self.root!r}>"
+
+
+def open_table(url: str, *, spark: Any = None, storage_options: dict[str, Any] | None = None,
+               options: TableOptions | None = None) -> Table:
+    """Open an existing Hudi table (written by lakesdk or by Apache Hudi)."""
+    return Table(Storage(str(url), storage_options), spark=spark, options=options)

@@ -1,0 +1,208 @@
+"""Queries: snapshot, time travel and incremental reads, as immutable builders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from lakesdk.exceptions import InvalidFilterError, TimeTravelError
+from lakesdk.format.file_group import FileSlice
+from lakesdk.format.instant import Instant, to_instant_time
+from lakesdk.format.schema import META_FIELDS, with_meta_fields
+from lakesdk.read.predicate import Predicate, from_filters, parse_where
+from lakesdk.read.view import FileSystemView
+from lakesdk.table.schema_store import resolve_schema
+
+if TYPE_CHECKING:
+    from lakesdk.table.table import Table
+
+__all__ = ["Query", "ReadPlan"]
+
+
+def _moment(value: Any) -> str | None:
+    if value is None:
+        return None
+    if hasattr(value, "completed") and hasattr(value, "instant") and not isinstance(value, Instant):
+        return value.completed or value.instant  # a WriteResult
+    return to_instant_time(value)
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What a query will read: file slices, the instants it covers, and the schema."""
+
+    slices: tuple[FileSlice, ...]
+    schema: pa.Schema
+    instants: tuple[Instant, ...]
+    commit_times: frozenset[str] | None   # incremental: requested times whose rows to keep
+    pruned_partitions: int
+    total_partitions: int
+
+    @property
+    def files(self) -> list[str]:
+        return [s.base_path for s in self.slices if s.base_path]
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.total_size for s in self.slices)
+
+    def __repr__(self) -> str:
+        return (f"<ReadPlan {len(self.slices)} file slices, {self.bytes} bytes, "
+                f"{self.total_partitions - self.pruned_partitions}/{self.total_partitions} partitions>")
+
+
+@dataclass(frozen=True)
+class Query:
+    """A read of a table.  Chained calls return new queries; nothing runs until
+    ``to_arrow()``, ``to_pandas()``, ``to_spark()`` or ``count()``."""
+
+    table: "Table"
+    kind: Literal["snapshot", "incremental"] = "snapshot"
+    columns: tuple[str, ...] | None = None
+    predicate: Predicate | None = None
+    as_of_time: str | None = None
+    start: str | None = None
+    end: str | None = None
+    meta: bool = False
+    read_optimized: bool = False
+
+    # -- builders -------------------------------------------------------------------------------
+    def select(self, *columns: str) -> "Query":
+        cols = tuple(columns[0]) if len(columns) == 1 and isinstance(columns[0], (list, tuple)) else tuple(columns)
+        return replace(self, columns=cols)
+
+    def where(self, condition: str | Sequence[tuple[str, str, Any]]) -> "Query":
+        p = parse_where(condition) if isinstance(condition, str) else from_filters(condition)
+        return replace(self, predicate=p if self.predicate is None else self.predicate & p)
+
+    def as_of(self, moment: Any) -> "Query":
+        return replace(self, as_of_time=_moment(moment))
+
+    def with_meta_fields(self, meta: bool = True) -> "Query":
+        return replace(self, meta=meta)
+
+    # -- planning --------------------------------------------------------------------------------
+    def plan(self) -> ReadPlan:
+        t = self.table
+        store = t._store()
+        timeline = store.load()
+        if self.kind == "incremental":
+            return self._plan_incremental(store, timeline)
+        view = FileSystemView(t.storage, t.config, store, timeline, as_of=self.as_of_time)
+        schema = resolve_schema(store, view.visible, create_schema=t.config.create_schema,
+                                base_file=self._any_base(view))
+        if schema is None:
+            schema = pa.schema([])
+        self._validate(schema)
+        parts = view.partitions()
+        pf = (lambda v: self.predicate.prune(v)) if self.predicate is not None and t.config.partition_fields else None
+        slices = view.latest_slices(pf)
+        kept_parts = {s.partition for s in slices}
+        return ReadPlan(tuple(slices), schema, tuple(view.visible), None, len(parts) - len(kept_parts), len(parts))
+
+    @staticmethod
+    def _any_base(view: FileSystemView) -> str | None:
+        for s in view.latest_slices():
+            if s.base_path:
+                return s.base_path
+        return None
+
+    def _plan_incremental(self, store: Any, timeline: Any) -> ReadPlan:
+        t = self.table
+        if self.start is not None and self.end is not None and self.start > self.end:
+            raise TimeTravelError(f"incremental range ({self.start}, {self.end}] is empty: start is after end")
+        in_range = timeline.in_range(self.start, self.end)
+        end = self.end
+        view = FileSystemView(t.storage, t.config, store, timeline, as_of=end)
+        schema = resolve_schema(store, view.visible, create_schema=t.config.create_schema,
+                                base_file=self._any_base(view)) or pa.schema([])
+        self._validate(schema)
+        touched: set[tuple[str, str]] = set()
+        for inst in in_range:
+            md = store.commit_metadata(inst)
+            for st in md.write_stats:
+                if st.fileId:
+                    touched.add((st.partitionPath or "", st.fileId))
+        pf = (lambda v: self.predicate.prune(v)) if self.predicate is not None and t.config.partition_fields else None
+        slices = view.latest_slices(pf, file_groups=touched)
+        parts = view.partitions()
+        return ReadPlan(tuple(slices), schema, tuple(in_range), frozenset(i.requested for i in in_range),
+                        len(parts) - len({s.partition for s in slices}), len(parts))
+
+    def _validate(self, schema: pa.Schema) -> None:
+        names = list(META_FIELDS) + schema.names
+        if self.predicate is not None:
+            self.predicate.validate(names)
+        if self.columns:
+            missing = [c for c in self.columns if c not in names]
+            if missing:
+                raise InvalidFilterError(f"unknown column(s) {missing} in columns=; the table has: {', '.join(schema.names)}")
+
+    # -- execution --------------------------------------------------------------------------------
+    def _out_columns(self, schema: pa.Schema) -> list[str]:
+        if self.columns:
+            return list(self.columns)
+        return (list(META_FIELDS) if self.meta else []) + schema.names
+
+    def to_arrow(self) -> pa.Table:
+        """Read into a pyarrow Table (Arrow-native reader on the driver)."""
+        plan = self.plan()
+        full = with_meta_fields(plan.schema)
+        cols = self._out_columns(plan.schema)
+        files = plan.files
+        if not files:
+            return full.empty_table().select(cols)
+        storage = self.table.storage
+        fs, paths = _arrow_fs(storage, files)
+        dataset = ds.dataset(paths, schema=full, format="parquet", filesystem=fs)
+        expr = self.predicate.to_arrow() if self.predicate is not None else None
+        if plan.commit_times is not None:
+            inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
+            expr = inc if expr is None else (expr & inc)
+        return dataset.to_table(columns=cols, filter=expr)
+
+    def to_pandas(self) -> Any:
+        """Read into a pandas DataFrame."""
+        return self.to_arrow().to_pandas()
+
+    def to_spark(self) -> Any:
+        """A Spark DataFrame over the planned files (Spark's Parquet reader for local files)."""
+        from pyspark.sql import functions as F
+
+        from lakesdk.engine.spark import read_files_spark
+        plan = self.plan()
+        full = with_meta_fields(plan.schema)
+        spark = self.table.spark
+        df = read_files_spark(spark, self.table.storage, plan.files, full)
+        if plan.commit_times is not None:
+            df = df.filter(F.col("_hoodie_commit_time").isin(sorted(plan.commit_times)))
+        if self.predicate is not None:
+            df = df.filter(self.predicate.text)
+        return df.select(*self._out_columns(plan.schema))
+
+    def count(self) -> int:
+        return self.to_arrow().num_rows
+
+    def __repr__(self) -> str:
+        parts = [self.kind]
+        if self.as_of_time:
+            parts.append(f"as_of={self.as_of_time}")
+        if self.kind == "incremental":
+            parts.append(f"range=({self.start or '-inf'}, {self.end or 'latest'}]")
+        if self.columns:
+            parts.append(f"columns={list(self.columns)}")
+        if self.predicate is not None:
+            parts.append(f"where={self.predicate.text!r}")
+        return f"<Query {self.table.name!r} {' '.join(parts)}>"
+
+
+def _arrow_fs(storage: Any, files: list[str]) -> tuple[Any, list[str]]:
+    import pyarrow.fs as pafs
+    if storage.is_local:
+        return pafs.LocalFileSystem(), [storage.url(f) for f in files]
+    handler = pafs.PyFileSystem(pafs.FSSpecHandler(storage.fs))
+    return handler, [f"{storage.root}/{f}" for f in files]

@@ -1,0 +1,75 @@
+"""Result objects returned by writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lakesdk.format.instant import Instant
+
+__all__ = ["WriteResult"]
+
+
+def _human_bytes(n: int) -> str:
+    x = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if x < 1024 or unit == "TiB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{n} B"
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What one write did.
+
+    ``instant`` is the requested instant time (``yyyyMMddHHmmssSSS``) that names the
+    commit's files; ``completed`` is its completion time (what time travel and
+    incremental queries compare with on table version 8).
+    """
+
+    table: str
+    operation: str
+    instant: str
+    completed: str | None
+    action: str
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    files: int = 0
+    bytes: int = 0
+    partitions: int = 0
+    seconds: float = 0.0
+    replaced_file_groups: int = 0
+    file_paths: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def as_instant(self) -> Instant:
+        return Instant(self.action, "completed" if self.completed else "inflight", self.instant, self.completed)
+
+    @property
+    def rows_written(self) -> int:
+        return self.inserted + self.updated
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in ("table", "operation", "instant", "completed", "action", "inserted",
+                                              "updated", "deleted", "skipped", "files", "bytes", "partitions",
+                                              "seconds")}
+
+    def __repr__(self) -> str:
+        extra = f", skipped={self.skipped}" if self.skipped else ""
+        rep = f", replaced_file_groups={self.replaced_file_groups}" if self.replaced_file_groups else ""
+        return (f"WriteResult({self.operation} {self.table!r} @ {self.instant}: inserted={self.inserted}, "
+                f"updated={self.updated}, deleted={self.deleted}{extra}, files={self.files}, "
+                f"bytes={_human_bytes(self.bytes)}, seconds={self.seconds:.2f}{rep})")
+
+    def _repr_html_(self) -> str:
+        cells = [("operation", self.operation), ("instant", self.instant), ("completed", self.completed or ""),
+                 ("inserted", self.inserted), ("updated", self.updated), ("deleted", self.deleted),
+                 ("skipped (older ordering value)", self.skipped), ("files written", self.files),
+                 ("bytes", _human_bytes(self.bytes)), ("partitions", self.partitions),
+                 ("seconds", f"{self.seconds:.2f}")]
+        if self.replaced_file_groups:
+            cells.append(("replaced file groups", self.replaced_file_groups))
+        rows = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in cells)
+        return f"<div><b>WriteResult</b> on <code>{self.table}</code><table>{rows}</table></div>"

@@ -1,0 +1,69 @@
+"""Resolving a table's schema as of an instant."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakesdk.format.commit_metadata import CommitMetadata
+from lakesdk.format.schema import META_FIELDS, arrow_to_avro, avro_to_arrow, data_schema, with_meta_fields
+from lakesdk.format.timeline import Timeline, TimelineStore
+
+__all__ = ["ARROW_SCHEMA_KEY", "schema_extra_metadata", "resolve_schema"]
+
+ARROW_SCHEMA_KEY = "lakesdk.arrow.schema"
+
+
+def schema_extra_metadata(schema: pa.Schema, table_name: str) -> dict[str, str]:
+    """extraMetadata entries for a commit: Hudi's Avro schema and the exact Arrow schema."""
+    return {
+        "schema": json.dumps(arrow_to_avro(schema, table_name), separators=(",", ":")),
+        ARROW_SCHEMA_KEY: base64.b64encode(data_schema(schema).remove_metadata().serialize().to_pybytes()).decode(),
+    }
+
+
+def _from_metadata(md: CommitMetadata) -> pa.Schema | None:
+    raw = md.extra_metadata.get(ARROW_SCHEMA_KEY)
+    if raw:
+        try:
+            return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(raw)))
+        except Exception:  # noqa: BLE001 - fall back to the Avro schema
+            pass
+    return None
+
+
+def resolve_schema(store: TimelineStore, timeline: Timeline, *, create_schema: dict | None,
+                   base_file: str | None = None) -> pa.Schema | None:
+    """Data schema (no meta fields) as of the latest instant of ``timeline``.
+
+    Order: lakesdk's exact Arrow schema in commit metadata; the footer of a base file
+    written by that commit; Hudi's Avro schema in commit metadata; the table's create schema.
+    """
+    writes = [i for i in timeline.commits.by_completion()]
+    for inst in reversed(writes):
+        md = store.commit_metadata(inst)
+        s = _from_metadata(md)
+        if s is not None:
+            return s
+        for st in md.write_stats:
+            if st.path and st.path.endswith(".parquet"):
+                try:
+                    with store.storage.open_input(st.path) as f:
+                        return data_schema(pq.read_schema(f).remove_metadata())
+                except FileNotFoundError:
+                    continue
+        if md.schema:
+            return avro_to_arrow(md.schema)
+    if base_file:
+        with store.storage.open_input(base_file) as f:
+            return data_schema(pq.read_schema(f).remove_metadata())
+    if create_schema:
+        return data_schema(avro_to_arrow(create_schema))
+    return None
+
+
+def full_schema(schema: pa.Schema) -> pa.Schema:
+    return with_meta_fields(schema) if schema is not None else pa.schema([(m, pa.string()) for m in META_FIELDS])

@@ -1,0 +1,261 @@
+"""Table handles: the fluent API over one Hudi table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lakesdk.exceptions import TableNotFoundError
+from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
+from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.storage import Storage
+from lakesdk.table.query import Query, _moment
+from lakesdk.table.results import WriteResult
+from lakesdk.table.schema_store import resolve_schema
+from lakesdk.table.write import WriteOperation
+
+__all__ = ["Table", "TableOptions", "load_config"]
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """Write options of a handle (keyword-only at the API)."""
+
+    target_file_size: int = 120 * 1024 * 1024      # hoodie.parquet.max.file.size
+    small_file_limit: int = 100 * 1024 * 1024      # hoodie.parquet.small.file.limit
+
+
+def load_config(storage: Storage) -> TableConfig:
+    try:
+        text = storage.read(PROPERTIES_PATH).decode("utf-8")
+    except FileNotFoundError:
+        raise TableNotFoundError(
+            f"no Hudi table at {storage.base_url!r}: {PROPERTIES_PATH} does not exist; "
+            "check the path, or create the table with Lake.create_table(...)") from None
+    return TableConfig.parse(text)
+
+
+class Table:
+    """A handle on one table.
+
+    The handle is a reference: every query resolves the table's latest state when it runs
+    (so a cell that reads after a write sees the write), and :meth:`as_of` pins a moment.
+    Writes return a :class:`~lakesdk.table.results.WriteResult`.
+    """
+
+    def __init__(self, storage: Storage, config: TableConfig | None = None, *, spark: Any = None,
+                 options: TableOptions | None = None) -> None:
+        self.storage = storage
+        self.config = config or load_config(storage)
+        self._spark = spark
+        self.options = options or TableOptions()
+        self._timeline_store: TimelineStore | None = None
+
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def path(self) -> str:
+        return self.storage.base_url
+
+    @property
+    def table_type(self) -> str:
+        return self.config.table_type
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return self.config.record_key_fields
+
+    @property
+    def partition_by(self) -> tuple[str, ...]:
+        return self.config.partition_fields
+
+    @property
+    def ordering(self) -> str | None:
+        return self.config.ordering_field
+
+    @property
+    def spark(self) -> Any:
+        from lakesdk.engine.session import get_spark
+        if self._spark is None:
+            self._spark = get_spark()
+        return self._spark
+
+    def _store(self) -> TimelineStore:
+        if self._timeline_store is None:
+            self._timeline_store = TimelineStore(self.storage, self.config)
+        return self._timeline_store
+
+    def refresh(self) -> "Table":
+        """A new handle with the table config re-read from storage."""
+        return Table(self.storage, load_config(self.storage), spark=self._spark, options=self.options)
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def timeline(self) -> Timeline:
+        """The active timeline, read now."""
+        return self._store().load()
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The table's data schema (without meta fields) at the latest commit."""
+        store = self._store()
+        return resolve_schema(store, store.load(), create_schema=self.config.create_schema) or pa.schema([])
+
+    def history(self) -> Any:
+        """pandas DataFrame: one row per completed instant, newest last, with write stats."""
+        import pandas as pd
+        store = self._store()
+        rows = []
+        for inst in store.load().by_completion():
+            row: dict[str, Any] = {"instant": inst.requested, "completed": inst.completed, "action": inst.action}
+            if inst.completed_action in ("commit", "deltacommit", "replacecommit"):
+                md = store.commit_metadata(inst)
+                tot = md.totals()
+                row.update(operation=md.operation_type, inserted=tot["inserted"], updated=tot["updated"],
+                           deleted=tot["deleted"], files=tot["files"], bytes=tot["bytes"], partitions=tot["partitions"])
+            rows.append(row)
+        cols = ["instant", "completed", "action", "operation", "inserted", "updated", "deleted", "files", "bytes", "partitions"]
+        return pd.DataFrame(rows, columns=cols)
+
+    # -- writes ------------------------------------------------------------------------------
+    def write(self, data: Any, *, operation: str = "upsert") -> WriteOperation:
+        """Stage a write; call ``.execute()`` on the result."""
+        return WriteOperation(self, operation, data)  # type: ignore[arg-type]
+
+    def upsert(self, data: Any) -> WriteResult:
+        """Insert new records and update existing ones (by record key; event-time ordering
+        by the ordering field when the table has one)."""
+        return self.write(data, operation="upsert").execute()
+
+    def insert(self, data: Any) -> WriteResult:
+        """Insert records without looking up existing keys (Hudi's insert: faster than upsert;
+        a key already in the table may then appear twice unless it lands in the same file group)."""
+        return self.write(data, operation="insert").execute()
+
+    def bulk_insert(self, data: Any) -> WriteResult:
+        """Write records straight into new files: no de-duplication, no key lookup."""
+        return self.write(data, operation="bulk_insert").execute()
+
+    def delete(self, keys: Any) -> WriteResult:
+        """Delete records by key: a list of key values (tuples for composite keys), or rows
+        (pandas, Arrow, Spark, dicts) holding the key fields (and the partition fields, which
+        narrow the lookup)."""
+        return self.write(keys, operation="delete").execute()
+
+    def insert_overwrite(self, data: Any, *, scope: str = "partitions") -> WriteResult:
+        """Replace the partitions the data touches (``scope="partitions"``), or the whole table
+        (``scope="table"``), with the data: a replacecommit."""
+        if scope not in ("partitions", "table"):
+            raise ValueError(f"scope must be 'partitions' or 'table', not {scope!r}")
+        op = "insert_overwrite" if scope == "partitions" else "insert_overwrite_table"
+        return self.write(data, operation=op).execute()
+
+    # -- reads -------------------------------------------------------------------------------
+    def read(self, columns: list[str] | None = None, *, where: Any = None, filters: Any = None,
+             as_of: Any = None, meta_fields: bool = False) -> Query:
+        """A snapshot query (optionally projected, filtered and pinned to a moment)."""
+        q = Query(self, meta=meta_fields)
+        if columns is not None:
+            q = q.select(*columns)
+        if where is not None:
+            q = q.where(where)
+        if filters is not None:
+            q = q.where(filters)
+        if as_of is not None:
+            q = q.as_of(as_of)
+        return q
+
+    def as_of(self, moment: Any) -> Query:
+        """The table as of a moment: an instant time (yyyyMMddHHmmss[SSS]; need not be an
+        instant's own), a datetime, an ISO string, an Instant or a WriteResult.  Before the
+        first commit the result is empty."""
+        return Query(self).as_of(moment)
+
+    def incremental(self, start: Any = None, end: Any = None, *, columns: list[str] | None = None,
+                    where: Any = None, meta_fields: bool = True) -> Query:
+        """Records changed by commits in ``(start, end]``, in their latest state as of ``end``.
+
+        On table version 8+ the bounds are compared with completion times (as Hudi 1.x
+        does); on version 6 with requested times.  Pass a WriteResult or an Instant to
+        use its completion time.
+        """
+        q = Query(self, kind="incremental", start=_moment(start), end=_moment(end), meta=meta_fields)
+        if columns is not None:
+            q = q.select(*columns)
+        if where is not None:
+            q = q.where(where)
+        return q
+
+    def to_pandas(self) -> Any:
+        return self.read().to_pandas()
+
+    def to_arrow(self) -> pa.Table:
+        return self.read().to_arrow()
+
+    def to_spark(self) -> Any:
+        return self.read().to_spark()
+
+    # -- namespaces ----------------------------------------------------------------------------
+    @property
+    def inspect(self) -> "Inspect":
+        return Inspect(self)
+
+    # -- display -------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        c = self.config
+        parts = [f"key={','.join(c.record_key_fields)}"]
+        if c.partition_fields:
+            parts.append(f"partition_by={','.join(c.partition_fields)}")
+        if c.ordering_field:
+            parts.append(f"ordering={c.ordering_field}")
+        kind = "cow" if c.table_type == "COPY_ON_WRITE" else "mor"
+        return f"<Table {c.name!r} {kind} v{c.props.get('hoodie.table.version')} at {self.path!r} {' '.join(parts)}>"
+
+    def _repr_html_(self) -> str:
+        c = self.config
+        rows = [("path", self.path), ("type", c.table_type), ("table version", c.props.get("hoodie.table.version")),
+                ("record key", ", ".join(c.record_key_fields)), ("partitioned by", ", ".join(c.partition_fields) or "-"),
+                ("ordering field", c.ordering_field or "-"), ("merge mode", c.merge_mode)]
+        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in rows)
+        return f"<div><b>lakesdk Table</b> <code>{c.name}</code><table>{body}</table></div>"
+
+
+class Inspect:
+    """``table.inspect``: the table's files and partitions."""
+
+    def __init__(self, table: Table) -> None:
+        self._t = table
+
+    def _view(self, as_of: Any = None) -> Any:
+        from lakesdk.read.view import FileSystemView
+        store = self._t._store()
+        return FileSystemView(self._t.storage, self._t.config, store, store.load(), as_of=_moment(as_of))
+
+    def file_groups(self, as_of: Any = None) -> Any:
+        """pandas DataFrame of file groups with their latest slice."""
+        import pandas as pd
+        rows = []
+        for g in self._view(as_of).file_groups:
+            s = g.latest
+            rows.append({"partition": g.partition, "file_id": g.file_id, "slices": len(g.slices),
+                         "base_instant": s.base_instant if s else None, "base_file": s.base_path if s else None,
+                         "base_bytes": s.base_size if s else 0, "log_files": len(s.log_files) if s else 0})
+        return pd.DataFrame(rows, columns=["partition", "file_id", "slices", "base_instant", "base_file",
+                                           "base_bytes", "log_files"])
+
+    def partitions(self, as_of: Any = None) -> list[str]:
+        return self._view(as_of).partitions()
+
+    def commit_metadata(self, instant: Any) -> Any:
+        """The CommitMetadata of a completed write instant (requested time or Instant)."""
+        store = self._t._store()
+        req = instant.requested if hasattr(instant, "requested") else instant.instant if hasattr(instant, "instant") else instant
+        return store.commit_metadata(store.load().get(req))
+
+    def __repr__(self) -> str:
+        return f"<Inspect {self._t.name!r}: file_groups(), partitions(), commit_metadata(instant)>"

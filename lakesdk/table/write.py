@@ -1,0 +1,276 @@
+"""Staged writes: ``WriteOperation(...).execute()``; ``Table.upsert`` and friends wrap it."""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakesdk.engine.tasks import FileGroupTarget, WriteContext, add_key_columns
+from lakesdk.exceptions import MissingColumnError, SchemaError, WriteError
+from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
+from lakesdk.format.instant import Instant
+from lakesdk.format.schema import META_FIELDS, data_schema, unify_schemas
+from lakesdk.format.timeline import InstantClock
+from lakesdk.merge.ordering import KEY, OP, OP_DELETE, OP_UPSERT, PART, SEQ, MergeCounts
+from lakesdk.read.view import FileSystemView
+from lakesdk.table.data import keys_to_arrow, to_arrow_or_spark
+from lakesdk.table.results import WriteResult
+from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
+
+if TYPE_CHECKING:
+    from lakesdk.table.table import Table
+
+__all__ = ["WriteOperation", "Operation"]
+
+Operation = Literal["upsert", "insert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table"]
+_OPERATION_TYPE = {"upsert": "UPSERT", "insert": "INSERT", "bulk_insert": "BULK_INSERT", "delete": "DELETE",
+                   "insert_overwrite": "INSERT_OVERWRITE", "insert_overwrite_table": "INSERT_OVERWRITE_TABLE"}
+PARTITION_METAFILE = ".hoodie_partition_metadata"
+
+
+@dataclass
+class WriteOperation:
+    """One staged write; nothing happens until :meth:`execute`."""
+
+    table: "Table"
+    operation: Operation
+    data: Any
+
+    def __repr__(self) -> str:
+        return f"<WriteOperation {self.operation} into {self.table.name!r} (call .execute())>"
+
+    # -- validation ---------------------------------------------------------------------------
+    def _prepare_input(self) -> tuple[pa.Table | None, Any, pa.Schema]:
+        cfg = self.table.config
+        if self.operation == "delete":
+            arrow, sdf = keys_to_arrow(self.data, cfg.record_key_fields)
+        else:
+            arrow, sdf = to_arrow_or_spark(self.data)
+        if arrow is not None:
+            schema = arrow.schema
+        else:
+            from lakesdk.engine.spark import spark_arrow_schema
+            schema = spark_arrow_schema(sdf)
+        names = set(schema.names)
+        for f in cfg.record_key_fields:
+            if f not in names:
+                raise MissingColumnError(
+                    f"record key field {f!r} is missing from the data (columns: {', '.join(schema.names)}); "
+                    f"the table {cfg.name!r} is keyed by {list(cfg.record_key_fields)}")
+        if self.operation != "delete":
+            for f in cfg.partition_fields:
+                if f not in names:
+                    raise MissingColumnError(
+                        f"partition field {f!r} is missing from the data (columns: {', '.join(schema.names)}); "
+                        f"the table is partitioned by {list(cfg.partition_fields)}")
+            o = cfg.ordering_field
+            if o and o not in names and self.operation in ("upsert", "insert"):
+                raise MissingColumnError(
+                    f"ordering field {o!r} is missing from the data (columns: {', '.join(schema.names)}); "
+                    f"upserts into {cfg.name!r} decide between versions of a record by {o!r}: add it to every row")
+        bad = [n for n in schema.names if n in META_FIELDS or n.startswith("_lk_")]
+        if bad and self.operation != "delete":
+            if arrow is not None:
+                arrow = arrow.drop_columns(bad)
+                schema = arrow.schema
+            else:
+                sdf = sdf.drop(*bad)
+                schema = pa.schema([f for f in schema if f.name not in bad])
+        return arrow, sdf, schema
+
+    # -- execution ------------------------------------------------------------------------------
+    def execute(self) -> WriteResult:
+        t0 = time.perf_counter()
+        t = self.table
+        cfg = t.config
+        arrow, sdf, in_schema = self._prepare_input()
+        store = t._store()
+        timeline = store.load()
+        table_schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
+        if self.operation == "delete":
+            if table_schema is None:
+                return self._empty_result(t0)
+            target_schema = table_schema
+        else:
+            target_schema = unify_schemas(table_schema, in_schema) if table_schema is not None else data_schema(in_schema)
+            if len(target_schema) == 0:
+                raise SchemaError("the data has no columns to write")
+        is_delete = self.operation == "delete"
+        global_delete = is_delete and not all(f in in_schema.names for f in cfg.partition_fields)
+        ctx = WriteContext(
+            storage=t.storage, instant="", schema=target_schema, key_fields=cfg.record_key_fields,
+            partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style,
+            ordering=cfg.ordering_field, merge_mode=cfg.merge_mode,
+            target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline),
+        )
+        op_code = OP_DELETE if is_delete else OP_UPSERT
+        partitions: list[str] | None = None
+        if arrow is not None:
+            if arrow.num_rows == 0:
+                return self._empty_result(t0)
+            if global_delete:
+                ctx_keys = WriteContext(**{**ctx.__dict__, "partition_fields": ()})
+                arrow = add_key_columns(ctx_keys, arrow)
+            else:
+                arrow = add_key_columns(ctx, arrow)
+                partitions = sorted(set(pc.unique(arrow.column(PART)).to_pylist()))
+            n = arrow.num_rows
+            arrow = arrow.append_column(OP, pa.repeat(pa.scalar(op_code, pa.int8()), n))
+            arrow = arrow.append_column(SEQ, pa.array(np.arange(n, dtype=np.int64)))
+
+        # -- the instant: requested -> inflight ------------------------------------------------
+        action = "replacecommit" if self.operation.startswith("insert_overwrite") else "commit"
+        instant = Instant(action, "requested", InstantClock.next(after=timeline.max_time()))
+        ctx.instant = instant.requested
+        store.create(instant)
+        inflight = store.transition(instant, "inflight",
+                                    CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).to_avro())
+        t.storage.touch(f".hoodie/.heartbeat/{instant.requested}")
+        completed: Instant | None = None
+        try:
+            stats, counts, replaced = self._run(ctx, arrow, sdf, timeline, store, partitions, global_delete)
+            self._finalize(ctx, stats, partitions)
+            md = CommitMetadata(
+                partition_to_write_stats=_group_stats(stats),
+                extra_metadata=schema_extra_metadata(target_schema, cfg.name),
+                operation_type=_OPERATION_TYPE[self.operation],
+                partition_to_replace_file_ids=replaced if action == "replacecommit" else None,
+            )
+            completed = store.transition(inflight, "completed", md.to_avro())
+        except BaseException:
+            if completed is None and not self._completed_exists(store, instant):
+                self._abort(store, instant, ctx)
+            raise
+        finally:
+            t.storage.delete(f".hoodie/.heartbeat/{instant.requested}")
+        return WriteResult(
+            table=cfg.name, operation=self.operation, instant=instant.requested, completed=completed.completed,
+            action=action, inserted=counts.inserted, updated=counts.updated, deleted=counts.deleted,
+            skipped=counts.skipped, files=len(stats), bytes=sum(s.totalWriteBytes for s in stats),
+            partitions=len({s.partitionPath for s in stats}), seconds=time.perf_counter() - t0,
+            replaced_file_groups=sum(len(v) for v in replaced.values()) if replaced else 0,
+            file_paths=tuple(s.path for s in stats),
+        )
+
+    def _empty_result(self, t0: float) -> WriteResult:
+        return WriteResult(self.table.name, self.operation, "", None, "commit", seconds=time.perf_counter() - t0)
+
+    @staticmethod
+    def _record_size(store: Any, timeline: Any) -> int:
+        for inst in reversed(timeline.commits.by_completion()):
+            tot = store.commit_metadata(inst).totals()
+            if tot["written"] > 0 and tot["bytes"] > 0:
+                return max(1, tot["bytes"] // tot["written"])
+        return 1024
+
+    def _run(self, ctx: WriteContext, arrow: pa.Table | None, sdf: Any, timeline: Any, store: Any,
+             partitions: list[str] | None, global_delete: bool) -> tuple[list[WriteStat], MergeCounts, dict[str, list[str]]]:
+        from lakesdk.engine.spark import SparkWriteJob, plan_insert_buckets
+        t = self.table
+        spark = t.spark
+        job = SparkWriteJob(spark, ctx)
+        op = self.operation
+        if arrow is not None:
+            df = spark.createDataFrame(arrow)
+        else:
+            df = job.with_keys(sdf, OP_DELETE if op == "delete" else OP_UPSERT)
+        if op in ("bulk_insert", "insert_overwrite", "insert_overwrite_table"):
+            if op != "bulk_insert":
+                df = job.combine(df)
+            stats = job.write_new(df)
+            counts = MergeCounts(inserted=sum(s.numInserts for s in stats))
+            replaced: dict[str, list[str]] = {}
+            if op.startswith("insert_overwrite"):
+                view = FileSystemView(t.storage, t.config, store, timeline)
+                touched = {s.partitionPath for s in stats} if op == "insert_overwrite" else None
+                for g in view.file_groups:
+                    if touched is None or g.partition in touched:
+                        replaced.setdefault(g.partition, []).append(g.file_id)
+                if op == "insert_overwrite" and partitions is not None:
+                    for g in view.file_groups:
+                        if g.partition in partitions and g.file_id not in replaced.get(g.partition, []):
+                            replaced.setdefault(g.partition, []).append(g.file_id)
+            return stats, counts, replaced
+        # upsert / insert / delete: tag, assign, write per file group
+        if op in ("upsert", "insert"):
+            df = job.combine(df)
+        if partitions is None and not global_delete:
+            partitions = sorted(r[0] for r in df.select(PART).distinct().collect())
+        view = FileSystemView(t.storage, t.config, store, timeline)
+        slices = view.latest_slices() if global_delete else [
+            s for s in view.latest_slices() if s.partition in set(partitions or [])]
+        ctx.targets = {s.file_id: FileGroupTarget(s.partition, s.file_id, s.base_path, s.base_instant)
+                       for s in slices if s.base_path}
+        index_files = [(s.partition, s.file_id, s.base_path) for s in slices if s.base_path]
+        if index_files and op != "insert":  # insert skips the index lookup, as in Hudi
+            df = job.tag(df, job.key_index(index_files), global_keys=global_delete)
+        else:
+            from pyspark.sql import functions as F
+            df = df.withColumn("_lk_fid", F.lit(None).cast("string"))
+        if op == "delete":
+            from pyspark.sql import functions as F
+            df = df.filter(F.col("_lk_fid").isNotNull())
+        else:
+            from pyspark.sql import functions as F
+            df = df.persist()
+            counts_rows = df.filter(F.col("_lk_fid").isNull()).groupBy(PART).count().collect()
+            insert_counts = {r[0]: int(r[1]) for r in counts_rows}
+            small = {}
+            for s in slices:
+                if s.base_path:
+                    small.setdefault(s.partition, []).append((s.file_id, s.base_size))
+            buckets = plan_insert_buckets(insert_counts, small, target_bytes=ctx.target_file_bytes,
+                                          small_limit=t.options.small_file_limit, record_size=ctx.record_size_estimate)
+            df = job.assign_inserts(df, buckets)
+        try:
+            stats, counts = job.write_groups(df)
+        finally:
+            if op != "delete":
+                df.unpersist()
+        return stats, counts, {}
+
+    def _finalize(self, ctx: WriteContext, stats: list[WriteStat], partitions: list[str] | None) -> None:
+        """Remove files of this instant that no write stat names (failed or retried task
+        attempts), and write partition metadata for new partitions."""
+        t = self.table
+        written = {s.path for s in stats}
+        parts = {s.partitionPath for s in stats} | set(partitions or [])
+        suffix = f"_{ctx.instant}.parquet"
+        for p in parts:
+            for f in t.storage.list(p):
+                if not f.is_dir and f.name.endswith(suffix) and f.path not in written:
+                    t.storage.delete(f.path)
+            if p and not t.storage.exists(f"{p}/{PARTITION_METAFILE}"):
+                depth = len(p.split("/"))
+                now = datetime.now(timezone.utc)
+                text = (f"#partition metadata\n#{now.strftime('%a %b %d %H:%M:%S UTC %Y')}\n"
+                        f"commitTime={ctx.instant}\npartitionDepth={depth}\n")
+                t.storage.create_exclusive(f"{p}/{PARTITION_METAFILE}", text.encode())
+
+    @staticmethod
+    def _completed_exists(store: Any, instant: Instant) -> bool:
+        return any("_" in n.split(".")[0] for n in store.all_states(instant.requested))
+
+    def _abort(self, store: Any, instant: Instant, ctx: WriteContext) -> None:
+        """The commit did not land: remove its data files and its timeline files."""
+        t = self.table
+        suffix = f"_{instant.requested}.parquet"
+        for f in t.storage.find(""):
+            if f.path.endswith(suffix) and not f.path.startswith(".hoodie"):
+                t.storage.delete(f.path)
+        for name in store.all_states(instant.requested):
+            t.storage.delete(posixpath.join(store.dir, name))
+
+
+def _group_stats(stats: list[WriteStat]) -> dict[str, list[WriteStat]]:
+    out: dict[str, list[WriteStat]] = {}
+    for s in sorted(stats, key=lambda s: (s.partitionPath, s.fileId)):
+        out.setdefault(s.partitionPath, []).append(s)
+    return out
