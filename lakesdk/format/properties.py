@@ -46,7 +46,7 @@ def _unescape(s: str) -> str:
         c = s[i]
         if c == "\\" and i + 1 < len(s):
             n = s[i + 1]
-            if n == "u" and i + 5 < len(s) + 0 and len(s) >= i + 6:
+            if n == "u" and len(s) >= i + 6:
                 out.append(chr(int(s[i + 2:i + 6], 16)))
                 i += 6
                 continue
@@ -55,7 +55,8 @@ def _unescape(s: str) -> str:
             continue
         out.append(c)
         i += 1
-    return "".join(out)
+    # join surrogate pairs written as two \\u escapes
+    return "".join(out).encode("utf-16", "surrogatepass").decode("utf-16")
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -96,6 +97,9 @@ def _escape(s: str, *, is_key: bool) -> str:
             out.append("\\t")
         elif c == "\r":
             out.append("\\r")
+        elif ord(c) > 0xFFFF:  # Java escapes UTF-16 code units: a surrogate pair
+            b = c.encode("utf-16-be")
+            out.append(f"\\u{int.from_bytes(b[:2], 'big'):04x}\\u{int.from_bytes(b[2:], 'big'):04x}")
         elif ord(c) > 126 or ord(c) < 32:
             out.append(f"\\u{ord(c):04x}")
         else:

@@ -109,14 +109,12 @@ class Timeline:
         return max(times) if times else None
 
     def visible_as_of(self, moment: str | None) -> "Timeline":
-        """Completed write instants visible to a reader at ``moment`` (None = latest).
-
-        Layout 2 compares completion times; layout 1 requested times.
-        """
+        """Completed write instants visible to a time-travel read as of ``moment``
+        (None = latest): those whose requested time is at or before it, as Hudi's
+        time travel (and the ``hudi`` reader) select them."""
         if moment is None:
             return self.commits
-        keep = tuple(i for i in self.commits if (i.completed if self.layout >= 2 and i.completed else i.requested) <= moment)
-        return Timeline(keep, self.layout)
+        return Timeline(tuple(i for i in self.commits if i.requested <= moment), self.layout)
 
     def in_range(self, start: str | None, end: str | None) -> "Timeline":
         """Completed write instants with time in ``(start, end]`` (completion time on layout 2)."""

@@ -1,0 +1,68 @@
+"""Shared fixtures: one local SparkSession per test run, table folders, conformance tables."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("LAKESDK_SHARED", ROOT.parent / "shared"))
+CONFORMANCE = SHARED / "conformance"
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+TEST_SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    "spark.executor.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    "spark.sql.adaptive.enabled": "false",
+}
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one local SparkSession of this test run."""
+    from lakesdk.engine.session import get_spark
+    s = get_spark(master="local[2]", conf=TEST_SPARK_CONF)
+    yield s
+
+
+@pytest.fixture
+def lake(tmp_path, spark):
+    import lakesdk as lk
+    return lk.Lake(str(tmp_path / "lake"), spark=spark)
+
+
+@pytest.fixture(scope="session")
+def conformance_dir(tmp_path_factory) -> Path:
+    """Every conformance zip unpacked once: <dir>/<relative zip path without .zip>/<table>/."""
+    tables = CONFORMANCE / "tables"
+    if not tables.is_dir():
+        pytest.skip(f"conformance corpus not found at {tables}")
+    out = tmp_path_factory.mktemp("conformance")
+    for z in sorted(tables.rglob("*.zip")):
+        dest = out / z.relative_to(tables).with_suffix("")
+        dest.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(z) as zf:
+            zf.extractall(dest)
+        shutil.rmtree(dest / "__MACOSX", ignore_errors=True)
+    return out
+
+
+def conformance_table(root: Path, rel: str) -> str:
+    """Path of the table inside an unpacked conformance zip (``rel`` like 'sample_table/cow/v6_nonpartitioned')."""
+    d = root / rel
+    subs = [p for p in d.iterdir() if p.is_dir() and (p / ".hoodie").is_dir()]
+    assert len(subs) == 1, f"expected one table in {d}, found {subs}"
+    return str(subs[0])
