@@ -76,8 +76,13 @@ class Storage:
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
         if self._fs is None:
+            opts = dict(self.storage_options)
+            if self.protocol not in ("file", "memory"):
+                # Files are written by other processes (Spark executors, other writers): a
+                # process-local listings cache would hide them (stale ls/info/exists).
+                opts.setdefault("use_listings_cache", False)
             try:
-                self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
+                self._fs = fsspec.filesystem(self.protocol, **opts)
             except ImportError as exc:
                 pkg, extra = _EXTRAS.get(self.protocol, (self.protocol, "all"))
                 raise MissingDependencyError(pkg, extra, f"Storage at {self.base_url!r}") from exc

@@ -25,6 +25,7 @@ class TableOptions:
 
     target_file_size: int = 120 * 1024 * 1024      # hoodie.parquet.max.file.size
     small_file_limit: int = 100 * 1024 * 1024      # hoodie.parquet.small.file.limit
+    record_size_estimate: int = 1024               # hoodie.copyonwrite.record.size.estimate (before any commit)
 
 
 def load_config(storage: Storage) -> TableConfig:

@@ -108,7 +108,7 @@ class WriteOperation:
             storage=t.storage, instant="", schema=target_schema, key_fields=cfg.record_key_fields,
             partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style,
             ordering=cfg.ordering_field, merge_mode=cfg.merge_mode,
-            target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline),
+            target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
         )
         op_code = OP_DELETE if is_delete else OP_UPSERT
         partitions: list[str] | None = None
@@ -135,7 +135,12 @@ class WriteOperation:
         t.storage.touch(f".hoodie/.heartbeat/{instant.requested}")
         completed: Instant | None = None
         try:
-            stats, counts, replaced = self._run(ctx, arrow, sdf, timeline, store, partitions, global_delete)
+            try:
+                stats, counts, replaced = self._run(ctx, arrow, sdf, timeline, store, partitions, global_delete)
+            except Exception as err:
+                from lakesdk.engine.spark import reraise_task_error
+                reraise_task_error(err)  # a lakesdk error raised inside a Spark task keeps its type
+                raise
             self._finalize(ctx, stats, partitions)
             md = CommitMetadata(
                 partition_to_write_stats=_group_stats(stats),
@@ -163,12 +168,12 @@ class WriteOperation:
         return WriteResult(self.table.name, self.operation, "", None, "commit", seconds=time.perf_counter() - t0)
 
     @staticmethod
-    def _record_size(store: Any, timeline: Any) -> int:
+    def _record_size(store: Any, timeline: Any, default: int) -> int:
         for inst in reversed(timeline.commits.by_completion()):
             tot = store.commit_metadata(inst).totals()
             if tot["written"] > 0 and tot["bytes"] > 0:
                 return max(1, tot["bytes"] // tot["written"])
-        return 1024
+        return default
 
     def _run(self, ctx: WriteContext, arrow: pa.Table | None, sdf: Any, timeline: Any, store: Any,
              partitions: list[str] | None, global_delete: bool) -> tuple[list[WriteStat], MergeCounts, dict[str, list[str]]]:

@@ -1,0 +1,232 @@
+"""COW writes on Spark: upsert semantics, deletes, overwrite, file sizing, and bad input."""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import lakesdk as lk
+from lakesdk.exceptions import (IncompatibleSchemaError, InvalidFilterError, MissingColumnError, NullKeyError,
+                                TableConfigError, TableExistsError, TableNotFoundError)
+
+pytestmark = pytest.mark.spark
+
+
+def trips(n: int, start: int = 0, ts: int = 1, cities=("sf", "nyc", "la")) -> pd.DataFrame:
+    return pd.DataFrame({
+        "uuid": [f"u{i:04d}" for i in range(start, start + n)],
+        "city": [cities[i % len(cities)] for i in range(start, start + n)],
+        "ts": [ts] * n,
+        "fare": [float(i) for i in range(start, start + n)],
+    })
+
+
+def snapshot(t) -> dict[str, tuple]:
+    df = t.read().to_pandas()
+    return {r.uuid: (r.city, r.ts, r.fare) for r in df.itertuples()}
+
+
+@pytest.fixture
+def table(lake):
+    return lake.create_table("trips", key="uuid", partition_by="city", ordering="ts")
+
+
+def test_upsert_event_time_ordering(table):
+    r1 = table.upsert(trips(6))
+    assert (r1.inserted, r1.updated, r1.deleted) == (6, 0, 0) and r1.files == 3 and r1.bytes > 0
+    assert len(r1.instant) == 17 and r1.completed > r1.instant and r1.seconds > 0
+    upd = pd.DataFrame({"uuid": ["u0000", "u0001", "u0002", "u0100"], "city": ["sf", "nyc", "la", "sf"],
+                        "ts": [5, 0, 1, 1], "fare": [100.0, 101.0, 102.0, 103.0]})
+    r2 = table.upsert(upd)
+    # u0001 has a lower ordering value (0 < 1): it does not replace the stored record;
+    # u0002 ties (1 == 1): the later write wins
+    assert (r2.inserted, r2.updated, r2.skipped) == (1, 2, 1)
+    snap = snapshot(table)
+    assert snap["u0000"] == ("sf", 5, 100.0)
+    assert snap["u0001"] == ("nyc", 1, 1.0)
+    assert snap["u0002"] == ("la", 1, 102.0)
+    assert snap["u0100"] == ("sf", 1, 103.0) and len(snap) == 7
+    assert "WriteResult(upsert 'trips'" in repr(r2) and "<table>" in r2._repr_html_()
+
+
+def test_duplicates_in_one_batch_are_combined(table):
+    df = pd.DataFrame({"uuid": ["a", "a", "a", "b"], "city": ["sf"] * 4, "ts": [3, 7, 7, 1],
+                       "fare": [1.0, 2.0, 3.0, 4.0]})
+    r = table.upsert(df)
+    assert r.inserted == 2
+    snap = snapshot(table)
+    assert snap["a"] == ("sf", 7, 3.0)  # greatest ts; on the tie the later row
+
+
+def test_inputs_of_every_kind(table, spark):
+    table.upsert(trips(2))
+    table.upsert(pa.Table.from_pandas(trips(2, start=2), preserve_index=False))
+    table.upsert(trips(2, start=4).to_dict("records"))
+    table.upsert(spark.createDataFrame(trips(2, start=6)))
+    assert sorted(snapshot(table)) == [f"u{i:04d}" for i in range(8)]
+
+
+def test_delete_by_keys_and_rows(table):
+    table.upsert(trips(9))
+    r = table.delete(["u0000", "u0004", "nope"])
+    assert r.deleted == 2
+    r = table.delete(pd.DataFrame({"uuid": ["u0001"], "city": ["nyc"]}))
+    assert r.deleted == 1
+    assert sorted(snapshot(table)) == ["u0002", "u0003", "u0005", "u0006", "u0007", "u0008"]
+
+
+def test_insert_overwrite_partitions_and_table(table):
+    table.upsert(trips(9))
+    r = table.insert_overwrite(pd.DataFrame({"uuid": ["x"], "city": ["sf"], "ts": [1], "fare": [0.5]}))
+    assert r.action == "replacecommit" and r.replaced_file_groups == 1
+    snap = snapshot(table)
+    assert "x" in snap and not any(v[0] == "sf" and k != "x" for k, v in snap.items()) and len(snap) == 7
+    r = table.insert_overwrite(pd.DataFrame({"uuid": ["y"], "city": ["la"], "ts": [1], "fare": [0.5]}), scope="table")
+    assert list(snapshot(table)) == ["y"]
+    md = table.inspect.commit_metadata(r.instant)
+    assert md.operation_type == "INSERT_OVERWRITE_TABLE" and sum(map(len, md.partition_to_replace_file_ids.values())) == 3
+
+
+def test_bulk_insert_and_insert(table):
+    r = table.bulk_insert(trips(30))
+    assert r.inserted == 30 and r.operation == "bulk_insert"
+    r = table.insert(trips(3, start=30))
+    assert r.inserted == 3
+    assert len(snapshot(table)) == 33
+
+
+def test_inserts_fill_small_files_then_new_file_groups(lake):
+    t = lake.create_table("sized", key="uuid", ordering="ts")
+    t.options = lk.TableOptions(target_file_size=40_000, small_file_limit=30_000, record_size_estimate=50)
+    t.upsert(trips(200))
+    fg1 = t.inspect.file_groups()
+    assert len(fg1) == 1
+    t.upsert(trips(4000, start=200))
+    fg2 = t.inspect.file_groups()
+    assert len(fg2) > 2, fg2
+    assert fg1.file_id[0] in set(fg2.file_id)  # the small file group was filled, not abandoned
+    assert len(snapshot(t)) == 4200
+
+
+def test_time_travel_and_incremental(table):
+    r1 = table.upsert(trips(3))
+    r2 = table.upsert(pd.DataFrame({"uuid": ["u0000"], "city": ["sf"], "ts": [2], "fare": [9.0]}))
+    r3 = table.upsert(trips(2, start=10))
+    assert len(table.as_of(r1.instant).to_pandas()) == 3
+    assert table.as_of(r1).to_pandas().set_index("uuid").fare["u0000"] == 0.0
+    assert table.as_of(r2.instant).to_pandas().set_index("uuid").fare["u0000"] == 9.0
+    assert table.as_of("2000-01-01 00:00:00").to_pandas().empty
+    inc = table.incremental(start=r1.completed, end=r2.completed).to_pandas()
+    assert list(inc.uuid) == ["u0000"] and set(inc._hoodie_commit_time) == {r2.instant}
+    inc = table.incremental(start=r2).to_pandas()
+    assert sorted(inc.uuid) == ["u0010", "u0011"]
+    assert sorted(table.incremental().to_pandas().uuid) == ["u0000", "u0001", "u0002", "u0010", "u0011"]
+    h = table.history()
+    assert list(h.instant) == [r1.instant, r2.instant, r3.instant] and list(h.inserted) == [3, 0, 2]
+
+
+def test_reads_project_filter_and_spark(table):
+    table.upsert(trips(9))
+    got = table.read(columns=["uuid", "fare"], where="fare > 5 AND city IN ('sf', 'la')").to_pandas()
+    assert list(got.columns) == ["uuid", "fare"] and sorted(got.uuid) == ["u0006", "u0008"]
+    q = table.read(where="city = 'nyc'")
+    assert q.plan().pruned_partitions == 2
+    sdf = table.read(where="fare >= 7").to_spark()
+    assert sorted(r.uuid for r in sdf.collect()) == ["u0007", "u0008"]
+    assert "where='city = \\'nyc\\''" in repr(q) or "city = 'nyc'" in repr(q)
+
+
+def test_schema_evolution_adds_columns(table):
+    table.upsert(trips(3))
+    df = trips(1, start=3)
+    df["tip"] = [2.5]
+    table.upsert(df)
+    out = table.read().to_pandas().set_index("uuid")
+    assert "tip" in out.columns and out.tip["u0003"] == 2.5 and pd.isna(out.tip["u0000"])
+    df2 = trips(1, start=4).drop(columns=["fare"])
+    table.upsert(df2)
+    assert pd.isna(table.read().to_pandas().set_index("uuid").fare["u0004"])
+
+
+# -- bad input: typed errors, table unchanged ----------------------------------------------------
+def _unchanged(t, before):
+    assert len(t.timeline) == before[0]
+    assert snapshot(t) == before[1]
+    files = [f for f in t.storage.find("") if not f.path.startswith(".hoodie")]
+    assert len(files) == before[2]
+
+
+def _state(t):
+    return (len(t.timeline), snapshot(t), len([f for f in t.storage.find("") if not f.path.startswith(".hoodie")]))
+
+
+def test_bad_input_leaves_table_unchanged(table):
+    table.upsert(trips(3))
+    before = _state(table)
+    with pytest.raises(MissingColumnError, match="record key field 'uuid'"):
+        table.upsert(trips(2).drop(columns=["uuid"]))
+    with pytest.raises(NullKeyError, match="null in 1 of 2 rows"):
+        table.upsert(pd.DataFrame({"uuid": ["a", None], "city": ["sf", "sf"], "ts": [1, 1], "fare": [1.0, 1.0]}))
+    with pytest.raises(MissingColumnError, match="ordering field 'ts'"):
+        table.upsert(trips(2).drop(columns=["ts"]))
+    with pytest.raises(MissingColumnError, match="partition field 'city'"):
+        table.upsert(trips(2).drop(columns=["city"]))
+    with pytest.raises(IncompatibleSchemaError, match="fare"):
+        table.upsert(trips(2).assign(fare=["a", "b"]))
+    with pytest.raises(InvalidFilterError, match="unknown column"):
+        table.read(where="nope > 1").to_pandas()
+    with pytest.raises(InvalidFilterError, match="cannot parse"):
+        table.read(where="fare >>> 1").to_pandas()
+    _unchanged(table, before)
+
+
+def test_null_keys_in_spark_input_are_typed(table, spark):
+    table.upsert(trips(2))
+    before = _state(table)
+    sdf = spark.createDataFrame(pd.DataFrame({"uuid": ["a", None], "city": ["sf", "sf"], "ts": [1, 1], "fare": [1.0, 2.0]}))
+    with pytest.raises(NullKeyError):
+        table.upsert(sdf)
+    _unchanged(table, before)
+
+
+def test_failed_job_rolls_back_its_files(table, monkeypatch):
+    table.upsert(trips(3))
+    before = _state(table)
+    import lakesdk.engine.spark as es
+
+    def boom(self, df):
+        self.ctx.storage.write(f"sf/deadbeef-0_0-1-1_{self.ctx.instant}.parquet", b"partial")
+        raise RuntimeError("executor lost")
+    monkeypatch.setattr(es.SparkWriteJob, "write_groups", boom)
+    with pytest.raises(RuntimeError, match="executor lost"):
+        table.upsert(trips(2, start=10))
+    _unchanged(table, before)
+
+
+def test_tables_and_paths(lake, tmp_path):
+    lake.create_table("a", key="id")
+    with pytest.raises(TableExistsError):
+        lake.create_table("a", key="id")
+    assert lake.create_table("a", key="id", exist_ok=True).name == "a"
+    assert lake.tables() == ["a"]
+    with pytest.raises(TableNotFoundError, match="no Hudi table"):
+        lk.open_table(str(tmp_path / "nowhere"))
+    bad = tmp_path / "bad" / ".hoodie"
+    bad.mkdir(parents=True)
+    (bad / "hoodie.properties").write_text("hoodie.table.name=x\nhoodie.table.type=COPY_ON_WRITE\nhoodie.table.version=baz\n")
+    with pytest.raises(TableConfigError, match="hoodie.table.version"):
+        lk.open_table(str(tmp_path / "bad"))
+    assert os.path.exists(tmp_path / "lake" / "a" / ".hoodie" / "timeline")
+
+
+def test_composite_keys_and_nonpartitioned(lake):
+    t = lake.create_table("ck", key=["a", "b"], ordering="ts")
+    t.upsert(pd.DataFrame({"a": [1, 1, 2], "b": ["x", "y", "x"], "ts": [1, 1, 1], "v": [1, 2, 3]}))
+    t.upsert(pd.DataFrame({"a": [1], "b": ["y"], "ts": [2], "v": [20]}))
+    t.delete([(2, "x")])
+    out = t.read().to_pandas().sort_values(["a", "b"])
+    assert list(out.v) == [1, 20]
+    assert set(t.read(columns=["_hoodie_record_key"]).to_pandas()._hoodie_record_key) == {"a:1,b:x", "a:1,b:y"}
