@@ -211,12 +211,13 @@ def spark_session() -> Any:
     return get_spark()
 
 
-def warm_up(spark: Any, root: str, partitioned: bool) -> None:
-    """A tiny write + upsert + read on every engine (JVM start, Python workers, JIT, imports)."""
+def warm_up(spark: Any, root: str, partitioned: bool, rows: int) -> None:
+    """A small write + upsert + read on every engine, twice for lakesdk (JVM start, Python
+    workers, JIT, imports)."""
     import hudi
     import lakesdk as lk
     from deltalake import DeltaTable, write_deltalake
-    base, upd = make_data(2_000, seed=7)
+    base, upd = make_data(rows, seed=7)
     part = "part" if partitioned else None
     lake = lk.Lake(os.path.join(root, "lake"), spark=spark)
     for i in range(2):
@@ -524,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         exp_ts = expected_ts(base, upd)
         step("starting Spark and warming up every engine")
         spark = spark_session()
-        warm_up(spark, os.path.join(root, "warm"), args.partitioned)
+        warm_up(spark, os.path.join(root, "warm"), args.partitioned, max(2_000, n // 20))
         step("pyarrow write_table")
         run_pyarrow(res, base, root)
         step("lakesdk bulk_insert / upsert / read")

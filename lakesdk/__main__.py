@@ -1,0 +1,5 @@
+import sys
+
+from lakesdk.cli.main import main
+
+sys.exit(main())
