@@ -437,7 +437,7 @@ def test_spark_cluster_writes_hudi_table_to_s3(spark_cluster, s3_server, tmp_pat
     assert _rows(steps["r3"]["snapshot"]) == m.snapshot()
     after_r3 = m.snapshot()
     assert _rows(res["incremental_after_r1"]) == m.changed_since({inst["r2"]["instant"], inst["r3"]["instant"]})
-    assert len(res["incremental_after_r1"]) == 11  # 8 updates + 5 inserts - u001, u002, u100 deleted
+    assert len(res["incremental_after_r1"]) == 10  # 8 updated + 5 inserted - 3 deleted (u001, u002, u100)
 
     m.overwrite(data["overwrite"], inst["r4"]["instant"])
     r4 = steps["r4"]["result"]
