@@ -476,7 +476,8 @@ def test_spark_cluster_writes_hudi_table_to_s3(spark_cluster, s3_server, tmp_pat
     parts = {f.split("/", 1)[0] for f in files if f.endswith(".parquet")}
     assert parts == {"city=sf", "city=nyc", "city=la", "city=chi"}
     assert all(f"{p}/.hoodie_partition_metadata" in files for p in parts)
-    assert not list(Path(tmp_path).rglob("*.parquet")), "data files must not land on local disk"
+    local = list(tmp_path.rglob("*.parquet")) + list(spark_cluster["work_dir"].rglob("*.parquet"))
+    assert not local, f"data files must go to the bucket, not the driver's or executor's disk: {local}"
 
     # -- the hudi (Rust) reader sees the same table straight from the bucket -------------------
     _check_hudi_reader(s3_server, final, meta)

@@ -58,6 +58,17 @@ def reraise_task_error(err: BaseException) -> None:
                 pass
 
 
+def parallelism(spark: Any) -> int:
+    """Default parallelism of a classic session; a conservative guess under Spark Connect."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        try:
+            return int(spark.conf.get("spark.default.parallelism"))
+        except Exception:  # noqa: BLE001
+            return 4
+
+
 def _task_info() -> TaskInfo:
     from pyspark import TaskContext
     tc = TaskContext.get()
@@ -122,7 +133,7 @@ class SparkWriteJob:
         schema = StructType([StructField(KEY, StringType()), StructField(PART, StringType()), StructField(FID, StringType())])
         if not files:
             return self.spark.createDataFrame([], schema)
-        n = max(1, min(len(files), self.spark.sparkContext.defaultParallelism * 2))
+        n = max(1, min(len(files), parallelism(self.spark) * 2))
         src = self.spark.createDataFrame([{"p": p, "f": f, "b": b} for p, f, b in files], "p string, f string, b string")
         src = src.repartition(n)
 
@@ -247,7 +258,7 @@ def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Sche
         return spark.read.schema(sschema).parquet(*[f"file://{storage.url(p)}" for p in paths])
     from lakesdk.engine.tasks import conform
     import pyarrow.parquet as pq
-    n = max(1, min(len(paths), spark.sparkContext.defaultParallelism * 2))
+    n = max(1, min(len(paths), parallelism(spark) * 2))
     src = spark.createDataFrame([(p,) for p in paths], "p string").repartition(n)
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
