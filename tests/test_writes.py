@@ -9,8 +9,15 @@ import pyarrow as pa
 import pytest
 
 import lakesdk as lk
-from lakesdk.exceptions import (IncompatibleSchemaError, InvalidFilterError, MissingColumnError, NullKeyError,
-                                TableConfigError, TableExistsError, TableNotFoundError)
+from lakesdk.exceptions import (
+    IncompatibleSchemaError,
+    InvalidFilterError,
+    MissingColumnError,
+    NullKeyError,
+    TableConfigError,
+    TableExistsError,
+    TableNotFoundError,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -96,6 +103,16 @@ def test_bulk_insert_and_insert(table):
     r = table.insert(trips(3, start=30))
     assert r.inserted == 3
     assert len(snapshot(table)) == 33
+
+
+def test_insert_keeps_duplicate_keys_as_hudi_does(lake):
+    # payloads.md T2: the insert operation does not look keys up, so a key written twice appears twice
+    t = lake.create_table("dups", key="id", ordering="ts")
+    t.insert(pd.DataFrame({"id": [1, 2], "ts": [100, 100], "name": ["A", "B"]}))
+    t.insert(pd.DataFrame({"id": [1, 2], "ts": [100, 100], "name": ["A_equal", "B_equal"]}))
+    assert sorted(t.read().to_pandas().name) == ["A", "A_equal", "B", "B_equal"]
+    t.upsert(pd.DataFrame({"id": [3], "ts": [1], "name": ["C"]}))
+    assert len(t.read().to_pandas()) == 5
 
 
 def test_inserts_fill_small_files_then_new_file_groups(lake):

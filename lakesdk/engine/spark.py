@@ -18,12 +18,19 @@ import numpy as np
 import pyarrow as pa
 
 from lakesdk import exceptions as exc_mod
-from lakesdk.engine.tasks import (FileGroupTarget, TaskInfo, WriteContext, add_key_columns, read_key_index,
-                                  write_file_group, write_new_files)
+from lakesdk.engine.tasks import (
+    FileGroupTarget,
+    TaskInfo,
+    WriteContext,
+    add_key_columns,
+    read_key_index,
+    write_file_group,
+    write_new_files,
+)
 from lakesdk.exceptions import LakeError
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import new_file_id
-from lakesdk.merge.ordering import KEY, OP, OP_DELETE, OP_UPSERT, PART, SEQ, MergeCounts
+from lakesdk.merge.ordering import KEY, OP, PART, SEQ, MergeCounts
 
 __all__ = ["to_spark_df", "spark_arrow_schema", "SparkWriteJob", "reraise_task_error", "read_files_spark"]
 
@@ -256,8 +263,9 @@ def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Sche
         return spark.createDataFrame([], sschema)
     if storage.is_local:
         return spark.read.schema(sschema).parquet(*[f"file://{storage.url(p)}" for p in paths])
-    from lakesdk.engine.tasks import conform
     import pyarrow.parquet as pq
+
+    from lakesdk.engine.tasks import conform
     n = max(1, min(len(paths), parallelism(spark) * 2))
     src = spark.createDataFrame([(p,) for p in paths], "p string").repartition(n)
 

@@ -65,6 +65,7 @@ class WriteContext:
     target_file_bytes: int = 120 * 1024 * 1024
     record_size_estimate: int = 1024
     compression: str = "snappy"
+    operation: str = "upsert"
     targets: dict[str, FileGroupTarget] = field(default_factory=dict)
 
     @property
@@ -145,7 +146,13 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
     t0 = time.perf_counter()
     base = read_base(ctx, target.base_path) if target.base_path else None
     t1 = time.perf_counter()
-    kept, new, _is_update, counts = merge_into_base(base, incoming, ordering=ctx.ordering, merge_mode=ctx.merge_mode)
+    if ctx.operation == "insert":
+        # Hudi's insert appends into small files without merging (duplicates are kept)
+        kept, new = base, incoming
+        counts = MergeCounts(inserted=incoming.num_rows)
+    else:
+        kept, new, _is_update, counts = merge_into_base(base, incoming, ordering=ctx.ordering,
+                                                        merge_mode=ctx.merge_mode)
     name = BaseFile(target.file_id, task.write_token, ctx.instant).name
     new_rows = _with_meta(ctx, new, name, task, 0)
     out = pa.concat_tables([kept, new_rows]) if kept is not None and kept.num_rows else new_rows

@@ -43,7 +43,7 @@ def table_checksum(database: str, table: str) -> int:
     >>> table_checksum("default", "v6_nonpartitioned")
     1363530505
     """
-    return zlib.crc32(f"{database}.{table}".encode("utf-8"))
+    return zlib.crc32(f"{database}.{table}".encode())
 
 
 def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:

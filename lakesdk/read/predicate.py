@@ -28,7 +28,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk.exceptions import InvalidFilterError
@@ -277,14 +276,14 @@ class Predicate:
                 return conv(a[0]).is_valid()
             if n.op == "in":
                 return conv(a[0]).isin(list(a[1]))
-            l, r = conv(a[0]), conv(a[1])
-            if not isinstance(l, pc.Expression) and not isinstance(r, pc.Expression):
-                l = pc.scalar(l)
+            lhs, rhs = conv(a[0]), conv(a[1])
+            if not isinstance(lhs, pc.Expression) and not isinstance(rhs, pc.Expression):
+                lhs = pc.scalar(lhs)
             ops = {"=": "__eq__", "!=": "__ne__", "<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
-            if not isinstance(l, pc.Expression):
+            if not isinstance(lhs, pc.Expression):
                 flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
-                return getattr(r, ops[flip[n.op]])(l)
-            return getattr(l, ops[n.op])(r)
+                return getattr(rhs, ops[flip[n.op]])(lhs)
+            return getattr(lhs, ops[n.op])(rhs)
         return conv(self.tree)
 
     def prune(self, values: dict[str, str | None]) -> bool:

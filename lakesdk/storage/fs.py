@@ -186,7 +186,7 @@ class Storage:
             out = []
             if not os.path.isdir(base):
                 return out
-            for dirpath, dirnames, filenames in os.walk(base):
+            for dirpath, _dirnames, filenames in os.walk(base):
                 for fn in filenames:
                     p = os.path.join(dirpath, fn)
                     try:

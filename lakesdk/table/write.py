@@ -13,12 +13,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk.engine.tasks import FileGroupTarget, WriteContext, add_key_columns
-from lakesdk.exceptions import MissingColumnError, SchemaError, WriteError
+from lakesdk.exceptions import MissingColumnError, SchemaError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import Instant
 from lakesdk.format.schema import META_FIELDS, data_schema, unify_schemas
 from lakesdk.format.timeline import InstantClock
-from lakesdk.merge.ordering import KEY, OP, OP_DELETE, OP_UPSERT, PART, SEQ, MergeCounts
+from lakesdk.merge.ordering import OP, OP_DELETE, OP_UPSERT, PART, SEQ, MergeCounts
 from lakesdk.read.view import FileSystemView
 from lakesdk.table.data import keys_to_arrow, to_arrow_or_spark
 from lakesdk.table.results import WriteResult
@@ -109,6 +109,7 @@ class WriteOperation:
             partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style,
             ordering=cfg.ordering_field, merge_mode=cfg.merge_mode,
             target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
+            operation=self.operation,
         )
         op_code = OP_DELETE if is_delete else OP_UPSERT
         partitions: list[str] | None = None
