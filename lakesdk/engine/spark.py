@@ -133,21 +133,19 @@ class SparkWriteJob:
         return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")
 
     # -- tagging -----------------------------------------------------------------------------
-    def key_index(self, files: list[tuple[str, str, str]]) -> Any:
-        """DataFrame (key, partition, file id) of the given base files, read in parallel."""
+    def key_index(self, slices: list[Any], slice_ctx: Any = None) -> Any:
+        """DataFrame (key, partition, file id) of the given file slices, read in parallel."""
         from pyspark.sql.types import StringType, StructField, StructType
         storage = self.ctx.storage
         schema = StructType([StructField(KEY, StringType()), StructField(PART, StringType()), StructField(FID, StringType())])
-        if not files:
+        if not slices:
             return self.spark.createDataFrame([], schema)
-        n = max(1, min(len(files), parallelism(self.spark) * 2))
-        src = self.spark.createDataFrame([{"p": p, "f": f, "b": b} for p, f, b in files], "p string, f string, b string")
-        src = src.repartition(n)
+        n = max(1, min(len(slices), parallelism(self.spark) * 2))
+        src = self.spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
 
         def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for b in batches:
-                d = b.to_pydict()
-                t = read_key_index(storage, list(zip(d["p"], d["f"], d["b"])))
+                t = read_key_index(storage, [slices[i] for i in b.column(0).to_pylist()], slice_ctx)
                 yield from t.to_batches()
         return src.mapInArrow(fn, schema)
 
@@ -191,7 +189,10 @@ class SparkWriteJob:
             part = table.column(PART)[0].as_py()
             target = ctx.targets.get(fid) or FileGroupTarget(part, fid)
             incoming = table.drop_columns([FID])
-            stat, counts = write_file_group(ctx, target, incoming, _task_info())
+            if ctx.merge_on_read and (target.base_path or target.has_logs):
+                stat, counts = write_log_group(ctx, target, incoming, _task_info())
+            else:
+                stat, counts = write_file_group(ctx, target, incoming, _task_info())
             return pa.table({"stat": [json.dumps(asdict(stat))], "counts": [json.dumps(asdict(counts))]})
 
         rows = self._collect(df.groupBy(FID).applyInArrow(fn, _stat_schema()))
@@ -275,4 +276,22 @@ def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Sche
                 with storage.open_input(p) as f:
                     t = pq.read_table(f)
                 yield from conform(t, schema).to_batches()
+    return src.mapInArrow(fn, sschema)
+
+
+def read_slices_spark(spark: Any, ctx: Any, slices: list[Any], schema: pa.Schema) -> Any:
+    """DataFrame of merged merge-on-read file slices: one Arrow task per slice."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from lakesdk.engine.slice_reader import read_slice
+    sschema = from_arrow_schema(schema)
+    if not slices:
+        return spark.createDataFrame([], sschema)
+    n = max(1, min(len(slices), parallelism(spark) * 2))
+    src = spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                yield from read_slice(ctx, slices[i]).select(schema.names).to_batches()
     return src.mapInArrow(fn, sschema)

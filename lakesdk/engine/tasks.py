@@ -6,9 +6,10 @@ driver).  They import neither pyspark nor anything above the merge layer.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +24,7 @@ from lakesdk.merge.ordering import KEY, OP, PART, SEQ, MergeCounts, merge_into_b
 from lakesdk.storage import Storage
 
 __all__ = ["WriteContext", "TaskInfo", "FileGroupTarget", "write_file_group", "write_new_files",
-           "add_key_columns", "conform", "INTERNAL_COLUMNS", "read_key_index"]
+           "add_key_columns", "conform", "INTERNAL_COLUMNS", "read_key_index", "write_log_group"]
 
 INTERNAL_COLUMNS = (OP, SEQ, "_lk_fid")
 
@@ -47,6 +48,7 @@ class FileGroupTarget:
     file_id: str
     base_path: str | None = None      # current base file (relative), None for a new file group
     base_instant: str | None = None
+    has_logs: bool = False            # merge-on-read: the latest slice has log files
 
 
 @dataclass
@@ -66,6 +68,8 @@ class WriteContext:
     record_size_estimate: int = 1024
     compression: str = "snappy"
     operation: str = "upsert"
+    table_name: str = "table"
+    merge_on_read: bool = False
     targets: dict[str, FileGroupTarget] = field(default_factory=dict)
 
     @property
@@ -209,19 +213,59 @@ def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskIn
         yield from flush(p)
 
 
-def read_key_index(storage: Storage, paths: list[tuple[str, str, str]]) -> pa.Table:
-    """Record keys of base files: ``paths`` holds (partition, file_id, base_path) triples.
-
-    Returns columns ``_hoodie_record_key``, ``_hoodie_partition_path``, ``_lk_fid``.
-    """
+def read_key_index(storage: Storage, slices: list[Any], slice_ctx: Any = None) -> pa.Table:
+    """Record keys of file slices (base file keys, merged with log blocks when the slice has
+    any).  Returns columns ``_hoodie_record_key``, ``_hoodie_partition_path``, ``_lk_fid``."""
     parts = []
-    for partition, fid, path in paths:
-        with storage.open_input(path) as f:
-            t = pq.read_table(f, columns=[KEY])
-        n = t.num_rows
-        parts.append(pa.table({KEY: t.column(KEY), PART: pa.repeat(pa.scalar(partition, pa.string()), n),
-                               "_lk_fid": pa.repeat(pa.scalar(fid, pa.string()), n)}))
+    for sl in slices:
+        if sl.log_files:
+            from lakesdk.engine.slice_reader import read_slice
+            keys = read_slice(slice_ctx, sl, columns=[KEY]).column(KEY)
+        else:
+            with storage.open_input(sl.base_path) as f:
+                keys = pq.read_table(f, columns=[KEY]).column(KEY)
+        n = len(keys)
+        parts.append(pa.table({KEY: keys, PART: pa.repeat(pa.scalar(sl.partition, pa.string()), n),
+                               "_lk_fid": pa.repeat(pa.scalar(sl.file_id, pa.string()), n)}))
     if not parts:
         return pa.table({KEY: pa.array([], pa.string()), PART: pa.array([], pa.string()),
                          "_lk_fid": pa.array([], pa.string())})
     return pa.concat_tables(parts)
+
+
+def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Table, task: TaskInfo) -> tuple[WriteStat, MergeCounts]:
+    """Merge-on-read: append the incoming upserts (an Avro data block) and deletes (a delete
+    block) to a new log file of the file group's latest slice."""
+    from lakesdk.format.file_naming import LogFile
+    from lakesdk.format.log_block import HeaderKey, encode_avro_data_block, encode_delete_block
+    from lakesdk.format.schema import arrow_to_avro
+
+    t0 = time.perf_counter()
+    ops = np.asarray(incoming.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
+    ups = incoming.filter(pa.array(ops == 0))
+    dels = incoming.filter(pa.array(ops != 0))
+    log = LogFile(target.file_id, ctx.instant, 1, task.write_token)
+    path = f"{target.partition}/{log.name}" if target.partition else log.name
+    header = {HeaderKey.INSTANT_TIME: ctx.instant}
+    chunks = []
+    if ups.num_rows:
+        rows = _with_meta(ctx, ups, target.file_id, task, 0)
+        avro = arrow_to_avro(rows.schema, ctx.table_name, meta=True)
+        chunks.append(encode_avro_data_block(rows, avro, {**header, HeaderKey.SCHEMA: json.dumps(avro)}))
+    if dels.num_rows:
+        keys = {KEY: dels.column(KEY), PART: dels.column(PART)}
+        if ctx.ordering and ctx.ordering in dels.column_names:
+            keys["ordering_value"] = dels.column(ctx.ordering)
+        chunks.append(encode_delete_block(pa.table(keys), dict(header)))
+    data = b"".join(chunks)
+    ctx.storage.write(path, data)
+    counts = MergeCounts(updated=ups.num_rows, deleted=dels.num_rows)
+    stat = WriteStat(
+        fileId=target.file_id, path=path, partitionPath=target.partition, prevCommit=ctx.instant,
+        numWrites=ups.num_rows, numDeletes=dels.num_rows, numUpdateWrites=ups.num_rows, numInserts=0,
+        totalWriteBytes=len(data), fileSizeInBytes=len(data), totalLogRecords=incoming.num_rows,
+        totalLogBlocks=len(chunks), logVersion=1, logOffset=0,
+        baseFile=target.base_path.rsplit("/", 1)[-1] if target.base_path else "", logFiles=[log.name],
+        runtimeStats={"totalScanTime": 0, "totalCreateTime": 0, "totalUpsertTime": int((time.perf_counter() - t0) * 1000)},
+    )
+    return stat, counts

@@ -91,12 +91,15 @@ def _field(f: pa.Field, namespace: str) -> dict:
     return {"name": f.name, "type": _nullable(_to_avro_type(f.type, f.name, namespace)), "default": None}
 
 
-def arrow_to_avro(schema: pa.Schema, table_name: str) -> dict:
-    """Avro record schema for the table's data columns (meta fields excluded)."""
+def arrow_to_avro(schema: pa.Schema, table_name: str, *, meta: bool = False) -> dict:
+    """Avro record schema for the table's data columns; with ``meta=True`` the five meta
+    fields come first (the writer schema of log data blocks)."""
     ns = f"hoodie.{table_name}"
     rec = f"{table_name}_record"
-    return {"type": "record", "name": rec, "namespace": ns,
-            "fields": [_field(f, f"{ns}.{rec}") for f in schema if f.name not in META_FIELDS]}
+    fields = [_field(f, f"{ns}.{rec}") for f in schema if f.name not in META_FIELDS]
+    if meta:
+        fields = [{"name": m, "type": ["null", "string"], "default": None} for m in META_FIELDS] + fields
+    return {"type": "record", "name": rec, "namespace": ns, "fields": fields}
 
 
 def _from_avro_type(t: Any) -> tuple[pa.DataType, bool]:

@@ -37,10 +37,11 @@ class ReadPlan:
 
     slices: tuple[FileSlice, ...]
     schema: pa.Schema
-    instants: tuple[Instant, ...]
+    instants: tuple[Instant, ...]        # snapshot: the visible commits; incremental: those in range
     commit_times: frozenset[str] | None   # incremental: requested times whose rows to keep
     pruned_partitions: int
     total_partitions: int
+    visible: tuple[Instant, ...] = ()     # commits visible to the read (for log block filtering)
 
     @property
     def files(self) -> list[str]:
@@ -85,6 +86,10 @@ class Query:
     def with_meta_fields(self, meta: bool = True) -> "Query":
         return replace(self, meta=meta)
 
+    def with_read_optimized(self, read_optimized: bool = True) -> "Query":
+        """Merge-on-read tables: read base files only (fast, may lag the latest writes)."""
+        return replace(self, read_optimized=read_optimized)
+
     # -- planning --------------------------------------------------------------------------------
     def plan(self) -> ReadPlan:
         t = self.table
@@ -101,8 +106,11 @@ class Query:
         parts = view.partitions()
         pf = (lambda v: self.predicate.prune(v)) if self.predicate is not None and t.config.partition_fields else None
         slices = view.latest_slices(pf)
+        if self.read_optimized:
+            slices = [_base_only(s) for s in slices if s.base_file is not None]
         kept_parts = {s.partition for s in slices}
-        return ReadPlan(tuple(slices), schema, tuple(view.visible), None, len(parts) - len(kept_parts), len(parts))
+        return ReadPlan(tuple(slices), schema, tuple(view.visible), None, len(parts) - len(kept_parts), len(parts),
+                        tuple(view.visible))
 
     @staticmethod
     def _any_base(view: FileSystemView) -> str | None:
@@ -131,7 +139,7 @@ class Query:
         slices = view.latest_slices(pf, file_groups=touched)
         parts = view.partitions()
         return ReadPlan(tuple(slices), schema, tuple(in_range), frozenset(i.requested for i in in_range),
-                        len(parts) - len({s.partition for s in slices}), len(parts))
+                        len(parts) - len({s.partition for s in slices}), len(parts), tuple(view.visible))
 
     def _validate(self, schema: pa.Schema) -> None:
         names = list(META_FIELDS) + schema.names
@@ -148,11 +156,33 @@ class Query:
             return list(self.columns)
         return (list(META_FIELDS) if self.meta else []) + schema.names
 
+    def _slice_context(self, plan: ReadPlan) -> Any:
+        from lakesdk.engine.slice_reader import SliceReadContext
+        cfg = self.table.config
+        return SliceReadContext(self.table.storage, plan.schema, cfg.ordering_field, cfg.merge_mode,
+                                frozenset(i.requested for i in plan.visible))
+
+    def _filter_merged(self, t: pa.Table, plan: ReadPlan, cols: list[str]) -> pa.Table:
+        if plan.commit_times is not None:
+            t = t.filter(pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times)))
+        if self.predicate is not None:
+            t = t.filter(self.predicate.to_arrow())
+        return t.select(cols)
+
     def to_arrow(self) -> pa.Table:
-        """Read into a pyarrow Table (Arrow-native reader on the driver)."""
+        """Read into a pyarrow Table (Arrow-native reader on the driver; merge-on-read
+        slices are merged by the same merger the writer uses, a thread per slice)."""
         plan = self.plan()
         full = with_meta_fields(plan.schema)
         cols = self._out_columns(plan.schema)
+        if any(s.log_files for s in plan.slices):
+            from concurrent.futures import ThreadPoolExecutor
+
+            from lakesdk.engine.slice_reader import read_slice
+            ctx = self._slice_context(plan)
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                tables = list(pool.map(lambda sl: self._filter_merged(read_slice(ctx, sl), plan, cols), plan.slices))
+            return pa.concat_tables(tables) if tables else full.empty_table().select(cols)
         files = plan.files
         if not files:
             return full.empty_table().select(cols)
@@ -177,7 +207,11 @@ class Query:
         plan = self.plan()
         full = with_meta_fields(plan.schema)
         spark = self.table.spark
-        df = read_files_spark(spark, self.table.storage, plan.files, full)
+        if any(s.log_files for s in plan.slices):
+            from lakesdk.engine.spark import read_slices_spark
+            df = read_slices_spark(spark, self._slice_context(plan), list(plan.slices), full)
+        else:
+            df = read_files_spark(spark, self.table.storage, plan.files, full)
         if plan.commit_times is not None:
             df = df.filter(F.col("_hoodie_commit_time").isin(sorted(plan.commit_times)))
         if self.predicate is not None:
@@ -198,6 +232,10 @@ class Query:
         if self.predicate is not None:
             parts.append(f"where={self.predicate.text!r}")
         return f"<Query {self.table.name!r} {' '.join(parts)}>"
+
+
+def _base_only(s: FileSlice) -> FileSlice:
+    return FileSlice(s.partition, s.file_id, s.base_instant, s.base_file, s.base_size)
 
 
 def _arrow_fs(storage: Any, files: list[str]) -> tuple[Any, list[str]]:

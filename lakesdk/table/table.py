@@ -158,9 +158,12 @@ class Table:
 
     # -- reads -------------------------------------------------------------------------------
     def read(self, columns: list[str] | None = None, *, where: Any = None, filters: Any = None,
-             as_of: Any = None, meta_fields: bool = False) -> Query:
-        """A snapshot query (optionally projected, filtered and pinned to a moment)."""
-        q = Query(self, meta=meta_fields)
+             as_of: Any = None, meta_fields: bool = False, read_optimized: bool = False) -> Query:
+        """A snapshot query (optionally projected, filtered and pinned to a moment).
+
+        ``read_optimized=True`` reads only base files of a merge-on-read table (what the
+        last compaction produced), skipping log merging."""
+        q = Query(self, meta=meta_fields, read_optimized=read_optimized)
         if columns is not None:
             q = q.select(*columns)
         if where is not None:

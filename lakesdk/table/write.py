@@ -109,7 +109,7 @@ class WriteOperation:
             partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style,
             ordering=cfg.ordering_field, merge_mode=cfg.merge_mode,
             target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
-            operation=self.operation,
+            operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor,
         )
         op_code = OP_DELETE if is_delete else OP_UPSERT
         partitions: list[str] | None = None
@@ -127,7 +127,10 @@ class WriteOperation:
             arrow = arrow.append_column(SEQ, pa.array(np.arange(n, dtype=np.int64)))
 
         # -- the instant: requested -> inflight ------------------------------------------------
-        action = "replacecommit" if self.operation.startswith("insert_overwrite") else "commit"
+        if self.operation.startswith("insert_overwrite"):
+            action = "replacecommit"
+        else:
+            action = "deltacommit" if cfg.is_mor else "commit"
         instant = Instant(action, "requested", InstantClock.next(after=timeline.max_time()))
         ctx.instant = instant.requested
         store.create(instant)
@@ -212,11 +215,16 @@ class WriteOperation:
         view = FileSystemView(t.storage, t.config, store, timeline)
         slices = view.latest_slices() if global_delete else [
             s for s in view.latest_slices() if s.partition in set(partitions or [])]
-        ctx.targets = {s.file_id: FileGroupTarget(s.partition, s.file_id, s.base_path, s.base_instant)
-                       for s in slices if s.base_path}
-        index_files = [(s.partition, s.file_id, s.base_path) for s in slices if s.base_path]
-        if index_files and op != "insert":  # insert skips the index lookup, as in Hudi
-            df = job.tag(df, job.key_index(index_files), global_keys=global_delete)
+        ctx.targets = {s.file_id: FileGroupTarget(s.partition, s.file_id, s.base_path, s.base_instant,
+                                                  has_logs=bool(s.log_files))
+                       for s in slices}
+        if slices and op != "insert":  # insert skips the index lookup, as in Hudi
+            slice_ctx = None
+            if any(s.log_files for s in slices):
+                from lakesdk.engine.slice_reader import SliceReadContext
+                slice_ctx = SliceReadContext(t.storage, ctx.schema, ctx.ordering, ctx.merge_mode,
+                                             frozenset(i.requested for i in view.visible))
+            df = job.tag(df, job.key_index(slices, slice_ctx), global_keys=global_delete)
         else:
             from pyspark.sql import functions as F
             df = df.withColumn("_lk_fid", F.lit(None).cast("string"))
@@ -228,9 +236,9 @@ class WriteOperation:
             df = df.persist()
             counts_rows = df.filter(F.col("_lk_fid").isNull()).groupBy(PART).count().collect()
             insert_counts = {r[0]: int(r[1]) for r in counts_rows}
-            small = {}
+            small: dict[str, list[tuple[str, int]]] = {}
             for s in slices:
-                if s.base_path:
+                if s.base_path and not t.config.is_mor:  # merge-on-read inserts go to new file groups
                     small.setdefault(s.partition, []).append((s.file_id, s.base_size))
             buckets = plan_insert_buckets(insert_counts, small, target_bytes=ctx.target_file_bytes,
                                           small_limit=t.options.small_file_limit, record_size=ctx.record_size_estimate)
@@ -248,10 +256,9 @@ class WriteOperation:
         t = self.table
         written = {s.path for s in stats}
         parts = {s.partitionPath for s in stats} | set(partitions or [])
-        suffix = f"_{ctx.instant}.parquet"
         for p in parts:
             for f in t.storage.list(p):
-                if not f.is_dir and f.name.endswith(suffix) and f.path not in written:
+                if not f.is_dir and _written_by(f.name, ctx.instant) and f.path not in written:
                     t.storage.delete(f.path)
             if p and not t.storage.exists(f"{p}/{PARTITION_METAFILE}"):
                 depth = len(p.split("/"))
@@ -267,12 +274,16 @@ class WriteOperation:
     def _abort(self, store: Any, instant: Instant, ctx: WriteContext) -> None:
         """The commit did not land: remove its data files and its timeline files."""
         t = self.table
-        suffix = f"_{instant.requested}.parquet"
         for f in t.storage.find(""):
-            if f.path.endswith(suffix) and not f.path.startswith(".hoodie"):
+            if not f.path.startswith(".hoodie") and _written_by(f.name, instant.requested):
                 t.storage.delete(f.path)
         for name in store.all_states(instant.requested):
             t.storage.delete(posixpath.join(store.dir, name))
+
+
+def _written_by(name: str, instant: str) -> bool:
+    """True for a base or log file that names ``instant`` as its writer."""
+    return name.endswith(f"_{instant}.parquet") or (name.startswith(".") and f"_{instant}.log." in name)
 
 
 def _group_stats(stats: list[WriteStat]) -> dict[str, list[WriteStat]]:
