@@ -81,8 +81,9 @@ def slice_versions(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] 
             cols = {KEY: d.column(KEY), PART: d.column(PART)}
             if ctx.ordering and ordv is not None and ctx.ordering in full.names:
                 target = full.field(ctx.ordering).type
-                # Hudi writes the default ordering value 0 for deletes that carry none: treat as none
-                ordv = pc.if_else(pc.equal(pc.cast(ordv, pa.string()), "0"), pa.scalar(None, ordv.type), ordv)
+                # Hudi writes an int 0 (IntWrapper) for deletes that carry no ordering value
+                if ordv.type == pa.int32():
+                    ordv = pc.if_else(pc.equal(ordv, 0), pa.scalar(None, ordv.type), ordv)
                 try:
                     cols[ctx.ordering] = pc.cast(ordv, target)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

@@ -25,6 +25,7 @@ from lakesdk.engine.tasks import (
     add_key_columns,
     read_key_index,
     write_file_group,
+    write_log_group,
     write_new_files,
 )
 from lakesdk.exceptions import LakeError

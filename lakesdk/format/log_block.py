@@ -42,15 +42,18 @@ DecimalWrapper, TimeMicrosWrapper, TimestampMicrosWrapper, ArrayWrapper]}>}`` wh
 ``lakesdk/format/schemas/HoodieDeleteRecordList.avsc``).  The *union index* is what goes on
 disk, so the branch order is part of the format.  A delete that carries no ordering value is
 written by Hudi as ``IntWrapper(0)``, its "natural order" marker (``DeleteRecord.create``): such
-a delete always wins over the record it deletes.  Hudi 0.14/0.15 compares a delete's ordering
-value with ``deleteOrderingVal.equals(0)`` and would fail on a null one, so
-:func:`encode_delete_block` writes ``IntWrapper(0)`` whenever no ordering value is given at all.
+a delete always wins over the record it deletes.  Hudi's Java log scanner tests a delete's
+ordering value with ``deleteOrderingVal.equals(0)`` when the key was already seen, which a null
+value would fail, so :func:`encode_delete_block` writes ``IntWrapper(0)`` whenever no ordering
+value is given at all.  (The spec's flat ``[null,int,long,...]`` description of this union is
+not what Hudi writes: the conformance delete block holds branch 2, IntWrapper, value 0.)
 
 **Corruption.**  A block is corrupt when the magic is missing where a block should start, its
 length runs past the end of the data, its trailing total length disagrees with its length, or
-its fields do not fit exactly inside it.  Like Hudi's ``HoodieLogFileReader``, the reader then
-scans forward for the next magic and carries on; a half-written tail after a crash is the
-common case.
+its fields do not fit exactly inside it (or its format version or block type is unknown).
+Like Hudi's ``HoodieLogFileReader``, the reader then scans forward for the next magic and
+carries on; a half-written tail after a crash is the common case.  Consecutive failures without
+a good block in between count as one corrupt stretch.
 
 >>> blob = encode_rollback_block("20250126040826878", "20250126040936578")
 >>> [block] = read_log_file(blob + blob[:40])          # a second block cut short
@@ -75,6 +78,7 @@ from importlib import resources
 from typing import Any
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -434,7 +438,11 @@ def _decode_avro_records(content: bytes, avro_schema: dict) -> pa.Table:
         (n,) = _I32.unpack_from(content, pos)
         pos += 4
         buf.seek(pos)
-        rows.append(reader(buf, parsed, None))
+        try:
+            rows.append(reader(buf, parsed, None))
+        except Exception as e:  # fastavro raises EOFError, ValueError, IndexError, ... on bad bytes
+            raise LogBlockError(f"record {i} of the Avro data block cannot be decoded with its SCHEMA "
+                                f"header: {e!r}") from e
         pos += n
         if buf.tell() != pos:
             raise LogBlockError(f"record {i} of the Avro data block is {n} bytes long but decodes "
@@ -443,22 +451,52 @@ def _decode_avro_records(content: bytes, avro_schema: dict) -> pa.Table:
     return table.cast(target) if physical != target else table
 
 
-def _prepare_column(col: pa.ChunkedArray, avro_type: Any) -> pa.ChunkedArray:
-    """Top-level temporal columns become the raw ints Avro stores (fast, and exact for ns input)."""
+def _without_logical_type(avro_type: Any) -> Any:
+    """``avro_type`` (a field type, maybe ``[null, T]``) with T's logical type removed."""
+    if isinstance(avro_type, list):
+        return [_without_logical_type(t) if isinstance(t, dict) else t for t in avro_type]
+    return {k: v for k, v in avro_type.items() if k != "logicalType"}
+
+
+def _fixed_decimal_bytes(col: pa.ChunkedArray, precision: int, scale: int, size: int) -> pa.ChunkedArray:
+    """Decimal column -> the big-endian two's complement ``size``-byte values Avro stores."""
+    arr = pc.cast(col, pa.decimal128(precision, scale)).combine_chunks()  # raises if a value does not fit
+    if len(arr) == 0:
+        return pa.chunked_array([], pa.binary(size))
+    raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8)[arr.offset * 16:(arr.offset + len(arr)) * 16]
+    big_endian = np.ascontiguousarray(raw.reshape(-1, 16)[:, size - 1::-1])  # low `size` bytes, reversed
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(size), len(arr), [None, pa.py_buffer(big_endian.tobytes())])
+    if arr.null_count:
+        fixed = pc.if_else(arr.is_valid(), fixed, pa.scalar(None, pa.binary(size)))
+    return pa.chunked_array([fixed])
+
+
+def _prepare_column(col: pa.ChunkedArray, avro_type: Any) -> tuple[pa.ChunkedArray, Any]:
+    """A top-level column in the raw form Avro stores, and the field type to write it with.
+
+    Temporal columns become ints and fixed decimals become bytes, computed by Arrow; the
+    field type then loses its logical type (the binary encoding is the same), so fastavro
+    does no per-value conversion.  Anything else is left to fastavro.
+    """
     branch = _non_null_branch(avro_type)
     logical = branch.get("logicalType") if isinstance(branch, dict) else None
     t = col.type
     if logical in ("timestamp-micros", "local-timestamp-micros", "timestamp-millis", "local-timestamp-millis") \
             and pa.types.is_timestamp(t):
         unit = "us" if logical.endswith("micros") else "ms"
-        return pc.cast(col, pa.timestamp(unit, t.tz), safe=False).cast(pa.int64())
-    if logical == "date" and pa.types.is_date(t):
-        return col.cast(pa.date32()).cast(pa.int32())
-    if logical == "time-micros" and (pa.types.is_time32(t) or pa.types.is_time64(t)):
-        return pc.cast(col, pa.time64("us"), safe=False).cast(pa.int64())
-    if logical == "time-millis" and (pa.types.is_time32(t) or pa.types.is_time64(t)):
-        return pc.cast(col, pa.time32("ms"), safe=False).cast(pa.int32())
-    return col
+        col = pc.cast(col, pa.timestamp(unit, t.tz), safe=False).cast(pa.int64())
+    elif logical == "date" and pa.types.is_date(t):
+        col = col.cast(pa.date32()).cast(pa.int32())
+    elif logical == "time-micros" and pa.types.is_time(t):
+        col = pc.cast(col, pa.time64("us"), safe=False).cast(pa.int64())
+    elif logical == "time-millis" and pa.types.is_time(t):
+        col = pc.cast(col, pa.time32("ms"), safe=False).cast(pa.int32())
+    elif logical == "decimal" and branch.get("type") == "fixed" and pa.types.is_decimal(t) \
+            and int(branch["size"]) <= 16 and int(branch["precision"]) <= 38:
+        col = _fixed_decimal_bytes(col, int(branch["precision"]), int(branch.get("scale", 0)), int(branch["size"]))
+    else:
+        return col, avro_type
+    return col, _without_logical_type(avro_type)
 
 
 def encode_avro_data_block(records: pa.Table, avro_schema: dict, header: Mapping[HeaderKey, str]) -> bytes:
@@ -467,13 +505,17 @@ def encode_avro_data_block(records: pa.Table, avro_schema: dict, header: Mapping
     ``header`` must carry INSTANT_TIME; SCHEMA is set to the JSON of ``avro_schema`` when
     absent (and must describe the same schema when present).  Columns are matched to schema
     fields by name; extra columns are ignored, missing ones take the field default.
+    Timestamps finer than the schema's unit are truncated.
     """
     header = _header_with_schema(header, avro_schema)
-    parsed = fastavro.parse_schema(copy.deepcopy(avro_schema))
-    fields = {f["name"]: f["type"] for f in avro_schema.get("fields", [])}
-    columns = {name: _prepare_column(records.column(name), fields[name])
-               for name in records.column_names if name in fields}
-    rows = pa.table(columns).to_pylist() if columns else [{} for _ in range(records.num_rows)]
+    write_schema = copy.deepcopy(avro_schema)
+    columns: dict[str, pa.ChunkedArray] = {}
+    for f in write_schema.get("fields", []):
+        if f["name"] in records.column_names:
+            columns[f["name"]], f["type"] = _prepare_column(records.column(f["name"]), f["type"])
+    rows = (pa.table(columns).to_pylist(maps_as_pydicts="strict") if columns
+            else [{} for _ in range(records.num_rows)])
+    parsed = fastavro.parse_schema(write_schema)
 
     buf = io.BytesIO()
     write = fastavro.schemaless_writer
@@ -481,16 +523,14 @@ def encode_avro_data_block(records: pa.Table, avro_schema: dict, header: Mapping
     for row in rows:
         write(buf, parsed, row)
         ends.append(buf.tell())
-    data = buf.getbuffer()
+    data = buf.getvalue()
     parts = [_I32X2.pack(CONTENT_VERSION, len(ends))]
     start = 0
     for stop in ends:
         parts.append(_I32.pack(stop - start))
         parts.append(data[start:stop])
         start = stop
-    content = b"".join(parts)
-    del data
-    return encode_block(BlockType.AVRO_DATA, header, content)
+    return encode_block(BlockType.AVRO_DATA, header, b"".join(parts))
 
 
 def _header_with_schema(header: Mapping[HeaderKey, str], avro_schema: dict) -> dict[HeaderKey, str]:
@@ -508,10 +548,12 @@ def _header_with_schema(header: Mapping[HeaderKey, str], avro_schema: dict) -> d
 # -- delete blocks ------------------------------------------------------------------------------
 _NS = "org.apache.hudi.avro.model."
 _DECIMAL_QUANTUM = decimal.Decimal(1).scaleb(-15)
+_DECIMAL_CONTEXT = decimal.Context(prec=80)
 
 
 @lru_cache(maxsize=1)
-def _delete_schema() -> dict:
+def _delete_schema() -> Any:
+    """The parsed ``HoodieDeleteRecordList`` schema (shipped as an .avsc next to this module)."""
     text = resources.files("lakesdk.format").joinpath("schemas/HoodieDeleteRecordList.avsc").read_text()
     return fastavro.parse_schema(json.loads(text))
 
@@ -562,9 +604,17 @@ def _ordering_values(col: pa.ChunkedArray) -> Iterable[Any]:
         col = col.cast(pa.float32())
     values = col.to_pylist()
     if pa.types.is_decimal(t):
-        values = [None if v is None else v.quantize(_DECIMAL_QUANTUM, rounding=decimal.ROUND_HALF_UP)
-                  for v in values]
+        values = [None if v is None else _decimal_30_15(v) for v in values]
     return [None if v is None else (name, {"value": v}) for v in values]
+
+
+def _decimal_30_15(v: decimal.Decimal) -> decimal.Decimal:
+    """``v`` at scale 15 (rounded half up), checked to fit DecimalWrapper's precision 30."""
+    q = v.quantize(_DECIMAL_QUANTUM, rounding=decimal.ROUND_HALF_UP, context=_DECIMAL_CONTEXT)
+    if len(q.as_tuple().digits) > 30:
+        raise SchemaError(f"ordering value {v} does not fit decimal(30, 15), the type Hudi stores "
+                          "decimal ordering values of deletes in")
+    return q
 
 
 def encode_delete_block(keys: pa.Table, header: Mapping[HeaderKey, str]) -> bytes:
@@ -652,7 +702,7 @@ def _decode_delete_content(content: bytes) -> pa.Table:
                             f"{CONTENT_VERSION} the keys were Java-serialized objects")
     if n < 0 or 8 + n > len(content):
         raise LogBlockError(f"delete block says {n} bytes of keys follow, but only {len(content) - 8} do")
-    decoded = fastavro.schemaless_reader(io.BytesIO(content[8:8 + n]), _delete_schema(), None,
+    decoded: Any = fastavro.schemaless_reader(io.BytesIO(content[8:8 + n]), _delete_schema(), None,
                                          return_record_name=True)
     entries = decoded["deleteRecordList"]
     unwrapped = [_unwrap(e["orderingVal"]) for e in entries]

@@ -59,6 +59,7 @@ __all__ = [
     "UnsupportedMarkerTypeError",
     "MarkerServerError",
     "MarkerAuthError",
+    "MarkerServerUnavailableError",
     "WriteMarkers",
     "marker_dir",
     "format_marker_name",
@@ -104,6 +105,10 @@ class MarkerServerError(MarkerError, ConnectionError):
 
 class MarkerAuthError(MarkerServerError, PermissionError):
     """The marker server rejected the request's token (HTTP 403)."""
+
+
+class MarkerServerUnavailableError(MarkerServerError):
+    """The marker server could not be reached (connection refused, reset or timed out) after retries."""
 
 
 # ---------------------------------------------------------------------------------- names

@@ -1,0 +1,1 @@
+"""Concurrency control for writers: heartbeats (:mod:`lakesdk.concurrency.heartbeat`)."""

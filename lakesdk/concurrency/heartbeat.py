@@ -1,0 +1,152 @@
+"""Writer heartbeats: ``.hoodie/.heartbeat/<instant>``.
+
+A writer keeps an empty file per in-flight instant and re-creates (overwrites) it every
+``interval_s`` (``hoodie.client.heartbeat.interval_in_ms``, default 60 000 ms).  Liveness is
+the file's modification time: the instant's writer is considered dead when the file is
+missing or its modification time is more than ``interval_s * tolerable_misses``
+(``hoodie.client.heartbeat.tolerable.misses``, default 2) in the past.  The file is deleted
+when the write stops.  Lazy failed-write cleaning and conflict detection use it; readers
+do not.
+
+On-disk grammar (relative to the table base)::
+
+    .hoodie/.heartbeat/<instant>      empty file; mtime = last beat
+
+>>> from lakesdk.storage import Storage
+>>> s = Storage("memory://doctest-heartbeat")
+>>> with Heartbeat(s, "001", interval_s=60.0) as hb:
+...     is_expired(s, "001", 60.0, 2)
+False
+>>> is_expired(s, "001", 60.0, 2), last_beat(s, "001") is None
+(True, True)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+
+from lakesdk.exceptions import LakeError
+from lakesdk.storage import Storage
+
+__all__ = ["HEARTBEAT_DIR", "Heartbeat", "HeartbeatError", "heartbeat_path", "is_expired", "last_beat"]
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_DIR = ".hoodie/.heartbeat"
+_INSTANT_RE = re.compile(r"^[0-9A-Za-z_][0-9A-Za-z_.-]*$")
+
+
+class HeartbeatError(LakeError, RuntimeError):
+    """A heartbeat could not be started or written."""
+
+
+def heartbeat_path(instant: str) -> str:
+    """``.hoodie/.heartbeat/<instant>``, relative to the table base."""
+    if not isinstance(instant, str) or not _INSTANT_RE.match(instant):
+        raise HeartbeatError(f"invalid instant {instant!r} for a heartbeat: expected an instant time such as "
+                             "'20240418172802262'")
+    return f"{HEARTBEAT_DIR}/{instant}"
+
+
+def last_beat(storage: Storage, instant: str) -> float | None:
+    """Modification time (epoch seconds) of the instant's heartbeat file, None if it is missing."""
+    try:
+        return storage.info(heartbeat_path(instant)).modified
+    except FileNotFoundError:
+        return None
+
+
+def is_expired(storage: Storage, instant: str, interval_s: float = 60.0, tolerable_misses: int = 2,
+               now: float | None = None) -> bool:
+    """True when the heartbeat file is missing or older than ``interval_s * tolerable_misses``.
+
+    ``now`` defaults to ``time.time()``; the file's time comes from storage, so writer and
+    checker clocks (or the object store's clock) should agree within that bound.
+    """
+    beat = last_beat(storage, instant)
+    if beat is None:
+        return True
+    now = time.time() if now is None else now
+    return now - beat > interval_s * tolerable_misses
+
+
+class Heartbeat:
+    """Keeps ``.hoodie/.heartbeat/<instant>`` fresh from a daemon thread while a write runs.
+
+    ``start()`` writes the first beat synchronously (a failure raises) and then re-writes
+    the file every ``interval_s``; a failed later beat is logged and kept in
+    :attr:`last_error`, and the next beat retries.  ``stop()`` stops the thread and deletes
+    the file.  As a context manager it starts on entry and stops on exit.
+    """
+
+    def __init__(self, storage: Storage, instant: str, interval_s: float = 60.0, tolerable_misses: int = 2) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be > 0, found {interval_s}")
+        if tolerable_misses < 1:
+            raise ValueError(f"tolerable_misses must be >= 1, found {tolerable_misses}")
+        self.storage = storage
+        self.instant = instant
+        self.path = heartbeat_path(instant)
+        self.interval_s = float(interval_s)
+        self.tolerable_misses = int(tolerable_misses)
+        self.beats = 0
+        self.last_error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def beat(self) -> None:
+        """Write one beat now (create or refresh the file)."""
+        self.storage.touch(self.path)
+        self.beats += 1
+
+    def start(self) -> "Heartbeat":
+        """Write the first beat and start the background thread (no-op when already running)."""
+        if self.running:
+            return self
+        try:
+            self.beat()
+        except OSError as exc:
+            raise HeartbeatError(f"could not write the heartbeat {self.storage.url(self.path)!r}: {exc}") from exc
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=f"lakesdk-heartbeat-{self.instant}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.beat()
+                self.last_error = None
+            except Exception as exc:  # keep beating: a transient storage error must not stop liveness
+                self.last_error = exc
+                log.warning("heartbeat for instant %s failed: %s", self.instant, exc)
+
+    def stop(self) -> None:
+        """Stop beating and delete the heartbeat file (idempotent)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.storage.delete(self.path)
+
+    def is_expired(self, now: float | None = None) -> bool:
+        """:func:`is_expired` for this heartbeat's instant and settings (reads storage)."""
+        return is_expired(self.storage, self.instant, self.interval_s, self.tolerable_misses, now)
+
+    def __enter__(self) -> "Heartbeat":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return (f"Heartbeat(instant={self.instant!r}, {state}, interval_s={self.interval_s:g}, "
+                f"tolerable_misses={self.tolerable_misses}, beats={self.beats}, base={self.storage.base_url!r})")

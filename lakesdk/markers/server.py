@@ -1,0 +1,637 @@
+"""The timeline-server marker service: a small HTTP server that batches marker creation.
+
+Executors send marker requests to one server started by the writer (driver) instead of
+creating one file per marker.  The server queues them and, every batch interval, a pool
+of worker threads flushes them: each worker appends its batch to the content of its own
+``MARKERS<n>`` file (``n`` = the thread slot it holds) and rewrites that whole file with
+``Storage.write`` (object stores cannot append).  A create request is answered only after
+its marker is durable, so a restarted server, which reloads the ``MARKERS*`` files on the
+first request for an instant, recovers every acknowledged marker.
+
+On-disk layout (relative to the table base)::
+
+    .hoodie/.temp/<instant>/MARKERS.type    text "TIMELINE_SERVER_BASED", written once (exclusive create)
+    .hoodie/.temp/<instant>/MARKERS<n>      "<marker>\\n" per marker, 0 <= n < num_threads
+    marker                                  [<partitionPath>/]<dataFileName>.marker.<IOType>
+
+HTTP protocol (JSON bodies and replies; every request carries the header
+``X-Lakesdk-Marker-Token: <token>``, else 403)::
+
+    POST /v1/hoodie/marker/create            {"instant": I, "markers": [name, ...]}  -> {"created": [bool, ...]}
+    GET  /v1/hoodie/marker/all?instant=I                                            -> {"markers": [name, ...]}
+    GET  /v1/hoodie/marker/create-and-merge?instant=I                               -> {"markers": [...]}  (not APPEND)
+    GET  /v1/hoodie/marker/append?instant=I                                         -> {"markers": [...]}  (APPEND)
+    GET  /v1/hoodie/marker/dir/exists?instant=I                                     -> {"exists": bool}
+    POST /v1/hoodie/marker/dir/delete        {"instant": I}                          -> {"deleted": bool}
+    GET  /v1/hoodie/marker/ping                                                     -> {"ok": true}
+
+Errors reply ``{"error": message}`` with 400 (bad request), 403 (token), 404 (unknown
+path), 500 (the flush failed: the markers of that batch are *not* kept, a retry may
+succeed) or 503 (the server is stopping, or the request timed out waiting for its flush).
+
+Batching rules (Hudi's ``MarkerDirState`` and ``MarkerCreationDispatchingRunnable``):
+
+* per instant, the dispatcher takes a free thread slot round robin from the last one
+  used, and hands *all* pending requests to one worker; if every slot is busy the
+  requests wait for a later tick;
+* a slot (hence a ``MARKERS<n>`` file) is used by one worker at a time;
+* requests are de-duplicated against the set of durable markers of the instant (loaded
+  lazily from ``MARKERS*`` files); a repeated marker, also within one batch or while the
+  first request's flush is still running, is answered ``false`` once the first is durable.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import secrets
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+from lakesdk.markers.base import (
+    MARKER_TYPE_FILE,
+    InvalidMarkerNameError,
+    MarkerError,
+    marker_dir,
+    markers_file_name,
+    parse_marker_name,
+    read_marker_files,
+    validate_instant,
+)
+from lakesdk.storage import Storage
+
+__all__ = ["MarkerServer", "MarkerServerStats", "MarkerDirSnapshot", "TOKEN_HEADER", "API_PREFIX"]
+
+log = logging.getLogger(__name__)
+
+TOKEN_HEADER = "X-Lakesdk-Marker-Token"
+API_PREFIX = "/v1/hoodie/marker"
+MARKER_TYPE_TEXT = b"TIMELINE_SERVER_BASED"
+
+
+@dataclass(frozen=True)
+class MarkerServerStats:
+    """Counters of one :class:`MarkerServer` since it was created."""
+
+    requests: int = 0            #: HTTP requests received (any endpoint, including rejected ones)
+    rejected: int = 0            #: requests refused with 403 (missing or wrong token)
+    create_requests: int = 0     #: create requests accepted
+    markers_requested: int = 0   #: marker names received in create requests
+    markers_created: int = 0     #: markers made durable (replied ``true``)
+    flushes: int = 0             #: batches processed by a worker
+    storage_writes: int = 0      #: ``MARKERS<n>`` rewrites plus ``MARKERS.type`` creations
+    loads: int = 0               #: lazy loads of an instant's state from storage
+
+
+@dataclass(frozen=True)
+class MarkerDirSnapshot:
+    """What the server holds in memory for one instant (for tests, widgets and debugging)."""
+
+    instant: str
+    markers: frozenset[str]
+    files: dict[int, tuple[str, ...]]
+    busy_indices: tuple[int, ...]
+    pending: tuple[str, ...]
+    type_written: bool
+
+
+class _HTTPError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(eq=False)
+class _Request:
+    name: str
+    done: threading.Event = field(default_factory=threading.Event)
+    created: bool | None = None
+    error: str | None = None
+
+    def finish(self, created: bool | None, error: str | None = None) -> None:
+        self.created, self.error = created, error
+        self.done.set()
+
+
+class _DirState:
+    """In-memory state of one instant's marker dir (Hudi's ``MarkerDirState``)."""
+
+    def __init__(self, instant: str, num_threads: int) -> None:
+        self.instant = instant
+        self.lock = threading.Lock()
+        self.markers: set[str] = set()                 # durable markers
+        self.files: dict[int, list[str]] = {}          # durable content of MARKERS<n>
+        self.inflight: dict[str, list[_Request]] = {}  # being flushed -> duplicates waiting for it
+        self.pending: list[_Request] = []
+        self.busy = [False] * num_threads
+        self.last_index = -1
+        self.type_written = False
+        self.type_writing = False
+        self.deleted = False
+
+    def next_free_index(self) -> int | None:
+        n = len(self.busy)
+        for k in range(1, n + 1):
+            i = (self.last_index + k) % n
+            if not self.busy[i]:
+                self.busy[i] = True
+                self.last_index = i
+                return i
+        return None
+
+
+class MarkerServer:
+    """The writer's marker server on ``host`` (default 127.0.0.1) and an ephemeral port.
+
+    >>> from lakesdk.storage import Storage
+    >>> with MarkerServer(Storage("memory://doctest-marker-server"), batch_interval_ms=5) as srv:
+    ...     srv.url.startswith("http://127.0.0.1:")
+    True
+
+    ``token`` defaults to a fresh random string; clients must send it.  The server is
+    not picklable: hand executors ``write_markers(storage, instant, "TIMELINE_SERVER_BASED",
+    server=srv)``, which holds only the URL and the token.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        batch_interval_ms: float = 50.0,
+        num_threads: int = 20,
+        token: str | None = None,
+        request_timeout_s: float = 120.0,
+    ) -> None:
+        if batch_interval_ms <= 0:
+            raise ValueError(f"batch_interval_ms must be > 0, found {batch_interval_ms}")
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, found {num_threads}")
+        self.storage = storage
+        self.host = host
+        self.port = port
+        self.batch_interval_ms = float(batch_interval_ms)
+        self.num_threads = int(num_threads)
+        self.token = token if token is not None else secrets.token_urlsafe(24)
+        self.request_timeout_s = request_timeout_s
+        self._lock = threading.Lock()
+        self._states: dict[str, _DirState] = {}
+        self._counts: dict[str, int] = {k: 0 for k in MarkerServerStats.__dataclass_fields__}
+        self._httpd: _HTTPServer | None = None
+        self._serve_thread: threading.Thread | None = None
+        self._dispatcher: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._stop_event = threading.Event()
+        self._closing = False
+        self._stopped = False
+
+    # -- lifecycle -----------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._httpd is not None and not self._closing
+
+    @property
+    def url(self) -> str:
+        """``http://<host>:<port>`` of the running server."""
+        if self._httpd is None:
+            raise MarkerError("the marker server is not started: call MarkerServer.start() (or use it as a context manager)")
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> "MarkerServer":
+        """Bind, start serving and start the batch dispatcher.  Returns ``self``."""
+        if self._httpd is not None:
+            if self._closing:
+                raise MarkerError("this MarkerServer was stopped; create a new one (markers on storage are reloaded)")
+            return self
+        self._httpd = _HTTPServer((self.host, self.port), _Handler, self)
+        self.port = self._httpd.server_address[1]
+        self._pool = ThreadPoolExecutor(max_workers=self.num_threads, thread_name_prefix="lakesdk-markers-flush")
+        self._serve_thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+            name=f"lakesdk-markers-http-{self.port}", daemon=True,
+        )
+        self._dispatcher = threading.Thread(target=self._dispatch_loop, name=f"lakesdk-markers-dispatch-{self.port}",
+                                            daemon=True)
+        self._serve_thread.start()
+        self._dispatcher.start()
+        return self
+
+    def stop(self) -> None:
+        """Flush what is queued, answer it, then stop serving and close every connection."""
+        if self._httpd is None or self._stopped:
+            return
+        with self._lock:
+            self._closing = True
+        self._stop_event.set()
+        if self._dispatcher is not None:
+            self._dispatcher.join()
+        deadline = time.monotonic() + self.request_timeout_s
+        while self._has_pending() and time.monotonic() < deadline:   # drain: answer queued requests
+            self._tick()
+            time.sleep(0.005)
+        assert self._pool is not None
+        self._pool.shutdown(wait=True)
+        self._fail_pending("the marker server stopped before the request was flushed")
+        self._httpd.shutdown()
+        self._httpd.close_connections()
+        self._httpd.server_close()
+        if self._serve_thread is not None:
+            self._serve_thread.join()
+        self._stopped = True
+
+    def __enter__(self) -> "MarkerServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __getstate__(self) -> dict[str, Any]:
+        raise TypeError(
+            "a MarkerServer cannot be pickled (it owns sockets and threads); send executors the client "
+            "from lakesdk.markers.write_markers(storage, instant, 'TIMELINE_SERVER_BASED', server=server)"
+        )
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped else "running" if self._httpd is not None else "not started"
+        where = f"http://{self.host}:{self.port}" if self._httpd is not None else f"{self.host}:{self.port or '<ephemeral>'}"
+        return (f"MarkerServer({where!r}, {state}, base={self.storage.base_url!r}, "
+                f"batch_interval_ms={self.batch_interval_ms:g}, num_threads={self.num_threads})")
+
+    # -- introspection -------------------------------------------------------------------
+    @property
+    def stats(self) -> MarkerServerStats:
+        with self._lock:
+            return MarkerServerStats(**self._counts)
+
+    def dir_state(self, instant: str) -> MarkerDirSnapshot | None:
+        """A snapshot of the in-memory state of ``instant``, or None if it is not loaded.  No I/O."""
+        with self._lock:
+            st = self._states.get(instant)
+        if st is None:
+            return None
+        with st.lock:
+            return MarkerDirSnapshot(
+                instant=instant, markers=frozenset(st.markers),
+                files={i: tuple(v) for i, v in sorted(st.files.items())},
+                busy_indices=tuple(i for i, b in enumerate(st.busy) if b),
+                pending=tuple(r.name for r in st.pending), type_written=st.type_written,
+            )
+
+    def _count(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[key] += n
+
+    # -- state -----------------------------------------------------------------------------
+    def _state(self, instant: str) -> _DirState:
+        with self._lock:
+            st = self._states.get(instant)
+            if st is None:
+                st = self._load(instant)
+                self._states[instant] = st
+            return st
+
+    def _load(self, instant: str) -> _DirState:
+        """Lazy load from storage (Hudi's ``syncMarkersFromFileSystem``); called under ``self._lock``."""
+        st = _DirState(instant, self.num_threads)
+        files = read_marker_files(self.storage, instant)
+        for idx, lines in files.items():
+            st.files[idx] = list(lines)
+            st.markers.update(lines)
+        st.type_written = self.storage.exists(f"{marker_dir(instant)}/{MARKER_TYPE_FILE}")
+        self._counts["loads"] += 1
+        return st
+
+    def _has_pending(self) -> bool:
+        with self._lock:
+            states = list(self._states.values())
+        for st in states:
+            with st.lock:
+                if st.pending or any(st.busy):
+                    return True
+        return False
+
+    def _fail_pending(self, message: str) -> None:
+        with self._lock:
+            states = list(self._states.values())
+        for st in states:
+            with st.lock:
+                reqs, st.pending = st.pending, []
+            for r in reqs:
+                r.finish(None, message)
+
+    # -- operations (called by the HTTP handler) ------------------------------------------------
+    def _create(self, instant: str, names: list[str]) -> list[bool]:
+        reqs = [_Request(n) for n in names]
+        while True:
+            st = self._state(instant)
+            with st.lock:
+                if self._closing:
+                    raise _HTTPError(503, "the marker server is stopping; retry against the new server or use DIRECT markers")
+                if st.deleted:       # deleted between lookup and lock: take the fresh state
+                    continue
+                st.pending.extend(reqs)
+                break
+        self._count("create_requests")
+        self._count("markers_requested", len(reqs))
+        deadline = time.monotonic() + self.request_timeout_s
+        for r in reqs:
+            if not r.done.wait(max(0.0, deadline - time.monotonic())):
+                raise _HTTPError(503, f"timed out after {self.request_timeout_s:g}s waiting for marker {r.name!r} to be flushed")
+        errors = [r.error for r in reqs if r.error is not None]
+        if errors:
+            raise _HTTPError(500, errors[0])
+        return [bool(r.created) for r in reqs]
+
+    def _all(self, instant: str) -> set[str]:
+        st = self._state(instant)
+        with st.lock:
+            return set(st.markers)
+
+    def _exists(self, instant: str) -> bool:
+        return self.storage.exists(marker_dir(instant))
+
+    def _delete(self, instant: str) -> bool:
+        with self._lock:
+            st = self._states.pop(instant, None)
+        reqs: list[_Request] = []
+        if st is not None:
+            with st.lock:
+                st.deleted = True
+                reqs, st.pending = st.pending, []
+        for r in reqs:
+            r.finish(None, f"the marker dir of instant {instant} was deleted before the marker was flushed")
+        d = marker_dir(instant)
+        if not self.storage.exists(d):
+            return False
+        self.storage.delete_dir(d)
+        return True
+
+    # -- batching --------------------------------------------------------------------------------
+    def _dispatch_loop(self) -> None:
+        interval = self.batch_interval_ms / 1000.0
+        next_at = time.monotonic() + interval
+        while not self._stop_event.wait(max(0.0, next_at - time.monotonic())):
+            next_at += interval
+            now = time.monotonic()
+            if next_at < now:         # fell behind (slow tick): do not burst
+                next_at = now + interval
+            try:
+                self._tick()
+            except Exception:  # pragma: no cover - defensive: the dispatcher must survive
+                log.exception("marker dispatcher tick failed")
+
+    def _tick(self) -> None:
+        with self._lock:
+            states = list(self._states.values())
+        for st in states:
+            with st.lock:
+                if not st.pending or st.deleted:
+                    continue
+                idx = st.next_free_index()
+                if idx is None:       # every MARKERS<n> is being written: wait for a later tick
+                    continue
+                reqs, st.pending = st.pending, []
+            assert self._pool is not None
+            self._pool.submit(self._process, st, reqs, idx)
+
+    def _process(self, st: _DirState, reqs: list[_Request], idx: int) -> None:
+        """One worker: dedup, write MARKERS.type once, rewrite MARKERS<idx>, then answer."""
+        new: list[str] = []
+        owners: list[_Request] = []
+        same_batch_dups: list[_Request] = []
+        known: list[_Request] = []
+        with st.lock:
+            in_batch: set[str] = set()
+            for r in reqs:
+                if r.name in st.markers:
+                    known.append(r)
+                elif r.name in in_batch:
+                    same_batch_dups.append(r)
+                elif r.name in st.inflight:
+                    st.inflight[r.name].append(r)   # answered when the other batch's flush ends
+                else:
+                    in_batch.add(r.name)
+                    st.inflight[r.name] = []
+                    new.append(r.name)
+                    owners.append(r)
+            write_type = bool(new) and not st.type_written and not st.type_writing
+            if write_type:
+                st.type_writing = True
+            content = st.files.get(idx, []) + new
+            deleted = st.deleted
+        for r in known:
+            r.finish(False)
+        error: str | None = None
+        type_ok = False
+        d = marker_dir(st.instant)
+        try:
+            if deleted:
+                raise MarkerError(f"the marker dir of instant {st.instant} was deleted while markers were queued")
+            if write_type:
+                self.storage.create_exclusive(f"{d}/{MARKER_TYPE_FILE}", MARKER_TYPE_TEXT)
+                self._count("storage_writes")
+                type_ok = True
+            if new:
+                self.storage.write(f"{d}/{markers_file_name(idx)}", "".join(m + "\n" for m in content).encode("utf-8"))
+                self._count("storage_writes")
+        except Exception as exc:
+            error = (f"could not write markers of instant {st.instant} to "
+                     f"{self.storage.url(d + '/' + markers_file_name(idx))!r}: {type(exc).__name__}: {exc}; "
+                     "the markers were not created, retry the request")
+            log.warning("%s", error)
+        followers: list[_Request] = []
+        with st.lock:
+            if write_type:
+                st.type_writing = False
+                st.type_written = st.type_written or type_ok
+            for name in new:
+                followers.extend(st.inflight.pop(name, []))
+            if error is None and new:
+                st.markers.update(new)
+                st.files[idx] = content
+            st.busy[idx] = False
+        self._count("flushes")
+        if error is None:
+            self._count("markers_created", len(new))
+        for r in owners:
+            r.finish(True if error is None else None, error)
+        for r in same_batch_dups + followers:
+            r.finish(False if error is None else None, error)
+
+
+# ------------------------------------------------------------------------------------- HTTP
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, addr: tuple[str, int], handler: type[BaseHTTPRequestHandler], owner: MarkerServer) -> None:
+        self.owner = owner
+        self._conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()
+        super().__init__(addr, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._conns_lock:
+            self._conns.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._conns_lock:
+            self._conns.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Close kept-alive connections so that no request reaches a stopped server."""
+        with self._conns_lock:
+            conns = list(self._conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def _instant_param(params: dict[str, Any]) -> str:
+    instant = params.get("instant")
+    if not isinstance(instant, str):
+        raise _HTTPError(400, "missing parameter 'instant'")
+    try:
+        return validate_instant(instant)
+    except InvalidMarkerNameError as exc:
+        raise _HTTPError(400, str(exc)) from exc
+
+
+def _route_create(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+    instant = _instant_param(params)
+    names = params.get("markers")
+    if names is None and isinstance(params.get("marker"), str):
+        names = [params["marker"]]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise _HTTPError(400, "expected 'markers': a list of marker names")
+    try:
+        names = [parse_marker_name(n).name for n in names]
+    except InvalidMarkerNameError as exc:
+        raise _HTTPError(400, str(exc)) from exc
+    return {"created": srv._create(instant, names)}
+
+
+def _route_all(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+    return {"markers": sorted(srv._all(_instant_param(params)))}
+
+
+def _route_create_and_merge(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+    return {"markers": sorted(m for m in srv._all(_instant_param(params)) if not m.endswith(".APPEND"))}
+
+
+def _route_append(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+    return {"markers": sorted(m for m in srv._all(_instant_param(params)) if m.endswith(".APPEND"))}
+
+
+def _route_exists(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+    return {"exists": srv._exists(_instant_param(params))}
+
+
+def _route_delete(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+    return {"deleted": srv._delete(_instant_param(params))}
+
+
+def _route_ping(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+    return {"ok": True}
+
+
+_ROUTES: dict[tuple[str, str], Callable[[MarkerServer, dict[str, Any]], dict[str, Any]]] = {
+    ("POST", f"{API_PREFIX}/create"): _route_create,
+    ("GET", f"{API_PREFIX}/all"): _route_all,
+    ("GET", f"{API_PREFIX}/create-and-merge"): _route_create_and_merge,
+    ("GET", f"{API_PREFIX}/append"): _route_append,
+    ("GET", f"{API_PREFIX}/dir/exists"): _route_exists,
+    ("POST", f"{API_PREFIX}/dir/delete"): _route_delete,
+    ("GET", f"{API_PREFIX}/ping"): _route_ping,
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"   # keep-alive: one connection per client thread
+    server: _HTTPServer
+    timeout = 300                   # idle keep-alive connections are closed after this
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
+        log.debug("marker server: " + format, *args)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._handle("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._handle("POST")
+
+    def _handle(self, method: str) -> None:
+        srv = self.server.owner
+        srv._count("requests")
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            self._reply(400, {"error": "invalid Content-Length"}, close=True)
+            return
+        body = self.rfile.read(length) if length else b""
+        given = (self.headers.get(TOKEN_HEADER) or "").encode("utf-8", "replace")
+        if not hmac.compare_digest(given, srv.token.encode("utf-8")):
+            srv._count("rejected")
+            self._reply(403, {"error": f"missing or wrong {TOKEN_HEADER} header: this marker server only serves "
+                                       "the writer that started it"})
+            return
+        url = urlsplit(self.path)
+        route = _ROUTES.get((method, url.path))
+        if route is None:
+            known = any(p == url.path for _, p in _ROUTES)
+            self._reply(405 if known else 404, {"error": f"no endpoint {method} {url.path}"})
+            return
+        params: dict[str, Any] = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        if body:
+            try:
+                data = json.loads(body)
+            except ValueError:
+                self._reply(400, {"error": "the request body is not JSON"})
+                return
+            if not isinstance(data, dict):
+                self._reply(400, {"error": "the request body must be a JSON object"})
+                return
+            params.update(data)
+        try:
+            payload = route(srv, params)
+            status = 200
+        except _HTTPError as exc:
+            status, payload = exc.status, {"error": exc.message}
+        except Exception as exc:  # storage failures while loading, listing or deleting
+            log.warning("marker server request %s %s failed", method, url.path, exc_info=True)
+            status, payload = 500, {"error": f"{type(exc).__name__}: {exc}"}
+        self._reply(status, payload, close=srv._closing)
+
+    def _reply(self, status: int, payload: dict[str, Any], *, close: bool = False) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if close:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # client went away
+            self.close_connection = True

@@ -1,0 +1,152 @@
+"""Merge-on-read tables: log blocks on write, merged snapshot reads, read-optimized reads,
+and the merge-on-read tables Apache Hudi wrote."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import lakesdk as lk
+
+from .conftest import conformance_table
+from .test_conformance import COLS, FIRST3, ROWS4, rows
+
+pytestmark = pytest.mark.spark
+
+
+# -- Hudi-written merge-on-read tables -----------------------------------------------------------
+MOR = ["v6_nonpartitioned", "v6_complexkeygen_hivestyle", "v6_simplekeygen_nonhivestyle",
+       "v6_simplekeygen_hivestyle_no_metafields"]
+
+
+@pytest.mark.parametrize("name", MOR)
+def test_conformance_mor_snapshot(conformance_dir, name):
+    t = lk.open_table(conformance_table(conformance_dir, f"sample_table/mor/parquet/{name}"))
+    assert t.config.is_mor
+    assert rows(t.read()) == ROWS4
+    if name != "v6_simplekeygen_hivestyle_no_metafields":
+        assert rows(t.as_of(t.timeline.commits[0].requested)) == FIRST3
+
+
+def test_conformance_mor_read_optimized(conformance_dir):
+    t = lk.open_table(conformance_table(conformance_dir, "sample_table/mor/parquet/v6_nonpartitioned"))
+    q = t.read(read_optimized=True)
+    assert all(not s.log_files for s in q.plan().slices)
+    assert rows(q) == [(1, "Alice", True), (2, "Bob", False), (3, "Carol", True), (4, "Diana", True)]
+    assert any(s.log_files for s in t.read().plan().slices)
+
+
+def test_conformance_mor_filters(conformance_dir):
+    t = lk.open_table(conformance_table(conformance_dir, "sample_table/mor/parquet/v6_complexkeygen_hivestyle"))
+    assert rows(t.read(where="byteField >= 10 AND byteField < 20 AND shortField != 100")) == [
+        (1, "Alice", False), (3, "Carol", True)]
+    t = lk.open_table(conformance_table(conformance_dir, "sample_table/mor/parquet/v6_simplekeygen_nonhivestyle"))
+    assert rows(t.read(where="byteField = 10")) == [(1, "Alice", False), (3, "Carol", True)]
+
+
+def test_conformance_mor_overwrite_incremental(conformance_dir):
+    t = lk.open_table(conformance_table(conformance_dir, "sample_table/mor/parquet/v6_simplekeygen_nonhivestyle_overwritetable"))
+    c1, c2, c3 = (i.requested for i in t.timeline.commits)
+    assert rows(t.incremental(None, c1)) == FIRST3
+    assert rows(t.incremental(c1, c2)) == [(1, "Alice", False), (4, "Diana", True)]
+    assert rows(t.incremental(c2, c3)) == [(4, "Diana", False)]
+    assert rows(t.incremental(c1, None)) == [(4, "Diana", False)]
+    assert rows(t.incremental(c3, None)) == []
+    assert rows(t.read()) == [(4, "Diana", False)]
+
+
+def _fares(t, query=None) -> dict[str, float]:
+    df = (query or t.read()).to_pandas()
+    return dict(zip(df.rider, df.fare))
+
+
+def test_conformance_trips_update(conformance_dir):
+    t = lk.open_table(conformance_table(conformance_dir, "quickstart_trips_table/mor/avro/v6_trips_8i1u"))
+    now = _fares(t)
+    assert len(now) == 8 and now["rider-D"] == 25.0
+    first = _fares(t, t.as_of(t.timeline.commits[0].requested))
+    assert first["rider-D"] == pytest.approx(33.9)
+
+
+def test_conformance_trips_delete(conformance_dir):
+    t = lk.open_table(conformance_table(conformance_dir, "quickstart_trips_table/mor/avro/v6_trips_8i3d"))
+    now = _fares(t)
+    assert len(now) == 5 and not {"rider-A", "rider-C", "rider-D"} & set(now)
+    first = _fares(t, t.as_of(t.timeline.commits[0].requested))
+    assert [round(first[r], 2) for r in ("rider-A", "rider-C", "rider-D")] == [19.10, 27.70, 33.90]
+
+
+def test_conformance_mor_through_spark(conformance_dir, spark):
+    t = lk.open_table(conformance_table(conformance_dir, "quickstart_trips_table/mor/avro/v6_trips_8i3d"), spark=spark)
+    assert t.read().to_spark().count() == 5
+
+
+# -- lakesdk merge-on-read writes ---------------------------------------------------------------
+def trips(rows):
+    return pd.DataFrame(rows, columns=["uuid", "city", "ts", "fare"])
+
+
+def snap(q) -> dict[str, tuple]:
+    return {r.uuid: (r.city, r.ts, r.fare) for r in q.to_pandas().itertuples()}
+
+
+def test_mor_writes_logs_and_merges_by_event_time(lake):
+    t = lake.create_table("m", key="uuid", partition_by="city", ordering="ts", table_type="mor")
+    r1 = t.upsert(trips([(f"u{i}", "ab"[i % 2], 1, float(i)) for i in range(6)]))
+    assert r1.action == "deltacommit" and r1.inserted == 6
+    r2 = t.upsert(trips([("u0", "a", 5, 50.0), ("u1", "b", 0, 51.0), ("u9", "a", 1, 59.0)]))
+    r3 = t.delete(["u2"])
+    assert r3.deleted == 1
+    logs = [f for f in t.storage.find("") if ".log." in f.path]
+    assert logs, "updates and deletes go to log files"
+    s = snap(t.read())
+    assert s["u0"] == ("a", 5, 50.0)          # newer ts wins
+    assert s["u1"] == ("b", 1, 1.0)           # older ts loses
+    assert "u2" not in s and s["u9"] == ("a", 1, 59.0) and len(s) == 6
+    ro = snap(t.read(read_optimized=True))
+    assert ro["u0"] == ("a", 1, 0.0) and "u2" in ro  # base files only
+    assert snap(t.as_of(r1.instant)) == {f"u{i}": ("ab"[i % 2], 1, float(i)) for i in range(6)}
+    assert sorted(snap(t.incremental(start=r1.completed))) == ["u0", "u9"]
+    spark_rows = t.read().to_spark().toPandas()
+    assert {r.uuid: (r.city, r.ts, r.fare) for r in spark_rows.itertuples()} == s
+    assert [i.action for i in t.timeline] == ["deltacommit"] * 3
+    md = t.inspect.commit_metadata(r2.instant)
+    logstat = [w for w in md.write_stats if w.logFiles]
+    assert logstat and logstat[0].baseFile.endswith(".parquet") and logstat[0].path.split("/")[-1].startswith(".")
+
+
+def test_mor_delete_then_reinsert_and_commit_time(lake):
+    t = lake.create_table("c", key="id", table_type="mor")   # no ordering field: commit-time ordering
+    assert t.config.merge_mode == "COMMIT_TIME_ORDERING"
+    t.upsert(pd.DataFrame({"id": [1, 2], "v": ["a", "b"]}))
+    t.upsert(pd.DataFrame({"id": [1], "v": ["a2"]}))
+    t.delete([2])
+    t.upsert(pd.DataFrame({"id": [2], "v": ["b3"]}))
+    got = dict(zip(*t.read().to_pandas()[["id", "v"]].values.T))
+    assert got == {1: "a2", 2: "b3"}
+
+
+def test_hudi_reader_agrees_on_mor(lake):
+    hudi = pytest.importorskip("hudi")
+    t = lake.create_table("agree", key="uuid", partition_by="city", ordering="ts", table_type="mor")
+    results = [t.upsert(trips([(f"u{i}", "ab"[i % 2], 1, float(i)) for i in range(8)]))]
+    results.append(t.upsert(trips([("u0", "a", 5, 50.0), ("u1", "b", 0, 51.0), ("u10", "a", 1, 10.0)])))
+    results.append(t.delete(["u2", "u3"]))
+    results.append(t.upsert(trips([("u2", "a", 9, 2.5)])))
+
+    def theirs(**kw):
+        ht = hudi.HudiTableBuilder.from_base_uri(t.path).build()
+        opts = hudi.HudiReadOptions()
+        if "as_of" in kw:
+            opts = opts.with_as_of_timestamp(kw["as_of"])
+        if kw.get("ro"):
+            opts = opts.with_hudi_option("hoodie.read.use.read_optimized.mode", "true")
+        b = ht.read(opts)
+        tab = pa.Table.from_batches(b) if b else None
+        return {} if tab is None else {r["uuid"]: (r["city"], r["ts"], r["fare"]) for r in tab.to_pylist()}
+
+    assert snap(t.read()) == theirs()
+    assert snap(t.read(read_optimized=True)) == theirs(ro=True)
+    for r in results:
+        assert snap(t.as_of(r.instant)) == theirs(as_of=r.instant)
