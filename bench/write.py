@@ -1,6 +1,7 @@
 """Write benchmark: lakesdk bulk insert / upsert / snapshot read against its peers.
 
-    python bench/write.py [--quick] [--rows N] [--partitioned] [--iceberg-timeout S] [--profile]
+    python bench/write.py [--quick] [--rows N] [--repeat R] [--partitioned] [--iceberg-timeout S]
+                          [--skip-iceberg] [--profile] [--tmp DIR]
 
 One process, after a warm-up of every engine, times on the same generated data:
 
@@ -17,9 +18,16 @@ One process, after a warm-up of every engine, times on the same generated data:
 6. peak RSS growth during the upsert, lakesdk vs deltalake, summed over the whole process
    tree (this Python process, the Spark JVM and the Python workers).
 
-Reads are timed best of 3 (they do not change the table); writes once each.  Results are
-checked: after the upsert lakesdk and deltalake must hold exactly N rows with every id
-once and the new ``ts`` on every updated row; else the script prints errors and exits 1.
+Every write runs ``--repeat`` times (default 2) on fresh tables, lakesdk and its peers in
+turn, and the best time counts (the first round of a fresh process touches new memory and
+is noisy on small VMs); each round's times are printed too.  Reads are timed best of 3.
+Peak memory is the largest growth over the rounds.  Results are checked: after the upsert
+lakesdk and deltalake (and the hudi-rs read of the lakesdk table) must hold exactly N rows,
+every id once, and the new ``ts`` on every updated row; else the script prints the errors
+and exits 1 without a summary line.
+
+``--profile`` adds, after the timed rounds, the Spark job/stage timings of the timed lakesdk
+writes and a cProfile of the driver for one more bulk insert + upsert.
 
 The last line printed is the summary::
 
@@ -186,6 +194,70 @@ class PeakRSS:
         return max(0, self.peak - self.baseline)
 
 
+class OtherLoad:
+    """CPU used by processes outside this process tree while the benchmark runs (another
+    test suite on the same cores skews every figure): sampled every ``interval`` s."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval = interval
+        self.other = 0.0   # CPU-seconds used by other processes
+        self.wall = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _tree_cpu(last: dict[int, float]) -> float:
+        """CPU-seconds the tree used since the last call (processes seen for the first time
+        count from their start, which is fine for the short-lived Python workers)."""
+        import psutil
+        me = psutil.Process()
+        used = 0.0
+        for p in [me, *me.children(recursive=True)]:
+            try:
+                c = p.cpu_times()
+                now = c.user + c.system
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            used += now - last.get(p.pid, 0.0)
+            last[p.pid] = now
+        return used
+
+    @staticmethod
+    def _busy() -> float:
+        import psutil
+        c = psutil.cpu_times()
+        return sum(c) - c.idle - getattr(c, "iowait", 0.0) - getattr(c, "steal", 0.0) - getattr(c, "guest", 0.0) \
+            - getattr(c, "guest_nice", 0.0)
+
+    def _run(self) -> None:
+        last: dict[int, float] = {}
+        self._tree_cpu(last)
+        busy0 = self._busy()
+        t0 = time.perf_counter()
+        while not self._stop.wait(self.interval):
+            try:
+                tree = self._tree_cpu(last)
+            except Exception:  # noqa: BLE001 - best effort
+                continue
+            busy = self._busy()
+            self.other += max(0.0, (busy - busy0) - tree)
+            busy0 = busy
+        self.wall = time.perf_counter() - t0
+
+    def __enter__(self) -> "OtherLoad":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def cores(self) -> float:
+        """Average number of cores other processes kept busy."""
+        return self.other / self.wall if self.wall > 0 else 0.0
+
+
 def du(path: str) -> int:
     total = 0
     for root, _, files in os.walk(path):
@@ -199,10 +271,25 @@ MiB = 1024 * 1024
 
 @dataclass
 class Results:
+    """Times are kept per repetition; ``t`` holds the best (smallest) of each."""
+
     rows: int
-    t: dict[str, float] = field(default_factory=dict)
+    samples: dict[str, list[float]] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+
+    def time(self, key: str, seconds: float) -> None:
+        self.samples.setdefault(key, []).append(seconds)
+
+    def mem(self, key: str, growth: int, peak: int) -> None:
+        """Keep the largest growth seen over the repetitions (the first, in practice)."""
+        if growth >= self.info.get(f"{key}_mem", -1):
+            self.info[f"{key}_mem"] = growth
+            self.info[f"{key}_peak"] = peak
+
+    @property
+    def t(self) -> dict[str, float]:
+        return {k: min(v) for k, v in self.samples.items() if v}
 
 
 # ---------------------------------------------------------------------------------- engines
@@ -215,8 +302,9 @@ def warm_up(spark: Any, root: str, partitioned: bool, rows: int) -> None:
     """A small write + upsert + read on every engine, twice for lakesdk (JVM start, Python
     workers, JIT, imports)."""
     import hudi
-    import lakesdk as lk
     from deltalake import DeltaTable, write_deltalake
+
+    import lakesdk as lk
     base, upd = make_data(rows, seed=7)
     part = "part" if partitioned else None
     lake = lk.Lake(os.path.join(root, "lake"), spark=spark)
@@ -235,70 +323,75 @@ def warm_up(spark: Any, root: str, partitioned: bool, rows: int) -> None:
     pq.write_table(base, os.path.join(root, "pa", "part-0.parquet"))
 
 
-def run_pyarrow(res: Results, base: pa.Table, root: str) -> None:
-    out = os.path.join(root, "pyarrow")
+def run_pyarrow(res: Results, base: pa.Table, root: str, rep: int) -> None:
+    out = os.path.join(root, f"pyarrow{rep}")
     os.makedirs(out)
-    res.t["pyarrow_write"], _ = timed(lambda: pq.write_table(base, os.path.join(out, "part-0.parquet")))
+    res.time("pyarrow_write", timed(lambda: pq.write_table(base, os.path.join(out, "part-0.parquet")))[0])
     res.info["pyarrow_bytes"] = du(out)
 
 
 def run_lakesdk(res: Results, spark: Any, base: pa.Table, upd: pa.Table, root: str, partitioned: bool,
-                exp_ts: np.ndarray) -> str:
+                exp_ts: np.ndarray, rep: int) -> str:
     import lakesdk as lk
     lake = lk.Lake(os.path.join(root, "lake"), spark=spark)
-    t = lake.create_table("bench", key="id", partition_by="part" if partitioned else None, ordering="ts",
+    t = lake.create_table(f"bench{rep}", key="id", partition_by="part" if partitioned else None, ordering="ts",
                           table_type="cow")
     spark.sparkContext.setJobGroup("bench-bulk_insert", "lakesdk bulk_insert")
-    res.t["lakesdk_bulk"], r = timed(lambda: t.bulk_insert(base))
+    s, r = timed(lambda: t.bulk_insert(base))
+    res.time("lakesdk_bulk", s)
     res.info["lakesdk_bulk_files"] = r.files
     res.info["lakesdk_bytes"] = r.bytes
     if r.inserted != base.num_rows:
         res.errors.append(f"lakesdk bulk_insert: inserted={r.inserted}, expected {base.num_rows}")
     spark.sparkContext.setJobGroup("bench-upsert", "lakesdk upsert")
     with PeakRSS() as mem:
-        res.t["lakesdk_upsert"], r = timed(lambda: t.upsert(upd))
-    res.info["lakesdk_upsert_mem"] = mem.growth
-    res.info["lakesdk_upsert_peak"] = mem.peak
+        s, r = timed(lambda: t.upsert(upd))
+    res.time("lakesdk_upsert", s)
+    res.mem("lakesdk_upsert", mem.growth, mem.peak)
     res.info["lakesdk_upsert_files"] = r.files
     if r.updated != upd.num_rows or r.inserted != 0:
         res.errors.append(f"lakesdk upsert: updated={r.updated} inserted={r.inserted}, "
                           f"expected updated={upd.num_rows} inserted=0")
     spark.sparkContext.setJobGroup("bench-read", "lakesdk read")
-    res.t["lakesdk_read"], tab = best_of(3, lambda: t.read().to_arrow())
+    s, tab = best_of(3, lambda: t.read().to_arrow())
+    res.time("lakesdk_read", s)
     spark.sparkContext.setJobGroup("bench-other", "other")
     res.errors += check_table("lakesdk", tab, base.num_rows, exp_ts, upd)
     return t.path
 
 
 def run_deltalake(res: Results, base: pa.Table, upd: pa.Table, root: str, partitioned: bool,
-                  exp_ts: np.ndarray) -> None:
+                  exp_ts: np.ndarray, rep: int) -> None:
     from deltalake import DeltaTable, write_deltalake
-    path = os.path.join(root, "delta_bench")
-    res.t["delta_write"], _ = timed(lambda: write_deltalake(path, base, partition_by=["part"] if partitioned else None))
+    path = os.path.join(root, f"delta_bench{rep}")
+    res.time("delta_write", timed(lambda: write_deltalake(path, base, partition_by=["part"] if partitioned else None))[0])
     res.info["delta_bytes"] = du(path)
 
     def merge() -> Any:
         return (DeltaTable(path).merge(source=upd, predicate="t.id = s.id", source_alias="s", target_alias="t")
                 .when_matched_update_all().when_not_matched_insert_all().execute())
     with PeakRSS() as mem:
-        res.t["delta_merge"], m = timed(merge)
-    res.info["delta_upsert_mem"] = mem.growth
-    res.info["delta_upsert_peak"] = mem.peak
+        s, m = timed(merge)
+    res.time("delta_merge", s)
+    res.mem("delta_upsert", mem.growth, mem.peak)
     if m.get("num_target_rows_updated") != upd.num_rows:
         res.errors.append(f"deltalake merge: {m.get('num_target_rows_updated')} rows updated, expected {upd.num_rows}")
-    res.t["delta_read"], tab = best_of(3, lambda: DeltaTable(path).to_pyarrow_table())
+    s, tab = best_of(3, lambda: DeltaTable(path).to_pyarrow_table())
+    res.time("delta_read", s)
     res.errors += check_table("deltalake", tab, base.num_rows, exp_ts, upd)
 
 
 def run_hudi_rs(res: Results, path: str, n: int, exp_ts: np.ndarray, upd: pa.Table) -> None:
     import hudi
-    res.t["hudi_rs_read"], batches = best_of(3, lambda: hudi.HudiTableBuilder.from_base_uri(path).build().read())
+    s, batches = best_of(3, lambda: hudi.HudiTableBuilder.from_base_uri(path).build().read())
+    res.time("hudi_rs_read", s)
     res.errors += check_table("hudi-rs read of the lakesdk table", batches, n, exp_ts, upd)
 
 
 # ---------------------------------------------------------------------------------- pyiceberg
-def iceberg_worker(root: str) -> None:
-    """Child process: warm up, then append + upsert + read; one JSON line per step."""
+def iceberg_worker(root: str, repeat: int) -> None:
+    """Child process: warm up, then ``repeat`` x (append + upsert + read) on fresh tables;
+    one JSON line per step."""
     from pyiceberg.catalog.sql import SqlCatalog
 
     def emit(**kw: Any) -> None:
@@ -316,24 +409,33 @@ def iceberg_worker(root: str) -> None:
     w.upsert(wu, join_cols=["id"])
     w.scan().to_arrow()
 
-    t = cat.create_table("bench.t", schema=base.schema)
-    s, _ = timed(lambda: t.append(base))
-    emit(step="append", seconds=s)
-    emit(step="upsert_start", wall=time.time())
-    s, r = timed(lambda: t.upsert(upd, join_cols=["id"]))
-    emit(step="upsert", seconds=s, updated=r.rows_updated, inserted=r.rows_inserted)
-    s, tab = best_of(3, lambda: cat.load_table("bench.t").scan().to_arrow())
-    emit(step="read", seconds=s, rows=tab.num_rows)
+    for rep in range(repeat):
+        name = f"bench.t{rep}"
+        t = cat.create_table(name, schema=base.schema)
+        t0 = time.perf_counter()
+        t.append(base)
+        emit(step="append", seconds=time.perf_counter() - t0)
+        emit(step="upsert_start", wall=time.time())
+        t0 = time.perf_counter()
+        r = t.upsert(upd, join_cols=["id"])
+        emit(step="upsert", seconds=time.perf_counter() - t0, updated=r.rows_updated, inserted=r.rows_inserted)
+        reads = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            tab = cat.load_table(name).scan().to_arrow()
+            reads.append(time.perf_counter() - t0)
+        emit(step="read", seconds=min(reads), rows=tab.num_rows)
 
 
-def run_pyiceberg(res: Results, base: pa.Table, upd: pa.Table, root: str, timeout: float) -> None:
+def run_pyiceberg(res: Results, base: pa.Table, upd: pa.Table, root: str, timeout: float, repeat: int) -> None:
     ice = os.path.join(root, "iceberg")
     os.makedirs(ice)
     pq.write_table(base, os.path.join(ice, "ice_base.parquet"))
     pq.write_table(upd, os.path.join(ice, "ice_upd.parquet"))
     log = os.path.join(ice, "worker.out")
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--iceberg-worker", ice],
+        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--iceberg-worker", ice,
+                                 "--repeat", str(repeat)],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             proc.wait(timeout=timeout)
@@ -343,29 +445,30 @@ def run_pyiceberg(res: Results, base: pa.Table, upd: pa.Table, root: str, timeou
             proc.wait()
             timed_out = True
     killed_at = time.time()
-    steps: dict[str, dict[str, Any]] = {}
+    steps: dict[str, list[dict[str, Any]]] = {}
     other = []
     with open(log) as f:
         for line in f:
             try:
                 d = json.loads(line)
-                steps[d["step"]] = d
+                steps.setdefault(d["step"], []).append(d)
             except (ValueError, KeyError, TypeError):
                 other.append(line.rstrip())
-    if "append" in steps:
-        res.t["ice_append"] = steps["append"]["seconds"]
-    if "upsert" in steps:
-        res.t["ice_upsert"] = steps["upsert"]["seconds"]
-        if steps["upsert"]["updated"] != upd.num_rows or steps["upsert"]["inserted"] != 0:
-            res.errors.append(f"pyiceberg upsert: updated={steps['upsert']['updated']} "
-                              f"inserted={steps['upsert']['inserted']}, expected updated={upd.num_rows}")
-    elif timed_out and "upsert_start" in steps:
-        res.t["ice_upsert"] = killed_at - steps["upsert_start"]["wall"]
+    for d in steps.get("append", []):
+        res.time("ice_append", d["seconds"])
+    for d in steps.get("upsert", []):
+        res.time("ice_upsert", d["seconds"])
+        if d["updated"] != upd.num_rows or d["inserted"] != 0:
+            res.errors.append(f"pyiceberg upsert: updated={d['updated']} inserted={d['inserted']}, "
+                              f"expected updated={upd.num_rows} inserted=0")
+    if timed_out and not steps.get("upsert") and steps.get("upsert_start"):
+        # not one upsert finished: it took at least this long
+        res.time("ice_upsert", killed_at - steps["upsert_start"][-1]["wall"])
         res.info["ice_upsert_timed_out"] = True
-    if "read" in steps:
-        res.t["ice_read"] = steps["read"]["seconds"]
-        if steps["read"]["rows"] != base.num_rows:
-            res.errors.append(f"pyiceberg: {steps['read']['rows']} rows after the upsert, expected {base.num_rows}")
+    for d in steps.get("read", []):
+        res.time("ice_read", d["seconds"])
+        if d["rows"] != base.num_rows:
+            res.errors.append(f"pyiceberg: {d['rows']} rows after the upsert, expected {base.num_rows}")
     if not timed_out and proc.returncode != 0:
         res.errors.append(f"pyiceberg worker failed (exit {proc.returncode}):\n" + "\n".join(other[-20:]))
     elif timed_out and "upsert_start" not in steps:
@@ -415,6 +518,12 @@ def profile_lakesdk(spark: Any, base: pa.Table, upd: pa.Table, root: str, partit
     import pstats
 
     import lakesdk as lk
+    for group in ("bench-bulk_insert", "bench-upsert"):
+        print(f"\n--- Spark jobs of the timed {group[6:]} ---")
+        try:
+            print("\n".join(spark_stage_report(spark, group)))
+        except Exception as e:  # noqa: BLE001 - the profile is best effort
+            print(f"  (no stage timings: {e})")
     lake = lk.Lake(os.path.join(root, "lake_profile"), spark=spark)
     t = lake.create_table("bench", key="id", partition_by="part" if partitioned else None, ordering="ts")
     for op, data in (("bulk_insert", base), ("upsert", upd)):
@@ -464,16 +573,17 @@ def report(res: Results, args: argparse.Namespace) -> str:
         ("", "", "pyiceberg append", s("ice_append"), ratio(t.get("lakesdk_bulk"), t.get("ice_append"))),
         ("upsert 10% (s)", s("lakesdk_upsert"), "deltalake merge", s("delta_merge"), ratio(t.get("lakesdk_upsert"), t.get("delta_merge"))),
         ("", "", "pyiceberg upsert" + (" (TIMED OUT)" if ice_to else ""),
-         (">" if ice_to else " ") + s("ice_upsert").strip().rjust(7), up_vs_ice),
-        ("snapshot read, best of 3 (s)", s("lakesdk_read"), "deltalake to_pyarrow_table", s("delta_read"), ratio(t.get("lakesdk_read"), t.get("delta_read"))),
+         ((">" if ice_to else "") + s("ice_upsert").strip()).rjust(8), up_vs_ice),
+        ("snapshot read (s)", s("lakesdk_read"), "deltalake to_pyarrow_table", s("delta_read"), ratio(t.get("lakesdk_read"), t.get("delta_read"))),
         ("", "", "hudi-rs read (lakesdk table)", s("hudi_rs_read"), ratio(t.get("lakesdk_read"), t.get("hudi_rs_read"))),
         ("", "", "pyiceberg scan().to_arrow()", s("ice_read"), ratio(t.get("lakesdk_read"), t.get("ice_read"))),
         ("upsert peak RSS growth (MiB)", f"{mem_l / MiB:8.1f}" if mem_l is not None else "-", "deltalake merge",
          f"{mem_d / MiB:8.1f}" if mem_d is not None else "-", ratio(mem_l, mem_d)),
     ]
-    w = [max(len(r[i]) for r in rows + [("lakesdk", "lakesdk", "peer", "peer", "ratio")]) for i in range(5)]
     head = ("", "lakesdk", "peer", "peer", "lakesdk/peer")
-    print(f"\nwrite benchmark: {res.rows:,} rows, update batch {int(res.rows * UPDATE_FRACTION):,} rows "
+    w = [max(len(r[i]) for r in rows + [head]) for i in range(5)]
+    print(f"\nwrite benchmark: {res.rows:,} rows, update batch {int(res.rows * UPDATE_FRACTION):,} rows, "
+          f"best of {args.repeat} round(s), reads best of 3 "
           f"({'partitioned by part' if args.partitioned else 'not partitioned'}), {os.cpu_count()} cores")
     print("  ".join(h.ljust(w[i]) for i, h in enumerate(head)))
     print("  ".join("-" * x for x in w))
@@ -485,6 +595,11 @@ def report(res: Results, args: argparse.Namespace) -> str:
     if mem_l is not None and mem_d is not None:
         print(f"process-tree RSS at upsert peak: lakesdk {info['lakesdk_upsert_peak'] / MiB:.0f} MiB, "
               f"deltalake {info['delta_upsert_peak'] / MiB:.0f} MiB (includes the idle Spark JVM)")
+    if "other_cores" in info:
+        busy = info["other_cores"]
+        print(f"other processes kept {busy:.2f} of {os.cpu_count()} cores busy during the timed rounds"
+              + (" -- the machine was not quiet: figures are skewed, run again" if busy > 0.2 else ""))
+    print("per round (s): " + "; ".join(f"{k} " + "/".join(f"{x:.2f}" for x in v) for k, v in res.samples.items()))
     if ice_to:
         print(f"pyiceberg upsert did not finish within --iceberg-timeout={args.iceberg_timeout:.0f}s: "
               f"its time is a lower bound, upsert_vs_pyiceberg an upper bound, pyiceberg_speedup a lower bound")
@@ -504,6 +619,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitioned", action="store_true", help="partition lakesdk and deltalake tables by 'part'")
     ap.add_argument("--iceberg-timeout", type=float, default=600.0,
                     help="seconds the pyiceberg subprocess may run (default 600)")
+    ap.add_argument("--repeat", type=int, default=2,
+                    help="run every write R times on fresh tables and report the best time (default 2; "
+                         "memory: the largest growth)")
     ap.add_argument("--skip-iceberg", action="store_true", help="do not run pyiceberg")
     ap.add_argument("--profile", action="store_true",
                     help="after the timed run, re-run lakesdk bulk_insert + upsert under cProfile and print Spark stage times")
@@ -511,9 +629,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iceberg-worker", metavar="DIR", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.iceberg_worker:
-        iceberg_worker(args.iceberg_worker)
+        iceberg_worker(args.iceberg_worker, args.repeat)
         return 0
     n = args.rows or (100_000 if args.quick else 1_000_000)
+    if args.repeat < 1 or n < 10:
+        ap.error("--repeat must be >= 1 and --rows >= 10")
     res = Results(rows=n)
     root = tempfile.mkdtemp(prefix="lakesdk-bench-write-", dir=args.tmp)
     spark = None
@@ -526,20 +646,26 @@ def main(argv: list[str] | None = None) -> int:
         step("starting Spark and warming up every engine")
         spark = spark_session()
         warm_up(spark, os.path.join(root, "warm"), args.partitioned, max(2_000, n // 20))
-        step("pyarrow write_table")
-        run_pyarrow(res, base, root)
-        step("lakesdk bulk_insert / upsert / read")
-        lake_path = run_lakesdk(res, spark, base, upd, root, args.partitioned, exp_ts)
-        step("deltalake write / merge / read")
-        run_deltalake(res, base, upd, root, args.partitioned, exp_ts)
+        lake_path = ""
+        load = OtherLoad()
+        load.__enter__()
+        for rep in range(args.repeat):
+            step(f"round {rep + 1}/{args.repeat}: pyarrow write_table")
+            run_pyarrow(res, base, root, rep)
+            step(f"round {rep + 1}/{args.repeat}: lakesdk bulk_insert / upsert / read")
+            lake_path = run_lakesdk(res, spark, base, upd, root, args.partitioned, exp_ts, rep)
+            step(f"round {rep + 1}/{args.repeat}: deltalake write / merge / read")
+            run_deltalake(res, base, upd, root, args.partitioned, exp_ts, rep)
         step("hudi-rs read of the lakesdk table")
         run_hudi_rs(res, lake_path, n, exp_ts, upd)
+        load.__exit__()
+        res.info["other_cores"] = load.cores
         if args.profile:
             step("profiling lakesdk (not part of the figures)")
             profile_lakesdk(spark, base, upd, root, args.partitioned)
         if not args.skip_iceberg:
             step(f"pyiceberg append / upsert / read (subprocess, limit {args.iceberg_timeout:.0f}s)")
-            run_pyiceberg(res, base, upd, root, args.iceberg_timeout)
+            run_pyiceberg(res, base, upd, root, args.iceberg_timeout, args.repeat)
     finally:
         if spark is not None:
             spark.stop()

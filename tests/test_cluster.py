@@ -471,7 +471,7 @@ def test_spark_cluster_writes_hudi_table_to_s3(spark_cluster, s3_server, tmp_pat
         assert f".hoodie/timeline/{i['instant']}_{i['completed']}.{action}" in files, sorted(files)
         for fp in steps[step]["result"]["file_paths"]:
             assert fp in files, (step, fp)
-    for k, (_, part, _, fname) in meta.items():
+    for _k, (_, part, _, fname) in meta.items():
         assert f"{part}/{fname}" in files
     parts = {f.split("/", 1)[0] for f in files if f.endswith(".parquet")}
     assert parts == {"city=sf", "city=nyc", "city=la", "city=chi"}

@@ -296,3 +296,21 @@ def read_slices_spark(spark: Any, ctx: Any, slices: list[Any], schema: pa.Schema
             for i in b.column(0).to_pylist():
                 yield from read_slice(ctx, slices[i]).select(schema.names).to_batches()
     return src.mapInArrow(fn, sschema)
+
+
+def compact_slices_spark(spark: Any, ctx: WriteContext, slice_ctx: Any, slices: list[Any]) -> list[WriteStat]:
+    """Run one compaction task per file slice; collect the write stats."""
+    from lakesdk.engine.tasks import compact_file_slice
+    if not slices:
+        return []
+    n = max(1, min(len(slices), parallelism(spark) * 2))
+    src = spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        info = _task_info()
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                stat = compact_file_slice(ctx, slice_ctx, slices[i], info)
+                yield pa.RecordBatch.from_pydict({"stat": [json.dumps(asdict(stat))], "counts": ["{}"]})
+    rows = src.mapInArrow(fn, _stat_schema()).collect()
+    return [WriteStat.from_dict(json.loads(r["stat"])) for r in rows]

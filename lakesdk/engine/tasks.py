@@ -269,3 +269,22 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
         runtimeStats={"totalScanTime": 0, "totalCreateTime": 0, "totalUpsertTime": int((time.perf_counter() - t0) * 1000)},
     )
     return stat, counts
+
+
+def compact_file_slice(ctx: WriteContext, slice_ctx: Any, sl: Any, task: TaskInfo) -> WriteStat:
+    """Compaction: merge one file slice (base + logs) into a new base file at ``ctx.instant``."""
+    from lakesdk.engine.slice_reader import read_slice
+
+    t0 = time.perf_counter()
+    merged = read_slice(slice_ctx, sl)
+    name = BaseFile(sl.file_id, task.write_token, ctx.instant).name
+    path = f"{sl.partition}/{name}" if sl.partition else name
+    out = conform(merged, ctx.file_schema)
+    size = _write_parquet(ctx, path, out)
+    return WriteStat(
+        fileId=sl.file_id, path=path, partitionPath=sl.partition, prevCommit=sl.base_instant or "null",
+        numWrites=out.num_rows, numUpdateWrites=out.num_rows, totalWriteBytes=size, fileSizeInBytes=size,
+        totalLogFilesCompacted=len(sl.log_files), totalLogSizeCompacted=sum(sl.log_sizes),
+        prevBaseFile=sl.base_file.name if sl.base_file else None,
+        runtimeStats={"totalScanTime": 0, "totalCreateTime": int((time.perf_counter() - t0) * 1000), "totalUpsertTime": 0},
+    )

@@ -112,7 +112,8 @@ class FileSystemView:
                 if lf.instant not in self._completion:
                     continue
                 done = self._completion[lf.instant]
-                owner = max((b for b in base_instants if self._completion.get(b, b) <= done), default=None)
+                # the slice a log belongs to: the base with the largest instant <= the log's completion
+                owner = max((b for b in base_instants if b <= done), default=None)
                 by_base[owner or lf.instant].append((lf, size))
             else:
                 if not self._is_valid(lf.instant) and lf.instant not in base_instants:

@@ -42,6 +42,7 @@ class WriteResult:
     seconds: float = 0.0
     replaced_file_groups: int = 0
     file_paths: tuple[str, ...] = field(default=(), repr=False)
+    compaction: "WriteResult | None" = field(default=None, repr=False)   # an inline compaction it triggered
 
     @property
     def as_instant(self) -> Instant:
@@ -59,6 +60,8 @@ class WriteResult:
     def __repr__(self) -> str:
         extra = f", skipped={self.skipped}" if self.skipped else ""
         rep = f", replaced_file_groups={self.replaced_file_groups}" if self.replaced_file_groups else ""
+        if self.compaction is not None:
+            rep += f", then compacted @ {self.compaction.instant}"
         return (f"WriteResult({self.operation} {self.table!r} @ {self.instant}: inserted={self.inserted}, "
                 f"updated={self.updated}, deleted={self.deleted}{extra}, files={self.files}, "
                 f"bytes={_human_bytes(self.bytes)}, seconds={self.seconds:.2f}{rep})")

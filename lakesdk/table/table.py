@@ -26,6 +26,7 @@ class TableOptions:
     target_file_size: int = 120 * 1024 * 1024      # hoodie.parquet.max.file.size
     small_file_limit: int = 100 * 1024 * 1024      # hoodie.parquet.small.file.limit
     record_size_estimate: int = 1024               # hoodie.copyonwrite.record.size.estimate (before any commit)
+    compact_every: int | None = None               # merge-on-read: compact inline after N delta commits
 
 
 def load_config(storage: Storage) -> TableConfig:
@@ -207,7 +208,13 @@ class Table:
     # -- namespaces ----------------------------------------------------------------------------
     @property
     def inspect(self) -> "Inspect":
+        """Files, partitions and commit metadata."""
         return Inspect(self)
+
+    @property
+    def maintenance(self) -> "Maintenance":
+        """Table services: compaction (and, as they land, clean, clustering, rollback)."""
+        return Maintenance(self)
 
     # -- display -------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -263,3 +270,43 @@ class Inspect:
 
     def __repr__(self) -> str:
         return f"<Inspect {self._t.name!r}: file_groups(), partitions(), commit_metadata(instant)>"
+
+
+class Maintenance:
+    """``table.maintenance``: table services.  Each shows its plan before it runs."""
+
+    def __init__(self, table: Table) -> None:
+        self._t = table
+
+    def plan_compaction(self, *, min_log_files: int = 1) -> Any:
+        """What a compaction would merge now (nothing is written)."""
+        from lakesdk.services.compaction import plan_compaction
+        return plan_compaction(self._t, min_log_files=min_log_files)
+
+    def schedule_compaction(self, *, min_log_files: int = 1) -> Any:
+        """Write a compaction plan as a requested instant; returns the plan (``None`` if no
+        slice has log files)."""
+        from lakesdk.services.compaction import schedule_compaction
+        plan = self.plan_compaction(min_log_files=min_log_files)
+        return schedule_compaction(self._t, plan) if len(plan) else None
+
+    def compact(self, instant: str | None = None, *, min_log_files: int = 1) -> Any:
+        """Execute the pending compaction ``instant``, or plan, schedule and execute one now.
+        Returns the compaction's WriteResult, or ``None`` when there was nothing to compact."""
+        from lakesdk.services.compaction import execute_compaction
+        if instant is None:
+            pending = [i for i in self._t.timeline.pending if i.action == "compaction"]
+            if pending:
+                instant = pending[0].requested
+            else:
+                plan = self.schedule_compaction(min_log_files=min_log_files)
+                if plan is None:
+                    return None
+                instant = plan.instant
+        return execute_compaction(self._t, instant)
+
+    def pending_compactions(self) -> list[Any]:
+        return [i for i in self._t.timeline.pending if i.action == "compaction"]
+
+    def __repr__(self) -> str:
+        return f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact()>"

@@ -159,13 +159,18 @@ class WriteOperation:
             raise
         finally:
             t.storage.delete(f".hoodie/.heartbeat/{instant.requested}")
+        compaction = None
+        if cfg.is_mor and t.options.compact_every and action == "deltacommit":
+            from lakesdk.services.compaction import deltacommits_since_compaction
+            if deltacommits_since_compaction(t) >= t.options.compact_every:
+                compaction = t.maintenance.compact()
         return WriteResult(
             table=cfg.name, operation=self.operation, instant=instant.requested, completed=completed.completed,
             action=action, inserted=counts.inserted, updated=counts.updated, deleted=counts.deleted,
             skipped=counts.skipped, files=len(stats), bytes=sum(s.totalWriteBytes for s in stats),
             partitions=len({s.partitionPath for s in stats}), seconds=time.perf_counter() - t0,
             replaced_file_groups=sum(len(v) for v in replaced.values()) if replaced else 0,
-            file_paths=tuple(s.path for s in stats),
+            file_paths=tuple(s.path for s in stats), compaction=compaction,
         )
 
     def _empty_result(self, t0: float) -> WriteResult:

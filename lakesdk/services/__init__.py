@@ -1,0 +1,1 @@
+"""Table services: plan (a requested instant) -> execute -> commit."""

@@ -1,0 +1,110 @@
+"""Heartbeats: ``.hoodie/.heartbeat/<instant>`` refreshed from a daemon thread; expiry by mtime."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from lakesdk.concurrency.heartbeat import Heartbeat, HeartbeatError, heartbeat_path, is_expired, last_beat
+from lakesdk.storage import Storage
+
+
+@pytest.fixture(params=["local", "memory"])
+def storage(request, tmp_path) -> Storage:
+    if request.param == "local":
+        return Storage(str(tmp_path / "table"))
+    return Storage(f"memory://hb-{uuid.uuid4().hex}")
+
+
+def test_start_refresh_stop(storage):
+    hb = Heartbeat(storage, "001", interval_s=0.05, tolerable_misses=2)
+    assert last_beat(storage, "001") is None and is_expired(storage, "001", 0.05, 2)
+    hb.start()
+    try:
+        assert hb.running and hb._thread is not None and hb._thread.daemon
+        assert storage.exists(".hoodie/.heartbeat/001") and storage.read(".hoodie/.heartbeat/001") == b""
+        first = last_beat(storage, "001")
+        assert first is not None
+        time.sleep(0.3)
+        assert hb.beats >= 3
+        assert last_beat(storage, "001") > first
+        assert not is_expired(storage, "001", 0.05, 2) and not hb.is_expired()
+        assert hb.start() is hb                        # already running: no-op
+    finally:
+        hb.stop()
+    assert not hb.running
+    assert not storage.exists(".hoodie/.heartbeat/001")
+    assert last_beat(storage, "001") is None and is_expired(storage, "001", 0.05, 2)
+    hb.stop()                                          # idempotent
+
+
+def test_expiry_is_interval_times_misses(storage):
+    Heartbeat(storage, "002", interval_s=60.0).beat()
+    beat = last_beat(storage, "002")
+    assert beat is not None and abs(beat - time.time()) < 5
+    assert not is_expired(storage, "002", 60.0, 2, now=beat + 120.0)     # exactly 2 intervals: still alive
+    assert is_expired(storage, "002", 60.0, 2, now=beat + 120.5)
+    assert not is_expired(storage, "002", 60.0, 3, now=beat + 150.0)
+    assert is_expired(storage, "002", 1.0, 1, now=beat + 1.5)
+    assert not is_expired(storage, "002")                                 # defaults: 60 s x 2
+
+
+def test_stopped_writer_expires(storage):
+    hb = Heartbeat(storage, "003", interval_s=0.05, tolerable_misses=2)
+    hb.start()
+    hb._stop.set()                                     # the writer dies: no more beats, file left behind
+    hb._thread.join()
+    time.sleep(0.2)
+    assert storage.exists(".hoodie/.heartbeat/003")
+    assert is_expired(storage, "003", 0.05, 2)
+
+
+def test_context_manager(storage):
+    with Heartbeat(storage, "004", interval_s=10.0) as hb:
+        assert hb.running and not is_expired(storage, "004", 10.0, 2)
+        assert repr(hb).startswith("Heartbeat(instant='004', running, interval_s=10")
+    assert not storage.exists(".hoodie/.heartbeat/004")
+    assert "stopped" in repr(hb)
+
+
+class FlakyStorage(Storage):
+    def __init__(self, base: str) -> None:
+        super().__init__(base)
+        self.fail = False
+
+    def touch(self, rel: str) -> None:
+        if self.fail:
+            raise OSError("injected storage failure")
+        super().touch(rel)
+
+
+def test_beat_failures(tmp_path):
+    s = FlakyStorage(str(tmp_path / "t"))
+    s.fail = True
+    with pytest.raises(HeartbeatError, match="could not write the heartbeat"):
+        Heartbeat(s, "005", interval_s=0.02).start()
+    s.fail = False
+    hb = Heartbeat(s, "005", interval_s=0.02).start()
+    try:
+        s.fail = True
+        time.sleep(0.1)
+        assert isinstance(hb.last_error, OSError) and hb.running      # keeps trying
+        s.fail = False
+        n = hb.beats
+        time.sleep(0.1)
+        assert hb.beats > n and hb.last_error is None
+    finally:
+        hb.stop()
+
+
+def test_validation():
+    s = Storage("memory://hb-validation")
+    assert heartbeat_path("20240418172802262") == ".hoodie/.heartbeat/20240418172802262"
+    with pytest.raises(HeartbeatError, match="invalid instant"):
+        Heartbeat(s, "../x")
+    with pytest.raises(ValueError):
+        Heartbeat(s, "001", interval_s=0)
+    with pytest.raises(ValueError):
+        Heartbeat(s, "001", tolerable_misses=0)
