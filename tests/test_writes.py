@@ -170,14 +170,15 @@ def test_schema_evolution_adds_columns(table):
 
 # -- bad input: typed errors, table unchanged ----------------------------------------------------
 def _unchanged(t, before):
-    assert len(t.timeline) == before[0]
+    # the same completed writes and nothing pending (a failed write leaves at most a rollback instant)
+    assert len(t.timeline.commits) == before[0] and not t.timeline.pending
     assert snapshot(t) == before[1]
     files = [f for f in t.storage.find("") if not f.path.startswith(".hoodie")]
     assert len(files) == before[2]
 
 
 def _state(t):
-    return (len(t.timeline), snapshot(t), len([f for f in t.storage.find("") if not f.path.startswith(".hoodie")]))
+    return (len(t.timeline.commits), snapshot(t), len([f for f in t.storage.find("") if not f.path.startswith(".hoodie")]))
 
 
 def test_bad_input_leaves_table_unchanged(table):
@@ -207,6 +208,8 @@ def test_null_keys_in_spark_input_are_typed(table, spark):
     with pytest.raises(NullKeyError):
         table.upsert(sdf)
     _unchanged(table, before)
+    rb = [i for i in table.timeline if i.action == "rollback"]
+    assert len(rb) == 1 and rb[0].is_completed   # the failed write was rolled back with a rollback instant
 
 
 def test_failed_job_rolls_back_its_files(table, monkeypatch):

@@ -82,7 +82,7 @@ def _task_info() -> TaskInfo:
     tc = TaskContext.get()
     if tc is None:
         return TaskInfo()
-    return TaskInfo(tc.partitionId(), tc.stageId(), tc.taskAttemptId())
+    return TaskInfo(tc.partitionId(), tc.stageId(), tc.taskAttemptId(), tc.attemptNumber())
 
 
 def _stat_schema() -> Any:

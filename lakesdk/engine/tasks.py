@@ -22,6 +22,7 @@ from lakesdk.format.keys import partition_paths, record_keys
 from lakesdk.format.schema import META_FIELDS, with_meta_fields
 from lakesdk.merge.ordering import KEY, OP, PART, SEQ, MergeCounts, merge_into_base
 from lakesdk.storage import Storage
+from lakesdk import _faults as faults
 
 __all__ = ["WriteContext", "TaskInfo", "FileGroupTarget", "write_file_group", "write_new_files",
            "add_key_columns", "conform", "INTERNAL_COLUMNS", "read_key_index", "write_log_group"]
@@ -36,6 +37,7 @@ class TaskInfo:
     partition_id: int = 0
     stage_id: int = 0
     attempt_id: int = 0
+    attempt_number: int = 0       # 0 for the first attempt of a task, 1 for its first retry, ...
 
     @property
     def write_token(self) -> str:
@@ -70,6 +72,7 @@ class WriteContext:
     operation: str = "upsert"
     table_name: str = "table"
     merge_on_read: bool = False
+    markers: Any = None                     # WriteMarkers of the instant (created before each file)
     targets: dict[str, FileGroupTarget] = field(default_factory=dict)
 
     @property
@@ -127,15 +130,30 @@ def _with_meta(ctx: WriteContext, rows: pa.Table, file_name: str, task: TaskInfo
     return pa.Table.from_arrays(arrays, schema=ctx.file_schema)
 
 
-def _write_parquet(ctx: WriteContext, path: str, table: pa.Table) -> int:
+def _mark(ctx: WriteContext, path: str, io_type: str) -> None:
+    """Create the data file's marker (durable before the file exists)."""
+    if ctx.markers is not None:
+        part, _, name = path.rpartition("/")
+        ctx.markers.create(part, name, io_type)
+        faults.crash_point("after_markers")
+
+
+def _write_parquet(ctx: WriteContext, path: str, table: pa.Table, task: TaskInfo | None = None) -> int:
     minmax = {}
     if table.num_rows:
         mm = pc.min_max(table.column(KEY))
         minmax = {b"hoodie_min_record_key": mm["min"].as_py().encode(), b"hoodie_max_record_key": mm["max"].as_py().encode()}
     schema = table.schema.with_metadata({**(table.schema.metadata or {}), **minmax})
+    table = table.replace_schema_metadata(schema.metadata)
+    half = faults.armed("mid_data_file") or (faults.fail_first_attempt() and task is not None and task.attempt_number == 0)
     with ctx.storage.open_output(path) as f:
         with pq.ParquetWriter(f, schema, compression=ctx.compression, write_statistics=True) as w:
-            w.write_table(table.replace_schema_metadata(schema.metadata), row_group_size=1 << 17)
+            if half and table.num_rows > 1:
+                w.write_table(table.slice(0, table.num_rows // 2))
+                f.flush()
+                faults.crash_point("mid_data_file")
+                raise RuntimeError(f"injected failure of the first task attempt writing {path}")
+            w.write_table(table, row_group_size=1 << 17)
     return ctx.storage.size(path)
 
 
@@ -161,7 +179,8 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
     new_rows = _with_meta(ctx, new, name, task, 0)
     out = pa.concat_tables([kept, new_rows]) if kept is not None and kept.num_rows else new_rows
     path = f"{target.partition}/{name}" if target.partition else name
-    size = _write_parquet(ctx, path, out)
+    _mark(ctx, path, "MERGE" if base is not None else "CREATE")
+    size = _write_parquet(ctx, path, out, task)
     t2 = time.perf_counter()
     stat = WriteStat(
         fileId=target.file_id, path=path, partitionPath=target.partition,
@@ -192,7 +211,8 @@ def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskIn
             t = _with_meta(ctx, chunk, name, task, start)
             path = f"{part}/{name}" if part else name
             t0 = time.perf_counter()
-            size = _write_parquet(ctx, path, t)
+            _mark(ctx, path, "CREATE")
+            size = _write_parquet(ctx, path, t, task)
             yield WriteStat(fileId=fid, path=path, partitionPath=part, numWrites=t.num_rows, numInserts=t.num_rows,
                             totalWriteBytes=size, fileSizeInBytes=size,
                             runtimeStats={"totalScanTime": 0, "totalUpsertTime": 0,
@@ -258,6 +278,10 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
             keys["ordering_value"] = dels.column(ctx.ordering)
         chunks.append(encode_delete_block(pa.table(keys), dict(header)))
     data = b"".join(chunks)
+    _mark(ctx, path, "CREATE")   # table version 8: every log file is new, so CREATE (APPEND on v6)
+    if faults.armed("mid_data_file"):
+        ctx.storage.write(path, data[: len(data) // 2])
+        faults.crash_point("mid_data_file")
     ctx.storage.write(path, data)
     counts = MergeCounts(updated=ups.num_rows, deleted=dels.num_rows)
     stat = WriteStat(
@@ -280,7 +304,8 @@ def compact_file_slice(ctx: WriteContext, slice_ctx: Any, sl: Any, task: TaskInf
     name = BaseFile(sl.file_id, task.write_token, ctx.instant).name
     path = f"{sl.partition}/{name}" if sl.partition else name
     out = conform(merged, ctx.file_schema)
-    size = _write_parquet(ctx, path, out)
+    _mark(ctx, path, "CREATE")
+    size = _write_parquet(ctx, path, out, task)
     return WriteStat(
         fileId=sl.file_id, path=path, partitionPath=sl.partition, prevCommit=sl.base_instant or "null",
         numWrites=out.num_rows, numUpdateWrites=out.num_rows, totalWriteBytes=size, fileSizeInBytes=size,

@@ -18,7 +18,7 @@ import fastavro
 
 from lakesdk.exceptions import CorruptTimelineError
 
-__all__ = ["CompactionOperation", "CompactionPlanData"]
+__all__ = ["CompactionOperation", "CompactionPlanData", "RollbackRequest", "RollbackPlanData", "RollbackMetadataData"]
 
 
 @lru_cache(maxsize=None)
@@ -74,3 +74,78 @@ class CompactionPlanData:
         r = recs[0]
         return cls(tuple(CompactionOperation.from_dict(o) for o in r.get("operations") or []),
                    dict(r.get("extraMetadata") or {}), int(r.get("version") or 1))
+
+
+@dataclass(frozen=True)
+class RollbackRequest:
+    partition: str
+    file_id: str | None
+    files_to_delete: tuple[str, ...]      # paths relative to the table base
+
+
+@dataclass(frozen=True)
+class RollbackPlanData:
+    """``HoodieRollbackPlan``: the instant to roll back and the files to delete."""
+
+    instant: str
+    action: str
+    requests: tuple[RollbackRequest, ...]
+    version: int = 1
+
+    def to_avro(self) -> bytes:
+        rec = {"instantToRollback": {"commitTime": self.instant, "action": self.action},
+               "RollbackRequests": [{"partitionPath": r.partition, "fileId": r.file_id, "latestBaseInstant": None,
+                                     "filesToBeDeleted": list(r.files_to_delete), "logBlocksToBeDeleted": None}
+                                    for r in self.requests],
+               "version": self.version}
+        buf = io.BytesIO()
+        fastavro.writer(buf, _schema("HoodieRollbackPlan"), [rec], codec="null")
+        return buf.getvalue()
+
+    @classmethod
+    def parse(cls, data: bytes) -> "RollbackPlanData":
+        try:
+            r = next(iter(fastavro.reader(io.BytesIO(data))))
+        except Exception as exc:  # noqa: BLE001
+            raise CorruptTimelineError(f"rollback plan is not a valid Avro file: {exc}") from exc
+        info = r.get("instantToRollback") or {}
+        reqs = tuple(RollbackRequest(q["partitionPath"], q.get("fileId"), tuple(q.get("filesToBeDeleted") or []))
+                     for q in r.get("RollbackRequests") or [])
+        return cls(info.get("commitTime", ""), info.get("action", ""), reqs, int(r.get("version") or 1))
+
+
+@dataclass(frozen=True)
+class RollbackMetadataData:
+    """``HoodieRollbackMetadata``: what a completed rollback deleted."""
+
+    start_time: str
+    took_ms: int
+    rolled_back: tuple[tuple[str, str], ...]            # (instant, action)
+    deleted: dict[str, tuple[str, ...]]                 # partition -> deleted file paths
+    failed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def total_deleted(self) -> int:
+        return sum(len(v) for v in self.deleted.values())
+
+    def to_avro(self) -> bytes:
+        parts = sorted(set(self.deleted) | set(self.failed))
+        rec = {"startRollbackTime": self.start_time, "timeTakenInMillis": self.took_ms,
+               "totalFilesDeleted": self.total_deleted, "commitsRollback": [i for i, _ in self.rolled_back],
+               "partitionMetadata": {p: {"partitionPath": p, "successDeleteFiles": list(self.deleted.get(p, ())),
+                                         "failedDeleteFiles": list(self.failed.get(p, ())),
+                                         "rollbackLogFiles": None, "writtenLogFiles": None} for p in parts},
+               "version": 1, "instantsRollback": [{"commitTime": i, "action": a} for i, a in self.rolled_back]}
+        buf = io.BytesIO()
+        fastavro.writer(buf, _schema("HoodieRollbackMetadata"), [rec], codec="null")
+        return buf.getvalue()
+
+    @classmethod
+    def parse(cls, data: bytes) -> "RollbackMetadataData":
+        r = next(iter(fastavro.reader(io.BytesIO(data))))
+        pm = r.get("partitionMetadata") or {}
+        return cls(r["startRollbackTime"], int(r["timeTakenInMillis"]),
+                   tuple((i["commitTime"], i["action"]) for i in r.get("instantsRollback") or []) or
+                   tuple((c, "") for c in r.get("commitsRollback") or []),
+                   {p: tuple(m["successDeleteFiles"]) for p, m in pm.items()},
+                   {p: tuple(m["failedDeleteFiles"]) for p, m in pm.items() if m["failedDeleteFiles"]})

@@ -182,7 +182,7 @@ def can_widen(src: pa.DataType, dst: pa.DataType) -> bool:
             return src.bit_width < dst.bit_width or (pa.types.is_unsigned_integer(dst) and src.bit_width <= dst.bit_width)
         return False
     if pa.types.is_integer(src) and pa.types.is_floating(dst):
-        return src.bit_width < dst.bit_width or dst == pa.float64() and src.bit_width <= 32
+        return True  # Avro's promotion rules: int and long promote to float and double
     if pa.types.is_floating(src) and pa.types.is_floating(dst):
         return src.bit_width <= dst.bit_width
     strings = (pa.string(), pa.large_string(), pa.string_view())

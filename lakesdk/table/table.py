@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -27,6 +28,12 @@ class TableOptions:
     small_file_limit: int = 100 * 1024 * 1024      # hoodie.parquet.small.file.limit
     record_size_estimate: int = 1024               # hoodie.copyonwrite.record.size.estimate (before any commit)
     compact_every: int | None = None               # merge-on-read: compact inline after N delta commits
+    markers: Literal["timeline_server", "direct"] = "timeline_server"   # hoodie.write.markers.type
+    marker_batch_interval_ms: int = 50             # timeline-server markers: batch interval
+    marker_threads: int = 20                       # timeline-server markers: flush threads (MARKERS<n> files)
+    heartbeat_interval_s: float = 60.0             # hoodie.client.heartbeat.interval_in_ms / 1000
+    heartbeat_misses: int = 2                      # hoodie.client.heartbeat.tolerable.misses
+    failed_writes: Literal["eager", "lazy"] = "eager"   # hoodie.cleaner.policy.failed.writes
 
 
 def load_config(storage: Storage) -> TableConfig:
@@ -54,6 +61,7 @@ class Table:
         self._spark = spark
         self.options = options or TableOptions()
         self._timeline_store: TimelineStore | None = None
+        self._marker_server: Any = None
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -86,6 +94,28 @@ class Table:
         if self._spark is None:
             self._spark = get_spark()
         return self._spark
+
+    def _markers(self, instant: str) -> Any:
+        """WriteMarkers for ``instant``: timeline-server based (a server this handle starts on
+        first use) unless direct markers are configured or Spark runs over Spark Connect."""
+        from lakesdk.markers import write_markers
+        kind = self.options.markers
+        if kind == "timeline_server" and "connect" in type(self.spark).__module__:
+            kind = "direct"   # executors of a remote Connect server may not reach this process
+        if kind == "direct":
+            return write_markers(self.storage, instant, "DIRECT")
+        if self._marker_server is None or not self._marker_server.running:
+            from lakesdk.markers import MarkerServer
+            host = "127.0.0.1"
+            try:
+                host = self.spark.conf.get("spark.driver.host") or host
+            except Exception:  # noqa: BLE001
+                pass
+            self._marker_server = MarkerServer(self.storage, host=host,
+                                               batch_interval_ms=self.options.marker_batch_interval_ms,
+                                               num_threads=self.options.marker_threads).start()
+            atexit.register(self._marker_server.stop)
+        return write_markers(self.storage, instant, "TIMELINE_SERVER_BASED", server=self._marker_server)
 
     def _store(self) -> TimelineStore:
         if self._timeline_store is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import posixpath
+import uuid
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakesdk import _faults as faults
 from lakesdk.engine.tasks import FileGroupTarget, WriteContext, add_key_columns
 from lakesdk.exceptions import MissingColumnError, SchemaError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
@@ -126,6 +127,11 @@ class WriteOperation:
             arrow = arrow.append_column(OP, pa.repeat(pa.scalar(op_code, pa.int8()), n))
             arrow = arrow.append_column(SEQ, pa.array(np.arange(n, dtype=np.int64)))
 
+        # -- failed writes of earlier writers are rolled back first ------------------------------
+        from lakesdk.services.rollback import rollback, rollback_failed_writes
+        if rollback_failed_writes(t, policy=t.options.failed_writes):
+            timeline = store.load()
+
         # -- the instant: requested -> inflight ------------------------------------------------
         if self.operation.startswith("insert_overwrite"):
             action = "replacecommit"
@@ -134,9 +140,13 @@ class WriteOperation:
         instant = Instant(action, "requested", InstantClock.next(after=timeline.max_time()))
         ctx.instant = instant.requested
         store.create(instant)
+        faults.crash_point("after_requested")
+        from lakesdk.concurrency.heartbeat import Heartbeat
+        heartbeat = Heartbeat(t.storage, instant.requested, t.options.heartbeat_interval_s,
+                              t.options.heartbeat_misses).start()
         inflight = store.transition(instant, "inflight",
                                     CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).to_avro())
-        t.storage.touch(f".hoodie/.heartbeat/{instant.requested}")
+        ctx.markers = t._markers(instant.requested)
         completed: Instant | None = None
         try:
             try:
@@ -145,6 +155,7 @@ class WriteOperation:
                 from lakesdk.engine.spark import reraise_task_error
                 reraise_task_error(err)  # a lakesdk error raised inside a Spark task keeps its type
                 raise
+            faults.crash_point("after_data")
             self._finalize(ctx, stats, partitions)
             md = CommitMetadata(
                 partition_to_write_stats=_group_stats(stats),
@@ -152,13 +163,20 @@ class WriteOperation:
                 operation_type=_OPERATION_TYPE[self.operation],
                 partition_to_replace_file_ids=replaced if action == "replacecommit" else None,
             )
-            completed = store.transition(inflight, "completed", md.to_avro())
+            data = md.to_avro()
+            if faults.armed("during_commit"):  # leave what a crash inside the commit-file write leaves
+                done = inflight.to("completed", InstantClock.next(after=instant.requested))
+                t.storage.write(f"{store.path(done)}.{uuid.uuid4().hex}.tmp", data[: len(data) // 2])
+                faults.crash_point("during_commit")
+            completed = store.transition(inflight, "completed", data)
+            faults.crash_point("after_commit")
         except BaseException:
+            heartbeat.stop()
             if completed is None and not self._completed_exists(store, instant):
-                self._abort(store, instant, ctx)
+                rollback(t, instant.requested, _allow_alive=True)
             raise
-        finally:
-            t.storage.delete(f".hoodie/.heartbeat/{instant.requested}")
+        ctx.markers.delete_all()
+        heartbeat.stop()
         compaction = None
         if cfg.is_mor and t.options.compact_every and action == "deltacommit":
             from lakesdk.services.compaction import deltacommits_since_compaction
@@ -256,15 +274,15 @@ class WriteOperation:
         return stats, counts, {}
 
     def _finalize(self, ctx: WriteContext, stats: list[WriteStat], partitions: list[str] | None) -> None:
-        """Remove files of this instant that no write stat names (failed or retried task
-        attempts), and write partition metadata for new partitions."""
+        """Remove the files that markers show but no write stat names (failed or retried
+        task attempts, speculative duplicates), and write partition metadata for new
+        partitions.  Runs before the commit completes."""
         t = self.table
         written = {s.path for s in stats}
-        parts = {s.partitionPath for s in stats} | set(partitions or [])
-        for p in parts:
-            for f in t.storage.list(p):
-                if not f.is_dir and _written_by(f.name, ctx.instant) and f.path not in written:
-                    t.storage.delete(f.path)
+        strays = (ctx.markers.data_files() | ctx.markers.appended_log_files()) - written
+        for path in sorted(strays):
+            t.storage.delete(path)
+        for p in {s.partitionPath for s in stats}:
             if p and not t.storage.exists(f"{p}/{PARTITION_METAFILE}"):
                 depth = len(p.split("/"))
                 now = datetime.now(timezone.utc)
@@ -275,20 +293,6 @@ class WriteOperation:
     @staticmethod
     def _completed_exists(store: Any, instant: Instant) -> bool:
         return any("_" in n.split(".")[0] for n in store.all_states(instant.requested))
-
-    def _abort(self, store: Any, instant: Instant, ctx: WriteContext) -> None:
-        """The commit did not land: remove its data files and its timeline files."""
-        t = self.table
-        for f in t.storage.find(""):
-            if not f.path.startswith(".hoodie") and _written_by(f.name, instant.requested):
-                t.storage.delete(f.path)
-        for name in store.all_states(instant.requested):
-            t.storage.delete(posixpath.join(store.dir, name))
-
-
-def _written_by(name: str, instant: str) -> bool:
-    """True for a base or log file that names ``instant`` as its writer."""
-    return name.endswith(f"_{instant}.parquet") or (name.startswith(".") and f"_{instant}.log." in name)
 
 
 def _group_stats(stats: list[WriteStat]) -> dict[str, list[WriteStat]]:

@@ -1,0 +1,186 @@
+"""Rollback: undo a failed (pending) write, or the latest completed one.
+
+Plan: the files the instant wrote, from its markers (``.hoodie/.temp/<instant>/``), its
+commit metadata when it completed, and, when neither exists, a scan for files named with
+the instant.  The plan is written as ``R.rollback.requested`` (``HoodieRollbackPlan``);
+then ``R.rollback.inflight``; the files are deleted; ``R_C.rollback``
+(``HoodieRollbackMetadata``) completes it; last, the rolled-back instant's timeline files
+(completed, inflight, requested), markers and heartbeat are removed.  A rollback that
+crashes half-way is pending on the timeline and is re-executed by the next writer
+(deleting is idempotent).
+
+Failed writes are found by two policies: ``eager`` (single writer, the default) rolls back
+every pending write before a new one starts; ``lazy`` (several writers) only those whose
+heartbeat expired, so that concurrent writers are left alone.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from lakesdk.exceptions import InstantNotFoundError, LakeError
+from lakesdk.format.instant import WRITE_ACTIONS, Instant
+from lakesdk.format.plans import RollbackMetadataData, RollbackPlanData, RollbackRequest
+from lakesdk.format.timeline import InstantClock, TimelineStore
+from lakesdk.storage import Storage
+
+if TYPE_CHECKING:
+    from lakesdk.table.table import Table
+
+__all__ = ["RollbackResult", "rollback", "rollback_failed_writes", "files_written_by", "RollbackNotAllowedError"]
+
+
+class RollbackNotAllowedError(LakeError, ValueError):
+    """The instant cannot be rolled back (not the latest completed write, or still alive)."""
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    table: str
+    rolled_back: Instant
+    rollback_instant: str
+    deleted_files: tuple[str, ...]
+    seconds: float
+
+    def __repr__(self) -> str:
+        return (f"RollbackResult({self.table!r}: rolled back {self.rolled_back.action} {self.rolled_back.requested} "
+                f"({self.rolled_back.state}) @ {self.rollback_instant}, deleted {len(self.deleted_files)} files, "
+                f"seconds={self.seconds:.2f})")
+
+
+def _written_by(name: str, instant: str) -> bool:
+    return name.endswith(f"_{instant}.parquet") or (name.startswith(".") and f"_{instant}.log." in name)
+
+
+def files_written_by(storage: Storage, store: TimelineStore, inst: Instant, *, scan: bool | None = None) -> set[str]:
+    """Data files (relative paths) that ``inst`` created or appended."""
+    from lakesdk.markers import parse_marker_name, read_markers
+    files: set[str] = set()
+    try:
+        files |= {parse_marker_name(m).data_path for m in read_markers(storage, inst.requested)}
+    except LakeError:
+        scan = True
+    if inst.is_completed and inst.completed_action in WRITE_ACTIONS:
+        md = store.commit_metadata(inst)
+        files |= {s.path for s in md.write_stats if s.path}
+    if scan or (scan is None and not files):
+        for f in storage.find(""):
+            if not f.path.startswith(".hoodie") and _written_by(posixpath.basename(f.path), inst.requested):
+                files.add(f.path)
+    return files
+
+
+def _execute(table: "Table", store: TimelineStore, target: Instant, plan: RollbackPlanData,
+             rollback_instant: Instant) -> RollbackResult:
+    t0 = time.perf_counter()
+    storage = table.storage
+    if rollback_instant.state == "requested":
+        rollback_instant = store.transition(rollback_instant, "inflight")
+    deleted: dict[str, list[str]] = {}
+    failed: dict[str, list[str]] = {}
+    for req in plan.requests:
+        for path in req.files_to_delete:
+            try:
+                storage.delete(path)
+                deleted.setdefault(req.partition, []).append(path)
+            except OSError:
+                failed.setdefault(req.partition, []).append(path)
+    md = RollbackMetadataData(rollback_instant.requested, int((time.perf_counter() - t0) * 1000),
+                              ((target.requested, target.action),),
+                              {p: tuple(v) for p, v in deleted.items()}, {p: tuple(v) for p, v in failed.items()})
+    store.transition(rollback_instant, "completed", md.to_avro())
+    # the rolled-back instant leaves the timeline: completed file first, requested last
+    names = store.all_states(target.requested)
+    for name in sorted(names, key=lambda n: (0 if "_" in n.split(".")[0] else 1 if "inflight" in n else 2)):
+        storage.delete(posixpath.join(store.dir, name))
+    storage.delete_dir(f".hoodie/.temp/{target.requested}")
+    storage.delete(f".hoodie/.heartbeat/{target.requested}")
+    return RollbackResult(table.name, target, rollback_instant.requested,
+                          tuple(p for v in deleted.values() for p in v), time.perf_counter() - t0)
+
+
+def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
+             _allow_alive: bool = False) -> RollbackResult:
+    """Roll back ``instant``: a pending write (its writer failed or died), or the latest
+    completed write.  A pending write whose heartbeat is fresh belongs to a live writer and
+    is refused unless ``force=True``."""
+    from lakesdk.concurrency.heartbeat import is_expired
+    store = table._store()
+    timeline = store.load()
+    req = instant.requested if isinstance(instant, Instant) else str(instant)
+    try:
+        target = next(i for i in timeline if i.requested == req and i.action != "rollback")
+    except StopIteration:
+        raise InstantNotFoundError(f"no instant {req!r} to roll back on {table.name!r}") from None
+    if target.is_completed:
+        if target.completed_action not in WRITE_ACTIONS:
+            raise RollbackNotAllowedError(f"{target.action} {req} is not a write; only writes can be rolled back")
+        latest = timeline.last_completed_write
+        if latest is None or latest.requested != req:
+            raise RollbackNotAllowedError(
+                f"completed instant {req} is not the latest completed write "
+                f"(latest: {latest.requested if latest else 'none'}); roll back the later ones first, "
+                "or restore a savepoint")
+    elif not force and not _allow_alive and table.storage.exists(f".hoodie/.heartbeat/{req}") and not is_expired(
+            table.storage, req, table.options.heartbeat_interval_s, table.options.heartbeat_misses):
+        raise RollbackNotAllowedError(
+            f"{target.action} {req} is still running (its heartbeat is fresh); wait for it, or pass force=True "
+            "if you know its writer is gone")
+    files = files_written_by(table.storage, store, target)
+    by_part: dict[str, list[str]] = {}
+    for f in sorted(files):
+        by_part.setdefault(posixpath.dirname(f), []).append(f)
+    plan = RollbackPlanData(target.requested, target.action,
+                            tuple(RollbackRequest(p, None, tuple(v)) for p, v in sorted(by_part.items())))
+    rb = Instant("rollback", "requested", InstantClock.next(after=timeline.max_time()))
+    store.create(rb, plan.to_avro())
+    return _execute(table, store, target, plan, rb)
+
+
+def resume_pending_rollbacks(table: "Table") -> list[RollbackResult]:
+    """Finish rollbacks that a crash interrupted."""
+    store = table._store()
+    out = []
+    for rb in store.load().pending.filter(actions=["rollback"]):
+        plan = RollbackPlanData.parse(table.storage.read(store.path(Instant("rollback", "requested", rb.requested))))
+        target = Instant(plan.action or "commit", "inflight", plan.instant)
+        out.append(_execute(table, store, target, plan, rb))
+    return out
+
+
+def _remove_stale_markers_and_heartbeats(table: "Table", timeline: Any) -> None:
+    """Markers and heartbeats of completed instants (a writer that died right after its
+    commit) or of instants no longer on the timeline are garbage."""
+    completed = {i.requested for i in timeline.completed}
+    known = {i.requested for i in timeline}
+    newest = timeline.max_time() or ""
+    for folder in (".hoodie/.temp", ".hoodie/.heartbeat"):
+        for e in table.storage.list(folder):
+            # keep pending instants, and anything newer than this timeline (a concurrent writer
+            # may have started since it was loaded)
+            if not (e.name in completed or (e.name not in known and e.name < newest)):
+                continue
+            if e.is_dir:
+                table.storage.delete_dir(e.path)
+            else:
+                table.storage.delete(e.path)
+
+
+def rollback_failed_writes(table: "Table", *, policy: Literal["eager", "lazy"] = "eager",
+                           exclude: str | None = None) -> list[RollbackResult]:
+    """Roll back pending writes left by failed or dead writers (see module doc)."""
+    from lakesdk.concurrency.heartbeat import is_expired
+    out = resume_pending_rollbacks(table)
+    timeline = table._store().load()
+    _remove_stale_markers_and_heartbeats(table, timeline)
+    for inst in timeline.pending:
+        if inst.action not in ("commit", "deltacommit", "replacecommit") or inst.requested == exclude:
+            continue
+        if policy == "lazy" and not is_expired(table.storage, inst.requested, table.options.heartbeat_interval_s,
+                                               table.options.heartbeat_misses):
+            continue
+        out.append(rollback(table, inst, _allow_alive=True))
+    return out

@@ -1,0 +1,112 @@
+"""Crash recovery: a writer process is killed (SIGKILL) at each step of the write protocol;
+the next writer recovers, reads return exactly the last completed commit, no orphan data
+files remain, and the hudi reader agrees."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import lakesdk as lk
+from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file
+
+pytestmark = [pytest.mark.spark, pytest.mark.crash]
+
+POINTS = ["after_requested", "after_markers", "mid_data_file", "after_data", "during_commit", "after_commit"]
+
+WRITER = textwrap.dedent("""
+    import os, sys
+    os.environ["LAKESDK_CRASH_PID"] = str(os.getpid())
+    import pandas as pd
+    import lakesdk as lk
+    from lakesdk.engine.session import get_spark
+    spark = get_spark(master="local[1]", conf={
+        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "1",
+        "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"})
+    t = lk.open_table(sys.argv[1], spark=spark)
+    t.upsert(pd.read_parquet(sys.argv[2]))
+    print("WRITE FINISHED")
+""")
+
+
+def batch(rows):
+    return pd.DataFrame(rows, columns=["uuid", "city", "ts", "fare"])
+
+
+FIRST = batch([(f"u{i}", "ab"[i % 2], 1, float(i)) for i in range(6)])
+SECOND = batch([("u0", "a", 2, 100.0), ("u1", "b", 2, 101.0), ("u7", "a", 1, 7.0), ("u8", "c", 1, 8.0)])
+THIRD = batch([("u2", "a", 3, 222.0), ("u9", "b", 1, 9.0)])
+
+
+def fold(*batches) -> dict[str, tuple]:
+    out: dict[str, tuple] = {}
+    for b in batches:
+        for r in b.itertuples():
+            if r.uuid not in out or r.ts >= out[r.uuid][1]:
+                out[r.uuid] = (r.city, r.ts, r.fare)
+    return out
+
+
+def rows(t) -> dict[str, tuple]:
+    return {r.uuid: (r.city, r.ts, r.fare) for r in t.read().to_pandas().itertuples()}
+
+
+def hudi_rows(path) -> dict[str, tuple]:
+    hudi = pytest.importorskip("hudi")
+    b = hudi.HudiTableBuilder.from_base_uri(path).build().read()
+    return {r["uuid"]: (r["city"], r["ts"], r["fare"]) for r in pa.Table.from_batches(b).to_pylist()} if b else {}
+
+
+def data_file_instants(t) -> set[str]:
+    out = set()
+    for f in t.storage.find(""):
+        name = posixpath.basename(f.path)
+        if f.path.startswith(".hoodie"):
+            continue
+        if is_base_file(name):
+            out.add(BaseFile.parse(name).instant)
+        elif name.startswith(".") and ".log." in name:
+            out.add(LogFile.parse(name).instant)
+    return out
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+@pytest.mark.parametrize("point", POINTS)
+def test_crash_at_each_step_then_recover(lake, point, table_type, tmp_path):
+    t = lake.create_table("crash", key="uuid", partition_by="city", ordering="ts", table_type=table_type)
+    t.upsert(FIRST)
+    env = {**os.environ, "LAKESDK_CRASH_AT": point, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    SECOND.to_parquet(tmp_path / "second.parquet")
+    r = subprocess.run([sys.executable, "-c", WRITER, t.path, str(tmp_path / "second.parquet")],
+                       env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == -9, f"writer was not killed at {point}: rc={r.returncode}\n{r.stdout[-2000:]}{r.stderr[-3000:]}"
+    assert "WRITE FINISHED" not in r.stdout
+    landed = point == "after_commit"
+    expected = fold(FIRST, SECOND) if landed else fold(FIRST)
+    # readers see exactly the last completed commit, before any repair
+    assert rows(t) == expected
+    assert hudi_rows(t.path) == expected
+    pending_before = [i for i in t.timeline.pending if i.action in ("commit", "deltacommit")]
+    assert bool(pending_before) == (not landed)
+    # the next writer repairs the table (eager rollback of the dead writer's instant)
+    t.upsert(THIRD)
+    final = fold(FIRST, SECOND, THIRD) if landed else fold(FIRST, THIRD)
+    assert rows(t) == final and hudi_rows(t.path) == final
+    tl = t.timeline
+    assert not tl.pending
+    completed_writes = {i.requested for i in tl.commits}
+    assert data_file_instants(t) <= completed_writes, "orphan data files remain"
+    if not landed:
+        assert [i.action for i in tl if i.action == "rollback"] == ["rollback"]
+        assert pending_before[0].requested not in {i.requested for i in tl}
+    leftovers = [e.name for e in t.storage.list(".hoodie/.temp")] + [e.name for e in t.storage.list(".hoodie/.heartbeat")]
+    assert leftovers == [] or landed and leftovers == [], leftovers
+    tmp = [e.name for e in t.storage.list(".hoodie/timeline") if e.name.endswith(".tmp")]
+    assert tmp == [], f"half-written timeline files left: {tmp}"
