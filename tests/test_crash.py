@@ -14,7 +14,6 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-import lakesdk as lk
 from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file
 
 pytestmark = [pytest.mark.spark, pytest.mark.crash]

@@ -16,13 +16,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakesdk import _faults as faults
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id
 from lakesdk.format.keys import partition_paths, record_keys
 from lakesdk.format.schema import META_FIELDS, with_meta_fields
 from lakesdk.merge.ordering import KEY, OP, PART, SEQ, MergeCounts, merge_into_base
 from lakesdk.storage import Storage
-from lakesdk import _faults as faults
 
 __all__ = ["WriteContext", "TaskInfo", "FileGroupTarget", "write_file_group", "write_new_files",
            "add_key_columns", "conform", "INTERNAL_COLUMNS", "read_key_index", "write_log_group"]
