@@ -13,6 +13,12 @@ hudi = pytest.importorskip("hudi")
 
 pytestmark = [pytest.mark.spark, pytest.mark.interop]
 
+
+@pytest.fixture(params=["local", "spark"])
+def lake(request, tmp_path, spark):
+    import lakesdk as lk
+    return lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine=request.param))
+
 DATA_COLS = ["uuid", "city", "ts", "fare"]
 
 

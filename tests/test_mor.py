@@ -15,6 +15,11 @@ from .test_conformance import FIRST3, ROWS4, rows
 pytestmark = pytest.mark.spark
 
 
+@pytest.fixture(params=["local", "spark"])
+def lake(request, tmp_path, spark):
+    return lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine=request.param))
+
+
 # -- Hudi-written merge-on-read tables -----------------------------------------------------------
 MOR = ["v6_nonpartitioned", "v6_complexkeygen_hivestyle", "v6_simplekeygen_nonhivestyle",
        "v6_simplekeygen_hivestyle_no_metafields"]
@@ -190,7 +195,7 @@ def test_compaction_keeps_rows_before_during_and_after(lake):
 
 def test_inline_compaction_every_n_deltacommits(lake):
     t = lake.create_table("inl", key="id", ordering="ts", table_type="mor")
-    t.options = lk.TableOptions(compact_every=2)
+    t.options = lk.TableOptions(compact_every=2, engine=t.options.engine)
     r1 = t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["a", "b"]}))
     assert r1.compaction is None
     r2 = t.upsert(pd.DataFrame({"id": [1], "ts": [2], "v": ["a2"]}))

@@ -22,6 +22,12 @@ from lakesdk.exceptions import (
 pytestmark = pytest.mark.spark
 
 
+@pytest.fixture(params=["local", "spark"])
+def lake(request, tmp_path, spark):
+    """Every write test runs on both engines: Arrow tasks on the driver and Spark jobs."""
+    return lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine=request.param))
+
+
 def trips(n: int, start: int = 0, ts: int = 1, cities=("sf", "nyc", "la")) -> pd.DataFrame:
     return pd.DataFrame({
         "uuid": [f"u{i:04d}" for i in range(start, start + n)],
@@ -117,7 +123,8 @@ def test_insert_keeps_duplicate_keys_as_hudi_does(lake):
 
 def test_inserts_fill_small_files_then_new_file_groups(lake):
     t = lake.create_table("sized", key="uuid", ordering="ts")
-    t.options = lk.TableOptions(target_file_size=40_000, small_file_limit=30_000, record_size_estimate=50)
+    t.options = lk.TableOptions(target_file_size=40_000, small_file_limit=30_000, record_size_estimate=50,
+                                engine=t.options.engine)
     t.upsert(trips(200))
     fg1 = t.inspect.file_groups()
     assert len(fg1) == 1
@@ -215,12 +222,14 @@ def test_null_keys_in_spark_input_are_typed(table, spark):
 def test_failed_job_rolls_back_its_files(table, monkeypatch):
     table.upsert(trips(3))
     before = _state(table)
+    import lakesdk.engine.local as el
     import lakesdk.engine.spark as es
 
     def boom(self, df):
         self.ctx.storage.write(f"sf/deadbeef-0_0-1-1_{self.ctx.instant}.parquet", b"partial")
         raise RuntimeError("executor lost")
     monkeypatch.setattr(es.SparkWriteJob, "write_groups", boom)
+    monkeypatch.setattr(el.LocalWriteJob, "write_groups", boom)
     with pytest.raises(RuntimeError, match="executor lost"):
         table.upsert(trips(2, start=10))
     _unchanged(table, before)

@@ -9,7 +9,6 @@ and returning a WriteStat.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import asdict
 from typing import Any, Callable, Iterator
@@ -30,8 +29,7 @@ from lakesdk.engine.tasks import (
 )
 from lakesdk.exceptions import LakeError
 from lakesdk.format.commit_metadata import WriteStat
-from lakesdk.format.file_naming import new_file_id
-from lakesdk.merge.ordering import KEY, OP, PART, SEQ, MergeCounts
+from lakesdk.merge.ordering import KEY, OP, OP_UPSERT, PART, SEQ, MergeCounts
 
 __all__ = ["to_spark_df", "spark_arrow_schema", "SparkWriteJob", "reraise_task_error", "read_files_spark"]
 
@@ -133,6 +131,36 @@ class SparkWriteJob:
         w = Window.partitionBy(PART, KEY).orderBy(*order)
         return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")
 
+    # -- the engine interface shared with LocalWriteJob ------------------------------------
+    def prepare(self, arrow: pa.Table | None = None, sdf: Any = None, op: int = OP_UPSERT) -> Any:
+        """A DataFrame with key columns: from driver-side Arrow (keys already computed) or
+        from a Spark DataFrame (keys computed in Arrow tasks)."""
+        if arrow is not None:
+            return self.spark.createDataFrame(arrow)
+        return self.with_keys(sdf, op)
+
+    def partitions(self, df: Any) -> list[str]:
+        return sorted(r[0] for r in df.select(PART).distinct().collect())
+
+    def untagged(self, df: Any) -> Any:
+        from pyspark.sql import functions as F
+        return df.withColumn(FID, F.lit(None).cast("string"))
+
+    def only_tagged(self, df: Any) -> Any:
+        from pyspark.sql import functions as F
+        return df.filter(F.col(FID).isNotNull())
+
+    def untagged_counts(self, df: Any) -> dict[str, int]:
+        from pyspark.sql import functions as F
+        df.persist()
+        return {r[0]: int(r[1]) for r in df.filter(F.col(FID).isNull()).groupBy(PART).count().collect()}
+
+    def release(self, df: Any) -> None:
+        try:
+            df.unpersist()
+        except Exception:  # noqa: BLE001
+            pass
+
     # -- tagging -----------------------------------------------------------------------------
     def key_index(self, slices: list[Any], slice_ctx: Any = None) -> Any:
         """DataFrame (key, partition, file id) of the given file slices, read in parallel."""
@@ -154,10 +182,10 @@ class SparkWriteJob:
         """Left-join incoming records with the key index: ``_lk_fid`` is set for known keys."""
         from pyspark.sql import functions as F
         if global_keys:
-            idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID))
+            idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID)).hint("merge")
             j = df.drop(PART).join(idx, df[KEY] == idx["_ik"], "left")
             return j.withColumn(PART, F.col("_ip")).drop("_ik", "_ip")
-        idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID))
+        idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID)).hint("merge")
         j = df.join(idx, (df[KEY] == idx["_ik"]) & (df[PART] == idx["_ip"]), "left")
         return j.drop("_ik", "_ip")
 
@@ -223,36 +251,6 @@ class SparkWriteJob:
         except Exception as err:  # noqa: BLE001 - re-typed below
             reraise_task_error(err)
             raise
-
-
-def plan_insert_buckets(insert_counts: dict[str, int], small_files: dict[str, list[tuple[str, int]]],
-                        *, target_bytes: int, small_limit: int, record_size: int) -> dict[str, list[tuple[str, float]]]:
-    """Per partition: [(file id, weight)] where weights sum to 1.
-
-    Small files (base size below ``small_limit``) are filled first, up to the target file
-    size; the rest go to new file groups of ``target_bytes / record_size`` records each.
-    """
-    per_file = max(1, target_bytes // max(1, record_size))
-    out: dict[str, list[tuple[str, float]]] = {}
-    for part, n in insert_counts.items():
-        if n <= 0:
-            continue
-        left = n
-        buckets: list[tuple[str, int]] = []
-        for fid, size in sorted(small_files.get(part, []), key=lambda x: x[1]):
-            if size >= small_limit or left <= 0:
-                continue
-            cap = max(0, (target_bytes - size) // max(1, record_size))
-            take = min(cap, left)
-            if take > 0:
-                buckets.append((fid, take))
-                left -= take
-        if left > 0:
-            k = math.ceil(left / per_file)
-            share = left / k
-            buckets.extend((new_file_id(), share) for _ in range(k))  # type: ignore[misc]
-        out[part] = [(fid, c / n) for fid, c in buckets]
-    return out
 
 
 def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Schema,

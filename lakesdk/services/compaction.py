@@ -119,7 +119,6 @@ def schedule_compaction(table: "Table", plan: CompactionPlan) -> CompactionPlan:
 def execute_compaction(table: "Table", instant: str) -> Any:
     """Execute a scheduled compaction and commit it; returns a WriteResult."""
     from lakesdk.engine.slice_reader import SliceReadContext
-    from lakesdk.engine.spark import compact_slices_spark
     from lakesdk.engine.tasks import WriteContext
     from lakesdk.table.results import WriteResult
     from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
@@ -152,7 +151,17 @@ def execute_compaction(table: "Table", instant: str) -> Any:
                        operation="compact")
     visible = frozenset(i.requested for i in timeline.commits if i.requested < instant)
     slice_ctx = SliceReadContext(table.storage, schema, cfg.ordering_field, cfg.merge_mode, visible)
-    stats: list[WriteStat] = compact_slices_spark(table.spark, ctx, slice_ctx, slices)
+    ctx.markers = table._markers(instant)
+    engine = table.options.engine if table.options.engine != "auto" else (
+        "local" if table._spark_is_local() else "spark")
+    if engine == "local":
+        from lakesdk.engine.local import run_parallel
+        from lakesdk.engine.tasks import TaskInfo, compact_file_slice
+        stats: list[WriteStat] = run_parallel(
+            lambda a: compact_file_slice(ctx, slice_ctx, a[1], TaskInfo(a[0], 0, a[0])), list(enumerate(slices)))
+    else:
+        from lakesdk.engine.spark import compact_slices_spark
+        stats = compact_slices_spark(table.spark, ctx, slice_ctx, slices)
     written = {s.path for s in stats}
     for p in {s.partitionPath for s in stats}:  # remove leftovers of failed task attempts
         for f in table.storage.list(p):
@@ -164,6 +173,7 @@ def execute_compaction(table: "Table", instant: str) -> Any:
     md = CommitMetadata(partition_to_write_stats=parts, extra_metadata=schema_extra_metadata(schema, cfg.name),
                         operation_type="COMPACT", compacted=True)
     done = store.transition(inst, "completed", md.to_avro())
+    ctx.markers.delete_all()
     return WriteResult(table=cfg.name, operation="compact", instant=instant, completed=done.completed,
                        action="compaction", files=len(stats), bytes=sum(s.totalWriteBytes for s in stats),
                        partitions=len(parts), seconds=time.perf_counter() - t0,

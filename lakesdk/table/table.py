@@ -34,6 +34,7 @@ class TableOptions:
     heartbeat_interval_s: float = 60.0             # hoodie.client.heartbeat.interval_in_ms / 1000
     heartbeat_misses: int = 2                      # hoodie.client.heartbeat.tolerable.misses
     failed_writes: Literal["eager", "lazy"] = "eager"   # hoodie.cleaner.policy.failed.writes
+    engine: Literal["auto", "spark", "local"] = "auto"  # where writes of driver-side data run
 
 
 def load_config(storage: Storage) -> TableConfig:
@@ -94,6 +95,21 @@ class Table:
         if self._spark is None:
             self._spark = get_spark()
         return self._spark
+
+    def _spark_is_local(self) -> bool:
+        """True when Spark runs (or would start) in this process with a local master."""
+        import os
+        if self._spark is None:
+            from pyspark.sql import SparkSession
+            active = SparkSession.getActiveSession()
+            if active is None:
+                return not os.environ.get("LAKESDK_SPARK_REMOTE") and \
+                    os.environ.get("LAKESDK_SPARK_MASTER", "local").startswith("local")
+            self._spark = active
+        try:
+            return str(self._spark.sparkContext.master).startswith("local")
+        except Exception:  # noqa: BLE001 - Spark Connect: the cluster is elsewhere
+            return False
 
     def _markers(self, instant: str) -> Any:
         """WriteMarkers for ``instant``: timeline-server based (a server this handle starts on

@@ -202,76 +202,73 @@ class WriteOperation:
                 return max(1, tot["bytes"] // tot["written"])
         return default
 
+    def _engine(self) -> str:
+        """``local`` for driver-side data when Spark is (or would be) local; else ``spark``."""
+        choice = self.table.options.engine
+        if choice != "auto":
+            return choice
+        return "local" if self.table._spark_is_local() else "spark"
+
     def _run(self, ctx: WriteContext, arrow: pa.Table | None, sdf: Any, timeline: Any, store: Any,
              partitions: list[str] | None, global_delete: bool) -> tuple[list[WriteStat], MergeCounts, dict[str, list[str]]]:
-        from lakesdk.engine.spark import SparkWriteJob, plan_insert_buckets
+        from lakesdk.engine.planning import plan_insert_buckets
         t = self.table
-        spark = t.spark
-        job = SparkWriteJob(spark, ctx)
         op = self.operation
-        if arrow is not None:
-            df = spark.createDataFrame(arrow)
+        if arrow is not None and op not in ("bulk_insert", "delete"):
+            from lakesdk.merge.ordering import combine_batch
+            arrow = combine_batch(arrow, ordering=ctx.ordering, merge_mode=ctx.merge_mode)  # cheap on the driver
+        if arrow is not None and self._engine() == "local":
+            from lakesdk.engine.local import LocalWriteJob
+            job: Any = LocalWriteJob(ctx)
+            data = job.prepare(arrow)
         else:
-            df = job.with_keys(sdf, OP_DELETE if op == "delete" else OP_UPSERT)
+            from lakesdk.engine.spark import SparkWriteJob
+            job = SparkWriteJob(t.spark, ctx)
+            data = job.prepare(arrow, sdf, OP_DELETE if op == "delete" else OP_UPSERT)
+            if arrow is None and op not in ("bulk_insert", "delete"):
+                data = job.combine(data)
+        view = FileSystemView(t.storage, t.config, store, timeline)
         if op in ("bulk_insert", "insert_overwrite", "insert_overwrite_table"):
-            if op != "bulk_insert":
-                df = job.combine(df)
-            stats = job.write_new(df)
+            stats = job.write_new(data)
             counts = MergeCounts(inserted=sum(s.numInserts for s in stats))
             replaced: dict[str, list[str]] = {}
             if op.startswith("insert_overwrite"):
-                view = FileSystemView(t.storage, t.config, store, timeline)
-                touched = {s.partitionPath for s in stats} if op == "insert_overwrite" else None
+                touched = None if op == "insert_overwrite_table" else (
+                    {s.partitionPath for s in stats} | set(partitions or []))
                 for g in view.file_groups:
                     if touched is None or g.partition in touched:
                         replaced.setdefault(g.partition, []).append(g.file_id)
-                if op == "insert_overwrite" and partitions is not None:
-                    for g in view.file_groups:
-                        if g.partition in partitions and g.file_id not in replaced.get(g.partition, []):
-                            replaced.setdefault(g.partition, []).append(g.file_id)
             return stats, counts, replaced
-        # upsert / insert / delete: tag, assign, write per file group
-        if op in ("upsert", "insert"):
-            df = job.combine(df)
+        # upsert / insert / delete: tag against the key index, assign inserts, one task per file group
         if partitions is None and not global_delete:
-            partitions = sorted(r[0] for r in df.select(PART).distinct().collect())
-        view = FileSystemView(t.storage, t.config, store, timeline)
-        slices = view.latest_slices() if global_delete else [
-            s for s in view.latest_slices() if s.partition in set(partitions or [])]
+            partitions = job.partitions(data)
+        wanted = set(partitions or [])
+        slices = view.latest_slices() if global_delete else [s for s in view.latest_slices() if s.partition in wanted]
         ctx.targets = {s.file_id: FileGroupTarget(s.partition, s.file_id, s.base_path, s.base_instant,
-                                                  has_logs=bool(s.log_files))
-                       for s in slices}
+                                                  has_logs=bool(s.log_files)) for s in slices}
         if slices and op != "insert":  # insert skips the index lookup, as in Hudi
             slice_ctx = None
             if any(s.log_files for s in slices):
                 from lakesdk.engine.slice_reader import SliceReadContext
                 slice_ctx = SliceReadContext(t.storage, ctx.schema, ctx.ordering, ctx.merge_mode,
                                              frozenset(i.requested for i in view.visible))
-            df = job.tag(df, job.key_index(slices, slice_ctx), global_keys=global_delete)
+            data = job.tag(data, job.key_index(slices, slice_ctx), global_keys=global_delete)
         else:
-            from pyspark.sql import functions as F
-            df = df.withColumn("_lk_fid", F.lit(None).cast("string"))
+            data = job.untagged(data)
         if op == "delete":
-            from pyspark.sql import functions as F
-            df = df.filter(F.col("_lk_fid").isNotNull())
+            data = job.only_tagged(data)
         else:
-            from pyspark.sql import functions as F
-            df = df.persist()
-            counts_rows = df.filter(F.col("_lk_fid").isNull()).groupBy(PART).count().collect()
-            insert_counts = {r[0]: int(r[1]) for r in counts_rows}
             small: dict[str, list[tuple[str, int]]] = {}
             for s in slices:
                 if s.base_path and not t.config.is_mor:  # merge-on-read inserts go to new file groups
                     small.setdefault(s.partition, []).append((s.file_id, s.base_size))
-            buckets = plan_insert_buckets(insert_counts, small, target_bytes=ctx.target_file_bytes,
+            buckets = plan_insert_buckets(job.untagged_counts(data), small, target_bytes=ctx.target_file_bytes,
                                           small_limit=t.options.small_file_limit, record_size=ctx.record_size_estimate)
-            df = job.assign_inserts(df, buckets)
+            data = job.assign_inserts(data, buckets)
         try:
-            stats, counts = job.write_groups(df)
+            return (*job.write_groups(data), {})
         finally:
-            if op != "delete":
-                df.unpersist()
-        return stats, counts, {}
+            job.release(data)
 
     def _finalize(self, ctx: WriteContext, stats: list[WriteStat], partitions: list[str] | None) -> None:
         """Remove the files that markers show but no write stat names (failed or retried

@@ -1,0 +1,167 @@
+"""The local engine: the same write tasks as the Spark jobs, run on the driver over Arrow
+data with a thread pool (pyarrow releases the GIL for Parquet I/O and compute kernels).
+
+Used for data that already lives in the driver (pandas, Arrow) when Spark runs locally:
+the round trip through the JVM would cost more than the work itself.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from itertools import count
+from typing import Any, Callable, Iterable, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakesdk.engine.tasks import (
+    FileGroupTarget,
+    TaskInfo,
+    WriteContext,
+    read_key_index,
+    write_file_group,
+    write_log_group,
+    write_new_files,
+)
+from lakesdk.format.commit_metadata import WriteStat
+from lakesdk.merge.ordering import KEY, PART, MergeCounts, combine_batch
+
+__all__ = ["LocalWriteJob", "run_parallel"]
+
+FID = "_lk_fid"
+T = TypeVar("T")
+R = TypeVar("R")
+_ATTEMPTS = count()
+
+
+def _threads() -> int:
+    return max(2, min(8, (os.cpu_count() or 2) * 2))
+
+
+def run_parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    items = list(items)
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(max_workers=min(_threads(), len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def _task(i: int) -> TaskInfo:
+    return TaskInfo(i, 0, next(_ATTEMPTS), 0)
+
+
+class LocalWriteJob:
+    """One write of one instant over an Arrow table held by the driver."""
+
+    def __init__(self, ctx: WriteContext) -> None:
+        self.ctx = ctx
+
+    def prepare(self, arrow: pa.Table) -> pa.Table:
+        return arrow
+
+    def combine(self, t: pa.Table) -> pa.Table:
+        return combine_batch(t, ordering=self.ctx.ordering, merge_mode=self.ctx.merge_mode)
+
+    def partitions(self, t: pa.Table) -> list[str]:
+        return sorted(pc.unique(t.column(PART)).to_pylist())
+
+    def key_index(self, slices: list[Any], slice_ctx: Any = None) -> pa.Table:
+        parts = run_parallel(lambda sl: read_key_index(self.ctx.storage, [sl], slice_ctx), slices)
+        return pa.concat_tables(parts) if parts else read_key_index(self.ctx.storage, [], None)
+
+    def tag(self, t: pa.Table, index: pa.Table, *, global_keys: bool = False) -> pa.Table:
+        """Set ``_lk_fid`` for records whose key is in the index (null otherwise)."""
+        if index.num_rows == 0:
+            return self.untagged(t)
+        if global_keys or not self.ctx.partition_fields:
+            probe, build = t.column(KEY), index.column(KEY)
+        else:
+            probe = pc.binary_join_element_wise(t.column(PART), t.column(KEY), "\x1f")
+            build = pc.binary_join_element_wise(index.column(PART), index.column(KEY), "\x1f")
+        pos = pc.index_in(probe, value_set=build)
+        fid = index.column(FID).take(pos)
+        if FID in t.column_names:
+            t = t.drop_columns([FID])
+        t = t.append_column(FID, fid)
+        if global_keys:
+            part = index.column(PART).take(pos)
+            t = t.set_column(t.column_names.index(PART), PART, pc.coalesce(part, t.column(PART)))
+        return t
+
+    def untagged(self, t: pa.Table) -> pa.Table:
+        if FID in t.column_names:
+            t = t.drop_columns([FID])
+        return t.append_column(FID, pa.nulls(t.num_rows, pa.string()))
+
+    def only_tagged(self, t: pa.Table) -> pa.Table:
+        return t.filter(pc.is_valid(t.column(FID)))
+
+    def untagged_counts(self, t: pa.Table) -> dict[str, int]:
+        ins = t.filter(pc.is_null(t.column(FID)))
+        if ins.num_rows == 0:
+            return {}
+        vc = pc.value_counts(ins.column(PART))
+        return {v["values"].as_py(): v["counts"].as_py() for v in vc}
+
+    def assign_inserts(self, t: pa.Table, buckets: dict[str, list[tuple[str, float]]]) -> pa.Table:
+        """Untagged records of a partition go, in arrival order, to its buckets by weight."""
+        fids = np.asarray(t.column(FID).to_numpy(zero_copy_only=False), dtype=object)
+        null = np.asarray(pc.is_null(t.column(FID)).to_numpy(zero_copy_only=False), dtype=bool)
+        parts = np.asarray(t.column(PART).to_numpy(zero_copy_only=False), dtype=object)
+        for part, bs in buckets.items():
+            rows = np.nonzero(null & (parts == part))[0]
+            if not len(rows):
+                continue
+            cum = np.cumsum([w for _, w in bs])
+            frac = (np.arange(len(rows)) + 0.5) / len(rows)
+            which = np.minimum(np.searchsorted(cum, frac, side="right"), len(bs) - 1)
+            names = np.asarray([f for f, _ in bs], dtype=object)
+            fids[rows] = names[which]
+        return t.set_column(t.column_names.index(FID), FID, pa.array(fids, pa.string()))
+
+    def write_groups(self, t: pa.Table) -> tuple[list[WriteStat], MergeCounts]:
+        ctx = self.ctx
+        enc = pc.dictionary_encode(t.column(FID)).combine_chunks()
+        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False))
+        order = np.argsort(codes, kind="stable")
+        bounds = np.flatnonzero(np.diff(codes[order])) + 1
+        groups = np.split(order, bounds)
+        names = enc.dictionary.to_pylist()
+        body = t.drop_columns([FID])
+
+        def one(arg: tuple[int, np.ndarray]) -> tuple[WriteStat, MergeCounts]:
+            i, idx = arg
+            fid = names[codes[idx[0]]]
+            incoming = body.take(pa.array(idx))
+            target = ctx.targets.get(fid) or FileGroupTarget(incoming.column(PART)[0].as_py(), fid)
+            if ctx.merge_on_read and (target.base_path or target.has_logs):
+                return write_log_group(ctx, target, incoming, _task(i))
+            return write_file_group(ctx, target, incoming, _task(i))
+
+        results = run_parallel(one, list(enumerate(groups))) if t.num_rows else []
+        total = MergeCounts()
+        for _, c in results:
+            total += c
+        return [s for s, _ in results], total
+
+    def write_new(self, t: pa.Table) -> list[WriteStat]:
+        """Bulk insert: rows of each partition split into files of the target size, in parallel."""
+        ctx = self.ctx
+        per_file = max(1, ctx.target_file_bytes // max(1, ctx.record_size_estimate))
+        chunks: list[pa.Table] = []
+        if ctx.partition_fields:
+            for p in pc.unique(t.column(PART)).to_pylist():
+                sub = t.filter(pc.equal(t.column(PART), p))
+                chunks.extend(sub.slice(o, per_file) for o in range(0, sub.num_rows, per_file))
+        else:
+            # split evenly across threads too, so both cores write
+            n = max(-(-t.num_rows // per_file), min(_threads() // 2, max(1, t.num_rows // 100_000)))
+            size = -(-t.num_rows // n)
+            chunks = [t.slice(o, size) for o in range(0, t.num_rows, size)]
+        out = run_parallel(lambda a: list(write_new_files(ctx, [a[1]], _task(a[0]))), list(enumerate(chunks)))
+        return [s for stats in out for s in stats]
+
+    def release(self, t: Any) -> None:
+        pass
