@@ -26,7 +26,7 @@ from lakesdk.engine.tasks import (
     write_new_files,
 )
 from lakesdk.format.commit_metadata import WriteStat
-from lakesdk.merge.ordering import KEY, PART, MergeCounts, combine_batch
+from lakesdk.merge.ordering import KEY, PART, MergeCounts, combine_batch, positions
 
 __all__ = ["LocalWriteJob", "run_parallel"]
 
@@ -37,7 +37,7 @@ _ATTEMPTS = count()
 
 
 def _threads() -> int:
-    return max(2, min(8, (os.cpu_count() or 2) * 2))
+    return max(1, min(8, int(os.environ.get("LAKESDK_THREADS", 0)) or (os.cpu_count() or 2)))
 
 
 def run_parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
@@ -80,7 +80,8 @@ class LocalWriteJob:
         else:
             probe = pc.binary_join_element_wise(t.column(PART), t.column(KEY), "\x1f")
             build = pc.binary_join_element_wise(index.column(PART), index.column(KEY), "\x1f")
-        pos = pc.index_in(probe, value_set=build)
+        pos_np = positions(probe, build)
+        pos = pa.array(pos_np, mask=pos_np < 0)
         fid = index.column(FID).take(pos)
         if FID in t.column_names:
             t = t.drop_columns([FID])

@@ -79,7 +79,7 @@ def record_keys(table: pa.Table, fields: tuple[str, ...], keygen: str) -> pa.Chu
 def partition_paths(table: pa.Table, fields: tuple[str, ...], *, hive_style: bool) -> pa.ChunkedArray:
     """The ``_hoodie_partition_path`` of every row."""
     if not fields:
-        return pa.chunked_array([pa.array([""] * table.num_rows, pa.string())])
+        return pa.chunked_array([pa.repeat(pa.scalar("", pa.string()), table.num_rows)])
     segs: list = []
     for f in fields:
         v = _as_text(_column(table, f, "partition"))

@@ -43,6 +43,22 @@ class MergeCounts:
         return self
 
 
+def positions(probe: pa.ChunkedArray | pa.Array, build: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """For each ``probe`` value, the index of an equal value in ``build`` (-1 if none).
+
+    Hashes whichever side is smaller (hash tables of millions of strings are the cost)."""
+    n_probe, n_build = len(probe), len(build)
+    if n_build <= n_probe:
+        pos = pc.index_in(probe, value_set=build)
+        return np.asarray(pc.fill_null(pos, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    inv = pc.index_in(build, value_set=probe)          # for each build row: its probe index
+    inv_np = np.asarray(pc.fill_null(inv, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    hit = np.flatnonzero(inv_np >= 0)
+    out = np.full(n_probe, -1, dtype=np.int64)
+    out[inv_np[hit]] = hit
+    return out
+
+
 def _ge(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
     """Elementwise a >= b with nulls: a null incoming value never beats a stored one,
     except that a null stored value loses to anything."""
@@ -91,10 +107,10 @@ def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: str 
         counts.inserted = int(ups.sum())
         new = incoming.filter(pa.array(ups))
         return (base.slice(0, 0) if base is not None else None), new, np.zeros(new.num_rows, dtype=bool), counts  # type: ignore[return-value]
-    base_keys = base.column(KEY)
-    # position of each incoming key in base (or null)
-    pos = pc.index_in(incoming.column(KEY), value_set=base_keys)
-    matched = np.asarray(pc.is_valid(pos).to_numpy(zero_copy_only=False), dtype=bool)
+    # position of each incoming key in base (-1 if new)
+    pos_np = positions(incoming.column(KEY), base.column(KEY))
+    matched = pos_np >= 0
+    pos = pa.array(pos_np, mask=~matched)
     wins = np.ones(n_in, dtype=bool)
     if matched.any() and ordering and merge_mode == "EVENT_TIME_ORDERING" and ordering in base.column_names \
             and ordering in incoming.column_names:
@@ -118,7 +134,7 @@ def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: str 
     counts.deleted = int((is_del & matched & wins).sum())
     counts.skipped = int((matched & ~wins).sum())
     # stored rows replaced or deleted
-    drop_pos = pos.filter(pa.array(matched & wins)).to_numpy(zero_copy_only=False)
+    drop_pos = pos_np[matched & wins]
     keep = np.ones(base.num_rows, dtype=bool)
     if len(drop_pos):
         keep[drop_pos.astype(np.int64)] = False
