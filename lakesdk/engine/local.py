@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from itertools import count
 from typing import Any, Callable, Iterable, TypeVar
 
@@ -16,16 +17,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakesdk import _faults as faults
 from lakesdk.engine.tasks import (
     FileGroupTarget,
     TaskInfo,
     WriteContext,
+    new_file_path,
+    planned_file,
     read_key_index,
     write_file_group,
     write_log_group,
-    write_new_files,
+    write_new_file,
 )
 from lakesdk.format.commit_metadata import WriteStat
+from lakesdk.format.file_naming import new_file_id
 from lakesdk.merge.ordering import KEY, PART, MergeCounts, combine_batch, positions
 
 __all__ = ["LocalWriteJob", "run_parallel"]
@@ -131,17 +136,26 @@ class LocalWriteJob:
         groups = np.split(order, bounds)
         names = enc.dictionary.to_pylist()
         body = t.drop_columns([FID])
-
-        def one(arg: tuple[int, np.ndarray]) -> tuple[WriteStat, MergeCounts]:
-            i, idx = arg
+        parts = t.column(PART)
+        jobs = []
+        for i, idx in enumerate(groups if t.num_rows else []):
             fid = names[codes[idx[0]]]
-            incoming = body.take(pa.array(idx))
-            target = ctx.targets.get(fid) or FileGroupTarget(incoming.column(PART)[0].as_py(), fid)
-            if ctx.merge_on_read and (target.base_path or target.has_logs):
-                return write_log_group(ctx, target, incoming, _task(i))
-            return write_file_group(ctx, target, incoming, _task(i))
+            target = ctx.targets.get(fid) or FileGroupTarget(parts[int(idx[0])].as_py(), fid)
+            jobs.append((target, idx, _task(i)))
+        # every marker in one request, before any data file exists
+        if ctx.markers is not None and jobs:
+            ctx.markers.create_many([planned_file(ctx, tg, task) for tg, _, task in jobs])
+            faults.crash_point("after_markers")
+        unmarked = replace(ctx, markers=None)
 
-        results = run_parallel(one, list(enumerate(groups))) if t.num_rows else []
+        def one(job: tuple[FileGroupTarget, np.ndarray, TaskInfo]) -> tuple[WriteStat, MergeCounts]:
+            target, idx, task = job
+            incoming = body.take(pa.array(idx))
+            if unmarked.merge_on_read and (target.base_path or target.has_logs):
+                return write_log_group(unmarked, target, incoming, task)
+            return write_file_group(unmarked, target, incoming, task)
+
+        results = run_parallel(one, jobs)
         total = MergeCounts()
         for _, c in results:
             total += c
@@ -161,8 +175,14 @@ class LocalWriteJob:
             n = max(-(-t.num_rows // per_file), min(_threads() // 2, max(1, t.num_rows // 100_000)))
             size = -(-t.num_rows // n)
             chunks = [t.slice(o, size) for o in range(0, t.num_rows, size)]
-        out = run_parallel(lambda a: list(write_new_files(ctx, [a[1]], _task(a[0]))), list(enumerate(chunks)))
-        return [s for stats in out for s in stats]
+        jobs = [(c.column(PART)[0].as_py() if c.num_rows else "", new_file_id(), c, _task(i))
+                for i, c in enumerate(chunks) if c.num_rows]
+        if ctx.markers is not None and jobs:
+            ctx.markers.create_many([(p, new_file_path(ctx, p, fid, task).rsplit("/", 1)[-1], "CREATE")
+                                     for p, fid, _, task in jobs])
+            faults.crash_point("after_markers")
+        unmarked = replace(ctx, markers=None)
+        return run_parallel(lambda j: write_new_file(unmarked, j[0], j[1], j[2], j[3]), jobs)
 
     def release(self, t: Any) -> None:
         pass

@@ -210,6 +210,34 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
     return stat, counts
 
 
+def new_file_path(ctx: WriteContext, partition: str, file_id: str, task: TaskInfo) -> str:
+    name = BaseFile(file_id, task.write_token, ctx.instant).name
+    return f"{partition}/{name}" if partition else name
+
+
+def planned_file(ctx: WriteContext, target: FileGroupTarget, task: TaskInfo) -> tuple[str, str, str]:
+    """(partition, file name, IO type) of the file a write task will produce for ``target``."""
+    if ctx.merge_on_read and (target.base_path or target.has_logs):
+        from lakesdk.format.file_naming import LogFile
+        return target.partition, LogFile(target.file_id, ctx.instant, 1, task.write_token).name, "CREATE"
+    name = BaseFile(target.file_id, task.write_token, ctx.instant).name
+    return target.partition, name, "MERGE" if target.base_path else "CREATE"
+
+
+def write_new_file(ctx: WriteContext, partition: str, file_id: str, rows: pa.Table, task: TaskInfo,
+                   seq_start: int = 0) -> WriteStat:
+    """Write ``rows`` as the first base file of a new file group."""
+    path = new_file_path(ctx, partition, file_id, task)
+    t = _with_meta(ctx, rows, path.rsplit("/", 1)[-1], task, seq_start)
+    t0 = time.perf_counter()
+    _mark(ctx, path, "CREATE")
+    size = _write_parquet(ctx, path, t, task)
+    return WriteStat(fileId=file_id, path=path, partitionPath=partition, numWrites=t.num_rows, numInserts=t.num_rows,
+                     totalWriteBytes=size, fileSizeInBytes=size,
+                     runtimeStats={"totalScanTime": 0, "totalUpsertTime": 0,
+                                   "totalCreateTime": int((time.perf_counter() - t0) * 1000)})
+
+
 def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskInfo) -> Iterator[WriteStat]:
     """Bulk insert: write incoming rows (with key columns) straight into new file groups,
     one open file per partition, rolled over at the target file size."""
@@ -221,18 +249,7 @@ def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskIn
         rows = pa.concat_tables(buffers.pop(part))
         counts.pop(part, None)
         for start in range(0, rows.num_rows, per_file_rows):
-            chunk = rows.slice(start, per_file_rows)
-            fid = new_file_id()
-            name = BaseFile(fid, task.write_token, ctx.instant).name
-            t = _with_meta(ctx, chunk, name, task, start)
-            path = f"{part}/{name}" if part else name
-            t0 = time.perf_counter()
-            _mark(ctx, path, "CREATE")
-            size = _write_parquet(ctx, path, t, task)
-            yield WriteStat(fileId=fid, path=path, partitionPath=part, numWrites=t.num_rows, numInserts=t.num_rows,
-                            totalWriteBytes=size, fileSizeInBytes=size,
-                            runtimeStats={"totalScanTime": 0, "totalUpsertTime": 0,
-                                          "totalCreateTime": int((time.perf_counter() - t0) * 1000)})
+            yield write_new_file(ctx, part, new_file_id(), rows.slice(start, per_file_rows), task, start)
 
     for batch in batches:
         if batch.num_rows == 0:

@@ -52,6 +52,8 @@ class RollbackResult:
 
 
 def _written_by(name: str, instant: str) -> bool:
+    if name.endswith(".tmp"):
+        name = name.rsplit(".", 2)[0]
     return name.endswith(f"_{instant}.parquet") or (name.startswith(".") and f"_{instant}.log." in name)
 
 
@@ -66,6 +68,12 @@ def files_written_by(storage: Storage, store: TimelineStore, inst: Instant, *, s
     if inst.is_completed and inst.completed_action in WRITE_ACTIONS:
         md = store.commit_metadata(inst)
         files |= {s.path for s in md.write_stats if s.path}
+    # a crash inside a local write leaves "<data file>.<random>.tmp" beside the marker's file
+    for part in {posixpath.dirname(f) for f in files}:
+        names = {posixpath.basename(f) for f in files if posixpath.dirname(f) == part}
+        for e in storage.list(part):
+            if e.name.endswith(".tmp") and e.name.rsplit(".", 2)[0] in names:
+                files.add(e.path)
     if scan or (scan is None and not files):
         for f in storage.find(""):
             if not f.path.startswith(".hoodie") and _written_by(posixpath.basename(f.path), inst.requested):
