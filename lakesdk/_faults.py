@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["crash_point", "armed", "fail_first_attempt"]
+__all__ = ["crash_point", "armed", "fail_first_attempt", "record"]
 
 
 def armed(point: str) -> bool:
@@ -31,3 +31,12 @@ def crash_point(point: str) -> None:
 
 def fail_first_attempt() -> bool:
     return os.environ.get("LAKESDK_FAIL_FIRST_ATTEMPT") == "1"
+
+
+def record(event: str) -> None:
+    """Append ``event`` to the file named by ``LAKESDK_FAULT_LOG`` (so tests can prove that
+    an injected fault really happened)."""
+    path = os.environ.get("LAKESDK_FAULT_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(event + "\n")

@@ -162,6 +162,7 @@ def _write_parquet(ctx: WriteContext, path: str, table: pa.Table, task: TaskInfo
                 w.write_table(table.slice(0, table.num_rows // 2))
                 f.flush()
                 faults.crash_point("mid_data_file")
+                faults.record(f"failed first attempt {path}")
                 raise RuntimeError(f"injected failure of the first task attempt writing {path}")
             w.write_table(table, row_group_size=1 << 17)
     return ctx.storage.size(path)
@@ -311,9 +312,11 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
         chunks.append(encode_delete_block(pa.table(keys), dict(header)))
     data = b"".join(chunks)
     _mark(ctx, path, "CREATE")   # table version 8: every log file is new, so CREATE (APPEND on v6)
-    if faults.armed("mid_data_file"):
+    if faults.armed("mid_data_file") or (faults.fail_first_attempt() and task.attempt_number == 0):
         ctx.storage.write(path, data[: len(data) // 2])
         faults.crash_point("mid_data_file")
+        faults.record(f"failed first attempt {path}")
+        raise RuntimeError(f"injected failure of the first task attempt writing {path}")
     ctx.storage.write(path, data)
     counts = MergeCounts(updated=ups.num_rows, deleted=dels.num_rows)
     stat = WriteStat(

@@ -1,0 +1,76 @@
+"""Notebook widgets: a leaf layer, never imported by the core.
+
+``table.widgets`` is a :class:`TableWidgets` namespace; each method builds one widget
+(an ipywidgets box holding a plotly ``FigureWidget``) that reads the table's state when it
+is built and on ``refresh()``:
+
+* ``table.widgets.timeline()``: every instant as a bar from its requested to its
+  completion time, by action and coloured by state; click a bar for its files and to
+  time-travel to it; ``live=True`` refreshes while writers run.
+* ``table.widgets.markers()``: the markers of pending or failed writes by partition and
+  IO type, which of their data files exist, and a read-only rollback preview.
+* ``table.widgets.file_layout()``: file groups and slices per partition, base versus log
+  bytes, small files highlighted.
+
+Nothing here imports ipywidgets or plotly until a widget is built (``pip install
+'lakesdk[notebook]'``), and building a widget does I/O; reprs do not.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lakesdk.table.table import Table
+    from lakesdk.widgets.file_layout import FileLayoutWidget
+    from lakesdk.widgets.markers import MarkersWidget
+    from lakesdk.widgets.timeline import TimelineWidget
+
+__all__ = ["TableWidgets", "TimelineWidget", "MarkersWidget", "FileLayoutWidget"]
+
+_LAZY = {
+    "TimelineWidget": "lakesdk.widgets.timeline",
+    "MarkersWidget": "lakesdk.widgets.markers",
+    "FileLayoutWidget": "lakesdk.widgets.file_layout",
+}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'lakesdk.widgets' has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value
+
+
+class TableWidgets:
+    """``table.widgets``: interactive views of one table (ipywidgets + plotly).
+
+    Each call reads the table now and returns a new widget; display it as the last
+    expression of a cell (or with ``display(w)``).  ``w.figure`` is its plotly
+    ``FigureWidget``, ``w.refresh()`` re-reads the table and ``w.to_html(path)`` writes a
+    static copy of the figure.
+    """
+
+    def __init__(self, table: "Table") -> None:
+        self._t = table
+
+    def timeline(self, *, live: bool = False, interval_s: float = 2.0) -> "TimelineWidget":
+        """Every instant as a bar (requested -> completed), by action, coloured by state."""
+        from lakesdk.widgets.timeline import TimelineWidget
+        return TimelineWidget(self._t, live=live, interval_s=interval_s)
+
+    def markers(self, instant: str | None = None) -> "MarkersWidget":
+        """Markers of pending and failed writes (``instant``: the one to show first)."""
+        from lakesdk.widgets.markers import MarkersWidget
+        return MarkersWidget(self._t, instant=instant)
+
+    def file_layout(self, *, as_of: Any = None, small_file_bytes: int | None = None) -> "FileLayoutWidget":
+        """File groups and slices per partition, base vs log bytes, small files highlighted."""
+        from lakesdk.widgets.file_layout import FileLayoutWidget
+        return FileLayoutWidget(self._t, as_of=as_of, small_file_bytes=small_file_bytes)
+
+    def __repr__(self) -> str:
+        return f"<TableWidgets {self._t.name!r}: timeline(), markers(), file_layout()>"

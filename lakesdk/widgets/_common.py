@@ -1,0 +1,102 @@
+"""Shared pieces of the widgets: optional imports, formatting, the widget base class."""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Iterable, Sequence
+
+from lakesdk.exceptions import MissingDependencyError
+
+
+def require_widgets(feature: str) -> tuple[Any, Any]:
+    """``(ipywidgets, plotly.graph_objects)``, or a MissingDependencyError naming the extra."""
+    try:
+        import ipywidgets
+    except ImportError as exc:
+        raise MissingDependencyError("ipywidgets", "notebook", feature) from exc
+    try:
+        import plotly.graph_objects as go
+    except ImportError as exc:
+        raise MissingDependencyError("plotly", "notebook", feature) from exc
+    try:
+        import anywidget  # noqa: F401  (plotly's FigureWidget is an anywidget)
+    except ImportError as exc:
+        raise MissingDependencyError("anywidget", "notebook", feature) from exc
+    return ipywidgets, go
+
+
+ipywidgets, go = require_widgets("lakesdk widgets")
+
+#: Instant state colours (the same as ``Instant._repr_html_``).
+STATE_COLOURS = {"requested": "#1565c0", "inflight": "#ef6c00", "completed": "#2e7d32"}
+IO_COLOURS = {"CREATE": "#2e7d32", "MERGE": "#1565c0", "APPEND": "#8e24aa"}
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def human_bytes(n: float) -> str:
+    x = float(n or 0)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if x < 1024 or unit == "TiB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{n} B"
+
+
+def html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, cls: str = "", max_rows: int = 200) -> str:
+    """A small HTML table (values escaped); at most ``max_rows`` rows, with a note when cut."""
+    rows = list(rows)
+    body = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in r) + "</tr>" for r in rows[:max_rows])
+    more = f"<div><i>{len(rows) - max_rows} more not shown</i></div>" if len(rows) > max_rows else ""
+    head = "".join(f"<th style='text-align:left;padding-right:8px'>{esc(h)}</th>" for h in header)
+    return (f"<table class='lakesdk-table {cls}' style='font-size:12px;border-collapse:collapse'>"
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}")
+
+
+class TableWidgetBase(ipywidgets.VBox):  # type: ignore[misc,name-defined]
+    """A box with a title bar (title, Refresh button, status line) above the widget's body.
+
+    Subclasses set ``self.figure`` (a plotly FigureWidget) and implement ``refresh()``.
+    """
+
+    title = "lakesdk"
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self.figure: Any = None
+        self._title = ipywidgets.HTML(self._title_html())
+        self._refresh_button = ipywidgets.Button(description="Refresh", icon="refresh",
+                                                 layout=ipywidgets.Layout(width="110px"))
+        self._refresh_button.on_click(lambda _b: self.refresh())
+        self.status = ipywidgets.HTML("")
+        self._header = ipywidgets.HBox([self._title, self._refresh_button, self.status],
+                                       layout=ipywidgets.Layout(align_items="center", gap="12px"))
+        super().__init__([self._header])
+        self.add_class("lakesdk-widget")
+
+    def _title_html(self) -> str:
+        return f"<b>{esc(self.title)}</b> <code>{esc(self.table.name)}</code>"
+
+    def _set_body(self, *children: Any) -> None:
+        self.children = (self._header, *children)
+
+    def refresh(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def to_html(self, path: str, *, include_plotlyjs: Any = True, **kwargs: Any) -> str:
+        """Write the figure as a static HTML page (plotly ``write_html``); returns ``path``.
+
+        ``include_plotlyjs=True`` embeds plotly.js (works offline); pass ``"cdn"`` for a
+        small file that loads it from the web.
+        """
+        import os
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        import plotly.graph_objects as go_
+        go_.Figure(self.figure).write_html(path, include_plotlyjs=include_plotlyjs, **kwargs)
+        return path
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.table.name!r}>"
