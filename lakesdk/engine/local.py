@@ -67,7 +67,8 @@ class LocalWriteJob:
         return arrow
 
     def combine(self, t: pa.Table) -> pa.Table:
-        return combine_batch(t, ordering=self.ctx.ordering, merge_mode=self.ctx.merge_mode)
+        return combine_batch(t, ordering=self.ctx.ordering, merge_mode=self.ctx.merge_mode,
+                             column_groups=self.ctx.column_groups)
 
     def partitions(self, t: pa.Table) -> list[str]:
         return sorted(pc.unique(t.column(PART)).to_pylist())

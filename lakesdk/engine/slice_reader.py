@@ -37,6 +37,7 @@ class SliceReadContext:
     merge_mode: str
     valid_instants: frozenset[str]       # requested times of the visible delta commits
     columns: tuple[str, ...] | None = None
+    column_groups: dict[str, list[str]] | None = None
 
     @property
     def full_schema(self) -> pa.Schema:
@@ -111,7 +112,8 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
         if IS_DELETED in out.column_names:
             out = out.filter(pc.invert(pc.fill_null(out.column(IS_DELETED), False)))
         return out.select(list(columns)) if columns is not None else out
-    versions = slice_versions(ctx, sl, columns)
-    merged = merge_versions(versions, ordering=ctx.ordering, merge_mode=ctx.merge_mode)
+    versions = slice_versions(ctx, sl, None if ctx.column_groups else columns)
+    merged = merge_versions(versions, ordering=ctx.ordering, merge_mode=ctx.merge_mode,
+                            column_groups=ctx.column_groups)
     merged = merged.drop_columns([SEQ, OP])
     return merged.select(list(columns)) if columns is not None else merged

@@ -121,7 +121,12 @@ class SparkWriteJob:
         return df.mapInArrow(fn, out)
 
     def combine(self, df: Any) -> Any:
-        """Keep one record per (partition, key): greatest ordering value, then latest arrival."""
+        """Keep one record per (partition, key): greatest ordering value, then latest arrival
+        (partial-update tables: stitch the column groups of a key's records)."""
+        if self.ctx.merge_mode == "PARTIAL_UPDATE" and self.ctx.column_groups:
+            from lakesdk.merge.slice_merge import merge_partial
+            groups = self.ctx.column_groups
+            return df.groupBy(KEY).applyInArrow(lambda t: merge_partial(t, column_groups=groups), df.schema)
         from pyspark.sql import Window
         from pyspark.sql import functions as F
         order = []

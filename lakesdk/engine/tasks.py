@@ -73,6 +73,7 @@ class WriteContext:
     table_name: str = "table"
     merge_on_read: bool = False
     markers: Any = None                     # WriteMarkers of the instant (created before each file)
+    column_groups: dict[str, list[str]] | None = None   # partial-update tables
     targets: dict[str, FileGroupTarget] = field(default_factory=dict)
 
     @property
@@ -180,6 +181,32 @@ def read_base(ctx: WriteContext, path: str) -> pa.Table:
     return conform(read_parquet(ctx.storage, path), ctx.file_schema)
 
 
+def _merge_partial_into_base(ctx: WriteContext, base: pa.Table | None,
+                             incoming: pa.Table) -> tuple[pa.Table | None, pa.Table, MergeCounts]:
+    """Partial update: stitch each key's column groups from the stored row and the
+    incoming versions (see :func:`lakesdk.merge.slice_merge.merge_partial`)."""
+    from lakesdk.merge.slice_merge import merge_partial
+    inc = conform(incoming, ctx.file_schema, keep=[OP, SEQ])
+    seq = pc.add(pc.cast(inc.column(SEQ), pa.int64()), 1)
+    inc = inc.set_column(inc.column_names.index(SEQ), SEQ, seq)
+    parts = [inc]
+    base_keys = pa.array([], pa.string())
+    if base is not None and base.num_rows:
+        n = base.num_rows
+        b = base.append_column(OP, pa.repeat(pa.scalar(0, pa.int8()), n)).append_column(SEQ, pa.repeat(pa.scalar(0, pa.int64()), n))
+        parts.insert(0, b.select(inc.column_names))
+        base_keys = base.column(KEY)
+    merged = merge_partial(pa.concat_tables(parts), column_groups=ctx.column_groups or {})
+    touched = pc.is_in(merged.column(KEY), value_set=pc.unique(incoming.column(KEY)))
+    kept = merged.filter(pc.invert(touched)).drop_columns([OP, SEQ])
+    new = merged.filter(touched).drop_columns([OP, SEQ])
+    in_base = pc.is_in(new.column(KEY), value_set=base_keys)
+    updated = pc.sum(pc.cast(in_base, pa.int64())).as_py() or 0
+    ups = incoming.filter(pc.equal(incoming.column(OP), 1))
+    deleted = int(pc.sum(pc.cast(pc.is_in(ups.column(KEY), value_set=base_keys), pa.int64())).as_py() or 0)
+    return kept, new, MergeCounts(inserted=new.num_rows - updated, updated=updated, deleted=deleted)
+
+
 def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Table, task: TaskInfo) -> tuple[WriteStat, MergeCounts]:
     """Merge ``incoming`` into the file group's current base file and write the next one."""
     t0 = time.perf_counter()
@@ -189,6 +216,8 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
         # Hudi's insert appends into small files without merging (duplicates are kept)
         kept, new = base, incoming
         counts = MergeCounts(inserted=incoming.num_rows)
+    elif ctx.merge_mode == "PARTIAL_UPDATE" and ctx.column_groups:
+        kept, new, counts = _merge_partial_into_base(ctx, base, incoming)
     else:
         kept, new, _is_update, counts = merge_into_base(base, incoming, ordering=ctx.ordering,
                                                         merge_mode=ctx.merge_mode)

@@ -34,6 +34,9 @@ _KEYGEN_CLASS_TO_TYPE = {
     "org.apache.hudi.keygen.CustomKeyGenerator": "CUSTOM",
 }
 EVENT_TIME_STRATEGY_ID = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+#: lakesdk's partial-update merger (one ordering field per column group); CUSTOM to Hudi
+PARTIAL_UPDATE_STRATEGY_ID = "5e1f0a52-7c1b-4bde-9b0c-1a2c3d4e5f60"
+COLUMN_GROUPS_KEY = "hoodie.lakesdk.partial.update.column.groups"
 COMMIT_TIME_STRATEGY_ID = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 
 
@@ -137,6 +140,9 @@ class TableConfig:
         if merge_mode == "EVENT_TIME_ORDERING":
             p["hoodie.record.merge.strategy.id"] = EVENT_TIME_STRATEGY_ID
             p["hoodie.compaction.payload.class"] = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+        elif merge_mode == "PARTIAL_UPDATE":
+            p["hoodie.record.merge.mode"] = "CUSTOM"
+            p["hoodie.record.merge.strategy.id"] = PARTIAL_UPDATE_STRATEGY_ID
         elif merge_mode == "COMMIT_TIME_ORDERING":
             p["hoodie.record.merge.strategy.id"] = COMMIT_TIME_STRATEGY_ID
             p["hoodie.compaction.payload.class"] = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
@@ -296,7 +302,21 @@ class TableConfig:
         return _bool(self.props, "hoodie.populate.meta.fields", True)
 
     @property
+    def column_groups(self) -> dict[str, list[str]] | None:
+        """Partial-update tables: ordering field -> the columns it guards."""
+        raw = self.props.get(COLUMN_GROUPS_KEY)
+        if not raw:
+            return None
+        try:
+            groups = json.loads(raw)
+        except json.JSONDecodeError:
+            raise TableConfigError(f"{COLUMN_GROUPS_KEY} is not valid JSON", key=COLUMN_GROUPS_KEY) from None
+        return {str(k): [str(c) for c in v] for k, v in groups.items()}
+
+    @property
     def merge_mode(self) -> str:
+        if self.props.get(COLUMN_GROUPS_KEY):
+            return "PARTIAL_UPDATE"
         m = self.props.get("hoodie.record.merge.mode")
         if m:
             return m.upper()

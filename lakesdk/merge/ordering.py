@@ -68,7 +68,8 @@ def _ge(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
     return np.asarray(r.to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str) -> pa.Table:
+def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str,
+                  column_groups: dict[str, list[str]] | None = None) -> pa.Table:
     """De-duplicate one incoming batch by (partition path, record key).
 
     Keeps, per key, the record with the greatest ordering value (event-time ordering) or
@@ -76,6 +77,11 @@ def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str) -> 
     """
     if batch.num_rows <= 1:
         return batch
+    if merge_mode == "PARTIAL_UPDATE" and column_groups:
+        from lakesdk.merge.slice_merge import merge_partial
+        if OP not in batch.column_names:
+            return batch
+        return merge_partial(batch, column_groups=column_groups)
     keys = [PART, KEY]
     sort = [(PART, "ascending"), (KEY, "ascending")]
     if ordering and merge_mode == "EVENT_TIME_ORDERING" and ordering in batch.column_names:

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from lakesdk.merge.ordering import KEY, OP, OP_DELETE, SEQ
 
-__all__ = ["merge_versions"]
+__all__ = ["merge_versions", "merge_partial"]
 
 
 def _rank(col: pa.ChunkedArray) -> np.ndarray:
@@ -34,10 +34,13 @@ def _rank(col: pa.ChunkedArray) -> np.ndarray:
     return np.asarray(idx.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def merge_versions(versions: pa.Table, *, ordering: str | None, merge_mode: str) -> pa.Table:
+def merge_versions(versions: pa.Table, *, ordering: str | None, merge_mode: str,
+                   column_groups: dict[str, list[str]] | None = None) -> pa.Table:
     """Reduce ``versions`` (all versions of the records of one file slice) to the winning
     upsert per key.  ``versions`` must have ``_hoodie_record_key``, ``_lk_seq`` and
     ``_lk_op`` columns (and the ordering field for event-time ordering)."""
+    if merge_mode == "PARTIAL_UPDATE" and column_groups:
+        return merge_partial(versions, column_groups=column_groups)
     n = versions.num_rows
     if n == 0:
         return versions
@@ -71,3 +74,75 @@ def merge_versions(versions: pa.Table, *, ordering: str | None, merge_mode: str)
     keep = winners[win_ops != OP_DELETE]
     keep.sort()
     return versions.take(pa.array(keep))
+
+
+def _last_per_code(code: np.ndarray, *keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, row index) of the last row of each code's run after sorting by ``keys``
+    (least significant first), like the winner selection above."""
+    order = np.lexsort((*keys, code))
+    c = code[order]
+    last = np.ones(len(order), dtype=bool)
+    last[:-1] = c[1:] != c[:-1]
+    return c[last], order[last]
+
+
+def merge_partial(versions: pa.Table, *, column_groups: dict[str, list[str]]) -> pa.Table:
+    """Partial updates with one ordering field per column group (multi-stream joins).
+
+    Each group's columns come from the version with the greatest value of the group's
+    ordering field among the versions that wrote the group (a non-null ordering value);
+    ties go to the later write.  A version never blanks a group it did not write, and a late
+    event never overwrites newer values of its group.  Columns outside every group take the
+    latest non-null value.  A delete without ordering values removes the key and resets
+    every group; versions after it start the key afresh.
+    """
+    n = versions.num_rows
+    if n == 0:
+        return versions
+    seq = np.asarray(versions.column(SEQ).to_numpy(zero_copy_only=False), dtype=np.int64)
+    op = np.asarray(versions.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
+    enc = pc.dictionary_encode(versions.column(KEY)).combine_chunks()
+    code = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    reset = op == OP_DELETE
+    last_reset = np.full(code.max() + 1, -1, dtype=np.int64)
+    if reset.any():
+        np.maximum.at(last_reset, code[reset], seq[reset])
+    alive = (seq > last_reset[code]) & (op != OP_DELETE)
+    # the keys that still exist: some upsert after their last delete
+    keys_alive, latest = _last_per_code(code, seq, alive.astype(np.int8))
+    latest = latest[alive[latest]]
+    keys_alive = code[latest]
+    if len(latest) == 0:
+        return versions.slice(0, 0)
+    slot = np.full(code.max() + 1, -1, dtype=np.int64)
+    slot[keys_alive] = np.arange(len(keys_alive))
+    out = versions.take(pa.array(latest))            # meta columns, key, partition: the latest version
+    grouped = {c for cols in column_groups.values() for c in cols} | set(column_groups)
+    names = out.column_names
+    for ordering, cols in column_groups.items():
+        if ordering not in names:
+            continue
+        ordcol = versions.column(ordering)
+        wrote = alive & np.asarray(pc.is_valid(ordcol).to_numpy(zero_copy_only=False), dtype=bool)
+        src = np.full(len(keys_alive), -1, dtype=np.int64)
+        if wrote.any():
+            c, win = _last_per_code(code, seq, _rank(ordcol), wrote.astype(np.int8))
+            ok = wrote[win] & (slot[c] >= 0)
+            src[slot[c[ok]]] = win[ok]
+        idx = pa.array(src, mask=src < 0)
+        for col in [ordering, *cols]:
+            if col in names:
+                out = out.set_column(names.index(col), col, versions.column(col).take(idx))
+    # ungrouped data columns: latest non-null value
+    for col in names:
+        if col in grouped or col.startswith("_hoodie_") or col in (SEQ, OP):
+            continue
+        valid = alive & np.asarray(pc.is_valid(versions.column(col)).to_numpy(zero_copy_only=False), dtype=bool)
+        if not valid.any():
+            continue
+        c, win = _last_per_code(code, seq, valid.astype(np.int8))
+        ok = valid[win] & (slot[c] >= 0)
+        src = np.full(len(keys_alive), -1, dtype=np.int64)
+        src[slot[c[ok]]] = win[ok]
+        out = out.set_column(names.index(col), col, versions.column(col).take(pa.array(src, mask=src < 0)))
+    return out

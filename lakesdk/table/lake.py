@@ -56,10 +56,15 @@ class Lake:
         table_type: Literal["cow", "mor"] = "cow",
         schema: pa.Schema | None = None,
         hive_style: bool = True,
-        merge_mode: Literal["event_time", "commit_time"] | None = None,
+        merge_mode: Literal["event_time", "commit_time", "partial_update"] | None = None,
+        column_groups: dict[str, list[str]] | None = None,
         exist_ok: bool = False,
     ) -> Table:
-        """Create a table version 8 (Hudi 1.0) in ``<root>/<name>``."""
+        """Create a table version 8 (Hudi 1.0) in ``<root>/<name>``.
+
+        ``merge_mode="partial_update"`` with ``column_groups={ordering_field: [columns...]}``
+        makes a multi-stream table: each stream upserts the key, its ordering field and its
+        columns; each ordering field guards its own columns."""
         if not _NAME_RE.match(name):
             raise SchemaError(f"table name {name!r} is not valid: use letters, digits and underscores, "
                               "starting with a letter or underscore")
@@ -75,13 +80,33 @@ class Lake:
             missing = [f for f in (*keys, *parts, *([ordering] if ordering else [])) if f not in schema.names]
             if missing:
                 raise SchemaError(f"fields {missing} are not in the given schema ({', '.join(schema.names)})")
-        mm = {None: None, "event_time": "EVENT_TIME_ORDERING", "commit_time": "COMMIT_TIME_ORDERING"}.get(merge_mode)
+        mm = {None: None, "event_time": "EVENT_TIME_ORDERING", "commit_time": "COMMIT_TIME_ORDERING",
+              "partial_update": "PARTIAL_UPDATE"}.get(merge_mode)
         if merge_mode is not None and mm is None:
-            raise SchemaError(f"merge_mode must be 'event_time' or 'commit_time', not {merge_mode!r}")
+            raise SchemaError(f"merge_mode must be 'event_time', 'commit_time' or 'partial_update', not {merge_mode!r}")
+        extra = None
+        if mm == "PARTIAL_UPDATE":
+            if not column_groups:
+                raise SchemaError("merge_mode='partial_update' needs column_groups={ordering_field: [columns, ...]}")
+            if ordering:
+                raise SchemaError("a partial-update table orders each column group by its own field; "
+                                  "pass column_groups and no ordering=")
+            seen: set[str] = set()
+            for o, cols in column_groups.items():
+                clash = seen & {o, *cols}
+                if clash:
+                    raise SchemaError(f"columns {sorted(clash)} are in more than one column group")
+                seen |= {o, *cols}
+            import json
+
+            from lakesdk.format.table_config import COLUMN_GROUPS_KEY
+            extra = {COLUMN_GROUPS_KEY: json.dumps({k: list(v) for k, v in column_groups.items()})}
+        elif column_groups:
+            raise SchemaError("column_groups needs merge_mode='partial_update'")
         cfg = TableConfig.new(
             name=name, table_type=tt, record_key_fields=keys, partition_fields=parts, ordering_field=ordering,  # type: ignore[arg-type]
             hive_style=hive_style, create_schema=arrow_to_avro(schema, name) if schema is not None else None,
-            merge_mode=mm,
+            merge_mode=mm, extra=extra,
         )
         ts = self.storage.child(name)
         if not ts.create_exclusive(PROPERTIES_PATH, cfg.to_text().encode("utf-8")):

@@ -116,17 +116,18 @@ class Table:
         first use) unless direct markers are configured or Spark runs over Spark Connect."""
         from lakesdk.markers import write_markers
         kind = self.options.markers
-        if kind == "timeline_server" and "connect" in type(self.spark).__module__:
+        if kind == "timeline_server" and self._spark is not None and "connect" in type(self._spark).__module__:
             kind = "direct"   # executors of a remote Connect server may not reach this process
         if kind == "direct":
             return write_markers(self.storage, instant, "DIRECT")
         if self._marker_server is None or not self._marker_server.running:
             from lakesdk.markers import MarkerServer
             host = "127.0.0.1"
-            try:
-                host = self.spark.conf.get("spark.driver.host") or host
-            except Exception:  # noqa: BLE001
-                pass
+            if self._spark is not None:   # executors reach the driver at its advertised host
+                try:
+                    host = self._spark.conf.get("spark.driver.host") or host
+                except Exception:  # noqa: BLE001
+                    pass
             self._marker_server = MarkerServer(self.storage, host=host,
                                                batch_interval_ms=self.options.marker_batch_interval_ms,
                                                num_threads=self.options.marker_threads).start()
@@ -261,6 +262,13 @@ class Table:
     def maintenance(self) -> "Maintenance":
         """Table services: compaction (and, as they land, clean, clustering, rollback)."""
         return Maintenance(self)
+
+    @property
+    def widgets(self) -> Any:
+        """Notebook widgets (``pip install 'lakesdk[notebook]'``): ``timeline()``, ``markers()``,
+        ``file_layout()``.  Display one as a cell's last expression: ``t.widgets.timeline()``."""
+        from lakesdk.widgets import TableWidgets
+        return TableWidgets(self)
 
     # -- display -------------------------------------------------------------------------------
     def __repr__(self) -> str:

@@ -71,6 +71,11 @@ class WriteOperation:
                     raise MissingColumnError(
                         f"partition field {f!r} is missing from the data (columns: {', '.join(schema.names)}); "
                         f"the table is partitioned by {list(cfg.partition_fields)}")
+            groups = cfg.column_groups
+            if groups and self.operation in ("upsert", "insert") and not any(g in names for g in groups):
+                raise MissingColumnError(
+                    f"none of the ordering fields {list(groups)} is in the data (columns: {', '.join(schema.names)}); "
+                    f"each stream of {cfg.name!r} writes its ordering field with the columns it guards")
             o = cfg.ordering_field
             if o and o not in names and self.operation in ("upsert", "insert"):
                 raise MissingColumnError(
@@ -108,7 +113,7 @@ class WriteOperation:
         ctx = WriteContext(
             storage=t.storage, instant="", schema=target_schema, key_fields=cfg.record_key_fields,
             partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style,
-            ordering=cfg.ordering_field, merge_mode=cfg.merge_mode,
+            ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, column_groups=cfg.column_groups,
             target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
             operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor,
         )
@@ -216,7 +221,8 @@ class WriteOperation:
         op = self.operation
         if arrow is not None and op not in ("bulk_insert", "delete"):
             from lakesdk.merge.ordering import combine_batch
-            arrow = combine_batch(arrow, ordering=ctx.ordering, merge_mode=ctx.merge_mode)  # cheap on the driver
+            arrow = combine_batch(arrow, ordering=ctx.ordering, merge_mode=ctx.merge_mode,
+                                  column_groups=ctx.column_groups)  # cheap on the driver
         if arrow is not None and self._engine() == "local":
             from lakesdk.engine.local import LocalWriteJob
             job: Any = LocalWriteJob(ctx)
@@ -251,7 +257,8 @@ class WriteOperation:
             if any(s.log_files for s in slices):
                 from lakesdk.engine.slice_reader import SliceReadContext
                 slice_ctx = SliceReadContext(t.storage, ctx.schema, ctx.ordering, ctx.merge_mode,
-                                             frozenset(i.requested for i in view.visible))
+                                             frozenset(i.requested for i in view.visible),
+                                             column_groups=ctx.column_groups)
             data = job.tag(data, job.key_index(slices, slice_ctx), global_keys=global_delete)
         else:
             data = job.untagged(data)
