@@ -102,6 +102,12 @@ class LocalWriteJob:
             t = t.drop_columns([FID])
         return t.append_column(FID, pa.nulls(t.num_rows, pa.string()))
 
+    def drop_untagged_deletes(self, t: pa.Table) -> pa.Table:
+        """Deletes of keys the table does not hold have nothing to do."""
+        if t.num_rows == 0 or pc.all(pc.equal(t.column("_lk_op"), 0)).as_py():
+            return t
+        return t.filter(pc.or_(pc.is_valid(t.column(FID)), pc.equal(t.column("_lk_op"), 0)))
+
     def only_tagged(self, t: pa.Table) -> pa.Table:
         return t.filter(pc.is_valid(t.column(FID)))
 

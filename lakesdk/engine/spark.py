@@ -151,6 +151,10 @@ class SparkWriteJob:
         from pyspark.sql import functions as F
         return df.withColumn(FID, F.lit(None).cast("string"))
 
+    def drop_untagged_deletes(self, df: Any) -> Any:
+        from pyspark.sql import functions as F
+        return df.filter(F.col(FID).isNotNull() | (F.col(OP) == 0))
+
     def only_tagged(self, df: Any) -> Any:
         from pyspark.sql import functions as F
         return df.filter(F.col(FID).isNotNull())

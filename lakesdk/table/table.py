@@ -35,6 +35,8 @@ class TableOptions:
     heartbeat_misses: int = 2                      # hoodie.client.heartbeat.tolerable.misses
     failed_writes: Literal["eager", "lazy"] = "eager"   # hoodie.cleaner.policy.failed.writes
     engine: Literal["auto", "spark", "local"] = "auto"  # where writes of driver-side data run
+    clean_after_write: bool = False                # hoodie.clean.automatic (inline clean after each commit)
+    clean_retain_commits: int = 10                 # hoodie.cleaner.commits.retained (inline clean, KEEP_LATEST_COMMITS)
 
 
 def load_config(storage: Storage) -> TableConfig:
@@ -156,19 +158,32 @@ class Table:
         return resolve_schema(store, store.load(), create_schema=self.config.create_schema) or pa.schema([])
 
     def history(self) -> Any:
-        """pandas DataFrame: one row per completed instant, newest last, with write stats."""
+        """pandas DataFrame: one row per completed instant, newest last, with write stats;
+        instants archived into the timeline history are included (``archived`` is True)."""
         import pandas as pd
+        from lakesdk.format.commit_metadata import CommitMetadata
+        from lakesdk.services.archival import archived_instants
         store = self._store()
+        active = store.load().by_completion()
+        # archived instants (timeline history) first; an instant in both places is the active one
+        keys = {(i.requested, i.completed_action) for i in active}
+        entries = [(a.instant, a.metadata, True) for a in archived_instants(self)
+                   if (a.instant.requested, a.instant.completed_action) not in keys]
+        entries += [(i, None, False) for i in active]
+        entries.sort(key=lambda e: (e[0].completed or e[0].requested, e[0].requested))
         rows = []
-        for inst in store.load().by_completion():
-            row: dict[str, Any] = {"instant": inst.requested, "completed": inst.completed, "action": inst.action}
+        for inst, data, archived in entries:
+            row: dict[str, Any] = {"instant": inst.requested, "completed": inst.completed, "action": inst.action,
+                                   "archived": archived}
             if inst.completed_action in ("commit", "deltacommit", "replacecommit"):
-                md = store.commit_metadata(inst)
+                md = (CommitMetadata.parse(data or b"", layout=2, replace=inst.completed_action == "replacecommit")
+                      if archived else store.commit_metadata(inst))
                 tot = md.totals()
                 row.update(operation=md.operation_type, inserted=tot["inserted"], updated=tot["updated"],
                            deleted=tot["deleted"], files=tot["files"], bytes=tot["bytes"], partitions=tot["partitions"])
             rows.append(row)
-        cols = ["instant", "completed", "action", "operation", "inserted", "updated", "deleted", "files", "bytes", "partitions"]
+        cols = ["instant", "completed", "action", "operation", "inserted", "updated", "deleted", "files", "bytes",
+                "partitions", "archived"]
         return pd.DataFrame(rows, columns=cols)
 
     # -- writes ------------------------------------------------------------------------------
@@ -203,6 +218,13 @@ class Table:
             raise ValueError(f"scope must be 'partitions' or 'table', not {scope!r}")
         op = "insert_overwrite" if scope == "partitions" else "insert_overwrite_table"
         return self.write(data, operation=op).execute()
+
+    def merge(self, source: Any, on: str | list[str] | None = None) -> Any:
+        """Start a merge (Delta Lake style) of ``source`` into this table, matched on ``on``
+        (default: the record key).  Chain ``when_*`` clauses, then ``.execute()``."""
+        from lakesdk.table.merge import MergeBuilder
+        keys = (on,) if isinstance(on, str) else tuple(on) if on else self.key
+        return MergeBuilder(self, source, keys)
 
     # -- reads -------------------------------------------------------------------------------
     def read(self, columns: list[str] | None = None, *, where: Any = None, filters: Any = None,
@@ -362,5 +384,66 @@ class Maintenance:
     def pending_compactions(self) -> list[Any]:
         return [i for i in self._t.timeline.pending if i.action == "compaction"]
 
+    # -- clean, savepoint/restore, archival (lakesdk.services.clean / savepoint / archival) --------
+    def plan_clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retain_commits: int = 10, retain_versions: int = 3,
+                   retain_hours: float = 24) -> Any:
+        """What a clean would delete now (nothing is written): a CleanPlan with the files,
+        their bytes, the expected effect and the earliest retained instant.  ``policy`` is
+        KEEP_LATEST_COMMITS (retain ``retain_commits``), KEEP_LATEST_FILE_VERSIONS (retain
+        ``retain_versions`` per file group) or KEEP_LATEST_BY_HOURS (``retain_hours``)."""
+        from lakesdk.services.clean import plan_clean
+        return plan_clean(self._t, policy=policy, retain_commits=retain_commits, retain_versions=retain_versions,
+                          retain_hours=retain_hours)
+
+    def clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retain_commits: int = 10, retain_versions: int = 3,
+              retain_hours: float = 24) -> Any:
+        """Plan, schedule (``T.clean.requested``) and execute a clean; returns a CleanResult,
+        or ``None`` when nothing needed deleting.  Pending cleans are finished first."""
+        from lakesdk.services.clean import clean
+        return clean(self._t, policy=policy, retain_commits=retain_commits, retain_versions=retain_versions,
+                     retain_hours=retain_hours)
+
+    def savepoint(self, instant: Any = None, *, user: str = "", comment: str = "") -> Any:
+        """Savepoint a completed commit (default: the latest): its files are kept by cleans,
+        archival stops before it, and :meth:`restore` can go back to it."""
+        from lakesdk.services.savepoint import savepoint
+        return savepoint(self._t, instant, user=user, comment=comment)
+
+    def savepoints(self) -> list[Any]:
+        """Completed savepoints, oldest first."""
+        from lakesdk.services.savepoint import savepoints
+        return savepoints(self._t)
+
+    def delete_savepoint(self, instant: Any) -> bool:
+        """Delete the savepoint of ``instant``; False when there was none."""
+        from lakesdk.services.savepoint import delete_savepoint
+        return delete_savepoint(self._t, instant)
+
+    def plan_restore(self, savepoint_instant: Any) -> Any:
+        """What :meth:`restore` would roll back (nothing is written)."""
+        from lakesdk.services.savepoint import plan_restore
+        return plan_restore(self._t, savepoint_instant)
+
+    def restore(self, savepoint_instant: Any) -> Any:
+        """Roll back every write after the savepoint (newest first) as one restore instant;
+        returns a RestoreResult.  The table then holds exactly the savepointed rows."""
+        from lakesdk.services.savepoint import restore
+        return restore(self._t, savepoint_instant)
+
+    def plan_archive(self, *, min_commits: int = 20, max_commits: int = 30, beyond_savepoint: bool = False) -> Any:
+        """The instants :meth:`archive` would move into the timeline history (nothing is written)."""
+        from lakesdk.services.archival import plan_archive
+        return plan_archive(self._t, min_commits=min_commits, max_commits=max_commits,
+                            beyond_savepoint=beyond_savepoint)
+
+    def archive(self, *, min_commits: int = 20, max_commits: int = 30, beyond_savepoint: bool = False) -> Any:
+        """Move old completed instants into the timeline history (``.hoodie/timeline/history``)
+        once more than ``max_commits`` commits are active, keeping the newest ``min_commits``
+        (never past a pending instant or the earliest savepoint); returns an ArchiveResult."""
+        from lakesdk.services.archival import archive
+        return archive(self._t, min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
+
     def __repr__(self) -> str:
-        return f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact()>"
+        return (f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact(), plan_clean(), "
+                "clean(), savepoint(), savepoints(), delete_savepoint(), plan_restore(), restore(), plan_archive(), "
+                "archive()>")

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["WriteOperation", "Operation"]
 
-Operation = Literal["upsert", "insert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table"]
-_OPERATION_TYPE = {"upsert": "UPSERT", "insert": "INSERT", "bulk_insert": "BULK_INSERT", "delete": "DELETE",
+Operation = Literal["upsert", "insert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table", "merge"]
+_OPERATION_TYPE = {"upsert": "UPSERT", "merge": "UPSERT", "insert": "INSERT", "bulk_insert": "BULK_INSERT", "delete": "DELETE",
                    "insert_overwrite": "INSERT_OVERWRITE", "insert_overwrite_table": "INSERT_OVERWRITE_TABLE"}
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 
@@ -77,11 +77,12 @@ class WriteOperation:
                     f"none of the ordering fields {list(groups)} is in the data (columns: {', '.join(schema.names)}); "
                     f"each stream of {cfg.name!r} writes its ordering field with the columns it guards")
             o = cfg.ordering_field
-            if o and o not in names and self.operation in ("upsert", "insert"):
+            if o and o not in names and self.operation in ("upsert", "insert", "merge"):
                 raise MissingColumnError(
                     f"ordering field {o!r} is missing from the data (columns: {', '.join(schema.names)}); "
                     f"upserts into {cfg.name!r} decide between versions of a record by {o!r}: add it to every row")
-        bad = [n for n in schema.names if n in META_FIELDS or n.startswith("_lk_")]
+        bad = [n for n in schema.names if n in META_FIELDS or (n.startswith("_lk_") and not (
+            self.operation == "merge" and n == OP))]
         if bad and self.operation != "delete":
             if arrow is not None:
                 arrow = arrow.drop_columns(bad)
@@ -89,6 +90,8 @@ class WriteOperation:
             else:
                 sdf = sdf.drop(*bad)
                 schema = pa.schema([f for f in schema if f.name not in bad])
+        if OP in schema.names:   # merge: the per-row op is not a table column
+            schema = pa.schema([f for f in schema if f.name != OP])
         return arrow, sdf, schema
 
     # -- execution ------------------------------------------------------------------------------
@@ -129,7 +132,10 @@ class WriteOperation:
                 arrow = add_key_columns(ctx, arrow)
                 partitions = sorted(set(pc.unique(arrow.column(PART)).to_pylist()))
             n = arrow.num_rows
-            arrow = arrow.append_column(OP, pa.repeat(pa.scalar(op_code, pa.int8()), n))
+            if OP in arrow.column_names:   # merge: each row says whether it is an upsert or a delete
+                arrow = arrow.set_column(arrow.column_names.index(OP), OP, pc.cast(arrow.column(OP), pa.int8()))
+            else:
+                arrow = arrow.append_column(OP, pa.repeat(pa.scalar(op_code, pa.int8()), n))
             arrow = arrow.append_column(SEQ, pa.array(np.arange(n, dtype=np.int64)))
 
         # -- failed writes of earlier writers are rolled back first ------------------------------
@@ -187,6 +193,10 @@ class WriteOperation:
             from lakesdk.services.compaction import deltacommits_since_compaction
             if deltacommits_since_compaction(t) >= t.options.compact_every:
                 compaction = t.maintenance.compact()
+        # -- inline clean (TableOptions.clean_after_write; lakesdk.services.clean) ------------------
+        if getattr(t.options, "clean_after_write", False):
+            from lakesdk.services.clean import clean_after_write
+            clean_after_write(t)
         return WriteResult(
             table=cfg.name, operation=self.operation, instant=instant.requested, completed=completed.completed,
             action=action, inserted=counts.inserted, updated=counts.updated, deleted=counts.deleted,
@@ -265,6 +275,7 @@ class WriteOperation:
         if op == "delete":
             data = job.only_tagged(data)
         else:
+            data = job.drop_untagged_deletes(data)
             small: dict[str, list[tuple[str, int]]] = {}
             for s in slices:
                 if s.base_path and not t.config.is_mor:  # merge-on-read inserts go to new file groups

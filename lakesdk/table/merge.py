@@ -1,0 +1,235 @@
+"""The merge builder: ``t.merge(source, on=...)`` with when-matched / when-not-matched clauses.
+
+Semantics follow Delta Lake's MERGE: clauses are tried in the order given and the first
+whose condition holds applies to a row; ``s.`` names the source and ``t.`` the target.
+Conditions and ``set`` values are Spark SQL expressions, evaluated by Spark over the join of
+the source with the table's current snapshot.  The changed rows are then written as one
+commit through the table's write path, which touches only the file groups that hold
+matched keys.  As with every write to an event-time table, a row whose ordering value is
+lower than the stored one does not replace it (Hudi's MERGE INTO behaves the same).
+
+A source with duplicate keys is an error: which of its rows should update the target
+would be ambiguous.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from lakesdk.exceptions import LakeError, SchemaError
+
+if TYPE_CHECKING:
+    from lakesdk.table.results import WriteResult
+    from lakesdk.table.table import Table
+
+__all__ = ["MergeBuilder", "MergeResult", "MergeConflictError"]
+
+
+class MergeConflictError(LakeError, ValueError):
+    """The merge source matches a target row more than once (duplicate keys)."""
+
+
+Kind = Literal["matched_update", "matched_update_all", "matched_delete", "not_matched_insert",
+               "not_matched_insert_all", "by_source_update", "by_source_delete"]
+
+
+@dataclass(frozen=True)
+class _Clause:
+    kind: Kind
+    condition: str | None = None
+    values: dict[str, str] | None = None
+
+    @property
+    def label(self) -> str:
+        cond = f" if {self.condition}" if self.condition else ""
+        return f"{self.kind}{cond}"
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """Counts per clause (in the order the clauses were given) and the commit."""
+
+    source_rows: int
+    updated: int
+    inserted: int
+    deleted: int
+    unchanged: int
+    per_clause: tuple[tuple[str, int], ...]
+    write: "WriteResult | None"
+    seconds: float
+
+    def __repr__(self) -> str:
+        at = f" @ {self.write.instant}" if self.write and self.write.instant else " (no changes)"
+        return (f"MergeResult({self.source_rows} source rows{at}: updated={self.updated}, inserted={self.inserted}, "
+                f"deleted={self.deleted}, unchanged={self.unchanged}, seconds={self.seconds:.2f})")
+
+    def _repr_html_(self) -> str:
+        rows = "".join(f"<tr><td><code>{c}</code></td><td>{n}</td></tr>" for c, n in self.per_clause)
+        return f"<div><b>{repr(self)}</b><table><tr><th>clause</th><th>rows</th></tr>{rows}</table></div>"
+
+
+@dataclass(frozen=True)
+class MergeBuilder:
+    """Immutable: each ``when_*`` returns a new builder; ``execute()`` runs it."""
+
+    table: "Table"
+    source: Any
+    on: tuple[str, ...]
+    clauses: tuple[_Clause, ...] = field(default=())
+
+    def _add(self, clause: _Clause) -> "MergeBuilder":
+        return replace(self, clauses=self.clauses + (clause,))
+
+    def when_matched_update(self, set: dict[str, str], condition: str | None = None) -> "MergeBuilder":  # noqa: A002
+        return self._add(_Clause("matched_update", condition, dict(set)))
+
+    def when_matched_update_all(self, condition: str | None = None) -> "MergeBuilder":
+        return self._add(_Clause("matched_update_all", condition))
+
+    def when_matched_delete(self, condition: str | None = None) -> "MergeBuilder":
+        return self._add(_Clause("matched_delete", condition))
+
+    def when_not_matched_insert(self, values: dict[str, str], condition: str | None = None) -> "MergeBuilder":
+        return self._add(_Clause("not_matched_insert", condition, dict(values)))
+
+    def when_not_matched_insert_all(self, condition: str | None = None) -> "MergeBuilder":
+        return self._add(_Clause("not_matched_insert_all", condition))
+
+    def when_not_matched_by_source_update(self, set: dict[str, str], condition: str | None = None) -> "MergeBuilder":  # noqa: A002
+        return self._add(_Clause("by_source_update", condition, dict(set)))
+
+    def when_not_matched_by_source_delete(self, condition: str | None = None) -> "MergeBuilder":
+        return self._add(_Clause("by_source_delete", condition))
+
+    def __repr__(self) -> str:
+        body = "".join(f"\n  .{c.label}" for c in self.clauses) or " (no clauses)"
+        return f"<MergeBuilder into {self.table.name!r} on {list(self.on)}{body}>"
+
+    # -- execution -------------------------------------------------------------------------------
+    def execute(self) -> MergeResult:
+        from pyspark.sql import functions as F
+
+        from lakesdk.table.data import to_arrow_or_spark
+        t0 = time.perf_counter()
+        if not self.clauses:
+            raise SchemaError("the merge has no clauses: add when_matched_... or when_not_matched_...")
+        t = self.table
+        spark = t.spark
+        arrow, sdf = to_arrow_or_spark(self.source)
+        src = spark.createDataFrame(arrow) if arrow is not None else sdf
+        missing = [k for k in self.on if k not in src.columns]
+        if missing:
+            raise SchemaError(f"merge key(s) {missing} are not columns of the source ({', '.join(src.columns)})")
+        dup = src.groupBy(*self.on).count().filter("count > 1").limit(3).collect()
+        if dup:
+            keys = [tuple(r[k] for k in self.on) for r in dup]
+            raise MergeConflictError(
+                f"the merge source has several rows for the same key (e.g. {keys}); a target row can be "
+                "matched by one source row only: de-duplicate the source first")
+        target_cols = t.schema.names
+        tgt = t.read().to_spark() if target_cols else None
+        s = src.select([F.col(c).alias(f"__s_{c}") for c in src.columns]).withColumn("__s_present", F.lit(True))
+        if tgt is None:
+            tgt = spark.createDataFrame([], src.schema)
+            target_cols = src.columns
+        tt = tgt.select([F.col(c).alias(f"__t_{c}") for c in tgt.columns]).withColumn("__t_present", F.lit(True))
+        cond = None
+        for k in self.on:
+            c = F.col(f"__s_{k}") == F.col(f"__t_{k}")
+            cond = c if cond is None else (cond & c)
+        by_source = any(c.kind.startswith("by_source") for c in self.clauses)
+        joined = s.join(tt, cond, "full_outer" if by_source else "left_outer")
+
+        def sql(e: str) -> Any:
+            """s.x -> source column, t.x -> target column, inside a Spark SQL expression."""
+            import re
+            e2 = re.sub(r"\bs\.(`?)(\w+)\1", r"`__s_\2`", e)
+            e2 = re.sub(r"\bt\.(`?)(\w+)\1", r"`__t_\2`", e2)
+            return F.expr(e2)
+
+        matched = F.col("__s_present").isNotNull() & F.col("__t_present").isNotNull()
+        src_only = F.col("__s_present").isNotNull() & F.col("__t_present").isNull()
+        tgt_only = F.col("__s_present").isNull() & F.col("__t_present").isNotNull()
+        action = None
+        for i, c in enumerate(self.clauses):
+            when = matched if c.kind.startswith("matched") else src_only if c.kind.startswith("not_matched") \
+                else tgt_only
+            if c.condition:
+                when = when & sql(c.condition)
+            action = F.when(when, F.lit(i)) if action is None else action.when(when, F.lit(i))
+        joined = joined.withColumn("__action", action)
+        agg = joined.groupBy("__action", F.col("__s_present").isNotNull().alias("__has_s")).count().collect()
+        counts: dict[int | None, int] = {}
+        for r in agg:
+            counts[r["__action"]] = counts.get(r["__action"], 0) + r["count"]
+        source_rows = sum(r["count"] for r in agg if r["__has_s"])
+        unchanged = sum(r["count"] for r in agg if r["__has_s"] and r["__action"] is None)
+        # one output row per acted-on row, in the target schema, with its op
+        outs = []
+        all_cols = list(dict.fromkeys([*target_cols, *[c for c in src.columns if c not in target_cols]]))
+        for i, c in enumerate(self.clauses):
+            rows = joined.filter(F.col("__action") == i)
+            if c.kind.endswith("delete"):
+                # the delete carries the source's ordering value when it has one (as Hudi's MERGE
+                # INTO does): a delete older than the stored record is ignored on event-time tables
+                ordering = t.config.ordering_field
+                exprs = [(F.coalesce(F.col(f"__s_{k}"), F.col(f"__t_{k}")) if k == ordering and k in src.columns
+                          else F.col(f"__t_{k}")).alias(k) for k in target_cols]
+                op = 1
+            elif c.kind in ("matched_update_all", "not_matched_insert_all"):
+                exprs = [(F.col(f"__s_{k}") if k in src.columns else F.col(f"__t_{k}") if k in tgt.columns
+                          else F.lit(None)).alias(k) for k in all_cols]
+                op = 0
+            else:
+                vals = c.values or {}
+                unknown = [k for k in vals if k not in all_cols]
+                if unknown:
+                    raise SchemaError(f"merge clause sets unknown column(s) {unknown}; the table has {target_cols}")
+                base = "__t_" if c.kind != "not_matched_insert" else None
+                exprs = []
+                for k in all_cols:
+                    if k in vals:
+                        exprs.append(sql(vals[k]).alias(k))
+                    elif k in self.on:
+                        exprs.append(F.coalesce(F.col(f"__s_{k}"), F.col(f"__t_{k}")).alias(k))
+                    elif base and k in tgt.columns:
+                        exprs.append(F.col(f"{base}{k}").alias(k))
+                    else:
+                        exprs.append(F.lit(None).alias(k))
+                op = 0
+            outs.append(rows.select(*exprs, F.lit(op).cast("tinyint").alias("_lk_op")))
+        changes = outs[0]
+        for o in outs[1:]:
+            changes = changes.unionByName(o, allowMissingColumns=True)
+        acted = sum(counts.get(i, 0) for i in range(len(self.clauses)))
+        write = None
+        if acted:
+            from lakesdk.table.write import WriteOperation
+            data = changes.toArrow() if t._spark_is_local() else changes
+            if data is not None and hasattr(data, "num_rows"):
+                data = _fix_types(data, t)
+            write = WriteOperation(t, "merge", data).execute()
+        per = tuple((c.label, int(counts.get(i, 0))) for i, c in enumerate(self.clauses))
+        upd = sum(n for (c, n), cl in zip(per, self.clauses) if cl.kind in ("matched_update", "matched_update_all",
+                                                                          "by_source_update"))
+        ins = sum(n for (c, n), cl in zip(per, self.clauses) if cl.kind.startswith("not_matched"))
+        dele = sum(n for (c, n), cl in zip(per, self.clauses) if cl.kind.endswith("delete"))
+        return MergeResult(source_rows, upd, ins, dele, unchanged, per, write, time.perf_counter() - t0)
+
+
+def _fix_types(data: Any, t: "Table") -> Any:
+    """Spark widens some types (e.g. a null literal becomes null-typed): cast back to the table schema."""
+    import pyarrow as pa
+    schema = t.schema
+    cols = []
+    for name in data.column_names:
+        col = data.column(name)
+        if name in schema.names and col.type != schema.field(name).type:
+            try:
+                col = col.cast(schema.field(name).type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass
+        cols.append(col)
+    return pa.Table.from_arrays(cols, names=data.column_names)
