@@ -223,9 +223,20 @@ class TimelineStore:
     def delete(self, instant: Instant) -> None:
         self.storage.delete(self.path(instant))
 
-    def all_states(self, requested: str) -> list[str]:
-        """File names on storage that belong to ``requested`` (any state)."""
-        return [e.name for e in self.storage.list(self.dir) if e.name.startswith(requested)]
+    def all_states(self, requested: str, action: str | None = None) -> list[str]:
+        """Timeline file names of the instant ``requested`` (any state); with ``action``, only
+        that instant's (another action may share the time, written by another writer)."""
+        out = []
+        for e in self.storage.list(self.dir):
+            if not e.name.startswith(requested) or not Instant.is_timeline_file(e.name):
+                continue
+            inst = Instant.parse_file_name(e.name)
+            if inst.requested != requested:
+                continue
+            if action is not None and _family(inst) != _family(Instant(action, "requested", requested)):
+                continue
+            out.append(e.name)
+        return out
 
 
 def sort_instants(instants: Sequence[Instant]) -> list[Instant]:

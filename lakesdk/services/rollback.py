@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from lakesdk.exceptions import InstantNotFoundError, LakeError
+from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError, LakeError
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.plans import RollbackMetadataData, RollbackPlanData, RollbackRequest
 from lakesdk.format.timeline import InstantClock, TimelineStore
@@ -101,7 +101,7 @@ def _execute(table: "Table", store: TimelineStore, target: Instant, plan: Rollba
                               {p: tuple(v) for p, v in deleted.items()}, {p: tuple(v) for p, v in failed.items()})
     store.transition(rollback_instant, "completed", md.to_avro())
     # the rolled-back instant leaves the timeline: completed file first, requested last
-    names = store.all_states(target.requested)
+    names = store.all_states(target.requested, target.action)
     for name in sorted(names, key=lambda n: (0 if "_" in n.split(".")[0] else 1 if "inflight" in n else 2)):
         storage.delete(posixpath.join(store.dir, name))
     storage.delete_dir(f".hoodie/.temp/{target.requested}")
@@ -148,14 +148,22 @@ def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
     return _execute(table, store, target, plan, rb)
 
 
-def resume_pending_rollbacks(table: "Table") -> list[RollbackResult]:
-    """Finish rollbacks that a crash interrupted."""
+def resume_pending_rollbacks(table: "Table", *, min_age_s: float = 0.0) -> list[RollbackResult]:
+    """Finish rollbacks that a crash interrupted (with several writers: only those older
+    than ``min_age_s``, since a young one belongs to a writer that is still at it)."""
+    from datetime import datetime, timezone
     store = table._store()
     out = []
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
     for rb in store.load().pending.filter(actions=["rollback"]):
-        plan = RollbackPlanData.parse(table.storage.read(store.path(Instant("rollback", "requested", rb.requested))))
-        target = Instant(plan.action or "commit", "inflight", plan.instant)
-        out.append(_execute(table, store, target, plan, rb))
+        if (now - rb.requested_at).total_seconds() < min_age_s:
+            continue
+        try:
+            plan = RollbackPlanData.parse(table.storage.read(store.path(Instant("rollback", "requested", rb.requested))))
+            target = Instant(plan.action or "commit", "inflight", plan.instant)
+            out.append(_execute(table, store, target, plan, rb))
+        except (FileNotFoundError, CorruptTimelineError, InstantNotFoundError):
+            continue   # finished by its own writer meanwhile
     return out
 
 
@@ -167,6 +175,8 @@ def _remove_stale_markers_and_heartbeats(table: "Table", timeline: Any) -> None:
     newest = timeline.max_time() or ""
     for folder in (".hoodie/.temp", ".hoodie/.heartbeat"):
         for e in table.storage.list(folder):
+            if not (len(e.name) == 17 and e.name.isdigit()):
+                continue   # a heartbeat being written (temp name) or something not ours
             # keep pending instants, and anything newer than this timeline (a concurrent writer
             # may have started since it was loaded)
             if not (e.name in completed or (e.name not in known and e.name < newest)):
@@ -177,18 +187,32 @@ def _remove_stale_markers_and_heartbeats(table: "Table", timeline: Any) -> None:
                 table.storage.delete(e.path)
 
 
+def _dead(table: "Table", inst: Instant, is_expired: Any) -> bool:
+    """A pending write belongs to a dead writer when its heartbeat expired, and (so that a
+    writer that has just created its instant is not mistaken for a dead one) the instant is
+    older than the heartbeat tolerance."""
+    from datetime import datetime, timezone
+    tolerance = table.options.heartbeat_interval_s * table.options.heartbeat_misses
+    age = (datetime.now(timezone.utc).replace(tzinfo=None) - inst.requested_at).total_seconds()
+    return age > tolerance and is_expired(table.storage, inst.requested, table.options.heartbeat_interval_s,
+                                          table.options.heartbeat_misses)
+
+
 def rollback_failed_writes(table: "Table", *, policy: Literal["eager", "lazy"] = "eager",
                            exclude: str | None = None) -> list[RollbackResult]:
     """Roll back pending writes left by failed or dead writers (see module doc)."""
     from lakesdk.concurrency.heartbeat import is_expired
-    out = resume_pending_rollbacks(table)
+    tolerance = table.options.heartbeat_interval_s * table.options.heartbeat_misses
+    out = resume_pending_rollbacks(table, min_age_s=tolerance if policy == "lazy" else 0.0)
     timeline = table._store().load()
     _remove_stale_markers_and_heartbeats(table, timeline)
     for inst in timeline.pending:
         if inst.action not in ("commit", "deltacommit", "replacecommit") or inst.requested == exclude:
             continue
-        if policy == "lazy" and not is_expired(table.storage, inst.requested, table.options.heartbeat_interval_s,
-                                               table.options.heartbeat_misses):
+        if policy == "lazy" and not _dead(table, inst, is_expired):
             continue
-        out.append(rollback(table, inst, _allow_alive=True))
+        try:
+            out.append(rollback(table, inst, _allow_alive=True))
+        except InstantNotFoundError:
+            continue   # another writer rolled it back first
     return out

@@ -37,10 +37,11 @@ class Lake:
     """
 
     def __init__(self, root: str, *, spark: Any = None, storage_options: dict[str, Any] | None = None,
-                 options: TableOptions | None = None) -> None:
+                 options: TableOptions | None = None, concurrency: str | None = None, lock: str | None = None,
+                 lock_options: dict[str, Any] | None = None) -> None:
         self.storage = Storage(str(root), storage_options)
         self._spark = spark
-        self.options = options or TableOptions()
+        self.options = _with_concurrency(options or TableOptions(), concurrency, lock, lock_options)
 
     @property
     def root(self) -> str:
@@ -135,7 +136,31 @@ class Lake:
         return f"<Lake {self.root!r}>"
 
 
+def _with_concurrency(options: TableOptions, concurrency: str | None, lock: str | None,
+                      lock_options: dict[str, Any] | None) -> TableOptions:
+    from dataclasses import replace
+    changes: dict[str, Any] = {}
+    if concurrency is not None:
+        if concurrency not in ("single_writer", "optimistic"):
+            raise SchemaError(f"concurrency must be 'single_writer' or 'optimistic', not {concurrency!r}")
+        changes["concurrency"] = concurrency
+    if lock is not None:
+        if lock not in ("in_process", "storage", "zookeeper"):
+            raise SchemaError(f"lock must be 'in_process', 'storage' or 'zookeeper', not {lock!r}")
+        changes["lock"] = lock
+    if lock_options is not None:
+        changes["lock_options"] = tuple(sorted(lock_options.items()))
+    return replace(options, **changes) if changes else options
+
+
 def open_table(url: str, *, spark: Any = None, storage_options: dict[str, Any] | None = None,
-               options: TableOptions | None = None) -> Table:
-    """Open an existing Hudi table (written by lakesdk or by Apache Hudi)."""
-    return Table(Storage(str(url), storage_options), spark=spark, options=options)
+               options: TableOptions | None = None, concurrency: str | None = None, lock: str | None = None,
+               lock_options: dict[str, Any] | None = None) -> Table:
+    """Open an existing Hudi table (written by lakesdk or by Apache Hudi).
+
+    ``concurrency="optimistic"`` lets several writers (threads, processes, machines) write
+    at once; ``lock`` ("in_process", "storage" or "zookeeper") and ``lock_options`` choose
+    the lock that guards commits.  A write that loses a race raises
+    :class:`lakesdk.WriteConflictError` and leaves no trace."""
+    return Table(Storage(str(url), storage_options), spark=spark,
+                 options=_with_concurrency(options or TableOptions(), concurrency, lock, lock_options))

@@ -35,6 +35,9 @@ class TableOptions:
     heartbeat_misses: int = 2                      # hoodie.client.heartbeat.tolerable.misses
     failed_writes: Literal["eager", "lazy"] = "eager"   # hoodie.cleaner.policy.failed.writes
     engine: Literal["auto", "spark", "local"] = "auto"  # where writes of driver-side data run
+    concurrency: Literal["single_writer", "optimistic"] = "single_writer"   # hoodie.write.concurrency.mode
+    lock: Literal["in_process", "storage", "zookeeper"] = "in_process"       # lock provider (optimistic mode)
+    lock_options: tuple[tuple[str, Any], ...] = ()     # e.g. (("zk_connect", "127.0.0.1:2181"),)
     clean_after_write: bool = False                # hoodie.clean.automatic (inline clean after each commit)
     clean_retain_commits: int = 10                 # hoodie.cleaner.commits.retained (inline clean, KEEP_LATEST_COMMITS)
 
@@ -65,6 +68,7 @@ class Table:
         self.options = options or TableOptions()
         self._timeline_store: TimelineStore | None = None
         self._marker_server: Any = None
+        self._lock_provider: Any = None
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -112,6 +116,15 @@ class Table:
             return str(self._spark.sparkContext.master).startswith("local")
         except Exception:  # noqa: BLE001 - Spark Connect: the cluster is elsewhere
             return False
+
+    def _lock(self) -> Any:
+        """The table lock of optimistic concurrency (None for a single writer)."""
+        if self.options.concurrency != "optimistic":
+            return None
+        if self._lock_provider is None:
+            from lakesdk.concurrency.locks import lock_provider
+            self._lock_provider = lock_provider(self.options.lock, self.storage, dict(self.options.lock_options))
+        return self._lock_provider
 
     def _markers(self, instant: str) -> Any:
         """WriteMarkers for ``instant``: timeline-server based (a server this handle starts on
@@ -161,6 +174,7 @@ class Table:
         """pandas DataFrame: one row per completed instant, newest last, with write stats;
         instants archived into the timeline history are included (``archived`` is True)."""
         import pandas as pd
+
         from lakesdk.format.commit_metadata import CommitMetadata
         from lakesdk.services.archival import archived_instants
         store = self._store()
@@ -342,7 +356,9 @@ class Inspect:
         """The CommitMetadata of a completed write instant (requested time or Instant)."""
         store = self._t._store()
         req = instant.requested if hasattr(instant, "requested") else instant.instant if hasattr(instant, "instant") else instant
-        return store.commit_metadata(store.load().get(req))
+        timeline = store.load()
+        writes = [i for i in timeline.commits if i.requested == req]   # another action may share the time
+        return store.commit_metadata(writes[0] if writes else timeline.get(req))
 
     def __repr__(self) -> str:
         return f"<Inspect {self._t.name!r}: file_groups(), partitions(), commit_metadata(instant)>"

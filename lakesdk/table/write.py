@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from lakesdk import _faults as faults
 from lakesdk.engine.tasks import FileGroupTarget, WriteContext, add_key_columns
-from lakesdk.exceptions import MissingColumnError, SchemaError
+from lakesdk.exceptions import MissingColumnError, SchemaError, WriteError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import Instant
 from lakesdk.format.schema import META_FIELDS, data_schema, unify_schemas
@@ -140,7 +140,8 @@ class WriteOperation:
 
         # -- failed writes of earlier writers are rolled back first ------------------------------
         from lakesdk.services.rollback import rollback, rollback_failed_writes
-        if rollback_failed_writes(t, policy=t.options.failed_writes):
+        policy = "lazy" if t.options.concurrency == "optimistic" else t.options.failed_writes
+        if rollback_failed_writes(t, policy=policy):
             timeline = store.load()
 
         # -- the instant: requested -> inflight ------------------------------------------------
@@ -148,13 +149,9 @@ class WriteOperation:
             action = "replacecommit"
         else:
             action = "deltacommit" if cfg.is_mor else "commit"
-        instant = Instant(action, "requested", InstantClock.next(after=timeline.max_time()))
+        instant, heartbeat = self._new_instant(store, action, timeline)
         ctx.instant = instant.requested
-        store.create(instant)
         faults.crash_point("after_requested")
-        from lakesdk.concurrency.heartbeat import Heartbeat
-        heartbeat = Heartbeat(t.storage, instant.requested, t.options.heartbeat_interval_s,
-                              t.options.heartbeat_misses).start()
         inflight = store.transition(instant, "inflight",
                                     CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).to_avro())
         ctx.markers = t._markers(instant.requested)
@@ -175,11 +172,23 @@ class WriteOperation:
                 partition_to_replace_file_ids=replaced if action == "replacecommit" else None,
             )
             data = md.to_avro()
-            if faults.armed("during_commit"):  # leave what a crash inside the commit-file write leaves
-                done = inflight.to("completed", InstantClock.next(after=instant.requested))
-                t.storage.write(f"{store.path(done)}.{uuid.uuid4().hex}.tmp", data[: len(data) // 2])
-                faults.crash_point("during_commit")
-            completed = store.transition(inflight, "completed", data)
+            lock = t._lock()   # multi-writer: conflict check and commit under the table lock
+            if lock is not None:
+                lock.acquire()
+            try:
+                if lock is not None:
+                    from lakesdk.concurrency.conflicts import find_conflicts, raise_on_conflict
+                    seen = frozenset((i.requested, i.action) for i in timeline.completed)
+                    raise_on_conflict(cfg.name, instant, find_conflicts(store, store.load(), instant, stats,
+                                                                        replaced or None, seen=seen))
+                if faults.armed("during_commit"):  # leave what a crash inside the commit-file write leaves
+                    done = inflight.to("completed", InstantClock.next(after=instant.requested))
+                    t.storage.write(f"{store.path(done)}.{uuid.uuid4().hex}.tmp", data[: len(data) // 2])
+                    faults.crash_point("during_commit")
+                completed = store.transition(inflight, "completed", data)
+            finally:
+                if lock is not None:
+                    lock.release()
             faults.crash_point("after_commit")
         except BaseException:
             heartbeat.stop()
@@ -205,6 +214,23 @@ class WriteOperation:
             replaced_file_groups=sum(len(v) for v in replaced.values()) if replaced else 0,
             file_paths=tuple(s.path for s in stats), compaction=compaction,
         )
+
+    def _new_instant(self, store: Any, action: str, timeline: Any) -> tuple[Instant, Any]:
+        """Create the requested instant, its heartbeat beating first (so no other writer
+        takes it for a dead one); another writer taking the same millisecond makes the
+        exclusive create fail, and the next millisecond is tried."""
+        from lakesdk.concurrency.heartbeat import Heartbeat
+        opts = self.table.options
+        after = timeline.max_time()
+        for _ in range(50):
+            instant = Instant(action, "requested", InstantClock.next(after=after))
+            heartbeat = Heartbeat(store.storage, instant.requested, opts.heartbeat_interval_s,
+                                  opts.heartbeat_misses).start()
+            if store.storage.create_exclusive(store.path(instant), b""):
+                return instant, heartbeat
+            heartbeat.stop()
+            after = instant.requested
+        raise WriteError("could not create a requested instant after 50 attempts: is the timeline writable?")
 
     def _empty_result(self, t0: float) -> WriteResult:
         return WriteResult(self.table.name, self.operation, "", None, "commit", seconds=time.perf_counter() - t0)
@@ -307,7 +333,7 @@ class WriteOperation:
 
     @staticmethod
     def _completed_exists(store: Any, instant: Instant) -> bool:
-        return any("_" in n.split(".")[0] for n in store.all_states(instant.requested))
+        return any("_" in n.split(".")[0] for n in store.all_states(instant.requested, instant.action))
 
 
 def _group_stats(stats: list[WriteStat]) -> dict[str, list[WriteStat]]:

@@ -1,0 +1,213 @@
+"""Optimistic concurrency: conflicts on the same file groups fail with WriteConflictError,
+disjoint writes both land, and a stress test of concurrent writer processes keeps the
+table equal to the fold of exactly the commits that landed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pandas as pd
+import pytest
+
+import lakesdk as lk
+from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file
+from lakesdk.table.write import WriteOperation
+
+pytestmark = pytest.mark.spark
+
+
+def rows(keys, value, city="sf"):
+    return pd.DataFrame({"id": list(keys), "city": [city] * len(keys), "v": [value] * len(keys)})
+
+
+def test_conflict_on_same_file_group_fails_typed(tmp_path, monkeypatch):
+    path = str(tmp_path / "t")
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", partition_by="city")
+    t.upsert(rows(range(10), "base"))
+    other = lk.open_table(path, concurrency="optimistic", lock="in_process")
+    original = WriteOperation._finalize
+    fired = []
+
+    def racing_finalize(self, ctx, stats, partitions):
+        if not fired and self.table is t:
+            fired.append(other.upsert(rows([1], "other wins")))   # commits first, same file group
+        return original(self, ctx, stats, partitions)
+    monkeypatch.setattr(WriteOperation, "_finalize", racing_finalize)
+    before_files = {f.path for f in t.storage.find("") if not f.path.startswith(".hoodie")}
+    with pytest.raises(lk.WriteConflictError) as e:
+        t.upsert(rows([2], "loser"))
+    msg = str(e.value)
+    assert fired[0].instant in msg and "city=sf" in msg and "retry" in msg
+    assert e.value.other_instant == fired[0].instant
+    got = dict(zip(*t.read().to_pandas()[["id", "v"]].values.T))
+    assert got[1] == "other wins" and got[2] == "base"       # the loser left no trace
+    after_files = {f.path for f in t.storage.find("") if not f.path.startswith(".hoodie")}
+    assert after_files - before_files == set(fired[0].file_paths)
+    assert not t.timeline.pending
+
+
+def test_disjoint_file_groups_both_land(tmp_path, monkeypatch):
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", partition_by="city")
+    t.upsert(pd.concat([rows(range(5), "a", "sf"), rows(range(5, 10), "a", "nyc")]))
+    other = lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+    original = WriteOperation._finalize
+    fired = []
+
+    def racing_finalize(self, ctx, stats, partitions):
+        if not fired and self.table is t:
+            fired.append(other.upsert(rows([7], "nyc-writer", "nyc")))
+        return original(self, ctx, stats, partitions)
+    monkeypatch.setattr(WriteOperation, "_finalize", racing_finalize)
+    r = t.upsert(rows([1], "sf-writer", "sf"))
+    got = dict(zip(*t.read().to_pandas()[["id", "v"]].values.T))
+    assert got[1] == "sf-writer" and got[7] == "nyc-writer" and r.completed > fired[0].completed
+
+
+def test_merge_on_read_log_appends_do_not_conflict(tmp_path, monkeypatch):
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", table_type="mor", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["a", "b"]}))
+    other = lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+    original = WriteOperation._finalize
+    fired = []
+
+    def racing_finalize(self, ctx, stats, partitions):
+        if not fired and self.table is t:
+            fired.append(other.upsert(pd.DataFrame({"id": [1], "ts": [5], "v": ["late start, newer ts"]})))
+        return original(self, ctx, stats, partitions)
+    monkeypatch.setattr(WriteOperation, "_finalize", racing_finalize)
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [3, 3], "v": ["x", "y"]}))
+    got = dict(zip(*t.read().to_pandas()[["id", "v"]].values.T))
+    assert got == {1: "late start, newer ts", 2: "y"}            # merged by ordering value, no conflict
+
+
+WRITER = textwrap.dedent("""
+    import json, random, sys
+    import pandas as pd
+    import lakesdk as lk
+    path, wid, lock, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    opts = json.loads(sys.argv[5])
+    t = lk.open_table(path, concurrency="optimistic", lock=lock, lock_options=opts)
+    rng = random.Random(wid)
+    out = []
+    for i in range(n):
+        shared = rng.sample(range(20), 3)                  # overlapping keys, all writers
+        own = [100 + wid * 100 + rng.randrange(50) for _ in range(2)]   # disjoint keys
+        keys = sorted(set(shared + own))
+        val = f"w{wid}-{i}"
+        city = ["a", "b"]
+        df = pd.DataFrame({"id": keys, "city": [city[k % 2] for k in keys], "v": [val] * len(keys)})
+        try:
+            r = t.upsert(df)
+            out.append({"ok": True, "instant": r.instant, "completed": r.completed, "keys": keys, "v": val})
+        except lk.WriteConflictError as e:
+            out.append({"ok": False, "keys": keys, "v": val, "other": e.other_instant})
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def stress(path: str, lock: str, *, writers=4, commits=25, lock_options=None, env=None):
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, path, str(w), lock, str(commits),
+                               json.dumps(lock_options or {})],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or os.environ.copy())
+             for w in range(writers)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        line = [x for x in out.splitlines() if x.startswith("RESULT")]
+        assert p.returncode == 0 and line, err[-3000:]
+        results += json.loads(line[0][6:])
+    return results
+
+
+def check_fold(t, results):
+    landed = sorted((r for r in results if r["ok"]), key=lambda r: r["completed"])
+    expect: dict[int, str] = {}
+    for r in landed:
+        for k in r["keys"]:
+            expect[k] = r["v"]
+    df = t.read().to_pandas()
+    assert df.id.is_unique, "duplicate key"
+    assert dict(zip(df.id, df.v)) == expect, "the table is not the fold of the landed commits"
+    completed = {i.requested for i in t.timeline.commits}
+    assert {r["instant"] for r in landed} <= completed and not t.timeline.pending
+    for f in t.storage.find(""):
+        name = f.path.rsplit("/", 1)[-1]
+        if f.path.startswith(".hoodie") or name == ".hoodie_partition_metadata":
+            continue
+        inst = BaseFile.parse(name).instant if is_base_file(name) else LogFile.parse(name).instant
+        assert inst in completed, f"orphan file {f.path}"
+    return landed
+
+
+@pytest.mark.parametrize("lock", ["storage"])
+def test_stress_four_writer_processes(tmp_path, lock):
+    t = lk.Lake(str(tmp_path)).create_table("s", key="id", partition_by="city")
+    t.upsert(pd.DataFrame({"id": [0], "city": ["a"], "v": ["init"]}))
+    results = stress(t.path, lock, lock_options={"timeout_s": 120})
+    t2 = lk.open_table(t.path)
+    landed = check_fold(t2, results)
+    failed = [r for r in results if not r["ok"]]
+    assert len(results) == 100 and landed and len(landed) + len(failed) == 100
+    assert failed, "4 writers on 2 partitions must collide at least once: the test proves nothing otherwise"
+
+
+def test_stress_threads_in_process_lock(tmp_path):
+    t = lk.Lake(str(tmp_path)).create_table("s", key="id", partition_by="city")
+    t.upsert(pd.DataFrame({"id": [0], "city": ["a"], "v": ["init"]}))
+    results: list[dict] = []
+    lock = threading.Lock()
+
+    def writer(wid: int) -> None:
+        import random
+        h = lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+        rng = random.Random(wid)
+        for i in range(10):
+            keys = sorted(set(rng.sample(range(20), 3) + [100 + wid * 100 + rng.randrange(50)]))
+            val = f"w{wid}-{i}"
+            df = pd.DataFrame({"id": keys, "city": [["a", "b"][k % 2] for k in keys], "v": [val] * len(keys)})
+            try:
+                r = h.upsert(df)
+                rec = {"ok": True, "instant": r.instant, "completed": r.completed, "keys": keys, "v": val}
+            except lk.WriteConflictError:
+                rec = {"ok": False, "keys": keys, "v": val}
+            with lock:
+                results.append(rec)
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    check_fold(lk.open_table(t.path), results)
+    assert len(results) == 40
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    import shutil as _sh
+
+    from .test_locks_zookeeper import ZK_JAR, ZooKeeperServer
+    if _sh.which("java") is None or not ZK_JAR.exists():
+        pytest.skip("ZooKeeper is not installed: run scripts/system-deps.sh")
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zk-stress"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.zookeeper
+def test_stress_four_writer_processes_zookeeper_lock(tmp_path, zookeeper):
+    t = lk.Lake(str(tmp_path)).create_table("s", key="id", partition_by="city")
+    t.upsert(pd.DataFrame({"id": [0], "city": ["a"], "v": ["init"]}))
+    results = stress(t.path, "zookeeper", lock_options={"zk_connect": zookeeper.connect, "timeout_s": 120})
+    landed = check_fold(lk.open_table(t.path), results)
+    assert len(results) == 100 and landed and any(not r["ok"] for r in results)
