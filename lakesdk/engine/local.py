@@ -8,6 +8,7 @@ the round trip through the JVM would cost more than the work itself.
 from __future__ import annotations
 
 import os
+import random
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from itertools import count
@@ -39,6 +40,9 @@ FID = "_lk_fid"
 T = TypeVar("T")
 R = TypeVar("R")
 _ATTEMPTS = count()
+# the write token's "stage" of this process: several processes may write files of one
+# instant (transactions, the Kafka sink), and their file names must not collide
+_STAGE = (os.getpid() * 7919 + random.randrange(1 << 16)) % 1_000_000
 
 
 def _threads() -> int:
@@ -54,7 +58,7 @@ def run_parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
 
 
 def _task(i: int) -> TaskInfo:
-    return TaskInfo(i, 0, next(_ATTEMPTS), 0)
+    return TaskInfo(i, _STAGE, next(_ATTEMPTS), 0)
 
 
 class LocalWriteJob:

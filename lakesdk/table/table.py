@@ -69,6 +69,7 @@ class Table:
         self._timeline_store: TimelineStore | None = None
         self._marker_server: Any = None
         self._lock_provider: Any = None
+        self._open_heartbeats: dict[str, Any] = {}
 
     # -- identity ---------------------------------------------------------------------------
     @property

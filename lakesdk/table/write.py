@@ -37,6 +37,18 @@ PARTITION_METAFILE = ".hoodie_partition_metadata"
 
 
 @dataclass
+class _Prepared:
+    ctx: WriteContext
+    arrow: pa.Table | None
+    sdf: Any
+    store: Any
+    timeline: Any
+    partitions: list[str] | None
+    global_delete: bool
+    target_schema: pa.Schema
+
+
+@dataclass
 class WriteOperation:
     """One staged write; nothing happens until :meth:`execute`."""
 
@@ -95,8 +107,9 @@ class WriteOperation:
         return arrow, sdf, schema
 
     # -- execution ------------------------------------------------------------------------------
-    def execute(self) -> WriteResult:
-        t0 = time.perf_counter()
+    def _prepare(self) -> "_Prepared | None":
+        """Validate the input and compute keys and the target schema; None when there is
+        nothing to write.  Reads the timeline, writes nothing."""
         t = self.table
         cfg = t.config
         arrow, sdf, in_schema = self._prepare_input()
@@ -105,7 +118,7 @@ class WriteOperation:
         table_schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
         if self.operation == "delete":
             if table_schema is None:
-                return self._empty_result(t0)
+                return None
             target_schema = table_schema
         else:
             target_schema = unify_schemas(table_schema, in_schema) if table_schema is not None else data_schema(in_schema)
@@ -124,7 +137,7 @@ class WriteOperation:
         partitions: list[str] | None = None
         if arrow is not None:
             if arrow.num_rows == 0:
-                return self._empty_result(t0)
+                return None
             if global_delete:
                 ctx_keys = WriteContext(**{**ctx.__dict__, "partition_fields": ()})
                 arrow = add_key_columns(ctx_keys, arrow)
@@ -137,6 +150,30 @@ class WriteOperation:
             else:
                 arrow = arrow.append_column(OP, pa.repeat(pa.scalar(op_code, pa.int8()), n))
             arrow = arrow.append_column(SEQ, pa.array(np.arange(n, dtype=np.int64)))
+        return _Prepared(ctx, arrow, sdf, store, timeline, partitions, global_delete, target_schema)
+
+    def write_files(self, instant: str, *, markers: Any = None) -> tuple[list[WriteStat], MergeCounts, pa.Schema]:
+        """Write this batch's files for an instant opened elsewhere (a transaction, the
+        Kafka sink's coordinator); commits nothing.  Returns the write stats, the counts and
+        the schema the files were written with."""
+        prep = self._prepare()
+        if prep is None:
+            return [], MergeCounts(), self.table.schema
+        prep.ctx.instant = instant
+        prep.ctx.markers = markers
+        stats, counts, _ = self._run(prep.ctx, prep.arrow, prep.sdf, prep.timeline, prep.store, prep.partitions,
+                                     prep.global_delete)
+        return stats, counts, prep.target_schema
+
+    def execute(self) -> WriteResult:
+        t0 = time.perf_counter()
+        t = self.table
+        cfg = t.config
+        prep = self._prepare()
+        if prep is None:
+            return self._empty_result(t0)
+        ctx, arrow, sdf, store, timeline = prep.ctx, prep.arrow, prep.sdf, prep.store, prep.timeline
+        partitions, global_delete, target_schema = prep.partitions, prep.global_delete, prep.target_schema
 
         # -- failed writes of earlier writers are rolled back first ------------------------------
         from lakesdk.services.rollback import rollback, rollback_failed_writes

@@ -1,0 +1,126 @@
+"""Open instants written by several processes: the coordinator opens and commits, the
+participants write files (the exactly-once Kafka sink uses this).
+
+    coordinator:   txn = begin(table)                        requested -> inflight, heartbeat
+    participants:  stats = write_batch(table, txn, batch)    data files only, direct markers
+    coordinator:   commit(table, txn, all_stats, extra)      one completed instant, or
+                   abort(table, txn)                         a rollback of everything written
+
+An :class:`OpenInstant` is a small JSON-able value, so it travels in control messages.
+Merge-on-read tables take any number of participants: each writes its own log files and
+new file groups.  On copy-on-write tables two participants rewriting the same file group
+in one instant would lose records, so :func:`commit` refuses that with a conflict.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lakesdk.exceptions import WriteConflictError
+from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
+from lakesdk.format.instant import Instant
+from lakesdk.table.results import WriteResult
+
+if TYPE_CHECKING:
+    from lakesdk.table.table import Table
+
+__all__ = ["OpenInstant", "begin", "write_batch", "commit", "abort"]
+
+
+@dataclass(frozen=True)
+class OpenInstant:
+    instant: str
+    action: str
+    operation: str = "upsert"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "OpenInstant":
+        return cls(**json.loads(text))
+
+
+def begin(table: "Table", *, operation: str = "upsert") -> OpenInstant:
+    """Open an instant (requested -> inflight) for files that other processes will write."""
+    from lakesdk.services.rollback import rollback_failed_writes
+    from lakesdk.table.write import WriteOperation
+    store = table._store()
+    policy = "lazy" if table.options.concurrency == "optimistic" else table.options.failed_writes
+    rollback_failed_writes(table, policy=policy)
+    action = "deltacommit" if table.config.is_mor else "commit"
+    op = WriteOperation(table, operation, None)  # type: ignore[arg-type]
+    instant, heartbeat = op._new_instant(store, action, store.load())
+    store.transition(instant, "inflight", CommitMetadata(operation_type=operation.upper()).to_avro())
+    table._open_heartbeats[instant.requested] = heartbeat
+    return OpenInstant(instant.requested, action, operation)
+
+
+def write_batch(table: "Table", txn: OpenInstant, data: Any) -> tuple[list[dict[str, Any]], str]:
+    """Write one batch's files for ``txn`` (in any process); returns the write stats as
+    dicts and the schema (base64 Arrow IPC) the files were written with."""
+    from lakesdk.markers import DirectWriteMarkers
+    from lakesdk.table.write import WriteOperation
+    op = WriteOperation(table, txn.operation, data)  # type: ignore[arg-type]
+    stats, _counts, schema = op.write_files(txn.instant, markers=DirectWriteMarkers(table.storage, txn.instant))
+    return [asdict(s) for s in stats], base64.b64encode(schema.serialize().to_pybytes()).decode()
+
+
+def commit(table: "Table", txn: OpenInstant, stats: list[dict[str, Any]], *, schema: str | None = None,
+           extra_metadata: dict[str, str] | None = None) -> WriteResult:
+    """Complete ``txn`` with every participant's stats (files markers show but no stat names
+    are removed first)."""
+    from lakesdk.markers import DirectWriteMarkers
+    from lakesdk.table.schema_store import schema_extra_metadata
+    t0 = time.perf_counter()
+    store = table._store()
+    ws = [WriteStat.from_dict(s) for s in stats]
+    if not table.config.is_mor:
+        seen: dict[tuple[str, str], int] = {}
+        for s in ws:
+            key = (s.partitionPath, s.fileId)
+            seen[key] = seen.get(key, 0) + 1
+        dup = [k for k, n in seen.items() if n > 1]
+        if dup:
+            abort(table, txn)
+            raise WriteConflictError(f"participants of {txn.instant} rewrote the same file groups {dup[:3]} of a "
+                                     "copy-on-write table; the instant was rolled back (use a merge-on-read table)")
+    markers = DirectWriteMarkers(table.storage, txn.instant)
+    written = {s.path for s in ws}
+    for path in sorted((markers.data_files() | markers.appended_log_files()) - written):
+        table.storage.delete(path)
+    arrow_schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(schema))) if schema else table.schema
+    parts: dict[str, list[WriteStat]] = {}
+    for s in sorted(ws, key=lambda s: (s.partitionPath, s.fileId)):
+        parts.setdefault(s.partitionPath, []).append(s)
+    md = CommitMetadata(partition_to_write_stats=parts,
+                        extra_metadata={**schema_extra_metadata(arrow_schema, table.config.name), **(extra_metadata or {})},
+                        operation_type=txn.operation.upper())
+    inflight = Instant(txn.action, "inflight", txn.instant)
+    done = store.transition(inflight, "completed", md.to_avro())
+    markers.delete_all()
+    hb = table._open_heartbeats.pop(txn.instant, None)
+    if hb is not None:
+        hb.stop()
+    else:
+        table.storage.delete(f".hoodie/.heartbeat/{txn.instant}")
+    tot = md.totals()
+    return WriteResult(table=table.name, operation=txn.operation, instant=txn.instant, completed=done.completed,
+                       action=txn.action, inserted=tot["inserted"], updated=tot["updated"], deleted=tot["deleted"],
+                       files=tot["files"], bytes=tot["bytes"], partitions=tot["partitions"],
+                       seconds=time.perf_counter() - t0, file_paths=tuple(sorted(written)))
+
+
+def abort(table: "Table", txn: OpenInstant) -> Any:
+    """Roll back everything written for ``txn``."""
+    from lakesdk.services.rollback import rollback
+    hb = table._open_heartbeats.pop(txn.instant, None)
+    if hb is not None:
+        hb.stop()
+    return rollback(table, txn.instant, force=True)

@@ -1,0 +1,60 @@
+"""Instants opened by a coordinator and written by several participant processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+
+import lakesdk as lk
+from lakesdk.table.transaction import OpenInstant, abort, begin, commit, write_batch
+
+PARTICIPANT = textwrap.dedent("""
+    import json, sys
+    import pandas as pd
+    import lakesdk as lk
+    from lakesdk.table.transaction import OpenInstant, write_batch
+    t = lk.open_table(sys.argv[1])
+    txn = OpenInstant.from_json(sys.argv[2])
+    lo, hi, ts = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+    df = pd.DataFrame({"id": list(range(lo, hi)), "ts": [ts] * (hi - lo), "v": [f"p{lo}"] * (hi - lo)})
+    stats, schema = write_batch(t, txn, df)
+    print("RESULT" + json.dumps({"stats": stats, "schema": schema}))
+""")
+
+
+def participant(path, txn, lo, hi, ts):
+    r = subprocess.run([sys.executable, "-c", PARTICIPANT, path, txn.to_json(), str(lo), str(hi), str(ts)],
+                       capture_output=True, text=True, timeout=120)
+    line = [x for x in r.stdout.splitlines() if x.startswith("RESULT")]
+    assert line, r.stderr[-3000:]
+    return json.loads(line[0][6:])
+
+
+def test_participants_in_processes_one_commit(tmp_path):
+    t = lk.Lake(str(tmp_path)).create_table("k", key="id", ordering="ts", table_type="mor")
+    t.upsert(pd.DataFrame({"id": range(0, 10), "ts": [0] * 10, "v": ["init"] * 10}))
+    txn = begin(t)
+    outs = [participant(t.path, txn, 0, 5, 1), participant(t.path, txn, 5, 15, 1)]
+    assert t.read().to_pandas().v.eq("init").all()         # nothing visible before the commit
+    res = commit(t, txn, [s for o in outs for s in o["stats"]], schema=outs[0]["schema"],
+                 extra_metadata={"kafka.offsets": json.dumps({"0": 41})})
+    df = t.read().to_pandas().set_index("id").sort_index()
+    assert len(df) == 15 and (df.v.loc[0:4] == "p0").all() and (df.v.loc[5:14] == "p5").all()
+    assert t.inspect.commit_metadata(res.instant).extra_metadata["kafka.offsets"] == '{"0": 41}'
+    assert not t.timeline.pending and t.storage.list(".hoodie/.temp") == []
+
+
+def test_abort_rolls_back_participant_files(tmp_path):
+    t = lk.Lake(str(tmp_path)).create_table("k", key="id", ordering="ts", table_type="mor")
+    t.upsert(pd.DataFrame({"id": [1], "ts": [0], "v": ["init"]}))
+    txn = begin(t)
+    participant(t.path, txn, 0, 5, 1)
+    abort(t, txn)
+    assert t.read().to_pandas().to_dict("records") == [{"id": 1, "ts": 0, "v": "init"}]
+    assert not t.timeline.pending
+    assert not [f for f in t.storage.find("") if txn.instant in f.path and not f.path.startswith(".hoodie")]
