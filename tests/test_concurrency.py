@@ -129,7 +129,7 @@ def stress(path: str, lock: str, *, writers=4, commits=25, lock_options=None, en
 
 def check_fold(t, results):
     landed = sorted((r for r in results if r["ok"]), key=lambda r: r["completed"])
-    expect: dict[int, str] = {}
+    expect: dict[int, str] = {0: "init"}   # the first commit, before the writers
     for r in landed:
         for k in r["keys"]:
             expect[k] = r["v"]

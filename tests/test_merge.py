@@ -5,7 +5,6 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-import lakesdk as lk
 from lakesdk.table.merge import MergeConflictError
 
 pytestmark = pytest.mark.spark

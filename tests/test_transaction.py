@@ -8,10 +8,9 @@ import sys
 import textwrap
 
 import pandas as pd
-import pytest
 
 import lakesdk as lk
-from lakesdk.table.transaction import OpenInstant, abort, begin, commit, write_batch
+from lakesdk.table.transaction import abort, begin, commit
 
 PARTICIPANT = textwrap.dedent("""
     import json, sys

@@ -228,9 +228,11 @@ class TimelineStore:
         that instant's (another action may share the time, written by another writer)."""
         out = []
         for e in self.storage.list(self.dir):
-            if not e.name.startswith(requested) or not Instant.is_timeline_file(e.name):
+            # "<name>.<random>.tmp" is what a crash inside an atomic local write leaves behind
+            name = e.name.rsplit(".", 2)[0] if e.name.endswith(".tmp") else e.name
+            if not name.startswith(requested) or not Instant.is_timeline_file(name):
                 continue
-            inst = Instant.parse_file_name(e.name)
+            inst = Instant.parse_file_name(name)
             if inst.requested != requested:
                 continue
             if action is not None and _family(inst) != _family(Instant(action, "requested", requested)):

@@ -54,7 +54,11 @@ class FileSystemView:
         self.visible = visible
         self._completion = {i.requested: (i.completed or i.requested) for i in visible}
         pending = {i.requested for i in timeline.pending}
-        first = timeline.instants[0].requested if len(timeline) else None
+        # the start of the active timeline; savepointed instants do not count (archival beyond a
+        # savepoint keeps them while archiving later commits: Hudi's getFirstNonSavepointCommit)
+        sps = {i.requested for i in timeline.instants if i.action == "savepoint"}
+        first = next((i.requested for i in timeline.instants if i.requested not in sps),
+                     max((i.requested for i in timeline.instants), default=None))
         self._pending = pending
         self._first = first
         self.replaced: set[tuple[str, str]] = set()

@@ -216,8 +216,13 @@ class WriteOperation:
                 if lock is not None:
                     from lakesdk.concurrency.conflicts import find_conflicts, raise_on_conflict
                     seen = frozenset((i.requested, i.action) for i in timeline.completed)
-                    raise_on_conflict(cfg.name, instant, find_conflicts(store, store.load(), instant, stats,
+                    now = store.load()
+                    record = self._resolve_schema(store, timeline, now, target_schema, instant)
+                    raise_on_conflict(cfg.name, instant, find_conflicts(store, now, instant, stats,
                                                                         replaced or None, seen=seen))
+                    if not record.equals(target_schema):
+                        md.extra_metadata.update(schema_extra_metadata(record, cfg.name))
+                        data = md.to_avro()
                 if faults.armed("during_commit"):  # leave what a crash inside the commit-file write leaves
                     done = inflight.to("completed", InstantClock.next(after=instant.requested))
                     t.storage.write(f"{store.path(done)}.{uuid.uuid4().hex}.tmp", data[: len(data) // 2])
@@ -251,6 +256,20 @@ class WriteOperation:
             replaced_file_groups=sum(len(v) for v in replaced.values()) if replaced else 0,
             file_paths=tuple(s.path for s in stats), compaction=compaction,
         )
+
+    def _resolve_schema(self, store: Any, start: Any, now: Any, writer: pa.Schema, instant: Instant) -> pa.Schema:
+        """Concurrent schema evolution (RFC-82): the schema to record, or a conflict."""
+        from lakesdk.concurrency.schema_conflicts import resolve_concurrent_schema
+        t = self.table
+
+        def evolution(tl: Any) -> Any:   # compaction and clustering do not evolve the schema
+            from lakesdk.format.timeline import Timeline
+            return Timeline(tuple(i for i in tl if i.action not in ("compaction", "clustering")), tl.layout)
+        create = t.config.create_schema
+        s0 = resolve_schema(store, evolution(start), create_schema=create)
+        s1 = resolve_schema(store, evolution(now), create_schema=create)
+        return resolve_concurrent_schema(s0, s1, writer, table=t.name, instant=instant.requested,
+                                         reconcile=t.options.schema_reconcile)
 
     def _new_instant(self, store: Any, action: str, timeline: Any) -> tuple[Instant, Any]:
         """Create the requested instant, its heartbeat beating first (so no other writer

@@ -45,14 +45,34 @@ def human_bytes(n: float) -> str:
     return f"{n} B"
 
 
-def html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, cls: str = "", max_rows: int = 200) -> str:
-    """A small HTML table (values escaped); at most ``max_rows`` rows, with a note when cut."""
+def html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, cls: str = "", max_rows: int = 200,
+               wrap: Sequence[int] = ()) -> str:
+    """A small HTML table (values escaped); at most ``max_rows`` rows, with a note when cut.
+    Cells stay on one line except in the columns listed in ``wrap`` (long file names)."""
     rows = list(rows)
-    body = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in r) + "</tr>" for r in rows[:max_rows])
+
+    def td(k: int, v: Any) -> str:
+        style = "overflow-wrap:anywhere" if k in wrap else "white-space:nowrap"
+        return f"<td style='{style};padding-right:8px'>{esc(v)}</td>"
+
+    body = "".join("<tr>" + "".join(td(k, v) for k, v in enumerate(r)) + "</tr>" for r in rows[:max_rows])
     more = f"<div><i>{len(rows) - max_rows} more not shown</i></div>" if len(rows) > max_rows else ""
-    head = "".join(f"<th style='text-align:left;padding-right:8px'>{esc(h)}</th>" for h in header)
-    return (f"<table class='lakesdk-table {cls}' style='font-size:12px;border-collapse:collapse'>"
+    head = "".join(f"<th style='text-align:left;padding-right:8px;white-space:nowrap'>{esc(h)}</th>" for h in header)
+    return (f"<table class='lakesdk-table {cls}' style='font-size:12px;border-collapse:collapse;line-height:1.3'>"
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}")
+
+
+def sync_figure(fig: Any) -> None:
+    """Store a FigureWidget's whole state in its widget model.
+
+    Updates reach views as restyle/relayout messages, and plotly stores the full state in
+    the model only when the figure itself is displayed.  A figure nested in a box, or a
+    view created after the cell ran (Voila renders once the notebook has executed), would
+    start from the state the figure was built with; this makes it start from the current one.
+    """
+    from copy import deepcopy
+    fig._widget_layout = deepcopy(fig._layout_obj._props)
+    fig._widget_data = deepcopy(fig._data)
 
 
 class TableWidgetBase(ipywidgets.VBox):  # type: ignore[misc,name-defined]

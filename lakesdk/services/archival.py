@@ -1,0 +1,240 @@
+"""Archival: move old completed instants from the active timeline into the timeline history.
+
+Table version 8+ only: the instants go to the LSM history under
+``.hoodie/timeline/history/`` (see :mod:`lakesdk.format.lsm_timeline`); then their files
+leave ``.hoodie/timeline/`` (requested and inflight files first, then the completed ones,
+oldest first, so that a crash never leaves a hole in the active timeline).
+
+Which instants (``TimelineArchiverV2`` of Apache Hudi, ``hoodie.keep.min.commits`` /
+``hoodie.keep.max.commits``): nothing until more than ``max_commits`` completed commits are
+active; then the oldest completed commits are archived, keeping the newest ``min_commits``
+and never reaching
+
+* the earliest pending instant (nor the last completed commit before it),
+* the earliest savepoint (unless ``beyond_savepoint``: savepointed commits then stay active
+  and archival continues past them, after which the table can no longer be restored),
+* a replacecommit whose replaced file groups still have files (a clean deletes them first;
+  archiving the replacecommit earlier would bring the replaced rows back),
+* merge-on-read: a delta commit whose log files belong to a file slice that a read of a
+  retained instant uses (readers attach log files by their delta commit's completion time,
+  which must stay on the active timeline).
+
+Completed clean, rollback and restore instants requested before the last archived commit
+are archived with them.  Base files of archived commits stay readable: a reader treats a
+base file older than the active timeline as committed (``FileSystemView``), and so do Hudi
+and the ``hudi`` reader, which list storage.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lakesdk.exceptions import LakeError
+from lakesdk.format.file_group import FileGroup
+from lakesdk.format.instant import WRITE_ACTIONS, Instant
+from lakesdk.format.lsm_timeline import ArchivedInstant, LSMTimeline
+from lakesdk.format.timeline import Timeline, TimelineStore
+
+if TYPE_CHECKING:
+    from lakesdk.table.table import Table
+
+__all__ = ["ArchivePlan", "ArchiveResult", "plan_archive", "archive", "archived_instants"]
+
+_SERVICE_ACTIONS = frozenset({"clean", "rollback", "restore"})
+_PLAN_ACTIONS = frozenset({"clean", "compaction", "logcompaction", "clustering", "replacecommit"})
+
+
+@dataclass(frozen=True)
+class ArchivePlan:
+    """The instants an archival would move to the history (nothing is written)."""
+
+    table: str
+    instants: tuple[Instant, ...]
+    active_commits: int
+    active_instants: int
+    min_commits: int
+    max_commits: int
+    bounds: tuple[str, ...] = ()          # why archival stops where it does
+
+    @property
+    def commits(self) -> int:
+        return sum(1 for i in self.instants if i.completed_action in WRITE_ACTIONS)
+
+    def __len__(self) -> int:
+        return len(self.instants)
+
+    def __repr__(self) -> str:
+        if not self.instants:
+            why = "; ".join(self.bounds) or "nothing to archive"
+            return (f"ArchivePlan({self.table!r}: nothing to archive ({self.active_commits} completed commits active; "
+                    f"{why})")
+        lo, hi = self.instants[0].requested, self.instants[-1].requested
+        bound = f"; stops at {'; '.join(self.bounds)}" if self.bounds else ""
+        return (f"ArchivePlan({self.table!r}: move {len(self.instants)} instants ({self.commits} commits, "
+                f"{len(self.instants) - self.commits} others) from {lo} to {hi} into the timeline history; "
+                f"{self.active_commits - self.commits} completed commits and "
+                f"{self.active_instants - len(self.instants)} instants stay active{bound})")
+
+    def _repr_html_(self) -> str:
+        import html
+        rows = "".join(f"<tr><td>{i.requested}</td><td>{i.action}</td><td>{i.completed}</td></tr>"
+                       for i in self.instants[:100])
+        return (f"<div><b>{html.escape(repr(self))}</b><table><tr><th>instant</th><th>action</th>"
+                f"<th>completed</th></tr>{rows}</table></div>")
+
+
+@dataclass(frozen=True)
+class ArchiveResult:
+    table: str
+    archived: tuple[Instant, ...] = field(repr=False)
+    history_file: str | None
+    active_instants: int
+    seconds: float
+
+    def __repr__(self) -> str:
+        if not self.archived:
+            return f"ArchiveResult({self.table!r}: nothing archived, {self.active_instants} active instants)"
+        return (f"ArchiveResult({self.table!r}: archived {len(self.archived)} instants into {self.history_file}, "
+                f"{self.active_instants} instants stay active, seconds={self.seconds:.2f})")
+
+    def _repr_html_(self) -> str:
+        import html
+        return f"<div><b>ArchiveResult</b> {html.escape(repr(self))}</div>"
+
+
+def _groups(table: "Table", store: TimelineStore, timeline: Timeline) -> list[FileGroup]:
+    from lakesdk.read.view import FileSystemView
+    view = FileSystemView(table.storage, table.config, store, timeline)
+    view.replaced = set()       # replaced groups too: their files and logs
+    return view.file_groups
+
+
+def _log_bound(groups: list[FileGroup], retained_from: str) -> str:
+    """Lower ``retained_from`` until no slice that a read at or after it uses has a log
+    file of a delta commit before it."""
+    b = retained_from
+    while True:
+        lowest = None
+        for g in groups:
+            for idx, s in enumerate(g.slices):
+                nxt = g.slices[idx + 1].base_instant if idx + 1 < len(g.slices) else None
+                if nxt is None or nxt > b:
+                    for lf in s.log_files:
+                        if lowest is None or lf.instant < lowest:
+                            lowest = lf.instant
+        if lowest is None or lowest >= b:
+            return b
+        b = lowest
+
+
+def plan_archive(table: "Table", *, min_commits: int = 20, max_commits: int = 30,
+                 beyond_savepoint: bool = False) -> ArchivePlan:
+    """What :func:`archive` would move now."""
+    if table.config.layout_version < 2:
+        raise LakeError(f"{table.name!r} is a table version {table.config.version} table: lakesdk archives the v8 "
+                        "LSM timeline only")
+    if min_commits < 1:
+        raise ValueError(f"min_commits must be >= 1, not {min_commits}")
+    if max_commits <= min_commits:
+        raise ValueError(f"max_commits ({max_commits}) must be greater than min_commits ({min_commits}): "
+                         "Increase hoodie.keep.max.commits")
+    store = table._store()
+    timeline = store.load()
+    commits = list(timeline.commits)          # completed writes, by requested time
+    base: dict[str, Any] = dict(table=table.name, active_commits=len(commits), active_instants=len(timeline),
+                min_commits=min_commits, max_commits=max_commits)
+    if len(commits) <= max_commits:
+        return ArchivePlan(instants=(), bounds=(f"at most max_commits={max_commits} completed commits are active",),
+                           **base)
+    bounds: dict[str, str] = {}
+    pending = [i for i in timeline.instants if not i.is_completed]
+    if pending:
+        first = min(pending, key=lambda i: i.requested)
+        before = [c for c in commits if c.requested < first.requested]
+        bounds[f"pending {first.action} {first.requested}"] = before[-1].requested if before else first.requested
+    sps = sorted(i.requested for i in timeline.instants if i.action == "savepoint")
+    if sps and not beyond_savepoint:
+        bounds[f"savepoint {sps[0]}"] = sps[0]
+    groups = _groups(table, store, timeline)
+    existing = {(g.partition, g.file_id) for g in groups}
+    for c in commits:
+        if c.completed_action == "replacecommit":
+            replaced = store.commit_metadata(c).partition_to_replace_file_ids or {}
+            if any((p, f) in existing for p, fids in replaced.items() for f in fids):
+                bounds[f"replacecommit {c.requested} (its replaced files are not cleaned yet)"] = c.requested
+                break
+    boundary = min(bounds.values()) if bounds else None
+    n = len(commits) - min_commits
+    spset = set(sps)
+    chosen = [c for c in commits if (boundary is None or c.requested < boundary)
+              and not (beyond_savepoint and c.requested in spset)][:n]
+    if table.config.is_mor and chosen:
+        while chosen:
+            names = {c.requested for c in chosen}
+            retained_from = min(c.requested for c in commits if c.requested not in names) \
+                if any(c.requested not in names for c in commits) else chosen[-1].requested
+            b = _log_bound(groups, retained_from)
+            if b >= retained_from:
+                break
+            bounds[f"log files of delta commit {b} (read by a retained file slice)"] = b
+            chosen = [c for c in chosen if c.requested < b]
+    if not chosen:
+        return ArchivePlan(instants=(), bounds=tuple(bounds), **base)
+    last = chosen[-1].requested
+    others = [i for i in timeline.instants if i.is_completed and i.action in _SERVICE_ACTIONS and i.requested < last]
+    instants = tuple(sorted(chosen + others, key=lambda i: (i.requested, i.completed or "")))
+    stop = [k for k, v in sorted(bounds.items(), key=lambda kv: kv[1]) if v > last][:1]
+    if len(chosen) == n:
+        stop.insert(0, f"the newest min_commits={min_commits} commits")
+    return ArchivePlan(instants=instants, bounds=tuple(stop), **base)
+
+
+def _state_files(store: TimelineStore, inst: Instant) -> tuple[list[str], str]:
+    """(pending-state file names, completed file name) of a completed instant."""
+    layout = store.layout
+    pending = [] if inst.action == "savepoint" else [Instant(inst.action, "requested", inst.requested).file_name(layout=layout)]
+    pending.append(Instant(inst.action, "inflight", inst.requested).file_name(layout=layout))
+    return pending, inst.file_name(layout=layout)
+
+
+def archive(table: "Table", *, min_commits: int = 20, max_commits: int = 30,
+            beyond_savepoint: bool = False) -> ArchiveResult:
+    """Plan and run an archival (see module doc)."""
+    t0 = time.perf_counter()
+    plan = plan_archive(table, min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
+    store = table._store()
+    if not plan.instants:
+        return ArchiveResult(table.name, (), None, plan.active_instants, time.perf_counter() - t0)
+    storage = table.storage
+    entries = []
+    files: list[tuple[list[str], str]] = []
+    for inst in plan.instants:
+        pending, done = _state_files(store, inst)
+        metadata = storage.read(f"{store.dir}/{done}")
+        plan_bytes = None
+        if inst.action in _PLAN_ACTIONS:
+            try:
+                plan_bytes = storage.read(f"{store.dir}/{pending[0]}") or None
+            except FileNotFoundError:
+                plan_bytes = None
+        entries.append(ArchivedInstant(inst, metadata, plan_bytes))
+        files.append((pending, done))
+    name = LSMTimeline(storage, table.config).append(entries)
+    for pending, _ in files:                       # pending-state files first
+        for n in pending:
+            storage.delete(f"{store.dir}/{n}")
+    for _, done in files:                          # then the completed ones, oldest first
+        storage.delete(f"{store.dir}/{done}")
+    for inst in plan.instants:
+        storage.delete_dir(f".hoodie/.temp/{inst.requested}")
+    return ArchiveResult(table.name, plan.instants, name, len(store.load()), time.perf_counter() - t0)
+
+
+def archived_instants(table: "Table") -> list[ArchivedInstant]:
+    """The instants in the timeline history (empty for table version 6 tables, whose
+    ``.hoodie/archived`` log files lakesdk does not read)."""
+    if table.config.layout_version < 2:
+        return []
+    return LSMTimeline(table.storage, table.config).load()

@@ -1,0 +1,155 @@
+"""FileLayoutWidget: file groups and file slices per partition, base vs log bytes.
+
+``widget.groups`` has one row per file group with the columns of
+``table.inspect.file_groups()`` (``partition, file_id, slices, base_instant, base_file,
+base_bytes, log_files``: the latest slice) plus ``log_bytes``, ``total_bytes`` and
+``small``; ``widget.slices`` one row per file slice.  The figure (``widget.figure``) draws
+one horizontal bar per file group, its latest slice's base bytes and log bytes stacked:
+traces ``base file``, ``base file (small)`` and ``log files``.  A base file is *small*
+below ``small_file_bytes`` (default: the handle's ``TableOptions.small_file_limit``, Hudi's
+``hoodie.parquet.small.file.limit``): inserts are routed to small files to grow them.
+Click a bar to list the group's slices.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from lakesdk.widgets._common import TableWidgetBase, esc, go, html_table, human_bytes, ipywidgets, sync_figure
+
+__all__ = ["FileLayoutWidget"]
+
+GROUP_COLUMNS = ["partition", "file_id", "slices", "base_instant", "base_file", "base_bytes", "log_files",
+                 "log_bytes", "total_bytes", "small"]
+SLICE_COLUMNS = ["partition", "file_id", "base_instant", "base_file", "base_bytes", "log_files", "log_bytes",
+                 "latest"]
+
+
+class FileLayoutWidget(TableWidgetBase):
+    """File groups and slices of a table (``as_of``: a moment to pin, None = latest)."""
+
+    title = "File layout"
+
+    def __init__(self, table: Any, *, as_of: Any = None, small_file_bytes: int | None = None) -> None:
+        super().__init__(table)
+        self.as_of = as_of
+        self.small_file_bytes = int(small_file_bytes if small_file_bytes is not None
+                                    else table.options.small_file_limit)
+        self.groups: Any = None
+        self.slices: Any = None
+        self.selected: tuple[str, str] | None = None
+        self._labels: dict[str, tuple[str, str]] = {}
+        self.figure = go.FigureWidget(layout=go.Layout(
+            barmode="stack", height=320, margin=dict(l=10, r=20, t=70, b=40),
+            xaxis=dict(title="bytes (latest file slice)"), yaxis=dict(type="category", automargin=True),
+            title=dict(x=0, xanchor="left", y=0.97, font=dict(size=14)), showlegend=True,
+            legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"), hovermode="closest"))
+        self.figure.add_bar(name="base file", orientation="h", x=[], y=[], customdata=[], marker=dict(color="#1565c0"),
+                            hovertemplate="%{y}<br>base file %{x} bytes<extra></extra>")
+        self.figure.add_bar(name="base file (small)", orientation="h", x=[], y=[], customdata=[],
+                            marker=dict(color="#ffb300", line=dict(color="#e65100", width=1)),
+                            hovertemplate="%{y}<br>small base file %{x} bytes<extra></extra>")
+        self.figure.add_bar(name="log files", orientation="h", x=[], y=[], customdata=[], marker=dict(color="#8e24aa"),
+                            hovertemplate="%{y}<br>log files %{x} bytes<extra></extra>")
+        for trace in self.figure.data:
+            trace.on_click(self._on_click)
+        self.summary = ipywidgets.HTML("")
+        self.detail = ipywidgets.HTML("")
+        side = ipywidgets.VBox([self.summary, self.detail], layout=ipywidgets.Layout(width="42%"))
+        self._set_body(ipywidgets.HBox([ipywidgets.Box([self.figure], layout=ipywidgets.Layout(width="58%")), side]))
+        self.add_class("lakesdk-file-layout")
+        self.refresh()
+
+    def refresh(self) -> "FileLayoutWidget":
+        """Re-list the table's files and redraw."""
+        import pandas as pd
+
+        from lakesdk.read.view import FileSystemView
+        from lakesdk.table.query import _moment
+        t = self.table
+        store = t._store()
+        view = FileSystemView(t.storage, t.config, store, store.load(), as_of=_moment(self.as_of))
+        groups, slices = [], []
+        for g in view.file_groups:
+            s = g.latest
+            base_bytes = s.base_size if s else 0
+            log_bytes = sum(s.log_sizes) if s else 0
+            groups.append({"partition": g.partition, "file_id": g.file_id, "slices": len(g.slices),
+                           "base_instant": s.base_instant if s else None, "base_file": s.base_path if s else None,
+                           "base_bytes": base_bytes, "log_files": len(s.log_files) if s else 0,
+                           "log_bytes": log_bytes, "total_bytes": base_bytes + log_bytes,
+                           "small": bool(s is not None and s.base_file is not None
+                                         and base_bytes < self.small_file_bytes)})
+            for k, sl in enumerate(g.slices):
+                slices.append({"partition": g.partition, "file_id": g.file_id, "base_instant": sl.base_instant,
+                               "base_file": sl.base_path, "base_bytes": sl.base_size,
+                               "log_files": len(sl.log_files), "log_bytes": sum(sl.log_sizes),
+                               "latest": k == len(g.slices) - 1})
+        self.groups = pd.DataFrame(groups, columns=GROUP_COLUMNS)
+        self.slices = pd.DataFrame(slices, columns=SLICE_COLUMNS)
+        self._draw()
+        self.summary.value = self._summary_html()
+        if self.selected is not None:
+            self.select(*self.selected)
+        self.status.value = (f"<span style='color:#555'>{len(self.groups)} file groups, {len(self.slices)} slices"
+                             f" · read {time.strftime('%H:%M:%S')}</span>")
+        return self
+
+    @staticmethod
+    def label(partition: str, file_id: str) -> str:
+        return f"{partition or '(root)'} · {file_id[:8]}"
+
+    def _draw(self) -> None:
+        df = self.groups
+        self._labels = {self.label(r.partition, r.file_id): (r.partition, r.file_id) for r in df.itertuples()}
+        order = [self.label(r.partition, r.file_id) for r in df.sort_values(["partition", "file_id"],
+                                                                             ascending=False).itertuples()]
+        big, small, logs = df[~df.small & df.base_file.notna()], df[df.small], df[df.log_bytes > 0]
+        with self.figure.batch_update():
+            for trace, part, col in ((self.figure.data[0], big, "base_bytes"), (self.figure.data[1], small, "base_bytes"),
+                                     (self.figure.data[2], logs, "log_bytes")):
+                trace.y = [self.label(r.partition, r.file_id) for r in part.itertuples()]
+                trace.x = [int(v) for v in part[col]]
+                trace.customdata = [[r.partition, r.file_id] for r in part.itertuples()]
+            self.figure.layout.yaxis.categoryorder = "array"
+            self.figure.layout.yaxis.categoryarray = order
+            self.figure.layout.height = max(280, 120 + 26 * len(df))
+            self.figure.layout.title = (f"{len(df)} file groups · small files (base < "
+                                        f"{human_bytes(self.small_file_bytes)}): {int(df.small.sum())}")
+        sync_figure(self.figure)
+
+    def _summary_html(self) -> str:
+        df = self.groups
+        if not len(df):
+            return "<div class='lakesdk-panel'><b>No file groups</b> (nothing committed yet).</div>"
+        per = df.groupby("partition", dropna=False).agg(groups=("file_id", "size"), slices=("slices", "sum"),
+                                                        base=("base_bytes", "sum"), logs=("log_files", "sum"),
+                                                        log_bytes=("log_bytes", "sum"), small=("small", "sum"))
+        rows = [(p or "(root)", r.groups, r.slices, human_bytes(r.base), r.logs, human_bytes(r.log_bytes), r.small)
+                for p, r in per.iterrows()]
+        return ("<div class='lakesdk-panel'><b>per partition</b> (latest slices)" +
+                html_table(["partition", "file groups", "slices", "base bytes", "log files", "log bytes",
+                            "small files"], rows) + "</div>")
+
+    def _on_click(self, trace: Any, points: Any, _state: Any = None) -> None:
+        if not points.point_inds:
+            return
+        i = points.point_inds[0]
+        cd = list(trace.customdata or [])
+        if 0 <= i < len(cd):
+            self.select(cd[i][0], cd[i][1])
+
+    def select(self, partition: str, file_id: str) -> Any:
+        """Show the slices of one file group; returns them as a DataFrame."""
+        self.selected = (partition, file_id)
+        s = self.slices
+        rows = s[(s.partition == partition) & (s.file_id == file_id)]
+        self.detail.value = (
+            f"<div class='lakesdk-panel' data-file-group='{esc(file_id)}'><b>file group</b> "
+            f"<code>{esc(partition or '(root)')}/{esc(file_id)}</code>: {len(rows)} slices" +
+            html_table(["base instant", "base file", "base bytes", "log files", "log bytes", "latest"],
+                       [(r.base_instant, (r.base_file or "-").rsplit("/", 1)[-1], human_bytes(r.base_bytes),
+                         r.log_files, human_bytes(r.log_bytes), "yes" if r.latest else "")
+                        for r in rows.itertuples()], wrap=(1,)) + "</div>")
+        return rows

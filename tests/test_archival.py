@@ -1,0 +1,187 @@
+"""Archival into the v8 LSM timeline history (spec table-services.md section 2; case table
+rows T76-T83).  Archived tables are read back by lakesdk (snapshot, time travel, history)
+and by the ``hudi`` reader, which ignores the history and lists storage."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+import lakesdk as lk
+from lakesdk.format.instant import Instant
+from lakesdk.format.lsm_timeline import ArchivedInstant, LSMTimeline, parse_history_file_name
+
+from .test_clean import batch, hudi_rows, rows
+
+pytestmark = pytest.mark.spark
+
+
+def active(t) -> list[str]:
+    return sorted({i.requested for i in t.timeline if i.action != "savepoint"})
+
+
+def test_archive_T76_T77_history_layout_and_reads(lake):
+    t = lake.create_table("a1", key="id", partition_by="p", ordering="ts")
+    results = [t.upsert(batch(i, ids=(i, 10 + i))) for i in range(4)]     # every commit adds a file group
+    plan = t.maintenance.plan_archive(min_commits=3, max_commits=4)
+    assert len(plan) == 0 and "nothing to archive" in repr(plan)                           # T76
+    assert t.maintenance.archive(min_commits=3, max_commits=4).history_file is None
+    results += [t.upsert(batch(i, ids=(i, 10 + i))) for i in range(4, 6)]
+    plan = t.maintenance.plan_archive(min_commits=3, max_commits=4)
+    assert [i.requested for i in plan.instants] == [r.instant for r in results[:3]]        # T77: 6 - 3
+    assert "move 3 instants (3 commits, 0 others)" in repr(plan) and "<table>" in plan._repr_html_()
+    res = t.maintenance.archive(min_commits=3, max_commits=4)
+    assert "ArchiveResult('a1': archived 3 instants into" in repr(res)
+    assert active(t) == [r.instant for r in results[3:]]
+    hist = f"{t.path}/.hoodie/timeline/history"
+    files = sorted(os.listdir(hist))
+    lo, hi, level = parse_history_file_name(res.history_file)
+    assert files == sorted([res.history_file, "_version_", "manifest_1"]) and level == 0
+    assert lo == results[0].instant and hi == results[2].completed
+    assert open(f"{hist}/_version_").read() == "1"
+    manifest = json.load(open(f"{hist}/manifest_1"))
+    assert manifest == {"files": [{"fileName": res.history_file, "fileLen": os.path.getsize(f"{hist}/{res.history_file}")}]}
+    tab = pq.read_table(f"{hist}/{res.history_file}")
+    assert tab.column_names == ["instantTime", "completionTime", "action", "metadata", "plan", "version"]
+    assert tab.column("action").to_pylist() == ["commit"] * 3
+    avro = json.loads(tab.schema.metadata[b"parquet.avro.schema"])
+    assert (avro["namespace"], avro["name"]) == ("org.apache.hudi.avro.model", "HoodieLSMTimelineInstant")
+    assert tab.column("metadata").to_pylist()[0][:4] == b"Obj\x01"          # the completed file's Avro bytes
+    # reads: base files of archived commits count as committed (FileSystemView, layout 2); hudi lists storage
+    expected = sorted([(k, f"v{k}") for k in range(6)] + [(10 + k, f"v{k}") for k in range(6)])
+    assert rows(t.read()) == expected == hudi_rows(t.path)
+    assert rows(t.as_of(results[4].instant)) == [r for r in expected if r[1] != "v5"] == hudi_rows(t.path, results[4].instant)
+    h = t.history()
+    assert list(h.instant) == [r.instant for r in results] and list(h.archived) == [True] * 3 + [False] * 3
+    assert list(h.inserted) == [2] * 6 and set(h.operation) == {"UPSERT"}
+
+
+def test_archive_stops_at_savepoint_T78_and_beyond_T79(lake):
+    t = lake.create_table("a2", key="id", ordering="ts")
+    results = [t.upsert(batch(i, ids=(i,))) for i in range(6)]
+    t.maintenance.savepoint(results[1])
+    plan = t.maintenance.plan_archive(min_commits=3, max_commits=4)
+    assert [i.requested for i in plan.instants] == [results[0].instant]                    # T78
+    assert f"savepoint {results[1].instant}" in repr(plan)
+    beyond = t.maintenance.plan_archive(min_commits=3, max_commits=4, beyond_savepoint=True)
+    assert [i.requested for i in beyond.instants] == [results[i].instant for i in (0, 2, 3)]   # T79
+    t.maintenance.archive(min_commits=3, max_commits=4, beyond_savepoint=True)
+    assert active(t) == [results[i].instant for i in (1, 4, 5)]
+    # the active timeline now has a hole: FileSystemView starts it at the first non-savepoint instant
+    expected = [(k, f"v{k}") for k in range(6)]
+    assert rows(t.read()) == expected == hudi_rows(t.path)
+    assert rows(t.as_of(results[1].instant)) == expected[:2]
+
+
+def test_archive_stops_before_pending_T80(lake):
+    t = lake.create_table("a3", key="id", ordering="ts")
+    results = [t.upsert(batch(i, ids=(i,))) for i in range(6)]
+    pending = str(int(results[1].instant) + 1)
+    assert pending < results[2].instant
+    tl = f"{t.path}/.hoodie/timeline"
+    open(f"{tl}/{pending}.commit.requested", "wb").close()
+    open(f"{tl}/{pending}.inflight", "wb").close()
+    plan = t.maintenance.plan_archive(min_commits=3, max_commits=4)
+    assert [i.requested for i in plan.instants] == [results[0].instant]                    # T80
+    assert f"pending commit {pending}" in repr(plan)
+
+
+def test_archive_config_validation_T81(lake):
+    t = lake.create_table("a4", key="id")
+    with pytest.raises(ValueError, match="Increase hoodie.keep.max.commits"):
+        t.maintenance.archive(min_commits=4, max_commits=4)
+    with pytest.raises(ValueError, match="min_commits"):
+        t.maintenance.plan_archive(min_commits=0, max_commits=4)
+
+
+def test_archive_takes_cleans_and_rollbacks_along_T82(lake):
+    t = lake.create_table("a5", key="id", ordering="ts")
+    t.upsert(batch(0))
+    failed = str(int(t.timeline.max_time()) + 1)
+    tl = f"{t.path}/.hoodie/timeline"
+    open(f"{tl}/{failed}.commit.requested", "wb").close()           # a writer that died: rolled back by the next
+    results = [t.upsert(batch(i)) for i in range(1, 4)]
+    t.maintenance.clean(retain_commits=2)
+    results += [t.upsert(batch(i)) for i in range(4, 9)]
+    kinds = [i.action for i in t.timeline]
+    assert kinds.count("rollback") == 1 and kinds.count("clean") == 1
+    res = t.maintenance.archive(min_commits=3, max_commits=5)
+    actions = sorted(i.action for i in res.archived)
+    assert actions == ["clean", "commit", "commit", "commit", "commit", "commit", "commit", "rollback"]
+    assert [i.action for i in t.timeline] == ["commit"] * 3
+    h = t.history()
+    assert sorted(h.action[h.archived]) == actions
+    archived = LSMTimeline(t.storage, t.config).load()
+    clean = next(a for a in archived if a.action == "clean")
+    assert clean.plan is not None and clean.metadata[:4] == b"Obj\x01"    # clean plan kept as the plan column
+    assert rows(t.read()) == [(k, "v8") for k in (1, 2, 3)] == hudi_rows(t.path)
+
+
+def test_archive_mor_keeps_delta_commits_of_live_log_files(lake):
+    t = lake.create_table("a6", key="id", ordering="ts", table_type="mor")
+    results = [t.upsert(batch(0, ids=range(1, 9)))]
+    results += [t.upsert(batch(i, ids=(i,))) for i in range(1, 7)]      # 6 delta commits with log files
+    plan = t.maintenance.plan_archive(min_commits=2, max_commits=3)
+    # only the first delta commit (base files) may go: every later one wrote a log file of a live slice
+    assert [i.requested for i in plan.instants] == [results[0].instant]
+    assert f"log files of delta commit {results[1].instant}" in repr(plan)
+    t.maintenance.compact()
+    results += [t.upsert(batch(i, ids=(i,))) for i in range(7, 9)]
+    t.maintenance.clean(retain_commits=3)
+    plan = t.maintenance.plan_archive(min_commits=2, max_commits=3)
+    assert plan.instants and all(i.requested < results[7].instant for i in plan.instants if i.action != "clean")
+    t.maintenance.archive(min_commits=2, max_commits=3)
+    expected = [(k, f"v{k}") for k in range(1, 9)]
+    assert rows(t.read()) == expected == hudi_rows(t.path)
+    for r in results[-2:]:           # time travel to the retained (active) commits
+        assert rows(t.as_of(r.instant)) == hudi_rows(t.path, r.instant)
+    assert any(i.action == "compaction" for i in active_or_archived(t))
+
+
+def active_or_archived(t) -> list[Instant]:
+    return list(t.timeline) + LSMTimeline(t.storage, t.config).instants()
+
+
+def test_archive_keeps_replacecommit_until_replaced_files_are_cleaned(lake):
+    t = lake.create_table("a7", key="id", partition_by="p", ordering="ts")
+    t.upsert(batch(0, ids=(1, 2, 3, 4)))
+    over = t.insert_overwrite(batch(1, ids=(1, 3)))
+    for i in range(2, 8):
+        t.upsert(batch(i, ids=(2, 4)))
+    plan = t.maintenance.plan_archive(min_commits=2, max_commits=3)
+    assert [i.requested for i in plan.instants] == [t.history().instant[0]]
+    assert f"replacecommit {over.instant}" in repr(plan)
+    t.maintenance.clean(retain_commits=2)                   # deletes the replaced file group
+    plan = t.maintenance.plan_archive(min_commits=2, max_commits=3)
+    assert over.instant in [i.requested for i in plan.instants]
+    t.maintenance.archive(min_commits=2, max_commits=3)
+    assert rows(t.read()) == [(1, "v1"), (2, "v7"), (3, "v1"), (4, "v7")] == hudi_rows(t.path)
+
+
+def test_lsm_history_compaction_and_manifests(tmp_path):
+    from lakesdk.format.table_config import TableConfig
+    from lakesdk.storage import Storage
+    lake = lk.Lake(str(tmp_path))
+    cfg: TableConfig = lake.create_table("a8", key="id").config
+    storage = Storage(str(tmp_path / "a8"))
+    lsm = LSMTimeline(storage, cfg)
+    n = 0
+    for _ in range(12):
+        entries = []
+        for _k in range(3):
+            n += 1
+            req = f"20250101000{n:03d}000"
+            entries.append(ArchivedInstant(Instant("commit", "completed", req, req[:-3] + "500"), b"m", None))
+        lsm.append(entries)
+    names = [f for f, _ in lsm.manifest()]
+    levels = sorted(parse_history_file_name(f)[2] for f in names)
+    assert levels == [0, 0, 1] and lsm.latest_version() == 13          # 10 level-0 files merged into one
+    assert lsm.versions() == [9, 10, 11, 12, 13]      # cleaned after the compaction (version 11): 3 kept
+    on_disk = {f for f in os.listdir(tmp_path / "a8/.hoodie/timeline/history") if f.endswith(".parquet")}
+    assert on_disk == {f for v in lsm.versions() for f, _ in lsm.manifest(v)}   # files of the kept versions
+    loaded = lsm.load()
+    assert len(loaded) == 36 and [a.instant.requested for a in loaded] == sorted(a.instant.requested for a in loaded)
+    assert loaded[0].metadata == b"m" and loaded[0].instant.completed.endswith("500")

@@ -1,0 +1,295 @@
+"""Notebook widgets: the figures' data is checked against the table (bars = instants,
+markers = files under .hoodie/.temp, file groups = inspect.file_groups()), and clicks are
+delivered the way the browser delivers them (the FigureWidget's points-callback message)."""
+
+from __future__ import annotations
+
+import posixpath
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("ipywidgets")
+pytest.importorskip("plotly")
+pytest.importorskip("anywidget")
+
+from lakesdk.format.commit_metadata import CommitMetadata  # noqa: E402
+from lakesdk.format.instant import Instant, parse_instant_time  # noqa: E402
+from lakesdk.format.timeline import InstantClock  # noqa: E402
+from lakesdk.markers import TEMP_DIR, DirectWriteMarkers, parse_marker_name  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+def rides(n: int, ts: int = 1, start: int = 0) -> pd.DataFrame:
+    return pd.DataFrame({"uuid": [f"r{i}" for i in range(start, start + n)],
+                         "city": [("ams", "bcn", "cph")[i % 3] for i in range(start, start + n)],
+                         "ts": [ts] * n, "fare": [float(i) for i in range(start, start + n)]})
+
+
+def plotly_date(ts: str) -> str:
+    t = parse_instant_time(ts)
+    return t.strftime("%Y-%m-%d %H:%M:%S.") + f"{t.microsecond // 1000:03d}"
+
+
+def click(figure, trace_index: int, point_index: int) -> None:
+    """What the browser sends when a bar is clicked: a points-callback message."""
+    figure._js2py_pointsCallback = {
+        "event_type": "plotly_click",
+        "points": {"xs": [0], "ys": [""], "point_indexes": [point_index], "trace_indexes": [trace_index]},
+    }
+
+
+def start_pending_write(t, action: str = "commit") -> Instant:
+    store = t._store()
+    inst = Instant(action, "requested", InstantClock.next(after=t.timeline.max_time()))
+    store.create(inst)
+    # as a writer does: the inflight file names the operation
+    return store.transition(inst, "inflight", CommitMetadata(operation_type="UPSERT").to_avro())
+
+
+@pytest.fixture
+def trips(lake):
+    t = lake.create_table("trips", key="uuid", partition_by="city", ordering="ts")
+    results = [t.upsert(rides(6)), t.upsert(rides(4, ts=2, start=3)), t.delete(["r1"])]
+    return t, results
+
+
+# --------------------------------------------------------------------------------- timeline
+def test_timeline_bars_are_the_instants(trips):
+    t, results = trips
+    pending = start_pending_write(t)
+    before = datetime.now(timezone.utc).replace(tzinfo=None)
+    w = t.widgets.timeline()
+    timeline = t.timeline
+    fig = w.figure
+
+    assert [tr.name for tr in fig.data] == ["requested", "inflight", "completed"]
+    assert sum(len(tr.x) for tr in fig.data) == len(timeline) == 4
+    shown = {(cd[0], cd[2], cd[3]) for tr in fig.data for cd in tr.customdata}
+    assert shown == {(i.requested, i.action, i.state) for i in timeline}
+    # each completed bar spans exactly requested -> completed
+    done = fig.data[2]
+    assert [cd[0] for cd in done.customdata] == [r.instant for r in results]
+    for k, r in enumerate(results):
+        assert done.y[k] == "commit"
+        assert done.base[k] == plotly_date(r.instant)
+        span = (parse_instant_time(r.completed) - parse_instant_time(r.instant)).total_seconds() * 1000
+        assert done.x[k] == pytest.approx(span)
+        assert done.customdata[k][1] == r.completed
+    # the pending write is an inflight bar from its requested time up to now
+    infl = fig.data[1]
+    assert list(infl.customdata) == [[pending.requested, "", "commit", "inflight"]]
+    assert w.bars["inflight"] == [pending]
+    assert infl.base[0] == plotly_date(pending.requested)
+    end = parse_instant_time(pending.requested).timestamp() + infl.x[0] / 1000
+    assert before.timestamp() - 1 <= end <= datetime.now(timezone.utc).replace(tzinfo=None).timestamp() + 1
+    assert len(fig.data[0].x) == 0
+    # hover text carries the commit metadata
+    md = t.inspect.commit_metadata(results[0].instant).totals()
+    assert "operation UPSERT" in done.hovertext[0]
+    assert f"inserted {md['inserted']} · updated {md['updated']} · deleted {md['deleted']}" in done.hovertext[0]
+    assert f"files {md['files']}" in done.hovertext[0] and f"partitions {md['partitions']}" in done.hovertext[0]
+    assert "operation DELETE" in done.hovertext[2] and "deleted 1" in done.hovertext[2]
+    assert "operation UPSERT" in infl.hovertext[0]  # read from the inflight file
+    bars = w.to_pandas()
+    assert sorted(bars.requested) == sorted(i.requested for i in timeline)
+
+
+def test_click_selects_instant_files_and_time_travel(trips):
+    t, results = trips
+    w = t.widgets.timeline()
+    assert w.selected is None and "Click a bar" in w.panel.value and w.travel_button.disabled
+    second = results[1]
+    k = [cd[0] for cd in w.figure.data[2].customdata].index(second.instant)
+    click(w.figure, 2, k)
+    assert w.selected == t.timeline.get(second.instant)
+    stats = t.inspect.commit_metadata(second.instant).write_stats
+    assert w.selected_files == sorted(s.path for s in stats) == sorted(second.file_paths)
+    assert f"data-instant='{second.instant}'" in w.panel.value
+    for path in w.selected_files:
+        assert posixpath.basename(path) in w.panel.value
+    assert list(w.figure.data[2].marker.line.width) == [3 if i == k else 1 for i in range(3)]
+    # the time-travel button shows the table as of that instant
+    assert not w.travel_button.disabled
+    w.travel_button.click()
+    expected = t.as_of(second.instant).to_pandas()
+    assert f"{len(expected)} rows" in w.travel_output.value and len(expected) == 7
+    got = w.time_travel()
+    assert sorted(got.uuid) == sorted(expected.uuid) and "r1" in set(got.uuid)   # before the delete
+    # a click on another trace's empty point list does not change the selection
+    w._on_click(w.figure.data[0], type("P", (), {"point_inds": []})())
+    assert w.selected.requested == second.instant
+
+
+def test_live_mode_picks_up_new_writes(trips):
+    t, _ = trips
+    w = t.widgets.timeline(live=True, interval_s=0.1)
+    try:
+        assert w.live and w.live_toggle.value
+        n = len(t.timeline)
+        res = t.upsert(rides(2, ts=5, start=20))
+        deadline = time.time() + 10
+        while time.time() < deadline and sum(len(tr.x) for tr in w.figure.data) != n + 1:
+            time.sleep(0.05)
+        assert sum(len(tr.x) for tr in w.figure.data) == n + 1
+        assert res.instant in [cd[0] for cd in w.figure.data[2].customdata]
+    finally:
+        w.stop_live()
+    assert not w.live and not w.live_toggle.value
+    count = w.refreshes
+    time.sleep(0.3)
+    assert w.refreshes == count
+
+
+def test_to_html_writes_a_static_figure(trips, tmp_path):
+    t, results = trips
+    out = t.widgets.timeline().to_html(str(tmp_path / "docs" / "timeline.html"), include_plotlyjs="cdn")
+    text = open(out).read()
+    assert "plotly" in text and results[0].instant in text
+
+
+# --------------------------------------------------------------------------------- markers
+def test_markers_of_a_simulated_failed_write(trips):
+    t, _ = trips
+    pending = start_pending_write(t)
+    m = DirectWriteMarkers(t.storage, pending.requested)
+    made = [m.create("city=ams", f"f1-0_0-1-1_{pending.requested}.parquet", "CREATE"),
+            m.create("city=ams", f"f2-0_0-1-2_{pending.requested}.parquet", "CREATE"),
+            m.create("city=bcn", f"f3-0_1-1-3_{pending.requested}.parquet", "MERGE")]
+    # the failed writer got as far as writing two of the three data files
+    t.storage.write(f"city=ams/f1-0_0-1-1_{pending.requested}.parquet", b"x" * 10)
+    t.storage.write(f"city=bcn/f3-0_1-1-3_{pending.requested}.parquet", b"y" * 20)
+
+    w = t.widgets.markers()
+    assert [c.requested for c in w.candidates] == [pending.requested]
+    assert w.selected.requested == pending.requested and w.picker.value == pending.requested
+    assert w.marker_type == "DIRECT"
+    assert "no heartbeat: failed" in w.selected.status
+    # the bars count the marker files under .hoodie/.temp/<instant>
+    on_disk = [f.path for f in t.storage.find(f"{TEMP_DIR}/{pending.requested}")]
+    assert len(on_disk) == 3 == sum(w.counts().values())
+    assert w.counts() == {("city=ams", "CREATE"): 2, ("city=bcn", "MERGE"): 1}
+    assert sorted(w.markers.marker) == sorted(made)
+    exists = dict(zip(w.markers.data_path, w.markers.exists))
+    assert exists == {parse_marker_name(n).data_path: n.startswith(("city=ams/f1", "city=bcn")) for n in made}
+    # preview: exactly the marker's data files, and nothing is deleted
+    preview = w.preview_rollback()
+    assert preview == sorted(parse_marker_name(n).data_path for n in made)
+    for p in preview:
+        assert p in w.preview_output.value
+    assert f"{t._store().dir}/{pending.file_name()}" in w.preview_output.value
+    assert t.storage.exists(f"city=ams/f1-0_0-1-1_{pending.requested}.parquet")
+    assert len(t.storage.find(f"{TEMP_DIR}/{pending.requested}")) == 3
+    assert t.timeline.get(pending.requested).state == "inflight"
+
+
+def test_markers_of_a_real_write_stopped_mid_way(trips, monkeypatch):
+    """A real upsert (timeline-server markers, the default) is held after its data files
+    are written and before it commits: the widget shows its markers and data files."""
+    from lakesdk import _faults
+    t, _ = trips
+    reached, release = threading.Event(), threading.Event()
+    real = _faults.crash_point
+
+    def hold(point: str) -> None:
+        if point == "after_data" and threading.current_thread().name == "writer":
+            reached.set()
+            assert release.wait(30)
+        real(point)
+
+    monkeypatch.setattr(_faults, "crash_point", hold)
+    out = {}
+    th = threading.Thread(target=lambda: out.setdefault("res", t.upsert(rides(4, ts=9, start=2))), name="writer")
+    th.start()
+    try:
+        assert reached.wait(60), "the write did not reach its data files"
+        inflight = t.timeline.pending[0]
+        w = t.widgets.markers()
+        assert w.selected.requested == inflight.requested
+        assert w.marker_type == "TIMELINE_SERVER_BASED"
+        assert "fresh" in w.selected.status                 # its heartbeat is beating
+        written = sorted(f.path for f in t.storage.find("") if not f.path.startswith(".hoodie")
+                         and f"_{inflight.requested}." in posixpath.basename(f.path))
+        assert written and sorted(w.markers.data_path) == written and w.markers.exists.all()
+        # MARKERS<n> lines under .hoodie/.temp/<instant> are what the bars count
+        lines = [ln for f in t.storage.find(f"{TEMP_DIR}/{inflight.requested}") if f.path.split("/")[-1] != "MARKERS.type"
+                 for ln in t.storage.read(f.path).decode().splitlines() if ln.strip()]
+        assert sum(w.counts().values()) == len(lines) == len(written)
+        assert w.preview_rollback() == written
+    finally:
+        release.set()
+        th.join(60)
+    assert out["res"].instant == inflight.requested
+    w.refresh()
+    assert w.candidates == [] and w.selected is None and w.counts() == {}
+    assert "No pending or failed writes" in w.info.value
+
+
+# --------------------------------------------------------------------------------- file layout
+def test_file_layout_matches_inspect(lake):
+    t = lake.create_table("mor", key="uuid", partition_by="city", ordering="ts", table_type="mor")
+    t.upsert(rides(9))
+    t.upsert(rides(3, ts=2))
+    t.upsert(rides(2, ts=3, start=9))
+    w = t.widgets.file_layout(small_file_bytes=10**9)
+    expect = t.inspect.file_groups()
+    cols = list(expect.columns)
+    pd.testing.assert_frame_equal(w.groups[cols].reset_index(drop=True), expect.reset_index(drop=True),
+                                  check_dtype=False)
+    # log bytes are the sizes of the latest slices' log files on storage
+    from lakesdk.read.view import FileSystemView
+    store = t._store()
+    view = FileSystemView(t.storage, t.config, store, store.load())
+    sizes = {(g.partition, g.file_id): sum(t.storage.size(p) for p in g.latest.log_paths) for g in view.file_groups}
+    assert {(r.partition, r.file_id): r.log_bytes for r in w.groups.itertuples()} == sizes
+    assert w.groups.log_bytes.sum() > 0 and w.groups.small.all()
+    big, small, logs = w.figure.data
+    assert len(big.y) == 0 and len(small.y) == len(expect)
+    assert sum(small.x) == expect.base_bytes.sum() and sum(logs.x) == w.groups.log_bytes.sum()
+    assert len(w.slices) == expect.slices.sum()
+    # no file is small under a 1-byte limit
+    assert not t.widgets.file_layout(small_file_bytes=1).groups.small.any()
+    # click a bar: its file group's slices
+    gid = list(small.customdata[0])
+    click(w.figure, 1, 0)
+    assert w.selected == tuple(gid) and f"data-file-group='{gid[1]}'" in w.detail.value
+
+
+def test_timeline_shows_a_scheduled_compaction(lake):
+    t = lake.create_table("mor", key="uuid", partition_by="city", ordering="ts", table_type="mor")
+    t.upsert(rides(6))
+    t.upsert(rides(3, ts=2))
+    plan = t.maintenance.schedule_compaction()
+    w = t.widgets.timeline()
+    assert [(i.action, i.requested) for i in w.bars["requested"]] == [("compaction", plan.instant)]
+    assert [i.action for i in w.bars["completed"]] == ["deltacommit", "deltacommit"]
+    assert list(w.figure.layout.yaxis.categoryarray)[::-1][:8] == ["commit", "deltacommit", "replacecommit", "clean",
+                                                                   "compaction", "rollback", "savepoint", "restore"]
+    w.select(plan.instant)
+    assert w.selected_files == sorted(f"{o.partition}/{o.file_id}" for o in plan.operations)
+    assert "file groups to compact" in w.panel.value
+    # once executed, a refresh shows the same instant completed, still selected
+    t.maintenance.compact(plan.instant)
+    w.refresh()
+    assert w.selected.requested == plan.instant and w.selected.state == "completed"
+    assert [i.action for i in w.bars["completed"]][-1] == "compaction" and not w.bars["requested"]
+    assert "operation COMPACT" in w.figure.data[2].hovertext[-1]
+
+
+def test_widgets_are_a_lazy_leaf_layer():
+    code = ("import sys, lakesdk, lakesdk.table.table, lakesdk.widgets\n"
+            "t = lakesdk.widgets.TableWidgets\n"
+            "bad = [m for m in ('plotly', 'ipywidgets', 'anywidget') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    core = subprocess.run(["grep", "-rln", "lakesdk.widgets", "lakesdk", "--include=*.py"],
+                          capture_output=True, text=True, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
+    users = sorted(p for p in core.stdout.split() if not p.startswith("lakesdk/widgets/"))
+    assert users == ["lakesdk/table/table.py"], users   # only the lazy `Table.widgets` property
