@@ -78,7 +78,7 @@ def test_three_streams_out_of_order_with_compaction(lake, table_type):
         rng.shuffle(es)
         chunks += [(s, es[i::4]) for i in range(4)]
     rng.shuffle(chunks)
-    for n, (s, es) in enumerate(chunks):
+    for n, (_stream, es) in enumerate(chunks):
         t.upsert(pd.DataFrame(es))
         if table_type == "mor" and n == len(chunks) // 2:
             assert t.maintenance.compact() is not None   # compaction in the middle materialises stitched rows

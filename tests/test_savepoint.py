@@ -171,3 +171,26 @@ def test_restore_after_10_commits_with_cleaning_gives_savepointed_rows(lake):
     assert len(res.rolled_back) >= 10
     assert rows(t.read()) == expected == hudi_rows(t.path)
     assert rows(t.read(read_optimized=True)) != [] and t.maintenance.savepoints()[0].instant == sp.instant
+
+
+def test_t61_savepointed_commit_cannot_be_rolled_back(lake):
+    import pandas as pd
+
+    from lakesdk.services.rollback import RollbackNotAllowedError
+    t = lake.create_table("t61", key="id")
+    r = t.upsert(pd.DataFrame({"id": [1], "v": ["a"]}))
+    t.maintenance.savepoint(r.instant)
+    with pytest.raises(RollbackNotAllowedError, match="savepointed"):
+        t.maintenance.rollback(r.instant)
+
+
+def test_t72_pending_restore_blocks_writes(lake):
+    import pandas as pd
+
+    from lakesdk.exceptions import WriteError
+    from lakesdk.format.instant import Instant
+    t = lake.create_table("t72", key="id")
+    t.upsert(pd.DataFrame({"id": [1], "v": ["a"]}))
+    t._store().create(Instant("restore", "requested", "20990101000000000"))
+    with pytest.raises(WriteError, match="restore is in progress"):
+        t.upsert(pd.DataFrame({"id": [2], "v": ["b"]}))

@@ -259,3 +259,16 @@ def test_composite_keys_and_nonpartitioned(lake):
     out = t.read().to_pandas().sort_values(["a", "b"])
     assert list(out.v) == [1, 20]
     assert set(t.read(columns=["_hoodie_record_key"]).to_pandas()._hoodie_record_key) == {"a:1,b:x", "a:1,b:y"}
+
+
+def test_user_rollback_of_latest_commit(lake):
+    from lakesdk.services.rollback import RollbackNotAllowedError
+    t = lake.create_table("rb", key="uuid", partition_by="city", ordering="ts")
+    r1 = t.upsert(trips(3))
+    r2 = t.upsert(trips(2, start=1, ts=5))
+    with pytest.raises(RollbackNotAllowedError, match="not the latest completed write"):
+        t.maintenance.rollback(r1.instant)
+    res = t.maintenance.rollback(r2)
+    assert "rolled back commit" in repr(res) and set(res.deleted_files) == set(r2.file_paths)
+    assert snapshot(t) == {f"u{i:04d}": (("sf", "nyc", "la")[i], 1, float(i)) for i in range(3)}
+    assert [i.action for i in t.timeline] == ["commit", "rollback"]

@@ -126,6 +126,10 @@ def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
     if target.is_completed:
         if target.completed_action not in WRITE_ACTIONS:
             raise RollbackNotAllowedError(f"{target.action} {req} is not a write; only writes can be rolled back")
+        if any(i.action == "savepoint" and i.is_completed and i.requested == req for i in timeline):
+            raise RollbackNotAllowedError(
+                f"completed instant {req} is savepointed; delete the savepoint first "
+                "(table.maintenance.delete_savepoint(...)) or restore to it")
         latest = timeline.last_completed_write
         if latest is None or latest.requested != req:
             raise RollbackNotAllowedError(

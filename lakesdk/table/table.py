@@ -399,6 +399,19 @@ class Maintenance:
                 instant = plan.instant
         return execute_compaction(self._t, instant)
 
+    def rollback(self, instant: Any, *, force: bool = False) -> Any:
+        """Roll back a failed (pending) write, or the latest completed write: its files are
+        deleted and a rollback instant records what was removed.  A pending write whose
+        writer is alive (fresh heartbeat) is refused unless ``force=True``."""
+        from lakesdk.services.rollback import rollback
+        req = instant.instant if hasattr(instant, "instant") and not hasattr(instant, "requested") else instant
+        return rollback(self._t, req, force=force)
+
+    def rollback_failed_writes(self) -> list[Any]:
+        """Roll back every pending write whose writer is gone (heartbeat expired)."""
+        from lakesdk.services.rollback import rollback_failed_writes
+        return rollback_failed_writes(self._t, policy="lazy")
+
     def pending_compactions(self) -> list[Any]:
         return [i for i in self._t.timeline.pending if i.action == "compaction"]
 

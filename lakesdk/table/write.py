@@ -175,6 +175,12 @@ class WriteOperation:
         ctx, arrow, sdf, store, timeline = prep.ctx, prep.arrow, prep.sdf, prep.store, prep.timeline
         partitions, global_delete, target_schema = prep.partitions, prep.global_delete, prep.target_schema
 
+        pending_restore = [i for i in timeline.pending if i.action == "restore"]
+        if pending_restore:
+            raise WriteError(
+                f"a restore is in progress on {cfg.name!r} ({pending_restore[0].requested}); writes wait until it "
+                "finishes: run table.maintenance.restore(<savepoint>) again to complete it")
+
         # -- failed writes of earlier writers are rolled back first ------------------------------
         from lakesdk.services.rollback import rollback, rollback_failed_writes
         policy = "lazy" if t.options.concurrency == "optimistic" else t.options.failed_writes
