@@ -24,6 +24,7 @@ _LAZY = {
     "Instant": "lakesdk.format.instant",
     "Timeline": "lakesdk.format.timeline",
     "get_spark": "lakesdk.engine.session",
+    "register_merger": "lakesdk.merge.registry",
 }
 
 __all__ = ["__version__", *_LAZY, *_exc_all]

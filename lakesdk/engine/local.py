@@ -72,7 +72,7 @@ class LocalWriteJob:
 
     def combine(self, t: pa.Table) -> pa.Table:
         return combine_batch(t, ordering=self.ctx.ordering, merge_mode=self.ctx.merge_mode,
-                             column_groups=self.ctx.column_groups)
+                             column_groups=self.ctx.column_groups, merger=self.ctx.merger)
 
     def partitions(self, t: pa.Table) -> list[str]:
         return sorted(pc.unique(t.column(PART)).to_pylist())

@@ -8,7 +8,7 @@ the read's moment) are skipped, and so are blocks that a rollback command block 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +38,7 @@ class SliceReadContext:
     valid_instants: frozenset[str]       # requested times of the visible delta commits
     columns: tuple[str, ...] | None = None
     column_groups: dict[str, list[str]] | None = None
+    merger: Any = None
 
     @property
     def full_schema(self) -> pa.Schema:
@@ -112,8 +113,8 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
         if IS_DELETED in out.column_names:
             out = out.filter(pc.invert(pc.fill_null(out.column(IS_DELETED), False)))
         return out.select(list(columns)) if columns is not None else out
-    versions = slice_versions(ctx, sl, None if ctx.column_groups else columns)
+    versions = slice_versions(ctx, sl, None if (ctx.column_groups or ctx.merger) else columns)
     merged = merge_versions(versions, ordering=ctx.ordering, merge_mode=ctx.merge_mode,
-                            column_groups=ctx.column_groups)
+                            column_groups=ctx.column_groups, merger=ctx.merger)
     merged = merged.drop_columns([SEQ, OP])
     return merged.select(list(columns)) if columns is not None else merged

@@ -123,6 +123,9 @@ class SparkWriteJob:
     def combine(self, df: Any) -> Any:
         """Keep one record per (partition, key): greatest ordering value, then latest arrival
         (partial-update tables: stitch the column groups of a key's records)."""
+        if self.ctx.merger is not None:
+            fn = self.ctx.merger
+            return df.groupBy(KEY).applyInArrow(lambda t: fn(t), df.schema)
         if self.ctx.merge_mode == "PARTIAL_UPDATE" and self.ctx.column_groups:
             from lakesdk.merge.slice_merge import merge_partial
             groups = self.ctx.column_groups

@@ -74,6 +74,7 @@ class WriteContext:
     merge_on_read: bool = False
     markers: Any = None                     # WriteMarkers of the instant (created before each file)
     column_groups: dict[str, list[str]] | None = None   # partial-update tables
+    merger: Any = None                      # a user-defined merger function (custom merge mode)
     targets: dict[str, FileGroupTarget] = field(default_factory=dict)
 
     @property
@@ -185,7 +186,6 @@ def _merge_partial_into_base(ctx: WriteContext, base: pa.Table | None,
                              incoming: pa.Table) -> tuple[pa.Table | None, pa.Table, MergeCounts]:
     """Partial update: stitch each key's column groups from the stored row and the
     incoming versions (see :func:`lakesdk.merge.slice_merge.merge_partial`)."""
-    from lakesdk.merge.slice_merge import merge_partial
     inc = conform(incoming, ctx.file_schema, keep=[OP, SEQ])
     seq = pc.add(pc.cast(inc.column(SEQ), pa.int64()), 1)
     inc = inc.set_column(inc.column_names.index(SEQ), SEQ, seq)
@@ -196,7 +196,9 @@ def _merge_partial_into_base(ctx: WriteContext, base: pa.Table | None,
         b = base.append_column(OP, pa.repeat(pa.scalar(0, pa.int8()), n)).append_column(SEQ, pa.repeat(pa.scalar(0, pa.int64()), n))
         parts.insert(0, b.select(inc.column_names))
         base_keys = base.column(KEY)
-    merged = merge_partial(pa.concat_tables(parts), column_groups=ctx.column_groups or {})
+    from lakesdk.merge.slice_merge import merge_versions
+    merged = merge_versions(pa.concat_tables(parts), ordering=ctx.ordering, merge_mode=ctx.merge_mode,
+                            column_groups=ctx.column_groups, merger=ctx.merger)
     touched = pc.is_in(merged.column(KEY), value_set=pc.unique(incoming.column(KEY)))
     kept = merged.filter(pc.invert(touched)).drop_columns([OP, SEQ])
     new = merged.filter(touched).drop_columns([OP, SEQ])
@@ -216,7 +218,7 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
         # Hudi's insert appends into small files without merging (duplicates are kept)
         kept, new = base, incoming
         counts = MergeCounts(inserted=incoming.num_rows)
-    elif ctx.merge_mode == "PARTIAL_UPDATE" and ctx.column_groups:
+    elif (ctx.merge_mode == "PARTIAL_UPDATE" and ctx.column_groups) or ctx.merger is not None:
         kept, new, counts = _merge_partial_into_base(ctx, base, incoming)
     else:
         kept, new, _is_update, counts = merge_into_base(base, incoming, ordering=ctx.ordering,

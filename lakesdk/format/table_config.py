@@ -37,6 +37,9 @@ EVENT_TIME_STRATEGY_ID = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 #: lakesdk's partial-update merger (one ordering field per column group); CUSTOM to Hudi
 PARTIAL_UPDATE_STRATEGY_ID = "5e1f0a52-7c1b-4bde-9b0c-1a2c3d4e5f60"
 COLUMN_GROUPS_KEY = "hoodie.lakesdk.partial.update.column.groups"
+#: lakesdk's user-defined merger (registered by name in Python); CUSTOM to Hudi
+CUSTOM_STRATEGY_ID = "9b0c1a2d-3e4f-4a5b-8c6d-7e8f90a1b2c3"
+MERGER_NAME_KEY = "hoodie.lakesdk.merger.name"
 COMMIT_TIME_STRATEGY_ID = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 
 
@@ -140,6 +143,9 @@ class TableConfig:
         if merge_mode == "EVENT_TIME_ORDERING":
             p["hoodie.record.merge.strategy.id"] = EVENT_TIME_STRATEGY_ID
             p["hoodie.compaction.payload.class"] = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+        elif merge_mode == "CUSTOM":
+            p["hoodie.record.merge.mode"] = "CUSTOM"
+            p["hoodie.record.merge.strategy.id"] = CUSTOM_STRATEGY_ID
         elif merge_mode == "PARTIAL_UPDATE":
             p["hoodie.record.merge.mode"] = "CUSTOM"
             p["hoodie.record.merge.strategy.id"] = PARTIAL_UPDATE_STRATEGY_ID
@@ -314,9 +320,15 @@ class TableConfig:
         return {str(k): [str(c) for c in v] for k, v in groups.items()}
 
     @property
+    def merger_name(self) -> str | None:
+        return self.props.get(MERGER_NAME_KEY) or None
+
+    @property
     def merge_mode(self) -> str:
         if self.props.get(COLUMN_GROUPS_KEY):
             return "PARTIAL_UPDATE"
+        if self.props.get(MERGER_NAME_KEY):
+            return "CUSTOM"
         m = self.props.get("hoodie.record.merge.mode")
         if m:
             return m.upper()

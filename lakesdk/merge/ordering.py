@@ -13,6 +13,7 @@ Incoming batches carry two internal columns: ``_lk_op`` (int8: 0 upsert, 1 delet
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -69,7 +70,7 @@ def _ge(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
 
 
 def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str,
-                  column_groups: dict[str, list[str]] | None = None) -> pa.Table:
+                  column_groups: dict[str, list[str]] | None = None, merger: Any = None) -> pa.Table:
     """De-duplicate one incoming batch by (partition path, record key).
 
     Keeps, per key, the record with the greatest ordering value (event-time ordering) or
@@ -82,6 +83,8 @@ def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str,
         if OP not in batch.column_names:
             return batch
         return merge_partial(batch, column_groups=column_groups)
+    if merger is not None:
+        return merger(batch) if OP in batch.column_names else batch
     keys = [PART, KEY]
     sort = [(PART, "ascending"), (KEY, "ascending")]
     if ordering and merge_mode == "EVENT_TIME_ORDERING" and ordering in batch.column_names:

@@ -16,6 +16,8 @@ merge rule commit by commit, which is how Hudi's writers, readers and compaction
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,12 +37,14 @@ def _rank(col: pa.ChunkedArray) -> np.ndarray:
 
 
 def merge_versions(versions: pa.Table, *, ordering: str | None, merge_mode: str,
-                   column_groups: dict[str, list[str]] | None = None) -> pa.Table:
+                   column_groups: dict[str, list[str]] | None = None, merger: Any = None) -> pa.Table:
     """Reduce ``versions`` (all versions of the records of one file slice) to the winning
     upsert per key.  ``versions`` must have ``_hoodie_record_key``, ``_lk_seq`` and
     ``_lk_op`` columns (and the ordering field for event-time ordering)."""
     if merge_mode == "PARTIAL_UPDATE" and column_groups:
         return merge_partial(versions, column_groups=column_groups)
+    if merger is not None:   # a user-defined merger (lakesdk.register_merger)
+        return merger(versions) if versions.num_rows else versions
     n = versions.num_rows
     if n == 0:
         return versions

@@ -148,11 +148,11 @@ def execute_compaction(table: "Table", instant: str) -> Any:
     ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
                        partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style,
                        ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, table_name=cfg.name,
-                       column_groups=cfg.column_groups,
+                       column_groups=cfg.column_groups, merger=table._merger(),
                        operation="compact")
     visible = frozenset(i.requested for i in timeline.commits if i.requested < instant)
     slice_ctx = SliceReadContext(table.storage, schema, cfg.ordering_field, cfg.merge_mode, visible,
-                                 column_groups=cfg.column_groups)
+                                 column_groups=cfg.column_groups, merger=table._merger())
     ctx.markers = table._markers(instant)
     engine = table.options.engine if table.options.engine != "auto" else (
         "local" if table._spark_is_local() else "spark")

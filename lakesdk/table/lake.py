@@ -57,8 +57,9 @@ class Lake:
         table_type: Literal["cow", "mor"] = "cow",
         schema: pa.Schema | None = None,
         hive_style: bool = True,
-        merge_mode: Literal["event_time", "commit_time", "partial_update"] | None = None,
+        merge_mode: Literal["event_time", "commit_time", "partial_update", "custom"] | None = None,
         column_groups: dict[str, list[str]] | None = None,
+        merger: str | None = None,
         exist_ok: bool = False,
     ) -> Table:
         """Create a table version 8 (Hudi 1.0) in ``<root>/<name>``.
@@ -82,7 +83,7 @@ class Lake:
             if missing:
                 raise SchemaError(f"fields {missing} are not in the given schema ({', '.join(schema.names)})")
         mm = {None: None, "event_time": "EVENT_TIME_ORDERING", "commit_time": "COMMIT_TIME_ORDERING",
-              "partial_update": "PARTIAL_UPDATE"}.get(merge_mode)
+              "partial_update": "PARTIAL_UPDATE", "custom": "CUSTOM"}.get(merge_mode)
         if merge_mode is not None and mm is None:
             raise SchemaError(f"merge_mode must be 'event_time', 'commit_time' or 'partial_update', not {merge_mode!r}")
         extra = None
@@ -104,6 +105,16 @@ class Lake:
             extra = {COLUMN_GROUPS_KEY: json.dumps({k: list(v) for k, v in column_groups.items()})}
         elif column_groups:
             raise SchemaError("column_groups needs merge_mode='partial_update'")
+        if mm == "CUSTOM":
+            from lakesdk.format.table_config import MERGER_NAME_KEY
+            from lakesdk.merge.registry import get_merger
+            if not merger:
+                raise SchemaError("merge_mode='custom' needs merger='<name>' of a function registered with "
+                                  "lakesdk.register_merger(name, fn)")
+            get_merger(merger)   # registered now, or a clear error
+            extra = {MERGER_NAME_KEY: merger}
+        elif merger:
+            raise SchemaError("merger= needs merge_mode='custom'")
         cfg = TableConfig.new(
             name=name, table_type=tt, record_key_fields=keys, partition_fields=parts, ordering_field=ordering,  # type: ignore[arg-type]
             hive_style=hive_style, create_schema=arrow_to_avro(schema, name) if schema is not None else None,

@@ -160,7 +160,8 @@ class Query:
         from lakesdk.engine.slice_reader import SliceReadContext
         cfg = self.table.config
         return SliceReadContext(self.table.storage, plan.schema, cfg.ordering_field, cfg.merge_mode,
-                                frozenset(i.requested for i in plan.visible), column_groups=cfg.column_groups)
+                                frozenset(i.requested for i in plan.visible), column_groups=cfg.column_groups,
+                                merger=self.table._merger())
 
     def _filter_merged(self, t: pa.Table, plan: ReadPlan, cols: list[str]) -> pa.Table:
         if plan.commit_times is not None:

@@ -119,6 +119,14 @@ class Table:
         except Exception:  # noqa: BLE001 - Spark Connect: the cluster is elsewhere
             return False
 
+    def _merger(self) -> Any:
+        """The user-defined merger function of a custom-merge table (looked up by name)."""
+        name = self.config.merger_name
+        if not name:
+            return None
+        from lakesdk.merge.registry import get_merger
+        return get_merger(name)
+
     def _lock(self) -> Any:
         """The table lock of optimistic concurrency (None for a single writer)."""
         if self.options.concurrency != "optimistic":

@@ -130,6 +130,7 @@ class WriteOperation:
             storage=t.storage, instant="", schema=target_schema, key_fields=cfg.record_key_fields,
             partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style,
             ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, column_groups=cfg.column_groups,
+            merger=t._merger(),
             target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
             operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor,
         )
@@ -320,7 +321,7 @@ class WriteOperation:
         if arrow is not None and op not in ("bulk_insert", "delete"):
             from lakesdk.merge.ordering import combine_batch
             arrow = combine_batch(arrow, ordering=ctx.ordering, merge_mode=ctx.merge_mode,
-                                  column_groups=ctx.column_groups)  # cheap on the driver
+                                  column_groups=ctx.column_groups, merger=ctx.merger)  # cheap on the driver
         if arrow is not None and self._engine() == "local":
             from lakesdk.engine.local import LocalWriteJob
             job: Any = LocalWriteJob(ctx)
@@ -356,7 +357,7 @@ class WriteOperation:
                 from lakesdk.engine.slice_reader import SliceReadContext
                 slice_ctx = SliceReadContext(t.storage, ctx.schema, ctx.ordering, ctx.merge_mode,
                                              frozenset(i.requested for i in view.visible),
-                                             column_groups=ctx.column_groups)
+                                             column_groups=ctx.column_groups, merger=ctx.merger)
             data = job.tag(data, job.key_index(slices, slice_ctx), global_keys=global_delete)
         else:
             data = job.untagged(data)
