@@ -7,11 +7,12 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup demo test test-fast lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements-dev.txt
 	@bash scripts/system-deps.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -r requirements-dev.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
 	@touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,0 +1,103 @@
+"""The documentation site: ``mkdocs build --strict`` succeeds (no warning at all), every page
+the nav lists exists, and every one of them is rendered."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+try:
+    import mkdocs  # noqa: F401
+except ImportError:  # pragma: no cover - the docs extra is part of dev
+    pytest.skip("mkdocs is not installed: pip install -e '.[docs]' to build and test the documentation site",
+                allow_module_level=True)
+
+import yaml
+
+pytestmark = pytest.mark.docs
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+CONFIG = ROOT / "mkdocs.yml"
+
+
+def _nav_pages(nav: object) -> list[str]:
+    """Every page path in a mkdocs nav (external links left out)."""
+    out: list[str] = []
+    if isinstance(nav, str):
+        if "://" not in nav:
+            out.append(nav)
+    elif isinstance(nav, list):
+        for item in nav:
+            out += _nav_pages(item)
+    elif isinstance(nav, dict):
+        for value in nav.values():
+            out += _nav_pages(value)
+    return out
+
+
+def _notebook_sources() -> dict[str, Path]:
+    """The tutorial notebooks the site's hook adds (``notebooks/<name>.ipynb``)."""
+    spec = importlib.util.spec_from_file_location("lakesdk_docs_hook", DOCS / "_hooks" / "notebooks.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.notebook_sources()
+
+
+def _config() -> dict:
+    # mkdocs.yml uses no custom YAML tags, so the plain loader reads it
+    return yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
+
+
+def _rendered(site: Path, page: str) -> Path:
+    """Where mkdocs (use_directory_urls) writes ``page``."""
+    stem = page.rsplit(".", 1)[0]
+    if stem == "index" or stem.endswith("/index"):
+        return site / stem.removesuffix("index") / "index.html"
+    return site / stem / "index.html"
+
+
+def test_every_nav_page_exists():
+    pages = _nav_pages(_config()["nav"])
+    assert pages, "mkdocs.yml has no nav"
+    notebooks = _notebook_sources()
+    missing = [p for p in pages if not (DOCS / p).is_file() and p not in notebooks]
+    assert not missing, f"pages in the mkdocs.yml nav that do not exist under docs/ (or notebooks/): {missing}"
+    # every tutorial notebook is in the nav, and every page under docs/ too
+    assert set(notebooks) <= set(pages), f"notebooks missing from the nav: {sorted(set(notebooks) - set(pages))}"
+    on_disk = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md") if "_hooks" not in p.parts}
+    assert on_disk <= set(pages), f"pages under docs/ missing from the nav: {sorted(on_disk - set(pages))}"
+
+
+def test_mkdocs_build_strict(tmp_path):
+    site = tmp_path / "site"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(CONFIG), "--site-dir", str(site)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    seconds = time.perf_counter() - t0
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"mkdocs build --strict failed (exit {proc.returncode}):\n{log[-6000:]}"
+    warnings = [line for line in log.splitlines() if line.startswith(("WARNING", "ERROR"))]
+    assert not warnings, "\n".join(warnings)
+    for page in _nav_pages(_config()["nav"]):
+        out = _rendered(site, page)
+        assert out.is_file(), f"{page} was not rendered ({out} is missing)"
+    # the API reference is generated from the docstrings, not left empty
+    table_html = (site / "api" / "table" / "index.html").read_text(encoding="utf-8")
+    for anchor in ("lakesdk.table.table.Table", "lakesdk.table.table.TableOptions",
+                   "lakesdk.table.table.Maintenance.compact", "lakesdk.table.table.Inspect.file_groups"):
+        assert f'id="{anchor}"' in table_html, f"{anchor} is missing from the API reference"
+    # the notebooks are rendered with their code cells
+    quickstart = (site / "notebooks" / "01_quickstart" / "index.html").read_text(encoding="utf-8")
+    assert "create_table" in quickstart
+    print(f"mkdocs build --strict: {seconds:.1f} s")
