@@ -189,25 +189,13 @@ def test_stress_threads_in_process_lock(tmp_path):
     assert len(results) == 40
 
 
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    import shutil as _sh
-
-    from .test_locks_zookeeper import ZK_JAR, ZooKeeperServer
-    if _sh.which("java") is None or not ZK_JAR.exists():
-        pytest.skip("ZooKeeper is not installed: run scripts/system-deps.sh")
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zk-stress"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+from .test_locks_zookeeper import zk  # noqa: E402,F401 - the real ZooKeeper server fixture
 
 
 @pytest.mark.zookeeper
-def test_stress_four_writer_processes_zookeeper_lock(tmp_path, zookeeper):
+def test_stress_four_writer_processes_zookeeper_lock(tmp_path, zk):  # noqa: F811 - the fixture
     t = lk.Lake(str(tmp_path)).create_table("s", key="id", partition_by="city")
     t.upsert(pd.DataFrame({"id": [0], "city": ["a"], "v": ["init"]}))
-    results = stress(t.path, "zookeeper", lock_options={"zk_connect": zookeeper.connect, "timeout_s": 120})
+    results = stress(t.path, "zookeeper", lock_options={"zk_connect": zk.connect, "timeout_s": 120})
     landed = check_fold(lk.open_table(t.path), results)
     assert len(results) == 100 and landed and any(not r["ok"] for r in results)

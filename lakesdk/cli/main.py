@@ -84,7 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             s.add_argument("--where", default=None)
             s.add_argument("--as-of", default=None)
             s.add_argument("--limit", type=int, default=20)
+    from lakesdk.cli import kafka as kafka_cli
+    kafka_cli.add_arguments(sub.add_parser("kafka-sink", help="exactly-once sink from a Kafka topic into a MOR table"))
     a = p.parse_args(argv)
+    if a.cmd == "kafka-sink":
+        raw = list(sys.argv[1:] if argv is None else argv)
+        return kafka_cli.run(a, raw[raw.index("kafka-sink") + 1:])
     if a.cmd == "demo":
         return demo(a.path, a.master)
     import lakesdk as lk

@@ -232,6 +232,19 @@ class LockProvider(ABC):
             raise LockConfigError(f"timeout_s must be a number of seconds >= 0 (or math.inf), found {timeout_s!r}")
         return float(t)
 
+    def _take_thread_mutex(self, timeout: float) -> float:
+        """Providers shared by threads: refuse re-entry, then queue on the provider's own
+        mutex (``self._mutex``, ``self._holding_thread``, ``self._owner_id``).  Returns the
+        monotonic start time of the wait."""
+        if getattr(self, "_holding_thread", None) == threading.get_ident():
+            raise LockError(f"{self.name} is already held by this thread ({self._owner_id}); the lock is not "
+                            "re-entrant: release it before acquiring it again")
+        start = monotonic()
+        if not self._mutex.acquire(timeout=-1 if math.isinf(timeout) else timeout):
+            raise self._timeout_error(holder=self._owner_id, waited_s=monotonic() - start, timeout_s=timeout,
+                                      attempts=1, detail=" (another thread using the same lock provider object)")
+        return start
+
     def _timeout_error(self, *, holder: str | None, waited_s: float, timeout_s: float, attempts: int,
                        detail: str = "", advice: str = "", reason: str | None = None) -> LockTimeoutError:
         """The error of a timed-out ``acquire``: what, how long, who holds it, what to do."""

@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import threading
 import time
 import uuid
@@ -288,13 +287,7 @@ class StorageLockProvider(LockProvider):
     # -- acquire ----------------------------------------------------------------------------
     def acquire(self, *, timeout_s: float | None = None) -> None:
         timeout = self._timeout(timeout_s)
-        if self._holding_thread == threading.get_ident():
-            raise LockError(f"{self.name} is already held by this thread ({self._owner_id}); the lock is not "
-                            "re-entrant: release it before acquiring it again")
-        start = monotonic()
-        if not self._mutex.acquire(timeout=-1 if math.isinf(timeout) else timeout):
-            raise self._timeout_error(holder=self._owner_id, waited_s=monotonic() - start, timeout_s=timeout,
-                                      attempts=1, detail=" (another thread using the same lock provider object)")
+        start = self._take_thread_mutex(timeout)
         try:
             verify_conditional_create(self.storage)
             self._acquire_remote(start, timeout)

@@ -40,7 +40,6 @@ from lakesdk.concurrency.lock_base import (
     Backoff,
     LockConfig,
     LockConfigError,
-    LockError,
     LockLostError,
     LockProvider,
     fmt_s,
@@ -161,13 +160,7 @@ class ZookeeperLockProvider(LockProvider):
     def acquire(self, *, timeout_s: float | None = None) -> None:
         timeout = self._timeout(timeout_s)
         kz = _kazoo()
-        if self._holding_thread == threading.get_ident():
-            raise LockError(f"{self.name} is already held by this thread ({self._owner_id}); the lock is not "
-                            "re-entrant: release it before acquiring it again")
-        start = monotonic()
-        if not self._mutex.acquire(timeout=-1 if math.isinf(timeout) else timeout):
-            raise self._timeout_error(holder=self._owner_id, waited_s=monotonic() - start, timeout_s=timeout,
-                                      attempts=1, detail=" (another thread using the same lock provider object)")
+        start = self._take_thread_mutex(timeout)
         try:
             self._acquire_zk(kz, start, timeout)
         except BaseException:

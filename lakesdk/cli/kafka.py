@@ -1,0 +1,129 @@
+"""``lakesdk kafka-sink``: run the exactly-once Kafka sink into an existing merge-on-read table.
+
+    lakesdk kafka-sink --table URL --topic T --bootstrap HOST:PORT [--workers N] [--format json|avro]
+                       [--avro-schema FILE] [--commit-interval SECONDS] [--write-timeout SECONDS]
+                       [--group G] [--control-topic C] [--status-every SECONDS]
+
+With ``--workers N`` (N > 1) it starts N worker processes that share the consumer group and
+waits for them; SIGTERM or Ctrl-C stops them (an open round is rolled back).  The table's
+record key, ordering and partition fields decide how records are written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Sequence
+
+__all__ = ["add_arguments", "run", "main"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--table", required=True, help="URL or path of an existing merge-on-read table")
+    p.add_argument("--topic", required=True, help="the data topic")
+    p.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers, HOST:PORT[,HOST:PORT]")
+    p.add_argument("--workers", type=int, default=1, help="worker processes sharing the consumer group (default 1)")
+    p.add_argument("--format", choices=["json", "avro"], default="json", help="record format (default json)")
+    p.add_argument("--avro-schema", default=None, help="the writer's Avro schema (.avsc file) for --format avro")
+    p.add_argument("--avro-framing", choices=["none", "confluent"], default="none",
+                   help="confluent: values carry the magic byte and schema id first")
+    p.add_argument("--commit-interval", type=float, default=60.0, help="seconds from START_COMMIT to END_COMMIT")
+    p.add_argument("--write-timeout", type=float, default=300.0,
+                   help="seconds to wait for every partition's write status before aborting the round")
+    p.add_argument("--group", default=None, help="consumer group (default lakesdk-sink-<topic>)")
+    p.add_argument("--control-topic", default=None, help="control topic (default lakesdk-control-topic)")
+    p.add_argument("--session-timeout-ms", type=int, default=10000, help="consumer group session timeout")
+    p.add_argument("--max-poll-interval-ms", type=int, default=300000,
+                   help="consumer max.poll.interval.ms, also the rebalance timeout (default 300000)")
+    p.add_argument("--no-allow-commit-on-errors", action="store_true",
+                   help="abort a round in which some records could not be decoded")
+    p.add_argument("--status-every", type=float, default=0.0, help="print the status every N seconds (0: never)")
+    p.add_argument("--log-level", default="WARNING")
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from lakesdk.streaming.kafka.config import DEFAULT_CONTROL_TOPIC, SinkConfig
+    return SinkConfig(table_url=args.table, topic=args.topic, bootstrap=args.bootstrap, group=args.group,
+                      control_topic=args.control_topic or DEFAULT_CONTROL_TOPIC,
+                      commit_interval=args.commit_interval, write_timeout=args.write_timeout, format=args.format,
+                      avro_schema=args.avro_schema, avro_framing=args.avro_framing,
+                      allow_commit_on_errors=not args.no_allow_commit_on_errors,
+                      session_timeout_ms=args.session_timeout_ms, max_poll_interval_ms=args.max_poll_interval_ms)
+
+
+def _child_argv(argv: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a == "--workers":
+            skip = True
+            continue
+        if a.startswith("--workers="):
+            continue
+        out.append(a)
+    return [sys.executable, "-m", "lakesdk.cli.kafka", *out, "--workers", "1"]
+
+
+def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+                        format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+    from lakesdk.exceptions import LakeError
+    from lakesdk.streaming.kafka.worker import open_sink_table, require_kafka
+    cfg = _config(args)
+    try:
+        require_kafka()
+        open_sink_table(cfg)
+    except LakeError as e:
+        print(f"lakesdk kafka-sink: {e}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if args.workers > 1:
+        procs = [subprocess.Popen(_child_argv(argv)) for _ in range(args.workers)]
+        print(f"lakesdk kafka-sink: {args.workers} workers {[p.pid for p in procs]} on {cfg.topic!r} -> {cfg.table_url}",
+              file=sys.stderr, flush=True)
+        while not stop.is_set() and any(p.poll() is None for p in procs):
+            stop.wait(0.5)
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        return max((p.wait() for p in procs), default=0)
+    from lakesdk.streaming.kafka.sink import merge_snapshots
+    from lakesdk.streaming.kafka.worker import SinkWorker
+    w = SinkWorker(cfg)
+    t = threading.Thread(target=w.run, args=(stop,), name="lakesdk-kafka-sink", daemon=True)
+    t.start()
+    print(f"lakesdk kafka-sink: worker {w.name} on {cfg.topic!r} -> {cfg.table_url}", file=sys.stderr, flush=True)
+    last = time.monotonic()
+    while t.is_alive():
+        t.join(0.5)
+        if args.status_every and time.monotonic() - last >= args.status_every:
+            last = time.monotonic()
+            print(repr(merge_snapshots(cfg.topic, [w.snapshot()], [])), file=sys.stderr, flush=True)
+    if w.error is not None:
+        print(f"lakesdk kafka-sink: {type(w.error).__name__}: {w.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(prog="lakesdk kafka-sink", description=__doc__.split("\n")[0])
+    add_arguments(p)
+    return run(p.parse_args(argv), argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""Settings of a Kafka sink, and the record formats (JSON, Avro with a given schema)."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+__all__ = ["SinkConfig", "make_decoder", "DEFAULT_CONTROL_TOPIC"]
+
+DEFAULT_CONTROL_TOPIC = "lakesdk-control-topic"   # Hudi: hoodie.kafka.control.topic = hudi-control-topic
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    """One sink: which table, which topic, how often to commit.
+
+    ``commit_interval`` is Hudi's ``hoodie.kafka.commit.interval.secs`` (START_COMMIT to
+    END_COMMIT), ``write_timeout`` its ``hoodie.kafka.coordinator.write.timeout.secs``;
+    ``allow_commit_on_errors`` (``hoodie.kafka.allow.commit.on.errors``) commits rounds in
+    which some records could not be decoded (they are skipped and counted)."""
+
+    table_url: str
+    topic: str
+    bootstrap: str
+    group: str | None = None
+    control_topic: str = DEFAULT_CONTROL_TOPIC
+    commit_interval: float = 60.0
+    write_timeout: float = 300.0
+    format: Literal["json", "avro"] = "json"
+    avro_schema: str | dict[str, Any] | None = None
+    avro_framing: Literal["none", "confluent"] = "none"
+    allow_commit_on_errors: bool = True
+    skip_empty_rounds: bool = True
+    session_timeout_ms: int = 10000
+    max_poll_interval_ms: int = 300000   # also the group's rebalance timeout: a dead member can stall a rebalance this long
+    consumer_config: tuple[tuple[str, Any], ...] = ()
+    storage_options: tuple[tuple[str, Any], ...] = ()
+    create_control_topic: bool = True
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def group_id(self) -> str:
+        return self.group or f"lakesdk-sink-{self.topic}"
+
+    def with_(self, **changes: Any) -> "SinkConfig":
+        return replace(self, **changes)
+
+    def to_json(self) -> str:
+        from dataclasses import asdict
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "SinkConfig":
+        d = json.loads(text)
+        d["consumer_config"] = tuple(tuple(x) for x in d.get("consumer_config", ()))
+        d["storage_options"] = tuple(tuple(x) for x in d.get("storage_options", ()))
+        return cls(**d)
+
+
+def make_decoder(cfg: SinkConfig) -> Any:
+    """A function from a Kafka record value (bytes) to a row (dict).
+
+    >>> dec = make_decoder(SinkConfig("t", "x", "b"))
+    >>> dec(b'{"id": 1, "v": "a"}')
+    {'id': 1, 'v': 'a'}
+    """
+    if cfg.format == "json":
+        def decode_json(value: bytes | None) -> dict[str, Any]:
+            if value is None:
+                raise ValueError("a null value (tombstone) is not a row")
+            row = json.loads(value)
+            if not isinstance(row, dict):
+                raise ValueError(f"expected a JSON object, found {type(row).__name__}")
+            return row
+        return decode_json
+    if cfg.format == "avro":
+        import fastavro
+        if cfg.avro_schema is None:
+            raise ValueError("format='avro' needs avro_schema= (the writer's Avro schema, as JSON text, a dict "
+                             "or a path to an .avsc file)")
+        raw: Any = cfg.avro_schema
+        if isinstance(raw, str):
+            s = raw.strip()
+            raw = json.loads(s) if s.startswith("{") else json.loads(open(s, encoding="utf-8").read())
+        schema = fastavro.parse_schema(raw)
+        skip = 5 if cfg.avro_framing == "confluent" else 0
+
+        def decode_avro(value: bytes | None) -> dict[str, Any]:
+            if value is None:
+                raise ValueError("a null value (tombstone) is not a row")
+            if skip and (len(value) < 5 or value[0] != 0):
+                raise ValueError("not in the Confluent wire format (magic byte 0 + 4-byte schema id)")
+            return fastavro.schemaless_reader(io.BytesIO(value[skip:]), schema)  # type: ignore[return-value]
+        return decode_avro
+    raise ValueError(f"format must be 'json' or 'avro', not {cfg.format!r}")

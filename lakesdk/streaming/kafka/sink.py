@@ -1,0 +1,211 @@
+"""Start and stop a Kafka sink from Python (a notebook, a script, a test).
+
+>>> from lakesdk.streaming.kafka import KafkaSink
+>>> sink = KafkaSink("file:///tmp/lake/orders", "orders", "127.0.0.1:9092", commit_interval=5)
+>>> sink
+<KafkaSink 'orders' -> 'file:///tmp/lake/orders' group='lakesdk-sink-orders' stopped>
+>>> sink.status()
+<SinkStatus 'orders' stopped: no worker running>
+
+``sink.start()`` runs ``workers`` consumer-group members on threads of this process;
+``sink.status()`` takes a snapshot (no I/O: each worker refreshes its own about once a
+second); ``sink.stop()`` stops them after rolling back an open round.  For several
+processes use the CLI: ``lakesdk kafka-sink --workers N``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lakesdk.streaming.kafka.config import DEFAULT_CONTROL_TOPIC, SinkConfig
+
+__all__ = ["KafkaSink", "SinkStatus", "PartitionStatus"]
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    partition: int
+    worker: str
+    committed: int           # next offset to consume, as committed in the table
+    position: int | None     # next offset the open transaction expects (None: no transaction)
+    end: int | None          # the partition's high watermark, as last seen
+    records_written: int
+    error_records: int
+
+    @property
+    def lag(self) -> int | None:
+        return None if self.end is None else max(0, self.end - self.committed)
+
+
+@dataclass(frozen=True)
+class SinkStatus:
+    """A snapshot of a sink: coordinator state, current round, per-partition offsets and lag."""
+
+    topic: str
+    running: bool
+    workers: int
+    coordinator_state: str | None = None
+    coordinator_worker: str | None = None
+    round: int = 0
+    instant: str | None = None
+    last_committed_instant: str | None = None
+    committed_rounds: int = 0
+    aborted_rounds: int = 0
+    last_error: str | None = None
+    partitions: tuple[PartitionStatus, ...] = field(default_factory=tuple)
+    errors: tuple[str, ...] = ()
+
+    @property
+    def lag(self) -> int | None:
+        lags = [p.lag for p in self.partitions]
+        return None if not lags or any(x is None for x in lags) else sum(lags)  # type: ignore[misc]
+
+    @property
+    def committed_offsets(self) -> dict[int, int]:
+        return {p.partition: p.committed for p in self.partitions}
+
+    def __repr__(self) -> str:
+        if not self.running and not self.partitions:
+            tail = "; ".join(self.errors)
+            return f"<SinkStatus {self.topic!r} stopped: no worker running{'; ' + tail if tail else ''}>"
+        lines = [f"<SinkStatus {self.topic!r} {'running' if self.running else 'stopped'} "
+                 f"workers={self.workers} lag={self.lag}"]
+        if self.coordinator_state:
+            lines.append(f"  coordinator {self.coordinator_state} on {self.coordinator_worker}: round {self.round} "
+                         f"instant {self.instant}; committed {self.committed_rounds}, aborted {self.aborted_rounds}")
+        lines.append(f"  last committed instant: {self.last_committed_instant}")
+        if self.last_error:
+            lines.append(f"  last error: {self.last_error}")
+        for e in self.errors:
+            lines.append(f"  worker error: {e}")
+        if self.partitions:
+            lines.append("  partition  committed   position        end        lag   written  worker")
+            for p in self.partitions:
+                lines.append(f"  {p.partition:>9}  {p.committed:>9}  {_n(p.position):>9}  {_n(p.end):>9}  "
+                             f"{_n(p.lag):>9}  {p.records_written:>8}  {p.worker}")
+        return "\n".join(lines) + ">"
+
+    def _repr_html_(self) -> str:
+        import html
+        return f"<pre>{html.escape(repr(self))}</pre>"
+
+
+def _n(x: int | None) -> str:
+    return "-" if x is None else str(x)
+
+
+def merge_snapshots(topic: str, snaps: list[dict[str, Any]], errors: list[str]) -> SinkStatus:
+    parts: list[PartitionStatus] = []
+    coord: dict[str, Any] | None = None
+    cworker = None
+    for s in snaps:
+        for p, ps in (s.get("partitions") or {}).items():
+            parts.append(PartitionStatus(int(p), s["worker"], ps["committed"], ps["position"], ps.get("end"),
+                                         ps["records_written"], ps["error_records"]))
+        if s.get("coordinator"):
+            coord, cworker = s["coordinator"], s["worker"]
+    running = any(s.get("running") for s in snaps)
+    c = coord or {}
+    return SinkStatus(topic, running, sum(1 for s in snaps if s.get("running")),
+                      coordinator_state=c.get("state"), coordinator_worker=cworker, round=c.get("round", 0),
+                      instant=c.get("instant"), last_committed_instant=c.get("last_committed_instant"),
+                      committed_rounds=c.get("committed_rounds", 0), aborted_rounds=c.get("aborted_rounds", 0),
+                      last_error=c.get("last_error"), partitions=tuple(sorted(parts, key=lambda p: p.partition)),
+                      errors=tuple(errors))
+
+
+class KafkaSink:
+    """An exactly-once sink from a Kafka topic into an existing merge-on-read table.
+
+    The table's record key, ordering and partition fields decide how records are written;
+    the value of each Kafka record is one row (``format="json"``: a JSON object;
+    ``format="avro"``: Avro binary written with ``avro_schema``)."""
+
+    def __init__(self, table_url: str, topic: str, bootstrap: str, *, group: str | None = None,
+                 control_topic: str = DEFAULT_CONTROL_TOPIC, commit_interval: float = 60.0,
+                 write_timeout: float = 300.0, format: Literal["json", "avro"] = "json",
+                 avro_schema: str | dict[str, Any] | None = None,
+                 avro_framing: Literal["none", "confluent"] = "none", allow_commit_on_errors: bool = True,
+                 skip_empty_rounds: bool = True, workers: int = 1, session_timeout_ms: int = 10000,
+                 max_poll_interval_ms: int = 300000,
+                 consumer_config: dict[str, Any] | None = None,
+                 storage_options: dict[str, Any] | None = None) -> None:
+        self.config = SinkConfig(
+            table_url=str(table_url), topic=topic, bootstrap=bootstrap, group=group, control_topic=control_topic,
+            commit_interval=commit_interval, write_timeout=write_timeout, format=format, avro_schema=avro_schema,
+            avro_framing=avro_framing, allow_commit_on_errors=allow_commit_on_errors,
+            skip_empty_rounds=skip_empty_rounds, session_timeout_ms=session_timeout_ms,
+            max_poll_interval_ms=max_poll_interval_ms,
+            consumer_config=tuple(sorted((consumer_config or {}).items())),
+            storage_options=tuple(sorted((storage_options or {}).items())))
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        self.workers = workers
+        self._threads: list[tuple[Any, threading.Thread]] = []
+        self._stop = threading.Event()
+
+    @classmethod
+    def from_config(cls, cfg: SinkConfig, *, workers: int = 1) -> "KafkaSink":
+        s = cls.__new__(cls)
+        s.config, s.workers, s._threads, s._stop = cfg, workers, [], threading.Event()
+        return s
+
+    def __repr__(self) -> str:
+        c = self.config
+        state = "running" if self.running else "stopped"
+        return f"<KafkaSink {c.topic!r} -> {c.table_url!r} group={c.group_id!r} {state}>"
+
+    @property
+    def running(self) -> bool:
+        return any(t.is_alive() for _, t in self._threads)
+
+    def start(self, *, wait: float = 30.0) -> "KafkaSink":
+        """Start the workers (threads of this process); returns once they joined the group's
+        setup, or raises the first worker's error."""
+        from lakesdk.streaming.kafka.worker import SinkWorker, open_sink_table, require_kafka
+        require_kafka()
+        open_sink_table(self.config)   # fail early on a copy-on-write or missing table
+        if self.running:
+            return self
+        self._stop = threading.Event()
+        self._threads = []
+        for i in range(self.workers):
+            w = SinkWorker(self.config, name=f"{self.config.topic}-w{i}")
+            t = threading.Thread(target=self._run, args=(w,), name=f"lakesdk-kafka-sink-{i}", daemon=True)
+            self._threads.append((w, t))
+            t.start()
+        deadline = time.monotonic() + wait
+        for w, _ in self._threads:
+            w.ready.wait(max(0.0, deadline - time.monotonic()))
+            if w.error is not None:
+                self.stop()
+                raise w.error
+        return self
+
+    def _run(self, w: Any) -> None:
+        try:
+            w.run(self._stop)
+        except BaseException:  # noqa: BLE001 - kept on the worker, shown by status()
+            pass
+
+    def stop(self, timeout: float = 60.0) -> "KafkaSink":
+        """Stop every worker (an open round is rolled back; its records are read again next
+        time).  Idempotent."""
+        self._stop.set()
+        for _, t in self._threads:
+            t.join(timeout)
+        return self
+
+    def status(self) -> SinkStatus:
+        snaps = [w.snapshot() for w, _ in self._threads]
+        errors = [f"{w.name}: {type(w.error).__name__}: {w.error}" for w, _ in self._threads if w.error is not None]
+        return merge_snapshots(self.config.topic, snaps, errors)
+
+    def __enter__(self) -> "KafkaSink":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
