@@ -210,6 +210,17 @@ class TimelineStore:
         if not self.storage.create_exclusive(self.path(instant), data):
             raise CorruptTimelineError(f"timeline file {self.path(instant)} already exists")
 
+    def create_new(self, action: str, data: bytes = b"", *, after: str | None = None) -> Instant:
+        """Create a requested instant of ``action`` at a new time (after ``after``); another
+        writer taking the same millisecond makes the exclusive create fail, and the next
+        millisecond is tried."""
+        for _ in range(50):
+            instant = Instant(action, "requested", InstantClock.next(after=after))
+            if self.storage.create_exclusive(self.path(instant), data):
+                return instant
+            after = instant.requested
+        raise CorruptTimelineError(f"could not create a new {action} instant in {self.dir} after 50 attempts")
+
     def transition(self, instant: Instant, state: str, data: bytes = b"") -> Instant:
         """Write the next state's file and return the new instant value."""
         if state == "completed":

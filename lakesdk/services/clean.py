@@ -44,7 +44,7 @@ from lakesdk.exceptions import InstantNotFoundError, LakeError, TimeTravelError
 from lakesdk.format.file_group import FileGroup, FileSlice
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
 from lakesdk.format.service_metadata import CleanerPlanData, CleanMetadataData, SavepointMetadataData
-from lakesdk.format.timeline import InstantClock, Timeline, TimelineStore
+from lakesdk.format.timeline import Timeline, TimelineStore
 
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
@@ -429,8 +429,7 @@ def schedule_clean(table: "Table", plan: CleanPlan) -> CleanPlan:
     data = CleanerPlanData(plan.policy, plan.earliest.requested if plan.earliest else None,
                            plan.earliest.action if plan.earliest else None, plan.last_completed_commit,
                            {p: tuple(v) for p, v in sorted(by_part.items())}, plan.savepoints)
-    instant = Instant("clean", "requested", InstantClock.next(after=store.load().max_time()))
-    store.create(instant, data.to_avro())
+    instant = store.create_new("clean", data.to_avro(), after=store.load().max_time())
     return replace(plan, instant=instant.requested)
 
 

@@ -18,9 +18,7 @@ from lakesdk.exceptions import InstantNotFoundError, LakeError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
-from lakesdk.format.instant import Instant
 from lakesdk.format.plans import CompactionOperation, CompactionPlanData
-from lakesdk.format.timeline import InstantClock
 
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
@@ -111,8 +109,8 @@ def plan_compaction(table: "Table", *, min_log_files: int = 1) -> CompactionPlan
 def schedule_compaction(table: "Table", plan: CompactionPlan) -> CompactionPlan:
     """Write the plan as a requested compaction instant."""
     store = table._store()
-    instant = Instant("compaction", "requested", InstantClock.next(after=store.load().max_time()))
-    store.create(instant, CompactionPlanData(plan.operations).to_avro())
+    instant = store.create_new("compaction", CompactionPlanData(plan.operations).to_avro(),
+                               after=store.load().max_time())
     return CompactionPlan(plan.table, plan.operations, instant.requested)
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError, LakeError
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.plans import RollbackMetadataData, RollbackPlanData, RollbackRequest
-from lakesdk.format.timeline import InstantClock, TimelineStore
+from lakesdk.format.timeline import TimelineStore
 from lakesdk.storage import Storage
 
 if TYPE_CHECKING:
@@ -147,8 +147,7 @@ def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
         by_part.setdefault(posixpath.dirname(f), []).append(f)
     plan = RollbackPlanData(target.requested, target.action,
                             tuple(RollbackRequest(p, None, tuple(v)) for p, v in sorted(by_part.items())))
-    rb = Instant("rollback", "requested", InstantClock.next(after=timeline.max_time()))
-    store.create(rb, plan.to_avro())
+    rb = store.create_new("rollback", plan.to_avro(), after=timeline.max_time())
     return _execute(table, store, target, plan, rb)
 
 

@@ -45,7 +45,7 @@ from lakesdk.format.service_metadata import (
     SavepointMetadataData,
     avro_record,
 )
-from lakesdk.format.timeline import InstantClock, Timeline, TimelineStore
+from lakesdk.format.timeline import Timeline, TimelineStore
 
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
@@ -341,8 +341,7 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
     else:
         _check_restorable(table, store, timeline, sp)
         plan = RestorePlanData(tuple((i.requested, i.action) for i in _targets(table, timeline, sp)), sp)
-        rinst = Instant("restore", "requested", InstantClock.next(after=timeline.max_time()))
-        store.create(rinst, plan.to_avro())
+        rinst = store.create_new("restore", plan.to_avro(), after=timeline.max_time())
     if rinst.state == "requested":
         rinst = store.transition(rinst, "inflight")
     rollbacks: dict[str, list[dict[str, Any]]] = {}
@@ -363,8 +362,7 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
             by_part.setdefault(posixpath.dirname(f), []).append(f)
         rplan = RollbackPlanData(target.requested, target.action,
                                  tuple(RollbackRequest(p, None, tuple(v)) for p, v in sorted(by_part.items())))
-        rb = Instant("rollback", "requested", InstantClock.next(after=tl.max_time()))
-        store.create(rb, rplan.to_avro())
+        rb = store.create_new("rollback", rplan.to_avro(), after=tl.max_time())
         res = _execute(table, store, target, rplan, rb)
         deleted += len(res.deleted_files)
         done_rb = next(i for i in store.load().instants if i.action == "rollback" and i.requested == rb.requested)

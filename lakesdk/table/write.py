@@ -234,6 +234,17 @@ class WriteOperation:
                     done = inflight.to("completed", InstantClock.next(after=instant.requested))
                     t.storage.write(f"{store.path(done)}.{uuid.uuid4().hex}.tmp", data[: len(data) // 2])
                     faults.crash_point("during_commit")
+                if lock is not None and hasattr(lock, "ensure_held"):
+                    from lakesdk.concurrency.locks import LockLostError
+                    try:
+                        lock.ensure_held()   # a lost lease or ZooKeeper session: do not commit blind
+                    except LockLostError as err:
+                        from lakesdk.exceptions import WriteConflictError
+                        lost = WriteConflictError(
+                            f"write {instant.requested} to {cfg.name!r} lost the table lock before its commit "
+                            f"({err}); it was rolled back: retry it")
+                        lost.other_instant = None  # type: ignore[attr-defined]
+                        raise lost from err
                 completed = store.transition(inflight, "completed", data)
             finally:
                 if lock is not None:
