@@ -31,16 +31,11 @@ from lakesdk.exceptions import LakeError
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.merge.ordering import KEY, OP, OP_UPSERT, PART, SEQ, MergeCounts
 
-__all__ = ["to_spark_df", "spark_arrow_schema", "SparkWriteJob", "reraise_task_error", "read_files_spark"]
+__all__ = ["spark_arrow_schema", "SparkWriteJob", "reraise_task_error", "read_files_spark"]
 
 FID = "_lk_fid"
 
 
-def to_spark_df(spark: Any, data: Any, arrow: pa.Table | None = None) -> Any:
-    """Spark DataFrame from a Spark DataFrame, pyarrow Table or pandas DataFrame."""
-    if arrow is not None:
-        return spark.createDataFrame(arrow)
-    return data
 
 
 def spark_arrow_schema(df: Any) -> pa.Schema:

@@ -25,9 +25,8 @@ from lakesdk.merge.ordering import KEY, OP, PART, SEQ, MergeCounts, merge_into_b
 from lakesdk.storage import Storage
 
 __all__ = ["WriteContext", "TaskInfo", "FileGroupTarget", "write_file_group", "write_new_files",
-           "add_key_columns", "conform", "INTERNAL_COLUMNS", "read_key_index", "write_log_group"]
+           "add_key_columns", "conform", "read_key_index", "write_log_group"]
 
-INTERNAL_COLUMNS = (OP, SEQ, "_lk_fid")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from lakesdk.exceptions import MissingColumnError, NullKeyError
 
-__all__ = ["record_keys", "partition_paths", "parse_partition_path", "DEFAULT_PARTITION", "key_to_text"]
+__all__ = ["record_keys", "partition_paths", "parse_partition_path", "DEFAULT_PARTITION"]
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -113,10 +113,3 @@ def parse_partition_path(path: str, fields: tuple[str, ...], *, hive_style: bool
     return out
 
 
-def key_to_text(values: dict[str, object], fields: tuple[str, ...], keygen: str) -> str:
-    """One record key from Python values (same encoding as :func:`record_keys`)."""
-    def txt(v: object) -> str:
-        return ("true" if v else "false") if isinstance(v, bool) else str(v)
-    if keygen == "COMPLEX" or len(fields) > 1:
-        return ",".join(f"{f}:{txt(values[f])}" for f in fields)
-    return txt(values[fields[0]])

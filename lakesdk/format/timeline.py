@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
 from lakesdk.format.commit_metadata import CommitMetadata
@@ -252,5 +252,3 @@ class TimelineStore:
         return out
 
 
-def sort_instants(instants: Sequence[Instant]) -> list[Instant]:
-    return sorted(instants, key=lambda i: i.order_key)

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakesdk.format.commit_metadata import CommitMetadata
-from lakesdk.format.schema import META_FIELDS, arrow_to_avro, avro_to_arrow, data_schema, with_meta_fields
+from lakesdk.format.schema import arrow_to_avro, avro_to_arrow, data_schema
 from lakesdk.format.timeline import Timeline, TimelineStore
 
 __all__ = ["ARROW_SCHEMA_KEY", "schema_extra_metadata", "resolve_schema"]
@@ -65,5 +65,3 @@ def resolve_schema(store: TimelineStore, timeline: Timeline, *, create_schema: d
     return None
 
 
-def full_schema(schema: pa.Schema) -> pa.Schema:
-    return with_meta_fields(schema) if schema is not None else pa.schema([(m, pa.string()) for m in META_FIELDS])
