@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
+from lakesdk._display import human_bytes as _human
 from lakesdk.exceptions import InstantNotFoundError, LakeError, TimeTravelError
 from lakesdk.format.file_group import FileGroup, FileSlice
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
@@ -76,12 +77,6 @@ def _policy(value: str) -> CleanPolicy:
     return p
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 # -- pure planning rules --------------------------------------------------------------------------

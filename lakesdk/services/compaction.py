@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakesdk._display import human_bytes as _human
 from lakesdk.exceptions import InstantNotFoundError, LakeError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
@@ -27,12 +28,6 @@ __all__ = ["CompactionPlan", "plan_compaction", "schedule_compaction", "execute_
            "deltacommits_since_compaction"]
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 @dataclass(frozen=True)

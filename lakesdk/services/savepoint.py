@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakesdk._display import human_bytes as _human
 from lakesdk.exceptions import LakeError
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.service_metadata import (
@@ -66,12 +67,6 @@ class RestoreError(LakeError, ValueError):
     """A restore cannot run (no such savepoint, later savepoints, archived instants)."""
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 def _requested(value: Any) -> str:

@@ -4,18 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lakesdk._display import human_bytes as _human_bytes
 from lakesdk.format.instant import Instant
 
 __all__ = ["WriteResult"]
 
 
-def _human_bytes(n: int) -> str:
-    x = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if x < 1024 or unit == "TiB":
-            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
-        x /= 1024
-    return f"{n} B"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from typing import Any, Iterable, Sequence
 
+from lakesdk._display import human_bytes as human_bytes  # re-exported for the widgets
 from lakesdk.exceptions import MissingDependencyError
 
 
@@ -36,13 +37,6 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def human_bytes(n: float) -> str:
-    x = float(n or 0)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if x < 1024 or unit == "TiB":
-            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
-        x /= 1024
-    return f"{n} B"
 
 
 def html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, cls: str = "", max_rows: int = 200,
