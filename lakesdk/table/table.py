@@ -41,6 +41,11 @@ class TableOptions:
     schema_reconcile: bool = False                 # concurrent schema evolution: unify compatible schemas
     clean_after_write: bool = False                # hoodie.clean.automatic (inline clean after each commit)
     clean_retain_commits: int = 10                 # hoodie.cleaner.commits.retained (inline clean, KEEP_LATEST_COMMITS)
+    cluster_every: int | None = None               # hoodie.clustering.inline.max.commits (inline clustering after N commits)
+    cluster_small_file_limit: int = 300 * 1024 * 1024      # hoodie.clustering.plan.strategy.small.file.limit
+    cluster_max_bytes_per_group: int = 2048 * 1024 * 1024  # hoodie.clustering.plan.strategy.max.bytes.per.group
+    cluster_target_file_size: int = 1024 * 1024 * 1024     # hoodie.clustering.plan.strategy.target.file.max.bytes
+    cluster_sort_by: tuple[str, ...] = ()          # hoodie.clustering.plan.strategy.sort.columns
 
 
 def load_config(storage: Storage) -> TableConfig:
@@ -306,7 +311,7 @@ class Table:
 
     @property
     def maintenance(self) -> "Maintenance":
-        """Table services: compaction (and, as they land, clean, clustering, rollback)."""
+        """Table services: compaction, clustering, clean, rollback, savepoint/restore, archival."""
         return Maintenance(self)
 
     @property
@@ -423,6 +428,44 @@ class Maintenance:
     def pending_compactions(self) -> list[Any]:
         return [i for i in self._t.timeline.pending if i.action == "compaction"]
 
+    # -- clustering (lakesdk.services.clustering) ---------------------------------------------------
+    def plan_clustering(self, *, small_file_limit: int = 300 * 1024 * 1024,
+                        max_bytes_per_group: int = 2048 * 1024 * 1024, target_file_size: int = 1024 * 1024 * 1024,
+                        max_groups: int = 30, sort_by: str | list[str] | None = None, single_group: bool = False,
+                        partitions: list[str] | None = None) -> Any:
+        """What a clustering would rewrite now (nothing is written): a ClusteringPlan of groups
+        of small file groups (base file under ``small_file_limit``) per partition, each at most
+        ``max_bytes_per_group``, rewritten into files of about ``target_file_size`` (sorted by
+        ``sort_by`` when given).  File groups under a pending compaction or clustering are left
+        out; a lone small file group only with ``sort_by`` or ``single_group=True``."""
+        from lakesdk.services.clustering import plan_clustering
+        return plan_clustering(self._t, small_file_limit=small_file_limit, max_bytes_per_group=max_bytes_per_group,
+                               target_file_size=target_file_size, max_groups=max_groups, sort_by=sort_by,
+                               single_group=single_group, partitions=partitions)
+
+    def schedule_clustering(self, **plan_options: Any) -> Any:
+        """Plan a clustering and write it as a requested instant (``T.clustering.requested``),
+        leaving it pending; returns the plan with ``instant`` set (``None`` when nothing needs
+        clustering).  Takes the options of :meth:`plan_clustering`.  While it is pending,
+        updates and deletes of its file groups fail with ClusteringConflictError."""
+        from lakesdk.services.clustering import schedule_clustering
+        plan = self.plan_clustering(**plan_options)
+        return schedule_clustering(self._t, plan) if len(plan) else None
+
+    def cluster(self, instant: str | None = None, **plan_options: Any) -> Any:
+        """Execute the pending clustering ``instant``; without one, finish the pending
+        clusterings (re-executing an interrupted one), or else plan, schedule and execute one
+        now (options of :meth:`plan_clustering`).  Returns a ClusteringResult, or ``None`` when
+        nothing needed clustering."""
+        from lakesdk.services.clustering import cluster
+        req = getattr(instant, "instant", None) or getattr(instant, "requested", None) or instant
+        return cluster(self._t, req, **plan_options)
+
+    def pending_clusterings(self) -> list[Any]:
+        """Plans of scheduled, not yet completed clusterings (each with ``.instant``), oldest first."""
+        from lakesdk.services.clustering import pending_clusterings
+        return pending_clusterings(self._t)
+
     # -- clean, savepoint/restore, archival (lakesdk.services.clean / savepoint / archival) --------
     def plan_clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retain_commits: int = 10, retain_versions: int = 3,
                    retain_hours: float = 24) -> Any:
@@ -483,6 +526,7 @@ class Maintenance:
         return archive(self._t, min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
 
     def __repr__(self) -> str:
-        return (f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact(), plan_clean(), "
+        return (f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact(), "
+                "plan_clustering(), schedule_clustering(), cluster(), pending_clusterings(), plan_clean(), "
                 "clean(), savepoint(), savepoints(), delete_savepoint(), plan_restore(), restore(), plan_archive(), "
                 "archive()>")
