@@ -317,3 +317,22 @@ def test_interrupted_clustering_is_re_executed_without_losing_rows(lake, point, 
     assert rows(t) == before == hudi_rows(t.path)
     written = [p for p in data_files(t) if plan.instant in os.path.basename(p)]
     assert len(written) == 2                               # nothing of the failed attempt is left
+
+
+def test_clustering_rolls_itself_back_when_a_write_changed_its_inputs(lake, monkeypatch):
+    """A write that planned before the clustering was scheduled (modelled by hiding the
+    pending clustering from the writer) changes an input file group: the clustering must not
+    drop that change."""
+    import lakesdk.services.clustering as clu
+    t = table_with_small_files(lake, "race", n_files=2, parts=("a",))
+    plan = t.maintenance.schedule_clustering(small_file_limit=MB)
+    with monkeypatch.context() as m:
+        m.setattr(clu, "pending_clustering_file_groups", lambda *a: {})
+        t.upsert(batch([0], v=77.0, ts=9))
+    expected = rows(t)
+    with pytest.raises(ClusteringConflictError) as err:
+        t.maintenance.cluster()
+    assert err.value.instant == plan.instant and "rolled back" in str(err.value)
+    assert t.maintenance.pending_clusterings() == [] and rows(t) == expected
+    res = t.maintenance.cluster(small_file_limit=MB)       # planned anew, it runs
+    assert res is not None and rows(t) == expected == hudi_rows(t.path)

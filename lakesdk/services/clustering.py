@@ -20,7 +20,10 @@ time travel until a clean removes them.
 
 While a clustering is pending, writes that would update or delete records of its file
 groups fail with :class:`~lakesdk.exceptions.ClusteringConflictError` (Hudi's reject-update
-strategy); inserts go to other file groups.  An interrupted clustering stays pending: the
+strategy); inserts go to other file groups.  A write that planned before the clustering was
+scheduled may still change an input file group; the clustering then checks (before it writes
+and again at its commit, under the table lock with several writers) that its input slices
+are still the latest, and rolls itself back with that error when they are not.  An interrupted clustering stays pending: the
 next :func:`cluster` call (or inline clustering) deletes what the failed attempt wrote and
 executes it again; ``table.maintenance.rollback(instant)`` removes it instead.
 """
@@ -445,6 +448,39 @@ def _discard_failed_attempt(table: "Table", store: TimelineStore, inst: Instant,
     table.storage.delete_dir(f".hoodie/.temp/{inst.requested}")
 
 
+def _changed_inputs(table: "Table", data: ClusteringPlanData) -> list[tuple[str, str]]:
+    """Input file groups whose latest slice is no longer the one the plan names (a write
+    that planned before the clustering was scheduled changed them since): clustering them
+    now would drop that write's changes."""
+    from lakesdk.read.view import FileSystemView
+    store = table._store()
+    timeline = store.load()
+    view = FileSystemView(table.storage, table.config, store, timeline)
+    latest = {(s.partition, s.file_id): s for s in view.latest_slices()}
+    out = []
+    for s in (x for g in data.groups for x in g.slices):
+        cur = latest.get((s.partition, s.file_id))
+        if cur is None or (cur.base_file.name if cur.base_file else None) != s.base_file or \
+                not {lf.name for lf in cur.log_files} <= set(s.log_files):
+            out.append((s.partition, s.file_id))
+    return out
+
+
+def _abort_if_changed(table: "Table", instant: str, data: ClusteringPlanData) -> None:
+    changed = _changed_inputs(table, data)
+    if not changed:
+        return
+    from lakesdk.exceptions import ClusteringConflictError
+    from lakesdk.services.rollback import rollback
+    rollback(table, instant, _allow_alive=True)
+    shown = ", ".join(f"{p or '<root>'}/{f}" for p, f in changed[:5])
+    raise ClusteringConflictError(
+        f"clustering {instant} of {table.name!r} was rolled back: {len(changed)} of its file groups ({shown}) were "
+        "changed by a write that completed after the clustering was scheduled, and rewriting the planned file "
+        "slices would drop those changes. Run table.maintenance.cluster() again to plan anew",
+        instant=instant, file_groups=tuple(changed))
+
+
 def _sorted_rows(rows: pa.Table, sort_by: tuple[str, ...]) -> pa.Table:
     if not sort_by or rows.num_rows <= 1:
         return rows
@@ -469,6 +505,7 @@ def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
     if inst.is_completed:
         raise LakeError(f"clustering {instant} is already completed")
     data = _plan_of(store, inst)
+    _abort_if_changed(table, instant, data)
     groups = _slices_of(table, data)
     if inst.state == "inflight":
         _discard_failed_attempt(table, store, inst, {p for p, _, _ in groups})
@@ -511,7 +548,15 @@ def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
         _ensure_partition_metafile(table, p, instant)
     md = CommitMetadata(partition_to_write_stats=parts, extra_metadata=schema_extra_metadata(schema, cfg.name),
                         operation_type="CLUSTER", partition_to_replace_file_ids=replaced)
-    done = store.transition(inst, "completed", md.to_avro())
+    lock = table._lock()   # several writers: check and commit under the table lock
+    if lock is not None:
+        lock.acquire()
+    try:
+        _abort_if_changed(table, instant, data)
+        done = store.transition(inst, "completed", md.to_avro())
+    finally:
+        if lock is not None:
+            lock.release()
     faults.crash_point("after_commit")
     ctx.markers.delete_all()
     return ClusteringResult(cfg.name, instant, done.completed, sum(len(v) for v in replaced.values()), len(stats),
