@@ -20,7 +20,7 @@ from lakesdk.exceptions import InstantNotFoundError, LakeError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
-from lakesdk.format.instant import parse_instant_time
+from lakesdk.format.instant import Instant, parse_instant_time
 from lakesdk.format.plans import CompactionOperation, CompactionPlanData
 from lakesdk.format.timeline import Timeline
 
@@ -211,7 +211,9 @@ def execute_compaction(table: "Table", instant: str) -> Any:
         raise InstantNotFoundError(f"no compaction instant {instant!r} on the timeline") from None
     if inst.is_completed:
         raise LakeError(f"compaction {instant} is already completed")
-    plan = CompactionPlanData.parse(store.storage.read(store.path(inst)))
+    # the plan is in the requested file (the inflight one is empty), also when resuming a
+    # compaction whose executor died after it went inflight
+    plan = CompactionPlanData.parse(store.read_bytes(Instant("compaction", "requested", instant)))
     if inst.state == "requested":
         inst = store.transition(inst, "inflight")
     schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)

@@ -262,6 +262,7 @@ class RestoreResult:
     rolled_back: tuple[tuple[str, str], ...]
     deleted_files: int
     seconds: float
+    deleted: tuple[str, ...] = field(default=(), repr=False)   # the data files removed (relative paths)
 
     def __repr__(self) -> str:
         return (f"RestoreResult({self.table!r} @ {self.instant}: restored savepoint {self.savepoint}, rolled back "
@@ -341,6 +342,7 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
         rinst = store.transition(rinst, "inflight")
     rollbacks: dict[str, list[dict[str, Any]]] = {}
     deleted = 0
+    paths: list[str] = []
     for req, _action in plan.instants:
         tl = store.load()
         target = next((i for i in tl.instants if i.requested == req and i.action in _ROLLBACK_TARGETS), None)
@@ -360,6 +362,7 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
         rb = store.create_new("rollback", rplan.to_avro(), after=tl.max_time())
         res = _execute(table, store, target, rplan, rb)
         deleted += len(res.deleted_files)
+        paths += res.deleted_files
         done_rb = next(i for i in store.load().instants if i.action == "rollback" and i.requested == rb.requested)
         rollbacks[req] = [avro_record(store.read_bytes(done_rb), "rollback metadata")]
     md = RestoreMetadataData(rinst.requested, int((time.perf_counter() - t0) * 1000), plan.instants, rollbacks)
@@ -376,7 +379,7 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
         raise RestoreError(f"restore {rinst.requested} completed but the last completed commit is "
                            f"{last[-1].requested if len(last) else 'none'}, not savepoint {sp}")
     return RestoreResult(table.name, rinst.requested, done.completed, sp, plan.instants, deleted,
-                         time.perf_counter() - t0)
+                         time.perf_counter() - t0, tuple(paths))
 
 
 def _rolled_back(store: TimelineStore, rb: Instant) -> str | None:

@@ -135,6 +135,8 @@ class Query:
             from lakesdk.services.clean import check_time_travel
             check_time_travel(t, self.end, store=store, timeline=timeline)
         in_range = list(timeline.in_range(self.start, self.end, start_inclusive=self.start_inclusive))
+        if t.config.layout_version < 2 and in_range:
+            _check_hollow(t, timeline, self.start, in_range[-1].requested)
         # commits archived into the timeline history: their rows are still in the latest file
         # slices (upserts keep _hoodie_commit_time of untouched rows), found by a full scan
         archived = self._archived_in_range(timeline)
@@ -294,3 +296,16 @@ def _check_as_of(table: "Table", store: Any, timeline: Any, moment: str) -> None
             "completes. Pick an earlier moment, wait for the write, or roll back a failed one "
             "(table.maintenance.rollback_failed_writes())")
     check_time_travel(table, moment, store=store, timeline=timeline)
+
+
+def _check_hollow(table: "Table", timeline: Any, start: str | None, last: str) -> None:
+    """Table version 6 (requested-time ranges): a write still pending inside the range is a
+    hole that would be read later with rows of an instant already passed (Hudi's
+    ``hoodie.read.timeline.holes.resolution.policy=FAIL``)."""
+    hollow = [i for i in timeline.pending if i.action in _INCOMPLETE_WRITES
+              and (start is None or i.requested > start) and i.requested < last]
+    if hollow:
+        raise TimeTravelError(
+            f"Found hollow commit: '{hollow[0].requested}' ({hollow[0].action} {hollow[0].state}) on {table.name!r} is "
+            f"pending but completed commits up to {last} follow it in the incremental range: end the range before "
+            f"{hollow[0].requested}, or wait for that write (or roll it back) and read again")
