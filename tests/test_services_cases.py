@@ -494,3 +494,14 @@ def test_plans_list_exactly_what_execution_removes(lake):
     ares = t.maintenance.archive(min_commits=3, max_commits=4)
     assert len(aplan) > 0 and ares.archived == aplan.instants and "<table>" in aplan._repr_html_()
     assert rows(t.read()) == hudi_rows(t.path)
+    # every plan: a readable repr, and HTML with its expected effect and the files (or instants) it names
+    for plan, name, item in ((cplan, "CompactionPlan", cplan.operations[0].log_files[0]),
+                             (clean_plan, "CleanPlan", os.path.basename(clean_plan.files[0].path)),
+                             (rplan, "RollbackPlan", os.path.basename(rplan.files[0])),
+                             (restore_plan, "RestorePlan", restore_plan.steps[0].files[0]),
+                             (aplan, "ArchivePlan", aplan.instants[0].requested)):
+        assert repr(plan).startswith(f"{name}('plans'") and "\n" not in repr(plan)
+        html = plan._repr_html_()
+        assert f"<b>{name}</b>" in html and plan.effect() in html.replace("&#x27;", "'") and item in html
+    for res in (cres, cleaned, rres, ares):
+        assert "'plans'" in repr(res) and "<" in res._repr_html_()

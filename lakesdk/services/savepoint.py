@@ -245,12 +245,27 @@ class RestorePlan:
                 f"deleting {self.files} files ({_human(self.bytes)}); afterwards the table holds exactly the rows "
                 f"of savepoint {self.savepoint})")
 
+    def effect(self) -> str:
+        """The expected effect, in words."""
+        if not self.steps:
+            return f"nothing to roll back: the table is at savepoint {self.savepoint}"
+        return (f"rolls back {len(self.steps)} instants newest first, deleting {self.files} data files "
+                f"({_human(self.bytes)}); the table then holds exactly the rows of savepoint {self.savepoint}")
+
     def _repr_html_(self) -> str:
         import html
+
+        def names(s: RestoreStep) -> str:
+            shown = "<br>".join(html.escape(f) for f in s.files[:20])
+            return shown + (f"<br>... {len(s.files) - 20} more" if len(s.files) > 20 else "")
         rows = "".join(f"<tr><td>{s.instant.requested}</td><td>{s.instant.action}</td><td>{s.instant.state}</td>"
-                       f"<td>{len(s.files)}</td><td>{_human(s.bytes)}</td></tr>" for s in self.steps)
-        return (f"<div><b>{html.escape(repr(self))}</b><table><tr><th>instant</th><th>action</th><th>state</th>"
-                f"<th>files</th><th>bytes</th></tr>{rows}</table></div>")
+                       f"<td>{len(s.files)}</td><td>{_human(s.bytes)}</td><td><code>{names(s)}</code></td></tr>"
+                       for s in self.steps)
+        at = f"@ {self.instant}" if self.instant else "(not scheduled)"
+        return (f"<div><b>RestorePlan</b> on <code>{html.escape(self.table)}</code> {at} to savepoint "
+                f"<b>{self.savepoint}</b><br>{html.escape(self.effect())}"
+                f"<table><tr><th>instant</th><th>action</th><th>state</th><th>files</th><th>bytes</th>"
+                f"<th>data files</th></tr>{rows}</table></div>")
 
 
 @dataclass(frozen=True)
