@@ -505,3 +505,22 @@ def test_plans_list_exactly_what_execution_removes(lake):
         assert f"<b>{name}</b>" in html and plan.effect() in html.replace("&#x27;", "'") and item in html
     for res in (cres, cleaned, rres, ares):
         assert "'plans'" in repr(res) and "<" in res._repr_html_()
+
+
+# == the case map (docs/services-cases.md) names every case, and only tests that exist =========================
+def test_case_map_covers_t1_to_t109_with_existing_tests():
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "services-cases.md").read_text(encoding="utf-8")
+    seen: set[int] = set()
+    for line in text.splitlines():
+        m = re.match(r"\| (T[\dT, -]+) \|", line)
+        if not m:
+            continue
+        for part in m.group(1).split(","):
+            lo, _, hi = part.strip().partition("-")
+            seen.update(range(int(lo[1:]), int((hi or lo)[1:]) + 1))
+    assert seen == set(range(1, 110)), f"missing cases: {sorted(set(range(1, 110)) - seen)}"
+    for path, name in set(re.findall(r"(tests/\w+\.py)::(\w+)", text)):
+        assert f"def {name}(" in (root / path).read_text(encoding="utf-8"), f"{path}::{name} does not exist"
