@@ -153,6 +153,27 @@ def deltacommits_since_compaction(table: "Table") -> int:
     return n
 
 
+def _pending_clustering_file_ids(store: Any, timeline: Timeline) -> set[str]:
+    """File ids that pending clusterings rewrite (``clusteringPlan.inputGroups[].slices[]`` of
+    their ``HoodieRequestedReplaceMetadata``; the Avro file carries its own schema)."""
+    import io
+
+    import fastavro
+    out: set[str] = set()
+    for i in timeline.pending:
+        if i.action != "clustering":
+            continue
+        try:
+            data = store.read_bytes(Instant("clustering", "requested", i.requested))
+            rec = next(iter(fastavro.reader(io.BytesIO(data))), None) if data else None
+        except (FileNotFoundError, ValueError, EOFError):
+            continue
+        plan = (rec or {}).get("clusteringPlan") or {}
+        for group in plan.get("inputGroups") or []:
+            out.update(s.get("fileId") for s in group.get("slices") or [] if s.get("fileId"))
+    return out
+
+
 def plan_compaction(table: "Table", *, min_log_files: int = 1, log_size_threshold: int = 0,
                     target_io_mb: float = 512000) -> CompactionPlan:
     """The slices a compaction would merge now (nothing is written): the latest slice of
@@ -167,7 +188,7 @@ def plan_compaction(table: "Table", *, min_log_files: int = 1, log_size_threshol
     store = table._store()
     timeline = store.load()
     pending_ops, _ = _pending_compaction_ops(store, timeline)
-    busy = {fid for fid, _ in pending_ops}
+    busy = {fid for fid, _ in pending_ops} | _pending_clustering_file_ids(store, timeline)
     view = FileSystemView(table.storage, table.config, store, timeline)
     ops = []
     for sl in view.latest_slices():

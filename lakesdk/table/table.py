@@ -508,5 +508,5 @@ class Maintenance:
 
     def __repr__(self) -> str:
         return (f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact(), plan_clean(), "
-                "clean(), plan_rollback(), rollback(), savepoint(), savepoints(), delete_savepoint(), plan_restore(), "
-                "restore(), plan_archive(), archive()>")
+                "clean(), savepoint(), savepoints(), delete_savepoint(), plan_restore(), restore(), plan_archive(), "
+                "archive()>")
