@@ -271,7 +271,12 @@ class Table:
     def as_of(self, moment: Any) -> Query:
         """The table as of a moment: an instant time (yyyyMMddHHmmss[SSS]; need not be an
         instant's own), a datetime, an ISO string, an Instant or a WriteResult.  Before the
-        first commit the result is empty."""
+        first commit the result is empty.
+
+        As Hudi does, reading raises TimeTravelError when the moment is at or after a write
+        that is still pending (the answer could change when it completes), or before the
+        earliest commit the last clean retained (its files may be gone); a savepointed
+        instant stays readable."""
         return Query(self).as_of(moment)
 
     def incremental(self, start: Any = None, end: Any = None, *, columns: list[str] | None = None,
