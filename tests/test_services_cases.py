@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import lakesdk as lk
-from lakesdk.exceptions import LakeError, TimeTravelError
+from lakesdk.exceptions import CorruptTimelineError, LakeError, TimeTravelError
 from lakesdk.format.instant import format_instant_time, parse_instant_time
 from lakesdk.format.plans import CompactionOperation
 from lakesdk.format.timeline import Timeline, TimelineStore
@@ -171,6 +171,10 @@ def test_t47_file_groups_of_a_pending_clustering_are_not_compacted(lake):
         f.write(buf.getvalue())
     plan = t.maintenance.plan_compaction()
     assert plan.partitions == ["p=b"] and fid_a not in {o.file_id for o in plan.operations}
+    with open(f"{timeline_dir(t)}/{pending}.clustering.requested", "wb") as f:
+        f.write(b"not avro")
+    with pytest.raises(CorruptTimelineError, match=f"pending clustering {pending}"):
+        t.maintenance.plan_compaction()
 
 
 def test_t41_inflight_compaction_is_retried_by_the_next_inline_compaction(lake):

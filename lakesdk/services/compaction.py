@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from lakesdk._display import human_bytes as _human
-from lakesdk.exceptions import InstantNotFoundError, LakeError
+from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError, LakeError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
@@ -165,9 +165,14 @@ def _pending_clustering_file_ids(store: Any, timeline: Timeline) -> set[str]:
             continue
         try:
             data = store.read_bytes(Instant("clustering", "requested", i.requested))
-            rec = next(iter(fastavro.reader(io.BytesIO(data))), None) if data else None
-        except (FileNotFoundError, ValueError, EOFError):
+        except FileNotFoundError:
             continue
+        try:
+            rec = next(iter(fastavro.reader(io.BytesIO(data))), None) if data else None
+        except Exception as exc:  # noqa: BLE001 - fastavro raises several types for damaged files
+            raise CorruptTimelineError(
+                f"the plan of pending clustering {i.requested} is not a valid Avro file ({exc}): a compaction cannot "
+                "tell which file groups it rewrites; execute or roll back that clustering first") from exc
         plan = (rec or {}).get("clusteringPlan") or {}
         for group in plan.get("inputGroups") or []:
             out.update(s.get("fileId") for s in group.get("slices") or [] if s.get("fileId"))
