@@ -276,18 +276,29 @@ class Table:
     def as_of(self, moment: Any) -> Query:
         """The table as of a moment: an instant time (yyyyMMddHHmmss[SSS]; need not be an
         instant's own), a datetime, an ISO string, an Instant or a WriteResult.  Before the
-        first commit the result is empty."""
+        first commit the result is empty.
+
+        As Hudi does, reading raises TimeTravelError when the moment is at or after a write
+        that is still pending (the answer could change when it completes), or before the
+        earliest commit the last clean retained (its files may be gone); a savepointed
+        instant stays readable."""
         return Query(self).as_of(moment)
 
     def incremental(self, start: Any = None, end: Any = None, *, columns: list[str] | None = None,
-                    where: Any = None, meta_fields: bool = True) -> Query:
+                    where: Any = None, meta_fields: bool = True, start_inclusive: bool = False) -> Query:
         """Records changed by commits in ``(start, end]``, in their latest state as of ``end``.
 
         On table version 8+ the bounds are compared with completion times (as Hudi 1.x
         does); on version 6 with requested times.  Pass a WriteResult or an Instant to
-        use its completion time.
+        use its completion time.  ``start=None`` (or ``"earliest"``) reads from the first
+        commit, commits archived into the timeline history included; ``start_inclusive=True``
+        makes the range ``[start, end]`` (Hudi 1.x Spark's ``CLOSED_CLOSED``: ``start=end=``
+        a commit's completion time selects exactly that commit).
         """
-        q = Query(self, kind="incremental", start=_moment(start), end=_moment(end), meta=meta_fields)
+        if isinstance(start, str) and start.strip().lower() == "earliest":
+            start = None
+        q = Query(self, kind="incremental", start=_moment(start), end=_moment(end), meta=meta_fields,
+                  start_inclusive=start_inclusive)
         if columns is not None:
             q = q.select(*columns)
         if where is not None:
@@ -390,10 +401,18 @@ class Maintenance:
         from lakesdk.services.compaction import plan_compaction
         return plan_compaction(self._t, min_log_files=min_log_files)
 
-    def schedule_compaction(self, *, min_log_files: int = 1) -> Any:
+    def schedule_compaction(self, *, min_log_files: int = 1, trigger: str | None = None, max_delta_commits: int = 5,
+                            max_delta_seconds: float = 3600) -> Any:
         """Write a compaction plan as a requested instant; returns the plan (``None`` if no
-        slice has log files)."""
-        from lakesdk.services.compaction import schedule_compaction
+        slice has log files).  With ``trigger`` (``hoodie.compact.inline.trigger.strategy``:
+        NUM_COMMITS, NUM_COMMITS_AFTER_LAST_REQUEST, TIME_ELAPSED, NUM_OR_TIME, NUM_AND_TIME)
+        a plan is only scheduled when ``max_delta_commits`` / ``max_delta_seconds`` say it is
+        due.  File groups under a pending compaction are left out."""
+        from lakesdk.services.compaction import compaction_due, schedule_compaction
+        if trigger is not None and not compaction_due(self._t.timeline, trigger=trigger,
+                                                      max_delta_commits=max_delta_commits,
+                                                      max_delta_seconds=max_delta_seconds):
+            return None
         plan = self.plan_compaction(min_log_files=min_log_files)
         return schedule_compaction(self._t, plan) if len(plan) else None
 
@@ -412,10 +431,20 @@ class Maintenance:
                 instant = plan.instant
         return execute_compaction(self._t, instant)
 
+    def plan_rollback(self, instant: Any, *, force: bool = False) -> Any:
+        """What :meth:`rollback` of ``instant`` would delete (nothing is written): a
+        RollbackPlan with the data files, their sizes and the expected effect.  Raises the
+        same RollbackNotAllowedError as :meth:`rollback` when the instant cannot be rolled back."""
+        from lakesdk.services.rollback import plan_rollback
+        req = instant.instant if hasattr(instant, "instant") and not hasattr(instant, "requested") else instant
+        return plan_rollback(self._t, req, force=force)
+
     def rollback(self, instant: Any, *, force: bool = False) -> Any:
         """Roll back a failed (pending) write, or the latest completed write: its files are
         deleted and a rollback instant records what was removed.  A pending write whose
-        writer is alive (fresh heartbeat) is refused unless ``force=True``."""
+        writer is alive (fresh heartbeat) is refused unless ``force=True``; a completed write
+        that later writes followed is refused (the error names them): roll those back first,
+        or :meth:`restore` a savepoint.  Returns a RollbackResult."""
         from lakesdk.services.rollback import rollback
         req = instant.instant if hasattr(instant, "instant") and not hasattr(instant, "requested") else instant
         return rollback(self._t, req, force=force)
