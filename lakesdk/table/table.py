@@ -558,4 +558,4 @@ class Maintenance:
         return (f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact(), "
                 "plan_clustering(), schedule_clustering(), cluster(), pending_clusterings(), plan_clean(), "
                 "clean(), savepoint(), savepoints(), delete_savepoint(), plan_restore(), restore(), plan_archive(), "
-                "archive()>")
+                "archive(), plan_rollback(), rollback(), rollback_failed_writes()>")
