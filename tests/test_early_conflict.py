@@ -529,3 +529,25 @@ def test_c31_optimistic_concurrency_forces_lazy_failed_writes(tmp_path):
         assert not t.timeline.pending                              # eager: rolled back
     finally:
         w.stop()
+
+
+# -- the Spark engine: the check runs inside the write tasks ------------------------------------------
+@pytest.mark.spark
+@pytest.mark.parametrize("markers", MARKERS)
+def test_spark_tasks_stop_early(tmp_path, monkeypatch, spark, markers):
+    opts = lk.TableOptions(engine="spark", markers=markers, early_conflict_detection=True,
+                           concurrency="optimistic", lock="storage")
+    t = lk.Lake(str(tmp_path), spark=spark, options=opts).create_table("t", key="id", partition_by="city")
+    t.upsert(rows(range(10), "base"))
+    w = FakeWriter(t, "20000101000000000", [f"city=sf/{fid}_0-1-1_20000101000000000.parquet.marker.MERGE"
+                                            for fid in t.inspect.file_groups().file_id])
+    try:
+        with pytest.raises(lk.EarlyConflictError) as e:
+            t.upsert(rows(range(3), "late"))
+    finally:
+        w.stop()
+    assert e.value.other_instant == "20000101000000000" and e.value.file_groups[0][0] == "city=sf"
+    loser = t.inspect.transactions()[-1]
+    assert loser.outcome == "early_conflict" and loser.conflicts_with["instant"] == "20000101000000000"
+    assert loser_file_attempts(t, loser.instant) <= 1 and files_of(t, loser.instant) == []
+    assert values(t) == {k: "base" for k in range(10)}
