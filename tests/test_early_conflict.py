@@ -50,12 +50,13 @@ def loser_file_attempts(t, instant: str) -> int:
     """Data files the loser created or was about to create: its rollback plan lists every file
     its markers named (a marker precedes its data file) plus any file named with its instant."""
     store = t._store()
-    n = 0
+    plans = []
     for rb in store.load().filter(actions=["rollback"]):
         plan = RollbackPlanData.parse(t.storage.read(store.path(Instant("rollback", "requested", rb.requested))))
         if plan.instant == instant:
-            n += sum(len(r.files_to_delete) for r in plan.requests)
-    return n
+            plans.append(sum(len(r.files_to_delete) for r in plan.requests))
+    assert len(plans) == 1, f"expected one rollback of {instant}, found {len(plans)}"
+    return plans[0]
 
 
 def files_of(t, instant: str) -> list[str]:
@@ -101,6 +102,7 @@ def values(t) -> dict:
 @pytest.mark.parametrize("markers", MARKERS)
 def test_later_writer_stops_before_writing_threads(tmp_path, monkeypatch, markers):
     t = new_table(tmp_path, markers)
+    first = t.timeline.commits[0]
     a = lk.open_table(t.path, options=t.options)
     b = lk.open_table(t.path, options=t.options)
     ready, go = threading.Event(), threading.Event()
@@ -148,6 +150,13 @@ def test_later_writer_stops_before_writing_threads(tmp_path, monkeypatch, marker
     if markers == "timeline_server":
         assert b._marker_server.stats.early_conflicts == 1
         assert b._marker_server.dir_state(loser) is None    # the server forgot the stopped instant
+        assert b._marker_server.early_conflict(loser) is None
+    # the retry, once the winner committed, lands on top of it
+    retry = b.upsert(rows(range(3, 8), "B"))
+    assert {i.requested for i in t.timeline.commits} == {first.requested, winner, retry.instant}
+    assert values(t) == {**{k: "base" for k in range(10)}, **{k: "A" for k in range(3)},
+                         **{k: "B" for k in range(3, 8)}}
+    assert_no_orphans(t)
 
 
 # -- C25 / C26 in separate processes ---------------------------------------------------------------
