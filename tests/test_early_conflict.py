@@ -463,8 +463,9 @@ def test_server_detects_asynchronously_a_writer_that_comes_later(bare):
     """Our markers exist first; an earlier writer then creates an overlapping one: the periodic
     re-check (Hudi's MarkerBasedEarlyConflictDetectionRunnable) finds it, and the next create
     request of the instant is refused."""
-    with MarkerServer(bare.storage, batch_interval_ms=5, early_conflict_interval_ms=30) as srv:
-        srv.watch(T2, detector(bare, T2, interval_s=0.03))
+    srv = MarkerServer(bare.storage, batch_interval_ms=5, early_conflict_interval_ms=30)
+    srv.watch(T2, detector(bare, T2, interval_s=0.03))        # before start: checks start with the server
+    with srv:
         m = write_markers(bare.storage, T2, "TIMELINE_SERVER_BASED", server=srv)
         m.create("2016", f"{FID_SHARED}_1-1-1_{T2}.parquet", "MERGE")
         w = FakeWriter(bare, T1, [f"2016/{FID_SHARED}_4-17-21_{T1}.parquet.marker.CREATE"])

@@ -27,8 +27,8 @@ HTTP protocol (JSON bodies and replies; every request carries the header
 
 Errors reply ``{"error": message}`` with 400 (bad request), 403 (token), 404 (unknown
 path), 409 (early conflict detection stopped the instant: the reply also holds
-``"conflict": {"instant", "action", "file_groups", "completed"}``), 500 (the flush failed: the markers of that batch are *not* kept, a retry may
-succeed) or 503 (the server is stopping, or the request timed out waiting for its flush).
+``"conflict": {"instant", "action", "file_groups", "completed", "planned"}``), 500 (the
+flush failed: the markers of that batch are *not* kept, a retry may succeed) or 503 (the server is stopping, or the request timed out waiting for its flush).
 
 Batching rules (Hudi's ``MarkerDirState`` and ``MarkerCreationDispatchingRunnable``):
 
@@ -258,6 +258,7 @@ class MarkerServer:
                                             daemon=True)
         self._serve_thread.start()
         self._dispatcher.start()
+        self._start_detector()
         return self
 
     def stop(self) -> None:
@@ -332,13 +333,16 @@ class MarkerServer:
         validate_instant(instant)
         with self._lock:
             self._detections[instant] = _Detection(detector)
-            start = self._detect_thread is None and self._httpd is not None and not self._closing
-            if start:
-                self._detect_thread = threading.Thread(target=self._detect_loop, daemon=True,
-                                                       name=f"lakesdk-markers-ecd-{self.port}")
-        if start:
-            assert self._detect_thread is not None
-            self._detect_thread.start()
+        self._start_detector()
+
+    def _start_detector(self) -> None:
+        """Start the periodic detection thread once the server runs and an instant is watched."""
+        with self._lock:
+            if self._detect_thread is not None or self._httpd is None or self._closing or not self._detections:
+                return
+            self._detect_thread = threading.Thread(target=self._detect_loop, daemon=True,
+                                                   name=f"lakesdk-markers-ecd-{self.port}")
+        self._detect_thread.start()
 
     def unwatch(self, instant: str) -> None:
         """Stop early conflict detection for ``instant`` (no-op when not watched)."""
