@@ -36,7 +36,7 @@ Where the check runs:
   create request of the instant with HTTP 409, which the client raises as
   :class:`~lakesdk.EarlyConflictError`.
 
-Compaction and clustering never run the check (Hudi gates it the same way).
+Compaction never runs the check (Hudi skips it for compaction and clustering instants).
 """
 
 from __future__ import annotations

@@ -259,12 +259,18 @@ class WriteOperation:
         except BaseException as err:
             heartbeat.stop()
             landed = completed is not None or self._completed_exists(store, instant)
-            names = _marker_names(ctx.markers)     # read before the rollback removes them
+            journaled = t.options.concurrency == "optimistic"
+            names = _marker_names(ctx.markers) if journaled else set()   # before the rollback removes them
+            cleaned = landed
             try:
                 if not landed:
                     rollback(t, instant.requested, _allow_alive=True)
+                    cleaned = True
             finally:
-                _release_markers(ctx.markers)      # the marker server forgets the instant (stops detection)
+                if cleaned:
+                    _release_markers(ctx.markers)   # the marker server forgets the instant, detection stops
+                elif t._marker_server is not None:
+                    t._marker_server.unwatch(instant.requested)   # markers stay for the next rollback
                 self._journal(store, instant, action, started_ms, target_schema, stats=stats, replaced=replaced,
                               names=names, err=None if landed else err)
             raise
