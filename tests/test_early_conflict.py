@@ -561,3 +561,36 @@ def test_spark_tasks_stop_early(tmp_path, monkeypatch, spark, markers):
     assert loser.outcome == "early_conflict" and loser.conflicts_with["instant"] == "20000101000000000"
     assert loser_file_attempts(t, loser.instant) <= 1 and files_of(t, loser.instant) == []
     assert values(t) == {k: "base" for k in range(10)}
+
+
+@pytest.mark.parametrize("markers", MARKERS)
+def test_merge_on_read_log_appends_are_not_stopped(tmp_path, monkeypatch, markers):
+    """C25 on merge-on-read: both writers append log files to the same file group; that never
+    conflicts in lakesdk (not at commit time, so not early either), and both land."""
+    t = lk.Lake(str(tmp_path), options=options(markers)).create_table("m", key="id", table_type="mor", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1, 2, 3], "ts": [1, 1, 1], "v": ["a", "b", "c"]}))
+    a = lk.open_table(t.path, options=t.options)
+    b = lk.open_table(t.path, options=t.options)
+    ready, go = threading.Event(), threading.Event()
+    original = WriteOperation._finalize
+
+    def held_finalize(self, ctx, stats, partitions):
+        if self.table is a:
+            ready.set()
+            assert go.wait(60)
+        return original(self, ctx, stats, partitions)
+    monkeypatch.setattr(WriteOperation, "_finalize", held_finalize)
+    out: dict = {}
+    th = threading.Thread(target=lambda: out.setdefault(
+        "a", a.upsert(pd.DataFrame({"id": [1, 2], "ts": [5, 2], "v": ["A", "A"]}))))
+    th.start()
+    try:
+        assert ready.wait(60)
+        out["b"] = b.upsert(pd.DataFrame({"id": [1, 2], "ts": [3, 3], "v": ["B", "B"]}))   # not stopped
+    finally:
+        go.set()
+        th.join(60)
+    assert out["a"].instant < out["b"].instant
+    assert values(t) == {1: "A", 2: "B", 3: "c"}          # merged by ordering value
+    assert [r.outcome for r in t.inspect.transactions()] == ["committed"] * 3
+    assert_no_orphans(t)
