@@ -594,3 +594,61 @@ def test_merge_on_read_log_appends_are_not_stopped(tmp_path, monkeypatch, marker
     assert values(t) == {1: "A", 2: "B", 3: "c"}          # merged by ordering value
     assert [r.outcome for r in t.inspect.transactions()] == ["committed"] * 3
     assert_no_orphans(t)
+
+
+# -- stress: writer processes with early detection; the journal tells every write's story ------------
+STRESS = textwrap.dedent("""
+    import json, random, re, sys
+    import pandas as pd
+    import lakesdk as lk
+    path, wid, markers, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    opts = lk.TableOptions(engine="local", markers=markers, early_conflict_detection=True,
+                           concurrency="optimistic", lock="storage", lock_options=(("timeout_s", 120),))
+    t = lk.open_table(path, options=opts)
+    rng = random.Random(wid)
+    out = []
+    for i in range(n):
+        keys = sorted(set(rng.sample(range(20), 3) + [100 + wid * 100 + i]))
+        val = f"w{wid}-{i}"
+        df = pd.DataFrame({"id": keys, "city": [["a", "b"][k % 2] for k in keys], "v": [val] * len(keys)})
+        try:
+            r = t.upsert(df)
+            out.append({"ok": True, "instant": r.instant, "completed": r.completed, "keys": keys, "v": val})
+        except lk.WriteConflictError as e:
+            me = re.search(r"write (\\d{17})", str(e)).group(1)
+            out.append({"ok": False, "instant": me, "early": isinstance(e, lk.EarlyConflictError),
+                        "other": e.other_instant, "keys": keys, "v": val})
+    print("RESULT" + json.dumps(out))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("markers", MARKERS)
+def test_stress_writer_processes_with_early_detection(tmp_path, markers):
+    t = lk.Lake(str(tmp_path), options=options(markers)).create_table("s", key="id", partition_by="city")
+    t.upsert(pd.DataFrame({"id": [0], "city": ["a"], "v": ["init"]}))
+    procs = [run_script(STRESS, t.path, str(w), markers, "8") for w in range(3)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        line = [x for x in out.splitlines() if x.startswith("RESULT")]
+        assert p.returncode == 0 and line, err[-3000:]
+        results += json.loads(line[0][6:])
+    landed = sorted((r for r in results if r["ok"]), key=lambda r: r["completed"])
+    expect = {0: "init"}
+    for r in landed:
+        expect.update({k: r["v"] for k in r["keys"]})
+    assert values(t) == expect and landed
+    assert_no_orphans(t)
+    journal = {r.instant: r for r in t.inspect.transactions()}
+    for r in results:                                   # every write is journaled with its real outcome
+        rec = journal[r["instant"]]
+        if r["ok"]:
+            assert rec.outcome == "committed"
+        else:
+            assert rec.outcome == ("early_conflict" if r["early"] else "conflict")
+            assert rec.conflicts_with["instant"] == r["other"]
+            if r["early"]:
+                assert r["other"] < r["instant"]          # only earlier writers stop a write
+    assert len(journal) == len(results) + 1
+    assert any(not r["ok"] for r in results), "3 writers on 20 shared keys must collide: else this proves nothing"
