@@ -432,6 +432,19 @@ def test_listing_is_cached_per_interval_not_per_marker(bare):
         w.stop()
 
 
+def test_error_survives_pickling_and_a_spark_message():
+    import pickle
+
+    from lakesdk.concurrency.early import EarlyConflict, early_conflict_error
+    e = early_conflict_error("t", T2, EarlyConflict(T1, "commit", (("a/b", "f1-0"), ("", "f2-0"))), [("a/b", "f1-0")])
+    back = pickle.loads(pickle.dumps(e))
+    assert (back.other_instant, back.other_action, back.file_groups, back.planned) == (
+        T1, "commit", (("a/b", "f1-0"), ("", "f2-0")), (("a/b", "f1-0"),))
+    parsed = lk.EarlyConflictError(str(e))          # what a Spark task's error text gives back
+    assert (parsed.other_instant, parsed.other_action, parsed.file_groups) == (T1, "commit", e.file_groups)
+    assert "\n" not in str(e)
+
+
 def test_marker_file_group_parsing():
     assert marker_file_group(f"2016/{FID_SHARED}_4-17-21_001.parquet.marker.CREATE") == ("2016", FID_SHARED, False)
     assert marker_file_group(f"a/b/.{FID_SHARED}_{T1}.log.2_1-2-3.marker.APPEND") == ("a/b", FID_SHARED, True)
