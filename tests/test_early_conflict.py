@@ -665,3 +665,41 @@ def test_stress_writer_processes_with_early_detection(tmp_path, markers):
                 assert r["other"] < r["instant"]          # only earlier writers stop a write
     assert len(journal) == len(results) + 1
     assert any(not r["ok"] for r in results), "3 writers on 20 shared keys must collide: else this proves nothing"
+
+
+@pytest.mark.parametrize("markers", MARKERS)
+@pytest.mark.parametrize("check_commits", [False, True])
+def test_commit_completed_since_start(tmp_path, monkeypatch, markers, check_commits):
+    """B plans; A then commits the same file group; B goes on. With
+    ``early_conflict_check_commits`` B stops before writing; without it, B writes and loses
+    at commit time (its markers' writer A is no longer running)."""
+    t = new_table(tmp_path, markers, early_conflict_check_commits=check_commits)
+    a = lk.open_table(t.path, options=t.options)
+    b = lk.open_table(t.path, options=t.options)
+    run = WriteOperation._run
+
+    def b_run(self, ctx, *args):
+        if self.table is b:
+            a.upsert(rows(range(2), "A"))     # commits while B is between planning and writing
+        return run(self, ctx, *args)
+    monkeypatch.setattr(WriteOperation, "_run", b_run)
+    attempts: list[str] = []
+    write_parquet = tasks._write_parquet
+
+    def counting(ctx, path, table, task=None):
+        attempts.append(ctx.instant)
+        return write_parquet(ctx, path, table, task)
+    monkeypatch.setattr(tasks, "_write_parquet", counting)
+    with pytest.raises(lk.WriteConflictError) as e:
+        b.upsert(rows(range(1, 4), "B"))
+    rec = t.inspect.transactions()[-2]          # B started before A
+    a_rec = t.inspect.transactions()[-1]
+    assert rec.conflicts_with["instant"] == a_rec.instant and a_rec.outcome == "committed"
+    if check_commits:
+        assert isinstance(e.value, lk.EarlyConflictError) and "completed since this write started" in str(e.value)
+        assert rec.outcome == "early_conflict" and rec.instant not in attempts
+    else:
+        assert not isinstance(e.value, lk.EarlyConflictError) and rec.outcome == "conflict"
+        assert rec.instant in attempts           # it wrote its data first
+    assert values(t) == {**{k: "base" for k in range(10)}, 0: "A", 1: "A"}
+    assert_no_orphans(t)
