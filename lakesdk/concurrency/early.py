@@ -102,13 +102,15 @@ def _groups_text(groups: Iterable[tuple[str, str]]) -> str:
 def early_conflict_error(table: str, instant: str, conflict: EarlyConflict,
                          planned: Iterable[tuple[str, str]] = ()) -> EarlyConflictError:
     """The typed error for ``conflict`` (one line: it survives a Spark task's error text)."""
-    how = ("completed since this write started" if conflict.completed
-           else "started earlier and is still running (fresh heartbeat)")
+    if conflict.completed:
+        how, retry = "completed since this write started", "Retry it now (a retry applies it on top)"
+    else:
+        how = "started earlier and is still running (fresh heartbeat)"
+        retry = f"Retry it once {conflict.instant} has finished (a retry applies it on top)"
     err = EarlyConflictError(
         f"write {instant} to {table!r} conflicts early with {conflict.action} {conflict.instant}, which {how}; "
         f"both write file groups: {_groups_text(conflict.file_groups)}. The write stopped before writing that data "
-        f"and was rolled back. Retry it once {conflict.instant} has finished (a retry applies it on top), "
-        "or write disjoint keys or partitions concurrently.",
+        f"and was rolled back. {retry}, or write disjoint keys or partitions concurrently.",
         other_instant=conflict.instant, other_action=conflict.action, file_groups=conflict.file_groups,
         planned=tuple(planned))
     return err
