@@ -286,10 +286,62 @@ def test_coordinator_skips_rounds_while_no_new_data():
     c, clock, sent = make_coordinator(svc)
     c.start()
     advance(c, clock, 3)
-    assert sent == [] and c.state is CoordinatorState.IDLE
+    assert [e.type for e in sent] == [EventType.ACK_COMMIT] and c.state is CoordinatorState.IDLE   # the resync
     svc.ends = {0: 6, 1: 5, 2: 5, 3: 5}
     advance(c, clock, 1.1)
-    assert sent[0].type is EventType.START_COMMIT and c.rounds == 1
+    assert sent[1].type is EventType.START_COMMIT and c.rounds == 1
+
+
+def test_recovered_coordinator_resyncs_group_offsets_first():
+    """A coordinator that starts on a table with history publishes an ACK_COMMIT with the latest commit's
+    offsets before its first round (its predecessor may have died between commit and ACK); a participant
+    that gets it commits the offset to the consumer group.  A fresh table publishes nothing."""
+    c, clock, sent = make_coordinator(FakeServices(latest={1: 10, 2: 20}), latest_instant=lambda: "100")
+    c.start()
+    assert [(e.type, e.commit_time, e.offsets) for e in sent] == [(EventType.ACK_COMMIT, "100", {1: 10, 2: 20})]
+    ctx = SimPartition()
+    p = TransactionParticipant(TOPIC, 2, ctx, lambda txn, rows: ([], None), [].append)
+    p.start()
+    p.on_event(sent[0])
+    p.process()
+    assert ctx.kafka_commits == [20] and p.committed_offset == 20 and p.txn is None
+    c2, _, sent2 = make_coordinator(FakeServices())
+    c2.start()
+    assert sent2 == []
+
+
+def test_new_assignment_commits_table_offset_to_group_once():
+    """A participant started with the table's offset (a new assignment) commits it to the group at its
+    first process(), even when no round follows; not again while nothing changes.  A START_COMMIT whose
+    offset is ahead of the group's commits it too."""
+    ctx = SimPartition()
+    p = TransactionParticipant(TOPIC, 0, ctx, lambda txn, rows: ([], None), [].append)
+    p.start(1331)
+    assert ctx.kafka_commits == []
+    p.process()
+    p.process()
+    assert ctx.kafka_commits == [1331] and p.kafka_committed == 1331
+    p.on_event(ControlEvent(EventType.START_COMMIT, TOPIC, commit_time="5", offsets={0: 1400}))
+    p.process()
+    assert ctx.kafka_commits == [1331, 1400]
+
+
+def test_group_commit_failure_is_retried():
+    class Flaky(SimPartition):
+        fails = 1
+
+        def commit_offset(self, offset):
+            if self.fails:
+                self.fails -= 1
+                raise RuntimeError("REBALANCE_IN_PROGRESS")
+            super().commit_offset(offset)
+    ctx = Flaky()
+    p = TransactionParticipant(TOPIC, 0, ctx, lambda txn, rows: ([], None), [].append)
+    p.start(7)
+    p.process()
+    assert ctx.kafka_commits == [] and p.kafka_committed is None
+    p.process()
+    assert ctx.kafka_commits == [7] and p.kafka_committed == 7
 
 
 def test_write_error_aborts_round_at_once():

@@ -19,7 +19,10 @@ class SinkConfig:
     ``commit_interval`` is Hudi's ``hoodie.kafka.commit.interval.secs`` (START_COMMIT to
     END_COMMIT), ``write_timeout`` its ``hoodie.kafka.coordinator.write.timeout.secs``;
     ``allow_commit_on_errors`` (``hoodie.kafka.allow.commit.on.errors``) commits rounds in
-    which some records could not be decoded (they are skipped and counted)."""
+    which some records could not be decoded (they are skipped and counted).
+    ``instance_id`` is Kafka's ``group.instance.id`` (static membership): a worker restarted
+    with the same id takes over its partitions at once, without waiting for the broker to
+    expire the dead member's session."""
 
     table_url: str
     topic: str
@@ -33,6 +36,7 @@ class SinkConfig:
     avro_framing: Literal["none", "confluent"] = "none"
     allow_commit_on_errors: bool = True
     skip_empty_rounds: bool = True
+    instance_id: str | None = None       # Kafka group.instance.id (static membership)
     session_timeout_ms: int = 10000
     max_poll_interval_ms: int = 300000   # also the group's rebalance timeout: a dead member can stall a rebalance this long
     consumer_config: tuple[tuple[str, Any], ...] = ()

@@ -33,8 +33,7 @@ def require_kafka() -> Any:
     try:
         import confluent_kafka
     except ImportError:
-        raise MissingDependencyError("the Kafka sink needs confluent-kafka: pip install 'lakesdk[kafka]' "
-                                     "(or pip install confluent-kafka)") from None
+        raise MissingDependencyError("confluent-kafka", "kafka", "The Kafka sink") from None
     return confluent_kafka
 
 
@@ -209,6 +208,8 @@ class SinkWorker:
                 "heartbeat.interval.ms": max(300, cfg.session_timeout_ms // 5),
                 "partition.assignment.strategy": "range", "max.poll.interval.ms": cfg.max_poll_interval_ms,
                 "enable.partition.eof": False, "client.id": self.name}
+        if cfg.instance_id:
+            conf["group.instance.id"] = cfg.instance_id   # static membership: a restart takes over at once
         conf.update(dict(cfg.consumer_config))
         self.consumer = Consumer(conf)
         self.consumer.subscribe([cfg.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
@@ -244,15 +245,15 @@ class SinkWorker:
             p = tp.partition
             part = TransactionParticipant(self.cfg.topic, p, _PartitionContext(self, p), self._write, self._publish,
                                           group=self.cfg.group_id, decode=self._decode)
-            part.committed_offset = offsets.get(p, 0)
-            part.start()
+            part.start(offsets.get(p))     # the table's offset; committed to the group at once
             self.participants[p] = part
             if p == 0 and self.coordinator is None:
                 self.coordinator = TransactionCoordinator(
                     self.cfg.topic, _Services(self), self._publish, group=self.cfg.group_id,
                     commit_interval=self.cfg.commit_interval, write_timeout=self.cfg.write_timeout,
                     allow_commit_on_errors=self.cfg.allow_commit_on_errors,
-                    skip_empty_rounds=self.cfg.skip_empty_rounds, extra_metadata=self.cfg.extra)
+                    skip_empty_rounds=self.cfg.skip_empty_rounds, extra_metadata=self.cfg.extra,
+                    latest_instant=lambda: latest_commit_offsets(self.table, self.cfg.topic)[1])
                 self.coordinator.start()
 
     def _drop(self, partitions: list[Any], *, commit: bool) -> None:
