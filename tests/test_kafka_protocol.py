@@ -605,3 +605,120 @@ def test_k22_ack_commits_offset_to_kafka():
     h.full_round()
     h.full_round()
     assert h.ctx.kafka_commits == [5, 10]
+
+
+def test_k24_records_are_buffered_until_end_commit_then_written_once():
+    """K24: nothing is written while records arrive; END_COMMIT writes the whole batch in one call, for the
+    coordinator's instant (the sink's writes are upserts into a merge-on-read table)."""
+    h = Harness()
+    h.commit_time = 102
+    h.event(EventType.START_COMMIT)
+    h.publish(10)
+    assert h.written == [] and h.participant.snapshot()["pending_rows"] == 10
+    h.event(EventType.END_COMMIT)
+    assert len(h.written) == 1 and [r["id"] for r in h.written[0]] == list(range(10))
+    assert h.sent[-1].type is EventType.WRITE_STATUS and h.sent[-1].commit_time == "102"
+    assert h.sent[-1].stats == [{"fileId": "f1"}] and h.sent[-1].records == 10
+
+
+# -- worker routing (K21) against a fake consumer --------------------------------------------------------
+class _Msg:
+    def __init__(self, partition, offset, value):
+        self._p, self._o, self._v = partition, offset, value
+
+    def partition(self):
+        return self._p
+
+    def offset(self):
+        return self._o
+
+    def value(self):
+        return self._v
+
+    def error(self):
+        return None
+
+
+class _FakeConsumer:
+    def __init__(self, topic, partitions):
+        self.topic, self.n = topic, partitions
+        self.assigned: list[int] = []
+        self.commits: list[tuple[int, int]] = []
+        self.inbox: list[_Msg] = []
+
+    def assign(self, tps):
+        self.assigned = [tp.partition for tp in tps]
+
+    def unassign(self):
+        self.assigned = []
+
+    def pause(self, tps):
+        pass
+
+    def resume(self, tps):
+        pass
+
+    def seek(self, tp):
+        pass
+
+    def commit(self, offsets, asynchronous=False):
+        self.commits += [(tp.partition, tp.offset) for tp in offsets]
+
+    def consume(self, num_messages=1, timeout=0):
+        out, self.inbox = self.inbox, []
+        return out
+
+    def get_watermark_offsets(self, tp, timeout=None):
+        return 0, 0
+
+    def list_topics(self, topic=None, timeout=None):
+        from types import SimpleNamespace
+        return SimpleNamespace(topics={self.topic: SimpleNamespace(partitions=dict.fromkeys(range(self.n)))})
+
+    def close(self):
+        pass
+
+
+class _FakeProducer:
+    def __init__(self):
+        self.sent: list[ControlEvent] = []
+
+    def produce(self, topic, key=None, value=None):
+        self.sent.append(ControlEvent.decode(value))
+
+    def flush(self, timeout=None):
+        return 0
+
+
+def test_k21_worker_routes_records_to_the_participant_of_their_partition(tmp_path):
+    """K21: assign(0, 1): partition 0 gets the coordinator and a participant, 1 a participant; records
+    go to their own partition's participant, records of unknown partitions are dropped; after revoking 1
+    its records are dropped; revoking 0 stops the coordinator; re-assigning 1 makes a new participant;
+    shutdown clears everything."""
+    ck = pytest.importorskip("confluent_kafka")
+    import lakesdk as lk
+    from lakesdk.streaming.kafka.config import SinkConfig
+    from lakesdk.streaming.kafka.worker import SinkWorker
+    t = lk.Lake(str(tmp_path / "lake")).create_table("events", key="id", ordering="ts", table_type="mor")
+    w = SinkWorker(SinkConfig(t.path, TOPIC, "127.0.0.1:1"))
+    w.table, w.consumer, w.control, w.producer = t, _FakeConsumer(TOPIC, 3), _FakeConsumer("ctl", 1), _FakeProducer()
+    tp = lambda p: ck.TopicPartition(TOPIC, p)  # noqa: E731
+    w._on_assign(w.consumer, [tp(0), tp(1)])
+    assert sorted(w.participants) == [0, 1] and w.coordinator is not None and w.consumer.assigned == [0, 1]
+    w.consumer.inbox = [_Msg(0, 0, b'{"id": 1}'), _Msg(1, 0, b'{"id": 2}'), _Msg(1, 1, b'{"id": 3}'),
+                        _Msg(2, 0, b'{"id": 4}')]
+    w.step(data_timeout=0)
+    assert (w.participants[0].buffered, w.participants[1].buffered) == (1, 2)   # partition 2 dropped
+    old1 = w.participants[1]
+    w._on_revoke(w.consumer, [tp(1)])
+    assert sorted(w.participants) == [0] and old1.stopped
+    w.consumer.inbox = [_Msg(1, 2, b'{"id": 5}'), _Msg(0, 1, b'{"id": 6}')]
+    w.step(data_timeout=0)
+    assert w.participants[0].buffered == 2 and old1.buffered == 0
+    coordinator = w.coordinator
+    w._on_revoke(w.consumer, [tp(0)])
+    assert w.participants == {} and w.coordinator is None and coordinator.stopped
+    w._on_assign(w.consumer, [tp(1)])
+    assert w.participants[1] is not old1 and w.coordinator is None
+    w._shutdown()
+    assert w.participants == {} and w.consumer is None

@@ -138,8 +138,10 @@ class SinkStatus:
         lines = [f"<SinkStatus {self.topic!r} {'running' if self.running else 'stopped'} "
                  f"workers={self.workers} lag={self.lag}"]
         if self.coordinator_state:
+            started = "" if self.round_started is None else \
+                time.strftime(" started %H:%M:%S", time.localtime(self.round_started))
             lines.append(f"  coordinator {self.coordinator_state} on {self.coordinator_worker}: round {self.round} "
-                         f"instant {self.instant} (reported {len(self.reported)}/{self.expected_partitions}); "
+                         f"instant {self.instant}{started} (reported {len(self.reported)}/{self.expected_partitions}); "
                          f"committed {self.committed_rounds} ({self.records_committed} records), "
                          f"aborted {self.aborted_rounds}")
         lines.append(f"  last committed instant: {self.last_committed_instant}")
@@ -148,7 +150,7 @@ class SinkStatus:
         for e in self.errors:
             lines.append(f"  worker error: {e}")
         if self.partitions:
-            lines.append("  partition  committed      group   position   consumed        end        lag   written  worker")
+            lines.append("  partition  committed      group   position   consumed        end        lag   records  worker")
             for p in self.partitions:
                 lines.append(f"  {p.partition:>9}  {p.committed:>9}  {_n(p.kafka_committed):>9}  {_n(p.position):>9}  "
                              f"{_n(p.consumed):>9}  {_n(p.end):>9}  {_n(p.lag):>9}  {p.records_written:>8}  {p.worker}")
