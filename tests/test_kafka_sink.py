@@ -196,6 +196,28 @@ def test_k23_avro_records_with_schema(tmp_path, broker):
     assert df.id.tolist() == list(range(50)) and df.v.tolist() == [f"a{i}" for i in range(50)]
 
 
+def test_local_broker_repr_and_missing_executable(tmp_path, monkeypatch):
+    """LocalBroker: a repr without I/O, and a typed error naming ``pip install noida-db`` when the
+    executable is neither next to the interpreter nor on PATH."""
+    from lakesdk.testing.kafka import BrokerNotFoundError, LocalBroker
+    assert repr(LocalBroker()) == "<LocalBroker no port yet stopped>"
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BrokerNotFoundError, match="pip install noida-db") as e:
+        LocalBroker().start()
+    assert isinstance(e.value, lk.LakeError) and isinstance(e.value, ImportError)
+
+
+def test_local_broker_answers_and_stops(tmp_path):
+    from lakesdk.testing.kafka import LocalBroker
+    with LocalBroker(data_dir=tmp_path / "b") as b:
+        assert repr(b).startswith(f"<LocalBroker {b.bootstrap} running pid=")
+        name = b.create_topic("two", 2)
+        assert len(ck.admin.AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=5)
+                   .topics[name].partitions) == 2
+    assert not b.running and repr(b) == f"<LocalBroker {b.bootstrap} stopped>"
+
+
 def test_cow_table_is_refused_with_a_clear_error(tmp_path):
     t = new_table(tmp_path, table_type="cow")
     with pytest.raises(lk.TableConfigError, match='table_type="mor"'):

@@ -74,7 +74,11 @@ def make_decoder(cfg: SinkConfig) -> Any:
         def decode_json(value: bytes | None) -> dict[str, Any]:
             if value is None:
                 raise ValueError("a null value (tombstone) is not a row")
-            row = json.loads(value)
+            try:
+                text: str | bytes = value.decode("utf-8") if isinstance(value, bytes) else value
+            except UnicodeDecodeError:
+                text = value      # json.loads detects UTF-16/32 itself
+            row = json.loads(text)
             if not isinstance(row, dict):
                 raise ValueError(f"expected a JSON object, found {type(row).__name__}")
             return row
