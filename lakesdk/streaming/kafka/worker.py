@@ -261,7 +261,8 @@ class SinkWorker:
             part = self.participants.pop(tp.partition, None)
             if part is None:
                 continue
-            if commit and part.kafka_committed != part.committed_offset:
+            if commit and part.kafka_committed != part.committed_offset and \
+                    (part.committed_offset > 0 or part.kafka_committed is not None):
                 try:
                     part.context.commit_offset(part.committed_offset)
                 except Exception as e:  # noqa: BLE001
