@@ -722,3 +722,40 @@ def test_k21_worker_routes_records_to_the_participant_of_their_partition(tmp_pat
     assert w.participants[1] is not old1 and w.coordinator is None
     w._shutdown()
     assert w.participants == {} and w.consumer is None
+
+
+def test_sink_status_from_worker_snapshots():
+    """SinkStatus merges the workers' snapshots: the coordinator's round (instant, start, reported
+    partitions), per-partition table/group/consumed/written offsets and lag, and the committed rounds."""
+    from lakesdk.streaming.kafka.sink import CommittedRound, merge_snapshots
+    c, clock, sent = make_coordinator(FakeServices(partitions=2))
+    c.start()
+    start, _ = run_round(c, clock, sent, {0: 5, 1: 7})
+    advance(c, clock, 1.2)                                       # the next round's START and END
+    c.on_event(status(0, c.current.commit_time, 9))
+    c.tick()
+    h = Harness(partition=1)
+    h.full_round(7)
+    part = h.participant.snapshot()
+    part["end"] = 12
+    st = merge_snapshots(TOPIC, [{"worker": "w0", "running": True, "partitions": {1: part},
+                                  "coordinator": c.snapshot()}], [])
+    assert st.running and st.workers == 1 and st.coordinator_state == "ENDED_COMMIT" and st.coordinator_worker == "w0"
+    assert st.instant == c.current.commit_time and st.round == 2 and st.expected_partitions == 2
+    assert st.round_started is not None and st.reported == (0,)
+    assert st.history == (CommittedRound(start.commit_time, {0: 5, 1: 7}, 20),) and st.records_committed == 20
+    (p,) = st.partitions
+    assert (p.partition, p.committed, p.kafka_committed, p.consumed, p.written, p.end, p.lag) == (1, 7, 7, 7, 7, 12, 5)
+    assert st.committed_offsets == {1: 7} and st.group_offsets == {1: 7} and st.lag == 5
+    r = repr(st)
+    assert "ENDED_COMMIT on w0: round 2" in r and "(reported 1/2)" in r and "lag=5" in r
+    assert st._repr_html_().startswith("<pre>")
+
+
+def test_cli_worker_processes_get_their_own_instance_ids():
+    from lakesdk.cli.kafka import _child_argv
+    argv = ["--table", "t", "--topic", "x", "--bootstrap", "b", "--workers", "3", "--instance-id", "sink"]
+    child = _child_argv(argv, 2, "sink")
+    assert child[child.index("--instance-id") + 1] == "sink-2" and child.count("--instance-id") == 1
+    assert child[child.index("--workers") + 1] == "1" and child.count("--workers") == 1
+    assert "--instance-id" not in _child_argv(["--table", "t", "--workers=2"], 0, None)
