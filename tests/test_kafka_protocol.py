@@ -759,3 +759,17 @@ def test_cli_worker_processes_get_their_own_instance_ids():
     assert child[child.index("--instance-id") + 1] == "sink-2" and child.count("--instance-id") == 1
     assert child[child.index("--workers") + 1] == "1" and child.count("--workers") == 1
     assert "--instance-id" not in _child_argv(["--table", "t", "--workers=2"], 0, None)
+
+
+def test_coordinator_history_is_seeded_from_the_table():
+    """A coordinator starts with the table's latest sink commits in its history (for status displays),
+    then appends the rounds it commits."""
+    class WithHistory(FakeServices):
+        def history(self, limit):
+            return [("099", {0: 3}, 3), ("100", {0: 5, 1: 2}, 4)]
+    c, clock, sent = make_coordinator(WithHistory(partitions=2, latest={0: 5, 1: 2}))
+    c.start()
+    start, _ = run_round(c, clock, sent, {0: 8, 1: 2})
+    assert [(h.instant, h.offsets, h.records) for h in c.history] == [
+        ("099", {0: 3}, 3), ("100", {0: 5, 1: 2}, 4), (start.commit_time, {0: 8, 1: 2}, 20)]
+    assert c.history[0].committed_at is None and c.history[-1].committed_at is not None

@@ -140,10 +140,16 @@ def test_k1_k6_k18_k22_happy_path_exactly_once_and_resume(tmp_path, broker):
         assert "partition" in repr(st) and st.last_committed_instant
     assert_exactly_once(t, topic, broker, range(900), group=sink.config.group_id)
     assert len(t.timeline.commits) >= 2
+    before = [i.requested for i in t.timeline.commits]
     produce(broker, topic, range(900, 1000))
-    with KafkaSink(t.path, topic, broker, commit_interval=0.5, write_timeout=10, session_timeout_ms=6000):
+    with KafkaSink(t.path, topic, broker, commit_interval=0.5, write_timeout=10, session_timeout_ms=6000) as sink2:
         wait_ingested(t, topic, broker, 60)
+        time.sleep(1.2)
+        st2 = sink2.status()
     assert_exactly_once(t, topic, broker, range(1000), group=f"lakesdk-sink-{topic}")
+    # the new coordinator's history starts with the first sink's commits, loaded from the table
+    assert [r.instant for r in st2.history][:len(before)] == before
+    assert sum(r.records for r in st2.history) == 1000
 
 
 def test_k5_write_status_timeout_aborts_round_and_retries(tmp_path, broker, monkeypatch):

@@ -102,7 +102,7 @@ class CommittedRound:
     instant: str
     offsets: dict[int, int]
     records: int
-    committed_at: float
+    committed_at: float | None = None   # None: loaded from the table when the coordinator started
 
 
 class TransactionCoordinator:
@@ -152,9 +152,22 @@ class TransactionCoordinator:
             return
         self._started = True
         self.global_offsets = dict(self.services.latest_offsets())
+        self._load_history()
         if self.global_offsets:
             self._publish_resync()
         self._schedule(self.start_delay, EventType.START_COMMIT, "")
+
+    def _load_history(self) -> None:
+        """Seed :attr:`history` with the table's latest sink commits (services that offer
+        ``history(limit)``), so a status shows them after a coordinator moved or restarted."""
+        load = getattr(self.services, "history", None)
+        if load is None or not self.history.maxlen:
+            return
+        try:
+            for instant, offsets, records in load(min(self.history.maxlen, 20)):
+                self.history.append(CommittedRound(instant, dict(offsets), int(records)))
+        except Exception as e:  # noqa: BLE001 - only for display
+            log.warning("could not load the sink's commit history: %s", e)
 
     def _publish_resync(self) -> None:
         """ACK_COMMIT of the latest commit (see the module doc): participants commit its offsets to

@@ -86,7 +86,8 @@ class SinkStatus:
         last_error: the coordinator's latest error, if any.
         partitions: one :class:`PartitionStatus` per assigned partition.
         history: the committed rounds, oldest first (:class:`CommittedRound`: instant, offsets,
-            records; the most recent 200).
+            records; the most recent 200).  A coordinator starts with the table's latest 20 sink
+            commits (records from their commit statistics), so the list survives a restart.
         errors: errors of workers that stopped.
 
     Derived: ``lag`` (sum over partitions), ``committed_offsets`` (table),

@@ -26,7 +26,7 @@ from lakesdk.streaming.kafka.participant import TransactionParticipant
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SinkWorker", "latest_commit_offsets", "open_sink_table", "require_kafka"]
+__all__ = ["SinkWorker", "latest_commit_offsets", "sink_commit_history", "open_sink_table", "require_kafka"]
 
 
 def require_kafka() -> Any:
@@ -80,6 +80,26 @@ def latest_commit_offsets(table: Any, topic: str | None = None) -> tuple[dict[in
     return {}, None
 
 
+def sink_commit_history(table: Any, topic: str | None = None, limit: int = 20) -> list[tuple[str, dict[int, int], int]]:
+    """The latest ``limit`` completed commits that carry Kafka offsets (for ``topic``), oldest
+    first: (instant, offsets, records written per the commit statistics)."""
+    store = table._store()
+    out: list[tuple[str, dict[int, int], int]] = []
+    for inst in reversed(store.load().commits.by_completion()):
+        if len(out) >= limit:
+            break
+        if inst.action not in ("deltacommit", "commit"):
+            continue
+        md = store.commit_metadata(inst)
+        extra = md.extra_metadata or {}
+        raw = extra.get(KAFKA_OFFSET_KEY)
+        t = extra.get(KAFKA_TOPIC_KEY)
+        if not raw or (topic is not None and t is not None and t != topic):
+            continue
+        out.append((inst.requested, parse_offsets(raw), int(md.totals()["written"])))
+    return out[::-1]
+
+
 class _PartitionContext:
     def __init__(self, worker: "SinkWorker", partition: int) -> None:
         self.w = worker
@@ -116,6 +136,9 @@ class _Services:
 
     def latest_offsets(self) -> dict[int, int]:
         return latest_commit_offsets(self.w.table, self.w.cfg.topic)[0]
+
+    def history(self, limit: int) -> list[tuple[str, dict[int, int], int]]:
+        return sink_commit_history(self.w.table, self.w.cfg.topic, limit)
 
     def num_partitions(self) -> int:
         md = self.w.consumer.list_topics(self.w.cfg.topic, timeout=10)
