@@ -749,7 +749,9 @@ def test_sink_status_from_worker_snapshots():
     assert st.committed_offsets == {1: 7} and st.group_offsets == {1: 7} and st.lag == 5
     r = repr(st)
     assert "ENDED_COMMIT on w0: round 2" in r and "(reported 1/2)" in r and "lag=5" in r
-    assert st._repr_html_().startswith("<pre>")
+    h = st._repr_html_()
+    assert "<b>SinkStatus</b>" in h and "ENDED_COMMIT on w0" in h and "<td>12</td>" in h
+    assert "no worker running" in merge_snapshots(TOPIC, [], ["w0: OSError: x"])._repr_html_()
 
 
 def test_cli_worker_processes_get_their_own_instance_ids():

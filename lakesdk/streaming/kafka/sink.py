@@ -159,7 +159,34 @@ class SinkStatus:
 
     def _repr_html_(self) -> str:
         import html
-        return f"<pre>{html.escape(repr(self))}</pre>"
+        e = html.escape
+        head = f"<b>SinkStatus</b> <code>{e(self.topic)}</code> {'running' if self.running else 'stopped'}"
+        if not self.running and not self.partitions:
+            errs = "".join(f"<li>{e(x)}</li>" for x in self.errors)
+            return f"<div>{head}: no worker running{'<ul>' + errs + '</ul>' if errs else ''}</div>"
+        cells: list[tuple[str, Any]] = [("workers", self.workers), ("lag", _n(self.lag))]
+        if self.coordinator_state:
+            started = "" if self.round_started is None else \
+                time.strftime("%H:%M:%S", time.localtime(self.round_started))
+            cells += [("coordinator", f"{self.coordinator_state} on {self.coordinator_worker}"),
+                      ("round", f"{self.round}: instant {self.instant} started {started}, reported "
+                                f"{list(self.reported)} of {self.expected_partitions} partitions"),
+                      ("committed rounds", f"{self.committed_rounds} ({self.records_committed} records), "
+                                           f"aborted {self.aborted_rounds}")]
+        cells.append(("last committed instant", self.last_committed_instant or "-"))
+        if self.last_error:
+            cells.append(("last error", self.last_error))
+        cells += [("worker error", x) for x in self.errors]
+        info = "".join(f"<tr><th style='text-align:left'>{e(k)}</th><td>{e(str(v))}</td></tr>" for k, v in cells)
+        cols = ["partition", "committed (table)", "committed (group)", "position", "consumed", "end", "lag",
+                "records", "worker"]
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in (
+                p.partition, p.committed, _n(p.kafka_committed), _n(p.position), _n(p.consumed), _n(p.end),
+                _n(p.lag), p.records_written, p.worker)) + "</tr>" for p in self.partitions)
+        parts = (f"<table><tr>{''.join(f'<th>{c}</th>' for c in cols)}</tr>{rows}</table>"
+                 if self.partitions else "")
+        return f"<div>{head}<table>{info}</table>{parts}</div>"
 
 
 def _n(x: int | None) -> str:
