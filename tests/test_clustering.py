@@ -336,3 +336,21 @@ def test_clustering_rolls_itself_back_when_a_write_changed_its_inputs(lake, monk
     assert t.maintenance.pending_clusterings() == [] and rows(t) == expected
     res = t.maintenance.cluster(small_file_limit=MB)       # planned anew, it runs
     assert res is not None and rows(t) == expected == hudi_rows(t.path)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_cluster_on_the_spark_engine(tmp_path, spark, table_type):
+    lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="local"))
+    t = table_with_small_files(lake, f"sp{table_type}", table_type=table_type, n_files=3)
+    t.upsert(batch([0, 101], v=8.0, ts=2))
+    before = rows(t)
+    t.options = lk.TableOptions(engine="spark")          # the data was written locally; cluster on Spark
+    res = t.maintenance.cluster(small_file_limit=MB, sort_by="v")
+    assert res.new_file_groups == 2 and len(t.inspect.file_groups()) == 2
+    assert rows(t) == before == hudi_rows(t.path)
+    for f in res.file_paths:
+        vals = pq.read_table(os.path.join(t.path, f), columns=["v"]).column("v").to_pylist()
+        assert vals == sorted(vals)
+    assert sorted(p for p in data_files(t) if res.instant in os.path.basename(p)) == \
+        sorted(os.path.join(t.path, f) for f in res.file_paths)        # no stray task files

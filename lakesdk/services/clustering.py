@@ -42,7 +42,7 @@ from lakesdk._display import human_bytes as _human
 from lakesdk.exceptions import InstantNotFoundError, LakeError, MissingColumnError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
-from lakesdk.format.file_naming import BaseFile, LogFile, new_file_id
+from lakesdk.format.file_naming import BaseFile, LogFile
 from lakesdk.format.instant import Instant
 from lakesdk.format.plans import (
     SORT_COLUMNS_PARAM,
@@ -481,18 +481,12 @@ def _abort_if_changed(table: "Table", instant: str, data: ClusteringPlanData) ->
         instant=instant, file_groups=tuple(changed))
 
 
-def _sorted_rows(rows: pa.Table, sort_by: tuple[str, ...]) -> pa.Table:
-    if not sort_by or rows.num_rows <= 1:
-        return rows
-    return rows.sort_by([(c, "ascending") for c in sort_by])
-
-
 def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
     """Execute a scheduled clustering and commit its replacecommit."""
     from lakesdk import _faults as faults
     from lakesdk.engine.local import _task, run_parallel
-    from lakesdk.engine.slice_reader import SliceReadContext, read_slice
-    from lakesdk.engine.tasks import WriteContext, write_clustered_file
+    from lakesdk.engine.slice_reader import SliceReadContext
+    from lakesdk.engine.tasks import WriteContext, cluster_group
     from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
 
     t0 = time.perf_counter()
@@ -522,21 +516,20 @@ def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
                                  column_groups=cfg.column_groups, merger=table._merger())
     ctx.markers = table._markers(instant)
     sort_by = data.sort_columns
-    stats: list[WriteStat] = []
-    rows_total = bytes_read = 0
-    for part, slices, n_out in groups:
-        tables = run_parallel(lambda sl: read_slice(slice_ctx, sl), slices)
-        rows = pa.concat_tables([conform_full(t, ctx) for t in tables]) if tables else None
-        bytes_read += sum(s.base_size + sum(s.log_sizes) for s in slices)
-        if rows is None or rows.num_rows == 0:
-            continue
-        rows = _sorted_rows(rows, sort_by)
-        n_out = max(1, min(n_out, rows.num_rows))
-        per = -(-rows.num_rows // n_out)
-        chunks = [rows.slice(o, per) for o in range(0, rows.num_rows, per)]
-        jobs = [(part, new_file_id(), c) for c in chunks]
-        stats += run_parallel(lambda j: write_clustered_file(ctx, j[0], j[1], j[2], _task(0)), jobs)
-        rows_total += rows.num_rows
+    engine = table.options.engine if table.options.engine != "auto" else (
+        "local" if table._spark_is_local() else "spark")
+    if engine == "local":
+        stats: list[WriteStat] = [st for sts in run_parallel(
+            lambda g: cluster_group(ctx, slice_ctx, g[0], g[1], g[2], sort_by, _task(0)), groups) for st in sts]
+    else:
+        stats = _cluster_groups_spark(table.spark, ctx, slice_ctx, groups, sort_by)
+        written = {st.path for st in stats}   # remove leftovers of failed or speculative task attempts
+        for part in {p for p, _, _ in groups}:
+            for e in table.storage.list(part):
+                if not e.is_dir and e.name.endswith(f"_{instant}.parquet") and e.path not in written:
+                    table.storage.delete(e.path)
+    rows_total = sum(st.numWrites for st in stats)
+    bytes_read = sum(sl.base_size + sum(sl.log_sizes) for _, sls, _ in groups for sl in sls)
     faults.crash_point("after_data")
     replaced: dict[str, list[str]] = {}
     for part, slices, _ in groups:
@@ -564,9 +557,27 @@ def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
                             time.perf_counter() - t0, tuple(s.path for s in stats), sort_by)
 
 
-def conform_full(t: pa.Table, ctx: Any) -> pa.Table:
-    from lakesdk.engine.tasks import conform
-    return conform(t, ctx.file_schema)
+def _cluster_groups_spark(spark: Any, ctx: Any, slice_ctx: Any, groups: list[tuple[str, list[FileSlice], int]],
+                          sort_by: tuple[str, ...]) -> list[WriteStat]:
+    """One Spark task per clustering group; the write stats are collected."""
+    import json
+    from dataclasses import asdict
+
+    from lakesdk.engine.spark import _stat_schema, _task_info, parallelism
+    from lakesdk.engine.tasks import cluster_group
+    if not groups:
+        return []
+    n = max(1, min(len(groups), parallelism(spark) * 2))
+    src = spark.createDataFrame([(i,) for i in range(len(groups))], "i int").repartition(n)
+
+    def fn(batches: Any) -> Any:
+        info = _task_info()
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                part, slices, n_out = groups[i]
+                for st in cluster_group(ctx, slice_ctx, part, slices, n_out, sort_by, info):
+                    yield pa.RecordBatch.from_pydict({"stat": [json.dumps(asdict(st))], "counts": ["{}"]})
+    return [WriteStat.from_dict(json.loads(r["stat"])) for r in src.mapInArrow(fn, _stat_schema()).collect()]
 
 
 def _ensure_partition_metafile(table: "Table", partition: str, instant: str) -> None:
