@@ -354,3 +354,40 @@ def test_cluster_on_the_spark_engine(tmp_path, spark, table_type):
         assert vals == sorted(vals)
     assert sorted(p for p in data_files(t) if res.instant in os.path.basename(p)) == \
         sorted(os.path.join(t.path, f) for f in res.file_paths)        # no stray task files
+
+
+def hudi_incremental(path, start, end):
+    hudi = pytest.importorskip("hudi")
+    ht = hudi.HudiTableBuilder.from_base_uri(path).build()
+    o = hudi.HudiReadOptions().with_query_type(hudi.HudiQueryType.Incremental)
+    o = o.with_start_timestamp(start or "19700101000000000")
+    if end:
+        o = o.with_end_timestamp(end)
+    batches = ht.read(o)
+    if not batches or sum(b.num_rows for b in batches) == 0:
+        return []
+    tb = pa.Table.from_batches(batches)
+    return sorted(zip(tb.column("id").to_pylist(), tb.column("p").to_pylist(), tb.column("v").to_pylist()))
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_incremental_reads_across_a_clustering_agree_with_hudi(lake, table_type):
+    import itertools
+    t = table_with_small_files(lake, f"inc{table_type}", table_type=table_type, n_files=2)
+    done = [t.upsert(batch([0, 1], v=5.0, ts=2)).completed]
+    done.append(t.maintenance.cluster(small_file_limit=MB).completed)
+    done.append(t.upsert(batch([0, 7], v=6.0, ts=3)).completed)
+    for a, b in itertools.combinations([None, *done], 2):
+        assert rows(t.incremental(a, b)) == hudi_incremental(t.path, a, b), f"({a}, {b}]"
+    assert rows(t.incremental(done[0], done[1])) == []          # the clustering alone changed nothing
+
+
+def test_restore_rolls_back_a_pending_clustering_first_T74(lake):
+    t = table_with_small_files(lake, "t74", n_files=2)
+    sp = t.maintenance.savepoint()
+    expected = rows(t)
+    t.upsert(batch([500], v=1.0))
+    plan = t.maintenance.schedule_clustering(small_file_limit=MB)
+    assert t.maintenance.plan_restore(sp.instant).instants[0].requested == plan.instant
+    t.maintenance.restore(sp.instant)
+    assert t.maintenance.pending_clusterings() == [] and rows(t) == expected == hudi_rows(t.path)
