@@ -391,3 +391,16 @@ def test_restore_rolls_back_a_pending_clustering_first_T74(lake):
     assert t.maintenance.plan_restore(sp.instant).instants[0].requested == plan.instant
     t.maintenance.restore(sp.instant)
     assert t.maintenance.pending_clusterings() == [] and rows(t) == expected == hudi_rows(t.path)
+
+
+def test_plan_of_a_merge_on_read_slice_names_base_path_and_log_files(lake):
+    t = table_with_small_files(lake, "mlog", table_type="mor", n_files=2, parts=("a",))
+    t.upsert(batch([0], v=4.0, ts=2))
+    plan = t.maintenance.schedule_clustering(small_file_limit=MB)
+    raw = open(os.path.join(t.path, ".hoodie", "timeline", f"{plan.instant}.clustering.requested"), "rb").read()
+    slices = [s for g in next(fastavro.reader(io.BytesIO(raw)))["clusteringPlan"]["inputGroups"] for s in g["slices"]]
+    logged = [s for s in slices if s["deltaFilePaths"]]
+    assert len(logged) == 1 and all("/" not in n and n.startswith(".") for n in logged[0]["deltaFilePaths"])
+    assert ClusteringPlanData.parse(raw).groups[0].slices[0].base_file.endswith(".parquet")
+    res = t.maintenance.cluster()
+    assert res.instant == plan.instant and rows(t) == hudi_rows(t.path)
