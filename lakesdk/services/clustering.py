@@ -150,7 +150,8 @@ class ClusteringPlan:
         if not self.groups:
             return "nothing to cluster"
         s = (f"{self.input_file_groups} file groups ({self.input_files} files, {_human(self.input_bytes)}) in "
-             f"{len(self.partitions)} partitions become {self.output_file_groups} new file groups")
+             f"{len(self.partitions)} partitions become {self.output_file_groups} new file groups "
+             f"(-{self.input_files - self.output_file_groups} live files)")
         if self.sort_by:
             s += f" sorted by {', '.join(self.sort_by)}"
         return s + "; the replaced files stay for time travel until a clean removes them"
@@ -162,7 +163,7 @@ class ClusteringPlan:
 
     def _repr_html_(self) -> str:
         rows = "".join(
-            f"<tr><td>{i}</td><td>{g.partition or '&lt;root&gt;'}</td><td>{len(g.slices)}</td><td>{g.files}</td>"
+            f"<tr><td>{i}</td><td>{_esc(g.partition or '<root>')}</td><td>{len(g.slices)}</td><td>{g.files}</td>"
             f"<td>{_human(g.bytes)}</td><td>{g.num_output_groups}</td>"
             f"<td><code>{', '.join(g.file_ids[:4])}{' ...' if len(g.slices) > 4 else ''}</code></td></tr>"
             for i, g in enumerate(self.groups[:50]))
