@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import fastavro
 import pandas as pd
@@ -312,6 +313,12 @@ def test_interrupted_clustering_is_re_executed_without_losing_rows(lake, point, 
     pending = t.maintenance.pending_clusterings()
     assert [p.instant for p in pending] == [plan.instant] and t.timeline.get(plan.instant).state == "inflight"
     assert rows(t) == before                               # an inflight clustering changes nothing
+    # its heartbeat is still fresh: it looks like it runs elsewhere, and is left alone
+    assert t.maintenance.cluster() is None
+    with pytest.raises(ClusteringConflictError, match="another process"):
+        t.maintenance.cluster(plan.instant)
+    t.options = lk.TableOptions(engine="local", markers="direct", heartbeat_interval_s=0.05, heartbeat_misses=1)
+    time.sleep(0.2)                                        # the dead process's heartbeat expires
     res = t.maintenance.cluster()
     assert res.instant == plan.instant and res.new_file_groups == 2
     assert rows(t) == before == hudi_rows(t.path)

@@ -23,8 +23,9 @@ groups fail with :class:`~lakesdk.exceptions.ClusteringConflictError` (Hudi's re
 strategy); inserts go to other file groups.  A write that planned before the clustering was
 scheduled may still change an input file group; the clustering then checks (before it writes
 and again at its commit, under the table lock with several writers) that its input slices
-are still the latest, and rolls itself back with that error when they are not.  An interrupted clustering stays pending: the
-next :func:`cluster` call (or inline clustering) deletes what the failed attempt wrote and
+are still the latest, and rolls itself back with that error when they are not.  A heartbeat (``.hoodie/.heartbeat/T``) marks a clustering
+as running.  An interrupted clustering stays pending; once its heartbeat expired, the next
+:func:`cluster` call (or inline clustering) deletes what the failed attempt wrote and
 executes it again; ``table.maintenance.rollback(instant)`` removes it instead.
 """
 
@@ -39,7 +40,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import pyarrow as pa
 
 from lakesdk._display import human_bytes as _human
-from lakesdk.exceptions import InstantNotFoundError, LakeError, MissingColumnError
+from lakesdk.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
+from lakesdk.exceptions import (
+    ClusteringConflictError,
+    CorruptTimelineError,
+    InstantNotFoundError,
+    LakeError,
+    MissingColumnError,
+)
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
@@ -471,7 +479,6 @@ def _abort_if_changed(table: "Table", instant: str, data: ClusteringPlanData) ->
     changed = _changed_inputs(table, data)
     if not changed:
         return
-    from lakesdk.exceptions import ClusteringConflictError
     from lakesdk.services.rollback import rollback
     rollback(table, instant, _allow_alive=True)
     shown = ", ".join(f"{p or '<root>'}/{f}" for p, f in changed[:5])
@@ -483,15 +490,9 @@ def _abort_if_changed(table: "Table", instant: str, data: ClusteringPlanData) ->
 
 
 def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
-    """Execute a scheduled clustering and commit its replacecommit."""
-    from lakesdk import _faults as faults
-    from lakesdk.engine.local import _task, run_parallel
-    from lakesdk.engine.slice_reader import SliceReadContext
-    from lakesdk.engine.tasks import WriteContext, cluster_group
-    from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
-
+    """Execute a scheduled clustering and commit its replacecommit (a heartbeat marks it as
+    running meanwhile; an inflight one whose heartbeat expired is re-executed)."""
     t0 = time.perf_counter()
-    cfg = table.config
     store = table._store()
     timeline = store.load()
     inst = next((i for i in timeline if i.requested == instant and i.action == "clustering"), None)
@@ -499,13 +500,50 @@ def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
         raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}")
     if inst.is_completed:
         raise LakeError(f"clustering {instant} is already completed")
+    if _running_elsewhere(table, inst):
+        raise ClusteringConflictError(
+            f"clustering {instant} of {table.name!r} is being executed by another process (its heartbeat is fresh); "
+            "wait for it to finish. If that process is gone, its heartbeat expires after "
+            f"{table.options.heartbeat_interval_s * table.options.heartbeat_misses:.0f} s and cluster() takes over",
+            instant=instant)
     data = _plan_of(store, inst)
     _abort_if_changed(table, instant, data)
+    opts = table.options
+    heartbeat = Heartbeat(table.storage, instant, opts.heartbeat_interval_s, opts.heartbeat_misses).start()
+    try:
+        return _execute(table, store, inst, data, t0)
+    finally:
+        heartbeat.stop()
+
+
+def _running_elsewhere(table: "Table", inst: Instant) -> bool:
+    """An inflight clustering whose heartbeat is fresh is executed by a live process."""
+    o = table.options
+    return inst.state == "inflight" and table.storage.exists(heartbeat_path(inst.requested)) and \
+        not is_expired(table.storage, inst.requested, o.heartbeat_interval_s, o.heartbeat_misses)
+
+
+def _execute(table: "Table", store: TimelineStore, inst: Instant, data: ClusteringPlanData,
+             t0: float) -> ClusteringResult:
+    from lakesdk import _faults as faults
+    from lakesdk.engine.local import _task, run_parallel
+    from lakesdk.engine.slice_reader import SliceReadContext
+    from lakesdk.engine.tasks import WriteContext, cluster_group
+    from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
+
+    cfg = table.config
+    instant = inst.requested
+    timeline = store.load()
     groups = _slices_of(table, data)
     if inst.state == "inflight":
         _discard_failed_attempt(table, store, inst, {p for p, _, _ in groups})
     else:
-        inst = store.transition(inst, "inflight")
+        try:
+            inst = store.transition(inst, "inflight")
+        except CorruptTimelineError:
+            raise ClusteringConflictError(
+                f"clustering {instant} of {table.name!r} was started by another process at the same moment; "
+                "it runs there", instant=instant) from None
     faults.crash_point("after_requested")
     schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
     ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
@@ -590,15 +628,17 @@ def _ensure_partition_metafile(table: "Table", partition: str, instant: str) -> 
 
 def cluster(table: "Table", instant: str | None = None, **plan_options: Any) -> ClusteringResult | None:
     """Execute the pending clustering ``instant``; without one, finish every pending
-    clustering (an interrupted one is re-executed), or else plan, schedule and execute a
-    new one.  Returns the result of the last clustering run (``None`` when nothing needed
+    clustering (an interrupted one is re-executed; one another live process executes is left
+    to it), or else plan, schedule and execute a new one.  Returns the result of the last clustering run (``None`` when nothing needed
     clustering)."""
     if instant is not None:
         return execute_clustering(table, instant)
     result = None
-    for p in [i.requested for i in table.timeline.pending if i.action == "clustering"]:
-        result = execute_clustering(table, p)
-    if result is not None:
+    pending = [i for i in table.timeline.pending if i.action == "clustering"]
+    for inst in pending:
+        if not _running_elsewhere(table, inst):
+            result = execute_clustering(table, inst.requested)
+    if pending:
         return result
     plan = plan_clustering(table, **plan_options)
     if not plan.groups:
