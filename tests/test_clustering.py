@@ -411,3 +411,12 @@ def test_plan_of_a_merge_on_read_slice_names_base_path_and_log_files(lake):
     assert ClusteringPlanData.parse(raw).groups[0].slices[0].base_file.endswith(".parquet")
     res = t.maintenance.cluster()
     assert res.instant == plan.instant and rows(t) == hudi_rows(t.path)
+
+
+def test_T47_compaction_plan_leaves_out_file_groups_under_pending_clustering(lake):
+    t = table_with_small_files(lake, "c47", table_type="mor", n_files=2, parts=("a", "b"))
+    t.upsert(pd.concat([batch([0], v=5.0, ts=2), batch([50], part="b", v=5.0, ts=2)]))   # logs in a and b
+    plan = t.maintenance.schedule_clustering(small_file_limit=MB, partitions=["p=a"])
+    comp = t.maintenance.plan_compaction()
+    assert len(comp) == 1 and comp.operations[0].partition == "p=b"
+    assert not {(o.partition, o.file_id) for o in comp.operations} & set(plan.file_groups)

@@ -90,9 +90,11 @@ def plan_compaction(table: "Table", *, min_log_files: int = 1) -> CompactionPlan
         raise LakeError(f"a compaction is already pending at {sorted(pending)[0]}; execute it first "
                         "(table.maintenance.compact(instant=...))")
     view = FileSystemView(table.storage, table.config, store, timeline)
+    from lakesdk.services.clustering import pending_clustering_file_groups
+    clustering = pending_clustering_file_groups(store, timeline)   # its plan reads these slices
     ops = []
     for sl in view.latest_slices():
-        if len(sl.log_files) < min_log_files or not sl.log_files:
+        if len(sl.log_files) < min_log_files or not sl.log_files or (sl.partition, sl.file_id) in clustering:
             continue
         ops.append(CompactionOperation(
             sl.file_id, sl.partition, sl.base_instant, sl.base_file.name if sl.base_file else None,
