@@ -409,7 +409,18 @@ def schedule_clustering(table: "Table", plan: ClusteringPlan) -> ClusteringPlan:
                           plan.target_file_size, instant.requested, plan.skipped)
 
 
-def _slices_of(table: "Table", data: ClusteringPlanData) -> list[tuple[str, list[FileSlice], int]]:
+def _slices_of(table: "Table", data: ClusteringPlanData, *,
+               strict: bool = True) -> list[tuple[str, list[FileSlice], int]]:
+    """The plan's input slices with their file sizes.  ``strict``: a missing input file is an
+    error (the clustering cannot run); otherwise it counts as 0 bytes (for display)."""
+    def size(path: str) -> int:
+        try:
+            return table.storage.size(path)
+        except FileNotFoundError:
+            if strict:
+                raise LakeError(f"input file {path!r} of the clustering plan is missing from {table.name!r}; roll "
+                                "the clustering back (table.maintenance.rollback(<instant>)) and plan again") from None
+            return 0
     out = []
     for g in data.groups:
         slices = []
@@ -418,8 +429,8 @@ def _slices_of(table: "Table", data: ClusteringPlanData) -> list[tuple[str, list
             base = BaseFile.parse(s.base_file) if s.base_file else None
             logs = tuple(LogFile.parse(n) for n in s.log_files)
             slices.append(FileSlice(s.partition, s.file_id, base.instant if base else (logs[0].instant if logs else ""),
-                                    base, table.storage.size(prefix + s.base_file) if s.base_file else 0, logs,
-                                    tuple(table.storage.size(prefix + lf.name) for lf in logs)))
+                                    base, size(prefix + s.base_file) if s.base_file else 0, logs,
+                                    tuple(size(prefix + lf.name) for lf in logs)))
         part = g.slices[0].partition if g.slices else ""
         out.append((part, slices, g.num_output_groups))
     return out
@@ -433,7 +444,7 @@ def plan_of_instant(table: "Table", instant: str) -> ClusteringPlan:
     if inst is None:
         raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}")
     data = _plan_of(store, inst)
-    groups = tuple(ClusteringGroup(p, tuple(s), n) for p, s, n in _slices_of(table, data))
+    groups = tuple(ClusteringGroup(p, tuple(s), n) for p, s, n in _slices_of(table, data, strict=False))
     return ClusteringPlan(table.name, groups, data.sort_columns, instant=instant)
 
 
