@@ -353,7 +353,12 @@ def test_cluster_on_the_spark_engine(tmp_path, spark, table_type):
     t.upsert(batch([0, 101], v=8.0, ts=2))
     before = rows(t)
     t.options = lk.TableOptions(engine="spark")          # the data was written locally; cluster on Spark
-    res = t.maintenance.cluster(small_file_limit=MB, sort_by="v")
+    plan = t.maintenance.schedule_clustering(small_file_limit=MB, sort_by="v")
+    with pytest.raises(ClusteringConflictError):          # the Spark write path rejects the update too
+        t.upsert(batch([1], v=3.0, ts=5))
+    assert rows(t) == before
+    res = t.maintenance.cluster()
+    assert res.instant == plan.instant
     assert res.new_file_groups == 2 and len(t.inspect.file_groups()) == 2
     assert rows(t) == before == hudi_rows(t.path)
     for f in res.file_paths:
