@@ -425,3 +425,19 @@ def test_T47_compaction_plan_leaves_out_file_groups_under_pending_clustering(lak
     comp = t.maintenance.plan_compaction()
     assert len(comp) == 1 and comp.operations[0].partition == "p=b"
     assert not {(o.partition, o.file_id) for o in comp.operations} & set(plan.file_groups)
+
+
+def test_cluster_a_partial_update_table_keeps_every_column_group(lake):
+    groups = {"order_ts": ["amount"], "pay_ts": ["paid"]}
+    t = lake.create_table("pu", key="order_id", table_type="mor", merge_mode="partial_update", column_groups=groups)
+    t.upsert([{"order_id": "a", "order_ts": 5, "amount": 10.0}, {"order_id": "b", "order_ts": 1, "amount": 1.0}])
+    t.upsert([{"order_id": "c", "order_ts": 2, "amount": 2.0}])
+    t.upsert([{"order_id": "a", "pay_ts": 7, "paid": True}, {"order_id": "c", "pay_ts": 1, "paid": False}])
+    before = t.to_pandas().sort_values("order_id").reset_index(drop=True)
+    res = t.maintenance.cluster(small_file_limit=MB)
+    assert res.replaced_file_groups == 2 and len(t.inspect.file_groups()) == 1
+    after = t.to_pandas().sort_values("order_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(before, after)
+    t.upsert([{"order_id": "a", "order_ts": 3, "amount": 99.0}])         # a late event after clustering
+    row = t.to_pandas().set_index("order_id").loc["a"]
+    assert (row.amount, row.paid) == (10.0, True)
