@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import fastavro
 import pandas as pd
@@ -312,6 +313,12 @@ def test_interrupted_clustering_is_re_executed_without_losing_rows(lake, point, 
     pending = t.maintenance.pending_clusterings()
     assert [p.instant for p in pending] == [plan.instant] and t.timeline.get(plan.instant).state == "inflight"
     assert rows(t) == before                               # an inflight clustering changes nothing
+    # its heartbeat is still fresh: it looks like it runs elsewhere, and is left alone
+    assert t.maintenance.cluster() is None
+    with pytest.raises(ClusteringConflictError, match="another process"):
+        t.maintenance.cluster(plan.instant)
+    t.options = lk.TableOptions(engine="local", markers="direct", heartbeat_interval_s=0.05, heartbeat_misses=1)
+    time.sleep(0.2)                                        # the dead process's heartbeat expires
     res = t.maintenance.cluster()
     assert res.instant == plan.instant and res.new_file_groups == 2
     assert rows(t) == before == hudi_rows(t.path)
@@ -336,3 +343,101 @@ def test_clustering_rolls_itself_back_when_a_write_changed_its_inputs(lake, monk
     assert t.maintenance.pending_clusterings() == [] and rows(t) == expected
     res = t.maintenance.cluster(small_file_limit=MB)       # planned anew, it runs
     assert res is not None and rows(t) == expected == hudi_rows(t.path)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_cluster_on_the_spark_engine(tmp_path, spark, table_type):
+    lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="local"))
+    t = table_with_small_files(lake, f"sp{table_type}", table_type=table_type, n_files=3)
+    t.upsert(batch([0, 101], v=8.0, ts=2))
+    before = rows(t)
+    t.options = lk.TableOptions(engine="spark")          # the data was written locally; cluster on Spark
+    plan = t.maintenance.schedule_clustering(small_file_limit=MB, sort_by="v")
+    with pytest.raises(ClusteringConflictError):          # the Spark write path rejects the update too
+        t.upsert(batch([1], v=3.0, ts=5))
+    assert rows(t) == before
+    res = t.maintenance.cluster()
+    assert res.instant == plan.instant
+    assert res.new_file_groups == 2 and len(t.inspect.file_groups()) == 2
+    assert rows(t) == before == hudi_rows(t.path)
+    for f in res.file_paths:
+        vals = pq.read_table(os.path.join(t.path, f), columns=["v"]).column("v").to_pylist()
+        assert vals == sorted(vals)
+    assert sorted(p for p in data_files(t) if res.instant in os.path.basename(p)) == \
+        sorted(os.path.join(t.path, f) for f in res.file_paths)        # no stray task files
+
+
+def hudi_incremental(path, start, end):
+    hudi = pytest.importorskip("hudi")
+    ht = hudi.HudiTableBuilder.from_base_uri(path).build()
+    o = hudi.HudiReadOptions().with_query_type(hudi.HudiQueryType.Incremental)
+    o = o.with_start_timestamp(start or "19700101000000000")
+    if end:
+        o = o.with_end_timestamp(end)
+    batches = ht.read(o)
+    if not batches or sum(b.num_rows for b in batches) == 0:
+        return []
+    tb = pa.Table.from_batches(batches)
+    return sorted(zip(tb.column("id").to_pylist(), tb.column("p").to_pylist(), tb.column("v").to_pylist()))
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_incremental_reads_across_a_clustering_agree_with_hudi(lake, table_type):
+    import itertools
+    t = table_with_small_files(lake, f"inc{table_type}", table_type=table_type, n_files=2)
+    done = [t.upsert(batch([0, 1], v=5.0, ts=2)).completed]
+    done.append(t.maintenance.cluster(small_file_limit=MB).completed)
+    done.append(t.upsert(batch([0, 7], v=6.0, ts=3)).completed)
+    for a, b in itertools.combinations([None, *done], 2):
+        assert rows(t.incremental(a, b)) == hudi_incremental(t.path, a, b), f"({a}, {b}]"
+    assert rows(t.incremental(done[0], done[1])) == []          # the clustering alone changed nothing
+
+
+def test_restore_rolls_back_a_pending_clustering_first_T74(lake):
+    t = table_with_small_files(lake, "t74", n_files=2)
+    sp = t.maintenance.savepoint()
+    expected = rows(t)
+    t.upsert(batch([500], v=1.0))
+    plan = t.maintenance.schedule_clustering(small_file_limit=MB)
+    assert t.maintenance.plan_restore(sp.instant).instants[0].requested == plan.instant
+    t.maintenance.restore(sp.instant)
+    assert t.maintenance.pending_clusterings() == [] and rows(t) == expected == hudi_rows(t.path)
+
+
+def test_plan_of_a_merge_on_read_slice_names_base_path_and_log_files(lake):
+    t = table_with_small_files(lake, "mlog", table_type="mor", n_files=2, parts=("a",))
+    t.upsert(batch([0], v=4.0, ts=2))
+    plan = t.maintenance.schedule_clustering(small_file_limit=MB)
+    raw = open(os.path.join(t.path, ".hoodie", "timeline", f"{plan.instant}.clustering.requested"), "rb").read()
+    slices = [s for g in next(fastavro.reader(io.BytesIO(raw)))["clusteringPlan"]["inputGroups"] for s in g["slices"]]
+    logged = [s for s in slices if s["deltaFilePaths"]]
+    assert len(logged) == 1 and all("/" not in n and n.startswith(".") for n in logged[0]["deltaFilePaths"])
+    assert ClusteringPlanData.parse(raw).groups[0].slices[0].base_file.endswith(".parquet")
+    res = t.maintenance.cluster()
+    assert res.instant == plan.instant and rows(t) == hudi_rows(t.path)
+
+
+def test_T47_compaction_plan_leaves_out_file_groups_under_pending_clustering(lake):
+    t = table_with_small_files(lake, "c47", table_type="mor", n_files=2, parts=("a", "b"))
+    t.upsert(pd.concat([batch([0], v=5.0, ts=2), batch([50], part="b", v=5.0, ts=2)]))   # logs in a and b
+    plan = t.maintenance.schedule_clustering(small_file_limit=MB, partitions=["p=a"])
+    comp = t.maintenance.plan_compaction()
+    assert len(comp) == 1 and comp.operations[0].partition == "p=b"
+    assert not {(o.partition, o.file_id) for o in comp.operations} & set(plan.file_groups)
+
+
+def test_cluster_a_partial_update_table_keeps_every_column_group(lake):
+    groups = {"order_ts": ["amount"], "pay_ts": ["paid"]}
+    t = lake.create_table("pu", key="order_id", table_type="mor", merge_mode="partial_update", column_groups=groups)
+    t.upsert([{"order_id": "a", "order_ts": 5, "amount": 10.0}, {"order_id": "b", "order_ts": 1, "amount": 1.0}])
+    t.upsert([{"order_id": "c", "order_ts": 2, "amount": 2.0}])
+    t.upsert([{"order_id": "a", "pay_ts": 7, "paid": True}, {"order_id": "c", "pay_ts": 1, "paid": False}])
+    before = t.to_pandas().sort_values("order_id").reset_index(drop=True)
+    res = t.maintenance.cluster(small_file_limit=MB)
+    assert res.replaced_file_groups == 2 and len(t.inspect.file_groups()) == 1
+    after = t.to_pandas().sort_values("order_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(before, after)
+    t.upsert([{"order_id": "a", "order_ts": 3, "amount": 99.0}])         # a late event after clustering
+    row = t.to_pandas().set_index("order_id").loc["a"]
+    assert (row.amount, row.paid) == (10.0, True)

@@ -7,7 +7,8 @@ metrics).  Version 2 plans name files relative to their partition.
 
 ``T.clustering.requested`` holds one ``HoodieRequestedReplaceMetadata`` record (operation
 type ``CLUSTER``) wrapping a ``HoodieClusteringPlan``: input groups of file slices (each a
-``HoodieSliceInfo`` with full file paths, as Hudi writes them), the number of output file
+``HoodieSliceInfo``: the base file as a full path and log files by name, as Hudi 1.x writes
+them), the number of output file
 groups per input group, metrics, and the execution strategy with its parameters.
 """
 
@@ -172,12 +173,13 @@ class ClusteringSliceInfo:
     log_files: tuple[str, ...] = ()
 
     def to_dict(self, base_url: str = "") -> dict[str, Any]:
-        def full(name: str) -> str:   # Hudi stores full paths
+        """As Hudi 1.x writes it: the base file as a full path, log files by name."""
+        def full(name: str) -> str:
             rel = f"{self.partition}/{name}" if self.partition else name
             return f"{base_url.rstrip('/')}/{rel}" if base_url else rel
-        return {"dataFilePath": full(self.base_file) if self.base_file else "",
-                "deltaFilePaths": [full(n) for n in self.log_files], "fileId": self.file_id,
-                "partitionPath": self.partition, "bootstrapFilePath": "", "version": 1}
+        return {"dataFilePath": full(self.base_file) if self.base_file else None,
+                "deltaFilePaths": list(self.log_files), "fileId": self.file_id,
+                "partitionPath": self.partition, "bootstrapFilePath": None, "version": 1}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ClusteringSliceInfo":

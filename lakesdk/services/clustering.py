@@ -23,8 +23,9 @@ groups fail with :class:`~lakesdk.exceptions.ClusteringConflictError` (Hudi's re
 strategy); inserts go to other file groups.  A write that planned before the clustering was
 scheduled may still change an input file group; the clustering then checks (before it writes
 and again at its commit, under the table lock with several writers) that its input slices
-are still the latest, and rolls itself back with that error when they are not.  An interrupted clustering stays pending: the
-next :func:`cluster` call (or inline clustering) deletes what the failed attempt wrote and
+are still the latest, and rolls itself back with that error when they are not.  A heartbeat (``.hoodie/.heartbeat/T``) marks a clustering
+as running.  An interrupted clustering stays pending; once its heartbeat expired, the next
+:func:`cluster` call (or inline clustering) deletes what the failed attempt wrote and
 executes it again; ``table.maintenance.rollback(instant)`` removes it instead.
 """
 
@@ -39,10 +40,17 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import pyarrow as pa
 
 from lakesdk._display import human_bytes as _human
-from lakesdk.exceptions import InstantNotFoundError, LakeError, MissingColumnError
+from lakesdk.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
+from lakesdk.exceptions import (
+    ClusteringConflictError,
+    CorruptTimelineError,
+    InstantNotFoundError,
+    LakeError,
+    MissingColumnError,
+)
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
-from lakesdk.format.file_naming import BaseFile, LogFile, new_file_id
+from lakesdk.format.file_naming import BaseFile, LogFile
 from lakesdk.format.instant import Instant
 from lakesdk.format.plans import (
     SORT_COLUMNS_PARAM,
@@ -150,7 +158,8 @@ class ClusteringPlan:
         if not self.groups:
             return "nothing to cluster"
         s = (f"{self.input_file_groups} file groups ({self.input_files} files, {_human(self.input_bytes)}) in "
-             f"{len(self.partitions)} partitions become {self.output_file_groups} new file groups")
+             f"{len(self.partitions)} partitions become {self.output_file_groups} new file groups "
+             f"(-{self.input_files - self.output_file_groups} live files)")
         if self.sort_by:
             s += f" sorted by {', '.join(self.sort_by)}"
         return s + "; the replaced files stay for time travel until a clean removes them"
@@ -162,7 +171,7 @@ class ClusteringPlan:
 
     def _repr_html_(self) -> str:
         rows = "".join(
-            f"<tr><td>{i}</td><td>{g.partition or '&lt;root&gt;'}</td><td>{len(g.slices)}</td><td>{g.files}</td>"
+            f"<tr><td>{i}</td><td>{_esc(g.partition or '<root>')}</td><td>{len(g.slices)}</td><td>{g.files}</td>"
             f"<td>{_human(g.bytes)}</td><td>{g.num_output_groups}</td>"
             f"<td><code>{', '.join(g.file_ids[:4])}{' ...' if len(g.slices) > 4 else ''}</code></td></tr>"
             for i, g in enumerate(self.groups[:50]))
@@ -400,7 +409,18 @@ def schedule_clustering(table: "Table", plan: ClusteringPlan) -> ClusteringPlan:
                           plan.target_file_size, instant.requested, plan.skipped)
 
 
-def _slices_of(table: "Table", data: ClusteringPlanData) -> list[tuple[str, list[FileSlice], int]]:
+def _slices_of(table: "Table", data: ClusteringPlanData, *,
+               strict: bool = True) -> list[tuple[str, list[FileSlice], int]]:
+    """The plan's input slices with their file sizes.  ``strict``: a missing input file is an
+    error (the clustering cannot run); otherwise it counts as 0 bytes (for display)."""
+    def size(path: str) -> int:
+        try:
+            return table.storage.size(path)
+        except FileNotFoundError:
+            if strict:
+                raise LakeError(f"input file {path!r} of the clustering plan is missing from {table.name!r}; roll "
+                                "the clustering back (table.maintenance.rollback(<instant>)) and plan again") from None
+            return 0
     out = []
     for g in data.groups:
         slices = []
@@ -409,8 +429,8 @@ def _slices_of(table: "Table", data: ClusteringPlanData) -> list[tuple[str, list
             base = BaseFile.parse(s.base_file) if s.base_file else None
             logs = tuple(LogFile.parse(n) for n in s.log_files)
             slices.append(FileSlice(s.partition, s.file_id, base.instant if base else (logs[0].instant if logs else ""),
-                                    base, table.storage.size(prefix + s.base_file) if s.base_file else 0, logs,
-                                    tuple(table.storage.size(prefix + lf.name) for lf in logs)))
+                                    base, size(prefix + s.base_file) if s.base_file else 0, logs,
+                                    tuple(size(prefix + lf.name) for lf in logs)))
         part = g.slices[0].partition if g.slices else ""
         out.append((part, slices, g.num_output_groups))
     return out
@@ -424,7 +444,7 @@ def plan_of_instant(table: "Table", instant: str) -> ClusteringPlan:
     if inst is None:
         raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}")
     data = _plan_of(store, inst)
-    groups = tuple(ClusteringGroup(p, tuple(s), n) for p, s, n in _slices_of(table, data))
+    groups = tuple(ClusteringGroup(p, tuple(s), n) for p, s, n in _slices_of(table, data, strict=False))
     return ClusteringPlan(table.name, groups, data.sort_columns, instant=instant)
 
 
@@ -470,7 +490,6 @@ def _abort_if_changed(table: "Table", instant: str, data: ClusteringPlanData) ->
     changed = _changed_inputs(table, data)
     if not changed:
         return
-    from lakesdk.exceptions import ClusteringConflictError
     from lakesdk.services.rollback import rollback
     rollback(table, instant, _allow_alive=True)
     shown = ", ".join(f"{p or '<root>'}/{f}" for p, f in changed[:5])
@@ -481,22 +500,10 @@ def _abort_if_changed(table: "Table", instant: str, data: ClusteringPlanData) ->
         instant=instant, file_groups=tuple(changed))
 
 
-def _sorted_rows(rows: pa.Table, sort_by: tuple[str, ...]) -> pa.Table:
-    if not sort_by or rows.num_rows <= 1:
-        return rows
-    return rows.sort_by([(c, "ascending") for c in sort_by])
-
-
 def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
-    """Execute a scheduled clustering and commit its replacecommit."""
-    from lakesdk import _faults as faults
-    from lakesdk.engine.local import _task, run_parallel
-    from lakesdk.engine.slice_reader import SliceReadContext, read_slice
-    from lakesdk.engine.tasks import WriteContext, write_clustered_file
-    from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
-
+    """Execute a scheduled clustering and commit its replacecommit (a heartbeat marks it as
+    running meanwhile; an inflight one whose heartbeat expired is re-executed)."""
     t0 = time.perf_counter()
-    cfg = table.config
     store = table._store()
     timeline = store.load()
     inst = next((i for i in timeline if i.requested == instant and i.action == "clustering"), None)
@@ -504,13 +511,50 @@ def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
         raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}")
     if inst.is_completed:
         raise LakeError(f"clustering {instant} is already completed")
+    if _running_elsewhere(table, inst):
+        raise ClusteringConflictError(
+            f"clustering {instant} of {table.name!r} is being executed by another process (its heartbeat is fresh); "
+            "wait for it to finish. If that process is gone, its heartbeat expires after "
+            f"{table.options.heartbeat_interval_s * table.options.heartbeat_misses:.0f} s and cluster() takes over",
+            instant=instant)
     data = _plan_of(store, inst)
     _abort_if_changed(table, instant, data)
+    opts = table.options
+    heartbeat = Heartbeat(table.storage, instant, opts.heartbeat_interval_s, opts.heartbeat_misses).start()
+    try:
+        return _execute(table, store, inst, data, t0)
+    finally:
+        heartbeat.stop()
+
+
+def _running_elsewhere(table: "Table", inst: Instant) -> bool:
+    """An inflight clustering whose heartbeat is fresh is executed by a live process."""
+    o = table.options
+    return inst.state == "inflight" and table.storage.exists(heartbeat_path(inst.requested)) and \
+        not is_expired(table.storage, inst.requested, o.heartbeat_interval_s, o.heartbeat_misses)
+
+
+def _execute(table: "Table", store: TimelineStore, inst: Instant, data: ClusteringPlanData,
+             t0: float) -> ClusteringResult:
+    from lakesdk import _faults as faults
+    from lakesdk.engine.local import _task, run_parallel
+    from lakesdk.engine.slice_reader import SliceReadContext
+    from lakesdk.engine.tasks import WriteContext, cluster_group
+    from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
+
+    cfg = table.config
+    instant = inst.requested
+    timeline = store.load()
     groups = _slices_of(table, data)
     if inst.state == "inflight":
         _discard_failed_attempt(table, store, inst, {p for p, _, _ in groups})
     else:
-        inst = store.transition(inst, "inflight")
+        try:
+            inst = store.transition(inst, "inflight")
+        except CorruptTimelineError:
+            raise ClusteringConflictError(
+                f"clustering {instant} of {table.name!r} was started by another process at the same moment; "
+                "it runs there", instant=instant) from None
     faults.crash_point("after_requested")
     schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
     ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
@@ -522,21 +566,20 @@ def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
                                  column_groups=cfg.column_groups, merger=table._merger())
     ctx.markers = table._markers(instant)
     sort_by = data.sort_columns
-    stats: list[WriteStat] = []
-    rows_total = bytes_read = 0
-    for part, slices, n_out in groups:
-        tables = run_parallel(lambda sl: read_slice(slice_ctx, sl), slices)
-        rows = pa.concat_tables([conform_full(t, ctx) for t in tables]) if tables else None
-        bytes_read += sum(s.base_size + sum(s.log_sizes) for s in slices)
-        if rows is None or rows.num_rows == 0:
-            continue
-        rows = _sorted_rows(rows, sort_by)
-        n_out = max(1, min(n_out, rows.num_rows))
-        per = -(-rows.num_rows // n_out)
-        chunks = [rows.slice(o, per) for o in range(0, rows.num_rows, per)]
-        jobs = [(part, new_file_id(), c) for c in chunks]
-        stats += run_parallel(lambda j: write_clustered_file(ctx, j[0], j[1], j[2], _task(0)), jobs)
-        rows_total += rows.num_rows
+    engine = table.options.engine if table.options.engine != "auto" else (
+        "local" if table._spark_is_local() else "spark")
+    if engine == "local":
+        stats: list[WriteStat] = [st for sts in run_parallel(
+            lambda g: cluster_group(ctx, slice_ctx, g[0], g[1], g[2], sort_by, _task(0)), groups) for st in sts]
+    else:
+        stats = _cluster_groups_spark(table.spark, ctx, slice_ctx, groups, sort_by)
+        written = {st.path for st in stats}   # remove leftovers of failed or speculative task attempts
+        for part in {p for p, _, _ in groups}:
+            for e in table.storage.list(part):
+                if not e.is_dir and e.name.endswith(f"_{instant}.parquet") and e.path not in written:
+                    table.storage.delete(e.path)
+    rows_total = sum(st.numWrites for st in stats)
+    bytes_read = sum(sl.base_size + sum(sl.log_sizes) for _, sls, _ in groups for sl in sls)
     faults.crash_point("after_data")
     replaced: dict[str, list[str]] = {}
     for part, slices, _ in groups:
@@ -564,9 +607,27 @@ def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
                             time.perf_counter() - t0, tuple(s.path for s in stats), sort_by)
 
 
-def conform_full(t: pa.Table, ctx: Any) -> pa.Table:
-    from lakesdk.engine.tasks import conform
-    return conform(t, ctx.file_schema)
+def _cluster_groups_spark(spark: Any, ctx: Any, slice_ctx: Any, groups: list[tuple[str, list[FileSlice], int]],
+                          sort_by: tuple[str, ...]) -> list[WriteStat]:
+    """One Spark task per clustering group; the write stats are collected."""
+    import json
+    from dataclasses import asdict
+
+    from lakesdk.engine.spark import _stat_schema, _task_info, parallelism
+    from lakesdk.engine.tasks import cluster_group
+    if not groups:
+        return []
+    n = max(1, min(len(groups), parallelism(spark) * 2))
+    src = spark.createDataFrame([(i,) for i in range(len(groups))], "i int").repartition(n)
+
+    def fn(batches: Any) -> Any:
+        info = _task_info()
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                part, slices, n_out = groups[i]
+                for st in cluster_group(ctx, slice_ctx, part, slices, n_out, sort_by, info):
+                    yield pa.RecordBatch.from_pydict({"stat": [json.dumps(asdict(st))], "counts": ["{}"]})
+    return [WriteStat.from_dict(json.loads(r["stat"])) for r in src.mapInArrow(fn, _stat_schema()).collect()]
 
 
 def _ensure_partition_metafile(table: "Table", partition: str, instant: str) -> None:
@@ -578,15 +639,17 @@ def _ensure_partition_metafile(table: "Table", partition: str, instant: str) -> 
 
 def cluster(table: "Table", instant: str | None = None, **plan_options: Any) -> ClusteringResult | None:
     """Execute the pending clustering ``instant``; without one, finish every pending
-    clustering (an interrupted one is re-executed), or else plan, schedule and execute a
-    new one.  Returns the result of the last clustering run (``None`` when nothing needed
+    clustering (an interrupted one is re-executed; one another live process executes is left
+    to it), or else plan, schedule and execute a new one.  Returns the result of the last clustering run (``None`` when nothing needed
     clustering)."""
     if instant is not None:
         return execute_clustering(table, instant)
     result = None
-    for p in [i.requested for i in table.timeline.pending if i.action == "clustering"]:
-        result = execute_clustering(table, p)
-    if result is not None:
+    pending = [i for i in table.timeline.pending if i.action == "clustering"]
+    for inst in pending:
+        if not _running_elsewhere(table, inst):
+            result = execute_clustering(table, inst.requested)
+    if pending:
         return result
     plan = plan_clustering(table, **plan_options)
     if not plan.groups:
