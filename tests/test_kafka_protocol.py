@@ -286,10 +286,62 @@ def test_coordinator_skips_rounds_while_no_new_data():
     c, clock, sent = make_coordinator(svc)
     c.start()
     advance(c, clock, 3)
-    assert sent == [] and c.state is CoordinatorState.IDLE
+    assert [e.type for e in sent] == [EventType.ACK_COMMIT] and c.state is CoordinatorState.IDLE   # the resync
     svc.ends = {0: 6, 1: 5, 2: 5, 3: 5}
     advance(c, clock, 1.1)
-    assert sent[0].type is EventType.START_COMMIT and c.rounds == 1
+    assert sent[1].type is EventType.START_COMMIT and c.rounds == 1
+
+
+def test_recovered_coordinator_resyncs_group_offsets_first():
+    """A coordinator that starts on a table with history publishes an ACK_COMMIT with the latest commit's
+    offsets before its first round (its predecessor may have died between commit and ACK); a participant
+    that gets it commits the offset to the consumer group.  A fresh table publishes nothing."""
+    c, clock, sent = make_coordinator(FakeServices(latest={1: 10, 2: 20}), latest_instant=lambda: "100")
+    c.start()
+    assert [(e.type, e.commit_time, e.offsets) for e in sent] == [(EventType.ACK_COMMIT, "100", {1: 10, 2: 20})]
+    ctx = SimPartition()
+    p = TransactionParticipant(TOPIC, 2, ctx, lambda txn, rows: ([], None), [].append)
+    p.start()
+    p.on_event(sent[0])
+    p.process()
+    assert ctx.kafka_commits == [20] and p.committed_offset == 20 and p.txn is None
+    c2, _, sent2 = make_coordinator(FakeServices())
+    c2.start()
+    assert sent2 == []
+
+
+def test_new_assignment_commits_table_offset_to_group_once():
+    """A participant started with the table's offset (a new assignment) commits it to the group at its
+    first process(), even when no round follows; not again while nothing changes.  A START_COMMIT whose
+    offset is ahead of the group's commits it too."""
+    ctx = SimPartition()
+    p = TransactionParticipant(TOPIC, 0, ctx, lambda txn, rows: ([], None), [].append)
+    p.start(1331)
+    assert ctx.kafka_commits == []
+    p.process()
+    p.process()
+    assert ctx.kafka_commits == [1331] and p.kafka_committed == 1331
+    p.on_event(ControlEvent(EventType.START_COMMIT, TOPIC, commit_time="5", offsets={0: 1400}))
+    p.process()
+    assert ctx.kafka_commits == [1331, 1400]
+
+
+def test_group_commit_failure_is_retried():
+    class Flaky(SimPartition):
+        fails = 1
+
+        def commit_offset(self, offset):
+            if self.fails:
+                self.fails -= 1
+                raise RuntimeError("REBALANCE_IN_PROGRESS")
+            super().commit_offset(offset)
+    ctx = Flaky()
+    p = TransactionParticipant(TOPIC, 0, ctx, lambda txn, rows: ([], None), [].append)
+    p.start(7)
+    p.process()
+    assert ctx.kafka_commits == [] and p.kafka_committed is None
+    p.process()
+    assert ctx.kafka_commits == [7] and p.kafka_committed == 7
 
 
 def test_write_error_aborts_round_at_once():
@@ -553,3 +605,173 @@ def test_k22_ack_commits_offset_to_kafka():
     h.full_round()
     h.full_round()
     assert h.ctx.kafka_commits == [5, 10]
+
+
+def test_k24_records_are_buffered_until_end_commit_then_written_once():
+    """K24: nothing is written while records arrive; END_COMMIT writes the whole batch in one call, for the
+    coordinator's instant (the sink's writes are upserts into a merge-on-read table)."""
+    h = Harness()
+    h.commit_time = 102
+    h.event(EventType.START_COMMIT)
+    h.publish(10)
+    assert h.written == [] and h.participant.snapshot()["pending_rows"] == 10
+    h.event(EventType.END_COMMIT)
+    assert len(h.written) == 1 and [r["id"] for r in h.written[0]] == list(range(10))
+    assert h.sent[-1].type is EventType.WRITE_STATUS and h.sent[-1].commit_time == "102"
+    assert h.sent[-1].stats == [{"fileId": "f1"}] and h.sent[-1].records == 10
+
+
+# -- worker routing (K21) against a fake consumer --------------------------------------------------------
+class _Msg:
+    def __init__(self, partition, offset, value):
+        self._p, self._o, self._v = partition, offset, value
+
+    def partition(self):
+        return self._p
+
+    def offset(self):
+        return self._o
+
+    def value(self):
+        return self._v
+
+    def error(self):
+        return None
+
+
+class _FakeConsumer:
+    def __init__(self, topic, partitions):
+        self.topic, self.n = topic, partitions
+        self.assigned: list[int] = []
+        self.commits: list[tuple[int, int]] = []
+        self.inbox: list[_Msg] = []
+
+    def assign(self, tps):
+        self.assigned = [tp.partition for tp in tps]
+
+    def unassign(self):
+        self.assigned = []
+
+    def pause(self, tps):
+        pass
+
+    def resume(self, tps):
+        pass
+
+    def seek(self, tp):
+        pass
+
+    def commit(self, offsets, asynchronous=False):
+        self.commits += [(tp.partition, tp.offset) for tp in offsets]
+
+    def consume(self, num_messages=1, timeout=0):
+        out, self.inbox = self.inbox, []
+        return out
+
+    def get_watermark_offsets(self, tp, timeout=None):
+        return 0, 0
+
+    def list_topics(self, topic=None, timeout=None):
+        from types import SimpleNamespace
+        return SimpleNamespace(topics={self.topic: SimpleNamespace(partitions=dict.fromkeys(range(self.n)))})
+
+    def close(self):
+        pass
+
+
+class _FakeProducer:
+    def __init__(self):
+        self.sent: list[ControlEvent] = []
+
+    def produce(self, topic, key=None, value=None):
+        self.sent.append(ControlEvent.decode(value))
+
+    def flush(self, timeout=None):
+        return 0
+
+
+def test_k21_worker_routes_records_to_the_participant_of_their_partition(tmp_path):
+    """K21: assign(0, 1): partition 0 gets the coordinator and a participant, 1 a participant; records
+    go to their own partition's participant, records of unknown partitions are dropped; after revoking 1
+    its records are dropped; revoking 0 stops the coordinator; re-assigning 1 makes a new participant;
+    shutdown clears everything."""
+    ck = pytest.importorskip("confluent_kafka")
+    import lakesdk as lk
+    from lakesdk.streaming.kafka.config import SinkConfig
+    from lakesdk.streaming.kafka.worker import SinkWorker
+    t = lk.Lake(str(tmp_path / "lake")).create_table("events", key="id", ordering="ts", table_type="mor")
+    w = SinkWorker(SinkConfig(t.path, TOPIC, "127.0.0.1:1"))
+    w.table, w.consumer, w.control, w.producer = t, _FakeConsumer(TOPIC, 3), _FakeConsumer("ctl", 1), _FakeProducer()
+    tp = lambda p: ck.TopicPartition(TOPIC, p)  # noqa: E731
+    w._on_assign(w.consumer, [tp(0), tp(1)])
+    assert sorted(w.participants) == [0, 1] and w.coordinator is not None and w.consumer.assigned == [0, 1]
+    w.consumer.inbox = [_Msg(0, 0, b'{"id": 1}'), _Msg(1, 0, b'{"id": 2}'), _Msg(1, 1, b'{"id": 3}'),
+                        _Msg(2, 0, b'{"id": 4}')]
+    w.step(data_timeout=0)
+    assert (w.participants[0].buffered, w.participants[1].buffered) == (1, 2)   # partition 2 dropped
+    old1 = w.participants[1]
+    w._on_revoke(w.consumer, [tp(1)])
+    assert sorted(w.participants) == [0] and old1.stopped
+    w.consumer.inbox = [_Msg(1, 2, b'{"id": 5}'), _Msg(0, 1, b'{"id": 6}')]
+    w.step(data_timeout=0)
+    assert w.participants[0].buffered == 2 and old1.buffered == 0
+    coordinator = w.coordinator
+    w._on_revoke(w.consumer, [tp(0)])
+    assert w.participants == {} and w.coordinator is None and coordinator.stopped
+    w._on_assign(w.consumer, [tp(1)])
+    assert w.participants[1] is not old1 and w.coordinator is None
+    w._shutdown()
+    assert w.participants == {} and w.consumer is None
+
+
+def test_sink_status_from_worker_snapshots():
+    """SinkStatus merges the workers' snapshots: the coordinator's round (instant, start, reported
+    partitions), per-partition table/group/consumed/written offsets and lag, and the committed rounds."""
+    from lakesdk.streaming.kafka.sink import CommittedRound, merge_snapshots
+    c, clock, sent = make_coordinator(FakeServices(partitions=2))
+    c.start()
+    start, _ = run_round(c, clock, sent, {0: 5, 1: 7})
+    advance(c, clock, 1.2)                                       # the next round's START and END
+    c.on_event(status(0, c.current.commit_time, 9))
+    c.tick()
+    h = Harness(partition=1)
+    h.full_round(7)
+    part = h.participant.snapshot()
+    part["end"] = 12
+    st = merge_snapshots(TOPIC, [{"worker": "w0", "running": True, "partitions": {1: part},
+                                  "coordinator": c.snapshot()}], [])
+    assert st.running and st.workers == 1 and st.coordinator_state == "ENDED_COMMIT" and st.coordinator_worker == "w0"
+    assert st.instant == c.current.commit_time and st.round == 2 and st.expected_partitions == 2
+    assert st.round_started is not None and st.reported == (0,)
+    assert st.history == (CommittedRound(start.commit_time, {0: 5, 1: 7}, 20),) and st.records_committed == 20
+    (p,) = st.partitions
+    assert (p.partition, p.committed, p.kafka_committed, p.consumed, p.written, p.end, p.lag) == (1, 7, 7, 7, 7, 12, 5)
+    assert st.committed_offsets == {1: 7} and st.group_offsets == {1: 7} and st.lag == 5
+    r = repr(st)
+    assert "ENDED_COMMIT on w0: round 2" in r and "(reported 1/2)" in r and "lag=5" in r
+    h = st._repr_html_()
+    assert "<b>SinkStatus</b>" in h and "ENDED_COMMIT on w0" in h and "<td>12</td>" in h
+    assert "no worker running" in merge_snapshots(TOPIC, [], ["w0: OSError: x"])._repr_html_()
+
+
+def test_cli_worker_processes_get_their_own_instance_ids():
+    from lakesdk.cli.kafka import _child_argv
+    argv = ["--table", "t", "--topic", "x", "--bootstrap", "b", "--workers", "3", "--instance-id", "sink"]
+    child = _child_argv(argv, 2, "sink")
+    assert child[child.index("--instance-id") + 1] == "sink-2" and child.count("--instance-id") == 1
+    assert child[child.index("--workers") + 1] == "1" and child.count("--workers") == 1
+    assert "--instance-id" not in _child_argv(["--table", "t", "--workers=2"], 0, None)
+
+
+def test_coordinator_history_is_seeded_from_the_table():
+    """A coordinator starts with the table's latest sink commits in its history (for status displays),
+    then appends the rounds it commits."""
+    class WithHistory(FakeServices):
+        def history(self, limit):
+            return [("099", {0: 3}, 3), ("100", {0: 5, 1: 2}, 4)]
+    c, clock, sent = make_coordinator(WithHistory(partitions=2, latest={0: 5, 1: 2}))
+    c.start()
+    start, _ = run_round(c, clock, sent, {0: 8, 1: 2})
+    assert [(h.instant, h.offsets, h.records) for h in c.history] == [
+        ("099", {0: 3}, 3), ("100", {0: 5, 1: 2}, 4), (start.commit_time, {0: 8, 1: 2}, 20)]
+    assert c.history[0].committed_at is None and c.history[-1].committed_at is not None

@@ -2,7 +2,7 @@
 
     lakesdk kafka-sink --table URL --topic T --bootstrap HOST:PORT [--workers N] [--format json|avro]
                        [--avro-schema FILE] [--commit-interval SECONDS] [--write-timeout SECONDS]
-                       [--group G] [--control-topic C] [--status-every SECONDS]
+                       [--group G] [--control-topic C] [--instance-id ID] [--status-every SECONDS]
 
 With ``--workers N`` (N > 1) it starts N worker processes that share the consumer group and
 waits for them; SIGTERM or Ctrl-C stops them (an open round is rolled back).  The table's
@@ -37,6 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for every partition's write status before aborting the round")
     p.add_argument("--group", default=None, help="consumer group (default lakesdk-sink-<topic>)")
     p.add_argument("--control-topic", default=None, help="control topic (default lakesdk-control-topic)")
+    p.add_argument("--instance-id", default=None,
+                   help="Kafka group.instance.id (static membership): a worker restarted with the same id takes "
+                        "over its partitions at once; with --workers N each worker gets ID-0..ID-N-1")
     p.add_argument("--session-timeout-ms", type=int, default=10000, help="consumer group session timeout")
     p.add_argument("--max-poll-interval-ms", type=int, default=300000,
                    help="consumer max.poll.interval.ms, also the rebalance timeout (default 300000)")
@@ -53,23 +56,24 @@ def _config(args: argparse.Namespace) -> Any:
                       commit_interval=args.commit_interval, write_timeout=args.write_timeout, format=args.format,
                       avro_schema=args.avro_schema, avro_framing=args.avro_framing,
                       allow_commit_on_errors=not args.no_allow_commit_on_errors,
-                      session_timeout_ms=args.session_timeout_ms, max_poll_interval_ms=args.max_poll_interval_ms)
+                      instance_id=args.instance_id, session_timeout_ms=args.session_timeout_ms, max_poll_interval_ms=args.max_poll_interval_ms)
 
 
-def _child_argv(argv: Sequence[str]) -> list[str]:
+def _child_argv(argv: Sequence[str], index: int = 0, instance_id: str | None = None) -> list[str]:
     out: list[str] = []
     skip = False
     for a in argv:
         if skip:
             skip = False
             continue
-        if a == "--workers":
+        if a in ("--workers", "--instance-id"):
             skip = True
             continue
-        if a.startswith("--workers="):
+        if a.startswith(("--workers=", "--instance-id=")):
             continue
         out.append(a)
-    return [sys.executable, "-m", "lakesdk.cli.kafka", *out, "--workers", "1"]
+    tail = ["--instance-id", f"{instance_id}-{index}"] if instance_id else []
+    return [sys.executable, "-m", "lakesdk.cli.kafka", *out, "--workers", "1", *tail]
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -91,7 +95,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     if args.workers > 1:
-        procs = [subprocess.Popen(_child_argv(argv)) for _ in range(args.workers)]
+        procs = [subprocess.Popen(_child_argv(argv, i, args.instance_id)) for i in range(args.workers)]
         print(f"lakesdk kafka-sink: {args.workers} workers {[p.pid for p in procs]} on {cfg.topic!r} -> {cfg.table_url}",
               file=sys.stderr, flush=True)
         while not stop.is_set() and any(p.poll() is None for p in procs):

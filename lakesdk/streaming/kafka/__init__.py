@@ -38,6 +38,8 @@ _LAZY = {
     "SinkConfig": "lakesdk.streaming.kafka.config",
     "KafkaSink": "lakesdk.streaming.kafka.sink",
     "SinkStatus": "lakesdk.streaming.kafka.sink",
+    "PartitionStatus": "lakesdk.streaming.kafka.sink",
+    "CommittedRound": "lakesdk.streaming.kafka.sink",
     "SinkWorker": "lakesdk.streaming.kafka.worker",
 }
 

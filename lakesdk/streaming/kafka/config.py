@@ -19,7 +19,10 @@ class SinkConfig:
     ``commit_interval`` is Hudi's ``hoodie.kafka.commit.interval.secs`` (START_COMMIT to
     END_COMMIT), ``write_timeout`` its ``hoodie.kafka.coordinator.write.timeout.secs``;
     ``allow_commit_on_errors`` (``hoodie.kafka.allow.commit.on.errors``) commits rounds in
-    which some records could not be decoded (they are skipped and counted)."""
+    which some records could not be decoded (they are skipped and counted).
+    ``instance_id`` is Kafka's ``group.instance.id`` (static membership): a worker restarted
+    with the same id takes over its partitions at once, without waiting for the broker to
+    expire the dead member's session."""
 
     table_url: str
     topic: str
@@ -33,6 +36,7 @@ class SinkConfig:
     avro_framing: Literal["none", "confluent"] = "none"
     allow_commit_on_errors: bool = True
     skip_empty_rounds: bool = True
+    instance_id: str | None = None       # Kafka group.instance.id (static membership)
     session_timeout_ms: int = 10000
     max_poll_interval_ms: int = 300000   # also the group's rebalance timeout: a dead member can stall a rebalance this long
     consumer_config: tuple[tuple[str, Any], ...] = ()
@@ -70,7 +74,11 @@ def make_decoder(cfg: SinkConfig) -> Any:
         def decode_json(value: bytes | None) -> dict[str, Any]:
             if value is None:
                 raise ValueError("a null value (tombstone) is not a row")
-            row = json.loads(value)
+            try:
+                text: str | bytes = value.decode("utf-8") if isinstance(value, bytes) else value
+            except UnicodeDecodeError:
+                text = value      # json.loads detects UTF-16/32 itself
+            row = json.loads(text)
             if not isinstance(row, dict):
                 raise ValueError(f"expected a JSON object, found {type(row).__name__}")
             return row

@@ -22,13 +22,18 @@ Differences from Hudi, each on purpose:
 * with ``skip_empty_rounds`` a round is not opened while every partition's end offset
   equals its committed offset (no empty instant per interval on an idle topic);
 * a participant that could not write its batch reports ``write_error`` and the round is
-  aborted at once instead of waiting for the timeout.
+  aborted at once instead of waiting for the timeout;
+* a coordinator that starts on a table with history first publishes an ACK_COMMIT carrying
+  the latest commit's offsets (no round, commit time of that commit): the previous
+  coordinator may have died between its table commit and its ACK, and this ACK lets every
+  participant commit those offsets to the consumer group.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Protocol
@@ -37,7 +42,7 @@ from lakesdk.streaming.kafka.events import ControlEvent, EntityType, EventType
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CoordinatorState", "CoordinatorServices", "TransactionCoordinator", "START_COMMIT_INIT_DELAY_S",
+__all__ = ["CoordinatorState", "CoordinatorServices", "CommittedRound", "TransactionCoordinator", "START_COMMIT_INIT_DELAY_S",
            "RESTART_COMMIT_DELAY_S"]
 
 START_COMMIT_INIT_DELAY_S = 0.1     # Hudi START_COMMIT_INIT_DELAY_MS
@@ -86,7 +91,18 @@ class RoundInfo:
     txn: dict[str, Any]
     num_partitions: int
     started: float
+    started_at: float = field(default_factory=time.time)   # wall clock, for status displays
     statuses: dict[int, ControlEvent] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommittedRound:
+    """One round this coordinator committed: the instant, the offsets it recorded, the records."""
+
+    instant: str
+    offsets: dict[int, int]
+    records: int
+    committed_at: float | None = None   # None: loaded from the table when the coordinator started
 
 
 class TransactionCoordinator:
@@ -97,7 +113,8 @@ class TransactionCoordinator:
                  allow_commit_on_errors: bool = True, skip_empty_rounds: bool = True,
                  extra_metadata: dict[str, str] | None = None, clock: Callable[[], float] = time.monotonic,
                  start_delay: float = START_COMMIT_INIT_DELAY_S, restart_delay: float = RESTART_COMMIT_DELAY_S,
-                 idle_poll: float | None = None) -> None:
+                 idle_poll: float | None = None, history: int = 200,
+                 latest_instant: Callable[[], str | None] | None = None) -> None:
         self.topic = topic
         self.group = group
         self.services = services
@@ -111,6 +128,7 @@ class TransactionCoordinator:
         self.start_delay = start_delay
         self.restart_delay = restart_delay
         self.idle_poll = idle_poll if idle_poll is not None else min(commit_interval, 1.0)
+        self.latest_instant = latest_instant
         self.state = CoordinatorState.INIT
         self.global_offsets: dict[int, int] = {}
         self.current: RoundInfo | None = None
@@ -120,6 +138,7 @@ class TransactionCoordinator:
         self.last_committed_instant: str | None = None
         self.last_error: str | None = None
         self.records_committed = 0
+        self.history: deque[CommittedRound] = deque(maxlen=history)
         self._scheduled: list[tuple[float, EventType | str, str]] = []
         self._inbox: list[ControlEvent] = []
         self._started = False
@@ -133,7 +152,36 @@ class TransactionCoordinator:
             return
         self._started = True
         self.global_offsets = dict(self.services.latest_offsets())
+        self._load_history()
+        if self.global_offsets:
+            self._publish_resync()
         self._schedule(self.start_delay, EventType.START_COMMIT, "")
+
+    def _load_history(self) -> None:
+        """Seed :attr:`history` with the table's latest sink commits (services that offer
+        ``history(limit)``), so a status shows them after a coordinator moved or restarted."""
+        load = getattr(self.services, "history", None)
+        if load is None or not self.history.maxlen:
+            return
+        try:
+            for instant, offsets, records in load(min(self.history.maxlen, 20)):
+                self.history.append(CommittedRound(instant, dict(offsets), int(records)))
+        except Exception as e:  # noqa: BLE001 - only for display
+            log.warning("could not load the sink's commit history: %s", e)
+
+    def _publish_resync(self) -> None:
+        """ACK_COMMIT of the latest commit (see the module doc): participants commit its offsets to
+        the consumer group.  A failure is only logged; the next round's ACK does it too."""
+        instant = ""
+        try:
+            instant = (self.latest_instant() if self.latest_instant else None) or ""
+            self.publish(ControlEvent(EventType.ACK_COMMIT, self.topic, group=self.group,
+                                      sender=EntityType.COORDINATOR, sender_partition=0,
+                                      receiver=EntityType.PARTICIPANT, commit_time=instant,
+                                      offsets=dict(self.global_offsets)))
+        except Exception as e:  # noqa: BLE001
+            self.last_error = f"resync: {e}"
+            log.warning("could not publish the resync ACK_COMMIT %s: %s", instant, e)
 
     def stop(self, *, abort_open: bool = True) -> None:
         """Stop; idempotent (K20).  The open instant, if any, is rolled back."""
@@ -274,8 +322,10 @@ class TransactionCoordinator:
         self.state = CoordinatorState.WRITE_STATUS_RCVD
         self.global_offsets = offsets
         self.committed_rounds += 1
-        self.records_committed += sum(s.records for s in statuses)
+        records = sum(s.records for s in statuses)
+        self.records_committed += records
         self.last_committed_instant = done or cur.commit_time
+        self.history.append(CommittedRound(self.last_committed_instant, dict(offsets), records, time.time()))
         try:
             self.publish(self._event(EventType.ACK_COMMIT))
         except Exception as e:  # noqa: BLE001 - participants resync from the next START_COMMIT
@@ -314,7 +364,9 @@ class TransactionCoordinator:
         cur = self.current
         return {"state": self.state.value, "round": cur.number if cur else 0,
                 "instant": cur.commit_time if cur else None,
+                "round_started": cur.started_at if cur else None,
                 "reported": sorted(cur.statuses) if cur else [], "expected": cur.num_partitions if cur else 0,
                 "global_offsets": dict(self.global_offsets), "committed_rounds": self.committed_rounds,
                 "aborted_rounds": self.aborted_rounds, "last_committed_instant": self.last_committed_instant,
-                "records_committed": self.records_committed, "last_error": self.last_error}
+                "records_committed": self.records_committed, "last_error": self.last_error,
+                "history": [(h.instant, dict(h.offsets), h.records) for h in self.history]}

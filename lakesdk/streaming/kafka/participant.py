@@ -19,6 +19,10 @@ without a broker.
   instant: drop the transaction and resync (K14).  Without a transaction: nothing (K10).
 * ACK_COMMIT: take the coordinator's offset for this partition, end the transaction, and
   commit that offset to the Kafka consumer group (Hudi's ``preCommit``, K22).
+* Group offsets never trail the table for long: a participant started with the table's
+  offset (a new assignment) commits it to the consumer group before anything else, and a
+  START_COMMIT or ACK_COMMIT whose offset is ahead of the group's is committed as well (the
+  worker that would have committed it after the last ACK may have died).
 """
 
 from __future__ import annotations
@@ -82,11 +86,18 @@ class TransactionParticipant:
         self.error_records = 0
         self.last_consumed: int | None = None
         self.kafka_committed: int | None = None
+        self.written_offset: int | None = None
         self.stopped = False
+        self._group_sync_pending = False
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Pause until the first START_COMMIT."""
+    def start(self, committed: int | None = None) -> None:
+        """Pause until the first START_COMMIT.  ``committed``: the partition's offset in the
+        table's latest commit (a new assignment); it is committed to the consumer group at the
+        next :meth:`process`, so the group catches up with the table even when no round follows."""
+        if committed is not None:
+            self.committed_offset = committed
+            self._group_sync_pending = True
         self.context.pause()
 
     def stop(self) -> None:
@@ -106,6 +117,9 @@ class TransactionParticipant:
 
     def process(self) -> None:
         """Handle queued control events in order, then the buffered records."""
+        if self._group_sync_pending and not self.stopped:
+            self._group_sync_pending = False
+            self.sync_group_offset()
         while self._events and not self.stopped:
             ev = self._events.popleft()
             if ev.type is EventType.START_COMMIT:
@@ -140,6 +154,8 @@ class TransactionParticipant:
             self._buffer.popleft()
         if not self._buffer or self._buffer[0][0] != self.committed_offset:
             self._seek(self.committed_offset)
+        if self.committed_offset > (self.kafka_committed or 0):
+            self.sync_group_offset()
 
     def _seek(self, offset: int) -> None:
         self._buffer.clear()
@@ -178,6 +194,7 @@ class TransactionParticipant:
                                   error_records=txn.error_records, write_error=error))
         if not error:
             self.records_written += len(txn.rows)
+            self.written_offset = txn.expected_offset
         txn.rows = []
 
     def _ack_commit(self, ev: ControlEvent) -> None:
@@ -185,12 +202,22 @@ class TransactionParticipant:
             self.committed_offset = self.txn.expected_offset
         self._sync_with_leader(ev)
         self.txn = None
+        self.sync_group_offset(force=True)
+
+    def sync_group_offset(self, *, force: bool = False) -> bool:
+        """Commit :attr:`committed_offset` to the consumer group (unless it is already there,
+        or ``force``); False when the broker refused (the next ACK or assignment retries)."""
+        if not force and self.kafka_committed == self.committed_offset:
+            return True
         try:
             self.context.commit_offset(self.committed_offset)
-            self.kafka_committed = self.committed_offset
         except Exception as e:  # noqa: BLE001 - Kafka's group offset only trails; the table is the truth
             log.warning("partition %s: could not commit offset %s to Kafka: %s", self.partition,
                         self.committed_offset, e)
+            self._group_sync_pending = True
+            return False
+        self.kafka_committed = self.committed_offset
+        return True
 
     def _write_records(self) -> None:
         txn = self.txn
@@ -226,6 +253,7 @@ class TransactionParticipant:
         return {"partition": self.partition, "committed": self.committed_offset,
                 "kafka_committed": self.kafka_committed,
                 "position": t.expected_offset if t else None, "last_consumed": self.last_consumed,
+                "written": self.written_offset,
                 "transaction": t.commit_time if t else None, "buffered": len(self._buffer),
                 "pending_rows": len(t.rows) if t else 0, "records_written": self.records_written,
                 "error_records": self.error_records}

@@ -26,15 +26,14 @@ from lakesdk.streaming.kafka.participant import TransactionParticipant
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SinkWorker", "latest_commit_offsets", "open_sink_table", "require_kafka"]
+__all__ = ["SinkWorker", "latest_commit_offsets", "sink_commit_history", "open_sink_table", "require_kafka"]
 
 
 def require_kafka() -> Any:
     try:
         import confluent_kafka
     except ImportError:
-        raise MissingDependencyError("the Kafka sink needs confluent-kafka: pip install 'lakesdk[kafka]' "
-                                     "(or pip install confluent-kafka)") from None
+        raise MissingDependencyError("confluent-kafka", "kafka", "The Kafka sink") from None
     return confluent_kafka
 
 
@@ -81,6 +80,26 @@ def latest_commit_offsets(table: Any, topic: str | None = None) -> tuple[dict[in
     return {}, None
 
 
+def sink_commit_history(table: Any, topic: str | None = None, limit: int = 20) -> list[tuple[str, dict[int, int], int]]:
+    """The latest ``limit`` completed commits that carry Kafka offsets (for ``topic``), oldest
+    first: (instant, offsets, records written per the commit statistics)."""
+    store = table._store()
+    out: list[tuple[str, dict[int, int], int]] = []
+    for inst in reversed(store.load().commits.by_completion()):
+        if len(out) >= limit:
+            break
+        if inst.action not in ("deltacommit", "commit"):
+            continue
+        md = store.commit_metadata(inst)
+        extra = md.extra_metadata or {}
+        raw = extra.get(KAFKA_OFFSET_KEY)
+        t = extra.get(KAFKA_TOPIC_KEY)
+        if not raw or (topic is not None and t is not None and t != topic):
+            continue
+        out.append((inst.requested, parse_offsets(raw), int(md.totals()["written"])))
+    return out[::-1]
+
+
 class _PartitionContext:
     def __init__(self, worker: "SinkWorker", partition: int) -> None:
         self.w = worker
@@ -117,6 +136,9 @@ class _Services:
 
     def latest_offsets(self) -> dict[int, int]:
         return latest_commit_offsets(self.w.table, self.w.cfg.topic)[0]
+
+    def history(self, limit: int) -> list[tuple[str, dict[int, int], int]]:
+        return sink_commit_history(self.w.table, self.w.cfg.topic, limit)
 
     def num_partitions(self) -> int:
         md = self.w.consumer.list_topics(self.w.cfg.topic, timeout=10)
@@ -209,6 +231,8 @@ class SinkWorker:
                 "heartbeat.interval.ms": max(300, cfg.session_timeout_ms // 5),
                 "partition.assignment.strategy": "range", "max.poll.interval.ms": cfg.max_poll_interval_ms,
                 "enable.partition.eof": False, "client.id": self.name}
+        if cfg.instance_id:
+            conf["group.instance.id"] = cfg.instance_id   # static membership: a restart takes over at once
         conf.update(dict(cfg.consumer_config))
         self.consumer = Consumer(conf)
         self.consumer.subscribe([cfg.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
@@ -244,15 +268,15 @@ class SinkWorker:
             p = tp.partition
             part = TransactionParticipant(self.cfg.topic, p, _PartitionContext(self, p), self._write, self._publish,
                                           group=self.cfg.group_id, decode=self._decode)
-            part.committed_offset = offsets.get(p, 0)
-            part.start()
+            part.start(offsets.get(p))     # the table's offset; committed to the group at once
             self.participants[p] = part
             if p == 0 and self.coordinator is None:
                 self.coordinator = TransactionCoordinator(
                     self.cfg.topic, _Services(self), self._publish, group=self.cfg.group_id,
                     commit_interval=self.cfg.commit_interval, write_timeout=self.cfg.write_timeout,
                     allow_commit_on_errors=self.cfg.allow_commit_on_errors,
-                    skip_empty_rounds=self.cfg.skip_empty_rounds, extra_metadata=self.cfg.extra)
+                    skip_empty_rounds=self.cfg.skip_empty_rounds, extra_metadata=self.cfg.extra,
+                    latest_instant=lambda: latest_commit_offsets(self.table, self.cfg.topic)[1])
                 self.coordinator.start()
 
     def _drop(self, partitions: list[Any], *, commit: bool) -> None:
@@ -260,7 +284,8 @@ class SinkWorker:
             part = self.participants.pop(tp.partition, None)
             if part is None:
                 continue
-            if commit and part.kafka_committed != part.committed_offset:
+            if commit and part.kafka_committed != part.committed_offset and \
+                    (part.committed_offset > 0 or part.kafka_committed is not None):
                 try:
                     part.context.commit_offset(part.committed_offset)
                 except Exception as e:  # noqa: BLE001
