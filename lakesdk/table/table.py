@@ -41,6 +41,7 @@ class TableOptions:
     schema_reconcile: bool = False                 # concurrent schema evolution: unify compatible schemas
     clean_after_write: bool = False                # hoodie.clean.automatic (inline clean after each commit)
     clean_retain_commits: int = 10                 # hoodie.cleaner.commits.retained (inline clean, KEEP_LATEST_COMMITS)
+    progress: Literal["auto"] | bool = "auto"      # progress bars for long work (LAKESDK_PROGRESS=0: never)
 
 
 def load_config(storage: Storage) -> TableConfig:
