@@ -24,15 +24,22 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
     from lakesdk.widgets.file_layout import FileLayoutWidget
+    from lakesdk.widgets.kafka_monitor import KafkaMonitorWidget
     from lakesdk.widgets.markers import MarkersWidget
+    from lakesdk.widgets.provenance import ProvenanceWidget
     from lakesdk.widgets.timeline import TimelineWidget
+    from lakesdk.widgets.transactions import TransactionsWidget
 
-__all__ = ["TableWidgets", "TimelineWidget", "MarkersWidget", "FileLayoutWidget"]
+__all__ = ["TableWidgets", "TimelineWidget", "MarkersWidget", "FileLayoutWidget", "TransactionsWidget",
+           "ProvenanceWidget", "KafkaMonitorWidget"]
 
 _LAZY = {
     "TimelineWidget": "lakesdk.widgets.timeline",
     "MarkersWidget": "lakesdk.widgets.markers",
     "FileLayoutWidget": "lakesdk.widgets.file_layout",
+    "TransactionsWidget": "lakesdk.widgets.transactions",
+    "ProvenanceWidget": "lakesdk.widgets.provenance",
+    "KafkaMonitorWidget": "lakesdk.widgets.kafka_monitor",
 }
 
 
@@ -72,5 +79,18 @@ class TableWidgets:
         from lakesdk.widgets.file_layout import FileLayoutWidget
         return FileLayoutWidget(self._t, as_of=as_of, small_file_bytes=small_file_bytes)
 
+    def transactions(self, *, live: bool = False, interval_s: float = 2.0) -> "TransactionsWidget":
+        """Writers as lanes over time, coloured by outcome: overlaps on shared file groups,
+        which commit won and why the others failed, heartbeats of inflight writes."""
+        from lakesdk.widgets.transactions import TransactionsWidget
+        return TransactionsWidget(self._t, live=live, interval_s=interval_s)
+
+    def provenance(self, keys: Any = None, *, limit: int = 50) -> "ProvenanceWidget":
+        """Partial-update tables: per key, the ordering value each column group (stream) was
+        last written with (``keys``: the record keys to show, else the first ``limit``)."""
+        from lakesdk.widgets.provenance import ProvenanceWidget
+        return ProvenanceWidget(self._t, keys=keys, limit=limit)
+
     def __repr__(self) -> str:
-        return f"<TableWidgets {self._t.name!r}: timeline(), markers(), file_layout()>"
+        return (f"<TableWidgets {self._t.name!r}: timeline(), markers(), file_layout(), transactions(), "
+                f"provenance()>")
