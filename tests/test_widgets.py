@@ -292,4 +292,5 @@ def test_widgets_are_a_lazy_leaf_layer():
     core = subprocess.run(["grep", "-rln", "lakesdk.widgets", "lakesdk", "--include=*.py"],
                           capture_output=True, text=True, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
     users = sorted(p for p in core.stdout.split() if not p.startswith("lakesdk/widgets/"))
-    assert users == ["lakesdk/table/table.py"], users   # only the lazy `Table.widgets` property
+    # only the lazy `Table.widgets` property (and display(t)) and `KafkaSink.widget()`
+    assert users == ["lakesdk/streaming/kafka/sink.py", "lakesdk/table/table.py"], users

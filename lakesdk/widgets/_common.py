@@ -167,6 +167,8 @@ class LiveMixin:
     def stop_live(self) -> Any:
         """Stop refreshing (waits for the background thread)."""
         import threading
+        if getattr(self, "_live_stop", None) is None:
+            return self           # closed before it was fully built
         self._live_stop.set()
         th = self._live_thread
         if th is not None and th is not threading.current_thread():
