@@ -27,11 +27,12 @@ if TYPE_CHECKING:
     from lakesdk.widgets.kafka_monitor import KafkaMonitorWidget
     from lakesdk.widgets.markers import MarkersWidget
     from lakesdk.widgets.provenance import ProvenanceWidget
+    from lakesdk.widgets.table_view import TableView
     from lakesdk.widgets.timeline import TimelineWidget
     from lakesdk.widgets.transactions import TransactionsWidget
 
 __all__ = ["TableWidgets", "TimelineWidget", "MarkersWidget", "FileLayoutWidget", "TransactionsWidget",
-           "ProvenanceWidget", "KafkaMonitorWidget"]
+           "ProvenanceWidget", "KafkaMonitorWidget", "TableView", "display_table"]
 
 _LAZY = {
     "TimelineWidget": "lakesdk.widgets.timeline",
@@ -40,6 +41,7 @@ _LAZY = {
     "TransactionsWidget": "lakesdk.widgets.transactions",
     "ProvenanceWidget": "lakesdk.widgets.provenance",
     "KafkaMonitorWidget": "lakesdk.widgets.kafka_monitor",
+    "TableView": "lakesdk.widgets.table_view",
 }
 
 
@@ -94,3 +96,25 @@ class TableWidgets:
     def __repr__(self) -> str:
         return (f"<TableWidgets {self._t.name!r}: timeline(), markers(), file_layout(), transactions(), "
                 f"provenance()>")
+
+
+def _in_kernel() -> bool:
+    from lakesdk._progress import _in_notebook
+    return _in_notebook()
+
+
+def display_table(table: "Table") -> None:
+    """``display(t)``: in a Jupyter kernel a :class:`TableView` (the summary, and tabs with
+    the timeline, file layout and transactions widgets built when opened); the HTML and
+    text reprs when ipywidgets or plotly are missing, or outside a kernel."""
+    from IPython.display import display
+
+    if _in_kernel():
+        try:
+            from lakesdk.widgets.table_view import TableView
+        except ImportError:    # MissingDependencyError: ipywidgets or plotly is not installed
+            pass
+        else:
+            display(TableView(table))
+            return
+    display({"text/plain": repr(table), "text/html": table._repr_html_()}, raw=True)
