@@ -11,6 +11,17 @@ is built and on ``refresh()``:
   IO type, which of their data files exist, and a read-only rollback preview.
 * ``table.widgets.file_layout()``: file groups and slices per partition, base versus log
   bytes, small files highlighted.
+* ``table.widgets.transactions()``: writers as lanes over time (the transaction journal,
+  plus the timeline's writes it does not know), coloured by outcome; overlaps of writes
+  on shared file groups, which commit won and why the others failed, heartbeats of
+  inflight writes, schema versions of schema conflicts; ``live=True`` as the timeline.
+* ``table.widgets.provenance(keys=None, limit=50)``: partial-update tables only; per key,
+  the ordering value each column group (stream) was last written with.
+
+:class:`KafkaMonitorWidget` (``sink.widget()``) shows a Kafka sink's coordinator, its
+per-partition lag and the rounds it committed; ``display(t)`` shows a :class:`TableView`
+(the summary and the timeline, file layout and transactions widgets as tabs, each read
+when its tab is opened).
 
 Nothing here imports ipywidgets or plotly until a widget is built (``pip install
 'lakesdk[notebook]'``), and building a widget does I/O; reprs do not.
