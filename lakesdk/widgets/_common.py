@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import threading
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from lakesdk._display import human_bytes as human_bytes  # re-exported for the widgets
@@ -130,7 +131,6 @@ class LiveMixin:
     refreshes: int = 0
 
     def _init_live(self, interval_s: float) -> None:
-        import threading
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0, found {interval_s}")
         self.interval_s = float(interval_s)
@@ -149,7 +149,6 @@ class LiveMixin:
 
     def start_live(self, interval_s: float | None = None) -> Any:
         """Refresh every ``interval_s`` seconds from a background thread until :meth:`stop_live`."""
-        import threading
         if interval_s is not None:
             if interval_s <= 0:
                 raise ValueError(f"interval_s must be > 0, found {interval_s}")
@@ -166,7 +165,6 @@ class LiveMixin:
 
     def stop_live(self) -> Any:
         """Stop refreshing (waits for the background thread)."""
-        import threading
         if getattr(self, "_live_stop", None) is None:
             return self           # closed before it was fully built
         self._live_stop.set()

@@ -73,7 +73,7 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
         self.figure = go.FigureWidget(layout=go.Layout(
             barmode="group", height=300, margin=dict(l=60, r=20, t=50, b=40),
             xaxis=dict(type="category", title="partition"), yaxis=dict(title="messages"),
-            legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0), hovermode="closest"))
+            legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"), hovermode="closest"))
         self.figure.add_bar(name="lag", x=[], y=[], hovertext=[], marker=dict(color=LAG_COLOUR),
                             hovertemplate="%{hovertext}<extra></extra>")
         self.figure.add_bar(name="committed offset", x=[], y=[], hovertext=[], marker=dict(color=OFFSET_COLOUR),
@@ -218,7 +218,9 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
             off.x = [f"p{p.partition}" for p in parts]
             off.y = [p.committed for p in parts]
             off.hovertext = [self._part_hover(p) for p in parts]
-            self.figure.layout.title = dict(text=f"lag per partition (total {self.sink_status.lag})", x=0)
+            total = self.sink_status.lag
+            self.figure.layout.title = dict(text=f"lag per partition (total {'?' if total is None else total})",
+                                            x=0, y=0.97, font=dict(size=14))
         sync_figure(self.figure)
         r = self.rounds
         with self.rounds_figure.batch_update():

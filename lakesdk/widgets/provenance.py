@@ -77,11 +77,11 @@ class ProvenanceWidget(TableWidgetBase):
         self.recency: Any = None
         self.figure = go.FigureWidget(layout=go.Layout(
             height=320, margin=dict(l=10, r=20, t=50, b=40),
-            xaxis=dict(type="category", side="top", title=None), yaxis=dict(type="category", automargin=True,
-                                                                              autorange="reversed"),
-            hovermode="closest"))
+            xaxis=dict(type="category", side="top", title=None, showgrid=False),
+            yaxis=dict(type="category", automargin=True, autorange="reversed", showgrid=False),
+            plot_bgcolor="#f5f5f5", hovermode="closest"))
         self.figure.add_heatmap(name="ordering values", z=[], x=[], y=[], text=[], hovertext=[],
-                                texttemplate="%{text}", colorscale="Blues", zmin=0, zmax=1, xgap=2, ygap=2,
+                                texttemplate="%{text}", colorscale=[[0, "#c6dbef"], [1, "#08306b"]], zmin=0, zmax=1, xgap=2, ygap=2,
                                 colorbar=dict(title="recency", tickvals=[0, 1], ticktext=["oldest", "newest"]),
                                 hovertemplate="%{hovertext}<extra></extra>")
         self.info = ipywidgets.HTML("")

@@ -439,7 +439,7 @@ class TransactionsWidget(LiveMixin, TableWidgetBase):
                            [((o.b if o.a == w else o.a).instant, _fg_text(o.file_groups)) for o in mine], wrap=(1,))
         return (f"<div class='lakesdk-panel' data-instant='{esc(w.instant)}'><b>{esc(w.action)}</b> "
                 f"<code class='lakesdk-selected'>{esc(w.instant)}</code>"
-                f"<div style='margin:4px 0'>{esc(self.verdict(w))}</div>"
+                f"<div style='margin:4px 0;font-size:12px'>{esc(self.verdict(w))}</div>"
                 f"<table style='font-size:12px'>{info}</table>"
                 f"<div style='margin-top:6px'><b>file groups</b> ({len(w.file_groups)})</div>"
                 + html_table(["partition", "file id"], [(p or "(root)", f) for p, f in w.file_groups], wrap=(1,))
