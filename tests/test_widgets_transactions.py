@@ -101,7 +101,7 @@ def test_lanes_bars_and_outcomes(raced):
     t, first, won, recs, beating, silent = raced
     w = t.widgets.transactions()
     fig = w.figure
-    assert [tr.name for tr in fig.data] == [*OUTCOMES, "overlap"]
+    assert [tr.name for tr in fig.data] == [*OUTCOMES, "overlap", "selected", "overlap links"]
     assert len(read_transactions(t.storage)) == 4
     # every journal record, the unjournaled commit and the two pending writes: one bar each
     assert sum(len(tr.x) for tr in fig.data[:len(OUTCOMES)]) == 4 + 1 + 2 == len(w.writes)
@@ -137,13 +137,18 @@ def test_overlaps_and_verdicts(raced):
     assert [(o.a.instant, o.b.instant) for o in w.overlaps] == [(won.instant, recs[1].instant)]
     ams = [g for g in groups_of(t, won.instant) if g[0] == "city=ams"]
     assert list(w.overlaps[0].file_groups) == ams
-    ov = w.figure.data[len(OUTCOMES)]
-    assert list(ov.y) == ["hostA:11:main", "hostB:22:main", None]
-    assert ams[0][1] in ov.hovertext[0]
-    # both bars are outlined in red, the others are not
-    for tr in w.figure.data[:len(OUTCOMES)]:
-        for k, cd in enumerate(tr.customdata):
-            assert (tr.marker.line.width[k] == 3) == (cd[0] in (won.instant, recs[1].instant))
+    outline, selected, links = w.figure.data[len(OUTCOMES):]
+    assert list(links.y) == ["hostA:11:main", "hostB:22:main"] and links.x[0] == links.x[1]
+    assert all(v is not None for v in (*links.x, *links.y))   # a None blanks the axis in the browser
+    assert ams[0][1] in links.hovertext[0]
+    # both bars, and only they, are outlined in red: the same bars drawn again, unfilled
+    bars = {cd[0]: (tr.base[k], tr.x[k], tr.y[k]) for tr in w.figure.data[:len(OUTCOMES)]
+            for k, cd in enumerate(tr.customdata)}
+    assert sorted(cd[0] for cd in outline.customdata) == sorted([won.instant, recs[1].instant])
+    assert [(b, x, y) for b, x, y in zip(outline.base, outline.x, outline.y)] == [
+        bars[cd[0]] for cd in outline.customdata]
+    assert outline.marker.line.color == "#d50000" and outline.hoverinfo == "skip"
+    assert len(selected.x) == 0
     v = w.verdicts().set_index("instant")
     assert v.loc[won.instant, "verdict"] == f"{won.instant} committed at {won.completed}; won against " \
                                             f"{recs[1].instant}, {recs[2].instant}"
@@ -176,7 +181,9 @@ def test_click_selects_a_write(raced):
     assert w.selected.instant == recs[1].instant
     assert f"data-instant='{recs[1].instant}'" in w.panel.value
     assert "overlaps</b> (1)" in w.panel.value and won.instant in w.panel.value
-    assert list(w.figure.data[conflict].marker.line.color) == ["#000000"]
+    selected = w.figure.data[len(OUTCOMES) + 1]
+    assert [cd[0] for cd in selected.customdata] == [recs[1].instant]
+    assert selected.base[0] == w.figure.data[conflict].base[0] and selected.x[0] == w.figure.data[conflict].x[0]
     with pytest.raises(KeyError, match="no write"):
         w.select("19990101000000000")
 

@@ -69,8 +69,25 @@ def sync_figure(fig: Any) -> None:
     start from the state the figure was built with; this makes it start from the current one.
     """
     from copy import deepcopy
+    pin_axis_types(fig)
     fig._widget_layout = deepcopy(fig._layout_obj._props)
     fig._widget_data = deepcopy(fig._data)
+
+
+def pin_axis_types(fig: Any) -> None:
+    """Re-assert the figure's ``date`` and ``category`` axis types in the browser.
+
+    plotly.js clears an axis's type whenever a trace's data on it is restyled and guesses
+    it again from the first trace's values: a Gantt chart's durations (numbers) turn its
+    date axis linear, numeric-looking keys turn a category axis linear.  Setting the type to
+    ``"-"`` and back sends it again after the restyle (the Python side only sends changes).
+    """
+    for name in ("xaxis", "yaxis"):
+        ax = fig.layout[name]
+        kind = ax.type
+        if kind in ("date", "category"):
+            ax.type = "-"
+            ax.type = kind
 
 
 class TableWidgetBase(ipywidgets.VBox):  # type: ignore[misc,name-defined]

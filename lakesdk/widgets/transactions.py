@@ -15,10 +15,12 @@ Figure layout (``widget.figure``): one horizontal bar trace per outcome, in
 :data:`OUTCOMES` order (``committed``, ``conflict``, ``schema_conflict``,
 ``early_conflict``, ``failed``, ``inflight``); y = the lane (writer id), ``base`` = start,
 ``x`` = duration in milliseconds, ``customdata`` = ``[instant, action, lane, outcome]``;
-point ``i`` of a trace is ``widget.bars[outcome][i]``.  A last scatter trace ``overlap``
-joins, for every pair of writes that touched a common file group while both ran, the two
-lanes at the middle of their common time (``widget.overlaps``); their bars are outlined in
-red.  Inflight bars whose heartbeat expired are hatched.  Times are UTC.
+point ``i`` of a trace is ``widget.bars[outcome][i]``.  Then two bar traces of outlines
+drawn over those bars (same encoding, no fill, no hover): ``overlap`` (red) for every write
+that touched a common file group with another while both ran (``widget.overlaps``), and
+``selected`` (black) for the selected write; last a scatter trace ``overlap links``
+marking, for each overlap, both lanes at the middle of the two writes' common time.  Inflight bars
+whose writer is gone (heartbeat expired or missing) are hatched.  Times are UTC.
 
 Below the figure, the verdicts table (``widget.verdicts()``) says which commit won and why
 each other write failed; the schema table compares the schemas of writers that hit a
@@ -54,6 +56,8 @@ OUTCOME_COLOURS = {"committed": "#2e7d32", "conflict": "#c62828", "schema_confli
                    "early_conflict": "#ef6c00", "failed": "#616161", "inflight": "#1565c0"}
 LOSING = frozenset({"conflict", "schema_conflict", "early_conflict"})
 OVERLAP_COLOUR = "#d50000"
+#: trace names after the outcome bars: outlines of overlapping and selected writes, overlap connectors
+OVERLAP_TRACE, SELECTED_TRACE, CONNECTOR_TRACE = "overlap", "selected", "overlap links"
 LANE_WRITES = "(not journaled) writes"
 LANE_SERVICES = "(not journaled) table services"
 _SERVICES = frozenset({"compaction", "clustering", "logcompaction"})
@@ -160,13 +164,18 @@ class TransactionsWidget(LiveMixin, TableWidgetBase):
             hovermode="closest", clickmode="event"))
         for outcome in OUTCOMES:
             colour = OUTCOME_COLOURS[outcome]
-            self.figure.add_bar(name=outcome, orientation="h", base=[], x=[], y=[], customdata=[], hovertext=[],
+            self.figure.add_bar(name=outcome, orientation="h", x=[], y=[], customdata=[], hovertext=[],
                                 marker=dict(color=colour, line=dict(color=colour, width=1)),
                                 hovertemplate="%{hovertext}<extra></extra>", width=0.6)
-        self.figure.add_scatter(name="overlap", mode="lines+markers", x=[], y=[], hovertext=[],
-                                line=dict(color=OVERLAP_COLOUR, width=2, dash="dot"),
-                                marker=dict(color=OVERLAP_COLOUR, size=9, symbol="x"),
-                                hovertemplate="%{hovertext}<extra></extra>")
+        # outlines drawn over the bars (no hover, so hovers and clicks reach the bar below)
+        for name, colour in ((OVERLAP_TRACE, OVERLAP_COLOUR), (SELECTED_TRACE, "#000000")):
+            self.figure.add_bar(name=name, orientation="h", x=[], y=[], customdata=[], width=0.6,
+                                marker=dict(color="rgba(0,0,0,0)", line=dict(color=colour, width=3)),
+                                hoverinfo="skip", legendgroup=name, showlegend=name == OVERLAP_TRACE)
+        # (markers only: a None gap in an array sent to the browser blanks the whole axis)
+        self.figure.add_scatter(name=CONNECTOR_TRACE, mode="markers", x=[], y=[], hovertext=[],
+                                marker=dict(color=OVERLAP_COLOUR, size=10, symbol="x"), legendgroup=OVERLAP_TRACE,
+                                showlegend=False, hovertemplate="%{hovertext}<extra></extra>")
         for trace in self.figure.data[:len(OUTCOMES)]:
             trace.on_click(self._on_click)
         self.panel = ipywidgets.HTML(self._panel_html(), layout=ipywidgets.Layout(min_width="300px"))
@@ -295,19 +304,23 @@ class TransactionsWidget(LiveMixin, TableWidgetBase):
             lay.height = 140 + 34 * max(1, len(self.lanes))
             for trace in self.figure.data[:len(OUTCOMES)]:
                 ws = self.bars[trace.name]
-                colour = OUTCOME_COLOURS[trace.name]
                 trace.base = [fmt_time(w.start) for w in ws]
                 trace.x = [round(w.seconds * 1000, 3) for w in ws]
                 trace.y = [w.lane for w in ws]
                 trace.customdata = [[w.instant, w.action, w.lane, w.outcome] for w in ws]
                 trace.hovertext = [self._hover(w) for w in ws]
-                trace.marker.line.width = [3 if w.instant in (sel, *in_overlap) else 1 for w in ws]
-                trace.marker.line.color = ["#000000" if w.instant == sel else OVERLAP_COLOUR if w.instant in in_overlap
-                                           else colour for w in ws]
                 trace.marker.pattern.shape = ["/" if w.heartbeat_expired or
                                               (w.outcome == "inflight" and w.heartbeat_age_s is None) else ""
                                               for w in ws]
-            ov = self.figure.data[len(OUTCOMES)]
+            outlined = {OVERLAP_TRACE: [w for w in self.writes if w.instant in in_overlap],
+                        SELECTED_TRACE: [w for w in self.writes if w.instant == sel]}
+            for trace in self.figure.data[len(OUTCOMES):len(OUTCOMES) + 2]:
+                ws = outlined[trace.name]
+                trace.base = [fmt_time(w.start) for w in ws]
+                trace.x = [round(w.seconds * 1000, 3) for w in ws]
+                trace.y = [w.lane for w in ws]
+                trace.customdata = [[w.instant, w.action, w.lane, w.outcome] for w in ws]
+            ov = self.figure.data[len(OUTCOMES) + 2]
             xs: list[Any] = []
             ys: list[Any] = []
             hover: list[Any] = []
@@ -316,9 +329,9 @@ class TransactionsWidget(LiveMixin, TableWidgetBase):
                 text = (f"<b>overlap</b> {o.a.instant} × {o.b.instant}<br>{len(o.file_groups)} shared file groups: "
                         f"{esc(_fg_text(o.file_groups[:6]))}{' …' if len(o.file_groups) > 6 else ''}<br>"
                         f"{esc(self.verdict(o.a))}<br>{esc(self.verdict(o.b))}")
-                xs += [mid, mid, None]
-                ys += [o.a.lane, o.b.lane, None]
-                hover += [text, text, None]
+                xs += [mid, mid]
+                ys += [o.a.lane, o.b.lane]
+                hover += [text, text]
             ov.x, ov.y, ov.hovertext = xs, ys, hover
         sync_figure(self.figure)
 
