@@ -135,7 +135,10 @@ def test_live_mode_picks_up_new_writes(trips):
         n = len(t.timeline)
         res = t.upsert(rides(2, ts=5, start=20))
         deadline = time.time() + 10
-        while time.time() < deadline and sum(len(tr.x) for tr in w.figure.data) != n + 1:
+
+        def shown_done() -> bool:   # a refresh during the write may show it inflight first
+            return res.instant in [cd[0] for cd in w.figure.data[2].customdata]
+        while time.time() < deadline and not shown_done():
             time.sleep(0.05)
         assert sum(len(tr.x) for tr in w.figure.data) == n + 1
         assert res.instant in [cd[0] for cd in w.figure.data[2].customdata]
