@@ -35,13 +35,13 @@ class TableOptions:
     heartbeat_misses: int = 2                      # hoodie.client.heartbeat.tolerable.misses
     failed_writes: Literal["eager", "lazy"] = "eager"   # hoodie.cleaner.policy.failed.writes
     engine: Literal["auto", "spark", "local"] = "auto"  # where writes of driver-side data run
+    progress: Literal["auto"] | bool = "auto"      # progress bars for long work (LAKESDK_PROGRESS=0: never)
     concurrency: Literal["single_writer", "optimistic"] = "single_writer"   # hoodie.write.concurrency.mode
     lock: Literal["in_process", "storage", "zookeeper"] = "in_process"       # lock provider (optimistic mode)
     lock_options: tuple[tuple[str, Any], ...] = ()     # e.g. (("zk_connect", "127.0.0.1:2181"),)
     schema_reconcile: bool = False                 # concurrent schema evolution: unify compatible schemas
     clean_after_write: bool = False                # hoodie.clean.automatic (inline clean after each commit)
     clean_retain_commits: int = 10                 # hoodie.cleaner.commits.retained (inline clean, KEEP_LATEST_COMMITS)
-    progress: Literal["auto"] | bool = "auto"      # progress bars for long work (LAKESDK_PROGRESS=0: never)
 
 
 def load_config(storage: Storage) -> TableConfig:
