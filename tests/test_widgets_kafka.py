@@ -88,14 +88,18 @@ def test_refresh_follows_the_source(table):
     assert "COMMITTING" in w.rounds_html.value
     w.refresh()                                                  # same round: nothing new observed
     assert len(w.observed) == 2 and w.refreshes == 3
-    # a sink that reports its round history: shown as given
-    Hist = dataclasses.make_dataclass("HistStatus", [("rounds", tuple, dataclasses.field(default=()))],
+    # a sink that reports its round history (SinkStatus.history of committed rounds): shown as given
+    Round = dataclasses.make_dataclass("CommittedRound", [("instant", str), ("offsets", dict), ("records", int)],
+                                       frozen=True)
+    Hist = dataclasses.make_dataclass("HistStatus", [("history", tuple, dataclasses.field(default=()))],
                                       bases=(SinkStatus,), frozen=True)
     hs = Hist(**{f.name: getattr(snaps[0], f.name) for f in dataclasses.fields(SinkStatus)},
-              rounds=({"round": 2, "instant": rounds[1].instant, "outcome": "committed"},))
+              history=(Round(rounds[0].instant, {0: 3, 1: 5}, 3), Round(rounds[1].instant, {0: 7, 1: 8}, 4)))
     hw = KafkaMonitorWidget(hs)
-    assert hw.status_rounds() == [{"round": 2, "instant": rounds[1].instant, "outcome": "committed"}]
-    assert "rounds reported by the sink" in hw.rounds_html.value and len(hw.rounds) == 0
+    assert hw.status_rounds() == [{"instant": rounds[0].instant, "offsets": "p0=3, p1=5", "records": 3},
+                                  {"instant": rounds[1].instant, "offsets": "p0=7, p1=8", "records": 4}]
+    assert "rounds reported by the sink" in hw.rounds_html.value and "p0=7, p1=8" in hw.rounds_html.value
+    assert len(hw.rounds) == 0                                   # no table given: nothing read
 
 
 def test_live_mode_and_sink_widget(table):

@@ -37,11 +37,20 @@ ROUND_COLUMNS = ["instant", "completed", "offsets", "offset_sum", "records"]
 def _as_dict(item: Any) -> dict[str, Any]:
     """A round-history entry (a dict or an object with attributes) as a dict."""
     if isinstance(item, dict):
-        return dict(item)
-    if hasattr(item, "__dataclass_fields__"):
-        return {k: getattr(item, k) for k in item.__dataclass_fields__}
-    return {k: v for k, v in vars(item).items() if not k.startswith("_")} if hasattr(item, "__dict__") else \
-        {"value": item}
+        d = dict(item)
+    elif hasattr(item, "__dataclass_fields__"):
+        d = {k: getattr(item, k) for k in item.__dataclass_fields__}
+    elif hasattr(item, "_asdict"):
+        d = dict(item._asdict())
+    elif hasattr(item, "__dict__"):
+        d = {k: v for k, v in vars(item).items() if not k.startswith("_")}
+    else:
+        d = {"value": item}
+    return {k: _offsets_text(v) if k == "offsets" and isinstance(v, dict) else v for k, v in d.items()}
+
+
+def _offsets_text(offsets: dict[Any, Any]) -> str:
+    return ", ".join(f"p{k}={v}" for k, v in sorted(offsets.items()))
 
 
 class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
@@ -196,9 +205,10 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
             del self.observed[:-200]
 
     def status_rounds(self) -> list[dict[str, Any]]:
-        """The round history the status reports, when the sink keeps one (else [])."""
+        """The round history the status reports (``SinkStatus.history`` when the sink keeps one:
+        instant, offsets, records per committed round), as dicts; [] otherwise."""
         st = self.sink_status
-        for name in ("rounds", "round_history", "history"):
+        for name in ("history", "rounds", "round_history"):
             items = getattr(st, name, None)
             if items:
                 return [_as_dict(i) for i in items]
