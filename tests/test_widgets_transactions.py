@@ -201,3 +201,48 @@ def test_single_writer_table_without_journal(table):
     w.refresh()
     assert w.bars["committed"][-1].instant == res.instant and w.refreshes == 2
     assert w.to_pandas().outcome.tolist() == ["committed"] * 4
+
+
+def test_a_real_lost_race(tmp_path, monkeypatch):
+    """Two optimistic writers race on one file group: the journal the writers keep is what
+    the widget draws (a lane each, the overlap, the verdict)."""
+    import threading
+
+    from lakesdk.concurrency import journal
+    from lakesdk.table.write import WriteOperation
+    if not hasattr(journal, "outcome_of"):
+        pytest.skip("the writers do not keep the transaction journal in this version")
+    lake = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local"), concurrency="optimistic")
+    t = lake.create_table("trips", key="uuid", partition_by="city", ordering="ts")
+    base = t.upsert(rides(6))
+    other = lk.open_table(t.path, options=t.options)
+    original = WriteOperation._finalize
+    won = []
+
+    def racing(self, *args, **kwargs):   # just before t commits, another writer commits first
+        if not won and self.table is t:
+            th = threading.Thread(target=lambda: won.append(other.upsert(rides(1, ts=5))), name="writer-2")
+            th.start()
+            th.join()
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(WriteOperation, "_finalize", racing)
+    with pytest.raises(lk.WriteConflictError):
+        t.upsert(rides(1, ts=4))
+    monkeypatch.setattr(WriteOperation, "_finalize", original)
+    recs = read_transactions(t.storage)
+    lost = next(r for r in recs if r.outcome == "conflict")
+    winner = won[0]
+
+    w = t.widgets.transactions()
+    assert sorted((s.instant, s.outcome) for s in w.writes) == sorted((r.instant, r.outcome) for r in recs)
+    assert {s.instant for s in w.bars["committed"]} == {base.instant, winner.instant}
+    assert [s.instant for s in w.bars["conflict"]] == [lost.instant]
+    lanes = {s.instant: s.lane for s in w.writes}
+    assert lanes[winner.instant].endswith(":writer-2") and lanes[lost.instant] == lanes[base.instant] != \
+        lanes[winner.instant]
+    assert [{o.a.instant, o.b.instant} for o in w.overlaps] == [{lost.instant, winner.instant}]
+    v = w.verdicts().set_index("instant").verdict
+    assert v[lost.instant].startswith(f"{lost.instant} lost (conflict at commit) to commit {winner.instant}, "
+                                      "which committed first")
+    assert v[winner.instant].endswith(f"won against {lost.instant}")
