@@ -91,10 +91,13 @@ def test_refresh_follows_the_source(table):
     # a sink that reports its round history (SinkStatus.history of committed rounds): shown as given
     Round = dataclasses.make_dataclass("CommittedRound", [("instant", str), ("offsets", dict), ("records", int)],
                                        frozen=True)
-    Hist = dataclasses.make_dataclass("HistStatus", [("history", tuple, dataclasses.field(default=()))],
-                                      bases=(SinkStatus,), frozen=True)
-    hs = Hist(**{f.name: getattr(snaps[0], f.name) for f in dataclasses.fields(SinkStatus)},
-              history=(Round(rounds[0].instant, {0: 3, 1: 5}, 3), Round(rounds[1].instant, {0: 7, 1: 8}, 4)))
+    history = (Round(rounds[0].instant, {0: 3, 1: 5}, 3), Round(rounds[1].instant, {0: 7, 1: 8}, 4))
+    if "history" in {f.name for f in dataclasses.fields(SinkStatus)}:
+        hs = dataclasses.replace(snaps[0], history=history)
+    else:   # a SinkStatus without the attribute yet: the monitor reads it with getattr
+        Hist = dataclasses.make_dataclass("HistStatus", [("history", tuple, dataclasses.field(default=()))],
+                                          bases=(SinkStatus,), frozen=True)
+        hs = Hist(**{f.name: getattr(snaps[0], f.name) for f in dataclasses.fields(SinkStatus)}, history=history)
     hw = KafkaMonitorWidget(hs)
     assert hw.status_rounds() == [{"instant": rounds[0].instant, "offsets": "p0=3, p1=5", "records": 3},
                                   {"instant": rounds[1].instant, "offsets": "p0=7, p1=8", "records": 4}]
