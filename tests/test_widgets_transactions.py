@@ -201,6 +201,10 @@ def test_single_writer_table_without_journal(table):
     w.refresh()
     assert w.bars["committed"][-1].instant == res.instant and w.refreshes == 2
     assert w.to_pandas().outcome.tolist() == ["committed"] * 4
+    # only the newest writes when asked: the oldest two are left out, and said so
+    few = t.widgets.transactions(limit=2)
+    assert [s.instant for s in few.writes] == [results[2].instant, res.instant] and few.hidden == 2
+    assert "2 older not shown" in few.status.value
 
 
 def test_a_real_lost_race(tmp_path, monkeypatch):

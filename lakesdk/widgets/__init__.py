@@ -92,11 +92,12 @@ class TableWidgets:
         from lakesdk.widgets.file_layout import FileLayoutWidget
         return FileLayoutWidget(self._t, as_of=as_of, small_file_bytes=small_file_bytes)
 
-    def transactions(self, *, live: bool = False, interval_s: float = 2.0) -> "TransactionsWidget":
+    def transactions(self, *, live: bool = False, interval_s: float = 2.0, limit: int = 500) -> "TransactionsWidget":
         """Writers as lanes over time, coloured by outcome: overlaps on shared file groups,
-        which commit won and why the others failed, heartbeats of inflight writes."""
+        which commit won and why the others failed, heartbeats of inflight writes (the
+        newest ``limit`` writes)."""
         from lakesdk.widgets.transactions import TransactionsWidget
-        return TransactionsWidget(self._t, live=live, interval_s=interval_s)
+        return TransactionsWidget(self._t, live=live, interval_s=interval_s, limit=limit)
 
     def provenance(self, keys: Any = None, *, limit: int = 50) -> "ProvenanceWidget":
         """Partial-update tables: per key, the ordering value each column group (stream) was

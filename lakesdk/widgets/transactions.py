@@ -143,13 +143,18 @@ def find_overlaps(writes: list[WriteSpan]) -> list[Overlap]:
 class TransactionsWidget(LiveMixin, TableWidgetBase):
     """Writers as lanes over time, coloured by outcome, with overlaps and verdicts.
 
-    ``live=True`` (or :meth:`start_live`) refreshes every ``interval_s`` seconds.
+    Shows the newest ``limit`` writes.  ``live=True`` (or :meth:`start_live`) refreshes
+    every ``interval_s`` seconds.
     """
 
     title = "Transactions"
 
-    def __init__(self, table: Any, *, live: bool = False, interval_s: float = 2.0) -> None:
+    def __init__(self, table: Any, *, live: bool = False, interval_s: float = 2.0, limit: int = 500) -> None:
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, found {limit}")
         super().__init__(table)
+        self.limit = int(limit)
+        self.hidden = 0          # older writes left out (beyond ``limit``)
         self.writes: list[WriteSpan] = []
         self.bars: dict[str, list[WriteSpan]] = {o: [] for o in OUTCOMES}
         self.overlaps: list[Overlap] = []
@@ -192,23 +197,34 @@ class TransactionsWidget(LiveMixin, TableWidgetBase):
 
     # -- reading -----------------------------------------------------------------------------------
     def read_writes(self, now: datetime | None = None) -> list[WriteSpan]:
-        """The journal's writes plus the timeline's writes it does not know, by start time."""
+        """The journal's writes plus the timeline's writes it does not know, by start time
+        (the newest ``limit``; commit metadata is read only for those)."""
         t = self.table
         now = now or _utcnow()
         records = read_transactions(t.storage)
         timeline = t._store().load()
         completions = {i.requested: i.completed for i in timeline if i.is_completed}
-        out = [self._from_record(r, completions.get(r.instant) if r.outcome == "committed" else None)
-               for r in records]
+        todo: list[tuple[datetime, str, Any]] = []
+        for r in records:
+            span = self._from_record(r, completions.get(r.instant) if r.outcome == "committed" else None)
+            todo.append((span.start, r.instant, span))
         journaled = {r.instant for r in records}
         for inst in timeline:
             if inst.requested in journaled:
                 continue
-            if inst.is_completed and (inst.completed_action in WRITE_ACTIONS or inst.action in _SERVICES):
-                out.append(self._from_completed(inst))
-            elif not inst.is_completed and inst.action in _PENDING:
-                out.append(self._from_pending(inst, now))
-        out.sort(key=lambda w: (w.start, w.instant))
+            if (inst.is_completed and (inst.completed_action in WRITE_ACTIONS or inst.action in _SERVICES)) or \
+                    (not inst.is_completed and inst.action in _PENDING):
+                todo.append((parse_instant_time(inst.requested), inst.requested, inst))
+        todo.sort(key=lambda e: (e[0], e[1]))
+        self.hidden = max(0, len(todo) - self.limit)
+        out = []
+        for _start, _req, item in todo[self.hidden:]:
+            if isinstance(item, WriteSpan):
+                out.append(item)
+            elif item.is_completed:
+                out.append(self._from_completed(item))
+            else:
+                out.append(self._from_pending(item, now))
         return out
 
     @staticmethod
@@ -289,7 +305,8 @@ class TransactionsWidget(LiveMixin, TableWidgetBase):
             self.refreshes += 1
             n_inflight = len(per["inflight"])
             live = " · live" if self.live else ""
-            self.status.value = (f"<span style='color:#555'>{len(writes)} writes by {len(lanes)} writers"
+            older = f", {self.hidden} older not shown" if self.hidden else ""
+            self.status.value = (f"<span style='color:#555'>{len(writes)} writes{older} by {len(lanes)} writers"
                                  f" ({n_inflight} inflight), {len(overlaps)} overlaps"
                                  f" · read {now.strftime('%H:%M:%S')} UTC{live}</span>")
         return self
