@@ -82,6 +82,13 @@ def test_inputs_of_every_kind(table, spark):
     assert sorted(snapshot(table)) == [f"u{i:04d}" for i in range(8)]
 
 
+def test_list_of_dicts_keeps_keys_missing_from_the_first_row():
+    from lakesdk.table.data import to_arrow_or_spark
+    arrow, _ = to_arrow_or_spark([{"uuid": "a", "ts": 1}, {"uuid": "b", "fare": 2.5}])
+    assert arrow.column_names == ["uuid", "ts", "fare"]
+    assert arrow.to_pylist() == [{"uuid": "a", "ts": 1, "fare": None}, {"uuid": "b", "ts": None, "fare": 2.5}]
+
+
 def test_delete_by_keys_and_rows(table):
     table.upsert(trips(9))
     r = table.delete(["u0000", "u0004", "nope"])

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk import _faults as faults
+from lakesdk._progress import progress as show_progress
 from lakesdk.engine.tasks import (
     FileGroupTarget,
     TaskInfo,
@@ -49,12 +50,13 @@ def _threads() -> int:
     return max(1, min(8, int(os.environ.get("LAKESDK_THREADS", 0)) or (os.cpu_count() or 2)))
 
 
-def run_parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+def run_parallel(fn: Callable[[T], R], items: Iterable[T], *, desc: str = "", progress: Any = "auto") -> list[R]:
+    """``[fn(i) for i in items]`` on a thread pool; a progress bar (``desc``) when it runs long."""
     items = list(items)
     if len(items) <= 1:
         return [fn(i) for i in items]
     with ThreadPoolExecutor(max_workers=min(_threads(), len(items))) as pool:
-        return list(pool.map(fn, items))
+        return list(show_progress(pool.map(fn, items), total=len(items), desc=desc, setting=progress))
 
 
 def _task(i: int) -> TaskInfo:
@@ -64,8 +66,9 @@ def _task(i: int) -> TaskInfo:
 class LocalWriteJob:
     """One write of one instant over an Arrow table held by the driver."""
 
-    def __init__(self, ctx: WriteContext) -> None:
+    def __init__(self, ctx: WriteContext, *, progress: Any = "auto") -> None:
         self.ctx = ctx
+        self.progress = progress   # TableOptions.progress
 
     def prepare(self, arrow: pa.Table) -> pa.Table:
         return arrow
@@ -78,7 +81,8 @@ class LocalWriteJob:
         return sorted(pc.unique(t.column(PART)).to_pylist())
 
     def key_index(self, slices: list[Any], slice_ctx: Any = None) -> pa.Table:
-        parts = run_parallel(lambda sl: read_key_index(self.ctx.storage, [sl], slice_ctx), slices)
+        parts = run_parallel(lambda sl: read_key_index(self.ctx.storage, [sl], slice_ctx), slices,
+                             desc="reading keys", progress=self.progress)
         return pa.concat_tables(parts) if parts else read_key_index(self.ctx.storage, [], None)
 
     def tag(self, t: pa.Table, index: pa.Table, *, global_keys: bool = False) -> pa.Table:
@@ -166,7 +170,7 @@ class LocalWriteJob:
                 return write_log_group(unmarked, target, incoming, task)
             return write_file_group(unmarked, target, incoming, task)
 
-        results = run_parallel(one, jobs)
+        results = run_parallel(one, jobs, desc=f"writing {ctx.instant}", progress=self.progress)
         total = MergeCounts()
         for _, c in results:
             total += c
@@ -193,7 +197,8 @@ class LocalWriteJob:
                                      for p, fid, _, task in jobs])
             faults.crash_point("after_markers")
         unmarked = replace(ctx, markers=None)
-        return run_parallel(lambda j: write_new_file(unmarked, j[0], j[1], j[2], j[3]), jobs)
+        return run_parallel(lambda j: write_new_file(unmarked, j[0], j[1], j[2], j[3]), jobs,
+                            desc=f"writing {ctx.instant}", progress=self.progress)
 
     def release(self, t: Any) -> None:
         pass

@@ -41,6 +41,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 from lakesdk._display import human_bytes as _human
+from lakesdk._progress import progress as show_progress
 from lakesdk.exceptions import InstantNotFoundError, LakeError, TimeTravelError
 from lakesdk.format.file_group import FileGroup, FileSlice
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
@@ -448,7 +449,8 @@ def execute_clean(table: "Table", instant: str) -> CleanResult:
     failed: dict[str, list[str]] = {}
     paths: list[str] = []
     nbytes = 0
-    for part, full_paths in plan.files.items():
+    for part, full_paths in show_progress(list(plan.files.items()), desc=f"clean {instant}", unit="partition",
+                                          setting=table.options.progress):
         deleted.setdefault(part, [])
         for full in full_paths:
             name = posixpath.basename(full)

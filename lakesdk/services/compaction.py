@@ -266,7 +266,8 @@ def execute_compaction(table: "Table", instant: str) -> Any:
         from lakesdk.engine.local import run_parallel
         from lakesdk.engine.tasks import TaskInfo, compact_file_slice
         stats: list[WriteStat] = run_parallel(
-            lambda a: compact_file_slice(ctx, slice_ctx, a[1], TaskInfo(a[0], 0, a[0])), list(enumerate(slices)))
+            lambda a: compact_file_slice(ctx, slice_ctx, a[1], TaskInfo(a[0], 0, a[0])), list(enumerate(slices)),
+            desc=f"compacting {instant}", progress=table.options.progress)
     else:
         from lakesdk.engine.spark import compact_slices_spark
         stats = compact_slices_spark(table.spark, ctx, slice_ctx, slices)

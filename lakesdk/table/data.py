@@ -35,7 +35,10 @@ def to_arrow_or_spark(data: Any) -> tuple[pa.Table | None, Any]:
         if not data:
             raise SchemaError("no rows to write: the list is empty")
         if all(isinstance(r, dict) for r in data):
-            return pa.Table.from_pylist(list(data)), None
+            # every key of every row becomes a column (from_pylist would take the first row's keys only
+            # and silently drop the others); a row without a column gets null there, as in pandas
+            names = list(dict.fromkeys(k for r in data for k in r))
+            return pa.table({n: [r.get(n) for r in data] for n in names}), None
     if hasattr(data, "__arrow_c_stream__"):
         return pa.table(data), None
     raise SchemaError(

@@ -210,10 +210,13 @@ class Query:
         if any(s.log_files for s in plan.slices):
             from concurrent.futures import ThreadPoolExecutor
 
+            from lakesdk._progress import progress as show_progress
             from lakesdk.engine.slice_reader import read_slice
             ctx = self._slice_context(plan)
             with ThreadPoolExecutor(max_workers=8) as pool:
-                tables = list(pool.map(lambda sl: self._filter_merged(read_slice(ctx, sl), plan, cols), plan.slices))
+                tables = list(show_progress(pool.map(lambda sl: self._filter_merged(read_slice(ctx, sl), plan, cols),
+                                                     plan.slices), total=len(plan.slices), desc="reading file slices",
+                                            setting=self.table.options.progress))
             return pa.concat_tables(tables) if tables else full.empty_table().select(cols)
         files = plan.files
         if not files:

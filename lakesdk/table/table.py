@@ -35,6 +35,7 @@ class TableOptions:
     heartbeat_misses: int = 2                      # hoodie.client.heartbeat.tolerable.misses
     failed_writes: Literal["eager", "lazy"] = "eager"   # hoodie.cleaner.policy.failed.writes
     engine: Literal["auto", "spark", "local"] = "auto"  # where writes of driver-side data run
+    progress: Literal["auto"] | bool = "auto"      # progress bars for long work (LAKESDK_PROGRESS=0: never)
     concurrency: Literal["single_writer", "optimistic"] = "single_writer"   # hoodie.write.concurrency.mode
     lock: Literal["in_process", "storage", "zookeeper"] = "in_process"       # lock provider (optimistic mode)
     lock_options: tuple[tuple[str, Any], ...] = ()     # e.g. (("zk_connect", "127.0.0.1:2181"),)
@@ -363,7 +364,8 @@ class Table:
     @property
     def widgets(self) -> Any:
         """Notebook widgets (``pip install 'lakesdk[notebook]'``): ``timeline()``, ``markers()``,
-        ``file_layout()``.  Display one as a cell's last expression: ``t.widgets.timeline()``."""
+        ``file_layout()``, ``transactions()``, ``provenance()``.  Display one as a cell's last
+        expression: ``t.widgets.timeline()``; ``display(t)`` shows them as tabs."""
         from lakesdk.widgets import TableWidgets
         return TableWidgets(self)
 
@@ -379,12 +381,20 @@ class Table:
         return f"<Table {c.name!r} {kind} v{c.props.get('hoodie.table.version')} at {self.path!r} {' '.join(parts)}>"
 
     def _repr_html_(self) -> str:
+        import html
         c = self.config
         rows = [("path", self.path), ("type", c.table_type), ("table version", c.props.get("hoodie.table.version")),
                 ("record key", ", ".join(c.record_key_fields)), ("partitioned by", ", ".join(c.partition_fields) or "-"),
                 ("ordering field", c.ordering_field or "-"), ("merge mode", c.merge_mode)]
-        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in rows)
-        return f"<div><b>lakesdk Table</b> <code>{c.name}</code><table>{body}</table></div>"
+        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
+        return f"<div><b>lakesdk Table</b> <code>{html.escape(c.name)}</code><table>{body}</table></div>"
+
+    def _ipython_display_(self) -> None:
+        """``display(t)`` in a notebook: the summary, and tabs with the timeline, file layout
+        and transactions widgets, each read when its tab is opened (the HTML summary alone
+        without ipywidgets/plotly)."""
+        from lakesdk.widgets import display_table
+        display_table(self)
 
 
 class Inspect:

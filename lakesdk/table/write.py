@@ -389,7 +389,7 @@ class WriteOperation:
                                   column_groups=ctx.column_groups, merger=ctx.merger)  # cheap on the driver
         if arrow is not None and self._engine() == "local":
             from lakesdk.engine.local import LocalWriteJob
-            job: Any = LocalWriteJob(ctx)
+            job: Any = LocalWriteJob(ctx, progress=t.options.progress)
             data = job.prepare(arrow)
         else:
             from lakesdk.engine.spark import SparkWriteJob

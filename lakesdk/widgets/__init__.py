@@ -11,6 +11,17 @@ is built and on ``refresh()``:
   IO type, which of their data files exist, and a read-only rollback preview.
 * ``table.widgets.file_layout()``: file groups and slices per partition, base versus log
   bytes, small files highlighted.
+* ``table.widgets.transactions()``: writers as lanes over time (the transaction journal,
+  plus the timeline's writes it does not know), coloured by outcome; overlaps of writes
+  on shared file groups, which commit won and why the others failed, heartbeats of
+  inflight writes, schema versions of schema conflicts; ``live=True`` as the timeline.
+* ``table.widgets.provenance(keys=None, limit=50)``: partial-update tables only; per key,
+  the ordering value each column group (stream) was last written with.
+
+:class:`KafkaMonitorWidget` (``sink.widget()``) shows a Kafka sink's coordinator, its
+per-partition lag and the rounds it committed; ``display(t)`` shows a :class:`TableView`
+(the summary and the timeline, file layout and transactions widgets as tabs, each read
+when its tab is opened).
 
 Nothing here imports ipywidgets or plotly until a widget is built (``pip install
 'lakesdk[notebook]'``), and building a widget does I/O; reprs do not.
@@ -24,15 +35,24 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
     from lakesdk.widgets.file_layout import FileLayoutWidget
+    from lakesdk.widgets.kafka_monitor import KafkaMonitorWidget
     from lakesdk.widgets.markers import MarkersWidget
+    from lakesdk.widgets.provenance import ProvenanceWidget
+    from lakesdk.widgets.table_view import TableView
     from lakesdk.widgets.timeline import TimelineWidget
+    from lakesdk.widgets.transactions import TransactionsWidget
 
-__all__ = ["TableWidgets", "TimelineWidget", "MarkersWidget", "FileLayoutWidget"]
+__all__ = ["TableWidgets", "TimelineWidget", "MarkersWidget", "FileLayoutWidget", "TransactionsWidget",
+           "ProvenanceWidget", "KafkaMonitorWidget", "TableView", "display_table"]
 
 _LAZY = {
     "TimelineWidget": "lakesdk.widgets.timeline",
     "MarkersWidget": "lakesdk.widgets.markers",
     "FileLayoutWidget": "lakesdk.widgets.file_layout",
+    "TransactionsWidget": "lakesdk.widgets.transactions",
+    "ProvenanceWidget": "lakesdk.widgets.provenance",
+    "KafkaMonitorWidget": "lakesdk.widgets.kafka_monitor",
+    "TableView": "lakesdk.widgets.table_view",
 }
 
 
@@ -72,5 +92,41 @@ class TableWidgets:
         from lakesdk.widgets.file_layout import FileLayoutWidget
         return FileLayoutWidget(self._t, as_of=as_of, small_file_bytes=small_file_bytes)
 
+    def transactions(self, *, live: bool = False, interval_s: float = 2.0, limit: int = 500) -> "TransactionsWidget":
+        """Writers as lanes over time, coloured by outcome: overlaps on shared file groups,
+        which commit won and why the others failed, heartbeats of inflight writes (the
+        newest ``limit`` writes)."""
+        from lakesdk.widgets.transactions import TransactionsWidget
+        return TransactionsWidget(self._t, live=live, interval_s=interval_s, limit=limit)
+
+    def provenance(self, keys: Any = None, *, limit: int = 50) -> "ProvenanceWidget":
+        """Partial-update tables: per key, the ordering value each column group (stream) was
+        last written with (``keys``: the record keys to show, else the first ``limit``)."""
+        from lakesdk.widgets.provenance import ProvenanceWidget
+        return ProvenanceWidget(self._t, keys=keys, limit=limit)
+
     def __repr__(self) -> str:
-        return f"<TableWidgets {self._t.name!r}: timeline(), markers(), file_layout()>"
+        return (f"<TableWidgets {self._t.name!r}: timeline(), markers(), file_layout(), transactions(), "
+                f"provenance()>")
+
+
+def _in_kernel() -> bool:
+    from lakesdk._progress import _in_notebook
+    return _in_notebook()
+
+
+def display_table(table: "Table") -> None:
+    """``display(t)``: in a Jupyter kernel a :class:`TableView` (the summary, and tabs with
+    the timeline, file layout and transactions widgets built when opened); the HTML and
+    text reprs when ipywidgets or plotly are missing, or outside a kernel."""
+    from IPython.display import display
+
+    if _in_kernel():
+        try:
+            from lakesdk.widgets.table_view import TableView
+        except ImportError:    # MissingDependencyError: ipywidgets or plotly is not installed
+            pass
+        else:
+            display(TableView(table))
+            return
+    display({"text/plain": repr(table), "text/html": table._repr_html_()}, raw=True)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import html
-from typing import Any, Iterable, Sequence
+import threading
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from lakesdk._display import human_bytes as human_bytes  # re-exported for the widgets
 from lakesdk.exceptions import MissingDependencyError
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 
 def require_widgets(feature: str) -> tuple[Any, Any]:
@@ -65,8 +69,25 @@ def sync_figure(fig: Any) -> None:
     start from the state the figure was built with; this makes it start from the current one.
     """
     from copy import deepcopy
+    pin_axis_types(fig)
     fig._widget_layout = deepcopy(fig._layout_obj._props)
     fig._widget_data = deepcopy(fig._data)
+
+
+def pin_axis_types(fig: Any) -> None:
+    """Re-assert the figure's ``date`` and ``category`` axis types in the browser.
+
+    plotly.js clears an axis's type whenever a trace's data on it is restyled and guesses
+    it again from the first trace's values: a Gantt chart's durations (numbers) turn its
+    date axis linear, numeric-looking keys turn a category axis linear.  Setting the type to
+    ``"-"`` and back sends it again after the restyle (the Python side only sends changes).
+    """
+    for name in ("xaxis", "yaxis"):
+        ax = fig.layout[name]
+        kind = ax.type
+        if kind in ("date", "category"):
+            ax.type = "-"
+            ax.type = kind
 
 
 class TableWidgetBase(ipywidgets.VBox):  # type: ignore[misc,name-defined]
@@ -114,3 +135,88 @@ class TableWidgetBase(ipywidgets.VBox):  # type: ignore[misc,name-defined]
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.table.name!r}>"
+
+
+class LiveMixin:
+    """Live mode for a widget with ``refresh()``, a ``status`` line and a header: a "Live"
+    toggle, and a background thread that refreshes every ``interval_s`` seconds.
+
+    Call :meth:`_init_live` in ``__init__`` (after the base class); ``close()`` stops it.
+    """
+
+    interval_s: float
+    refreshes: int = 0
+
+    def _init_live(self, interval_s: float) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be > 0, found {interval_s}")
+        self.interval_s = float(interval_s)
+        self._live_stop = threading.Event()
+        self._live_thread: Any = None
+        self.live_toggle = ipywidgets.ToggleButton(value=False, description="Live", icon="play",
+                                                   tooltip="refresh every few seconds",
+                                                   layout=ipywidgets.Layout(width="90px"))
+        self.live_toggle.observe(self._on_live_toggle, names="value")
+        header = self._header  # type: ignore[attr-defined]
+        header.children = (*header.children[:2], self.live_toggle, *header.children[2:])
+
+    @property
+    def live(self) -> bool:
+        return self._live_thread is not None and self._live_thread.is_alive()
+
+    def start_live(self, interval_s: float | None = None) -> Any:
+        """Refresh every ``interval_s`` seconds from a background thread until :meth:`stop_live`."""
+        if interval_s is not None:
+            if interval_s <= 0:
+                raise ValueError(f"interval_s must be > 0, found {interval_s}")
+            self.interval_s = float(interval_s)
+        if self.live:
+            return self
+        self._live_stop.clear()
+        self._live_thread = threading.Thread(target=self._live_loop, name=f"lakesdk-{type(self).__name__}-live",
+                                             daemon=True)
+        self._live_thread.start()
+        if not self.live_toggle.value:
+            self.live_toggle.value = True
+        return self
+
+    def stop_live(self) -> Any:
+        """Stop refreshing (waits for the background thread)."""
+        if getattr(self, "_live_stop", None) is None:
+            return self           # closed before it was fully built
+        self._live_stop.set()
+        th = self._live_thread
+        if th is not None and th is not threading.current_thread():
+            th.join(timeout=max(5.0, 2 * self.interval_s))
+        self._live_thread = None
+        if self.live_toggle.value:
+            self.live_toggle.value = False
+        return self
+
+    def _live_loop(self) -> None:
+        while not self._live_stop.wait(self.interval_s):
+            try:
+                self.refresh()  # type: ignore[attr-defined]
+            except Exception as exc:  # noqa: BLE001 - keep refreshing: a source may be briefly unavailable
+                self.status.value = f"<span style='color:#b71c1c'>refresh failed: {esc(exc)}</span>"  # type: ignore[attr-defined]
+
+    def _on_live_toggle(self, change: dict[str, Any]) -> None:
+        if change["new"] and not self.live:
+            self.start_live()
+        elif not change["new"] and self.live:
+            self.stop_live()
+
+    def close(self) -> None:
+        self.stop_live()
+        super().close()  # type: ignore[misc]
+
+
+def utc_from_ms(ms: float) -> "datetime":
+    """Epoch milliseconds as a naive UTC datetime (the widgets' time axis, like instant times)."""
+    from datetime import datetime, timezone
+    return datetime.fromtimestamp(ms / 1000.0, timezone.utc).replace(tzinfo=None)
+
+
+def fmt_time(t: "datetime") -> str:
+    """plotly's date string (millisecond precision): ``2026-11-21 10:30:00.123``."""
+    return t.strftime("%Y-%m-%d %H:%M:%S.") + f"{t.microsecond // 1000:03d}"

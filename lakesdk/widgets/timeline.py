@@ -23,8 +23,10 @@ from typing import Any
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, parse_instant_time
 from lakesdk.widgets._common import (
     STATE_COLOURS,
+    LiveMixin,
     TableWidgetBase,
     esc,
+    fmt_time,
     go,
     html_table,
     human_bytes,
@@ -40,16 +42,11 @@ STATES = ("requested", "inflight", "completed")
 _PENDING_WRITES = frozenset({"commit", "deltacommit", "replacecommit", "compaction", "clustering", "logcompaction"})
 
 
-def _fmt_time(t: datetime) -> str:
-    """plotly's date string (millisecond precision): ``2026-11-21 10:30:00.123``."""
-    return t.strftime("%Y-%m-%d %H:%M:%S.") + f"{t.microsecond // 1000:03d}"
-
-
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
-class TimelineWidget(TableWidgetBase):
+class TimelineWidget(LiveMixin, TableWidgetBase):
     """The table's timeline as an interactive Gantt chart.
 
     ``live=True`` (or :meth:`start_live`) re-reads the timeline every ``interval_s`` seconds
@@ -66,11 +63,8 @@ class TimelineWidget(TableWidgetBase):
         self.bars: dict[str, list[Instant]] = {s: [] for s in STATES}
         self.selected: Instant | None = None
         self.selected_files: list[str] = []
-        self.interval_s = float(interval_s)
         self._lock = threading.RLock()
         self._details: dict[tuple[str, str, str | None], dict[str, Any]] = {}
-        self._live_stop = threading.Event()
-        self._live_thread: threading.Thread | None = None
         self.refreshes = 0
 
         self.figure = go.FigureWidget(layout=go.Layout(
@@ -97,11 +91,7 @@ class TimelineWidget(TableWidgetBase):
         side = ipywidgets.VBox([self.panel, self.travel_button, self.travel_output],
                                layout=ipywidgets.Layout(width="38%"))
         fig_box = ipywidgets.Box([self.figure], layout=ipywidgets.Layout(width="62%"))
-        self.live_toggle = ipywidgets.ToggleButton(value=False, description="Live", icon="play",
-                                                   tooltip="re-read the timeline every few seconds",
-                                                   layout=ipywidgets.Layout(width="90px"))
-        self.live_toggle.observe(self._on_live_toggle, names="value")
-        self._header.children = (*self._header.children[:2], self.live_toggle, self.status)
+        self._init_live(interval_s)
         self._set_body(ipywidgets.HBox([fig_box, side]))
         self.add_class("lakesdk-timeline")
         self.refresh()
@@ -127,7 +117,7 @@ class TimelineWidget(TableWidgetBase):
                     base, x, cd, hover = [], [], [], []
                     for inst in insts:
                         start, end = self.bar_times(inst, now)
-                        base.append(_fmt_time(start))
+                        base.append(fmt_time(start))
                         x.append(round((end - start).total_seconds() * 1000, 3))
                         cd.append([inst.requested, inst.completed or "", inst.action, inst.state])
                         hover.append(self._hover(inst, start, end))
@@ -218,9 +208,9 @@ class TimelineWidget(TableWidgetBase):
     def _hover(self, inst: Instant, start: datetime, end: datetime) -> str:
         d = self.details(inst)
         lines = [f"<b>{esc(inst.action)}</b> {esc(inst.state)}", f"instant {inst.requested}",
-                 f"requested {_fmt_time(start)}"]
+                 f"requested {fmt_time(start)}"]
         if inst.completed:
-            lines.append(f"completed {_fmt_time(end)}")
+            lines.append(f"completed {fmt_time(end)}")
         elif not inst.is_completed:
             lines.append("pending (bar reaches now)")
         lines.append(f"duration {(end - start).total_seconds():.3f} s")
@@ -326,54 +316,6 @@ class TimelineWidget(TableWidgetBase):
             f"{len(df)} rows{esc(note)}, read in {time.perf_counter() - t0:.2f} s"
             f"{df.head().to_html(index=False, max_cols=12)}</div>")
         return df
-
-    # -- live mode ----------------------------------------------------------------------------
-    @property
-    def live(self) -> bool:
-        return self._live_thread is not None and self._live_thread.is_alive()
-
-    def start_live(self, interval_s: float | None = None) -> "TimelineWidget":
-        """Refresh every ``interval_s`` seconds from a background thread until :meth:`stop_live`."""
-        if interval_s is not None:
-            if interval_s <= 0:
-                raise ValueError(f"interval_s must be > 0, found {interval_s}")
-            self.interval_s = float(interval_s)
-        if self.live:
-            return self
-        self._live_stop.clear()
-        self._live_thread = threading.Thread(target=self._live_loop, name=f"lakesdk-timeline-{self.table.name}",
-                                             daemon=True)
-        self._live_thread.start()
-        if not self.live_toggle.value:
-            self.live_toggle.value = True
-        return self
-
-    def stop_live(self) -> "TimelineWidget":
-        self._live_stop.set()
-        th = self._live_thread
-        if th is not None and th is not threading.current_thread():
-            th.join(timeout=max(5.0, 2 * self.interval_s))
-        self._live_thread = None
-        if self.live_toggle.value:
-            self.live_toggle.value = False
-        return self
-
-    def _live_loop(self) -> None:
-        while not self._live_stop.wait(self.interval_s):
-            try:
-                self.refresh()
-            except Exception as exc:  # noqa: BLE001 - keep refreshing: storage may be briefly unavailable
-                self.status.value = f"<span style='color:#b71c1c'>refresh failed: {esc(exc)}</span>"
-
-    def _on_live_toggle(self, change: dict[str, Any]) -> None:
-        if change["new"] and not self.live:
-            self.start_live()
-        elif not change["new"] and self.live:
-            self.stop_live()
-
-    def close(self) -> None:
-        self.stop_live()
-        super().close()
 
     # -- data -------------------------------------------------------------------------------------
     def to_pandas(self) -> Any:

@@ -310,6 +310,12 @@ class KafkaSink:
         errors = [f"{w.name}: {type(w.error).__name__}: {w.error}" for w, _ in self._threads if w.error is not None]
         return merge_snapshots(self.config.topic, snaps, errors)
 
+    def widget(self, *, live: bool = False, interval_s: float = 2.0) -> Any:
+        """A notebook monitor of this sink: coordinator, rounds, per-partition offsets and lag
+        (:class:`lakesdk.widgets.KafkaMonitorWidget`; ``pip install 'lakesdk[notebook]'``)."""
+        from lakesdk.widgets.kafka_monitor import KafkaMonitorWidget
+        return KafkaMonitorWidget(self, live=live, interval_s=interval_s)
+
     def __enter__(self) -> "KafkaSink":
         return self.start()
 
