@@ -5,21 +5,12 @@ lane per writer (screenshot: ``test-output/transactions.png``)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import textwrap
-import time
-from pathlib import Path
 
 import pytest
+from voila_harness import screenshot, voila_page
 
 pytestmark = pytest.mark.browser
-
-ROOT = Path(__file__).resolve().parents[1]
 
 SETUP = textwrap.dedent("""\
     import pandas as pd
@@ -62,124 +53,52 @@ BARS_JS = """() => {
 }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, proc: subprocess.Popen, log: Path, timeout: float) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"voila exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"voila did not listen on 127.0.0.1:{port} within {timeout} s:\n{log.read_text()[-3000:]}")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop voila and its kernel (the process group this test started)."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-
-def _notebook(path: Path) -> None:
-    import nbformat
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell("t")]
-    nbformat.write(nb, str(path))
-
-
 def test_display_table_tabs_and_transactions_in_a_browser(tmp_path):
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium; scripts/system-deps.sh does it)")
-    import voila  # noqa: F401
-    from playwright import sync_api
-
-    _notebook(tmp_path / "nb.ipynb")
-    port = _free_port()
-    log = tmp_path / "voila.log"
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
-           "PYTHONPATH": str(ROOT)}
-    voila_bin = Path(sys.executable).with_name("voila")
-    cmd = [str(voila_bin) if voila_bin.exists() else "voila", "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
-           "--show_tracebacks=True", "nb.ipynb"]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-    try:
-        _wait_port(port, proc, log, 30)
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=chromium, args=[
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+    with voila_page(tmp_path, [SETUP, "t"]) as (page, sync_api):
+        # display(t) in a kernel: the tabbed view, summary first, no widget built yet
+        page.get_by_role("tab", name="Transactions").wait_for(timeout=60_000)
+        assert "lakesdk Table" in page.locator(".lakesdk-table-view").inner_text()
+        assert page.locator(".lakesdk-transactions").count() == 0
+        for attempt in range(3):   # a click before the tab's model is wired up can be lost
+            if attempt:
+                page.get_by_role("tab", name="Table").click()
+            page.get_by_role("tab", name="Transactions").click()
             try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.goto(f"http://127.0.0.1:{port}/", timeout=60_000)
-                # display(t) in a kernel: the tabbed view, summary first, no widget built yet
-                page.get_by_role("tab", name="Transactions").wait_for(timeout=60_000)
-                assert "lakesdk Table" in page.locator(".lakesdk-table-view").inner_text()
-                assert page.locator(".lakesdk-transactions").count() == 0
-                for attempt in range(3):   # a click before the tab's model is wired up can be lost
-                    if attempt:
-                        page.get_by_role("tab", name="Table").click()
-                    page.get_by_role("tab", name="Transactions").click()
-                    try:
-                        page.wait_for_selector(".lakesdk-transactions g.trace.bars g.point path", timeout=40_000)
-                        break
-                    except sync_api.TimeoutError:
-                        if attempt == 2:
-                            raise
+                page.wait_for_selector(".lakesdk-transactions g.trace.bars g.point path", timeout=40_000)
+                break
+            except sync_api.TimeoutError:
+                if attempt == 2:
+                    raise
 
-                import lakesdk as lk
-                from lakesdk.concurrency.journal import read_transactions
-                t = lk.open_table(str(tmp_path / "lake" / "trips"))
-                journal = read_transactions(t.storage)
-                unjournaled = [i for i in t.timeline if i.requested not in {r.instant for r in journal}]
-                n = len(journal) + len(unjournaled)
-                assert len(journal) == 2 and len(unjournaled) == 1
-                page.wait_for_function(f"n => ({BARS_JS})().length === n", arg=n, timeout=30_000)
-                bars = page.evaluate(BARS_JS)
-                drawn = sorted((b["instant"], b["lane"], b["outcome"]) for b in bars)
-                assert drawn == sorted([(r.instant, r.writer, r.outcome) for r in journal] +
-                                       [(i.requested, "(not journaled) writes", "committed") for i in unjournaled])
-                assert all(b["width"] > 0 for b in bars), bars
-                verdicts = page.locator(".lakesdk-transactions .lakesdk-verdicts").inner_text()
-                assert "lost (conflict at commit)" in verdicts
-                # a click on the losing write, away from the overlap links (the red outline drawn over
-                # the bar does not take the click)
-                lost = next(b for b in bars if b["outcome"] == "conflict")
-                page.mouse.click(lost["x"], lost["y"])
-                page.wait_for_function(
-                    "req => document.querySelector('.lakesdk-transactions .lakesdk-panel')"
-                    ".getAttribute('data-instant') === req", arg=lost["instant"], timeout=30_000)
-                panel = page.locator(".lakesdk-transactions .lakesdk-panel").inner_text()
-                assert "lost (conflict at commit)" in panel and "overlaps" in panel
-                # the redraw the click caused kept the time axis and every bar where it was
-                page.wait_for_timeout(500)
-                after = page.evaluate(BARS_JS)
-                assert page.evaluate("() => document.querySelector('.lakesdk-transactions .js-plotly-plot')"
-                                     "._fullLayout.xaxis.type") == "date"
-                assert sorted((b["instant"], round(b["x"])) for b in after) == sorted(
-                    (b["instant"], round(b["x"])) for b in bars)
-                shot = tmp_path / "transactions.png"
-                page.mouse.move(5, 5)
-                page.wait_for_timeout(300)
-                page.screenshot(path=str(shot), full_page=True)
-            finally:
-                browser.close()
-        assert shot.stat().st_size > 10_000
-        out_dir = ROOT / "test-output"
-        out_dir.mkdir(exist_ok=True)
-        shutil.copyfile(shot, out_dir / "transactions.png")
-    finally:
-        _stop(proc)
+        import lakesdk as lk
+        from lakesdk.concurrency.journal import read_transactions
+        t = lk.open_table(str(tmp_path / "lake" / "trips"))
+        journal = read_transactions(t.storage)
+        unjournaled = [i for i in t.timeline if i.requested not in {r.instant for r in journal}]
+        n = len(journal) + len(unjournaled)
+        assert len(journal) == 2 and len(unjournaled) == 1
+        page.wait_for_function(f"n => ({BARS_JS})().length === n", arg=n, timeout=30_000)
+        bars = page.evaluate(BARS_JS)
+        drawn = sorted((b["instant"], b["lane"], b["outcome"]) for b in bars)
+        assert drawn == sorted([(r.instant, r.writer, r.outcome) for r in journal] +
+                               [(i.requested, "(not journaled) writes", "committed") for i in unjournaled])
+        assert all(b["width"] > 0 for b in bars), bars
+        verdicts = page.locator(".lakesdk-transactions .lakesdk-verdicts").inner_text()
+        assert "lost (conflict at commit)" in verdicts
+        # a click on the losing write, away from the overlap links (the red outline drawn over
+        # the bar does not take the click)
+        lost = next(b for b in bars if b["outcome"] == "conflict")
+        page.mouse.click(lost["x"], lost["y"])
+        page.wait_for_function(
+            "req => document.querySelector('.lakesdk-transactions .lakesdk-panel')"
+            ".getAttribute('data-instant') === req", arg=lost["instant"], timeout=30_000)
+        panel = page.locator(".lakesdk-transactions .lakesdk-panel").inner_text()
+        assert "lost (conflict at commit)" in panel and "overlaps" in panel
+        # the redraw the click caused kept the time axis and every bar where it was
+        page.wait_for_timeout(500)
+        after = page.evaluate(BARS_JS)
+        assert page.evaluate("() => document.querySelector('.lakesdk-transactions .js-plotly-plot')"
+                             "._fullLayout.xaxis.type") == "date"
+        assert sorted((b["instant"], round(b["x"])) for b in after) == sorted(
+            (b["instant"], round(b["x"])) for b in bars)
+        screenshot(page, tmp_path, "transactions.png")
