@@ -5,6 +5,10 @@ after ``T`` (or is a pending table service) and touched one of the same file gro
 copy-on-write rewrites of the same file group would lose one side's records.  Merge-on-read
 writes that only append log blocks do not conflict with each other (non-blocking
 concurrency: readers and compaction merge the blocks by ordering value).
+
+Compactions, pending or completed, are never candidates (as in Hudi for table version 8):
+file slices are cut by completion time, so a log appended by a write that completes after
+a compaction was scheduled belongs to the next slice and is neither lost nor merged twice.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ from dataclasses import dataclass
 from lakesdk.exceptions import WriteConflictError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
-from lakesdk.format.plans import CompactionPlanData
 from lakesdk.format.timeline import Timeline, TimelineStore
 
 __all__ = ["FileGroupConflict", "find_conflicts", "raise_on_conflict"]
@@ -55,8 +58,8 @@ def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_sta
     my_log_only = _is_log_only(my_stats) and not replaced
     out = []
     for inst in timeline:
-        if inst.requested == me.requested:
-            continue
+        if inst.requested == me.requested or inst.action == "compaction":
+            continue   # compaction: ordered by completion time, see the module doc
         if inst.is_completed and inst.completed_action in WRITE_ACTIONS:
             if seen is not None and (inst.requested, inst.action) in seen:
                 continue   # the write planned against it
@@ -66,12 +69,6 @@ def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_sta
             if my_log_only and _is_log_only(md.write_stats) and not md.partition_to_replace_file_ids:
                 continue   # two log appends: non-blocking
             overlap = mine & _touched(md.write_stats, md)
-        elif inst.action == "compaction" and not inst.is_completed:
-            if my_log_only:
-                continue   # logs written during a pending compaction go to the next slice
-            plan = CompactionPlanData.parse(store.storage.read(store.path(Instant("compaction", "requested",
-                                                                                 inst.requested))))
-            overlap = mine & {(o.partition, o.file_id) for o in plan.operations}
         else:
             continue
         if overlap:

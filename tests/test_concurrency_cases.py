@@ -1,0 +1,303 @@
+"""The concurrency case table (spec/semantics/concurrency.md section 7), case by case.
+
+Every test is named after its case (``test_c3_...``) so that docs/concurrency-cases.md can
+be checked against this file.  Writers really overlap: each write of a case runs in its own
+thread and is held after its data files are written and before its commit (the conflict
+check under the lock) until the case lets it go, while other writers and table services run.
+Everything is real files on the local engine.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import pandas as pd
+import pytest
+
+import lakesdk as lk
+from lakesdk.concurrency.heartbeat import Heartbeat
+from lakesdk.table.write import WriteOperation
+
+OCC = dict(concurrency="optimistic", lock="in_process")
+
+
+class Gate:
+    """Where a held write waits: ``reached`` when its files are written, ``go`` to commit."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.go = threading.Event()
+        self.instant = ""
+
+
+_GATES: dict[int, Gate] = {}
+_HEARTBEATS: dict[str, Heartbeat] = {}
+
+
+@pytest.fixture(autouse=True)
+def gates(monkeypatch):
+    original = WriteOperation._finalize
+    original_start = Heartbeat.start
+
+    def gated(self, ctx, stats, partitions):
+        gate = _GATES.get(id(self.table))
+        if gate is not None:
+            gate.instant = ctx.instant
+            gate.reached.set()
+            assert gate.go.wait(60), "the case never let the write go"
+        return original(self, ctx, stats, partitions)
+
+    def start(self):
+        _HEARTBEATS[self.instant] = self
+        return original_start(self)
+    monkeypatch.setattr(WriteOperation, "_finalize", gated)
+    monkeypatch.setattr(Heartbeat, "start", start)
+    yield
+    for g in _GATES.values():
+        g.go.set()
+    _GATES.clear()
+    _HEARTBEATS.clear()
+
+
+class Held:
+    """A write running in its own thread, held before its commit until :meth:`finish`."""
+
+    def __init__(self, handle: Any, write: Callable[[], Any]) -> None:
+        self.gate = _GATES[id(handle)] = Gate()
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(write,), daemon=True)
+        self.thread.start()
+        assert self.gate.reached.wait(60)
+        if self.error is not None:
+            raise self.error
+
+    def _run(self, write: Callable[[], Any]) -> None:
+        try:
+            self.result = write()
+        except BaseException as e:  # noqa: BLE001 - handed to finish()
+            self.error = e
+        finally:
+            self.gate.reached.set()
+
+    @property
+    def instant(self) -> str:
+        return self.gate.instant
+
+    def release(self) -> "Held":
+        self.gate.go.set()
+        return self
+
+    def finish(self) -> Any:
+        self.release()
+        self.thread.join(60)
+        assert not self.thread.is_alive()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def handle(t, **kw):
+    return lk.open_table(t.path, options=t.options, **kw)
+
+
+def table(tmp_path, *, name="t", table_type="cow", ordering=None, partition_by="p", options=None, **kw):
+    opts = options or lk.TableOptions(engine="local", **OCC)
+    return lk.Lake(str(tmp_path), options=opts).create_table(name, key="id", partition_by=partition_by,
+                                                             table_type=table_type, ordering=ordering, **kw)
+
+
+def df(keys, v, p="a", ts=None):
+    keys = list(keys)
+    out = pd.DataFrame({"id": keys, "p": [p] * len(keys), "v": [v] * len(keys)})
+    if ts is not None:
+        out["ts"] = ts
+    return out
+
+
+def values(t) -> dict:
+    got = t.read().to_pandas()
+    assert got.id.is_unique, f"duplicate keys: {got.id[got.id.duplicated()].tolist()}"
+    return dict(zip(got.id, got.v))
+
+
+def clean_state(t) -> None:
+    """No pending instant, no markers and no heartbeat left behind."""
+    assert not t.timeline.pending, t.timeline.pending
+    assert not [e for e in t.storage.list(".hoodie/.temp")], "markers left behind"
+    assert not [e for e in t.storage.list(".hoodie/.heartbeat")], "heartbeats left behind"
+
+
+# -- C1-C16: candidates and conflicts at commit --------------------------------------------------
+def test_c1_no_concurrent_write_no_conflict(tmp_path):
+    t = table(tmp_path)
+    t.upsert(df(range(5), "base"))
+    w = Held(t, lambda: t.upsert(df([1], "w")))
+    w.finish()
+    assert values(t)[1] == "w"
+    clean_state(t)
+
+
+def test_c2_inflight_writes_are_not_candidates(tmp_path):
+    t = table(tmp_path)
+    t.upsert(df(range(5), "base"))
+    h1, h2, h3 = handle(t), handle(t), handle(t)
+    w1 = Held(h1, lambda: h1.upsert(df([1], "w1")))
+    w2 = Held(h2, lambda: h2.upsert(df([1], "w2")))
+    w3 = Held(h3, lambda: h3.upsert(df([1], "w3")))
+    w3.finish()                                   # W1 and W2 are inflight on the same file group: no conflict
+    for w in (w1, w2):                            # they finish later and lose to W3
+        with pytest.raises(lk.WriteConflictError) as e:
+            w.finish()
+        assert e.value.other_instant == w3.instant
+    assert values(t)[1] == "w3"
+    clean_state(t)
+
+
+def test_c3_interleaving_successful_commit_conflicts(tmp_path):
+    t = table(tmp_path)
+    t.upsert(df(range(5), "base"))
+    ha, hb = handle(t), handle(t)
+    a = Held(ha, lambda: ha.upsert(df([2], "a")))
+    b = hb.upsert(df([3], "b"))                   # starts after A, touches the same file group, completes
+    assert b.instant > a.instant
+    with pytest.raises(lk.WriteConflictError) as e:
+        a.finish()
+    assert e.value.other_instant == b.instant and b.instant in str(e.value)
+    assert values(t) == {0: "base", 1: "base", 2: "base", 3: "b", 4: "base"}
+    clean_state(t)
+
+
+def test_c4_pending_insert_overwrite_later_the_first_to_commit_wins(tmp_path):
+    t = table(tmp_path)
+    t.upsert(df(range(5), "base"))
+    ha, hr = handle(t), handle(t)
+    a = Held(ha, lambda: ha.upsert(df([1], "a")))
+    r = Held(hr, lambda: hr.insert_overwrite(df([7], "overwrite")))
+    assert r.instant > a.instant
+    a.finish()             # the pending replacecommit carries no write stats yet: not a candidate
+    with pytest.raises(lk.WriteConflictError) as e:
+        r.finish()         # the overwrite would replace the file group A just rewrote
+    assert e.value.other_instant == a.instant
+    assert values(t)[1] == "a" and 7 not in values(t)
+    clean_state(t)
+
+
+def test_c14_completed_insert_overwrite_conflicts(tmp_path):
+    t = table(tmp_path)
+    t.upsert(df(range(5), "base"))
+    ha, hr = handle(t), handle(t)
+    a = Held(ha, lambda: ha.upsert(df([1], "a")))
+    r = hr.insert_overwrite(df([7], "overwrite"))
+    with pytest.raises(lk.WriteConflictError) as e:
+        a.finish()
+    assert e.value.other_instant == r.instant
+    assert values(t) == {7: "overwrite"}
+    clean_state(t)
+
+
+def test_c15_pending_insert_overwrite_without_overlap_no_conflict(tmp_path):
+    t = table(tmp_path)
+    t.upsert(pd.concat([df(range(5), "base", "a"), df(range(5, 10), "base", "b")]))
+    ha, hr = handle(t), handle(t)
+    a = Held(ha, lambda: ha.upsert(df([1], "a", "a")))
+    r = Held(hr, lambda: hr.insert_overwrite(df([20], "overwrite", "b")))
+    a.finish()
+    r.finish()
+    assert values(t) == {0: "base", 1: "a", 2: "base", 3: "base", 4: "base", 20: "overwrite"}
+    clean_state(t)
+
+
+# -- merge-on-read and compaction (table version 8: ordering by completion time) -----------------
+def mor(tmp_path, **kw):
+    t = table(tmp_path, table_type="mor", ordering="ts", **kw)
+    t.upsert(df(range(5), "base", ts=1))
+    t.upsert(df([0], "u", ts=2))                     # a log file in the file group: something to compact
+    return t
+
+
+def test_c7_c8_compaction_scheduled_during_a_write_is_no_candidate(tmp_path):
+    t = mor(tmp_path)
+    ha = handle(t)
+    a = Held(ha, lambda: ha.upsert(pd.concat([df([1], "a", ts=3), df([10], "new", ts=3)])))  # update + insert
+    plan = t.maintenance.schedule_compaction()
+    assert plan.instant > a.instant and plan.operations
+    a.finish()                                        # v8: the pending compaction is not a candidate
+    t.maintenance.compact(plan.instant)
+    assert values(t) == {0: "u", 1: "a", 2: "base", 3: "base", 4: "base", 10: "new"}
+    clean_state(t)
+
+
+@pytest.mark.parametrize("updates_only", [True, False], ids=["log-only", "log-and-insert"])
+def test_c9_compaction_completed_during_a_write_is_no_candidate(tmp_path, updates_only):
+    t = mor(tmp_path)
+    ha = handle(t)
+    data = df([1], "a", ts=3) if updates_only else pd.concat([df([1], "a", ts=3), df([10], "new", ts=3)])
+    a = Held(ha, lambda: ha.upsert(data))
+    done = t.maintenance.compact()                    # scheduled and completed after A started
+    assert done.instant > a.instant
+    a.finish()                                        # A's log lands in the compacted slice (completion time)
+    expect = {0: "u", 1: "a", 2: "base", 3: "base", 4: "base"} | ({} if updates_only else {10: "new"})
+    assert values(t) == expect
+    t.maintenance.compact()
+    assert values(t) == expect
+    clean_state(t)
+
+
+def test_c10_inflight_compaction_during_a_write_is_no_candidate(tmp_path):
+    t = mor(tmp_path)
+    ha = handle(t)
+    a = Held(ha, lambda: ha.upsert(pd.concat([df([0, 1], "a", ts=3), df([10], "new", ts=3)])))
+    plan = t.maintenance.schedule_compaction()
+    store = t._store()
+    req = next(i for i in store.load().pending if i.requested == plan.instant)
+    # the compaction runs: requested -> inflight (the inflight file repeats the plan: a compaction
+    # resumed from its inflight state reads the plan there)
+    store.transition(req, "inflight", store.read_bytes(req))
+    a.finish()
+    t.maintenance.compact(plan.instant)               # and finishes after A committed
+    assert values(t) == {0: "a", 1: "a", 2: "base", 3: "base", 4: "base", 10: "new"}
+    clean_state(t)
+
+
+def test_c11_compaction_completed_before_the_write_started(tmp_path):
+    t = mor(tmp_path)
+    t.maintenance.compact()
+    ha = handle(t)
+    a = Held(ha, lambda: ha.upsert(df([0, 1], "a", ts=3)))
+    a.finish()
+    assert values(t) == {0: "a", 1: "a", 2: "base", 3: "base", 4: "base"}
+    clean_state(t)
+
+
+def test_c16_writes_pending_at_start_that_complete_meanwhile_conflict(tmp_path):
+    t = table(tmp_path)
+    t.upsert(df(range(5), "base"))
+    h12, ha, h4 = handle(t), handle(t), handle(t)
+    c12 = Held(h12, lambda: h12.upsert(df([1], "c12")))   # pending when A starts
+    a = Held(ha, lambda: ha.upsert(df([2], "a")))
+    c4 = Held(h4, lambda: h4.upsert(df([3], "c4")))       # requested after A started
+    c12.finish()
+    with pytest.raises(lk.WriteConflictError):
+        c4.finish()                                        # c4 loses to c12 on the same file group
+    with pytest.raises(lk.WriteConflictError) as e:
+        a.finish()
+    assert e.value.other_instant == c12.instant
+    assert values(t) == {0: "base", 1: "c12", 2: "base", 3: "base", 4: "base"}
+    clean_state(t)
+
+
+def test_c16_mor_pending_compaction_and_writes_complete_during_a_write(tmp_path):
+    t = mor(tmp_path)
+    plan = t.maintenance.schedule_compaction()            # pending compaction, requested before A
+    h12, ha, h4 = handle(t), handle(t), handle(t)
+    c12 = Held(h12, lambda: h12.upsert(df([1], "c12", ts=5)))
+    a = Held(ha, lambda: ha.upsert(df([1, 2], "a", ts=4)))
+    c4 = Held(h4, lambda: h4.upsert(df([3], "c4", ts=5)))
+    t.maintenance.compact(plan.instant)                   # the compaction completes: no conflict (C11 in Hudi)
+    c12.finish()
+    c4.finish()                                           # merge-on-read log appends do not block each other
+    a.finish()
+    assert values(t) == {0: "u", 1: "c12", 2: "a", 3: "c4", 4: "base"}   # merged by ordering value
+    clean_state(t)
