@@ -301,3 +301,124 @@ def test_c16_mor_pending_compaction_and_writes_complete_during_a_write(tmp_path)
     a.finish()
     assert values(t) == {0: "u", 1: "c12", 2: "a", 3: "c4", 4: "base"}   # merged by ordering value
     clean_state(t)
+
+
+# -- C17-C24: multi-writer scenarios of TestHoodieClientMultiWriter ------------------------------
+def test_c17_same_records_second_committer_fails_cow(tmp_path):
+    t = table(tmp_path)
+    t.upsert(df(range(200), "base"))
+    h1, h2 = handle(t), handle(t)
+    w1 = Held(h1, lambda: h1.upsert(df(range(100), "w1")))
+    w2 = Held(h2, lambda: h2.upsert(df(range(100), "w2")))
+    w1.finish()
+    with pytest.raises(lk.WriteConflictError):
+        w2.finish()
+    got = values(t)
+    assert all(got[k] == "w1" for k in range(100)) and all(got[k] == "base" for k in range(100, 200))
+    clean_state(t)
+
+
+def test_c17_same_records_mor_log_appends_both_land(tmp_path):
+    """A deliberate difference from Hudi's OCC: on merge-on-read both log appends commit
+    (non-blocking, like Hudi's NBCC) and the ordering value decides per record."""
+    t = table(tmp_path, table_type="mor", ordering="ts")
+    t.upsert(df(range(200), "base", ts=0))
+    h1, h2 = handle(t), handle(t)
+    w1 = Held(h1, lambda: h1.upsert(df(range(100), "w1", ts=[2 if k % 2 else 1 for k in range(100)])))
+    w2 = Held(h2, lambda: h2.upsert(df(range(100), "w2", ts=[1 if k % 2 else 2 for k in range(100)])))
+    w1.finish()
+    w2.finish()
+    got = values(t)
+    assert all(got[k] == ("w1" if k % 2 else "w2") for k in range(100))
+    clean_state(t)
+
+
+def test_c18_inserts_to_distinct_partitions_all_land(tmp_path):
+    t = table(tmp_path)
+    t.upsert(df(range(100), "base", "2016-03-01"))
+    hs = [handle(t) for _ in range(5)]
+    held = [Held(h, lambda h=h, i=i: h.upsert(df(range(100 * (i + 1), 100 * (i + 2)), f"w{i}", f"2016-03-0{i + 2}")))
+            for i, h in enumerate(hs)]
+    for w in held:
+        w.finish()
+    got = values(t)
+    assert len(got) == 600 and {got[100 * (i + 1)] for i in range(5)} == {f"w{i}" for i in range(5)}
+    clean_state(t)
+
+
+def test_c19_racing_commits_of_the_same_updates_exactly_one_lands(tmp_path):
+    t = table(tmp_path)
+    base = pd.concat([df(range(i * 50, i * 50 + 50), "base", f"p{i}") for i in range(4)])
+    t.upsert(base)
+    h1, h2 = handle(t), handle(t)
+    upd = [base.assign(v=f"w{i}") for i in (1, 2)]
+    w1 = Held(h1, lambda: h1.upsert(upd[0]))
+    w2 = Held(h2, lambda: h2.upsert(upd[1]))
+    w1.release(), w2.release()                      # both commit at the same moment
+    outcomes = []
+    for w in (w1, w2):
+        try:
+            outcomes.append(w.finish().instant)
+        except lk.WriteConflictError:
+            outcomes.append(None)
+    assert sum(o is not None for o in outcomes) == 1
+    winner = "w1" if outcomes[0] else "w2"
+    assert set(values(t).values()) == {winner}
+    clean_state(t)
+
+
+def test_c20_concurrent_bulk_inserts_of_new_records_both_land(tmp_path):
+    t = table(tmp_path)
+    h1, h2 = handle(t), handle(t)
+    w1 = Held(h1, lambda: h1.bulk_insert(df(range(200), "w1")))
+    w2 = Held(h2, lambda: h2.bulk_insert(df(range(200, 400), "w2")))
+    w2.finish()
+    w1.finish()
+    assert len(values(t)) == 400
+    clean_state(t)
+
+
+def test_c22_write_with_concurrent_compaction_and_clean_all_succeed(tmp_path):
+    """The compaction and clean part of C22 (the clustering part waits for clustering)."""
+    t = mor(tmp_path)
+    t.upsert(df([2], "u", ts=2))
+    ha, hi = handle(t), handle(t)
+    a = Held(ha, lambda: ha.upsert(df([0, 1, 2], "a", ts=3)))
+    plan = t.maintenance.schedule_compaction()
+    assert plan.instant > a.instant
+    i = Held(hi, lambda: hi.insert(df([50, 51], "ins", ts=3)))
+    t.maintenance.compact(plan.instant)
+    t.maintenance.clean(retain_commits=1)
+    i.finish()
+    a.finish()
+    assert values(t) == {0: "a", 1: "a", 2: "a", 3: "base", 4: "base", 50: "ins", 51: "ins"}
+    clean_state(t)
+
+
+def test_c24_clean_in_the_middle_of_a_write(tmp_path):
+    t = table(tmp_path)
+    for v in ("v1", "v2", "v3"):
+        t.upsert(df(range(5), v))
+    ha = Held(t, lambda: t.upsert(df([1], "w1")))
+    cleaned = t.maintenance.clean(retain_commits=1)
+    assert cleaned is not None and cleaned.deleted
+    ha.finish()
+    assert values(t) == {0: "v3", 1: "w1", 2: "v3", 3: "v3", 4: "v3"}
+    clean_state(t)
+
+
+def test_concurrent_inserts_of_the_same_new_key_do_not_duplicate_it(tmp_path):
+    """Not a Hudi case (Hudi notes "UUID's can clash even for insert/insert" and lets both
+    land): two writers that both insert a key the table does not have yet write it to two
+    new file groups; the second to commit must fail, or the key would be there twice."""
+    t = table(tmp_path)
+    t.upsert(df([0], "base", "a"))
+    h1, h2 = handle(t), handle(t)
+    w1 = Held(h1, lambda: h1.upsert(df([5, 6], "w1", "b")))    # partition b is new: new file groups
+    w2 = Held(h2, lambda: h2.upsert(df([6, 7], "w2", "b")))
+    w1.finish()
+    with pytest.raises(lk.WriteConflictError) as e:
+        w2.finish()
+    assert e.value.other_instant == w1.instant
+    assert values(t) == {0: "base", 5: "w1", 6: "w1"}
+    clean_state(t)

@@ -6,6 +6,13 @@ copy-on-write rewrites of the same file group would lose one side's records.  Me
 writes that only append log blocks do not conflict with each other (non-blocking
 concurrency: readers and compaction merge the blocks by ordering value).
 
+Two writers can also collide without sharing a file group: both insert a key that the table
+did not have when they started, each into a file group of its own, and both commits would
+land with the key twice (Hudi's strategy notes "UUID's can clash even for insert/insert"
+and lets it happen).  So when a concurrently completed commit inserted records into a
+partition this write inserted into, the record keys of the two sides' insert-bearing base
+files are compared, and a shared key is a conflict.
+
 Compactions, pending or completed, are never candidates (as in Hudi for table version 8):
 file slices are cut by completion time, so a log appended by a write that completes after
 a compaction was scheduled belongs to the next slice and is neither lost nor merged twice.
@@ -17,8 +24,10 @@ from dataclasses import dataclass
 
 from lakesdk.exceptions import WriteConflictError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
+from lakesdk.format.file_naming import BaseFile
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.storage import Storage
 
 __all__ = ["FileGroupConflict", "find_conflicts", "raise_on_conflict"]
 
@@ -44,18 +53,76 @@ def _touched(stats: list[WriteStat], md: CommitMetadata | None = None) -> set[tu
     return out
 
 
+_KEY = "_hoodie_record_key"
+
+
+def _inserting(stats: list[WriteStat]) -> dict[str, list[str]]:
+    """Partition -> base files that received inserts (new keys land in base files)."""
+    out: dict[str, list[str]] = {}
+    for s in stats:
+        if s.numInserts > 0 and s.path and not s.path.rsplit("/", 1)[-1].startswith("."):
+            out.setdefault(s.partitionPath or "", []).append(s.path)
+    return out
+
+
+class _KeyReader:
+    """Record keys of base files, each file read once per conflict check."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self._cache: dict[str, frozenset[str] | None] = {}
+
+    def keys(self, paths: list[str]) -> set[str] | None:
+        """The keys in ``paths``; None when a file carries no key column (then keys cannot
+        be compared and the caller treats the partitions as colliding)."""
+        import pyarrow.parquet as pq
+        out: set[str] = set()
+        for path in paths:
+            if path not in self._cache:
+                try:
+                    with self.storage.open_input(path) as f:
+                        pf = pq.ParquetFile(f)
+                        if _KEY not in pf.schema_arrow.names:
+                            self._cache[path] = None
+                        else:
+                            self._cache[path] = frozenset(pf.read(columns=[_KEY]).column(0).to_pylist())
+                except FileNotFoundError:
+                    self._cache[path] = frozenset()   # cleaned since: its keys live on in newer files
+            got = self._cache[path]
+            if got is None:
+                return None
+            out |= got
+        return out
+
+
+def _key_collisions(reader: _KeyReader, mine: dict[str, list[str]],
+                    theirs: dict[str, list[str]]) -> set[tuple[str, str]]:
+    """(partition, file id) of the other side's files that hold a key this write inserted too."""
+    out: set[tuple[str, str]] = set()
+    for part in mine.keys() & theirs.keys():
+        my_keys = reader.keys(mine[part])
+        for path in theirs[part]:
+            their_keys = reader.keys([path])
+            if my_keys is None or their_keys is None or my_keys & their_keys:
+                fid = BaseFile.parse(path.rsplit("/", 1)[-1]).file_id
+                out.add((part, fid))
+    return out
+
+
 def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_stats: list[WriteStat],
                    replaced: dict[str, list[str]] | None = None, *,
                    seen: frozenset[tuple[str, str]] | None = None) -> list[FileGroupConflict]:
-    """Instants that completed after ``me`` started (more precisely: that were not completed
-    in the timeline ``seen`` the write planned against), or pending table services, that
-    touched the same file groups."""
+    """Writes that completed after ``me`` started (more precisely: that were not completed
+    in the timeline ``seen`` the write planned against) and touched one of the same file
+    groups, or inserted a key that ``me`` inserted too (see the module doc)."""
     mine = _touched(my_stats)
     if replaced:
         mine |= {(p, f) for p, fids in replaced.items() for f in fids}
     if not mine:
         return []
     my_log_only = _is_log_only(my_stats) and not replaced
+    my_inserts = _inserting(my_stats)
+    reader = _KeyReader(store.storage)
     out = []
     for inst in timeline:
         if inst.requested == me.requested or inst.action == "compaction":
@@ -69,6 +136,8 @@ def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_sta
             if my_log_only and _is_log_only(md.write_stats) and not md.partition_to_replace_file_ids:
                 continue   # two log appends: non-blocking
             overlap = mine & _touched(md.write_stats, md)
+            if not overlap and my_inserts:
+                overlap = _key_collisions(reader, my_inserts, _inserting(md.write_stats))
         else:
             continue
         if overlap:
