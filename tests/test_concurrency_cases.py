@@ -9,14 +9,18 @@ Everything is real files on the local engine.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
+import time
 from typing import Any, Callable
 
 import pandas as pd
 import pytest
 
 import lakesdk as lk
-from lakesdk.concurrency.heartbeat import Heartbeat
+from lakesdk.concurrency.heartbeat import Heartbeat, is_expired
 from lakesdk.table.write import WriteOperation
 
 OCC = dict(concurrency="optimistic", lock="in_process")
@@ -421,4 +425,106 @@ def test_concurrent_inserts_of_the_same_new_key_do_not_duplicate_it(tmp_path):
         w2.finish()
     assert e.value.other_instant == w1.instant
     assert values(t) == {0: "base", 5: "w1", 6: "w1"}
+    clean_state(t)
+
+
+# -- C23, C63, C64: failed writers, heartbeats and rollback -------------------------------------
+def fast_heartbeats(**kw):
+    return lk.TableOptions(engine="local", heartbeat_interval_s=0.2, heartbeat_misses=1, **OCC, **kw)
+
+
+def stop_heartbeat(w: Held) -> None:
+    """The writer of ``w`` stops beating, as if its process died (its thread stays held)."""
+    _HEARTBEATS[w.instant].stop()
+
+
+def wait_expired(t, *instants: str) -> None:
+    deadline = time.monotonic() + 30
+    tolerance = t.options.heartbeat_interval_s * t.options.heartbeat_misses
+    while time.monotonic() < deadline:
+        time.sleep(tolerance)
+        if all(is_expired(t.storage, i, t.options.heartbeat_interval_s, t.options.heartbeat_misses)
+               for i in instants):
+            return
+    raise AssertionError(f"heartbeats of {instants} did not expire")
+
+
+def test_c23_lazy_rollback_takes_only_the_dead_writer(tmp_path):
+    t = table(tmp_path, options=fast_heartbeats())
+    t.upsert(df([0], "base"))
+    h2, h3 = handle(t), handle(t)
+    w2 = Held(h2, lambda: h2.upsert(df([2], "w2", "b")))
+    w3 = Held(h3, lambda: h3.upsert(df([3], "w3", "c")))
+    stop_heartbeat(w3)
+    wait_expired(t, w3.instant)
+    w2.finish()
+    rolled = t.maintenance.rollback_failed_writes()
+    assert [r.rolled_back.requested for r in rolled] == [w3.instant]
+    with pytest.raises(lk.WriteConflictError, match="rolled back"):
+        w3.finish()                  # the writer that was taken for dead comes back: it must not commit
+    assert values(t) == {0: "base", 2: "w2"}
+    clean_state(t)
+
+
+def test_c63_lazy_rollback_rechecks_after_the_heartbeat_check(tmp_path, monkeypatch):
+    """X is alive, Y's heartbeat is gone, Z's heartbeat expired but Z completes between the
+    heartbeat check and the rollback: only Y is rolled back."""
+    from lakesdk.services import rollback as rb
+    t = table(tmp_path, options=fast_heartbeats())
+    t.upsert(df([0], "base"))
+    hx, hy, hz = handle(t), handle(t), handle(t)
+    x = Held(hx, lambda: hx.upsert(df([1], "x", "x")))
+    y = Held(hy, lambda: hy.upsert(df([2], "y", "y")))
+    z = Held(hz, lambda: hz.upsert(df([3], "z", "z")))
+    stop_heartbeat(y)
+    _HEARTBEATS[z.instant].stop()
+    wait_expired(t, y.instant, z.instant)
+    original = rb._dead
+
+    def dead(table_, inst, is_expired):
+        verdict = original(table_, inst, is_expired)
+        if inst.requested == z.instant:
+            z.finish()               # the slow writer completes right after the check
+        return verdict
+    monkeypatch.setattr(rb, "_dead", dead)
+    rolled = t.maintenance.rollback_failed_writes()
+    assert [r.rolled_back.requested for r in rolled] == [y.instant]
+    x.finish()
+    with pytest.raises(lk.WriteConflictError, match="rolled back"):
+        y.finish()
+    assert values(t) == {0: "base", 1: "x", 3: "z"}
+    clean_state(t)
+
+
+def test_c31_optimistic_forces_lazy_failed_write_cleaning(tmp_path):
+    opts = lk.TableOptions(engine="local", failed_writes="eager", **OCC)   # eager asked for, lazy used
+    t = table(tmp_path, options=opts)
+    t.upsert(df([0], "base"))
+    h1, h2 = handle(t), handle(t)
+    w1 = Held(h1, lambda: h1.upsert(df([1], "w1", "b")))
+    h2.upsert(df([2], "w2", "c"))          # eager would roll back the live writer w1 here
+    w1.finish()
+    assert values(t) == {0: "base", 1: "w1", 2: "w2"}
+    clean_state(t)
+
+
+CRASHING_WRITER = """
+import sys, pandas as pd, lakesdk as lk
+t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local"))
+t.upsert(pd.DataFrame({"id": [1, 9], "p": ["a", "a"], "v": ["crashed", "crashed"]}))
+"""
+
+
+def test_c64_eager_rollback_of_a_failed_single_writer(tmp_path):
+    t = table(tmp_path, options=lk.TableOptions(engine="local"))   # single writer, eager
+    t.upsert(df(range(3), "base"))
+    env = {**os.environ, "LAKESDK_CRASH_AT": "after_data"}
+    p = subprocess.run([sys.executable, "-c", CRASHING_WRITER, t.path], env=env, capture_output=True, timeout=120)
+    assert p.returncode == -9, p.stderr[-2000:]
+    failed = [i for i in t.timeline.pending if i.action == "commit"]
+    assert len(failed) == 1                      # its heartbeat file is fresh: eager does not ask
+    r = t.upsert(df([2], "w"))
+    assert not t.timeline.contains(failed[0].requested) and r.instant > failed[0].requested
+    assert values(t) == {0: "base", 1: "base", 2: "w"}
+    assert not [f for f in t.storage.find("") if failed[0].requested in f.path]
     clean_state(t)

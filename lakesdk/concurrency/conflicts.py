@@ -29,7 +29,7 @@ from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.timeline import Timeline, TimelineStore
 from lakesdk.storage import Storage
 
-__all__ = ["FileGroupConflict", "find_conflicts", "raise_on_conflict"]
+__all__ = ["FileGroupConflict", "ensure_still_pending", "find_conflicts", "raise_on_conflict"]
 
 
 @dataclass(frozen=True)
@@ -159,4 +159,19 @@ def raise_on_conflict(table_name: str, me: Instant, conflicts: list[FileGroupCon
     err.other_instant = c.other.requested  # type: ignore[attr-defined]
     err.file_groups = c.file_groups        # type: ignore[attr-defined]
     err.partitions = c.partitions          # type: ignore[attr-defined]
+    raise err
+
+
+def ensure_still_pending(table_name: str, timeline: Timeline, me: Instant) -> None:
+    """Raise :class:`WriteConflictError` when ``me`` is no longer pending on ``timeline``:
+    another writer took this one for dead (its heartbeat expired, e.g. after a long pause)
+    and rolled it back, deleting its files.  Committing then would complete an instant
+    whose data is gone."""
+    if any(i.requested == me.requested and i.action == me.action and not i.is_completed for i in timeline):
+        return
+    err = WriteConflictError(
+        f"write {me.requested} to {table_name!r} was rolled back by another writer while it ran: its heartbeat "
+        "had expired, so it was taken for a failed write and its files were deleted. Nothing was committed; "
+        "retry the write (and keep heartbeat_interval_s * heartbeat_misses above the longest pause of a writer).")
+    err.other_instant = None  # type: ignore[attr-defined]
     raise err

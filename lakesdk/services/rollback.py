@@ -111,7 +111,7 @@ def _execute(table: "Table", store: TimelineStore, target: Instant, plan: Rollba
 
 
 def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
-             _allow_alive: bool = False) -> RollbackResult:
+             _allow_alive: bool = False, _only_pending: bool = False) -> RollbackResult:
     """Roll back ``instant``: a pending write (its writer failed or died), or the latest
     completed write.  A pending write whose heartbeat is fresh belongs to a live writer and
     is refused unless ``force=True``."""
@@ -123,6 +123,8 @@ def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
         target = next(i for i in timeline if i.requested == req and i.action != "rollback")
     except StopIteration:
         raise InstantNotFoundError(f"no instant {req!r} to roll back on {table.name!r}") from None
+    if _only_pending and target.is_completed:   # a slow writer completed it since it was found failed
+        raise InstantNotFoundError(f"{req} completed meanwhile on {table.name!r}: nothing to roll back")
     if target.is_completed:
         if target.completed_action not in WRITE_ACTIONS:
             raise RollbackNotAllowedError(f"{target.action} {req} is not a write; only writes can be rolled back")
@@ -215,7 +217,7 @@ def rollback_failed_writes(table: "Table", *, policy: Literal["eager", "lazy"] =
         if policy == "lazy" and not _dead(table, inst, is_expired):
             continue
         try:
-            out.append(rollback(table, inst, _allow_alive=True))
+            out.append(rollback(table, inst, _allow_alive=True, _only_pending=True))
         except InstantNotFoundError:
-            continue   # another writer rolled it back first
+            continue   # another writer rolled it back (or its writer completed it) first
     return out

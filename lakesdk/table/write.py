@@ -221,9 +221,10 @@ class WriteOperation:
                 lock.acquire()
             try:
                 if lock is not None:
-                    from lakesdk.concurrency.conflicts import find_conflicts, raise_on_conflict
+                    from lakesdk.concurrency.conflicts import ensure_still_pending, find_conflicts, raise_on_conflict
                     seen = frozenset((i.requested, i.action) for i in timeline.completed)
                     now = store.load()
+                    ensure_still_pending(cfg.name, now, instant)
                     record = self._resolve_schema(store, timeline, now, target_schema, instant)
                     raise_on_conflict(cfg.name, instant, find_conflicts(store, now, instant, stats,
                                                                         replaced or None, seen=seen))
@@ -253,7 +254,11 @@ class WriteOperation:
         except BaseException:
             heartbeat.stop()
             if completed is None and not self._completed_exists(store, instant):
-                rollback(t, instant.requested, _allow_alive=True)
+                from lakesdk.exceptions import InstantNotFoundError
+                try:
+                    rollback(t, instant.requested, _allow_alive=True)
+                except InstantNotFoundError:
+                    pass   # rolled back already (by another writer that took this one for dead)
             raise
         ctx.markers.delete_all()
         heartbeat.stop()
