@@ -128,13 +128,25 @@ class Heartbeat:
                 self.last_error = exc
                 log.warning("heartbeat for instant %s failed: %s", self.instant, exc)
 
-    def stop(self) -> None:
-        """Stop beating and delete the heartbeat file (idempotent)."""
+    def stop(self) -> bool:
+        """Stop beating and delete the heartbeat file (idempotent).
+
+        A beat in progress is waited for first, so no beat re-creates the file after the
+        delete.  Returns whether the file is gone; a storage error while deleting is logged
+        and kept in :attr:`last_error`, never raised (the write it guarded has already
+        committed or failed; a left-over file only ages until it expires).
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        self.storage.delete(self.path)
+        try:
+            self.storage.delete(self.path)
+            return True
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            self.last_error = exc
+            log.warning("could not delete the heartbeat of instant %s: %s", self.instant, exc)
+            return False
 
     def is_expired(self, now: float | None = None) -> bool:
         """:func:`is_expired` for this heartbeat's instant and settings (reads storage)."""
