@@ -76,6 +76,7 @@ class Held:
         assert self.gate.reached.wait(60)
         if self.error is not None:
             raise self.error
+        assert self.gate.instant, "the write was not held: is the autouse fixture `gates` in scope?"
 
     def _run(self, write: Callable[[], Any]) -> None:
         try:
@@ -430,7 +431,7 @@ def test_concurrent_inserts_of_the_same_new_key_do_not_duplicate_it(tmp_path):
 
 # -- C23, C63, C64: failed writers, heartbeats and rollback -------------------------------------
 def fast_heartbeats(**kw):
-    return lk.TableOptions(engine="local", heartbeat_interval_s=0.2, heartbeat_misses=1, **OCC, **kw)
+    return lk.TableOptions(engine="local", heartbeat_interval_s=0.1, heartbeat_misses=10, **OCC, **kw)
 
 
 def stop_heartbeat(w: Held) -> None:
