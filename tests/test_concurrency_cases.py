@@ -588,3 +588,29 @@ def test_c37_c38_c39_c40_concurrent_insert_and_bulk_insert_of_one_key(tmp_path, 
         b.finish()
     assert values(t) == {"id1": first}
     clean_state(t)
+
+
+def test_overwrite_of_a_partition_that_a_concurrent_write_inserted_into_conflicts(tmp_path):
+    """Not a Hudi case: an insert_overwrite replaces the file groups it saw when it started;
+    a file group that a concurrent write created in that partition meanwhile would survive
+    the overwrite, so the table would not be the fold of the two commits."""
+    t = table(tmp_path)
+    t.upsert(df(range(3), "base", "a"))
+    hr, hw = handle(t), handle(t)
+    r = Held(hr, lambda: hr.insert_overwrite(df([7], "overwrite", "a")))
+    hw.bulk_insert(df([8], "new", "a"))        # a new file group in the partition being overwritten
+    with pytest.raises(lk.WriteConflictError):
+        r.finish()
+    assert values(t) == {0: "base", 1: "base", 2: "base", 8: "new"}
+    clean_state(t)
+
+
+def test_overwrite_after_a_concurrent_write_elsewhere_lands(tmp_path):
+    t = table(tmp_path)
+    t.upsert(pd.concat([df(range(3), "base", "a"), df([5], "base", "b")]))
+    hr, hw = handle(t), handle(t)
+    r = Held(hr, lambda: hr.insert_overwrite(df([7], "overwrite", "a")))
+    hw.upsert(df([5, 6], "w", "b"))
+    r.finish()
+    assert values(t) == {5: "w", 6: "w", 7: "overwrite"}
+    clean_state(t)

@@ -1,7 +1,8 @@
 """Optimistic concurrency: conflict resolution at commit time, under the table lock.
 
-A write that started at requested time ``T`` conflicts with every instant that completed
-after ``T`` (or is a pending table service) and touched one of the same file groups:
+A write that started at requested time ``T`` conflicts with every write that completed
+after ``T`` and touched one of the same file groups (pending writes are no candidates:
+whichever of two overlapping writes commits second is the one checked and fails):
 copy-on-write rewrites of the same file group would lose one side's records.  Merge-on-read
 writes that only append log blocks do not conflict with each other (non-blocking
 concurrency: readers and compaction merge the blocks by ordering value).
@@ -12,6 +13,11 @@ land with the key twice (Hudi's strategy notes "UUID's can clash even for insert
 and lets it happen).  So when a concurrently completed commit inserted records into a
 partition this write inserted into, the record keys of the two sides' insert-bearing base
 files are compared, and a shared key is a conflict.
+
+An overwrite (a replacecommit of insert_overwrite) replaces the file groups it saw when it
+started; a file group that a concurrent commit created in an overwritten partition would
+survive it.  So an overwrite conflicts with any concurrently completed write into one of
+the partitions it overwrites.
 
 Compactions, pending or completed, are never candidates (as in Hudi for table version 8):
 file slices are cut by completion time, so a log appended by a write that completes after
@@ -114,13 +120,16 @@ def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_sta
                    seen: frozenset[tuple[str, str]] | None = None) -> list[FileGroupConflict]:
     """Writes that completed after ``me`` started (more precisely: that were not completed
     in the timeline ``seen`` the write planned against) and touched one of the same file
-    groups, or inserted a key that ``me`` inserted too (see the module doc)."""
+    groups, or inserted a key that ``me`` inserted too, or (``replaced`` given: ``me`` is an
+    overwrite) wrote into a partition that ``me`` overwrites; see the module doc."""
     mine = _touched(my_stats)
-    if replaced:
+    overwritten: set[str] = set()
+    if replaced is not None:      # an overwrite: the partitions it writes and replaces
         mine |= {(p, f) for p, fids in replaced.items() for f in fids}
+        overwritten = set(replaced) | {s.partitionPath or "" for s in my_stats}
     if not mine:
         return []
-    my_log_only = _is_log_only(my_stats) and not replaced
+    my_log_only = _is_log_only(my_stats) and replaced is None
     my_inserts = _inserting(my_stats)
     reader = _KeyReader(store.storage)
     out = []
@@ -135,7 +144,10 @@ def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_sta
             md = store.commit_metadata(inst)
             if my_log_only and _is_log_only(md.write_stats) and not md.partition_to_replace_file_ids:
                 continue   # two log appends: non-blocking
-            overlap = mine & _touched(md.write_stats, md)
+            theirs = _touched(md.write_stats, md)
+            overlap = mine & theirs
+            if not overlap and overwritten:
+                overlap = {(p, f) for p, f in theirs if p in overwritten}
             if not overlap and my_inserts:
                 overlap = _key_collisions(reader, my_inserts, _inserting(md.write_stats))
         else:

@@ -226,8 +226,9 @@ class WriteOperation:
                     now = store.load()
                     ensure_still_pending(cfg.name, now, instant)
                     record = self._resolve_schema(store, timeline, now, target_schema, instant)
+                    overwrite = replaced if action == "replacecommit" else None
                     raise_on_conflict(cfg.name, instant, find_conflicts(store, now, instant, stats,
-                                                                        replaced or None, seen=seen))
+                                                                        overwrite, seen=seen))
                     if not record.equals(target_schema):
                         md.extra_metadata.update(schema_extra_metadata(record, cfg.name))
                         data = md.to_avro()
