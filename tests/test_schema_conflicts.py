@@ -83,20 +83,20 @@ def race(t, *, other: list[str] | None, mine: list[str]):
 
 
 SCENARIOS = [
-    # (scenario, initial, other, mine, conflict, final extra columns)
-    (1, None, None, ["a1"], False, ["a1"]),
-    (2, None, ["a1"], ["a1"], False, ["a1"]),
-    (3, None, ["a2"], ["a3"], True, ["a2"]),
-    (4, ["a1"], ["a1"], ["a1"], False, ["a1"]),
-    (5, ["a1"], ["a1"], ["a1", "a2"], False, ["a1", "a2"]),
-    (6, ["a1"], ["a1", "a2"], ["a1"], False, ["a1", "a2"]),
-    (7, ["a1"], ["a1", "a2"], ["a1", "a2"], False, ["a1", "a2"]),
-    (8, ["a1"], ["a1", "a2"], ["a1", "a3"], True, ["a1", "a2"]),
+    # initial, other, mine, conflict, final extra columns
+    pytest.param(None, None, ["a1"], False, ["a1"], id="scenario1"),
+    pytest.param(None, ["a1"], ["a1"], False, ["a1"], id="scenario2"),
+    pytest.param(None, ["a2"], ["a3"], True, ["a2"], id="scenario3"),
+    pytest.param(["a1"], ["a1"], ["a1"], False, ["a1"], id="scenario4"),
+    pytest.param(["a1"], ["a1"], ["a1", "a2"], False, ["a1", "a2"], id="scenario5"),
+    pytest.param(["a1"], ["a1", "a2"], ["a1"], False, ["a1", "a2"], id="scenario6"),
+    pytest.param(["a1"], ["a1", "a2"], ["a1", "a2"], False, ["a1", "a2"], id="scenario7"),
+    pytest.param(["a1"], ["a1", "a2"], ["a1", "a3"], True, ["a1", "a2"], id="scenario8"),
 ]
 
 
-@pytest.mark.parametrize("scenario,initial,other,mine,conflict,final", SCENARIOS, ids=[f"scenario{s[0]}" for s in SCENARIOS])
-def test_rfc82_scenarios_with_racing_writers(tmp_path, scenario, initial, other, mine, conflict, final):
+@pytest.mark.parametrize("initial,other,mine,conflict,final", SCENARIOS)
+def test_rfc82_scenarios_with_racing_writers(tmp_path, initial, other, mine, conflict, final):
     t = new_table(tmp_path)
     if initial is not None:
         t.upsert(data("a", initial, 1))
