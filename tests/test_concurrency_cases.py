@@ -461,8 +461,11 @@ def test_c23_lazy_rollback_takes_only_the_dead_writer(tmp_path):
     w2.finish()
     rolled = t.maintenance.rollback_failed_writes()
     assert [r.rolled_back.requested for r in rolled] == [w3.instant]
+    late = f"p=c/late-file-0_0-0-0_{w3.instant}.parquet"
+    t.storage.write(late, b"a task of w3 that finished after the rollback")
     with pytest.raises(lk.WriteConflictError, match="rolled back"):
         w3.finish()                  # the writer that was taken for dead comes back: it must not commit
+    assert not t.storage.exists(late)                 # and it removes what it wrote since
     assert values(t) == {0: "base", 2: "w2"}
     clean_state(t)
 

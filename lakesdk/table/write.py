@@ -259,7 +259,12 @@ class WriteOperation:
                 try:
                     rollback(t, instant.requested, _allow_alive=True)
                 except InstantNotFoundError:
-                    pass   # rolled back already (by another writer that took this one for dead)
+                    # rolled back already by another writer that took this one for dead; a
+                    # file finished after that rollback is still here: delete it too
+                    from lakesdk.services.rollback import files_written_by
+                    for path in files_written_by(t.storage, store, instant, scan=True):
+                        t.storage.delete(path)
+                    ctx.markers.delete_all()
             raise
         ctx.markers.delete_all()
         heartbeat.stop()
