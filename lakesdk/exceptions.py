@@ -24,6 +24,7 @@ __all__ = [
     "TimeTravelError",
     "WriteError",
     "WriteConflictError",
+    "ClusteringConflictError",
     "StorageError",
     "MissingDependencyError",
 ]
@@ -97,6 +98,18 @@ class WriteError(LakeError, RuntimeError):
 
 class WriteConflictError(WriteError):
     """A concurrent writer committed a conflicting change first."""
+
+
+class ClusteringConflictError(WriteConflictError):
+    """A write would change file groups that a pending clustering is rewriting (Hudi's
+    reject-update strategy).  ``instant`` names the clustering, ``file_groups`` the
+    (partition, file id) pairs the write touches."""
+
+    def __init__(self, message: str, *, instant: str = "", file_groups: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.instant = instant
+        self.other_instant = instant
+        self.file_groups = file_groups
 
 
 class StorageError(LakeError, OSError):

@@ -25,7 +25,7 @@ from lakesdk.merge.ordering import KEY, OP, PART, SEQ, MergeCounts, merge_into_b
 from lakesdk.storage import Storage
 
 __all__ = ["WriteContext", "TaskInfo", "FileGroupTarget", "write_file_group", "write_new_files",
-           "add_key_columns", "conform", "read_key_index", "write_log_group"]
+           "add_key_columns", "conform", "read_key_index", "write_log_group", "write_clustered_file"]
 
 
 
@@ -378,3 +378,22 @@ def compact_file_slice(ctx: WriteContext, slice_ctx: Any, sl: Any, task: TaskInf
         prevBaseFile=sl.base_file.name if sl.base_file else None,
         runtimeStats={"totalScanTime": 0, "totalCreateTime": int((time.perf_counter() - t0) * 1000), "totalUpsertTime": 0},
     )
+
+
+def write_clustered_file(ctx: WriteContext, partition: str, file_id: str, rows: pa.Table, task: TaskInfo) -> WriteStat:
+    """Clustering: write merged rows (full schema, meta fields included) as the first base
+    file of a new file group at ``ctx.instant``.  Commit time, sequence number and record
+    key are preserved (as Hudi's clustering does), so incremental reads do not see the
+    rewritten rows as changes; only ``_hoodie_file_name`` names the new file."""
+    t0 = time.perf_counter()
+    path = new_file_path(ctx, partition, file_id, task)
+    out = conform(rows, ctx.file_schema)
+    name = path.rsplit("/", 1)[-1]
+    out = out.set_column(out.schema.get_field_index("_hoodie_file_name"), ctx.file_schema.field("_hoodie_file_name"),
+                         pa.repeat(pa.scalar(name, pa.string()), out.num_rows))
+    _mark(ctx, path, "CREATE")
+    size = _write_parquet(ctx, path, out, task)
+    return WriteStat(fileId=file_id, path=path, partitionPath=partition, numWrites=out.num_rows,
+                     numInserts=0, totalWriteBytes=size, fileSizeInBytes=size,
+                     runtimeStats={"totalScanTime": 0, "totalUpsertTime": 0,
+                                   "totalCreateTime": int((time.perf_counter() - t0) * 1000)})

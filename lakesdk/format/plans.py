@@ -1,8 +1,14 @@
-"""Table-service plans stored in requested instants (Avro): the compaction plan.
+"""Table-service plans stored in requested instants (Avro): the compaction plan, the
+rollback plan and metadata, and the clustering plan.
 
 ``T.compaction.requested`` holds one ``HoodieCompactionPlan`` record: an operation per file
 slice to compact (base instant, base file name, log file names, file id, partition path,
 metrics).  Version 2 plans name files relative to their partition.
+
+``T.clustering.requested`` holds one ``HoodieRequestedReplaceMetadata`` record (operation
+type ``CLUSTER``) wrapping a ``HoodieClusteringPlan``: input groups of file slices (each a
+``HoodieSliceInfo`` with full file paths, as Hudi writes them), the number of output file
+groups per input group, metrics, and the execution strategy with its parameters.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ import fastavro
 
 from lakesdk.exceptions import CorruptTimelineError
 
-__all__ = ["CompactionOperation", "CompactionPlanData", "RollbackRequest", "RollbackPlanData", "RollbackMetadataData"]
+__all__ = ["CompactionOperation", "CompactionPlanData", "RollbackRequest", "RollbackPlanData", "RollbackMetadataData",
+           "ClusteringSliceInfo", "ClusteringGroupData", "ClusteringPlanData"]
 
 
 @lru_cache(maxsize=None)
@@ -149,3 +156,102 @@ class RollbackMetadataData:
                    tuple((c, "") for c in r.get("commitsRollback") or []),
                    {p: tuple(m["successDeleteFiles"]) for p, m in pm.items()},
                    {p: tuple(m["failedDeleteFiles"]) for p, m in pm.items() if m["failedDeleteFiles"]})
+
+
+def _base_name(p: str | None) -> str | None:
+    return p.rsplit("/", 1)[-1] if p else None
+
+
+@dataclass(frozen=True)
+class ClusteringSliceInfo:
+    """``HoodieSliceInfo``: one input file slice of a clustering group (file names, no paths)."""
+
+    partition: str
+    file_id: str
+    base_file: str | None
+    log_files: tuple[str, ...] = ()
+
+    def to_dict(self, base_url: str = "") -> dict[str, Any]:
+        def full(name: str) -> str:   # Hudi stores full paths
+            rel = f"{self.partition}/{name}" if self.partition else name
+            return f"{base_url.rstrip('/')}/{rel}" if base_url else rel
+        return {"dataFilePath": full(self.base_file) if self.base_file else "",
+                "deltaFilePaths": [full(n) for n in self.log_files], "fileId": self.file_id,
+                "partitionPath": self.partition, "bootstrapFilePath": "", "version": 1}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ClusteringSliceInfo":
+        return cls(d.get("partitionPath") or "", d.get("fileId") or "", _base_name(d.get("dataFilePath")),
+                   tuple(n for n in (_base_name(p) for p in d.get("deltaFilePaths") or []) if n))
+
+
+@dataclass(frozen=True)
+class ClusteringGroupData:
+    """``HoodieClusteringGroup``: slices rewritten together into ``num_output_groups`` files."""
+
+    slices: tuple[ClusteringSliceInfo, ...]
+    num_output_groups: int = 1
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self, base_url: str = "") -> dict[str, Any]:
+        return {"slices": [s.to_dict(base_url) for s in self.slices], "metrics": dict(self.metrics),
+                "numOutputFileGroups": self.num_output_groups, "extraMetadata": None, "version": 1}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ClusteringGroupData":
+        return cls(tuple(ClusteringSliceInfo.from_dict(x) for x in d.get("slices") or []),
+                   int(d.get("numOutputFileGroups") or 1), dict(d.get("metrics") or {}))
+
+
+SORT_COLUMNS_PARAM = "hoodie.clustering.plan.strategy.sort.columns"
+EXECUTION_STRATEGY = "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy"
+
+
+@dataclass(frozen=True)
+class ClusteringPlanData:
+    """``HoodieClusteringPlan`` inside ``HoodieRequestedReplaceMetadata`` (``.clustering.requested``)."""
+
+    groups: tuple[ClusteringGroupData, ...]
+    strategy_class: str = EXECUTION_STRATEGY
+    strategy_params: dict[str, str] = field(default_factory=dict)
+    extra_metadata: dict[str, str] = field(default_factory=dict)
+    preserve_hoodie_metadata: bool = True
+    version: int = 1
+
+    @property
+    def sort_columns(self) -> tuple[str, ...]:
+        raw = self.strategy_params.get(SORT_COLUMNS_PARAM) or ""
+        return tuple(c.strip() for c in raw.split(",") if c.strip())
+
+    def file_groups(self) -> list[tuple[str, str]]:
+        """(partition, file id) of every input slice."""
+        return [(s.partition, s.file_id) for g in self.groups for s in g.slices]
+
+    def to_avro(self, base_url: str = "") -> bytes:
+        """The ``HoodieRequestedReplaceMetadata`` record (operation type CLUSTER) as Avro bytes."""
+        plan = {"inputGroups": [g.to_dict(base_url) for g in self.groups],
+                "strategy": {"strategyClassName": self.strategy_class, "strategyParams": dict(self.strategy_params),
+                             "version": 1},
+                "extraMetadata": dict(self.extra_metadata), "version": self.version,
+                "preserveHoodieMetadata": self.preserve_hoodie_metadata}
+        rec = {"operationType": "CLUSTER", "clusteringPlan": plan, "extraMetadata": {}, "version": 1}
+        buf = io.BytesIO()
+        fastavro.writer(buf, _schema("HoodieRequestedReplaceMetadata"), [rec], codec="null")
+        return buf.getvalue()
+
+    @classmethod
+    def parse(cls, data: bytes) -> "ClusteringPlanData":
+        """Read a ``.clustering.requested`` (or a requested ``.replacecommit`` of a clustering) file."""
+        try:
+            r = next(iter(fastavro.reader(io.BytesIO(data))))
+        except Exception as exc:  # noqa: BLE001
+            raise CorruptTimelineError(f"clustering plan is not a valid Avro file: {exc}") from exc
+        plan = r.get("clusteringPlan")
+        if not plan:
+            raise CorruptTimelineError(
+                f"requested replace metadata (operation {r.get('operationType')!r}) holds no clustering plan")
+        strat = plan.get("strategy") or {}
+        return cls(tuple(ClusteringGroupData.from_dict(g) for g in plan.get("inputGroups") or []),
+                   strat.get("strategyClassName") or EXECUTION_STRATEGY, dict(strat.get("strategyParams") or {}),
+                   dict(plan.get("extraMetadata") or {}), bool(plan.get("preserveHoodieMetadata")),
+                   int(plan.get("version") or 1))

@@ -116,11 +116,15 @@ class Timeline:
             return self.commits
         return Timeline(tuple(i for i in self.commits if i.requested <= moment), self.layout)
 
-    def in_range(self, start: str | None, end: str | None) -> "Timeline":
-        """Completed write instants with time in ``(start, end]`` (completion time on layout 2)."""
+    def in_range(self, start: str | None, end: str | None, *, start_inclusive: bool = False) -> "Timeline":
+        """Completed write instants with time in ``(start, end]`` (``[start, end]`` with
+        ``start_inclusive``); completion time on layout 2, requested time on layout 1."""
         def t(i: Instant) -> str:
             return i.completed if self.layout >= 2 and i.completed else i.requested
-        keep = tuple(i for i in self.commits if (start is None or t(i) > start) and (end is None or t(i) <= end))
+
+        def after_start(i: Instant) -> bool:
+            return start is None or t(i) > start or (start_inclusive and t(i) == start)
+        keep = tuple(i for i in self.commits if after_start(i) and (end is None or t(i) <= end))
         return Timeline(keep, self.layout)
 
     def __repr__(self) -> str:

@@ -77,12 +77,23 @@ class ArchivePlan:
                 f"{self.active_commits - self.commits} completed commits and "
                 f"{self.active_instants - len(self.instants)} instants stay active{bound})")
 
+    def effect(self) -> str:
+        """The expected effect, in words."""
+        if not self.instants:
+            return "nothing to archive: " + ("; ".join(self.bounds) or "the active timeline is small enough")
+        return (f"moves {len(self.instants)} completed instants ({self.commits} commits) from the active timeline into "
+                f"the timeline history; {self.active_instants - len(self.instants)} instants stay active. "
+                "No data file is touched: the table reads the same, t.history() still lists them")
+
     def _repr_html_(self) -> str:
         import html
         rows = "".join(f"<tr><td>{i.requested}</td><td>{i.action}</td><td>{i.completed}</td></tr>"
                        for i in self.instants[:100])
-        return (f"<div><b>{html.escape(repr(self))}</b><table><tr><th>instant</th><th>action</th>"
-                f"<th>completed</th></tr>{rows}</table></div>")
+        more = f"<caption>first 100 of {len(self.instants)} instants</caption>" if len(self.instants) > 100 else ""
+        stops = f"<br>stops at: {html.escape('; '.join(self.bounds))}" if self.bounds else ""
+        return (f"<div><b>ArchivePlan</b> on <code>{html.escape(self.table)}</code> (keep {self.min_commits}..."
+                f"{self.max_commits} commits)<br>{html.escape(self.effect())}{stops}<table>{more}<tr><th>instant</th>"
+                f"<th>action</th><th>completed</th></tr>{rows}</table></div>")
 
 
 @dataclass(frozen=True)

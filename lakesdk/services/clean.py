@@ -513,14 +513,15 @@ def clean_after_write(table: "Table") -> CleanResult | None:
         return None
 
 
-def check_time_travel(table: "Table", moment: str) -> None:
+def check_time_travel(table: "Table", moment: str, *, store: TimelineStore | None = None,
+                      timeline: Timeline | None = None) -> None:
     """Raise when a time-travel read as of ``moment`` may miss files a clean deleted
     (Hudi's ``TimelineUtils.validateTimestampAsOf``): ``moment`` must not be before the last
     clean's earliest commit to retain (a savepointed instant is always readable); after a
     clean without one (KEEP_LATEST_FILE_VERSIONS) it must not be before the first active
     commit."""
-    store = table._store()
-    timeline = store.load()
+    store = store or table._store()
+    timeline = timeline if timeline is not None else store.load()
     prev = last_clean(store, timeline)
     if prev is None:
         return

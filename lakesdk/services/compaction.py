@@ -12,20 +12,78 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from lakesdk._display import human_bytes as _human
-from lakesdk.exceptions import InstantNotFoundError, LakeError
+from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError, LakeError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
+from lakesdk.format.instant import Instant, parse_instant_time
 from lakesdk.format.plans import CompactionOperation, CompactionPlanData
+from lakesdk.format.timeline import Timeline
 
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
 
 __all__ = ["CompactionPlan", "plan_compaction", "schedule_compaction", "execute_compaction",
-           "deltacommits_since_compaction"]
+           "deltacommits_since_compaction", "compaction_due", "order_operations", "TRIGGERS"]
+
+#: ``hoodie.compact.inline.trigger.strategy`` values
+TRIGGERS = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_OR_TIME", "NUM_AND_TIME")
+_MB = 1024 * 1024
+
+
+def compaction_due(timeline: Timeline, *, trigger: str = "NUM_COMMITS", max_delta_commits: int = 5,
+                   max_delta_seconds: float = 3600, now: str | None = None) -> bool:
+    """Whether a compaction should be scheduled now (Hudi's
+    ``ScheduleCompactionActionExecutor.needCompact``).
+
+    Counts completed delta commits requested after the last completed compaction (all of
+    them before the first compaction); ``NUM_COMMITS_AFTER_LAST_REQUEST`` counts after the
+    last compaction *request* instead (pending or completed).  Elapsed time runs from the
+    last completed compaction (else the first delta commit) to ``now`` (an instant time;
+    default the current time).  No delta commit at all: never due.
+    """
+    trig = str(trigger).upper()
+    if trig not in TRIGGERS:
+        raise ValueError(f"unknown compaction trigger {trigger!r}: expected one of {', '.join(TRIGGERS)}")
+    if max_delta_commits < 1 or max_delta_seconds < 0:
+        raise ValueError("max_delta_commits must be >= 1 and max_delta_seconds >= 0")
+    deltas = [i for i in timeline.instants if i.is_completed and i.action == "deltacommit"]
+    if not deltas:
+        return False
+    compactions = [i for i in timeline.instants if i.action == "compaction"]
+    if trig == "NUM_COMMITS_AFTER_LAST_REQUEST":
+        last_request = compactions[-1].requested if compactions else ""
+        return sum(1 for d in deltas if d.requested > last_request) >= max_delta_commits
+    done = [c for c in compactions if c.is_completed]
+    last = done[-1].requested if done else None
+    enough = sum(1 for d in deltas if last is None or d.requested > last) >= max_delta_commits
+    start = parse_instant_time(last or deltas[0].requested)
+    end = parse_instant_time(now) if now else datetime.now(timezone.utc).replace(tzinfo=None)
+    late = (end - start).total_seconds() >= max_delta_seconds
+    return {"NUM_COMMITS": enough, "TIME_ELAPSED": late, "NUM_OR_TIME": enough or late,
+            "NUM_AND_TIME": enough and late}[trig]
+
+
+def order_operations(ops: list[CompactionOperation], *, log_size_threshold: int = 0,
+                     target_io_mb: float = 512000) -> list[CompactionOperation]:
+    """The default strategy (Hudi's ``LogFileSizeBasedCompactionStrategy`` over
+    ``BoundedIOCompactionStrategy``): drop operations whose log files total less than
+    ``log_size_threshold`` bytes, largest logs first, then take operations while the IO
+    budget ``target_io_mb`` lasts (the operation that uses it up is still taken)."""
+    kept = [o for o in ops if o.metrics.get("TOTAL_LOG_FILES_SIZE", 0) >= log_size_threshold]
+    kept.sort(key=lambda o: -o.metrics.get("TOTAL_LOG_FILES_SIZE", 0))
+    out = []
+    budget = float(target_io_mb)
+    for o in kept:
+        out.append(o)
+        budget -= o.metrics.get("TOTAL_IO_MB", 0)
+        if budget <= 0:
+            break
+    return out
 
 
 
@@ -53,6 +111,18 @@ class CompactionPlan:
     def __len__(self) -> int:
         return len(self.operations)
 
+    @property
+    def base_bytes(self) -> int:
+        return int(sum(o.metrics.get("TOTAL_BASE_FILE_SIZE", 0) for o in self.operations))
+
+    def effect(self) -> str:
+        """The expected effect, in words."""
+        if not self.operations:
+            return "nothing to compact: no file slice has log files"
+        return (f"merges {self.log_files} log files ({_human(self.log_bytes)}) of {len(self.operations)} file groups "
+                f"in {len(self.partitions)} partitions into new base files; reads return the same rows, "
+                "the replaced slices stay until a clean")
+
     def __repr__(self) -> str:
         at = f" @ {self.instant}" if self.instant else " (not scheduled)"
         return (f"CompactionPlan({self.table!r}{at}: {len(self.operations)} file groups in "
@@ -60,12 +130,17 @@ class CompactionPlan:
                 f"to merge into new base files)")
 
     def _repr_html_(self) -> str:
+        import html
         rows = "".join(
-            f"<tr><td>{o.partition or '&lt;root&gt;'}</td><td><code>{o.file_id}</code></td>"
-            f"<td>{o.base_file or '-'}</td><td>{len(o.log_files)}</td>"
+            f"<tr><td>{html.escape(o.partition or '<root>')}</td><td><code>{html.escape(o.file_id)}</code></td>"
+            f"<td>{html.escape(o.base_file or '-')}</td><td>{_human(o.metrics.get('TOTAL_BASE_FILE_SIZE', 0))}</td>"
+            f"<td>{'<br>'.join(html.escape(n) for n in o.log_files)}</td>"
             f"<td>{_human(o.metrics.get('TOTAL_LOG_FILES_SIZE', 0))}</td></tr>" for o in self.operations[:50])
-        return (f"<div><b>{repr(self)}</b><table><tr><th>partition</th><th>file group</th><th>base file</th>"
-                f"<th>log files</th><th>log bytes</th></tr>{rows}</table></div>")
+        more = f"<caption>first 50 of {len(self.operations)} file groups</caption>" if len(self.operations) > 50 else ""
+        at = f"@ {self.instant}" if self.instant else "(not scheduled)"
+        return (f"<div><b>CompactionPlan</b> on <code>{html.escape(self.table)}</code> {at}<br>"
+                f"{html.escape(self.effect())}<table>{more}<tr><th>partition</th><th>file group</th><th>base file</th>"
+                f"<th>base size</th><th>log files</th><th>log bytes</th></tr>{rows}</table></div>")
 
 
 def deltacommits_since_compaction(table: "Table") -> int:
@@ -78,27 +153,63 @@ def deltacommits_since_compaction(table: "Table") -> int:
     return n
 
 
-def plan_compaction(table: "Table", *, min_log_files: int = 1) -> CompactionPlan:
-    """The slices a compaction would merge now (nothing is written)."""
+def _pending_clustering_file_ids(store: Any, timeline: Timeline) -> set[str]:
+    """File ids that pending clusterings rewrite (``clusteringPlan.inputGroups[].slices[]`` of
+    their ``HoodieRequestedReplaceMetadata``; the Avro file carries its own schema)."""
+    import io
+
+    import fastavro
+    out: set[str] = set()
+    for i in timeline.pending:
+        if i.action != "clustering":
+            continue
+        try:
+            data = store.read_bytes(Instant("clustering", "requested", i.requested))
+        except FileNotFoundError:
+            continue
+        try:
+            rec = next(iter(fastavro.reader(io.BytesIO(data))), None) if data else None
+        except Exception as exc:  # noqa: BLE001 - fastavro raises several types for damaged files
+            raise CorruptTimelineError(
+                f"the plan of pending clustering {i.requested} is not a valid Avro file ({exc}): a compaction cannot "
+                "tell which file groups it rewrites; execute or roll back that clustering first") from exc
+        plan = (rec or {}).get("clusteringPlan") or {}
+        for group in plan.get("inputGroups") or []:
+            out.update(s.get("fileId") for s in group.get("slices") or [] if s.get("fileId"))
+    return out
+
+
+def plan_compaction(table: "Table", *, min_log_files: int = 1, log_size_threshold: int = 0,
+                    target_io_mb: float = 512000) -> CompactionPlan:
+    """The slices a compaction would merge now (nothing is written): the latest slice of
+    every file group with at least ``min_log_files`` log files of completed delta commits,
+    except file groups that a pending compaction already covers; ordered and bounded by
+    :func:`order_operations`."""
     if not table.config.is_mor:
-        raise LakeError(f"{table.name!r} is a copy-on-write table: there are no log files to compact")
+        raise LakeError(f"Can only compact table of type MERGE_ON_READ: {table.name!r} is a copy-on-write table, "
+                        "there are no log files to compact")
     from lakesdk.read.view import FileSystemView
+    from lakesdk.services.clean import _pending_compaction_ops
     store = table._store()
     timeline = store.load()
-    pending = {i.requested for i in timeline.pending if i.action == "compaction"}
-    if pending:
-        raise LakeError(f"a compaction is already pending at {sorted(pending)[0]}; execute it first "
-                        "(table.maintenance.compact(instant=...))")
+    pending_ops, _ = _pending_compaction_ops(store, timeline)
+    busy = {fid for fid, _ in pending_ops} | _pending_clustering_file_ids(store, timeline)
     view = FileSystemView(table.storage, table.config, store, timeline)
     ops = []
     for sl in view.latest_slices():
-        if len(sl.log_files) < min_log_files or not sl.log_files:
+        if len(sl.log_files) < min_log_files or not sl.log_files or sl.file_id in busy:
             continue
+        logs = float(sum(sl.log_sizes))
+        read = (sl.base_size + logs) / _MB
+        write = (sl.base_size or table.options.target_file_size) / _MB
         ops.append(CompactionOperation(
             sl.file_id, sl.partition, sl.base_instant, sl.base_file.name if sl.base_file else None,
             tuple(lf.name for lf in sl.log_files),
-            {"TOTAL_LOG_FILES": float(len(sl.log_files)), "TOTAL_LOG_FILES_SIZE": float(sum(sl.log_sizes))}))
-    return CompactionPlan(table.name, tuple(ops))
+            {"TOTAL_LOG_FILES": float(len(sl.log_files)), "TOTAL_LOG_FILES_SIZE": logs,
+             "TOTAL_BASE_FILE_SIZE": float(sl.base_size), "TOTAL_IO_READ_MB": read, "TOTAL_IO_WRITE_MB": write,
+             "TOTAL_IO_MB": read + write}))
+    return CompactionPlan(table.name, tuple(order_operations(ops, log_size_threshold=log_size_threshold,
+                                                             target_io_mb=target_io_mb)))
 
 
 def schedule_compaction(table: "Table", plan: CompactionPlan) -> CompactionPlan:
@@ -126,7 +237,9 @@ def execute_compaction(table: "Table", instant: str) -> Any:
         raise InstantNotFoundError(f"no compaction instant {instant!r} on the timeline") from None
     if inst.is_completed:
         raise LakeError(f"compaction {instant} is already completed")
-    plan = CompactionPlanData.parse(store.storage.read(store.path(inst)))
+    # the plan is in the requested file (the inflight one is empty), also when resuming a
+    # compaction whose executor died after it went inflight
+    plan = CompactionPlanData.parse(store.read_bytes(Instant("compaction", "requested", instant)))
     if inst.state == "requested":
         inst = store.transition(inst, "inflight")
     schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)

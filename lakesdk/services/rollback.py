@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from lakesdk._display import human_bytes as _human
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError, LakeError
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.plans import RollbackMetadataData, RollbackPlanData, RollbackRequest
@@ -30,7 +31,8 @@ from lakesdk.storage import Storage
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
 
-__all__ = ["RollbackResult", "rollback", "rollback_failed_writes", "files_written_by", "RollbackNotAllowedError"]
+__all__ = ["RollbackPlan", "RollbackResult", "plan_rollback", "rollback", "rollback_failed_writes",
+           "files_written_by", "RollbackNotAllowedError"]
 
 
 class RollbackNotAllowedError(LakeError, ValueError):
@@ -38,7 +40,59 @@ class RollbackNotAllowedError(LakeError, ValueError):
 
 
 @dataclass(frozen=True)
+class RollbackPlan:
+    """What rolling back ``target`` deletes: the data files it wrote (from its markers, its
+    commit metadata, or a scan for its instant time), then its timeline files.  Nothing is
+    written until :func:`rollback` runs; ``instant`` is set when a pending rollback (one a
+    crash interrupted) already holds this plan and will be reused."""
+
+    table: str
+    target: Instant
+    files: tuple[str, ...]
+    sizes: tuple[int, ...]
+    instant: str | None = None
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def partitions(self) -> list[str]:
+        return sorted({posixpath.dirname(f) for f in self.files})
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def effect(self) -> str:
+        """The expected effect, in words."""
+        what = "a failed write" if not self.target.is_completed else "the latest completed write"
+        files = (f"deletes {len(self.files)} data files ({_human(self.bytes)}) in {len(self.partitions)} partitions"
+                 if self.files else "deletes no data file (the write left none)")
+        return (f"{files}, then removes {self.target.action} {self.target.requested} ({what}) from the timeline; "
+                "a rollback instant records what was removed")
+
+    def __repr__(self) -> str:
+        at = f" @ {self.instant} (pending, will be resumed)" if self.instant else " (not scheduled)"
+        return (f"RollbackPlan({self.table!r}{at}: roll back {self.target.action} {self.target.requested} "
+                f"({self.target.state}): {self.effect()})")
+
+    def _repr_html_(self) -> str:
+        import html
+        rows = "".join(f"<tr><td>{html.escape(posixpath.dirname(f) or '<root>')}</td>"
+                       f"<td><code>{html.escape(posixpath.basename(f))}</code></td><td>{_human(z)}</td></tr>"
+                       for f, z in list(zip(self.files, self.sizes))[:100])
+        more = f"<caption>first 100 of {len(self.files)} files</caption>" if len(self.files) > 100 else ""
+        table = (f"<table>{more}<tr><th>partition</th><th>file</th><th>size</th></tr>{rows}</table>"
+                 if self.files else "")
+        return (f"<div><b>RollbackPlan</b> on <code>{html.escape(self.table)}</code>: roll back "
+                f"<b>{self.target.action} {self.target.requested}</b> ({self.target.state})<br>"
+                f"{html.escape(self.effect())}{table}</div>")
+
+
+@dataclass(frozen=True)
 class RollbackResult:
+    """What a rollback removed."""
+
     table: str
     rolled_back: Instant
     rollback_instant: str
@@ -49,6 +103,10 @@ class RollbackResult:
         return (f"RollbackResult({self.table!r}: rolled back {self.rolled_back.action} {self.rolled_back.requested} "
                 f"({self.rolled_back.state}) @ {self.rollback_instant}, deleted {len(self.deleted_files)} files, "
                 f"seconds={self.seconds:.2f})")
+
+    def _repr_html_(self) -> str:
+        import html
+        return f"<div><b>RollbackResult</b> {html.escape(repr(self))}</div>"
 
 
 def _written_by(name: str, instant: str) -> bool:
@@ -110,45 +168,98 @@ def _execute(table: "Table", store: TimelineStore, target: Instant, plan: Rollba
                           tuple(p for v in deleted.values() for p in v), time.perf_counter() - t0)
 
 
-def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
-             _allow_alive: bool = False, _only_pending: bool = False) -> RollbackResult:
-    """Roll back ``instant``: a pending write (its writer failed or died), or the latest
-    completed write.  A pending write whose heartbeat is fresh belongs to a live writer and
-    is refused unless ``force=True``."""
+def _target(table: "Table", timeline: Any, req: str, *, force: bool, allow_alive: bool) -> Instant:
+    """The instant to roll back, after the rules: a completed write only when it is the
+    latest and not savepointed; a pending write only when its writer is gone."""
     from lakesdk.concurrency.heartbeat import is_expired
-    store = table._store()
-    timeline = store.load()
-    req = instant.requested if isinstance(instant, Instant) else str(instant)
     try:
         target = next(i for i in timeline if i.requested == req and i.action != "rollback")
     except StopIteration:
         raise InstantNotFoundError(f"no instant {req!r} to roll back on {table.name!r}") from None
-    if _only_pending and target.is_completed:   # a slow writer completed it since it was found failed
-        raise InstantNotFoundError(f"{req} completed meanwhile on {table.name!r}: nothing to roll back")
     if target.is_completed:
         if target.completed_action not in WRITE_ACTIONS:
             raise RollbackNotAllowedError(f"{target.action} {req} is not a write; only writes can be rolled back")
         if any(i.action == "savepoint" and i.is_completed and i.requested == req for i in timeline):
             raise RollbackNotAllowedError(
-                f"completed instant {req} is savepointed; delete the savepoint first "
-                "(table.maintenance.delete_savepoint(...)) or restore to it")
-        latest = timeline.last_completed_write
-        if latest is None or latest.requested != req:
+                f"Could not rollback a savepointed commit: completed instant {req} is savepointed; delete the "
+                "savepoint first (table.maintenance.delete_savepoint(...)) or restore to it")
+        done = target.completed or target.requested
+        later = [i for i in timeline.commits.by_completion()
+                 if i.requested != req and (i.completed or i.requested) > done]
+        if later:
+            names = ", ".join(f"{i.action} {i.requested}" for i in reversed(later[-5:]))
+            more = f" and {len(later) - 5} more" if len(later) > 5 else ""
             raise RollbackNotAllowedError(
-                f"completed instant {req} is not the latest completed write "
-                f"(latest: {latest.requested if latest else 'none'}); roll back the later ones first, "
-                "or restore a savepoint")
-    elif not force and not _allow_alive and table.storage.exists(f".hoodie/.heartbeat/{req}") and not is_expired(
+                f"completed instant {req} is not the latest completed write: {len(later)} later write(s) completed "
+                f"after it ({names}{more}). Roll those back first, newest first, or restore the table to a "
+                f"savepoint taken at or before {req} (table.maintenance.savepoint(...) / "
+                "table.maintenance.restore(...))")
+    elif not force and not allow_alive and table.storage.exists(f".hoodie/.heartbeat/{req}") and not is_expired(
             table.storage, req, table.options.heartbeat_interval_s, table.options.heartbeat_misses):
         raise RollbackNotAllowedError(
             f"{target.action} {req} is still running (its heartbeat is fresh); wait for it, or pass force=True "
             "if you know its writer is gone")
+    return target
+
+
+def _pending_rollback_of(store: TimelineStore, timeline: Any, req: str) -> tuple[Instant, RollbackPlanData] | None:
+    """A pending rollback (interrupted by a crash) of instant ``req``, with its plan."""
+    for rb in timeline.pending.filter(actions=["rollback"]):
+        try:
+            plan = RollbackPlanData.parse(store.read_bytes(Instant("rollback", "requested", rb.requested)))
+        except (FileNotFoundError, CorruptTimelineError):
+            continue
+        if plan.instant == req:
+            return rb, plan
+    return None
+
+
+def _plan_data(table: "Table", store: TimelineStore, target: Instant) -> RollbackPlanData:
     files = files_written_by(table.storage, store, target)
     by_part: dict[str, list[str]] = {}
     for f in sorted(files):
         by_part.setdefault(posixpath.dirname(f), []).append(f)
-    plan = RollbackPlanData(target.requested, target.action,
+    return RollbackPlanData(target.requested, target.action,
                             tuple(RollbackRequest(p, None, tuple(v)) for p, v in sorted(by_part.items())))
+
+
+def plan_rollback(table: "Table", instant: str | Instant, *, force: bool = False) -> RollbackPlan:
+    """What rolling back ``instant`` would delete (nothing is written); raises
+    :class:`RollbackNotAllowedError` when :func:`rollback` would refuse it."""
+    store = table._store()
+    timeline = store.load()
+    req = instant.requested if isinstance(instant, Instant) else str(instant)
+    target = _target(table, timeline, req, force=force, allow_alive=False)
+    pending = _pending_rollback_of(store, timeline, req)
+    data = pending[1] if pending else _plan_data(table, store, target)
+    files = tuple(f for r in data.requests for f in r.files_to_delete)
+    sizes = []
+    for f in files:
+        try:
+            sizes.append(table.storage.size(f))
+        except (FileNotFoundError, OSError):
+            sizes.append(0)
+    return RollbackPlan(table.name, target, files, tuple(sizes), pending[0].requested if pending else None)
+
+
+def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
+             _allow_alive: bool = False, _only_pending: bool = False) -> RollbackResult:
+    """Roll back ``instant``: a pending write (its writer failed or died), or the latest
+    completed write.  A pending write whose heartbeat is fresh belongs to a live writer and
+    is refused unless ``force=True``.  A completed write with later completed writes is
+    refused (roll back the later ones first, or restore a savepoint).  A rollback of the
+    same instant that a crash interrupted is resumed (same rollback instant)."""
+    store = table._store()
+    timeline = store.load()
+    req = instant.requested if isinstance(instant, Instant) else str(instant)
+    if _only_pending and any(i.requested == req and i.is_completed and i.action != "rollback" for i in timeline):
+        # a slow writer completed it since it was found failed
+        raise InstantNotFoundError(f"{req} completed meanwhile on {table.name!r}: nothing to roll back")
+    target = _target(table, timeline, req, force=force, allow_alive=_allow_alive)
+    pending = _pending_rollback_of(store, timeline, req)
+    if pending is not None:
+        return _execute(table, store, target, pending[1], pending[0])
+    plan = _plan_data(table, store, target)
     rb = store.create_new("rollback", plan.to_avro(), after=timeline.max_time())
     return _execute(table, store, target, plan, rb)
 

@@ -245,12 +245,27 @@ class RestorePlan:
                 f"deleting {self.files} files ({_human(self.bytes)}); afterwards the table holds exactly the rows "
                 f"of savepoint {self.savepoint})")
 
+    def effect(self) -> str:
+        """The expected effect, in words."""
+        if not self.steps:
+            return f"nothing to roll back: the table is at savepoint {self.savepoint}"
+        return (f"rolls back {len(self.steps)} instants newest first, deleting {self.files} data files "
+                f"({_human(self.bytes)}); the table then holds exactly the rows of savepoint {self.savepoint}")
+
     def _repr_html_(self) -> str:
         import html
+
+        def names(s: RestoreStep) -> str:
+            shown = "<br>".join(html.escape(f) for f in s.files[:20])
+            return shown + (f"<br>... {len(s.files) - 20} more" if len(s.files) > 20 else "")
         rows = "".join(f"<tr><td>{s.instant.requested}</td><td>{s.instant.action}</td><td>{s.instant.state}</td>"
-                       f"<td>{len(s.files)}</td><td>{_human(s.bytes)}</td></tr>" for s in self.steps)
-        return (f"<div><b>{html.escape(repr(self))}</b><table><tr><th>instant</th><th>action</th><th>state</th>"
-                f"<th>files</th><th>bytes</th></tr>{rows}</table></div>")
+                       f"<td>{len(s.files)}</td><td>{_human(s.bytes)}</td><td><code>{names(s)}</code></td></tr>"
+                       for s in self.steps)
+        at = f"@ {self.instant}" if self.instant else "(not scheduled)"
+        return (f"<div><b>RestorePlan</b> on <code>{html.escape(self.table)}</code> {at} to savepoint "
+                f"<b>{self.savepoint}</b><br>{html.escape(self.effect())}"
+                f"<table><tr><th>instant</th><th>action</th><th>state</th><th>files</th><th>bytes</th>"
+                f"<th>data files</th></tr>{rows}</table></div>")
 
 
 @dataclass(frozen=True)
@@ -262,6 +277,7 @@ class RestoreResult:
     rolled_back: tuple[tuple[str, str], ...]
     deleted_files: int
     seconds: float
+    deleted: tuple[str, ...] = field(default=(), repr=False)   # the data files removed (relative paths)
 
     def __repr__(self) -> str:
         return (f"RestoreResult({self.table!r} @ {self.instant}: restored savepoint {self.savepoint}, rolled back "
@@ -341,6 +357,7 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
         rinst = store.transition(rinst, "inflight")
     rollbacks: dict[str, list[dict[str, Any]]] = {}
     deleted = 0
+    paths: list[str] = []
     for req, _action in plan.instants:
         tl = store.load()
         target = next((i for i in tl.instants if i.requested == req and i.action in _ROLLBACK_TARGETS), None)
@@ -360,6 +377,7 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
         rb = store.create_new("rollback", rplan.to_avro(), after=tl.max_time())
         res = _execute(table, store, target, rplan, rb)
         deleted += len(res.deleted_files)
+        paths += res.deleted_files
         done_rb = next(i for i in store.load().instants if i.action == "rollback" and i.requested == rb.requested)
         rollbacks[req] = [avro_record(store.read_bytes(done_rb), "rollback metadata")]
     md = RestoreMetadataData(rinst.requested, int((time.perf_counter() - t0) * 1000), plan.instants, rollbacks)
@@ -376,7 +394,7 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
         raise RestoreError(f"restore {rinst.requested} completed but the last completed commit is "
                            f"{last[-1].requested if len(last) else 'none'}, not savepoint {sp}")
     return RestoreResult(table.name, rinst.requested, done.completed, sp, plan.instants, deleted,
-                         time.perf_counter() - t0)
+                         time.perf_counter() - t0, tuple(paths))
 
 
 def _rolled_back(store: TimelineStore, rb: Instant) -> str | None:

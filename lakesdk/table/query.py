@@ -70,6 +70,7 @@ class Query:
     end: str | None = None
     meta: bool = False
     read_optimized: bool = False
+    start_inclusive: bool = False
 
     # -- builders -------------------------------------------------------------------------------
     def select(self, *columns: str) -> "Query":
@@ -97,6 +98,8 @@ class Query:
         timeline = store.load()
         if self.kind == "incremental":
             return self._plan_incremental(store, timeline)
+        if self.as_of_time is not None:
+            _check_as_of(t, store, timeline, self.as_of_time)
         view = FileSystemView(t.storage, t.config, store, timeline, as_of=self.as_of_time)
         schema = resolve_schema(store, view.visible, create_schema=t.config.create_schema,
                                 base_file=self._any_base(view))
@@ -121,9 +124,22 @@ class Query:
 
     def _plan_incremental(self, store: Any, timeline: Any) -> ReadPlan:
         t = self.table
+        if not t.config.populate_meta_fields:
+            raise TimeTravelError(
+                f"Incremental queries are not supported when meta fields are disabled: {t.name!r} has "
+                "hoodie.populate.meta.fields=false, so its rows carry no _hoodie_commit_time to select changes by; "
+                "read a snapshot or time travel with as_of() instead")
         if self.start is not None and self.end is not None and self.start > self.end:
             raise TimeTravelError(f"incremental range ({self.start}, {self.end}] is empty: start is after end")
-        in_range = timeline.in_range(self.start, self.end)
+        if self.end is not None:
+            from lakesdk.services.clean import check_time_travel
+            check_time_travel(t, self.end, store=store, timeline=timeline)
+        in_range = list(timeline.in_range(self.start, self.end, start_inclusive=self.start_inclusive))
+        if t.config.layout_version < 2 and in_range:
+            _check_hollow(t, timeline, self.start, in_range[-1].requested)
+        # commits archived into the timeline history: their rows are still in the latest file
+        # slices (upserts keep _hoodie_commit_time of untouched rows), found by a full scan
+        archived = self._archived_in_range(timeline)
         end = self.end
         view = FileSystemView(t.storage, t.config, store, timeline, as_of=end)
         schema = resolve_schema(store, view.visible, create_schema=t.config.create_schema,
@@ -136,10 +152,25 @@ class Query:
                 if st.fileId:
                     touched.add((st.partitionPath or "", st.fileId))
         pf = (lambda v: self.predicate.prune(v)) if self.predicate is not None and t.config.partition_fields else None
-        slices = view.latest_slices(pf, file_groups=touched)
+        slices = view.latest_slices(pf, file_groups=None if archived else touched)
         parts = view.partitions()
-        return ReadPlan(tuple(slices), schema, tuple(in_range), frozenset(i.requested for i in in_range),
+        selected = sorted(archived + in_range, key=lambda i: (i.completed or i.requested, i.requested))
+        return ReadPlan(tuple(slices), schema, tuple(selected), frozenset(i.requested for i in selected),
                         len(parts) - len({s.partition for s in slices}), len(parts), tuple(view.visible))
+
+    def _archived_in_range(self, timeline: Any) -> list[Instant]:
+        """Write instants of the timeline history (table version 8+) inside the range."""
+        t = self.table
+        if t.config.layout_version < 2:
+            return []
+        from lakesdk.format.lsm_timeline import LSMTimeline
+        from lakesdk.format.timeline import Timeline
+        lsm = LSMTimeline(t.storage, t.config)
+        if not lsm.manifest():
+            return []
+        active = {i.requested for i in timeline.commits}
+        history = Timeline(tuple(i for i in lsm.instants() if i.requested not in active), timeline.layout)
+        return list(history.in_range(self.start, self.end, start_inclusive=self.start_inclusive))
 
     def _validate(self, schema: pa.Schema) -> None:
         names = list(META_FIELDS) + schema.names
@@ -227,7 +258,7 @@ class Query:
         if self.as_of_time:
             parts.append(f"as_of={self.as_of_time}")
         if self.kind == "incremental":
-            parts.append(f"range=({self.start or '-inf'}, {self.end or 'latest'}]")
+            parts.append(f"range={'[' if self.start_inclusive else '('}{self.start or '-inf'}, {self.end or 'latest'}]")
         if self.columns:
             parts.append(f"columns={list(self.columns)}")
         if self.predicate is not None:
@@ -245,3 +276,36 @@ def _arrow_fs(storage: Any, files: list[str]) -> tuple[Any, list[str]]:
         return pafs.LocalFileSystem(), [storage.url(f) for f in files]
     handler = pafs.PyFileSystem(pafs.FSSpecHandler(storage.fs))
     return handler, [f"{storage.root}/{f}" for f in files]
+
+
+#: pending actions that make a time-travel read unrepeatable (a clustering or compaction
+#: rewrites rows without changing them, so it does not count)
+_INCOMPLETE_WRITES = frozenset({"commit", "deltacommit", "replacecommit"})
+
+
+def _check_as_of(table: "Table", store: Any, timeline: Any, moment: str) -> None:
+    """Hudi's ``TimelineUtils.validateTimestampAsOf``: a time-travel moment must be before
+    the first incomplete write (else the read could change once it completes) and not
+    before what the last clean retained (see :func:`lakesdk.services.clean.check_time_travel`)."""
+    from lakesdk.services.clean import check_time_travel
+    first = next((i for i in timeline.pending if i.action in _INCOMPLETE_WRITES), None)
+    if first is not None and moment >= first.requested:
+        raise TimeTravelError(
+            f"Time travel's timestamp '{moment}' must be earlier than the first incomplete commit timestamp "
+            f"'{first.requested}' ({first.action} {first.state} on {table.name!r}): the read could change when it "
+            "completes. Pick an earlier moment, wait for the write, or roll back a failed one "
+            "(table.maintenance.rollback_failed_writes())")
+    check_time_travel(table, moment, store=store, timeline=timeline)
+
+
+def _check_hollow(table: "Table", timeline: Any, start: str | None, last: str) -> None:
+    """Table version 6 (requested-time ranges): a write still pending inside the range is a
+    hole that would be read later with rows of an instant already passed (Hudi's
+    ``hoodie.read.timeline.holes.resolution.policy=FAIL``)."""
+    hollow = [i for i in timeline.pending if i.action in _INCOMPLETE_WRITES
+              and (start is None or i.requested > start) and i.requested < last]
+    if hollow:
+        raise TimeTravelError(
+            f"Found hollow commit: '{hollow[0].requested}' ({hollow[0].action} {hollow[0].state}) on {table.name!r} is "
+            f"pending but completed commits up to {last} follow it in the incremental range: end the range before "
+            f"{hollow[0].requested}, or wait for that write (or roll it back) and read again")

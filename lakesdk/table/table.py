@@ -41,6 +41,11 @@ class TableOptions:
     schema_reconcile: bool = False                 # concurrent schema evolution: unify compatible schemas
     clean_after_write: bool = False                # hoodie.clean.automatic (inline clean after each commit)
     clean_retain_commits: int = 10                 # hoodie.cleaner.commits.retained (inline clean, KEEP_LATEST_COMMITS)
+    cluster_every: int | None = None               # hoodie.clustering.inline.max.commits (inline clustering after N commits)
+    cluster_small_file_limit: int = 300 * 1024 * 1024      # hoodie.clustering.plan.strategy.small.file.limit
+    cluster_max_bytes_per_group: int = 2048 * 1024 * 1024  # hoodie.clustering.plan.strategy.max.bytes.per.group
+    cluster_target_file_size: int = 1024 * 1024 * 1024     # hoodie.clustering.plan.strategy.target.file.max.bytes
+    cluster_sort_by: tuple[str, ...] = ()          # hoodie.clustering.plan.strategy.sort.columns
 
 
 def load_config(storage: Storage) -> TableConfig:
@@ -271,18 +276,29 @@ class Table:
     def as_of(self, moment: Any) -> Query:
         """The table as of a moment: an instant time (yyyyMMddHHmmss[SSS]; need not be an
         instant's own), a datetime, an ISO string, an Instant or a WriteResult.  Before the
-        first commit the result is empty."""
+        first commit the result is empty.
+
+        As Hudi does, reading raises TimeTravelError when the moment is at or after a write
+        that is still pending (the answer could change when it completes), or before the
+        earliest commit the last clean retained (its files may be gone); a savepointed
+        instant stays readable."""
         return Query(self).as_of(moment)
 
     def incremental(self, start: Any = None, end: Any = None, *, columns: list[str] | None = None,
-                    where: Any = None, meta_fields: bool = True) -> Query:
+                    where: Any = None, meta_fields: bool = True, start_inclusive: bool = False) -> Query:
         """Records changed by commits in ``(start, end]``, in their latest state as of ``end``.
 
         On table version 8+ the bounds are compared with completion times (as Hudi 1.x
         does); on version 6 with requested times.  Pass a WriteResult or an Instant to
-        use its completion time.
+        use its completion time.  ``start=None`` (or ``"earliest"``) reads from the first
+        commit, commits archived into the timeline history included; ``start_inclusive=True``
+        makes the range ``[start, end]`` (Hudi 1.x Spark's ``CLOSED_CLOSED``: ``start=end=``
+        a commit's completion time selects exactly that commit).
         """
-        q = Query(self, kind="incremental", start=_moment(start), end=_moment(end), meta=meta_fields)
+        if isinstance(start, str) and start.strip().lower() == "earliest":
+            start = None
+        q = Query(self, kind="incremental", start=_moment(start), end=_moment(end), meta=meta_fields,
+                  start_inclusive=start_inclusive)
         if columns is not None:
             q = q.select(*columns)
         if where is not None:
@@ -306,7 +322,7 @@ class Table:
 
     @property
     def maintenance(self) -> "Maintenance":
-        """Table services: compaction (and, as they land, clean, clustering, rollback)."""
+        """Table services: compaction, clustering, clean, rollback, savepoint/restore, archival."""
         return Maintenance(self)
 
     @property
@@ -385,10 +401,18 @@ class Maintenance:
         from lakesdk.services.compaction import plan_compaction
         return plan_compaction(self._t, min_log_files=min_log_files)
 
-    def schedule_compaction(self, *, min_log_files: int = 1) -> Any:
+    def schedule_compaction(self, *, min_log_files: int = 1, trigger: str | None = None, max_delta_commits: int = 5,
+                            max_delta_seconds: float = 3600) -> Any:
         """Write a compaction plan as a requested instant; returns the plan (``None`` if no
-        slice has log files)."""
-        from lakesdk.services.compaction import schedule_compaction
+        slice has log files).  With ``trigger`` (``hoodie.compact.inline.trigger.strategy``:
+        NUM_COMMITS, NUM_COMMITS_AFTER_LAST_REQUEST, TIME_ELAPSED, NUM_OR_TIME, NUM_AND_TIME)
+        a plan is only scheduled when ``max_delta_commits`` / ``max_delta_seconds`` say it is
+        due.  File groups under a pending compaction are left out."""
+        from lakesdk.services.compaction import compaction_due, schedule_compaction
+        if trigger is not None and not compaction_due(self._t.timeline, trigger=trigger,
+                                                      max_delta_commits=max_delta_commits,
+                                                      max_delta_seconds=max_delta_seconds):
+            return None
         plan = self.plan_compaction(min_log_files=min_log_files)
         return schedule_compaction(self._t, plan) if len(plan) else None
 
@@ -407,10 +431,20 @@ class Maintenance:
                 instant = plan.instant
         return execute_compaction(self._t, instant)
 
+    def plan_rollback(self, instant: Any, *, force: bool = False) -> Any:
+        """What :meth:`rollback` of ``instant`` would delete (nothing is written): a
+        RollbackPlan with the data files, their sizes and the expected effect.  Raises the
+        same RollbackNotAllowedError as :meth:`rollback` when the instant cannot be rolled back."""
+        from lakesdk.services.rollback import plan_rollback
+        req = instant.instant if hasattr(instant, "instant") and not hasattr(instant, "requested") else instant
+        return plan_rollback(self._t, req, force=force)
+
     def rollback(self, instant: Any, *, force: bool = False) -> Any:
         """Roll back a failed (pending) write, or the latest completed write: its files are
         deleted and a rollback instant records what was removed.  A pending write whose
-        writer is alive (fresh heartbeat) is refused unless ``force=True``."""
+        writer is alive (fresh heartbeat) is refused unless ``force=True``; a completed write
+        that later writes followed is refused (the error names them): roll those back first,
+        or :meth:`restore` a savepoint.  Returns a RollbackResult."""
         from lakesdk.services.rollback import rollback
         req = instant.instant if hasattr(instant, "instant") and not hasattr(instant, "requested") else instant
         return rollback(self._t, req, force=force)
@@ -422,6 +456,44 @@ class Maintenance:
 
     def pending_compactions(self) -> list[Any]:
         return [i for i in self._t.timeline.pending if i.action == "compaction"]
+
+    # -- clustering (lakesdk.services.clustering) ---------------------------------------------------
+    def plan_clustering(self, *, small_file_limit: int = 300 * 1024 * 1024,
+                        max_bytes_per_group: int = 2048 * 1024 * 1024, target_file_size: int = 1024 * 1024 * 1024,
+                        max_groups: int = 30, sort_by: str | list[str] | None = None, single_group: bool = False,
+                        partitions: list[str] | None = None) -> Any:
+        """What a clustering would rewrite now (nothing is written): a ClusteringPlan of groups
+        of small file groups (base file under ``small_file_limit``) per partition, each at most
+        ``max_bytes_per_group``, rewritten into files of about ``target_file_size`` (sorted by
+        ``sort_by`` when given).  File groups under a pending compaction or clustering are left
+        out; a lone small file group only with ``sort_by`` or ``single_group=True``."""
+        from lakesdk.services.clustering import plan_clustering
+        return plan_clustering(self._t, small_file_limit=small_file_limit, max_bytes_per_group=max_bytes_per_group,
+                               target_file_size=target_file_size, max_groups=max_groups, sort_by=sort_by,
+                               single_group=single_group, partitions=partitions)
+
+    def schedule_clustering(self, **plan_options: Any) -> Any:
+        """Plan a clustering and write it as a requested instant (``T.clustering.requested``),
+        leaving it pending; returns the plan with ``instant`` set (``None`` when nothing needs
+        clustering).  Takes the options of :meth:`plan_clustering`.  While it is pending,
+        updates and deletes of its file groups fail with ClusteringConflictError."""
+        from lakesdk.services.clustering import schedule_clustering
+        plan = self.plan_clustering(**plan_options)
+        return schedule_clustering(self._t, plan) if len(plan) else None
+
+    def cluster(self, instant: str | None = None, **plan_options: Any) -> Any:
+        """Execute the pending clustering ``instant``; without one, finish the pending
+        clusterings (re-executing an interrupted one), or else plan, schedule and execute one
+        now (options of :meth:`plan_clustering`).  Returns a ClusteringResult, or ``None`` when
+        nothing needed clustering."""
+        from lakesdk.services.clustering import cluster
+        req = getattr(instant, "instant", None) or getattr(instant, "requested", None) or instant
+        return cluster(self._t, req, **plan_options)
+
+    def pending_clusterings(self) -> list[Any]:
+        """Plans of scheduled, not yet completed clusterings (each with ``.instant``), oldest first."""
+        from lakesdk.services.clustering import pending_clusterings
+        return pending_clusterings(self._t)
 
     # -- clean, savepoint/restore, archival (lakesdk.services.clean / savepoint / archival) --------
     def plan_clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retain_commits: int = 10, retain_versions: int = 3,
@@ -483,6 +555,7 @@ class Maintenance:
         return archive(self._t, min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
 
     def __repr__(self) -> str:
-        return (f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact(), plan_clean(), "
+        return (f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact(), "
+                "plan_clustering(), schedule_clustering(), cluster(), pending_clusterings(), plan_clean(), "
                 "clean(), savepoint(), savepoints(), delete_savepoint(), plan_restore(), restore(), plan_archive(), "
-                "archive()>")
+                "archive(), plan_rollback(), rollback(), rollback_failed_writes()>")

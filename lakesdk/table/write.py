@@ -273,6 +273,10 @@ class WriteOperation:
             from lakesdk.services.compaction import deltacommits_since_compaction
             if deltacommits_since_compaction(t) >= t.options.compact_every:
                 compaction = t.maintenance.compact()
+        # -- inline clustering (TableOptions.cluster_every; lakesdk.services.clustering) -----------
+        if getattr(t.options, "cluster_every", None):
+            from lakesdk.services.clustering import cluster_after_write
+            cluster_after_write(t)
         # -- inline clean (TableOptions.clean_after_write; lakesdk.services.clean) ------------------
         if getattr(t.options, "clean_after_write", False):
             from lakesdk.services.clean import clean_after_write
@@ -355,6 +359,8 @@ class WriteOperation:
             if arrow is None and op not in ("bulk_insert", "delete"):
                 data = job.combine(data)
         view = FileSystemView(t.storage, t.config, store, timeline)
+        from lakesdk.services.clustering import pending_clustering_file_groups
+        busy = pending_clustering_file_groups(store, timeline)   # Hudi's reject-update strategy
         if op in ("bulk_insert", "insert_overwrite", "insert_overwrite_table"):
             stats = job.write_new(data)
             counts = MergeCounts(inserted=sum(s.numInserts for s in stats))
@@ -365,6 +371,7 @@ class WriteOperation:
                 for g in view.file_groups:
                     if touched is None or g.partition in touched:
                         replaced.setdefault(g.partition, []).append(g.file_id)
+                _reject_clustered(t.name, op, busy, {(p, f) for p, fids in replaced.items() for f in fids})
             return stats, counts, replaced
         # upsert / insert / delete: tag against the key index, assign inserts, one task per file group
         if partitions is None and not global_delete:
@@ -381,6 +388,10 @@ class WriteOperation:
                                              frozenset(i.requested for i in view.visible),
                                              column_groups=ctx.column_groups, merger=ctx.merger)
             data = job.tag(data, job.key_index(slices, slice_ctx), global_keys=global_delete)
+            clustered = {s.file_id: s.partition for s in slices if (s.partition, s.file_id) in busy}
+            if clustered:
+                hit = _tagged_file_ids(data, set(clustered))
+                _reject_clustered(t.name, op, busy, {(clustered[f], f) for f in hit})
         else:
             data = job.untagged(data)
         if op == "delete":
@@ -389,6 +400,8 @@ class WriteOperation:
             data = job.drop_untagged_deletes(data)
             small: dict[str, list[tuple[str, int]]] = {}
             for s in slices:
+                if (s.partition, s.file_id) in busy:   # never pack inserts into a file group being clustered
+                    continue
                 if s.base_path and not t.config.is_mor:  # merge-on-read inserts go to new file groups
                     small.setdefault(s.partition, []).append((s.file_id, s.base_size))
             buckets = plan_insert_buckets(job.untagged_counts(data), small, target_bytes=ctx.target_file_bytes,
@@ -426,3 +439,29 @@ def _group_stats(stats: list[WriteStat]) -> dict[str, list[WriteStat]]:
     for s in sorted(stats, key=lambda s: (s.partitionPath, s.fileId)):
         out.setdefault(s.partitionPath, []).append(s)
     return out
+
+
+def _tagged_file_ids(data: Any, fids: set[str]) -> set[str]:
+    """Which of ``fids`` the tagged incoming records (``_lk_fid``) update or delete."""
+    if isinstance(data, pa.Table):
+        col = data.column("_lk_fid")
+        return set(pc.unique(col.filter(pc.is_in(col, value_set=pa.array(sorted(fids), pa.string())))).to_pylist())
+    from pyspark.sql import functions as F
+    return {r[0] for r in data.filter(F.col("_lk_fid").isin(sorted(fids))).select("_lk_fid").distinct().collect()}
+
+
+def _reject_clustered(table: str, op: str, busy: dict[tuple[str, str], str], touched: set[tuple[str, str]]) -> None:
+    """Hudi's reject-update strategy: a write may not change file groups a pending
+    clustering is rewriting (the clustering would drop the change when it completes)."""
+    hit = sorted(fg for fg in touched if fg in busy)
+    if not hit:
+        return
+    from lakesdk.exceptions import ClusteringConflictError
+    instants = sorted({busy[fg] for fg in hit})
+    shown = ", ".join(f"{p or '<root>'}/{f}" for p, f in hit[:5]) + (f" and {len(hit) - 5} more" if len(hit) > 5 else "")
+    raise ClusteringConflictError(
+        f"{op} into {table!r} would change {len(hit)} file group(s) under pending clustering {', '.join(instants)} "
+        f"({shown}); the write was rolled back. Wait for the clustering to finish, or finish it now with "
+        f"table.maintenance.cluster() (or roll it back with table.maintenance.rollback({instants[0]!r})), "
+        "then retry; inserts of new keys are not affected",
+        instant=instants[0], file_groups=tuple(hit))

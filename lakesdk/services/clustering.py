@@ -1,0 +1,615 @@
+"""Clustering: rewrite many small file groups into fewer, larger (optionally sorted) ones.
+
+Plan (Hudi's size-based plan strategy): the latest file slices of each partition whose base
+file is smaller than ``small_file_limit`` (a slice without a base file counts as 0 bytes)
+and whose file group is not under a pending compaction or clustering are sorted by base
+size, largest first, and packed greedily into groups of at most ``max_bytes_per_group``
+(a slice without a base file weighs ``target_file_size``); at most ``max_groups`` groups
+in all.  A group of one slice is only kept with ``sort_by`` or ``single_group=True``
+(rewriting one file alone does not reduce the file count).  Each group is rewritten into
+``ceil(group bytes / target_file_size)`` new file groups.
+
+Schedule: ``T.clustering.requested`` holds Hudi's ``HoodieRequestedReplaceMetadata``
+(operation ``CLUSTER``) with the ``HoodieClusteringPlan``.  Execute: the instant goes
+inflight, each input slice is read merged (base file and log files), the rows of a group
+(sorted by ``sort_by`` when given) are split evenly into new base files named with ``T``
+(markers first, as for writes), and ``T_C.replacecommit`` completes it: its
+``partitionToReplaceFileIds`` lists the input file groups, operation type ``CLUSTER``.
+Readers see the same rows before and after; the replaced file groups stay on storage for
+time travel until a clean removes them.
+
+While a clustering is pending, writes that would update or delete records of its file
+groups fail with :class:`~lakesdk.exceptions.ClusteringConflictError` (Hudi's reject-update
+strategy); inserts go to other file groups.  A write that planned before the clustering was
+scheduled may still change an input file group; the clustering then checks (before it writes
+and again at its commit, under the table lock with several writers) that its input slices
+are still the latest, and rolls itself back with that error when they are not.  An interrupted clustering stays pending: the
+next :func:`cluster` call (or inline clustering) deletes what the failed attempt wrote and
+executes it again; ``table.maintenance.rollback(instant)`` removes it instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+import pyarrow as pa
+
+from lakesdk._display import human_bytes as _human
+from lakesdk.exceptions import InstantNotFoundError, LakeError, MissingColumnError
+from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
+from lakesdk.format.file_group import FileSlice
+from lakesdk.format.file_naming import BaseFile, LogFile, new_file_id
+from lakesdk.format.instant import Instant
+from lakesdk.format.plans import (
+    SORT_COLUMNS_PARAM,
+    ClusteringGroupData,
+    ClusteringPlanData,
+    ClusteringSliceInfo,
+    CompactionPlanData,
+)
+from lakesdk.format.timeline import Timeline, TimelineStore
+
+if TYPE_CHECKING:
+    from lakesdk.table.table import Table
+
+__all__ = ["ClusteringGroup", "ClusteringPlan", "ClusteringResult", "plan_clustering", "pack_slices",
+           "eligible_slices", "schedule_clustering", "execute_clustering", "cluster", "cluster_after_write", "pending_clusterings",
+           "pending_clustering_file_groups", "commits_since_clustering"]
+
+log = logging.getLogger(__name__)
+
+MiB = 1024 * 1024
+#: Hudi's defaults (hoodie.clustering.plan.strategy.*)
+SMALL_FILE_LIMIT = 300 * MiB
+MAX_BYTES_PER_GROUP = 2048 * MiB
+TARGET_FILE_SIZE = 1024 * MiB
+MAX_GROUPS = 30
+
+
+# -- plan values ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ClusteringGroup:
+    """Input file slices of one partition rewritten together into ``num_output_groups`` files."""
+
+    partition: str
+    slices: tuple[FileSlice, ...]
+    num_output_groups: int
+
+    @property
+    def base_bytes(self) -> int:
+        return sum(s.base_size for s in self.slices)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes of every input file (base and log files)."""
+        return sum(s.base_size + sum(s.log_sizes) for s in self.slices)
+
+    @property
+    def files(self) -> int:
+        return sum((1 if s.base_file else 0) + len(s.log_files) for s in self.slices)
+
+    @property
+    def file_ids(self) -> list[str]:
+        return [s.file_id for s in self.slices]
+
+    def __repr__(self) -> str:
+        return (f"ClusteringGroup({self.partition or '<root>'}: {len(self.slices)} file groups, {self.files} files "
+                f"({_human(self.bytes)}) -> {self.num_output_groups})")
+
+
+@dataclass(frozen=True)
+class ClusteringPlan:
+    """What a clustering will rewrite; ``instant`` is set once scheduled.
+
+    ``skipped`` counts the latest file slices left out, by reason."""
+
+    table: str
+    groups: tuple[ClusteringGroup, ...]
+    sort_by: tuple[str, ...] = ()
+    small_file_limit: int = SMALL_FILE_LIMIT
+    max_bytes_per_group: int = MAX_BYTES_PER_GROUP
+    target_file_size: int = TARGET_FILE_SIZE
+    instant: str | None = None
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    # -- summary ------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.groups)
+
+    @property
+    def partitions(self) -> list[str]:
+        return sorted({g.partition for g in self.groups})
+
+    @property
+    def file_groups(self) -> list[tuple[str, str]]:
+        """(partition, file id) of every input file group (the ones the clustering replaces)."""
+        return [(g.partition, s.file_id) for g in self.groups for s in g.slices]
+
+    @property
+    def input_file_groups(self) -> int:
+        return sum(len(g.slices) for g in self.groups)
+
+    @property
+    def input_files(self) -> int:
+        return sum(g.files for g in self.groups)
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(g.bytes for g in self.groups)
+
+    @property
+    def output_file_groups(self) -> int:
+        return sum(g.num_output_groups for g in self.groups)
+
+    @property
+    def effect(self) -> str:
+        if not self.groups:
+            return "nothing to cluster"
+        s = (f"{self.input_file_groups} file groups ({self.input_files} files, {_human(self.input_bytes)}) in "
+             f"{len(self.partitions)} partitions become {self.output_file_groups} new file groups")
+        if self.sort_by:
+            s += f" sorted by {', '.join(self.sort_by)}"
+        return s + "; the replaced files stay for time travel until a clean removes them"
+
+    def __repr__(self) -> str:
+        at = f" @ {self.instant}" if self.instant else " (not scheduled)"
+        n = len(self.groups)
+        return f"ClusteringPlan({self.table!r}{at}: {n} group{'' if n == 1 else 's'}; {self.effect})"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td>{i}</td><td>{g.partition or '&lt;root&gt;'}</td><td>{len(g.slices)}</td><td>{g.files}</td>"
+            f"<td>{_human(g.bytes)}</td><td>{g.num_output_groups}</td>"
+            f"<td><code>{', '.join(g.file_ids[:4])}{' ...' if len(g.slices) > 4 else ''}</code></td></tr>"
+            for i, g in enumerate(self.groups[:50]))
+        more = f"<caption>first 50 of {len(self.groups)} groups</caption>" if len(self.groups) > 50 else ""
+        skipped = ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items()) if n)
+        return (f"<div><b>{_esc(repr(self))}</b>"
+                f"<div>small-file limit {_human(self.small_file_limit)}, at most {_human(self.max_bytes_per_group)} "
+                f"per group, target file size {_human(self.target_file_size)}"
+                f"{'; slices left out: ' + skipped if skipped else ''}</div>"
+                f"<table>{more}<tr><th>group</th><th>partition</th><th>file groups</th><th>files</th><th>bytes</th>"
+                f"<th>output file groups</th><th>file ids</th></tr>{rows}</table></div>")
+
+    def to_pandas(self) -> Any:
+        """One row per input file slice."""
+        import pandas as pd
+        rows = [{"group": i, "partition": g.partition, "file_id": s.file_id, "base_file": s.base_file.name
+                 if s.base_file else None, "base_bytes": s.base_size, "log_files": len(s.log_files),
+                 "output_file_groups": g.num_output_groups} for i, g in enumerate(self.groups) for s in g.slices]
+        return pd.DataFrame(rows, columns=["group", "partition", "file_id", "base_file", "base_bytes", "log_files",
+                                           "output_file_groups"])
+
+    def to_plan_data(self) -> ClusteringPlanData:
+        groups = tuple(ClusteringGroupData(
+            tuple(ClusteringSliceInfo(s.partition, s.file_id, s.base_file.name if s.base_file else None,
+                                      tuple(lf.name for lf in s.log_files)) for s in g.slices),
+            g.num_output_groups,
+            {"TOTAL_IO_READ_MB": g.bytes / MiB, "TOTAL_IO_WRITE_MB": g.base_bytes / MiB,
+             "TOTAL_IO_MB": (g.bytes + g.base_bytes) / MiB, "TOTAL_LOG_FILES": float(sum(len(s.log_files)
+                                                                                        for s in g.slices)),
+             "TOTAL_LOG_FILE_SIZE": float(sum(sum(s.log_sizes) for s in g.slices))}) for g in self.groups)
+        params = {SORT_COLUMNS_PARAM: ",".join(self.sort_by)} if self.sort_by else {}
+        params["hoodie.clustering.plan.strategy.target.file.max.bytes"] = str(self.target_file_size)
+        return ClusteringPlanData(groups, strategy_params=params)
+
+
+def _esc(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+@dataclass(frozen=True)
+class ClusteringResult:
+    """A completed clustering: the replacecommit and what it rewrote."""
+
+    table: str
+    instant: str
+    completed: str | None
+    replaced_file_groups: int
+    new_file_groups: int
+    rows: int
+    bytes_read: int
+    bytes_written: int
+    partitions: int
+    seconds: float
+    file_paths: tuple[str, ...] = ()
+    sort_by: tuple[str, ...] = ()
+
+    @property
+    def action(self) -> str:
+        return "replacecommit"
+
+    @property
+    def files(self) -> int:
+        return self.new_file_groups
+
+    def __repr__(self) -> str:
+        sort = f", sorted by {', '.join(self.sort_by)}" if self.sort_by else ""
+        return (f"ClusteringResult({self.table!r} @ {self.instant}: {self.replaced_file_groups} file groups "
+                f"({_human(self.bytes_read)}) -> {self.new_file_groups} ({_human(self.bytes_written)}), "
+                f"{self.rows} rows in {self.partitions} partitions{sort}, seconds={self.seconds:.2f})")
+
+    def _repr_html_(self) -> str:
+        rows = [("instant", self.instant), ("completed", self.completed or "-"),
+                ("replaced file groups", self.replaced_file_groups), ("new file groups", self.new_file_groups),
+                ("rows", self.rows), ("read", _human(self.bytes_read)), ("written", _human(self.bytes_written)),
+                ("partitions", self.partitions), ("sorted by", ", ".join(self.sort_by) or "-"),
+                ("seconds", f"{self.seconds:.2f}")]
+        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in rows)
+        return f"<div><b>clustering of {_esc(self.table)}</b><table>{body}</table></div>"
+
+
+# -- timeline helpers -----------------------------------------------------------------------------
+def _plan_of(store: TimelineStore, inst: Instant) -> ClusteringPlanData:
+    req = Instant(inst.action, "requested", inst.requested)
+    return ClusteringPlanData.parse(store.read_bytes(req))
+
+
+def pending_clustering_file_groups(store: TimelineStore, timeline: Timeline) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> requested time of the pending clustering that rewrites it."""
+    out: dict[tuple[str, str], str] = {}
+    for inst in timeline.pending:
+        if inst.action != "clustering":
+            continue
+        try:
+            plan = _plan_of(store, inst)
+        except FileNotFoundError:
+            continue   # rolled back meanwhile
+        for key in plan.file_groups():
+            out[key] = inst.requested
+    return out
+
+
+def _pending_compaction_file_groups(store: TimelineStore, timeline: Timeline) -> set[tuple[str, str]]:
+    out: set[tuple[str, str]] = set()
+    for inst in timeline.pending:
+        if inst.action not in ("compaction", "logcompaction"):
+            continue
+        try:
+            plan = CompactionPlanData.parse(store.read_bytes(Instant(inst.action, "requested", inst.requested)))
+        except FileNotFoundError:
+            continue
+        out.update((o.partition, o.file_id) for o in plan.operations)
+    return out
+
+
+def commits_since_clustering(timeline: Timeline) -> int:
+    """Completed commits and delta commits after the last completed replacecommit (Hudi
+    counts from the last replacecommit, clustering or insert_overwrite; all when none)."""
+    n = 0
+    for inst in reversed(timeline.completed.by_completion()):
+        if inst.completed_action == "replacecommit":
+            break
+        if inst.action in ("commit", "deltacommit"):
+            n += 1
+    return n
+
+
+# -- planning ---------------------------------------------------------------------------------------
+def pack_slices(sizes: Sequence[tuple[Any, int | None]], *, max_bytes_per_group: int, target_file_size: int,
+                max_groups: int, single_group: bool) -> list[tuple[list[Any], int]]:
+    """Hudi's size-based packing of one partition's eligible slices.
+
+    ``sizes`` holds (item, base file bytes or None for a slice without a base file).  Items
+    are sorted by size, largest first (a missing base weighs ``target_file_size``) and packed
+    greedily: a new group starts when adding the next item would exceed
+    ``max_bytes_per_group``.  At most ``max_groups`` groups.  A last group of one item is
+    kept only with ``single_group``.  Returns (items, number of output file groups)."""
+    def weight(sz: int | None) -> int:
+        return target_file_size if sz is None else sz
+    ordered = sorted(sizes, key=lambda x: weight(x[1]), reverse=True)
+    groups: list[tuple[list[Any], int]] = []
+    current: list[Any] = []
+    total = 0
+
+    def out_groups(n: int) -> int:
+        return max(1, math.ceil(n / max(1, target_file_size)))
+    for item, sz in ordered:
+        w = weight(sz)
+        if current and total + w > max_bytes_per_group:
+            groups.append((current, out_groups(total)))
+            current, total = [], 0
+            if len(groups) >= max_groups:
+                return groups
+        current.append(item)
+        total += w
+    if current and (len(current) > 1 or single_group) and len(groups) < max_groups:
+        groups.append((current, out_groups(total)))
+    return groups
+
+
+def eligible_slices(slices: Iterable[FileSlice], *, small_file_limit: int,
+                    in_clustering: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
+                    in_compaction: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
+                    ) -> tuple[dict[str, list[tuple[FileSlice, int | None]]], dict[str, int]]:
+    """The latest slices a clustering may rewrite, per partition, as (slice, base bytes or
+    None without a base file); and how many were left out, by reason.  Left out: file groups
+    under a pending clustering or compaction, and slices whose base file is not smaller than
+    ``small_file_limit`` (a slice without a base file counts as 0 bytes here)."""
+    skipped = {"in pending clustering": 0, "in pending compaction": 0, "not small": 0}
+    by_part: dict[str, list[tuple[FileSlice, int | None]]] = {}
+    for sl in slices:
+        key = (sl.partition, sl.file_id)
+        if key in in_clustering:
+            skipped["in pending clustering"] += 1
+        elif key in in_compaction:
+            skipped["in pending compaction"] += 1
+        elif (sl.base_size if sl.base_file else 0) >= small_file_limit:
+            skipped["not small"] += 1
+        else:
+            by_part.setdefault(sl.partition, []).append((sl, sl.base_size if sl.base_file else None))
+    return by_part, {k: v for k, v in skipped.items() if v}
+
+
+def plan_clustering(table: "Table", *, small_file_limit: int = SMALL_FILE_LIMIT,
+                    max_bytes_per_group: int = MAX_BYTES_PER_GROUP, target_file_size: int = TARGET_FILE_SIZE,
+                    max_groups: int = MAX_GROUPS, sort_by: str | Iterable[str] | None = None,
+                    single_group: bool = False, partitions: Iterable[str] | None = None) -> ClusteringPlan:
+    """The file groups a clustering would rewrite now (nothing is written); see the module doc."""
+    from lakesdk.read.view import FileSystemView
+    for name, v in (("small_file_limit", small_file_limit), ("max_bytes_per_group", max_bytes_per_group),
+                    ("target_file_size", target_file_size), ("max_groups", max_groups)):
+        if not isinstance(v, int) or v <= 0:
+            raise ValueError(f"{name} must be a positive integer, not {v!r}")
+    sort_cols = (sort_by,) if isinstance(sort_by, str) else tuple(sort_by or ())
+    if sort_cols:
+        names = set(table.schema.names)
+        missing = [c for c in sort_cols if c not in names]
+        if missing:
+            raise MissingColumnError(f"sort_by column(s) {missing} are not in the table {table.name!r} "
+                                     f"(columns: {', '.join(sorted(names))})")
+    store = table._store()
+    timeline = store.load()
+    view = FileSystemView(table.storage, table.config, store, timeline)
+    wanted = set(partitions) if partitions is not None else None
+    candidates = [sl for sl in view.latest_slices() if wanted is None or sl.partition in wanted]
+    by_part, skipped = eligible_slices(candidates, small_file_limit=small_file_limit,
+                                       in_clustering=set(pending_clustering_file_groups(store, timeline)),
+                                       in_compaction=_pending_compaction_file_groups(store, timeline))
+    groups: list[ClusteringGroup] = []
+    for part in sorted(by_part):
+        left = max_groups - len(groups)
+        if left <= 0:
+            break
+        for items, n_out in pack_slices(by_part[part], max_bytes_per_group=max_bytes_per_group,
+                                        target_file_size=target_file_size, max_groups=left,
+                                        single_group=single_group or bool(sort_cols)):
+            groups.append(ClusteringGroup(part, tuple(items), n_out))
+    return ClusteringPlan(table.name, tuple(groups), sort_cols, small_file_limit, max_bytes_per_group,
+                          target_file_size, None, skipped)
+
+
+def schedule_clustering(table: "Table", plan: ClusteringPlan) -> ClusteringPlan:
+    """Write the plan as a requested clustering instant (``T.clustering.requested``)."""
+    if not plan.groups:
+        raise LakeError(f"the clustering plan of {table.name!r} is empty: nothing to schedule")
+    store = table._store()
+    timeline = store.load()
+    busy = pending_clustering_file_groups(store, timeline)
+    taken = [fg for fg in plan.file_groups if fg in busy]
+    if taken:
+        raise LakeError(f"file groups {taken[:3]} are already under pending clustering {busy[taken[0]]}; "
+                        "plan again (table.maintenance.plan_clustering()) or finish it with table.maintenance.cluster()")
+    data = plan.to_plan_data().to_avro(table.storage.base_url)
+    instant = store.create_new("clustering", data, after=timeline.max_time())
+    return ClusteringPlan(plan.table, plan.groups, plan.sort_by, plan.small_file_limit, plan.max_bytes_per_group,
+                          plan.target_file_size, instant.requested, plan.skipped)
+
+
+def _slices_of(table: "Table", data: ClusteringPlanData) -> list[tuple[str, list[FileSlice], int]]:
+    out = []
+    for g in data.groups:
+        slices = []
+        for s in g.slices:
+            prefix = f"{s.partition}/" if s.partition else ""
+            base = BaseFile.parse(s.base_file) if s.base_file else None
+            logs = tuple(LogFile.parse(n) for n in s.log_files)
+            slices.append(FileSlice(s.partition, s.file_id, base.instant if base else (logs[0].instant if logs else ""),
+                                    base, table.storage.size(prefix + s.base_file) if s.base_file else 0, logs,
+                                    tuple(table.storage.size(prefix + lf.name) for lf in logs)))
+        part = g.slices[0].partition if g.slices else ""
+        out.append((part, slices, g.num_output_groups))
+    return out
+
+
+def plan_of_instant(table: "Table", instant: str) -> ClusteringPlan:
+    """The plan of a scheduled (pending or completed) clustering instant."""
+    store = table._store()
+    timeline = store.load()
+    inst = next((i for i in timeline if i.requested == instant and i.action == "clustering"), None)
+    if inst is None:
+        raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}")
+    data = _plan_of(store, inst)
+    groups = tuple(ClusteringGroup(p, tuple(s), n) for p, s, n in _slices_of(table, data))
+    return ClusteringPlan(table.name, groups, data.sort_columns, instant=instant)
+
+
+def pending_clusterings(table: "Table") -> list[ClusteringPlan]:
+    """Plans of the clusterings scheduled but not completed, oldest first (``.instant`` set)."""
+    return [plan_of_instant(table, i.requested) for i in table.timeline.pending if i.action == "clustering"]
+
+
+# -- execution --------------------------------------------------------------------------------------
+def _discard_failed_attempt(table: "Table", store: TimelineStore, inst: Instant, partitions: set[str]) -> None:
+    """Delete what an interrupted earlier execution of ``inst`` wrote (its file ids are
+    random: left behind, they would appear as extra file groups once it completes)."""
+    from lakesdk.services.rollback import _written_by, files_written_by
+    files = files_written_by(table.storage, store, inst)
+    for part in partitions:   # belt and braces: clustering writes only into its plan's partitions
+        for e in table.storage.list(part):
+            if not e.is_dir and _written_by(e.name, inst.requested):
+                files.add(e.path)
+    for path in sorted(files):
+        table.storage.delete(path)
+    table.storage.delete_dir(f".hoodie/.temp/{inst.requested}")
+
+
+def _changed_inputs(table: "Table", data: ClusteringPlanData) -> list[tuple[str, str]]:
+    """Input file groups whose latest slice is no longer the one the plan names (a write
+    that planned before the clustering was scheduled changed them since): clustering them
+    now would drop that write's changes."""
+    from lakesdk.read.view import FileSystemView
+    store = table._store()
+    timeline = store.load()
+    view = FileSystemView(table.storage, table.config, store, timeline)
+    latest = {(s.partition, s.file_id): s for s in view.latest_slices()}
+    out = []
+    for s in (x for g in data.groups for x in g.slices):
+        cur = latest.get((s.partition, s.file_id))
+        if cur is None or (cur.base_file.name if cur.base_file else None) != s.base_file or \
+                not {lf.name for lf in cur.log_files} <= set(s.log_files):
+            out.append((s.partition, s.file_id))
+    return out
+
+
+def _abort_if_changed(table: "Table", instant: str, data: ClusteringPlanData) -> None:
+    changed = _changed_inputs(table, data)
+    if not changed:
+        return
+    from lakesdk.exceptions import ClusteringConflictError
+    from lakesdk.services.rollback import rollback
+    rollback(table, instant, _allow_alive=True)
+    shown = ", ".join(f"{p or '<root>'}/{f}" for p, f in changed[:5])
+    raise ClusteringConflictError(
+        f"clustering {instant} of {table.name!r} was rolled back: {len(changed)} of its file groups ({shown}) were "
+        "changed by a write that completed after the clustering was scheduled, and rewriting the planned file "
+        "slices would drop those changes. Run table.maintenance.cluster() again to plan anew",
+        instant=instant, file_groups=tuple(changed))
+
+
+def _sorted_rows(rows: pa.Table, sort_by: tuple[str, ...]) -> pa.Table:
+    if not sort_by or rows.num_rows <= 1:
+        return rows
+    return rows.sort_by([(c, "ascending") for c in sort_by])
+
+
+def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
+    """Execute a scheduled clustering and commit its replacecommit."""
+    from lakesdk import _faults as faults
+    from lakesdk.engine.local import _task, run_parallel
+    from lakesdk.engine.slice_reader import SliceReadContext, read_slice
+    from lakesdk.engine.tasks import WriteContext, write_clustered_file
+    from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
+
+    t0 = time.perf_counter()
+    cfg = table.config
+    store = table._store()
+    timeline = store.load()
+    inst = next((i for i in timeline if i.requested == instant and i.action == "clustering"), None)
+    if inst is None:
+        raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}")
+    if inst.is_completed:
+        raise LakeError(f"clustering {instant} is already completed")
+    data = _plan_of(store, inst)
+    _abort_if_changed(table, instant, data)
+    groups = _slices_of(table, data)
+    if inst.state == "inflight":
+        _discard_failed_attempt(table, store, inst, {p for p, _, _ in groups})
+    else:
+        inst = store.transition(inst, "inflight")
+    faults.crash_point("after_requested")
+    schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
+    ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
+                       partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style,
+                       ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, table_name=cfg.name,
+                       column_groups=cfg.column_groups, merger=table._merger(), operation="cluster")
+    visible = frozenset(i.requested for i in timeline.commits if i.requested < instant)
+    slice_ctx = SliceReadContext(table.storage, schema, cfg.ordering_field, cfg.merge_mode, visible,
+                                 column_groups=cfg.column_groups, merger=table._merger())
+    ctx.markers = table._markers(instant)
+    sort_by = data.sort_columns
+    stats: list[WriteStat] = []
+    rows_total = bytes_read = 0
+    for part, slices, n_out in groups:
+        tables = run_parallel(lambda sl: read_slice(slice_ctx, sl), slices)
+        rows = pa.concat_tables([conform_full(t, ctx) for t in tables]) if tables else None
+        bytes_read += sum(s.base_size + sum(s.log_sizes) for s in slices)
+        if rows is None or rows.num_rows == 0:
+            continue
+        rows = _sorted_rows(rows, sort_by)
+        n_out = max(1, min(n_out, rows.num_rows))
+        per = -(-rows.num_rows // n_out)
+        chunks = [rows.slice(o, per) for o in range(0, rows.num_rows, per)]
+        jobs = [(part, new_file_id(), c) for c in chunks]
+        stats += run_parallel(lambda j: write_clustered_file(ctx, j[0], j[1], j[2], _task(0)), jobs)
+        rows_total += rows.num_rows
+    faults.crash_point("after_data")
+    replaced: dict[str, list[str]] = {}
+    for part, slices, _ in groups:
+        replaced.setdefault(part, []).extend(s.file_id for s in slices)
+    parts: dict[str, list[WriteStat]] = {}
+    for s in sorted(stats, key=lambda s: (s.partitionPath, s.fileId)):
+        parts.setdefault(s.partitionPath, []).append(s)
+    for p in parts:
+        _ensure_partition_metafile(table, p, instant)
+    md = CommitMetadata(partition_to_write_stats=parts, extra_metadata=schema_extra_metadata(schema, cfg.name),
+                        operation_type="CLUSTER", partition_to_replace_file_ids=replaced)
+    lock = table._lock()   # several writers: check and commit under the table lock
+    if lock is not None:
+        lock.acquire()
+    try:
+        _abort_if_changed(table, instant, data)
+        done = store.transition(inst, "completed", md.to_avro())
+    finally:
+        if lock is not None:
+            lock.release()
+    faults.crash_point("after_commit")
+    ctx.markers.delete_all()
+    return ClusteringResult(cfg.name, instant, done.completed, sum(len(v) for v in replaced.values()), len(stats),
+                            rows_total, bytes_read, sum(s.totalWriteBytes for s in stats), len(replaced),
+                            time.perf_counter() - t0, tuple(s.path for s in stats), sort_by)
+
+
+def conform_full(t: pa.Table, ctx: Any) -> pa.Table:
+    from lakesdk.engine.tasks import conform
+    return conform(t, ctx.file_schema)
+
+
+def _ensure_partition_metafile(table: "Table", partition: str, instant: str) -> None:
+    from lakesdk.table.write import PARTITION_METAFILE
+    if partition and not table.storage.exists(f"{partition}/{PARTITION_METAFILE}"):
+        text = f"#partition metadata\ncommitTime={instant}\npartitionDepth={len(partition.split('/'))}\n"
+        table.storage.create_exclusive(f"{partition}/{PARTITION_METAFILE}", text.encode())
+
+
+def cluster(table: "Table", instant: str | None = None, **plan_options: Any) -> ClusteringResult | None:
+    """Execute the pending clustering ``instant``; without one, finish every pending
+    clustering (an interrupted one is re-executed), or else plan, schedule and execute a
+    new one.  Returns the result of the last clustering run (``None`` when nothing needed
+    clustering)."""
+    if instant is not None:
+        return execute_clustering(table, instant)
+    result = None
+    for p in [i.requested for i in table.timeline.pending if i.action == "clustering"]:
+        result = execute_clustering(table, p)
+    if result is not None:
+        return result
+    plan = plan_clustering(table, **plan_options)
+    if not plan.groups:
+        return None
+    return execute_clustering(table, schedule_clustering(table, plan).instant)  # type: ignore[arg-type]
+
+
+def cluster_after_write(table: "Table") -> ClusteringResult | None:
+    """Inline clustering (``TableOptions.cluster_every``): once that many commits completed
+    since the last replacecommit, finish pending clusterings and run one with the options'
+    limits.  A failure is logged, never raised: the write it follows has already committed."""
+    o = table.options
+    every = getattr(o, "cluster_every", None)
+    if not every:
+        return None
+    try:
+        timeline = table.timeline
+        pending = any(i.action == "clustering" for i in timeline.pending)
+        if not pending and commits_since_clustering(timeline) < every:
+            return None
+        return cluster(table, small_file_limit=o.cluster_small_file_limit,
+                       max_bytes_per_group=o.cluster_max_bytes_per_group,
+                       target_file_size=o.cluster_target_file_size, sort_by=o.cluster_sort_by or None)
+    except Exception:  # noqa: BLE001
+        log.warning("inline clustering of %r failed; the write itself committed", table.name, exc_info=True)
+        return None
