@@ -650,3 +650,91 @@ def test_case_map_is_complete():
         assert f"def {name}(" in text, f"{short}::{name} does not exist"
         if param:
             assert f'"{param}"' in text, f"{short}::{name}[{param}]: no such parameter id"
+
+
+# -- clustering: C5, C6, C12, C13, C16, C21, C22 ------------------------------------------------
+def two_groups(tmp_path, **kw):
+    """A table with two small file groups in partition a (something to cluster)."""
+    t = table(tmp_path, **kw)
+    t.bulk_insert(df(range(5), "base"))
+    t.bulk_insert(df(range(5, 10), "base"))
+    return t
+
+
+def test_c5_c12_clustering_scheduled_during_a_write_yields_to_it(tmp_path):
+    """Differs from Hudi on purpose: Hudi fails the write that started first (a pending
+    clustering is always a candidate); lakesdk lets it land, and the clustering, which
+    checks that its input slices are still the latest, rolls itself back."""
+    t = two_groups(tmp_path)
+    ha = handle(t)
+    a = Held(ha, lambda: ha.upsert(df([1], "a")))
+    plan = t.maintenance.schedule_clustering(small_file_limit=10 * 1024 * 1024)
+    assert plan.instant > a.instant and plan.groups
+    a.finish()
+    with pytest.raises(lk.ClusteringConflictError):
+        t.maintenance.cluster(plan.instant)
+    assert values(t)[1] == "a" and len(values(t)) == 10
+    clean_state(t)
+
+
+def test_c6_c16_write_under_a_pending_clustering_is_rejected(tmp_path):
+    """A clustering pending before the write started: the write of its file groups fails
+    (Hudi's reject-update strategy, before any file is written); the clustering completes."""
+    t = two_groups(tmp_path)
+    plan = t.maintenance.schedule_clustering(small_file_limit=10 * 1024 * 1024)
+    with pytest.raises(lk.ClusteringConflictError) as e:
+        handle(t).upsert(df([1], "a"))
+    assert isinstance(e.value, lk.WriteConflictError) and plan.instant in str(e.value)
+    handle(t).upsert(df([50], "insert"))              # inserts of new keys proceed
+    t.maintenance.cluster(plan.instant)
+    assert values(t)[1] == "base" and values(t)[50] == "insert"
+    clean_state(t)
+
+
+def test_c13_clustering_completed_during_a_write_conflicts(tmp_path):
+    t = two_groups(tmp_path)
+    ha = handle(t)
+    a = Held(ha, lambda: ha.upsert(df([1], "a")))
+    done = t.maintenance.cluster(small_file_limit=10 * 1024 * 1024)
+    assert done is not None
+    with pytest.raises(lk.WriteConflictError) as e:
+        a.finish()
+    assert e.value.other_instant == done.instant
+    assert values(t)[1] == "base" and len(values(t)) == 10
+    clean_state(t)
+
+
+def test_c21_inline_clustering_after_a_concurrent_commit_fails_the_pending_write(tmp_path):
+    t = two_groups(tmp_path)
+    h3 = handle(t)
+    h4 = lk.open_table(t.path, options=lk.TableOptions(engine="local", cluster_every=1,
+                                                        cluster_small_file_limit=10 * 1024 * 1024, **OCC))
+    w3 = Held(h3, lambda: h3.upsert(df([1], "w3")))
+    h4.upsert(df([7], "w4"))                           # commits, then clusters inline
+    assert any(i.action == "clustering" and i.is_completed for i in t.timeline)
+    with pytest.raises(lk.WriteConflictError):
+        w3.finish()
+    assert values(t)[1] == "base" and values(t)[7] == "w4"
+    clean_state(t)
+
+
+def test_c22_insert_with_inline_clustering_compaction_and_clean_all_succeed(tmp_path):
+    """The clustering part of C22: an upsert whose handle clusters inline while a compaction
+    is scheduled; then an insert runs while the compaction and a clean run."""
+    t = table(tmp_path, table_type="mor", ordering="ts")
+    for lo in (0, 5, 10):                               # three small file groups
+        t.bulk_insert(df(range(lo, lo + 5), "base", ts=1))
+    t.upsert(df([0], "u", ts=2))                        # a log in the first one
+    h1 = lk.open_table(t.path, options=lk.TableOptions(engine="local", cluster_every=1,
+                                                        cluster_small_file_limit=10 * 1024 * 1024, **OCC))
+    up = Held(h1, lambda: h1.upsert(df([5], "up", ts=3)))
+    plan = t.maintenance.schedule_compaction()
+    up.finish()                                         # commits, then clusters inline
+    assert [i for i in t.timeline if i.action == "clustering" and i.is_completed]
+    hi = handle(t)
+    ins = Held(hi, lambda: hi.insert(df([60], "ins", ts=3)))
+    t.maintenance.compact(plan.instant)
+    t.maintenance.clean(retain_commits=1)
+    ins.finish()
+    assert values(t) == {**{k: "base" for k in range(15)}, 0: "u", 5: "up", 60: "ins"}
+    clean_state(t)

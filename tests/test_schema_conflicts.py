@@ -170,6 +170,42 @@ def test_s13_m20_compaction_completing_after_a_schema_change_keeps_it(tmp_path, 
     assert got.loc[1, "v"] == "y" and got.loc[5, "a1"] == 1
 
 
+def test_s14_clustering_completing_after_a_schema_change_keeps_it(tmp_path, monkeypatch):
+    import threading
+
+    from lakesdk.engine import tasks
+    t = new_table(tmp_path)
+    t.bulk_insert(pd.concat([data("a", [], 1), data("a", [], 2)]))
+    t.bulk_insert(data("a", [], 3))
+    plan = t.maintenance.schedule_clustering(small_file_limit=10 * 1024 * 1024)
+    reached, go = threading.Event(), threading.Event()
+    original = tasks.write_clustered_file
+
+    def held(*a, **k):               # the clustering has resolved its schema and is writing
+        reached.set()
+        assert go.wait(60)
+        return original(*a, **k)
+    monkeypatch.setattr(tasks, "write_clustered_file", held)
+    errors: list[BaseException] = []
+
+    def run():
+        try:
+            t.maintenance.cluster(plan.instant)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+    th = threading.Thread(target=run)
+    th.start()
+    assert reached.wait(60)
+    handle(t).upsert(data("b", ["a1"], 5))              # evolves the schema, completes first
+    go.set()
+    th.join(60)
+    assert not errors and not t.timeline.pending        # the clustering is not checked, never fails
+    assert [i for i in t.timeline if i.action == "clustering" and i.is_completed]
+    t2 = lk.open_table(t.path)
+    assert t2.schema.names == ["id", "p", "v", "a1"]
+    assert sorted(t2.read().to_pandas().id) == [1, 2, 3, 5]
+
+
 # -- M1-M21: TestHoodieClientMultiWriter.testHoodieClientWithSchemaConflictResolution ------------
 def empty_commit(t, schema_attr: str | None = None) -> None:
     """A completed commit whose metadata carries no schema (null, or an empty string)."""
@@ -210,22 +246,27 @@ M_CASES = [
 @pytest.mark.parametrize("case,initial,kind,w1,w2,conflict,final", M_CASES, ids=[c[0] for c in M_CASES])
 def test_m_multi_writer_schema_resolution(tmp_path, case, initial, kind, w1, w2, conflict, final):
     """M1-M18, with the M19 count and M21 (commits without a schema) on every row.  The
-    table service between the commits is a compaction on merge-on-read (M20); the
-    copy-on-write rows run without one until clustering exists."""
+    table service between the commits (M20) is a compaction on merge-on-read and a
+    clustering on copy-on-write (which gets one more initial commit: a second file group)."""
     t = new_table(tmp_path, table_type=kind)
     mor = kind == "mor"
     if initial == "yes":
         t.upsert(pd.concat([data("a", [], k, ts=mor) for k in range(5)]))          # 0011 insert
         t.upsert(pd.concat([data("a", [], k, ts=mor) for k in range(3)]).assign(v="u"))   # 0012 upsert
+        if not mor:
+            t.bulk_insert(pd.concat([data("a", [], k, ts=mor) for k in range(5, 8)]))   # a 2nd group to cluster
     elif initial == "empty":
         empty_commit(t)                                                           # 0013
     h1, h2 = handle(t), handle(t)
     txn1 = Held(h1, lambda: h1.upsert(data("b", w1, 21, ts=mor)))                  # 0021 starts
     txn2 = Held(h2, lambda: h2.upsert(data("c", w2, 31, ts=mor)))                  # 0031 starts
-    service = t.maintenance.schedule_compaction() if mor and initial == "yes" else None   # 0032
+    service = None                                                                # 0032
+    if initial == "yes":
+        service = t.maintenance.schedule_compaction() if mor else \
+            t.maintenance.schedule_clustering(small_file_limit=10 * 1024 * 1024)
     txn1.finish()                                                                 # 0021 always commits
     if service is not None:
-        t.maintenance.compact(service.instant)
+        (t.maintenance.compact if mor else t.maintenance.cluster)(service.instant)
     empty_commit(t, None)                                                         # 0033: schema null
     empty_commit(t, "")                                                           # 0034: schema ""
     if conflict:
@@ -235,7 +276,9 @@ def test_m_multi_writer_schema_resolution(tmp_path, case, initial, kind, w1, w2,
         txn2.finish()
     t2 = lk.open_table(t.path)
     assert t2.schema.names == ["id", "p", "v", *(["ts"] if mor else []), *final]
-    completed = [i for i in t2.timeline.completed if i.action in ("commit", "deltacommit", "compaction")]
-    expect = {"yes": 2, "no": 0, "empty": 1}[initial] + 1 + (service is not None) + 2 + (not conflict)   # M19
+    completed = [i for i in t2.timeline.completed
+                 if i.action in ("commit", "deltacommit", "compaction", "clustering")]
+    initial_commits = {"yes": 2 if mor else 3, "no": 0, "empty": 1}[initial]
+    expect = initial_commits + 1 + (service is not None) + 2 + (not conflict)   # M19
     assert len(completed) == expect and not t2.timeline.pending
     assert txn1.result.instant in {i.requested for i in completed}
