@@ -25,6 +25,8 @@ __all__ = [
     "WriteError",
     "WriteConflictError",
     "ClusteringConflictError",
+    "EarlyConflictError",
+    "OptionsError",
     "StorageError",
     "MissingDependencyError",
 ]
@@ -110,6 +112,50 @@ class ClusteringConflictError(WriteConflictError):
         self.instant = instant
         self.other_instant = instant
         self.file_groups = file_groups
+class EarlyConflictError(WriteConflictError):
+    """Early conflict detection stopped a write before it wrote its data: an earlier,
+    still running writer (or, optionally, a commit completed since this write started)
+    writes the same file groups.
+
+    Attributes: ``other_instant`` and ``other_action`` (the other writer), ``file_groups``
+    (``(partition, fileId)`` pairs both write) and ``planned`` (the file groups this write
+    was about to write, when known).  Raised inside a Spark task, only the message
+    survives; the attributes are then parsed back from it.
+    """
+
+    def __init__(self, message: str, *, other_instant: str | None = None, other_action: str | None = None,
+                 file_groups: tuple[tuple[str, str], ...] = (), planned: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        if other_instant is None:
+            other_instant, other_action, file_groups = _parse_early(message)
+        self.other_instant = other_instant
+        self.other_action = other_action
+        self.file_groups = tuple(file_groups)
+        self.planned = tuple(planned)
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild_early, (str(self), self.other_instant, self.other_action, self.file_groups, self.planned))
+
+
+def _rebuild_early(message: str, other: str | None, action: str | None, groups: tuple, planned: tuple) -> "EarlyConflictError":
+    return EarlyConflictError(message, other_instant=other, other_action=action, file_groups=groups, planned=planned)
+
+
+def _parse_early(message: str) -> tuple[str | None, str | None, tuple[tuple[str, str], ...]]:
+    """``(other instant, action, file groups)`` from an :class:`EarlyConflictError` message."""
+    import re
+    m = re.search(r"conflicts early with (\w+) (\w+)", message)
+    g = re.search(r"file groups: (.*?)(?: and \d+ more)?\. ", message)
+    groups: list[tuple[str, str]] = []
+    if g:
+        for item in g.group(1).split(", "):
+            part, _, fid = item.rpartition("/")
+            groups.append(("" if part == "<root>" else part, fid))
+    return (m.group(2) if m else None, m.group(1) if m else None, tuple(groups))
+
+
+class OptionsError(LakeError, ValueError):
+    """Table handle options that are invalid or contradict each other."""
 
 
 class StorageError(LakeError, OSError):

@@ -642,7 +642,8 @@ def test_case_map_is_complete():
     want = [f"C{i}" for i in range(1, 68)] + [f"S{i}" for i in range(1, 18)] + [f"M{i}" for i in range(1, 22)]
     assert sorted(named) == sorted(want), set(named) ^ set(want)
     files = {"cases": "test_concurrency_cases.py", "schema": "test_schema_conflicts.py",
-             "heartbeat": "test_heartbeat.py", "locks": "test_locks.py", "concurrency": "test_concurrency.py"}
+             "heartbeat": "test_heartbeat.py", "locks": "test_locks.py", "concurrency": "test_concurrency.py",
+             "early": "test_early_conflict.py"}
     refs = re.findall(r"`(\w+)::(test_\w+)(?:\[([^\]]+)\])?`", doc)
     assert len(refs) > 80
     for short, name, param in refs:

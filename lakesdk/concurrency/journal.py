@@ -34,11 +34,12 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 from lakesdk.storage.fs import Storage
 
-__all__ = ["JOURNAL_DIR", "TransactionRecord", "read_transactions", "record_transaction", "schema_fields", "writer_id"]
+__all__ = ["JOURNAL_DIR", "TransactionRecord", "Transactions", "read_transactions", "record_transaction",
+           "schema_fields", "writer_id", "outcome_of", "instant_ms"]
 
 JOURNAL_DIR = ".hoodie/.aux/lakesdk/transactions"
 OUTCOMES = ("committed", "conflict", "schema_conflict", "early_conflict", "failed")
@@ -151,3 +152,110 @@ def read_transactions(storage: Storage) -> list[TransactionRecord]:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def instant_ms(instant: str) -> int:
+    """Epoch milliseconds of an instant time (``yyyyMMddHHmmss[SSS]``, UTC); 0 if it is not one."""
+    from datetime import timezone
+
+    from lakesdk.format.instant import parse_instant_time
+    try:
+        return int(parse_instant_time(instant).replace(tzinfo=timezone.utc).timestamp() * 1000)
+    except (ValueError, TypeError):
+        return 0
+
+
+def outcome_of(err: BaseException | None) -> str:
+    """The journal outcome of a write that raised ``err`` (None: it committed)."""
+    if err is None:
+        return "committed"
+    from lakesdk.exceptions import EarlyConflictError, WriteConflictError
+    if isinstance(err, EarlyConflictError):
+        return "early_conflict"
+    try:
+        from lakesdk.concurrency.schema_conflicts import SchemaEvolutionConflictError
+    except ImportError:  # pragma: no cover
+        SchemaEvolutionConflictError = ()  # type: ignore[assignment,misc]  # noqa: N806
+    if isinstance(err, SchemaEvolutionConflictError):
+        return "schema_conflict"
+    if isinstance(err, WriteConflictError):
+        return "conflict"
+    return "failed"
+
+
+_COLUMNS = ("instant", "action", "operation", "outcome", "conflicts_with", "file_groups", "seconds", "writer", "reason")
+
+
+class Transactions(Sequence[TransactionRecord]):
+    """The journaled writes of one table (``t.inspect.transactions()``), oldest first.
+
+    A read-only sequence of :class:`TransactionRecord`; ``to_pandas()`` gives one row per
+    write.  The repr is a small table (no I/O)."""
+
+    def __init__(self, records: Sequence[TransactionRecord], *, table: str = "") -> None:
+        self._records = list(records)
+        self.table = table
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return Transactions(self._records[i], table=self.table)
+        return self._records[i]
+
+    def __iter__(self) -> Iterator[TransactionRecord]:
+        return iter(self._records)
+
+    def get(self, instant: str) -> TransactionRecord | None:
+        """The record of ``instant`` (None if the instant was not journaled)."""
+        return next((r for r in self._records if r.instant == instant), None)
+
+    @property
+    def committed(self) -> "Transactions":
+        return Transactions([r for r in self._records if r.won], table=self.table)
+
+    @property
+    def lost(self) -> "Transactions":
+        """Writes that did not commit (conflicts of every kind, and failures)."""
+        return Transactions([r for r in self._records if not r.won], table=self.table)
+
+    def _rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for r in self._records:
+            other = r.conflicts_with or {}
+            rows.append({"instant": r.instant, "action": r.action, "operation": r.operation, "outcome": r.outcome,
+                         "conflicts_with": other.get("instant") or "", "file_groups": len(r.file_groups),
+                         "seconds": round(r.seconds, 3), "writer": r.writer, "reason": r.reason})
+        return rows
+
+    def to_pandas(self) -> Any:
+        """pandas DataFrame: one row per journaled write."""
+        import pandas as pd
+        return pd.DataFrame(self._rows(), columns=list(_COLUMNS))
+
+    def __repr__(self) -> str:
+        counts: dict[str, int] = {}
+        for r in self._records:
+            counts[r.outcome] = counts.get(r.outcome, 0) + 1
+        summary = ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "none"
+        head = f"<Transactions {self.table!r}: {len(self)} writes ({summary})"
+        lines = [(f"  {r['instant']} {r['action']:<13} {r['operation']:<10} {r['outcome']:<15}"
+                  + (f" vs {r['conflicts_with']}" if r["conflicts_with"] else "")).rstrip() for r in self._rows()[-20:]]
+        more = [f"  ... {len(self) - 20} earlier"] if len(self) > 20 else []
+        return "\n".join([head, *more, *lines]) + ">"
+
+    def _repr_html_(self) -> str:
+        from html import escape
+        colors = {"committed": "#1a7f37", "early_conflict": "#9a6700"}
+        cols = ("instant", "action", "operation", "outcome", "conflicts_with", "file_groups", "seconds", "writer")
+        head = "".join(f"<th style='text-align:left'>{c}</th>" for c in cols)
+        body = []
+        for r in self._rows():
+            color = colors.get(r["outcome"], "#cf222e")
+            cells = "".join(
+                f"<td style='color:{color}' title='{escape(r['reason'], quote=True)}'>{escape(str(r[c]))}</td>"
+                if c == "outcome" else f"<td>{escape(str(r[c]))}</td>" for c in cols)
+            body.append(f"<tr>{cells}</tr>")
+        return (f"<div><b>lakesdk transactions</b> <code>{escape(self.table)}</code> ({len(self)} writes)"
+                f"<table><tr>{head}</tr>{''.join(body)}</table></div>")

@@ -7,6 +7,9 @@ HTTP/1.1 keep-alive connection (re-opened after unpickling).  Requests time out 
 replies (a retried create is safe: the server de-duplicates; the retried call may then
 report ``False`` for a marker its own first attempt created).
 
+A create request the server refuses because early conflict detection found a conflict
+(HTTP 409) raises :class:`lakesdk.EarlyConflictError`.
+
 When the server is gone (the writer stopped), :meth:`all_markers` reads the ``MARKERS*``
 files directly from storage (Hudi's ``readTimelineServerBasedMarkersFromFileSystem``), and
 :meth:`exists` / :meth:`delete_all` act on storage directly.  Creating markers needs
@@ -132,6 +135,12 @@ class TimelineServerWriteMarkers(WriteMarkers):
             if resp.status == 200:
                 return payload
             message = payload.get("error", "") if isinstance(payload, dict) else ""
+            if resp.status == 409 and isinstance(payload, dict) and "conflict" in payload:
+                c = payload["conflict"]
+                from lakesdk.exceptions import EarlyConflictError
+                raise EarlyConflictError(message, other_instant=c.get("instant"), other_action=c.get("action"),
+                                         file_groups=tuple((str(p), str(f)) for p, f in c.get("file_groups") or ()),
+                                         planned=tuple((str(p), str(f)) for p, f in c.get("planned") or ()))
             if resp.status == 403:
                 raise MarkerAuthError(f"the marker server rejected {what}: {message} (HTTP 403); "
                                       "the client's token does not match the server's")

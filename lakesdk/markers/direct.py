@@ -10,11 +10,16 @@ fails if the file exists, so ``create_if_absent`` tells first from repeated call
 Listing walks the marker directory.  No ``MARKERS.type`` file is written.  Every marker
 costs one storage request to create, and listing costs grow with their number; the
 timeline-server flavour (:mod:`lakesdk.markers.server`) batches them instead.
+
+With an early-conflict ``detector`` (:class:`lakesdk.concurrency.early.EarlyConflictDetector`)
+every creation is checked first against the markers of the other running writers: one
+check per :meth:`DirectWriteMarkers.create_many` batch, and the detector caches its
+listing, so the cost does not grow with the number of records or files.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Iterable, Literal
 
 from lakesdk.markers.base import (
     MARKER_EXTN,
@@ -46,11 +51,24 @@ class DirectWriteMarkers(WriteMarkers):
 
     marker_type: Literal["DIRECT"] = "DIRECT"
 
-    def __init__(self, storage: Storage, instant: str) -> None:
+    def __init__(self, storage: Storage, instant: str, *, detector: Any = None) -> None:
         super().__init__(storage, instant)
+        self.detector = detector
 
     def create_if_absent(self, partition: str, file_name: str, io_type: str) -> bool:
         name = format_marker_name(partition, file_name, io_type)
+        if self.detector is not None:
+            self.detector.check([name])
+        return self._create(name)
+
+    def create_many(self, markers: Iterable[tuple[str, str, str]]) -> list[bool]:
+        """Create several markers; with a detector, all of them are checked first (one check)."""
+        names = [format_marker_name(p, f, t) for p, f, t in markers]
+        if self.detector is not None and names:
+            self.detector.check(names)
+        return [self._create(n) for n in names]
+
+    def _create(self, name: str) -> bool:
         path = f"{self.marker_dir}/{name}"
         try:
             return self.storage.create_exclusive(path, b"")

@@ -26,8 +26,9 @@ HTTP protocol (JSON bodies and replies; every request carries the header
     GET  /v1/hoodie/marker/ping                                                     -> {"ok": true}
 
 Errors reply ``{"error": message}`` with 400 (bad request), 403 (token), 404 (unknown
-path), 500 (the flush failed: the markers of that batch are *not* kept, a retry may
-succeed) or 503 (the server is stopping, or the request timed out waiting for its flush).
+path), 409 (early conflict detection stopped the instant: the reply also holds
+``"conflict": {"instant", "action", "file_groups", "completed", "planned"}``), 500 (the
+flush failed: the markers of that batch are *not* kept, a retry may succeed) or 503 (the server is stopping, or the request timed out waiting for its flush).
 
 Batching rules (Hudi's ``MarkerDirState`` and ``MarkerCreationDispatchingRunnable``):
 
@@ -38,6 +39,15 @@ Batching rules (Hudi's ``MarkerDirState`` and ``MarkerCreationDispatchingRunnabl
 * requests are de-duplicated against the set of durable markers of the instant (loaded
   lazily from ``MARKERS*`` files); a repeated marker, also within one batch or while the
   first request's flush is still running, is answered ``false`` once the first is durable.
+
+Early conflict detection (Hudi's ``AsyncTimelineServerBasedDetectionStrategy``): the writer
+registers an instant with :meth:`MarkerServer.watch` and a detector
+(:class:`lakesdk.concurrency.early.EarlyConflictDetector`).  Every create request of that
+instant is then checked before it is queued (the detector's listing of the other writers'
+markers is refreshed when older than ``early_conflict_interval_ms``), and a background
+thread re-lists every interval and matches the instant's durable and queued markers, so a
+conflict with a writer that created its markers later is found too.  Once a conflict is
+found, every create request of the instant is answered 409 and nothing more is flushed.
 """
 
 from __future__ import annotations
@@ -88,6 +98,8 @@ class MarkerServerStats:
     flushes: int = 0             #: batches processed by a worker
     storage_writes: int = 0      #: ``MARKERS<n>`` rewrites plus ``MARKERS.type`` creations
     loads: int = 0               #: lazy loads of an instant's state from storage
+    early_checks: int = 0        #: early-conflict checks (request-time and periodic)
+    early_conflicts: int = 0     #: instants stopped by early conflict detection
 
 
 @dataclass(frozen=True)
@@ -103,10 +115,27 @@ class MarkerDirSnapshot:
 
 
 class _HTTPError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, extra: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.extra = extra or {}
+
+
+@dataclass(eq=False)
+class _Detection:
+    """Early conflict detection of one watched instant."""
+
+    detector: Any
+    conflict: Any = None          # the EarlyConflict found, then every create is refused
+    error: str = ""
+    planned: tuple = ()           # (partition, fileId) this instant was writing when it was stopped
+
+    def payload(self) -> dict[str, Any]:
+        c = self.conflict
+        return {"conflict": {"instant": c.instant, "action": c.action,
+                             "file_groups": [list(g) for g in c.file_groups], "completed": bool(c.completed),
+                             "planned": [list(g) for g in self.planned]}}
 
 
 @dataclass(eq=False)
@@ -171,6 +200,7 @@ class MarkerServer:
         num_threads: int = 20,
         token: str | None = None,
         request_timeout_s: float = 120.0,
+        early_conflict_interval_ms: float = 1000.0,
     ) -> None:
         if batch_interval_ms <= 0:
             raise ValueError(f"batch_interval_ms must be > 0, found {batch_interval_ms}")
@@ -183,6 +213,11 @@ class MarkerServer:
         self.num_threads = int(num_threads)
         self.token = token if token is not None else secrets.token_urlsafe(24)
         self.request_timeout_s = request_timeout_s
+        if early_conflict_interval_ms <= 0:
+            raise ValueError(f"early_conflict_interval_ms must be > 0, found {early_conflict_interval_ms}")
+        self.early_conflict_interval_ms = float(early_conflict_interval_ms)
+        self._detections: dict[str, _Detection] = {}
+        self._detect_thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._states: dict[str, _DirState] = {}
         self._counts: dict[str, int] = {k: 0 for k in MarkerServerStats.__dataclass_fields__}
@@ -223,6 +258,7 @@ class MarkerServer:
                                             daemon=True)
         self._serve_thread.start()
         self._dispatcher.start()
+        self._start_detector()
         return self
 
     def stop(self) -> None:
@@ -234,6 +270,8 @@ class MarkerServer:
         self._stop_event.set()
         if self._dispatcher is not None:
             self._dispatcher.join()
+        if self._detect_thread is not None:
+            self._detect_thread.join()
         deadline = time.monotonic() + self.request_timeout_s
         while self._has_pending() and time.monotonic() < deadline:   # drain: answer queued requests
             self._tick()
@@ -286,6 +324,91 @@ class MarkerServer:
                 pending=tuple(r.name for r in st.pending), type_written=st.type_written,
             )
 
+    # -- early conflict detection -----------------------------------------------------------
+    def watch(self, instant: str, detector: Any) -> None:
+        """Check every marker of ``instant`` with ``detector`` (an
+        :class:`~lakesdk.concurrency.early.EarlyConflictDetector`) before creating it, and
+        re-check the instant's markers every ``early_conflict_interval_ms`` until its marker
+        dir is deleted or the server stops."""
+        validate_instant(instant)
+        with self._lock:
+            self._detections[instant] = _Detection(detector)
+        self._start_detector()
+
+    def _start_detector(self) -> None:
+        """Start the periodic detection thread once the server runs and an instant is watched."""
+        with self._lock:
+            if self._detect_thread is not None or self._httpd is None or self._closing or not self._detections:
+                return
+            self._detect_thread = threading.Thread(target=self._detect_loop, daemon=True,
+                                                   name=f"lakesdk-markers-ecd-{self.port}")
+        self._detect_thread.start()
+
+    def unwatch(self, instant: str) -> None:
+        """Stop early conflict detection for ``instant`` (no-op when not watched)."""
+        with self._lock:
+            self._detections.pop(instant, None)
+
+    def early_conflict(self, instant: str) -> Any:
+        """The conflict found for a watched ``instant`` (None: none found, or not watched).  No I/O."""
+        with self._lock:
+            det = self._detections.get(instant)
+        return None if det is None else det.conflict
+
+    def _stopped_by(self, det: _Detection, found: Any, names: Any) -> None:
+        err = det.detector.error(found, names)
+        det.error, det.planned = str(err), tuple(getattr(err, "planned", ()))
+        det.conflict = found
+        self._count("early_conflicts")
+
+    def _refuse(self, det: _Detection) -> _HTTPError:
+        return _HTTPError(409, det.error, det.payload())
+
+    def _early_check(self, instant: str, names: list[str]) -> None:
+        """Request time: refuse when a conflict is known, or when ``names`` conflict."""
+        with self._lock:
+            det = self._detections.get(instant)
+        if det is None:
+            return
+        if det.conflict is None:
+            self._count("early_checks")
+            try:
+                found = det.detector.find(names)
+            except Exception:  # as Hudi: a failed check is logged and the marker created anyway
+                log.warning("early conflict check of instant %s failed", instant, exc_info=True)
+                return
+            if found is not None and det.conflict is None:
+                self._stopped_by(det, found, names)
+        if det.conflict is not None:
+            raise self._refuse(det)
+
+    def _detect_loop(self) -> None:
+        interval = self.early_conflict_interval_ms / 1000.0
+        while not self._stop_event.wait(interval):
+            with self._lock:
+                watched = [(i, d) for i, d in self._detections.items() if d.conflict is None]
+            for instant, det in watched:
+                try:
+                    self._detect_once(instant, det)
+                except Exception:  # pragma: no cover - defensive: the detector thread must survive
+                    log.warning("early conflict detection of instant %s failed", instant, exc_info=True)
+
+    def _detect_once(self, instant: str, det: _Detection) -> None:
+        """Hudi's ``MarkerBasedEarlyConflictDetectionRunnable.run``: re-list, then match the
+        durable and the queued markers of the instant."""
+        with self._lock:
+            st = self._states.get(instant)
+        if st is None:
+            return            # no marker requested yet: the first request checks
+        with st.lock:
+            names = set(st.markers) | {r.name for r in st.pending} | set(st.inflight)
+        self._count("early_checks")
+        det.detector.refresh()
+        found = det.detector.match(names)
+        if found is not None and det.conflict is None:
+            self._stopped_by(det, found, names)
+            log.info("early conflict detected for instant %s: %r", instant, found)
+
     def _count(self, key: str, n: int = 1) -> None:
         with self._lock:
             self._counts[key] += n
@@ -330,6 +453,7 @@ class MarkerServer:
 
     # -- operations (called by the HTTP handler) ------------------------------------------------
     def _create(self, instant: str, names: list[str]) -> list[bool]:
+        self._early_check(instant, names)
         reqs = [_Request(n) for n in names]
         while True:
             st = self._state(instant)
@@ -348,6 +472,10 @@ class MarkerServer:
                 raise _HTTPError(503, f"timed out after {self.request_timeout_s:g}s waiting for marker {r.name!r} to be flushed")
         errors = [r.error for r in reqs if r.error is not None]
         if errors:
+            with self._lock:
+                det = self._detections.get(instant)
+            if det is not None and det.conflict is not None:
+                raise self._refuse(det)
             raise _HTTPError(500, errors[0])
         return [bool(r.created) for r in reqs]
 
@@ -362,6 +490,7 @@ class MarkerServer:
     def _delete(self, instant: str) -> bool:
         with self._lock:
             st = self._states.pop(instant, None)
+            self._detections.pop(instant, None)
         reqs: list[_Request] = []
         if st is not None:
             with st.lock:
@@ -405,6 +534,14 @@ class MarkerServer:
 
     def _process(self, st: _DirState, reqs: list[_Request], idx: int) -> None:
         """One worker: dedup, write MARKERS.type once, rewrite MARKERS<idx>, then answer."""
+        with self._lock:
+            det = self._detections.get(st.instant)
+        if det is not None and det.conflict is not None:   # stopped by early conflict detection
+            with st.lock:
+                st.busy[idx] = False
+            for r in reqs:
+                r.finish(None, det.error)
+            return
         new: list[str] = []
         owners: list[_Request] = []
         same_batch_dups: list[_Request] = []
@@ -616,7 +753,7 @@ class _Handler(BaseHTTPRequestHandler):
             payload = route(srv, params)
             status = 200
         except _HTTPError as exc:
-            status, payload = exc.status, {"error": exc.message}
+            status, payload = exc.status, {"error": exc.message, **exc.extra}
         except Exception as exc:  # storage failures while loading, listing or deleting
             log.warning("marker server request %s %s failed", method, url.path, exc_info=True)
             status, payload = 500, {"error": f"{type(exc).__name__}: {exc}"}

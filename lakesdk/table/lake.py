@@ -11,7 +11,7 @@ from lakesdk.exceptions import SchemaError, TableExistsError
 from lakesdk.format.schema import arrow_to_avro
 from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
 from lakesdk.storage import Storage
-from lakesdk.table.table import Table, TableOptions
+from lakesdk.table.table import Table, TableOptions, validate_options
 
 __all__ = ["Lake", "open_table"]
 
@@ -41,7 +41,7 @@ class Lake:
                  lock_options: dict[str, Any] | None = None) -> None:
         self.storage = Storage(str(root), storage_options)
         self._spark = spark
-        self.options = _with_concurrency(options or TableOptions(), concurrency, lock, lock_options)
+        self.options = validate_options(_with_concurrency(options or TableOptions(), concurrency, lock, lock_options))
 
     @property
     def root(self) -> str:

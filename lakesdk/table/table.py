@@ -17,7 +17,7 @@ from lakesdk.table.results import WriteResult
 from lakesdk.table.schema_store import resolve_schema
 from lakesdk.table.write import WriteOperation
 
-__all__ = ["Table", "TableOptions", "load_config"]
+__all__ = ["Table", "TableOptions", "load_config", "validate_options"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,24 @@ class TableOptions:
     cluster_max_bytes_per_group: int = 2048 * 1024 * 1024  # hoodie.clustering.plan.strategy.max.bytes.per.group
     cluster_target_file_size: int = 1024 * 1024 * 1024     # hoodie.clustering.plan.strategy.target.file.max.bytes
     cluster_sort_by: tuple[str, ...] = ()          # hoodie.clustering.plan.strategy.sort.columns
+    early_conflict_detection: bool = False         # hoodie.write.concurrency.early.conflict.detection.enable
+    early_conflict_check_interval_ms: int = 1000   # ...async.conflict.detector.period_ms; listing cache of direct markers
+    early_conflict_check_commits: bool = False     # ...early.conflict.check.commit.conflict
+
+
+def validate_options(options: TableOptions) -> TableOptions:
+    """Raise :class:`~lakesdk.OptionsError` for contradicting options (Hudi validates its
+    write config the same way when it is built)."""
+    from lakesdk.exceptions import OptionsError
+    if options.early_conflict_detection and options.concurrency != "optimistic":
+        raise OptionsError(
+            f"early_conflict_detection=True needs concurrency='optimistic' (found {options.concurrency!r}): "
+            "early conflict detection compares the markers of concurrent writers, which only optimistic "
+            "concurrency has; open the table with concurrency='optimistic' or drop early_conflict_detection")
+    if options.early_conflict_check_interval_ms <= 0:
+        raise OptionsError(f"early_conflict_check_interval_ms must be > 0, found "
+                           f"{options.early_conflict_check_interval_ms}")
+    return options
 
 
 def load_config(storage: Storage) -> TableConfig:
@@ -71,7 +89,7 @@ class Table:
         self.storage = storage
         self.config = config or load_config(storage)
         self._spark = spark
-        self.options = options or TableOptions()
+        self.options = validate_options(options or TableOptions())
         self._timeline_store: TimelineStore | None = None
         self._marker_server: Any = None
         self._lock_provider: Any = None
@@ -141,15 +159,16 @@ class Table:
             self._lock_provider = lock_provider(self.options.lock, self.storage, dict(self.options.lock_options))
         return self._lock_provider
 
-    def _markers(self, instant: str) -> Any:
+    def _markers(self, instant: str, *, detector: Any = None) -> Any:
         """WriteMarkers for ``instant``: timeline-server based (a server this handle starts on
-        first use) unless direct markers are configured or Spark runs over Spark Connect."""
-        from lakesdk.markers import write_markers
+        first use) unless direct markers are configured or Spark runs over Spark Connect.
+        With an early-conflict ``detector``, every marker is checked before it is created."""
+        from lakesdk.markers import DirectWriteMarkers, write_markers
         kind = self.options.markers
         if kind == "timeline_server" and self._spark is not None and "connect" in type(self._spark).__module__:
             kind = "direct"   # executors of a remote Connect server may not reach this process
         if kind == "direct":
-            return write_markers(self.storage, instant, "DIRECT")
+            return DirectWriteMarkers(self.storage, instant, detector=detector)
         if self._marker_server is None or not self._marker_server.running:
             from lakesdk.markers import MarkerServer
             host = "127.0.0.1"
@@ -160,9 +179,25 @@ class Table:
                     pass
             self._marker_server = MarkerServer(self.storage, host=host,
                                                batch_interval_ms=self.options.marker_batch_interval_ms,
-                                               num_threads=self.options.marker_threads).start()
+                                               num_threads=self.options.marker_threads,
+                                               early_conflict_interval_ms=self.options.early_conflict_check_interval_ms
+                                               ).start()
             atexit.register(self._marker_server.stop)
+        if detector is not None:
+            self._marker_server.watch(instant, detector)
         return write_markers(self.storage, instant, "TIMELINE_SERVER_BASED", server=self._marker_server)
+
+    def _early_detector(self, instant: str, timeline: Any) -> Any:
+        """The early-conflict detector of a write at ``instant`` (None unless enabled)."""
+        o = self.options
+        if not (o.early_conflict_detection and o.concurrency == "optimistic"):
+            return None
+        from lakesdk.concurrency.early import EarlyConflictDetector
+        return EarlyConflictDetector(
+            self.storage, instant, self.config.timeline_dir, self.config.layout_version,
+            heartbeat_interval_s=o.heartbeat_interval_s, heartbeat_misses=o.heartbeat_misses,
+            interval_s=o.early_conflict_check_interval_ms / 1000.0, check_commits=o.early_conflict_check_commits,
+            completed_at_start=frozenset((i.requested, i.action) for i in timeline.completed), table_name=self.name)
 
     def _store(self) -> TimelineStore:
         if self._timeline_store is None:
@@ -386,8 +421,14 @@ class Inspect:
         writes = [i for i in timeline.commits if i.requested == req]   # another action may share the time
         return store.commit_metadata(writes[0] if writes else timeline.get(req))
 
+    def transactions(self) -> Any:
+        """The transaction journal: one record per write under optimistic concurrency
+        (committed, conflict, schema_conflict, early_conflict or failed), oldest first."""
+        from lakesdk.concurrency.journal import Transactions, read_transactions
+        return Transactions(read_transactions(self._t.storage), table=self._t.name)
+
     def __repr__(self) -> str:
-        return f"<Inspect {self._t.name!r}: file_groups(), partitions(), commit_metadata(instant)>"
+        return f"<Inspect {self._t.name!r}: file_groups(), partitions(), commit_metadata(instant), transactions()>"
 
 
 class Maintenance:

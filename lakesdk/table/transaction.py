@@ -88,9 +88,10 @@ def commit(table: "Table", txn: OpenInstant, stats: list[dict[str, Any]], *, sch
             seen[key] = seen.get(key, 0) + 1
         dup = [k for k, n in seen.items() if n > 1]
         if dup:
-            abort(table, txn)
-            raise WriteConflictError(f"participants of {txn.instant} rewrote the same file groups {dup[:3]} of a "
+            err = WriteConflictError(f"participants of {txn.instant} rewrote the same file groups {dup[:3]} of a "
                                      "copy-on-write table; the instant was rolled back (use a merge-on-read table)")
+            abort(table, txn, reason=str(err), outcome="conflict")
+            raise err
     markers = DirectWriteMarkers(table.storage, txn.instant)
     written = {s.path for s in ws}
     for path in sorted((markers.data_files() | markers.appended_log_files()) - written):
@@ -111,16 +112,47 @@ def commit(table: "Table", txn: OpenInstant, stats: list[dict[str, Any]], *, sch
     else:
         table.storage.delete(f".hoodie/.heartbeat/{txn.instant}")
     tot = md.totals()
+    _journal(table, txn, "committed", groups={(s.partitionPath or "", s.fileId) for s in ws if s.fileId},
+             schema=arrow_schema)
     return WriteResult(table=table.name, operation=txn.operation, instant=txn.instant, completed=done.completed,
                        action=txn.action, inserted=tot["inserted"], updated=tot["updated"], deleted=tot["deleted"],
                        files=tot["files"], bytes=tot["bytes"], partitions=tot["partitions"],
                        seconds=time.perf_counter() - t0, file_paths=tuple(sorted(written)))
 
 
-def abort(table: "Table", txn: OpenInstant) -> Any:
+def abort(table: "Table", txn: OpenInstant, *, reason: str = "aborted", outcome: str = "failed") -> Any:
     """Roll back everything written for ``txn``."""
+    from lakesdk.markers import read_markers
     from lakesdk.services.rollback import rollback
     hb = table._open_heartbeats.pop(txn.instant, None)
     if hb is not None:
         hb.stop()
-    return rollback(table, txn.instant, force=True)
+    try:
+        names = read_markers(table.storage, txn.instant)
+    except Exception:  # noqa: BLE001 - only feeds the journal
+        names = set()
+    try:
+        return rollback(table, txn.instant, force=True)
+    finally:
+        from lakesdk.concurrency.early import planned_groups
+        _journal(table, txn, outcome, groups=set(planned_groups(names)), reason=reason)
+
+
+def _journal(table: "Table", txn: OpenInstant, outcome: str, *, groups: set[tuple[str, str]],
+             schema: pa.Schema | None = None, reason: str = "") -> None:
+    """One transaction-journal record (optimistic concurrency only; never raises)."""
+    if table.options.concurrency != "optimistic":
+        return
+    from lakesdk.concurrency.journal import (
+        TransactionRecord,
+        instant_ms,
+        now_ms,
+        record_transaction,
+        schema_fields,
+        writer_id,
+    )
+    fields = schema_fields(schema)
+    record_transaction(table.storage, TransactionRecord(
+        instant=txn.instant, action=txn.action, outcome=outcome, operation=txn.operation, writer=writer_id(),
+        started_ms=instant_ms(txn.instant), ended_ms=now_ms(), file_groups=tuple(sorted(groups)), reason=reason,
+        schema=None if fields is None else tuple(tuple(f) for f in fields)))

@@ -46,6 +46,7 @@ class _Prepared:
     partitions: list[str] | None
     global_delete: bool
     target_schema: pa.Schema
+    table_schema: pa.Schema | None = None
 
 
 @dataclass
@@ -151,7 +152,7 @@ class WriteOperation:
             else:
                 arrow = arrow.append_column(OP, pa.repeat(pa.scalar(op_code, pa.int8()), n))
             arrow = arrow.append_column(SEQ, pa.array(np.arange(n, dtype=np.int64)))
-        return _Prepared(ctx, arrow, sdf, store, timeline, partitions, global_delete, target_schema)
+        return _Prepared(ctx, arrow, sdf, store, timeline, partitions, global_delete, target_schema, table_schema)
 
     def write_files(self, instant: str, *, markers: Any = None) -> tuple[list[WriteStat], MergeCounts, pa.Schema]:
         """Write this batch's files for an instant opened elsewhere (a transaction, the
@@ -167,7 +168,9 @@ class WriteOperation:
         return stats, counts, prep.target_schema
 
     def execute(self) -> WriteResult:
+        from lakesdk.concurrency.journal import now_ms
         t0 = time.perf_counter()
+        started_ms = now_ms()
         t = self.table
         cfg = t.config
         prep = self._prepare()
@@ -198,9 +201,12 @@ class WriteOperation:
         faults.crash_point("after_requested")
         inflight = store.transition(instant, "inflight",
                                     CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).to_avro())
-        ctx.markers = t._markers(instant.requested)
         completed: Instant | None = None
+        stats: list[WriteStat] = []
+        replaced: dict[str, list[str]] = {}
+        self._schemas: tuple[Any, Any] = (prep.table_schema, None)
         try:
+            ctx.markers = t._markers(instant.requested, detector=t._early_detector(instant.requested, timeline))
             try:
                 stats, counts, replaced = self._run(ctx, arrow, sdf, timeline, store, partitions, global_delete)
             except Exception as err:
@@ -252,22 +258,35 @@ class WriteOperation:
                 if lock is not None:
                     lock.release()
             faults.crash_point("after_commit")
-        except BaseException:
+        except BaseException as err:
             heartbeat.stop()
-            if completed is None and not self._completed_exists(store, instant):
-                from lakesdk.exceptions import InstantNotFoundError
-                try:
-                    rollback(t, instant.requested, _allow_alive=True)
-                except InstantNotFoundError:
-                    # rolled back already by another writer that took this one for dead; a
-                    # file finished after that rollback is still here: delete it too
-                    from lakesdk.services.rollback import files_written_by
-                    for path in files_written_by(t.storage, store, instant, scan=True):
-                        t.storage.delete(path)
-                    ctx.markers.delete_all()
+            landed = completed is not None or self._completed_exists(store, instant)
+            journaled = t.options.concurrency == "optimistic"
+            names = _marker_names(ctx.markers) if journaled else set()   # before the rollback removes them
+            cleaned = landed
+            try:
+                if not landed:
+                    from lakesdk.exceptions import InstantNotFoundError
+                    try:
+                        rollback(t, instant.requested, _allow_alive=True)
+                    except InstantNotFoundError:
+                        # rolled back already by another writer that took this one for dead; a
+                        # file finished after that rollback is still here: delete it too
+                        from lakesdk.services.rollback import files_written_by
+                        for path in files_written_by(t.storage, store, instant, scan=True):
+                            t.storage.delete(path)
+                    cleaned = True
+            finally:
+                if cleaned:
+                    _release_markers(ctx.markers)   # the marker server forgets the instant, detection stops
+                elif t._marker_server is not None:
+                    t._marker_server.unwatch(instant.requested)   # markers stay for the next rollback
+                self._journal(store, instant, action, started_ms, target_schema, stats=stats, replaced=replaced,
+                              names=names, err=None if landed else err)
             raise
         ctx.markers.delete_all()
         heartbeat.stop()
+        self._journal(store, instant, action, started_ms, target_schema, stats=stats, replaced=replaced)
         compaction = None
         if cfg.is_mor and t.options.compact_every and action == "deltacommit":
             from lakesdk.services.compaction import deltacommits_since_compaction
@@ -301,8 +320,38 @@ class WriteOperation:
         create = t.config.create_schema
         s0 = resolve_schema(store, evolution(start), create_schema=create)
         s1 = resolve_schema(store, evolution(now), create_schema=create)
+        self._schemas = (s0, s1)
         return resolve_concurrent_schema(s0, s1, writer, table=t.name, instant=instant.requested,
                                          reconcile=t.options.schema_reconcile)
+
+    def _journal(self, store: Any, instant: Instant, action: str, started_ms: int, writer_schema: pa.Schema, *,
+                 stats: list[WriteStat], replaced: dict[str, list[str]] | None, names: Any = (),
+                 err: BaseException | None = None) -> None:
+        """Record the outcome in the transaction journal (optimistic concurrency only; never raises)."""
+        if self.table.options.concurrency != "optimistic":
+            return
+        try:
+            from lakesdk.concurrency.early import planned_groups
+            from lakesdk.concurrency.journal import TransactionRecord, now_ms, outcome_of, record_transaction
+            groups = {(s.partitionPath or "", s.fileId) for s in stats if s.fileId}
+            groups |= {(p, f) for p, fids in (replaced or {}).items() for f in fids}
+            groups |= set(planned_groups(names))
+            conflicts_with = None
+            other = getattr(err, "other_instant", None) if err is not None else None
+            if other:
+                theirs = tuple(tuple(g) for g in getattr(err, "file_groups", ()) or ())
+                groups |= set(theirs) | set(getattr(err, "planned", ()) or ())
+                other_action = getattr(err, "other_action", None) or next(
+                    (i.action for i in store.load() if i.requested == other), "")
+                conflicts_with = {"instant": other, "action": other_action, "file_groups": [list(g) for g in theirs]}
+            s0, s1 = getattr(self, "_schemas", (None, None))
+            record_transaction(self.table.storage, TransactionRecord(
+                instant=instant.requested, action=action, outcome=outcome_of(err), operation=self.operation,
+                writer=_writer(), started_ms=started_ms, ended_ms=now_ms(), file_groups=tuple(sorted(groups)),
+                conflicts_with=conflicts_with, reason="" if err is None else (str(err) or type(err).__name__),
+                schema=_fields(writer_schema), schema_at_start=_fields(s0), schema_at_commit=_fields(s1)))
+        except Exception:  # noqa: BLE001 - the journal is advisory: it never changes a write's outcome
+            pass
 
     def _new_instant(self, store: Any, action: str, timeline: Any) -> tuple[Instant, Any]:
         """Create the requested instant, its heartbeat beating first (so no other writer
@@ -432,6 +481,32 @@ class WriteOperation:
     @staticmethod
     def _completed_exists(store: Any, instant: Instant) -> bool:
         return any("_" in n.split(".")[0] for n in store.all_states(instant.requested, instant.action))
+
+
+def _marker_names(markers: Any) -> set[str]:
+    try:
+        return set(markers.all_markers()) if markers is not None else set()
+    except Exception:  # noqa: BLE001 - the server may be gone; the names only feed the journal
+        return set()
+
+
+def _release_markers(markers: Any) -> None:
+    try:
+        if markers is not None:
+            markers.delete_all()
+    except Exception:  # noqa: BLE001 - the rollback removed the directory already
+        pass
+
+
+def _writer() -> str:
+    from lakesdk.concurrency.journal import writer_id
+    return writer_id()
+
+
+def _fields(schema: Any) -> Any:
+    from lakesdk.concurrency.journal import schema_fields
+    f = schema_fields(schema)
+    return None if f is None else tuple(tuple(x) for x in f)
 
 
 def _group_stats(stats: list[WriteStat]) -> dict[str, list[WriteStat]]:
