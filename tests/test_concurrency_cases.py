@@ -422,7 +422,7 @@ def test_concurrent_inserts_of_the_same_new_key_do_not_duplicate_it(tmp_path):
     w1 = Held(h1, lambda: h1.upsert(df([5, 6], "w1", "b")))    # partition b is new: new file groups
     w2 = Held(h2, lambda: h2.upsert(df([6, 7], "w2", "b")))
     w1.finish()
-    with pytest.raises(lk.WriteConflictError) as e:
+    with pytest.raises(lk.WriteConflictError, match="record keys this write inserts too") as e:
         w2.finish()
     assert e.value.other_instant == w1.instant
     assert values(t) == {0: "base", 5: "w1", 6: "w1"}
@@ -608,7 +608,7 @@ def test_overwrite_of_a_partition_that_a_concurrent_write_inserted_into_conflict
     hr, hw = handle(t), handle(t)
     r = Held(hr, lambda: hr.insert_overwrite(df([7], "overwrite", "a")))
     hw.bulk_insert(df([8], "new", "a"))        # a new file group in the partition being overwritten
-    with pytest.raises(lk.WriteConflictError):
+    with pytest.raises(lk.WriteConflictError, match="partitions this overwrite replaces"):
         r.finish()
     assert values(t) == {0: "base", 1: "base", 2: "base", 8: "new"}
     clean_state(t)

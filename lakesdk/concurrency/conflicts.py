@@ -42,6 +42,7 @@ __all__ = ["FileGroupConflict", "ensure_still_pending", "find_conflicts", "raise
 class FileGroupConflict:
     other: Instant
     file_groups: tuple[tuple[str, str], ...]     # (partition, file id)
+    reason: str = "changed the same file groups first"
 
     @property
     def partitions(self) -> list[str]:
@@ -145,15 +146,17 @@ def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_sta
             if my_log_only and _is_log_only(md.write_stats) and not md.partition_to_replace_file_ids:
                 continue   # two log appends: non-blocking
             theirs = _touched(md.write_stats, md)
-            overlap = mine & theirs
+            overlap, reason = mine & theirs, FileGroupConflict.reason
             if not overlap and overwritten:
                 overlap = {(p, f) for p, f in theirs if p in overwritten}
+                reason = "wrote first into partitions this overwrite replaces"
             if not overlap and my_inserts:
                 overlap = _key_collisions(reader, my_inserts, _inserting(md.write_stats))
+                reason = "inserted first record keys this write inserts too (they would be stored twice)"
         else:
             continue
         if overlap:
-            out.append(FileGroupConflict(inst, tuple(sorted(overlap))))
+            out.append(FileGroupConflict(inst, tuple(sorted(overlap)), reason))
     return out
 
 
@@ -165,7 +168,7 @@ def raise_on_conflict(table_name: str, me: Instant, conflicts: list[FileGroupCon
     more = f" and {len(c.file_groups) - 5} more" if len(c.file_groups) > 5 else ""
     err = WriteConflictError(
         f"write {me.requested} to {table_name!r} conflicts with {c.other.action} {c.other.requested} "
-        f"(completed {c.other.completed or 'pending'}), which changed the same file groups first: {groups}{more} "
+        f"(completed {c.other.completed or 'pending'}), which {c.reason}: {groups}{more} "
         f"in partitions {c.partitions}. This write was rolled back and the table holds the other write; "
         "re-read and retry it (t.upsert(...) again applies it on top).")
     err.other_instant = c.other.requested  # type: ignore[attr-defined]
