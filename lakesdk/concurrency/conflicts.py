@@ -40,6 +40,10 @@ __all__ = ["FileGroupConflict", "ensure_still_pending", "find_conflicts", "raise
 
 @dataclass(frozen=True)
 class FileGroupConflict:
+    """One conflict found at commit: the ``other`` write that completed first, the
+    (partition, file id) pairs the two writes share (for a key collision or an overwritten
+    partition: the other write's file groups involved), and the ``reason`` in words."""
+
     other: Instant
     file_groups: tuple[tuple[str, str], ...]     # (partition, file id)
     reason: str = "changed the same file groups first"
@@ -161,6 +165,8 @@ def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_sta
 
 
 def raise_on_conflict(table_name: str, me: Instant, conflicts: list[FileGroupConflict]) -> None:
+    """Raise :class:`WriteConflictError` for the first of ``conflicts`` (none: return).  The
+    error carries ``other_instant``, ``file_groups`` and ``partitions``."""
     if not conflicts:
         return
     c = conflicts[0]
