@@ -134,7 +134,7 @@ def test_c56_stopping_a_heartbeat_that_never_started(tmp_path):
 
 def test_c60_stop_waits_for_a_beat_in_progress(tmp_path):
     s = FlakyStorage(str(tmp_path / "t"))
-    hb = Heartbeat(s, "102", interval_s=0.05).start()
+    hb = Heartbeat(s, "102", interval_s=0.05, tolerable_misses=20).start()   # waits up to 1 s for a beat
     s.slow = 0.3                       # the next beats are slow writes
     time.sleep(0.1)                    # one of them is in progress
     assert hb.stop() is True
@@ -150,3 +150,33 @@ def test_c61_refused_delete_is_reported_not_raised(tmp_path):
     assert hb.stop() is False and isinstance(hb.last_error, OSError) and not hb.running
     s.refuse_delete = False
     assert hb.stop() is True and not s.exists(heartbeat_path("103"))
+
+
+def test_c58_a_hanging_beat_does_not_stop_the_next_ones(tmp_path):
+    import threading
+
+    class Hanging(FlakyStorage):
+        def __init__(self, base: str) -> None:
+            super().__init__(base)
+            self.release = threading.Event()
+            self.calls = 0
+
+        def touch(self, rel: str) -> None:
+            self.calls += 1
+            if self.calls == 2:              # the first scheduled beat hangs
+                assert self.release.wait(30)
+            super().touch(rel)
+
+    s = Hanging(str(tmp_path / "t"))
+    hb = Heartbeat(s, "104", interval_s=0.05, tolerable_misses=10).start()
+    try:
+        deadline = time.monotonic() + 30
+        while s.events.count("beat") < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert s.events.count("beat") >= 3       # the first (synchronous) and later ones, past the hung one
+        assert s.calls >= 4
+    finally:
+        s.release.set()
+        assert hb.stop() is True
+    time.sleep(0.2)
+    assert not s.exists(heartbeat_path("104"))
