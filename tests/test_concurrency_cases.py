@@ -468,6 +468,32 @@ def test_c23_lazy_rollback_takes_only_the_dead_writer(tmp_path):
     clean_state(t)
 
 
+def test_c23_writer_whose_rollback_is_in_progress_cannot_commit(tmp_path, monkeypatch):
+    """The rollback of a writer taken for dead has written its plan but not finished (it
+    removes the instant's timeline files last): the writer must not commit meanwhile."""
+    from lakesdk.services import rollback as rb
+    t = table(tmp_path, options=fast_heartbeats())
+    t.upsert(df([0], "base"))
+    h3 = handle(t)
+    w3 = Held(h3, lambda: h3.upsert(df([3], "w3", "c")))
+    stop_heartbeat(w3)
+    wait_expired(t, w3.instant)
+    original = rb._execute
+
+    def interrupted(*a, **k):
+        raise OSError("injected: the rollback stops after its plan")
+    monkeypatch.setattr(rb, "_execute", interrupted)
+    with pytest.raises(OSError, match="injected"):
+        t.maintenance.rollback_failed_writes()
+    monkeypatch.setattr(rb, "_execute", original)
+    assert any(i.action == "rollback" for i in t.timeline.pending) and t.timeline.contains(w3.instant)
+    with pytest.raises(lk.WriteConflictError, match="rolled back"):
+        w3.finish()                  # and its own clean-up finishes that rollback
+    assert not t.timeline.contains(w3.instant)
+    assert values(t) == {0: "base"}
+    clean_state(t)
+
+
 def test_c63_lazy_rollback_rechecks_after_the_heartbeat_check(tmp_path, monkeypatch):
     """X is alive, Y's heartbeat is gone, Z's heartbeat expired but Z completes between the
     heartbeat check and the rollback: only Y is rolled back."""

@@ -183,12 +183,28 @@ def raise_on_conflict(table_name: str, me: Instant, conflicts: list[FileGroupCon
     raise err
 
 
-def ensure_still_pending(table_name: str, timeline: Timeline, me: Instant) -> None:
+def _being_rolled_back(store: TimelineStore, timeline: Timeline, me: Instant) -> bool:
+    """A pending rollback (one in progress, or interrupted) names ``me`` in its plan."""
+    from lakesdk.exceptions import CorruptTimelineError
+    from lakesdk.format.plans import RollbackPlanData
+    for rb in timeline.pending.filter(actions=["rollback"]):
+        try:
+            plan = RollbackPlanData.parse(store.read_bytes(Instant("rollback", "requested", rb.requested)))
+        except (FileNotFoundError, CorruptTimelineError):
+            continue
+        if plan.instant == me.requested:
+            return True
+    return False
+
+
+def ensure_still_pending(table_name: str, timeline: Timeline, me: Instant, store: TimelineStore | None = None) -> None:
     """Raise :class:`WriteConflictError` when ``me`` is no longer pending on ``timeline``:
     another writer took this one for dead (its heartbeat expired, e.g. after a long pause)
     and rolled it back, deleting its files.  Committing then would complete an instant
-    whose data is gone."""
-    if any(i.requested == me.requested and i.action == me.action and not i.is_completed for i in timeline):
+    whose data is gone.  With ``store``, a rollback of ``me`` still in progress counts too
+    (it would remove the commit file at its end)."""
+    pending = any(i.requested == me.requested and i.action == me.action and not i.is_completed for i in timeline)
+    if pending and not (store is not None and _being_rolled_back(store, timeline, me)):
         return
     err = WriteConflictError(
         f"write {me.requested} to {table_name!r} was rolled back by another writer while it ran: its heartbeat "

@@ -230,7 +230,7 @@ class WriteOperation:
                     from lakesdk.concurrency.conflicts import ensure_still_pending, find_conflicts, raise_on_conflict
                     seen = frozenset((i.requested, i.action) for i in timeline.completed)
                     now = store.load()
-                    ensure_still_pending(cfg.name, now, instant)
+                    ensure_still_pending(cfg.name, now, instant, store)
                     record = self._resolve_schema(store, timeline, now, target_schema, instant)
                     overwrite = replaced if action == "replacecommit" else None
                     raise_on_conflict(cfg.name, instant, find_conflicts(store, now, instant, stats,
