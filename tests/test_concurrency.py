@@ -184,10 +184,11 @@ def test_stress_four_writer_processes(tmp_path, table_type):
     check_outcomes(results)
 
 
-def test_stress_threads_in_process_lock(tmp_path):
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_stress_threads_in_process_lock(tmp_path, table_type):
     """The in-process lock cannot span processes: 4 writer threads x 25 commits."""
     import random
-    t, init = stress_table(tmp_path)
+    t, init = stress_table(tmp_path, table_type)
     results: list[dict] = []
     lock = threading.Lock()
 
