@@ -1,4 +1,6 @@
-"""Heartbeats: ``.hoodie/.heartbeat/<instant>`` refreshed from a daemon thread; expiry by mtime."""
+"""Heartbeats: ``.hoodie/.heartbeat/<instant>`` refreshed from a daemon thread; expiry by mtime.
+
+Tests named test_c<N>_ cover case C<N> of the concurrency case table (docs/concurrency-cases.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ def storage(request, tmp_path) -> Storage:
     return Storage(f"memory://hb-{uuid.uuid4().hex}")
 
 
-def test_start_refresh_stop(storage):
+def test_c52_c53_c55_start_refresh_stop(storage):
     hb = Heartbeat(storage, "001", interval_s=0.05, tolerable_misses=2)
     assert last_beat(storage, "001") is None and is_expired(storage, "001", 0.05, 2)
     hb.start()
@@ -51,7 +53,7 @@ def test_expiry_is_interval_times_misses(storage):
     assert not is_expired(storage, "002")                                 # defaults: 60 s x 2
 
 
-def test_stopped_writer_expires(storage):
+def test_c54_stopped_writer_expires(storage):
     hb = Heartbeat(storage, "003", interval_s=0.05, tolerable_misses=2)
     hb.start()
     hb._stop.set()                                     # the writer dies: no more beats, file left behind
@@ -74,13 +76,26 @@ class FlakyStorage(Storage):
         super().__init__(base)
         self.fail = False
 
+        self.refuse_delete = False
+        self.slow = 0.0
+        self.events: list[str] = []
+
     def touch(self, rel: str) -> None:
         if self.fail:
             raise OSError("injected storage failure")
+        if self.slow:
+            time.sleep(self.slow)
         super().touch(rel)
+        self.events.append("beat")
+
+    def delete(self, rel: str, *, missing_ok: bool = True) -> None:
+        if self.refuse_delete:
+            raise OSError("injected: delete refused")
+        super().delete(rel, missing_ok=missing_ok)
+        self.events.append("delete")
 
 
-def test_beat_failures(tmp_path):
+def test_c59_beat_failures(tmp_path):
     s = FlakyStorage(str(tmp_path / "t"))
     s.fail = True
     with pytest.raises(HeartbeatError, match="could not write the heartbeat"):
@@ -99,7 +114,7 @@ def test_beat_failures(tmp_path):
         hb.stop()
 
 
-def test_validation():
+def test_c62_validation():
     s = Storage("memory://hb-validation")
     assert heartbeat_path("20240418172802262") == ".hoodie/.heartbeat/20240418172802262"
     with pytest.raises(HeartbeatError, match="invalid instant"):
@@ -108,3 +123,60 @@ def test_validation():
         Heartbeat(s, "001", interval_s=0)
     with pytest.raises(ValueError):
         Heartbeat(s, "001", tolerable_misses=0)
+
+
+def test_c56_stopping_a_heartbeat_that_never_started(tmp_path):
+    s = FlakyStorage(str(tmp_path / "t"))
+    hb = Heartbeat(s, "101", interval_s=1.0)
+    assert hb.stop() is True and not s.exists(heartbeat_path("101"))   # nothing to delete: no error
+    assert is_expired(s, "101", 1.0, 2)
+
+
+def test_c60_stop_waits_for_a_beat_in_progress(tmp_path):
+    s = FlakyStorage(str(tmp_path / "t"))
+    hb = Heartbeat(s, "102", interval_s=0.05, tolerable_misses=20).start()   # waits up to 1 s for a beat
+    s.slow = 0.3                       # the next beats are slow writes
+    time.sleep(0.1)                    # one of them is in progress
+    assert hb.stop() is True
+    assert s.events[-1] == "delete" and not s.exists(heartbeat_path("102"))
+    time.sleep(0.4)
+    assert not s.exists(heartbeat_path("102"))     # no beat re-created it after the delete
+
+
+def test_c61_refused_delete_is_reported_not_raised(tmp_path):
+    s = FlakyStorage(str(tmp_path / "t"))
+    hb = Heartbeat(s, "103", interval_s=10.0).start()
+    s.refuse_delete = True
+    assert hb.stop() is False and isinstance(hb.last_error, OSError) and not hb.running
+    s.refuse_delete = False
+    assert hb.stop() is True and not s.exists(heartbeat_path("103"))
+
+
+def test_c58_a_hanging_beat_does_not_stop_the_next_ones(tmp_path):
+    import threading
+
+    class Hanging(FlakyStorage):
+        def __init__(self, base: str) -> None:
+            super().__init__(base)
+            self.release = threading.Event()
+            self.calls = 0
+
+        def touch(self, rel: str) -> None:
+            self.calls += 1
+            if self.calls == 2:              # the first scheduled beat hangs
+                assert self.release.wait(30)
+            super().touch(rel)
+
+    s = Hanging(str(tmp_path / "t"))
+    hb = Heartbeat(s, "104", interval_s=0.05, tolerable_misses=10).start()
+    try:
+        deadline = time.monotonic() + 30
+        while s.events.count("beat") < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert s.events.count("beat") >= 3       # the first (synchronous) and later ones, past the hung one
+        assert s.calls >= 4
+    finally:
+        s.release.set()
+        assert hb.stop() is True
+    time.sleep(0.2)
+    assert not s.exists(heartbeat_path("104"))

@@ -78,9 +78,13 @@ class Heartbeat:
 
     ``start()`` writes the first beat synchronously (a failure raises) and then re-writes
     the file every ``interval_s``; a failed later beat is logged and kept in
-    :attr:`last_error`, and the next beat retries.  ``stop()`` stops the thread and deletes
-    the file.  As a context manager it starts on entry and stops on exit.
+    :attr:`last_error`, and the next beat retries.  Each later beat runs in a short-lived
+    thread of its own, so one storage call that hangs does not stop the beats after it
+    (at most :attr:`MAX_IN_FLIGHT` beats are in progress at once).  ``stop()`` stops the
+    thread and deletes the file.  As a context manager it starts on entry and stops on exit.
     """
+
+    MAX_IN_FLIGHT = 2
 
     def __init__(self, storage: Storage, instant: str, interval_s: float = 60.0, tolerable_misses: int = 2) -> None:
         if interval_s <= 0:
@@ -96,6 +100,7 @@ class Heartbeat:
         self.last_error: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._in_flight: list[threading.Thread] = []
 
     @property
     def running(self) -> bool:
@@ -119,22 +124,53 @@ class Heartbeat:
         self._thread.start()
         return self
 
+    def _beat_logged(self) -> None:
+        if self._stop.is_set():
+            return
+        try:
+            self.beat()
+            self.last_error = None
+        except Exception as exc:  # keep beating: a transient storage error must not stop liveness
+            self.last_error = exc
+            log.warning("heartbeat for instant %s failed: %s", self.instant, exc)
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            try:
-                self.beat()
-                self.last_error = None
-            except Exception as exc:  # keep beating: a transient storage error must not stop liveness
-                self.last_error = exc
-                log.warning("heartbeat for instant %s failed: %s", self.instant, exc)
+            self._in_flight = [t for t in self._in_flight if t.is_alive()]
+            if len(self._in_flight) >= self.MAX_IN_FLIGHT:
+                log.warning("heartbeat for instant %s: %d beats still in progress, skipping one",
+                            self.instant, len(self._in_flight))
+                continue
+            beat = threading.Thread(target=self._beat_logged, name=f"lakesdk-beat-{self.instant}", daemon=True)
+            self._in_flight.append(beat)
+            beat.start()
 
-    def stop(self) -> None:
-        """Stop beating and delete the heartbeat file (idempotent)."""
+    def stop(self) -> bool:
+        """Stop beating and delete the heartbeat file (idempotent).
+
+        A beat in progress is waited for first (up to ``interval_s * tolerable_misses``, after
+        which the instant counts as dead anyway), so no beat re-creates the file after the
+        delete.  Returns whether the file is gone; a storage error while deleting is logged
+        and kept in :attr:`last_error`, never raised (the write it guarded has already
+        committed or failed; a left-over file only ages until it expires).
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        self.storage.delete(self.path)
+        # a beat that hangs is waited for up to the expiry bound: if it lands later, the file
+        # it leaves belongs to a finished instant and the next writer's cleanup removes it
+        deadline = time.monotonic() + self.interval_s * self.tolerable_misses
+        for beat in self._in_flight:
+            beat.join(max(0.0, deadline - time.monotonic()))
+        self._in_flight = []
+        try:
+            self.storage.delete(self.path)
+            return True
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            self.last_error = exc
+            log.warning("could not delete the heartbeat of instant %s: %s", self.instant, exc)
+            return False
 
     def is_expired(self, now: float | None = None) -> bool:
         """:func:`is_expired` for this heartbeat's instant and settings (reads storage)."""

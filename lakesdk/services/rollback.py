@@ -243,7 +243,7 @@ def plan_rollback(table: "Table", instant: str | Instant, *, force: bool = False
 
 
 def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
-             _allow_alive: bool = False) -> RollbackResult:
+             _allow_alive: bool = False, _only_pending: bool = False) -> RollbackResult:
     """Roll back ``instant``: a pending write (its writer failed or died), or the latest
     completed write.  A pending write whose heartbeat is fresh belongs to a live writer and
     is refused unless ``force=True``.  A completed write with later completed writes is
@@ -252,6 +252,9 @@ def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
     store = table._store()
     timeline = store.load()
     req = instant.requested if isinstance(instant, Instant) else str(instant)
+    if _only_pending and any(i.requested == req and i.is_completed and i.action != "rollback" for i in timeline):
+        # a slow writer completed it since it was found failed
+        raise InstantNotFoundError(f"{req} completed meanwhile on {table.name!r}: nothing to roll back")
     target = _target(table, timeline, req, force=force, allow_alive=_allow_alive)
     pending = _pending_rollback_of(store, timeline, req)
     if pending is not None:
@@ -325,7 +328,7 @@ def rollback_failed_writes(table: "Table", *, policy: Literal["eager", "lazy"] =
         if policy == "lazy" and not _dead(table, inst, is_expired):
             continue
         try:
-            out.append(rollback(table, inst, _allow_alive=True))
+            out.append(rollback(table, inst, _allow_alive=True, _only_pending=True))
         except InstantNotFoundError:
-            continue   # another writer rolled it back first
+            continue   # another writer rolled it back (or its writer completed it) first
     return out

@@ -43,6 +43,10 @@ def resolve_schema(store: TimelineStore, timeline: Timeline, *, create_schema: d
     written by that commit; Hudi's Avro schema in commit metadata; the table's create schema.
     """
     writes = [i for i in timeline.commits.by_completion()]
+    # table services do not evolve the schema (RFC-82's schema-evolution timeline): a
+    # compaction that completes after a concurrent schema change carries the older schema
+    services = [i for i in writes if i.action in ("compaction", "clustering")]
+    writes = services + [i for i in writes if i.action not in ("compaction", "clustering")]
     for inst in reversed(writes):
         md = store.commit_metadata(inst)
         s = _from_metadata(md)

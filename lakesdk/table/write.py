@@ -227,12 +227,14 @@ class WriteOperation:
                 lock.acquire()
             try:
                 if lock is not None:
-                    from lakesdk.concurrency.conflicts import find_conflicts, raise_on_conflict
+                    from lakesdk.concurrency.conflicts import ensure_still_pending, find_conflicts, raise_on_conflict
                     seen = frozenset((i.requested, i.action) for i in timeline.completed)
                     now = store.load()
+                    ensure_still_pending(cfg.name, now, instant, store)
                     record = self._resolve_schema(store, timeline, now, target_schema, instant)
+                    overwrite = replaced if action == "replacecommit" else None
                     raise_on_conflict(cfg.name, instant, find_conflicts(store, now, instant, stats,
-                                                                        replaced or None, seen=seen))
+                                                                        overwrite, seen=seen))
                     if not record.equals(target_schema):
                         md.extra_metadata.update(schema_extra_metadata(record, cfg.name))
                         data = md.to_avro()
@@ -264,7 +266,15 @@ class WriteOperation:
             cleaned = landed
             try:
                 if not landed:
-                    rollback(t, instant.requested, _allow_alive=True)
+                    from lakesdk.exceptions import InstantNotFoundError
+                    try:
+                        rollback(t, instant.requested, _allow_alive=True)
+                    except InstantNotFoundError:
+                        # rolled back already by another writer that took this one for dead; a
+                        # file finished after that rollback is still here: delete it too
+                        from lakesdk.services.rollback import files_written_by
+                        for path in files_written_by(t.storage, store, instant, scan=True):
+                            t.storage.delete(path)
                     cleaned = True
             finally:
                 if cleaned:
