@@ -57,3 +57,28 @@ def test_abort_rolls_back_participant_files(tmp_path):
     assert t.read().to_pandas().to_dict("records") == [{"id": 1, "ts": 0, "v": "init"}]
     assert not t.timeline.pending
     assert not [f for f in t.storage.find("") if txn.instant in f.path and not f.path.startswith(".hoodie")]
+
+
+def test_commit_under_optimistic_concurrency_fails_on_a_concurrent_rewrite(tmp_path):
+    """A coordinator's instant that rewrote a file group a concurrent writer committed
+    since it opened loses with WriteConflictError and is rolled back; the other write stays."""
+    lake = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local"))
+    lake.create_table("t", key="id", ordering="ts").upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["a", "a"]}))
+    path = str(tmp_path / "lake" / "t")
+    t = lk.open_table(path, concurrency="optimistic", lock="storage", options=lk.TableOptions(engine="local"))
+    other = lk.open_table(path, concurrency="optimistic", lock="storage", options=lk.TableOptions(engine="local"))
+    from lakesdk.table.transaction import write_batch
+    txn = begin(t)
+    stats, schema = write_batch(t, txn, pd.DataFrame({"id": [1], "ts": [2], "v": ["txn"]}))
+    other.upsert(pd.DataFrame({"id": [2], "ts": [2], "v": ["other"]}))     # same (only) file group, commits first
+    try:
+        commit(t, txn, stats, schema=schema)
+    except lk.WriteConflictError as err:
+        assert txn.instant in str(err)
+    else:
+        raise AssertionError("the transaction should have lost the race")
+    rows = dict(zip(*[lk.open_table(path).read().to_pandas()[c] for c in ("id", "v")]))
+    assert rows == {1: "a", 2: "other"}
+    timeline = lk.open_table(path).timeline
+    assert txn.instant not in {i.requested for i in timeline if i.action == "commit"}   # rolled back, not pending
+    assert any(i.action == "rollback" for i in timeline.completed)

@@ -104,7 +104,24 @@ def commit(table: "Table", txn: OpenInstant, stats: list[dict[str, Any]], *, sch
                         extra_metadata={**schema_extra_metadata(arrow_schema, table.config.name), **(extra_metadata or {})},
                         operation_type=txn.operation.upper())
     inflight = Instant(txn.action, "inflight", txn.instant)
-    done = store.transition(inflight, "completed", md.to_avro())
+    lock = table._lock()   # several writers: conflict check and commit under the table lock
+    if lock is not None:
+        lock.acquire()
+    try:
+        try:
+            if lock is not None:
+                from lakesdk.concurrency.conflicts import ensure_still_pending, find_conflicts, raise_on_conflict
+                now = store.load()
+                ensure_still_pending(table.name, now, inflight, store)
+                raise_on_conflict(table.name, inflight, find_conflicts(store, now, inflight, ws))
+            done = store.transition(inflight, "completed", md.to_avro())
+        finally:
+            if lock is not None:
+                lock.release()
+    except WriteConflictError as err:   # lost a race (or was rolled back as dead): nothing committed
+        if any(i.requested == txn.instant and not i.is_completed for i in store.load()):
+            abort(table, txn, reason=str(err), outcome="conflict")
+        raise
     markers.delete_all()
     hb = table._open_heartbeats.pop(txn.instant, None)
     if hb is not None:
