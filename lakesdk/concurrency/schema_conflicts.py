@@ -71,5 +71,7 @@ def resolve_concurrent_schema(start: pa.Schema | None, validation: pa.Schema | N
     raise SchemaEvolutionConflictError(
         f"Detected incompatible concurrent schema evolution. Write {instant} to {table!r} started with table "
         f"schema {_describe(start)} and writes {_describe(writer)}, but a concurrent commit changed the table "
-        f"schema to {_describe(validation)}. This write was rolled back: re-read the table schema and retry, "
-        "or open the table with TableOptions(schema_reconcile=True) to unify compatible schemas.")
+        f"schema to {_describe(validation)}. This write was rolled back: re-read the table schema and retry"
+        + (" with data whose columns fit both schemas (schema_reconcile is on, but a column's types clash)."
+           if reconcile else
+           ", or open the table with TableOptions(schema_reconcile=True) to unify compatible schemas."))
