@@ -27,6 +27,7 @@ from lakesdk.engine.tasks import (
     new_file_path,
     planned_file,
     read_key_index,
+    read_parquet,
     write_file_group,
     write_log_group,
     write_new_file,
@@ -59,6 +60,11 @@ def run_parallel(fn: Callable[[T], R], items: Iterable[T], *, desc: str = "", pr
         return list(show_progress(pool.map(fn, items), total=len(items), desc=desc, setting=progress))
 
 
+def _strings(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """A dictionary-encoded column decoded to plain strings (others as they are)."""
+    return col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
+
+
 def _task(i: int) -> TaskInfo:
     return TaskInfo(i, _STAGE, next(_ATTEMPTS), 0)
 
@@ -81,9 +87,28 @@ class LocalWriteJob:
         return sorted(pc.unique(t.column(PART)).to_pylist())
 
     def key_index(self, slices: list[Any], slice_ctx: Any = None) -> pa.Table:
-        parts = run_parallel(lambda sl: read_key_index(self.ctx.storage, [sl], slice_ctx), slices,
-                             desc="reading keys", progress=self.progress)
-        return pa.concat_tables(parts) if parts else read_key_index(self.ctx.storage, [], None)
+        """The record keys of ``slices``; ``_lk_fid`` and ``_hoodie_partition_path`` are
+        dictionary-encoded over one dictionary of every slice (an int32 per key instead of a
+        copy of the file id string: at 10M keys that is 40 MB instead of 400 MB)."""
+        if not slices:
+            return read_key_index(self.ctx.storage, [], None)
+        fids = pa.array([sl.file_id for sl in slices], pa.string())
+        part_names = sorted({sl.partition for sl in slices})
+        parts = pa.array(part_names, pa.string())
+        part_code = {p: i for i, p in enumerate(part_names)}
+
+        def one(i: int) -> pa.Table:
+            sl = slices[i]
+            keys = read_key_index(self.ctx.storage, [sl], slice_ctx).column(KEY) if sl.log_files else \
+                read_parquet(self.ctx.storage, sl.base_path, [KEY]).column(KEY)
+            n = len(keys)
+            return pa.table({
+                KEY: keys,
+                PART: pa.DictionaryArray.from_arrays(pa.array(np.full(n, part_code[sl.partition], np.int32)), parts),
+                FID: pa.DictionaryArray.from_arrays(pa.array(np.full(n, i, np.int32)), fids),
+            })
+        tables = run_parallel(one, range(len(slices)), desc="reading keys", progress=self.progress)
+        return pa.concat_tables(tables)
 
     def tag(self, t: pa.Table, index: pa.Table, *, global_keys: bool = False) -> pa.Table:
         """Set ``_lk_fid`` for records whose key is in the index (null otherwise)."""
@@ -93,15 +118,15 @@ class LocalWriteJob:
             probe, build = t.column(KEY), index.column(KEY)
         else:
             probe = pc.binary_join_element_wise(t.column(PART), t.column(KEY), "\x1f")
-            build = pc.binary_join_element_wise(index.column(PART), index.column(KEY), "\x1f")
+            build = pc.binary_join_element_wise(_strings(index.column(PART)), index.column(KEY), "\x1f")
         pos_np = positions(probe, build)
         pos = pa.array(pos_np, mask=pos_np < 0)
-        fid = index.column(FID).take(pos)
+        fid = _strings(index.column(FID).take(pos))
         if FID in t.column_names:
             t = t.drop_columns([FID])
         t = t.append_column(FID, fid)
         if global_keys:
-            part = index.column(PART).take(pos)
+            part = _strings(index.column(PART).take(pos))
             t = t.set_column(t.column_names.index(PART), PART, pc.coalesce(part, t.column(PART)))
         return t
 

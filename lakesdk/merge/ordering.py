@@ -85,6 +85,8 @@ def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str,
         return merge_partial(batch, column_groups=column_groups)
     if merger is not None:
         return merger(batch) if OP in batch.column_names else batch
+    if pc.count_distinct(batch.column(KEY), mode="all").as_py() == batch.num_rows:
+        return batch   # no key twice (the common case): one hash pass instead of a sort of the strings
     keys = [PART, KEY]
     sort = [(PART, "ascending"), (KEY, "ascending")]
     if ordering and merge_mode == "EVENT_TIME_ORDERING" and ordering in batch.column_names:
