@@ -113,12 +113,18 @@ def best_of(k: int, fn: Callable[[], Any]) -> tuple[float, Any]:
     return best, out
 
 
-def tree_rss() -> int:
-    """RSS of this process and all its descendants (Spark JVM, Python daemon and workers)."""
+def tree_processes() -> list[Any]:
+    """This process and all its descendants (Spark JVM, Python daemon and workers)."""
     import psutil
     me = psutil.Process()
-    total = me.memory_info().rss
-    for c in me.children(recursive=True):
+    return [me, *me.children(recursive=True)]
+
+
+def tree_rss(procs: list[Any] | None = None) -> int:
+    """RSS of ``procs`` (default: this process and all its descendants)."""
+    import psutil
+    total = 0
+    for c in tree_processes() if procs is None else procs:
         try:
             total += c.memory_info().rss
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -127,10 +133,15 @@ def tree_rss() -> int:
 
 
 class PeakRSS:
-    """Sample the process-tree RSS in a thread; ``growth`` = peak - baseline (bytes)."""
+    """Sample the process-tree RSS in a thread; ``growth`` = peak - baseline (bytes).
 
-    def __init__(self, interval: float = 0.02) -> None:
+    Listing the descendants scans every process of the machine (milliseconds, holding the
+    GIL, which slows the measured Python threads), so the list is refreshed only every
+    ``refresh`` seconds; in between, each sample reads the RSS of the known processes."""
+
+    def __init__(self, interval: float = 0.02, refresh: float = 0.5) -> None:
         self.interval = interval
+        self.refresh = refresh
         self.baseline = 0
         self.peak = 0
         self.samples = 0
@@ -138,9 +149,12 @@ class PeakRSS:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        procs, listed = tree_processes(), time.monotonic()
         while not self._stop.is_set():
             try:
-                self.peak = max(self.peak, tree_rss())
+                if time.monotonic() - listed > self.refresh:
+                    procs, listed = tree_processes(), time.monotonic()
+                self.peak = max(self.peak, tree_rss(procs))
                 self.samples += 1
             except Exception:  # noqa: BLE001 - a vanished process mid-scan; sample again
                 pass
