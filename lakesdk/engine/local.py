@@ -34,7 +34,7 @@ from lakesdk.engine.tasks import (
 )
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import new_file_id
-from lakesdk.merge.ordering import KEY, PART, MergeCounts, combine_batch, positions
+from lakesdk.merge.ordering import KEY, PART, ROW, MergeCounts, combine_batch, positions
 
 __all__ = ["LocalWriteJob", "run_parallel"]
 
@@ -102,10 +102,13 @@ class LocalWriteJob:
             keys = read_key_index(self.ctx.storage, [sl], slice_ctx).column(KEY) if sl.log_files else \
                 read_parquet(self.ctx.storage, sl.base_path, [KEY]).column(KEY)
             n = len(keys)
+            # the row of each key in the base file (not for slices with logs: merged order)
+            row = pa.nulls(n, pa.int32()) if sl.log_files else pa.array(np.arange(n, dtype=np.int32))
             return pa.table({
                 KEY: keys,
                 PART: pa.DictionaryArray.from_arrays(pa.array(np.full(n, part_code[sl.partition], np.int32)), parts),
                 FID: pa.DictionaryArray.from_arrays(pa.array(np.full(n, i, np.int32)), fids),
+                ROW: row,
             })
         tables = run_parallel(one, range(len(slices)), desc="reading keys", progress=self.progress)
         return pa.concat_tables(tables)
@@ -122,9 +125,10 @@ class LocalWriteJob:
         pos_np = positions(probe, build)
         pos = pa.array(pos_np, mask=pos_np < 0)
         fid = _strings(index.column(FID).take(pos))
-        if FID in t.column_names:
-            t = t.drop_columns([FID])
+        t = t.drop_columns([c for c in (FID, ROW) if c in t.column_names])
         t = t.append_column(FID, fid)
+        if ROW in index.column_names:   # merge_into_base finds the stored rows without hashing again
+            t = t.append_column(ROW, index.column(ROW).take(pos))
         if global_keys:
             part = _strings(index.column(PART).take(pos))
             t = t.set_column(t.column_names.index(PART), PART, pc.coalesce(part, t.column(PART)))
