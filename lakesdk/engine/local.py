@@ -157,19 +157,28 @@ class LocalWriteJob:
 
     def assign_inserts(self, t: pa.Table, buckets: dict[str, list[tuple[str, float]]]) -> pa.Table:
         """Untagged records of a partition go, in arrival order, to its buckets by weight."""
-        fids = np.asarray(t.column(FID).to_numpy(zero_copy_only=False), dtype=object)
+        if not buckets or t.num_rows == 0:
+            return t
         null = np.asarray(pc.is_null(t.column(FID)).to_numpy(zero_copy_only=False), dtype=bool)
-        parts = np.asarray(t.column(PART).to_numpy(zero_copy_only=False), dtype=object)
+        if not null.any():
+            return t
+        code = np.full(t.num_rows, -1, dtype=np.int64)   # index into ``names`` per untagged row
+        names: list[str] = []
         for part, bs in buckets.items():
-            rows = np.nonzero(null & (parts == part))[0]
+            in_part = np.asarray(pc.equal(t.column(PART), pa.scalar(part, pa.string()))
+                                 .to_numpy(zero_copy_only=False), dtype=bool)
+            rows = np.nonzero(null & in_part)[0]
             if not len(rows):
                 continue
             cum = np.cumsum([w for _, w in bs])
             frac = (np.arange(len(rows)) + 0.5) / len(rows)
             which = np.minimum(np.searchsorted(cum, frac, side="right"), len(bs) - 1)
-            names = np.asarray([f for f, _ in bs], dtype=object)
-            fids[rows] = names[which]
-        return t.set_column(t.column_names.index(FID), FID, pa.array(fids, pa.string()))
+            code[rows] = len(names) + which
+            names.extend(f for f, _ in bs)
+        if not names:
+            return t
+        assigned = pa.array(names, pa.string()).take(pa.array(code, mask=code < 0))
+        return t.set_column(t.column_names.index(FID), FID, pc.coalesce(t.column(FID), assigned))
 
     def write_groups(self, t: pa.Table) -> tuple[list[WriteStat], MergeCounts]:
         ctx = self.ctx
