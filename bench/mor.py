@@ -19,7 +19,7 @@ the update batch is 10% of the ids with a higher ``ts`` and no new keys):
 
 Every write runs ``--repeat`` times (default 2) on fresh tables and the best time counts
 (each round's times are printed too); the process-tree RSS growth of each upsert is sampled
-as in ``bench/write.py``.  lakesdk runs with its defaults (``engine="auto"``: the local
+as in ``bench/write.py`` (shared code: ``bench/_common.py``).  lakesdk runs with its defaults (``engine="auto"``: the local
 engine, as Spark is local).  Results are checked: the MOR snapshot (before and after the
 compaction), the COW snapshot, deltalake and the hudi-rs read must hold exactly N rows, every
 id once and the new ``ts`` on every updated id; MOR, COW and hudi-rs must be equal as sets of
@@ -47,44 +47,45 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from write import (  # noqa: E402 - bench/write.py's data, checks and measuring helpers
+from _common import (  # noqa: E402 - the data, checks and measuring shared with bench/write.py
     ID_BASE,
     UPDATE_FRACTION,
     MiB,
     OtherLoad,
     PeakRSS,
     Results,
+    as_table,
+    base_parser,
     best_of,
     check_table,
     du,
     expected_ts,
+    finish,
     make_data,
+    print_load_and_rounds,
+    profile_serial,
     ratio,
+    row_count,
+    run_deltalake,
     spark_session,
+    step,
     timed,
+    warm_up_deltalake,
 )
 
 READS = 3   # every read is timed best of READS per round
 
 
 # ---------------------------------------------------------------------------------- checks
-def _as_table(tab: Any) -> pa.Table:
-    if isinstance(tab, list):  # hudi-rs: a list of record batches
-        return pa.Table.from_batches(tab) if tab else pa.table({"id": pa.array([], pa.int64()),
-                                                                "ts": pa.array([], pa.int64())})
-    return tab
-
-
 def id_ts(tab: Any) -> tuple[np.ndarray, np.ndarray]:
     """(ids, ts) sorted by id: the set of (id, ts) pairs when ids are unique."""
-    tab = _as_table(tab)
+    tab = as_table(tab)
     ids = tab.column("id").to_numpy()
     order = np.argsort(ids, kind="stable")
     return ids[order], tab.column("ts").to_numpy()[order]
@@ -141,7 +142,6 @@ def warm_up(spark: Any, root: str, rows: int) -> None:
     """A small bulk insert + upsert + every read + compaction on every engine, twice for
     lakesdk (imports, JIT, thread pools, the marker server)."""
     import hudi
-    from deltalake import DeltaTable, write_deltalake
 
     import lakesdk as lk
     base, upd = make_data(rows, seed=7)
@@ -157,11 +157,7 @@ def warm_up(spark: Any, root: str, rows: int) -> None:
                 hudi.HudiTableBuilder.from_base_uri(t.path).build().read()
                 t.maintenance.compact()
                 t.read().to_arrow()
-    dp = os.path.join(root, "delta")
-    write_deltalake(dp, base)
-    (DeltaTable(dp).merge(source=upd, predicate="t.id = s.id", source_alias="s", target_alias="t")
-     .when_matched_update_all().when_not_matched_insert_all().execute())
-    DeltaTable(dp).to_pyarrow_table()
+    warm_up_deltalake(root, base, upd)
 
 
 def _check_write(res: Results, label: str, r: Any, *, inserted: int = 0, updated: int = 0) -> None:
@@ -251,73 +247,18 @@ def run_cow(res: Results, spark: Any, base: pa.Table, upd: pa.Table, root: str, 
     return snap
 
 
-def run_deltalake(res: Results, base: pa.Table, upd: pa.Table, root: str, exp_ts: np.ndarray, rep: int) -> None:
-    from deltalake import DeltaTable, write_deltalake
-    path = os.path.join(root, f"delta{rep}")
-    res.time("delta_write", timed(lambda: write_deltalake(path, base))[0])
-
-    def merge() -> Any:
-        return (DeltaTable(path).merge(source=upd, predicate="t.id = s.id", source_alias="s", target_alias="t")
-                .when_matched_update_all().when_not_matched_insert_all().execute())
-    with PeakRSS() as mem:
-        s, m = timed(merge)
-    res.time("delta_merge", s)
-    res.mem("delta_upsert", mem.growth, mem.peak)
-    if m.get("num_target_rows_updated") != upd.num_rows:
-        res.errors.append(f"deltalake merge: {m.get('num_target_rows_updated')} rows updated, expected {upd.num_rows}")
-    s, tab = best_of(READS, lambda: DeltaTable(path).to_pyarrow_table())
-    res.time("delta_read", s)
-    res.errors += check_table("deltalake", tab, base.num_rows, exp_ts, upd)
-
-
 # ---------------------------------------------------------------------------------- profile
-class _SerialExecutor:
-    """A stand-in for ThreadPoolExecutor that runs every call in the calling thread, so that
-    cProfile (which sees one thread) sees the work of lakesdk's thread pools."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def __enter__(self) -> "_SerialExecutor":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
-    def map(self, fn: Any, *iterables: Any) -> Any:
-        return [fn(*a) for a in zip(*iterables)]
-
-
 def profile_mor(spark: Any, base: pa.Table, upd: pa.Table, root: str) -> None:
     """cProfile (driver) of one more MOR upsert, snapshot read and compaction on a fresh
     table, with lakesdk's thread pools made serial (so the wall times here are those of one
     thread).  Not part of the figures."""
-    import concurrent.futures
-    import cProfile
-    import io
-    import pstats
-    from unittest import mock
-
     import lakesdk as lk
     lake = lk.Lake(os.path.join(root, "lake_profile"), spark=spark)
     t = lake.create_table("prof", key="id", ordering="ts", table_type="mor")
     t.bulk_insert(base)
-    steps = [("upsert", lambda: t.upsert(upd)), ("snapshot read", lambda: t.read().to_arrow()),
-             ("compaction", lambda: t.maintenance.compact())]
-    for name, fn in steps:
-        prof = cProfile.Profile()
-        with mock.patch("lakesdk.engine.local.ThreadPoolExecutor", _SerialExecutor), \
-                mock.patch.object(concurrent.futures, "ThreadPoolExecutor", _SerialExecutor):
-            t0 = time.perf_counter()
-            prof.enable()
-            fn()
-            prof.disable()
-            wall = time.perf_counter() - t0
-        for key in ("tottime", "cumulative"):
-            s = io.StringIO()
-            pstats.Stats(prof, stream=s).sort_stats(key).print_stats(20)
-            print(f"\n--- profile: lakesdk MOR {name} ({wall:.2f}s wall, one thread), driver cProfile ({key}) ---")
-            print("\n".join(ln for ln in s.getvalue().splitlines() if ln.strip())[:6000])
+    profile_serial("lakesdk MOR upsert", lambda: t.upsert(upd))
+    profile_serial("lakesdk MOR snapshot read", lambda: t.read().to_arrow())
+    profile_serial("lakesdk MOR compaction", lambda: t.maintenance.compact())
 
 
 # ---------------------------------------------------------------------------------- report
@@ -366,11 +307,7 @@ def report(res: Results, args: argparse.Namespace) -> str:
           f"upsert wrote {info.get('mor_log_files')} log files ({info.get('mor_log_bytes', 0) / MiB:.1f} MiB); "
           f"COW upsert rewrote {info.get('cow_upsert_files')} files ({info.get('cow_upsert_bytes', 0) / MiB:.1f} MiB); "
           f"compaction wrote {info.get('compaction_files')} files ({info.get('compaction_bytes', 0) / MiB:.1f} MiB)")
-    if "other_cores" in info:
-        busy = info["other_cores"]
-        print(f"other processes kept {busy:.2f} of {os.cpu_count()} cores busy during the timed rounds"
-              + (" -- the machine was not quiet: figures are skewed, run again" if busy > 0.2 else ""))
-    print("per round (s): " + "; ".join(f"{k} " + "/".join(f"{x:.2f}" for x in v) for k, v in res.samples.items()))
+    print_load_and_rounds(res)
     c = t.get("compaction")
     return (f"mor: rows={res.rows} mor_upsert_vs_cow={r('mor_upsert', 'cow_upsert')} "
             f"mor_upsert_vs_deltalake={r('mor_upsert', 'delta_merge')} "
@@ -382,24 +319,13 @@ def report(res: Results, args: argparse.Namespace) -> str:
 
 # ---------------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="100,000 rows (default 1,000,000)")
-    ap.add_argument("--rows", type=int, default=None, help="number of rows (overrides --quick)")
-    ap.add_argument("--repeat", type=int, default=2,
-                    help="run every write R times on fresh tables and report the best time (default 2)")
-    ap.add_argument("--profile", action="store_true",
-                    help="after the timed run, cProfile one more MOR upsert, snapshot read and compaction")
-    ap.add_argument("--tmp", default=None, help="parent folder for the temporary data (default: system temp)")
+    ap = base_parser(__doc__)
     args = ap.parse_args(argv)
-    n = args.rows or (100_000 if args.quick else 1_000_000)
-    if args.repeat < 1 or n < 10:
-        ap.error("--repeat must be >= 1 and --rows >= 10")
+    n = row_count(ap, args)
     res = Results(rows=n)
     root = tempfile.mkdtemp(prefix="lakesdk-bench-mor-", dir=args.tmp)
     spark = None
     try:
-        def step(msg: str) -> None:
-            print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
         step(f"generating {n:,} rows + {int(n * UPDATE_FRACTION):,} updates")
         base, upd = make_data(n)
         exp_ts = expected_ts(base, upd)
@@ -418,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             res.errors += same_rows("MOR snapshot vs COW snapshot, data columns", mor_snap, cow_snap)
             del mor_snap, hudi_read, cow_snap
             step(f"round {rep + 1}/{args.repeat}: deltalake write / merge / read")
-            run_deltalake(res, base, upd, root, exp_ts, rep)
+            run_deltalake(res, base, upd, root, exp_ts, rep, reads=READS)
         load.__exit__()
         res.info["other_cores"] = load.cores
         if args.profile:
@@ -428,15 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         if spark is not None:
             spark.stop()
         shutil.rmtree(root, ignore_errors=True)
-    summary = report(res, args)
-    if res.errors:
-        for e in res.errors:
-            print(f"ERROR: {e}", file=sys.stderr)
-        print(f"ERROR: {len(res.errors)} correctness check(s) failed", flush=True)
-        return 1
-    print(summary, flush=True)
-    return 0
-
+    return finish(res, report(res, args))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -27,7 +27,11 @@ every id once, and the new ``ts`` on every updated row; else the script prints t
 and exits 1 without a summary line.
 
 ``--profile`` adds, after the timed rounds, the Spark job/stage timings of the timed lakesdk
-writes and a cProfile of the driver for one more bulk insert + upsert.
+writes (when they ran on Spark) and a cProfile of one more bulk insert + upsert with lakesdk's
+thread pools made serial (so the profile sees the work of every write task).
+
+The data, the checks, the measuring helpers and the deltalake peer live in ``bench/_common.py``
+(shared with ``bench/mor.py``).
 
 The last line printed is the summary::
 
@@ -41,268 +45,50 @@ upsert time / lakesdk upsert time).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-ID_BASE = 1_000_000_000           # ids are ID_BASE + a permutation of 0..N-1
-TS_BASE = 1_700_000_000_000_000   # microseconds
-N_PARTS = 10
-UPDATE_FRACTION = 0.10
-SEED = 42
-
-
-# ---------------------------------------------------------------------------------- data
-def make_data(n: int, seed: int = SEED) -> tuple[pa.Table, pa.Table]:
-    """(base rows, update batch).  The update batch holds 10% of the ids (random), with a
-    higher ``ts``, a changed ``fare`` and ``name``, the same ``part``; no new ids."""
-    rng = np.random.default_rng(seed)
-    ids = rng.permutation(n).astype(np.int64) + ID_BASE
-    ts = TS_BASE + rng.integers(0, 1_000_000_000, n, dtype=np.int64)
-    labels = pa.array([f"p{i:02d}" for i in range(N_PARTS)])
-    part = pc.take(labels, pa.array(rng.integers(0, N_PARTS, n, dtype=np.int32)))
-    fare = np.round(rng.gamma(2.0, 12.5, n), 2)
-    id_arr = pa.array(ids)
-    name = pc.binary_join_element_wise(pa.scalar("name_"), pc.cast(id_arr, pa.string()), "")
-    base = pa.table({"id": id_arr, "ts": pa.array(ts), "part": part, "fare": pa.array(fare), "name": name})
-
-    m = max(1, int(n * UPDATE_FRACTION))
-    rows = np.sort(rng.choice(n, m, replace=False))
-    rows_arr = pa.array(rows)
-    u_ids = pc.take(id_arr, rows_arr)
-    upd = pa.table({
-        "id": u_ids,
-        "ts": pa.array(ts[rows] + rng.integers(1, 1_000_000, m, dtype=np.int64)),
-        "part": pc.take(part, rows_arr),
-        "fare": pa.array(np.round(fare[rows] * 1.1 + 1.0, 2)),
-        "name": pc.binary_join_element_wise(pa.scalar("upd_"), pc.cast(u_ids, pa.string()), ""),
-    })
-    return base, upd
-
-
-def expected_ts(base: pa.Table, upd: pa.Table) -> np.ndarray:
-    """ts by (id - ID_BASE) after the upsert."""
-    exp = np.empty(base.num_rows, dtype=np.int64)
-    exp[base.column("id").to_numpy() - ID_BASE] = base.column("ts").to_numpy()
-    exp[upd.column("id").to_numpy() - ID_BASE] = upd.column("ts").to_numpy()
-    return exp
-
-
-def check_table(label: str, tab: Any, n: int, exp_ts: np.ndarray, upd: pa.Table) -> list[str]:
-    """Every id exactly once, and the expected ts on every row (updated rows: the new ts)."""
-    if isinstance(tab, list):  # hudi-rs: a list of record batches
-        tab = pa.Table.from_batches(tab) if tab else pa.table({"id": pa.array([], pa.int64()), "ts": pa.array([], pa.int64())})
-    errs = []
-    if tab.num_rows != n:
-        errs.append(f"{label}: {tab.num_rows} rows after the upsert, expected {n}")
-    ids = tab.column("id").to_numpy() - ID_BASE
-    ts = tab.column("ts").to_numpy()
-    if ids.size and (ids.min() < 0 or ids.max() >= n):
-        errs.append(f"{label}: ids out of the generated range")
-        return errs
-    if np.unique(ids).size != ids.size:
-        errs.append(f"{label}: {ids.size - np.unique(ids).size} duplicate ids")
-    bad = np.flatnonzero(exp_ts[ids] != ts)
-    if bad.size:
-        errs.append(f"{label}: {bad.size} rows with a wrong ts (e.g. id {ids[bad[0]] + ID_BASE}: "
-                    f"{ts[bad[0]]} != {exp_ts[ids[bad[0]]]})")
-    # explicit spot check of a few updated ids (the full check above covers them too)
-    spot = upd.slice(0, 5)
-    pos = pc.index_in(spot.column("id"), value_set=tab.column("id")).to_pylist()
-    for i, t, p in zip(spot.column("id").to_pylist(), spot.column("ts").to_pylist(), pos):
-        got = None if p is None else ts[p]
-        if got != t:
-            errs.append(f"{label}: updated id {i} has ts {got}, expected {t}")
-    return errs
-
-
-# ---------------------------------------------------------------------------------- measuring
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    t0 = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, out
-
-
-def best_of(k: int, fn: Callable[[], Any]) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(k):
-        s, out = timed(fn)
-        best = min(best, s)
-    return best, out
-
-
-def tree_rss() -> int:
-    """RSS of this process and all its descendants (Spark JVM, Python daemon and workers)."""
-    import psutil
-    me = psutil.Process()
-    total = me.memory_info().rss
-    for c in me.children(recursive=True):
-        try:
-            total += c.memory_info().rss
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    return total
-
-
-class PeakRSS:
-    """Sample the process-tree RSS in a thread; ``growth`` = peak - baseline (bytes)."""
-
-    def __init__(self, interval: float = 0.02) -> None:
-        self.interval = interval
-        self.baseline = 0
-        self.peak = 0
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.peak = max(self.peak, tree_rss())
-                self.samples += 1
-            except Exception:  # noqa: BLE001 - a vanished process mid-scan; sample again
-                pass
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> "PeakRSS":
-        gc.collect()
-        self.baseline = tree_rss()
-        self.peak = self.baseline
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, tree_rss())
-
-    @property
-    def growth(self) -> int:
-        return max(0, self.peak - self.baseline)
-
-
-class OtherLoad:
-    """CPU used by processes outside this process tree while the benchmark runs (another
-    test suite on the same cores skews every figure): sampled every ``interval`` s."""
-
-    def __init__(self, interval: float = 0.5) -> None:
-        self.interval = interval
-        self.other = 0.0   # CPU-seconds used by other processes
-        self.wall = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    @staticmethod
-    def _tree_cpu(last: dict[int, float]) -> float:
-        """CPU-seconds the tree used since the last call (processes seen for the first time
-        count from their start, which is fine for the short-lived Python workers)."""
-        import psutil
-        me = psutil.Process()
-        used = 0.0
-        for p in [me, *me.children(recursive=True)]:
-            try:
-                c = p.cpu_times()
-                now = c.user + c.system
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
-            used += now - last.get(p.pid, 0.0)
-            last[p.pid] = now
-        return used
-
-    @staticmethod
-    def _busy() -> float:
-        import psutil
-        c = psutil.cpu_times()
-        return sum(c) - c.idle - getattr(c, "iowait", 0.0) - getattr(c, "steal", 0.0) - getattr(c, "guest", 0.0) \
-            - getattr(c, "guest_nice", 0.0)
-
-    def _run(self) -> None:
-        last: dict[int, float] = {}
-        self._tree_cpu(last)
-        busy0 = self._busy()
-        t0 = time.perf_counter()
-        while not self._stop.wait(self.interval):
-            try:
-                tree = self._tree_cpu(last)
-            except Exception:  # noqa: BLE001 - best effort
-                continue
-            busy = self._busy()
-            self.other += max(0.0, (busy - busy0) - tree)
-            busy0 = busy
-        self.wall = time.perf_counter() - t0
-
-    def __enter__(self) -> "OtherLoad":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def cores(self) -> float:
-        """Average number of cores other processes kept busy."""
-        return self.other / self.wall if self.wall > 0 else 0.0
-
-
-def du(path: str) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            total += os.path.getsize(os.path.join(root, f))
-    return total
-
-
-MiB = 1024 * 1024
-
-
-@dataclass
-class Results:
-    """Times are kept per repetition; ``t`` holds the best (smallest) of each."""
-
-    rows: int
-    samples: dict[str, list[float]] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-
-    def time(self, key: str, seconds: float) -> None:
-        self.samples.setdefault(key, []).append(seconds)
-
-    def mem(self, key: str, growth: int, peak: int) -> None:
-        """Keep the largest growth seen over the repetitions (the first, in practice)."""
-        if growth >= self.info.get(f"{key}_mem", -1):
-            self.info[f"{key}_mem"] = growth
-            self.info[f"{key}_peak"] = peak
-
-    @property
-    def t(self) -> dict[str, float]:
-        return {k: min(v) for k, v in self.samples.items() if v}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import (  # noqa: E402 - the data, checks and measuring shared with bench/mor.py
+    UPDATE_FRACTION,
+    MiB,
+    OtherLoad,
+    PeakRSS,
+    Results,
+    base_parser,
+    best_of,
+    check_table,
+    du,
+    expected_ts,
+    finish,
+    make_data,
+    print_load_and_rounds,
+    profile_serial,
+    ratio,
+    row_count,
+    run_deltalake,
+    spark_session,
+    step,
+    timed,
+    warm_up_deltalake,
+)
 
 
 # ---------------------------------------------------------------------------------- engines
-def spark_session() -> Any:
-    from lakesdk.engine.session import get_spark
-    return get_spark()
-
-
 def warm_up(spark: Any, root: str, partitioned: bool, rows: int) -> None:
     """A small write + upsert + read on every engine, twice for lakesdk (JVM start, Python
     workers, JIT, imports)."""
     import hudi
-    from deltalake import DeltaTable, write_deltalake
 
     import lakesdk as lk
     base, upd = make_data(rows, seed=7)
@@ -314,11 +100,7 @@ def warm_up(spark: Any, root: str, partitioned: bool, rows: int) -> None:
         t.upsert(upd)
         t.read().to_arrow()
     hudi.HudiTableBuilder.from_base_uri(t.path).build().read()
-    dp = os.path.join(root, "delta")
-    write_deltalake(dp, base, partition_by=["part"] if partitioned else None)
-    (DeltaTable(dp).merge(source=upd, predicate="t.id = s.id", source_alias="s", target_alias="t")
-     .when_matched_update_all().when_not_matched_insert_all().execute())
-    DeltaTable(dp).to_pyarrow_table()
+    warm_up_deltalake(root, base, upd, partitioned)
     os.makedirs(os.path.join(root, "pa"), exist_ok=True)
     pq.write_table(base, os.path.join(root, "pa", "part-0.parquet"))
 
@@ -358,27 +140,6 @@ def run_lakesdk(res: Results, spark: Any, base: pa.Table, upd: pa.Table, root: s
     spark.sparkContext.setJobGroup("bench-other", "other")
     res.errors += check_table("lakesdk", tab, base.num_rows, exp_ts, upd)
     return t.path
-
-
-def run_deltalake(res: Results, base: pa.Table, upd: pa.Table, root: str, partitioned: bool,
-                  exp_ts: np.ndarray, rep: int) -> None:
-    from deltalake import DeltaTable, write_deltalake
-    path = os.path.join(root, f"delta_bench{rep}")
-    res.time("delta_write", timed(lambda: write_deltalake(path, base, partition_by=["part"] if partitioned else None))[0])
-    res.info["delta_bytes"] = du(path)
-
-    def merge() -> Any:
-        return (DeltaTable(path).merge(source=upd, predicate="t.id = s.id", source_alias="s", target_alias="t")
-                .when_matched_update_all().when_not_matched_insert_all().execute())
-    with PeakRSS() as mem:
-        s, m = timed(merge)
-    res.time("delta_merge", s)
-    res.mem("delta_upsert", mem.growth, mem.peak)
-    if m.get("num_target_rows_updated") != upd.num_rows:
-        res.errors.append(f"deltalake merge: {m.get('num_target_rows_updated')} rows updated, expected {upd.num_rows}")
-    s, tab = best_of(3, lambda: DeltaTable(path).to_pyarrow_table())
-    res.time("delta_read", s)
-    res.errors += check_table("deltalake", tab, base.num_rows, exp_ts, upd)
 
 
 def run_hudi_rs(res: Results, path: str, n: int, exp_ts: np.ndarray, upd: pa.Table) -> None:
@@ -511,49 +272,25 @@ def spark_stage_report(spark: Any, group: str) -> list[str]:
 
 
 def profile_lakesdk(spark: Any, base: pa.Table, upd: pa.Table, root: str, partitioned: bool) -> None:
-    """Re-run bulk insert + upsert on a fresh table under cProfile (driver side) and print
-    the driver's top functions and the Spark stage timings.  Not part of the figures."""
-    import cProfile
-    import io
-    import pstats
-
+    """Print the Spark stage timings of the timed writes (when they ran on Spark), then re-run
+    bulk insert + upsert on a fresh table under cProfile with lakesdk's thread pools made
+    serial.  Not part of the figures."""
     import lakesdk as lk
     for group in ("bench-bulk_insert", "bench-upsert"):
-        print(f"\n--- Spark jobs of the timed {group[6:]} ---")
         try:
-            print("\n".join(spark_stage_report(spark, group)))
+            lines = spark_stage_report(spark, group)
         except Exception as e:  # noqa: BLE001 - the profile is best effort
-            print(f"  (no stage timings: {e})")
+            lines = [f"  (no stage timings: {e})"]
+        if lines:
+            print(f"\n--- Spark jobs of the timed {group[6:]} ---")
+            print("\n".join(lines))
     lake = lk.Lake(os.path.join(root, "lake_profile"), spark=spark)
     t = lake.create_table("bench", key="id", partition_by="part" if partitioned else None, ordering="ts")
     for op, data in (("bulk_insert", base), ("upsert", upd)):
-        group = f"profile-{op}"
-        spark.sparkContext.setJobGroup(group, f"profile {op}")
-        prof = cProfile.Profile()
-        t0 = time.perf_counter()
-        prof.enable()
-        getattr(t, op)(data)
-        prof.disable()
-        wall = time.perf_counter() - t0
-        spark.sparkContext.setJobGroup("bench-other", "other")
-        s = io.StringIO()
-        pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(25)
-        print(f"\n--- profile: lakesdk {op} ({wall:.2f}s wall), driver cProfile (cumulative) ---")
-        print("\n".join(ln for ln in s.getvalue().splitlines() if ln.strip())[:6000])
-        print(f"--- Spark jobs of {op} ---")
-        try:
-            print("\n".join(spark_stage_report(spark, group)))
-        except Exception as e:  # noqa: BLE001 - the profile is best effort
-            print(f"  (no stage timings: {e})")
+        profile_serial(f"lakesdk {op}", lambda op=op, data=data: getattr(t, op)(data))
 
 
 # ---------------------------------------------------------------------------------- report
-def ratio(a: float | None, b: float | None) -> str:
-    if a is None or b is None or b <= 0:
-        return "n/a"
-    return f"{a / b:.2f}"
-
-
 def report(res: Results, args: argparse.Namespace) -> str:
     t, info = res.t, res.info
     ice_to = bool(info.get("ice_upsert_timed_out"))
@@ -595,11 +332,7 @@ def report(res: Results, args: argparse.Namespace) -> str:
     if mem_l is not None and mem_d is not None:
         print(f"process-tree RSS at upsert peak: lakesdk {info['lakesdk_upsert_peak'] / MiB:.0f} MiB, "
               f"deltalake {info['delta_upsert_peak'] / MiB:.0f} MiB (includes the idle Spark JVM)")
-    if "other_cores" in info:
-        busy = info["other_cores"]
-        print(f"other processes kept {busy:.2f} of {os.cpu_count()} cores busy during the timed rounds"
-              + (" -- the machine was not quiet: figures are skewed, run again" if busy > 0.2 else ""))
-    print("per round (s): " + "; ".join(f"{k} " + "/".join(f"{x:.2f}" for x in v) for k, v in res.samples.items()))
+    print_load_and_rounds(res)
     if ice_to:
         print(f"pyiceberg upsert did not finish within --iceberg-timeout={args.iceberg_timeout:.0f}s: "
               f"its time is a lower bound, upsert_vs_pyiceberg an upper bound, pyiceberg_speedup a lower bound")
@@ -613,33 +346,21 @@ def report(res: Results, args: argparse.Namespace) -> str:
 
 # ---------------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="100,000 rows (default 1,000,000)")
-    ap.add_argument("--rows", type=int, default=None, help="number of rows (overrides --quick)")
+    ap = base_parser(__doc__)
     ap.add_argument("--partitioned", action="store_true", help="partition lakesdk and deltalake tables by 'part'")
     ap.add_argument("--iceberg-timeout", type=float, default=600.0,
                     help="seconds the pyiceberg subprocess may run (default 600)")
-    ap.add_argument("--repeat", type=int, default=2,
-                    help="run every write R times on fresh tables and report the best time (default 2; "
-                         "memory: the largest growth)")
     ap.add_argument("--skip-iceberg", action="store_true", help="do not run pyiceberg")
-    ap.add_argument("--profile", action="store_true",
-                    help="after the timed run, re-run lakesdk bulk_insert + upsert under cProfile and print Spark stage times")
-    ap.add_argument("--tmp", default=None, help="parent folder for the temporary data (default: system temp)")
     ap.add_argument("--iceberg-worker", metavar="DIR", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.iceberg_worker:
         iceberg_worker(args.iceberg_worker, args.repeat)
         return 0
-    n = args.rows or (100_000 if args.quick else 1_000_000)
-    if args.repeat < 1 or n < 10:
-        ap.error("--repeat must be >= 1 and --rows >= 10")
+    n = row_count(ap, args)
     res = Results(rows=n)
     root = tempfile.mkdtemp(prefix="lakesdk-bench-write-", dir=args.tmp)
     spark = None
     try:
-        def step(msg: str) -> None:
-            print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
         step(f"generating {n:,} rows + {int(n * UPDATE_FRACTION):,} updates")
         base, upd = make_data(n)
         exp_ts = expected_ts(base, upd)
@@ -655,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             step(f"round {rep + 1}/{args.repeat}: lakesdk bulk_insert / upsert / read")
             lake_path = run_lakesdk(res, spark, base, upd, root, args.partitioned, exp_ts, rep)
             step(f"round {rep + 1}/{args.repeat}: deltalake write / merge / read")
-            run_deltalake(res, base, upd, root, args.partitioned, exp_ts, rep)
+            run_deltalake(res, base, upd, root, exp_ts, rep, partitioned=args.partitioned)
         step("hudi-rs read of the lakesdk table")
         run_hudi_rs(res, lake_path, n, exp_ts, upd)
         load.__exit__()
@@ -670,15 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         if spark is not None:
             spark.stop()
         shutil.rmtree(root, ignore_errors=True)
-    summary = report(res, args)
-    if res.errors:
-        for e in res.errors:
-            print(f"ERROR: {e}", file=sys.stderr)
-        print(f"ERROR: {len(res.errors)} correctness check(s) failed", flush=True)
-        return 1
-    print(summary, flush=True)
-    return 0
-
+    return finish(res, report(res, args))
 
 if __name__ == "__main__":
     sys.exit(main())

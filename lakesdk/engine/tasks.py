@@ -140,6 +140,24 @@ def _mark(ctx: WriteContext, path: str, io_type: str) -> None:
         faults.crash_point("after_markers")
 
 
+_ROW_GROUP = 1 << 17
+# A column's dictionary is given up once it outgrows this many bytes (Parquet then writes the
+# rest of the column chunk plain).  Arrow's default (1 MiB) lets a column of unique values
+# (an id, a name) build a large dictionary before it falls back, which costs about a third of
+# the write; columns of few distinct values (the commit time, the file name, a category) stay
+# dictionary-encoded within 64 KiB.
+_DICT_PAGE_LIMIT = 64 * 1024
+# unique per record: dictionary encoding only costs time there
+_NO_DICT = ("_hoodie_commit_seqno", "_hoodie_record_key")
+
+
+def _parquet_options(ctx: WriteContext, schema: pa.Schema) -> dict[str, Any]:
+    """Writer options of every base file."""
+    return {"compression": ctx.compression, "write_statistics": True,
+            "use_dictionary": [n for n in schema.names if n not in _NO_DICT],
+            "dictionary_pagesize_limit": _DICT_PAGE_LIMIT}
+
+
 def _write_parquet(ctx: WriteContext, path: str, table: pa.Table, task: TaskInfo | None = None) -> int:
     minmax = {}
     if table.num_rows:
@@ -151,22 +169,17 @@ def _write_parquet(ctx: WriteContext, path: str, table: pa.Table, task: TaskInfo
     if ctx.storage.is_local and not half:   # Arrow's own file I/O: no Python file object in the way
         import os
         os.makedirs(os.path.dirname(ctx.storage.url(path)), exist_ok=True)
-        dict_cols = [n for n in schema.names if n not in ("_hoodie_commit_seqno", "_hoodie_record_key")]
-        pq.write_table(table, ctx.storage.url(path), compression=ctx.compression, use_dictionary=dict_cols,
-                       row_group_size=1 << 17)
+        pq.write_table(table, ctx.storage.url(path), row_group_size=_ROW_GROUP, **_parquet_options(ctx, schema))
         return os.path.getsize(ctx.storage.url(path))
     with ctx.storage.open_output(path) as f:
-        # unique per record: dictionary encoding only costs time there
-        dict_cols = [n for n in schema.names if n not in ("_hoodie_commit_seqno", "_hoodie_record_key")]
-        with pq.ParquetWriter(f, schema, compression=ctx.compression, write_statistics=True,
-                              use_dictionary=dict_cols) as w:
+        with pq.ParquetWriter(f, schema, **_parquet_options(ctx, schema)) as w:
             if half and table.num_rows > 1:
                 w.write_table(table.slice(0, table.num_rows // 2))
                 f.flush()
                 faults.crash_point("mid_data_file")
                 faults.record(f"failed first attempt {path}")
                 raise RuntimeError(f"injected failure of the first task attempt writing {path}")
-            w.write_table(table, row_group_size=1 << 17)
+            w.write_table(table, row_group_size=_ROW_GROUP)
     return ctx.storage.size(path)
 
 

@@ -23,6 +23,7 @@ __all__ = ["MergeCounts", "merge_into_base", "combine_batch", "OP", "SEQ", "OP_U
 
 OP = "_lk_op"
 SEQ = "_lk_seq"
+ROW = "_lk_row"   # optional: the row of the record's key in its file group's base file
 OP_UPSERT = 0
 OP_DELETE = 1
 KEY = "_hoodie_record_key"
@@ -85,6 +86,8 @@ def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str,
         return merge_partial(batch, column_groups=column_groups)
     if merger is not None:
         return merger(batch) if OP in batch.column_names else batch
+    if pc.count_distinct(batch.column(KEY), mode="all").as_py() == batch.num_rows:
+        return batch   # no key twice (the common case): one hash pass instead of a sort of the strings
     keys = [PART, KEY]
     sort = [(PART, "ascending"), (KEY, "ascending")]
     if ordering and merge_mode == "EVENT_TIME_ORDERING" and ordering in batch.column_names:
@@ -116,8 +119,12 @@ def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: str 
         counts.inserted = int(ups.sum())
         new = incoming.filter(pa.array(ups))
         return (base.slice(0, 0) if base is not None else None), new, np.zeros(new.num_rows, dtype=bool), counts  # type: ignore[return-value]
-    # position of each incoming key in base (-1 if new)
-    pos_np = positions(incoming.column(KEY), base.column(KEY))
+    # position of each incoming key in base (-1 if new); the local engine's key index tags
+    # records with it already (``_lk_row``), else the keys are hashed here
+    if ROW in incoming.column_names:
+        pos_np = np.asarray(pc.fill_null(incoming.column(ROW), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    else:
+        pos_np = positions(incoming.column(KEY), base.column(KEY))
     matched = pos_np >= 0
     pos = pa.array(pos_np, mask=~matched)
     wins = np.ones(n_in, dtype=bool)
