@@ -14,7 +14,7 @@ equal as sets of (id, ts); the clustering leaves one file group per partition.
 The last line printed is the summary::
 
     clustering: rows=N files_before=F files_after=F cluster_s=X read_before_s=X read_after_s=X
-                hudi_rs_before_s=X hudi_rs_after_s=X
+                hudi_rs_before_s=X hudi_rs_after_s=X read_after_vs_before=R read_vs_hudi_rs_after=R
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ def main() -> int:
             print("\n".join(errors))
             return 1
         print(f"clustering: rows={n} files_before={files_before} files_after={files_after} cluster_s={cs:.3f} "
-              f"read_before_s={rb:.3f} read_after_s={ra:.3f} hudi_rs_before_s={hb:.3f} hudi_rs_after_s={ha:.3f}")
+              f"read_before_s={rb:.3f} read_after_s={ra:.3f} hudi_rs_before_s={hb:.3f} hudi_rs_after_s={ha:.3f} "
+              f"read_after_vs_before={ra / rb:.2f} read_vs_hudi_rs_after={ra / ha:.2f}")
         return 0
     finally:
         shutil.rmtree(root, ignore_errors=True)
