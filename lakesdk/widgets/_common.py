@@ -137,6 +137,23 @@ class TableWidgetBase(ipywidgets.VBox):  # type: ignore[misc,name-defined]
         return f"<{type(self).__name__} {self.table.name!r}>"
 
 
+class BarClickMixin:
+    """Selection by click for widgets whose figure traces are one per category (state,
+    outcome): ``self.bars[trace.name]`` lists the items of that trace in point order and
+    ``self.select(item)`` shows one."""
+
+    bars: dict[str, list[Any]]
+
+    def _on_click(self, trace: Any, points: Any, _state: Any = None) -> None:
+        """plotly's click callback: ``points.point_inds`` index the clicked trace's bars."""
+        if not points.point_inds:
+            return
+        items = self.bars.get(trace.name, [])
+        i = points.point_inds[0]
+        if 0 <= i < len(items):
+            self.select(items[i])  # type: ignore[attr-defined]
+
+
 class LiveMixin:
     """Live mode for a widget with ``refresh()``, a ``status`` line and a header: a "Live"
     toggle, and a background thread that refreshes every ``interval_s`` seconds.

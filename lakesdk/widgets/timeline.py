@@ -23,6 +23,7 @@ from typing import Any
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, parse_instant_time
 from lakesdk.widgets._common import (
     STATE_COLOURS,
+    BarClickMixin,
     LiveMixin,
     TableWidgetBase,
     esc,
@@ -46,7 +47,7 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
-class TimelineWidget(LiveMixin, TableWidgetBase):
+class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
     """The table's timeline as an interactive Gantt chart.
 
     ``live=True`` (or :meth:`start_live`) re-reads the timeline every ``interval_s`` seconds
@@ -228,15 +229,6 @@ class TimelineWidget(LiveMixin, TableWidgetBase):
         return "<br>".join(lines)
 
     # -- selection ----------------------------------------------------------------------------
-    def _on_click(self, trace: Any, points: Any, _state: Any = None) -> None:
-        """plotly's click callback: ``points.point_inds`` index the clicked trace's bars."""
-        if not points.point_inds:
-            return
-        insts = self.bars.get(trace.name, [])
-        i = points.point_inds[0]
-        if 0 <= i < len(insts):
-            self.select(insts[i])
-
     def select(self, instant: Instant | str) -> Instant:
         """Select an instant (an Instant or its requested time): fill the side panel."""
         if isinstance(instant, str):

@@ -38,6 +38,7 @@ from typing import Any
 from lakesdk.concurrency.journal import TransactionRecord, read_transactions
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, parse_instant_time
 from lakesdk.widgets._common import (
+    BarClickMixin,
     LiveMixin,
     TableWidgetBase,
     esc,
@@ -140,7 +141,7 @@ def find_overlaps(writes: list[WriteSpan]) -> list[Overlap]:
     return out
 
 
-class TransactionsWidget(LiveMixin, TableWidgetBase):
+class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
     """Writers as lanes over time, coloured by outcome, with overlaps and verdicts.
 
     Shows the newest ``limit`` writes.  ``live=True`` (or :meth:`start_live`) refreshes
@@ -477,14 +478,6 @@ class TransactionsWidget(LiveMixin, TableWidgetBase):
                 + "</div>")
 
     # -- selection --------------------------------------------------------------------------------------
-    def _on_click(self, trace: Any, points: Any, _state: Any = None) -> None:
-        if not points.point_inds:
-            return
-        ws = self.bars.get(trace.name, [])
-        i = points.point_inds[0]
-        if 0 <= i < len(ws):
-            self.select(ws[i])
-
     def select(self, write: WriteSpan | str) -> WriteSpan:
         """Select a write (a WriteSpan or its instant): fill the side panel, outline its bar."""
         if isinstance(write, str):
