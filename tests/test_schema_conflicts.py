@@ -134,35 +134,45 @@ def test_s3_s4_delete_racing_a_schema_change_keeps_the_newer_schema(tmp_path):
 
 
 # -- S13/M20: table services do not evolve the schema --------------------------------------------
-def test_s13_m20_compaction_completing_after_a_schema_change_keeps_it(tmp_path, monkeypatch):
+def service_overtaken_by_a_schema_change(monkeypatch, task: str, service, meanwhile) -> list[BaseException]:
+    """Run ``service()`` in a thread, hold it inside ``lakesdk.engine.tasks.<task>`` (its
+    schema is resolved, its files are being written), run ``meanwhile()`` to completion,
+    then let the service finish; returns the errors the service raised."""
     import threading
 
     from lakesdk.engine import tasks
-    t = new_table(tmp_path, table_type="mor")
-    t.upsert(pd.concat([data("a", [], 1, ts=True), data("a", [], 2, ts=True)]))
-    t.upsert(data("a", [], 1, ts=True).assign(v="y"))
-    plan = t.maintenance.schedule_compaction()
     reached, go = threading.Event(), threading.Event()
-    original = tasks.compact_file_slice
+    original = getattr(tasks, task)
 
-    def held(*a, **k):               # the compaction has resolved its schema and is merging
+    def held(*a, **k):
         reached.set()
         assert go.wait(60)
         return original(*a, **k)
-    monkeypatch.setattr(tasks, "compact_file_slice", held)
+    monkeypatch.setattr(tasks, task, held)
     errors: list[BaseException] = []
 
     def run():
         try:
-            t.maintenance.compact(plan.instant)
+            service()
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
     th = threading.Thread(target=run)
     th.start()
     assert reached.wait(60)
-    handle(t).upsert(data("b", ["a1"], 5, ts=True))     # evolves the schema, completes first
+    meanwhile()
     go.set()
     th.join(60)
+    return errors
+
+
+def test_s13_m20_compaction_completing_after_a_schema_change_keeps_it(tmp_path, monkeypatch):
+    t = new_table(tmp_path, table_type="mor")
+    t.upsert(pd.concat([data("a", [], 1, ts=True), data("a", [], 2, ts=True)]))
+    t.upsert(data("a", [], 1, ts=True).assign(v="y"))
+    plan = t.maintenance.schedule_compaction()
+    errors = service_overtaken_by_a_schema_change(      # the upsert evolves the schema, completes first
+        monkeypatch, "compact_file_slice", lambda: t.maintenance.compact(plan.instant),
+        lambda: handle(t).upsert(data("b", ["a1"], 5, ts=True)))
     assert not errors and not t.timeline.pending        # S13: the compaction is not checked, never fails
     t2 = lk.open_table(t.path)
     assert t2.schema.names == ["id", "p", "v", "ts", "a1"]
@@ -171,34 +181,13 @@ def test_s13_m20_compaction_completing_after_a_schema_change_keeps_it(tmp_path, 
 
 
 def test_s14_clustering_completing_after_a_schema_change_keeps_it(tmp_path, monkeypatch):
-    import threading
-
-    from lakesdk.engine import tasks
     t = new_table(tmp_path)
     t.bulk_insert(pd.concat([data("a", [], 1), data("a", [], 2)]))
     t.bulk_insert(data("a", [], 3))
     plan = t.maintenance.schedule_clustering(small_file_limit=10 * 1024 * 1024)
-    reached, go = threading.Event(), threading.Event()
-    original = tasks.write_clustered_file
-
-    def held(*a, **k):               # the clustering has resolved its schema and is writing
-        reached.set()
-        assert go.wait(60)
-        return original(*a, **k)
-    monkeypatch.setattr(tasks, "write_clustered_file", held)
-    errors: list[BaseException] = []
-
-    def run():
-        try:
-            t.maintenance.cluster(plan.instant)
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-    th = threading.Thread(target=run)
-    th.start()
-    assert reached.wait(60)
-    handle(t).upsert(data("b", ["a1"], 5))              # evolves the schema, completes first
-    go.set()
-    th.join(60)
+    errors = service_overtaken_by_a_schema_change(      # the upsert evolves the schema, completes first
+        monkeypatch, "write_clustered_file", lambda: t.maintenance.cluster(plan.instant),
+        lambda: handle(t).upsert(data("b", ["a1"], 5)))
     assert not errors and not t.timeline.pending        # the clustering is not checked, never fails
     assert [i for i in t.timeline if i.action == "clustering" and i.is_completed]
     t2 = lk.open_table(t.path)
