@@ -185,3 +185,29 @@ def test_lsm_history_compaction_and_manifests(tmp_path):
     loaded = lsm.load()
     assert len(loaded) == 36 and [a.instant.requested for a in loaded] == sorted(a.instant.requested for a in loaded)
     assert loaded[0].metadata == b"m" and loaded[0].instant.completed.endswith("500")
+
+
+def test_archive_beyond_savepoint_keeps_delta_commits_of_live_log_files(lake):
+    t = lake.create_table("a9", key="id", ordering="ts", table_type="mor")
+    results = [t.upsert(batch(0, ids=range(1, 9)))]
+    results += [t.upsert(batch(i, ids=(i,))) for i in range(1, 7)]      # log files on the first base file
+    t.maintenance.savepoint(results[0])
+    plan = t.maintenance.plan_archive(min_commits=2, max_commits=3, beyond_savepoint=True)
+    assert not plan.instants and f"log files of delta commit {results[1].instant}" in repr(plan)
+    t.maintenance.archive(min_commits=2, max_commits=3, beyond_savepoint=True)
+    expected = [(k, f"v{k}") for k in range(1, 7)] + [(7, "v0"), (8, "v0")]
+    assert rows(t.read()) == expected == hudi_rows(t.path)
+    t.maintenance.compact()
+    assert rows(t.read()) == expected == hudi_rows(t.path)
+
+
+def test_archive_beyond_savepoint_keeps_commits_of_latest_base_files(lake):
+    t = lake.create_table("a10", key="id", partition_by="p", ordering="ts")
+    results = [t.upsert(batch(0, ids=(1, 2))), t.upsert(batch(1, ids=(1, 2))), t.upsert(batch(2, ids=(1,)))]
+    results += [t.upsert(batch(i, ids=(2,))) for i in range(3, 6)]     # id 1's latest file: commit 2
+    t.maintenance.savepoint(results[1])
+    plan = t.maintenance.plan_archive(min_commits=2, max_commits=3, beyond_savepoint=True)
+    assert [i.requested for i in plan.instants] == [results[0].instant]
+    assert f"base files of commit {results[2].instant}" in repr(plan)
+    t.maintenance.archive(min_commits=2, max_commits=3, beyond_savepoint=True)
+    assert rows(t.read()) == [(1, "v2"), (2, "v5")] == hudi_rows(t.path)

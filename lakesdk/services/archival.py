@@ -17,7 +17,10 @@ and never reaching
   archiving the replacecommit earlier would bring the replaced rows back),
 * merge-on-read: a delta commit whose log files belong to a file slice that a read of a
   retained instant uses (readers attach log files by their delta commit's completion time,
-  which must stay on the active timeline).
+  which must stay on the active timeline),
+* with ``beyond_savepoint``: a commit after a retained (savepointed) instant whose base files
+  a read of a retained instant uses (readers that list storage take base files after the
+  start of the active timeline as committed only when their commit is active).
 
 Completed clean, rollback and restore instants requested before the last archived commit
 are archived with them.  Base files of archived commits stay readable: a reader treats a
@@ -122,22 +125,23 @@ def _groups(table: "Table", store: TimelineStore, timeline: Timeline) -> list[Fi
     return view.file_groups
 
 
-def _log_bound(groups: list[FileGroup], retained_from: str) -> str:
-    """Lower ``retained_from`` until no slice that a read at or after it uses has a log
-    file of a delta commit before it."""
-    b = retained_from
-    while True:
-        lowest = None
-        for g in groups:
-            for idx, s in enumerate(g.slices):
-                nxt = g.slices[idx + 1].base_instant if idx + 1 < len(g.slices) else None
-                if nxt is None or nxt > b:
-                    for lf in s.log_files:
-                        if lowest is None or lf.instant < lowest:
-                            lowest = lf.instant
-        if lowest is None or lowest >= b:
-            return b
-        b = lowest
+def _needed(groups: list[FileGroup], retained: list[str]) -> tuple[set[str], set[str]]:
+    """(base-file instants, log-file instants) of the file slices that a read of a retained
+    instant (or of the latest state) uses."""
+    bases: set[str] = set()
+    logs: set[str] = set()
+    for g in groups:
+        used = {len(g.slices) - 1} if g.slices else set()
+        for r in retained:
+            idx = max((k for k, s in enumerate(g.slices) if s.base_instant <= r), default=None)
+            if idx is not None:
+                used.add(idx)
+        for k in used:
+            s = g.slices[k]
+            if s.base_file is not None:
+                bases.add(s.base_instant)
+            logs.update(lf.instant for lf in s.log_files)
+    return bases, logs
 
 
 def plan_archive(table: "Table", *, min_commits: int = 20, max_commits: int = 30,
@@ -181,16 +185,26 @@ def plan_archive(table: "Table", *, min_commits: int = 20, max_commits: int = 30
     spset = set(sps)
     chosen = [c for c in commits if (boundary is None or c.requested < boundary)
               and not (beyond_savepoint and c.requested in spset)][:n]
-    if table.config.is_mor and chosen:
-        while chosen:
-            names = {c.requested for c in chosen}
-            retained_from = min(c.requested for c in commits if c.requested not in names) \
-                if any(c.requested not in names for c in commits) else chosen[-1].requested
-            b = _log_bound(groups, retained_from)
-            if b >= retained_from:
-                break
+    # never archive an instant that a file slice a retained read uses still needs (Hudi keeps the
+    # earliest instant a needed file slice refers to): merge-on-read log files are attached by their
+    # delta commit's completion time; a base file of a commit archived past a retained instant (a
+    # hole left by beyond_savepoint) is outside the active timeline for readers that list storage
+    while chosen:
+        names = {c.requested for c in chosen}
+        retained = [c.requested for c in commits if c.requested not in names]
+        first_retained = min(retained, default=None)
+        bases, logs = _needed(groups, retained)
+        bad_logs = sorted(i for i in logs if i in names)
+        bad_bases = sorted(i for i in bases if i in names and first_retained is not None and i > first_retained)
+        if not bad_logs and not bad_bases:
+            break
+        if bad_logs and (not bad_bases or bad_logs[0] <= bad_bases[0]):
+            b = bad_logs[0]
             bounds[f"log files of delta commit {b} (read by a retained file slice)"] = b
-            chosen = [c for c in chosen if c.requested < b]
+        else:
+            b = bad_bases[0]
+            bounds[f"base files of commit {b} (read by a retained file slice after {first_retained})"] = b
+        chosen = [c for c in chosen if c.requested < b]
     if not chosen:
         return ArchivePlan(instants=(), bounds=tuple(bounds), **base)
     last = chosen[-1].requested
