@@ -211,3 +211,19 @@ def test_archive_beyond_savepoint_keeps_commits_of_latest_base_files(lake):
     assert f"base files of commit {results[2].instant}" in repr(plan)
     t.maintenance.archive(min_commits=2, max_commits=3, beyond_savepoint=True)
     assert rows(t.read()) == [(1, "v2"), (2, "v5")] == hudi_rows(t.path)
+
+
+def test_mor_time_travel_to_archived_delta_commits_reads_their_log_files(lake):
+    t = lake.create_table("a11", key="id", ordering="ts", table_type="mor")
+    results = [t.upsert(batch(0, ids=range(1, 5)))]
+    results += [t.upsert(batch(i, ids=(i,))) for i in range(1, 4)]      # log files on the first base file
+    t.maintenance.compact()
+    results += [t.upsert(batch(i, ids=(i,))) for i in range(4, 8)]
+    res = t.maintenance.archive(min_commits=2, max_commits=3)
+    archived = {i.requested for i in res.archived}
+    assert {r.instant for r in results[1:4]} <= archived
+    for r in results[1:4]:           # the delta commits' completion times come from the timeline history
+        assert rows(t.as_of(r.instant)) == hudi_rows(t.path, r.instant)
+    assert rows(t.as_of(results[2].instant)) == [(1, "v1"), (2, "v2"), (3, "v0"), (4, "v0")]
+    spark_rows = sorted((r["id"], r["v"]) for r in t.as_of(results[2].instant).to_spark().collect())
+    assert spark_rows == [(1, "v1"), (2, "v2"), (3, "v0"), (4, "v0")]

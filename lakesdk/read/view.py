@@ -69,6 +69,7 @@ class FileSystemView:
                     self.replaced.update((part, f) for f in fids)
         self._files = list(files) if files is not None else list_data_files(storage)
         self._groups: dict[tuple[str, str], FileGroup] | None = None
+        self._archived: dict[str, str] | None = None
 
     def _is_valid(self, instant: str) -> bool:
         if instant in self._completion:
@@ -77,6 +78,29 @@ class FileSystemView:
         if self._first is not None and instant < self._first and instant not in self._pending:
             return self.as_of is None or instant <= self.as_of
         return False
+
+    def _archived_completion(self) -> dict[str, str]:
+        """requested -> completion time of the write instants in the timeline history
+        (layout 2) that a read as of ``as_of`` sees."""
+        if self._archived is None:
+            self._archived = {}
+            if self.config.layout_version >= 2:
+                from lakesdk.format.instant import WRITE_ACTIONS
+                from lakesdk.format.lsm_timeline import LSMTimeline
+                lsm = LSMTimeline(self.storage, self.config)
+                if lsm.manifest():
+                    self._archived = {i.requested: i.completed or i.requested for i in lsm.instants()
+                                      if i.completed_action in WRITE_ACTIONS
+                                      and (self.as_of is None or i.requested <= self.as_of)}
+        return self._archived
+
+    def _log_completion(self, instant: str) -> str | None:
+        """Completion time of the delta commit of a log file, None when the read does not see it
+        (log files of archived delta commits: from the timeline history)."""
+        done = self._completion.get(instant)
+        if done is None and instant not in self._pending and self._first is not None and instant < self._first:
+            done = self._archived_completion().get(instant)
+        return done
 
     def _build(self) -> dict[tuple[str, str], FileGroup]:
         bases: dict[tuple[str, str], list[tuple[BaseFile, int]]] = defaultdict(list)
@@ -113,9 +137,9 @@ class FileSystemView:
         base_instants = [s.base_instant for s in slices]
         for lf, size in logs:
             if layout >= 2:
-                if lf.instant not in self._completion:
+                done = self._log_completion(lf.instant)
+                if done is None:
                     continue
-                done = self._completion[lf.instant]
                 # the slice a log belongs to: the base with the largest instant <= the log's completion
                 owner = max((b for b in base_instants if b <= done), default=None)
                 by_base[owner or lf.instant].append((lf, size))
@@ -140,6 +164,15 @@ class FileSystemView:
         if self._groups is None:
             self._groups = self._build()
         return sorted(self._groups.values(), key=lambda g: (g.partition, g.file_id))
+
+    @property
+    def log_instants(self) -> frozenset[str]:
+        """Requested times of the delta commits whose log blocks a read of this view applies:
+        the visible ones and those of the timeline history whose log files the view attached."""
+        if self._groups is None:
+            self._groups = self._build()
+        archived = self._archived or {}
+        return frozenset(self._completion) | frozenset(archived)
 
     def partitions(self) -> list[str]:
         return sorted({g.partition for g in self.file_groups})

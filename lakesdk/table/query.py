@@ -41,7 +41,8 @@ class ReadPlan:
     commit_times: frozenset[str] | None   # incremental: requested times whose rows to keep
     pruned_partitions: int
     total_partitions: int
-    visible: tuple[Instant, ...] = ()     # commits visible to the read (for log block filtering)
+    visible: tuple[Instant, ...] = ()     # commits visible to the read
+    log_instants: frozenset[str] | None = None  # requested times whose log blocks apply (default: visible)
 
     @property
     def files(self) -> list[str]:
@@ -113,7 +114,7 @@ class Query:
             slices = [_base_only(s) for s in slices if s.base_file is not None]
         kept_parts = {s.partition for s in slices}
         return ReadPlan(tuple(slices), schema, tuple(view.visible), None, len(parts) - len(kept_parts), len(parts),
-                        tuple(view.visible))
+                        tuple(view.visible), view.log_instants)
 
     @staticmethod
     def _any_base(view: FileSystemView) -> str | None:
@@ -156,7 +157,8 @@ class Query:
         parts = view.partitions()
         selected = sorted(archived + in_range, key=lambda i: (i.completed or i.requested, i.requested))
         return ReadPlan(tuple(slices), schema, tuple(selected), frozenset(i.requested for i in selected),
-                        len(parts) - len({s.partition for s in slices}), len(parts), tuple(view.visible))
+                        len(parts) - len({s.partition for s in slices}), len(parts), tuple(view.visible),
+                        view.log_instants)
 
     def _archived_in_range(self, timeline: Any) -> list[Instant]:
         """Write instants of the timeline history (table version 8+) inside the range."""
@@ -191,7 +193,8 @@ class Query:
         from lakesdk.engine.slice_reader import SliceReadContext
         cfg = self.table.config
         return SliceReadContext(self.table.storage, plan.schema, cfg.ordering_field, cfg.merge_mode,
-                                frozenset(i.requested for i in plan.visible), column_groups=cfg.column_groups,
+                                plan.log_instants if plan.log_instants is not None
+                                else frozenset(i.requested for i in plan.visible), column_groups=cfg.column_groups,
                                 merger=self.table._merger())
 
     def _filter_merged(self, t: pa.Table, plan: ReadPlan, cols: list[str]) -> pa.Table:

@@ -434,8 +434,7 @@ class WriteOperation:
             if any(s.log_files for s in slices):
                 from lakesdk.engine.slice_reader import SliceReadContext
                 slice_ctx = SliceReadContext(t.storage, ctx.schema, ctx.ordering, ctx.merge_mode,
-                                             frozenset(i.requested for i in view.visible),
-                                             column_groups=ctx.column_groups, merger=ctx.merger)
+                                             view.log_instants, column_groups=ctx.column_groups, merger=ctx.merger)
             data = job.tag(data, job.key_index(slices, slice_ctx), global_keys=global_delete)
             clustered = {s.file_id: s.partition for s in slices if (s.partition, s.file_id) in busy}
             if clustered:
