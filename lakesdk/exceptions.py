@@ -15,6 +15,7 @@ __all__ = [
     "TableConfigError",
     "UnsupportedTableVersionError",
     "CorruptTimelineError",
+    "DataFileMissingError",
     "InstantNotFoundError",
     "SchemaError",
     "IncompatibleSchemaError",
@@ -58,6 +59,16 @@ class UnsupportedTableVersionError(TableConfigError):
 
 class CorruptTimelineError(LakeError, ValueError):
     """A timeline file could not be parsed."""
+
+
+class DataFileMissingError(LakeError, FileNotFoundError):
+    """A data file that a completed commit wrote, and that a read or write needs, is not in
+    storage (deleted or lost outside lakesdk)."""
+
+    def __init__(self, message: str, *, path: str | None = None, instant: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.instant = instant
 
 
 class InstantNotFoundError(LakeError, KeyError):

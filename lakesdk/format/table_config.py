@@ -179,6 +179,13 @@ class TableConfig:
                 "hoodie.properties has no hoodie.table.name: every Hudi table needs a name; "
                 "the file is damaged or not a Hudi table config", key="hoodie.table.name")
         self.table_type  # noqa: B018 - validates
+        if "hoodie.table.recordkey.fields" in p and (not self.record_key_fields or any(
+                not k.strip() for k in p["hoodie.table.recordkey.fields"].split(","))):
+            raise TableConfigError(
+                f"hoodie.properties: hoodie.table.recordkey.fields={p['hoodie.table.recordkey.fields']!r} names an "
+                "empty record key field: expected comma-separated column names. The file is damaged (truncated?): "
+                "restore hoodie.properties (from hoodie.properties.backup, or write the key back) before opening the "
+                "table", key="hoodie.table.recordkey.fields")
         version = self.version
         if version not in READABLE_VERSIONS:
             raise UnsupportedTableVersionError(

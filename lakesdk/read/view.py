@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from lakesdk.format.file_group import FileGroup, FileSlice
@@ -13,7 +14,7 @@ from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Timeline, TimelineStore
 from lakesdk.storage import FileInfo, Storage
 
-__all__ = ["FileSystemView", "list_data_files"]
+__all__ = ["FileSystemView", "ExpectedFile", "list_data_files"]
 
 PartitionFilter = Callable[[dict[str, str | None]], bool]
 
@@ -35,6 +36,19 @@ def list_data_files(storage: Storage) -> list[FileInfo]:
     return out
 
 
+@dataclass(frozen=True)
+class ExpectedFile:
+    """A file of a file slice a read reaches, as the write stat of the commit that wrote it
+    records it."""
+
+    path: str
+    size: int
+    instant: str           # requested time of the commit that wrote it
+    partition: str
+    file_id: str
+    kind: str              # "base" or "log"
+
+
 class FileSystemView:
     """File groups as of ``as_of`` (None = latest completed state).
 
@@ -48,6 +62,7 @@ class FileSystemView:
                  *, as_of: str | None = None, files: Iterable[FileInfo] | None = None) -> None:
         self.storage = storage
         self.config = config
+        self.store = store
         self.timeline = timeline
         self.as_of = as_of
         visible = timeline.visible_as_of(as_of)
@@ -70,6 +85,7 @@ class FileSystemView:
         self._files = list(files) if files is not None else list_data_files(storage)
         self._groups: dict[tuple[str, str], FileGroup] | None = None
         self._archived: dict[str, str] | None = None
+        self._verified = False
 
     def _is_valid(self, instant: str) -> bool:
         if instant in self._completion:
@@ -165,6 +181,91 @@ class FileSystemView:
             self._groups = self._build()
         return sorted(self._groups.values(), key=lambda g: (g.partition, g.file_id))
 
+    def expected_files(self) -> list[ExpectedFile]:
+        """Every file of every file slice this view's read reaches, per the write stats of the
+        visible commits of the active timeline: the newest base file of each file group that no
+        visible replacecommit replaced, and the log files the view attaches on top of it."""
+        layout = self.config.layout_version
+        bases: dict[tuple[str, str], ExpectedFile] = {}
+        logs: dict[tuple[str, str], dict[str, ExpectedFile]] = defaultdict(dict)
+        for inst in self.visible:
+            for st in self.store.commit_metadata(inst).write_stats:
+                path = st.path
+                if not path or path == "null":
+                    continue
+                part, name = posixpath.dirname(path), posixpath.basename(path)
+                key = (part, st.fileId or "")
+                if is_base_file(name):
+                    bi = BaseFile.parse(name).instant
+                    cur = bases.get(key)
+                    if cur is None or bi >= cur.instant:
+                        bases[key] = ExpectedFile(path, int(st.fileSizeInBytes or 0), bi, part, key[1], "base")
+                elif is_log_file(name):
+                    li = LogFile.parse(name).instant
+                    cur = logs[key].get(path)
+                    size = max(int(st.fileSizeInBytes or 0), cur.size if cur else 0)
+                    logs[key][path] = ExpectedFile(path, size, li, part, key[1], "log")
+        out = []
+        for key in sorted(set(bases) | set(logs)):
+            if key in self.replaced:
+                continue
+            b = bases.get(key)
+            if b is not None:
+                out.append(b)
+            for e in logs.get(key, {}).values():
+                if layout >= 2:
+                    done = self._log_completion(e.instant)
+                    if done is None or (b is not None and done < b.instant):
+                        continue
+                elif b is not None and e.instant < b.instant:     # layout 1: a log names its base instant
+                    continue
+                out.append(e)
+        return out
+
+    def missing_files(self, keep: Callable[[ExpectedFile], bool] | None = None) -> list[ExpectedFile]:
+        """The files of :meth:`expected_files` that storage does not hold."""
+        present = {f.path for f in self._files}
+        return [e for e in self.expected_files() if e.path not in present and (keep is None or keep(e))]
+
+    def verify(self, keep: Callable[[ExpectedFile], bool] | None = None) -> None:
+        """Raise when a file of a file slice this view's read reaches is missing: a
+        :class:`~lakesdk.exceptions.TimeTravelError` when a clean deleted it (time travel too far
+        back), else a :class:`~lakesdk.exceptions.DataFileMissingError`."""
+        missing = self.missing_files(keep)
+        if not missing:
+            return
+        from lakesdk.exceptions import DataFileMissingError, TimeTravelError
+        e = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        cleaned = self._cleaned_by(e)
+        if cleaned is not None and self.as_of is not None:
+            raise TimeTravelError(
+                f"Cleaner cleaned up the timestamp of interest: time travel to {self.as_of} needs {e.path}, written by "
+                f"commit {e.instant}, which clean {cleaned} deleted{more}. Time travel to a later instant, or retain "
+                "more versions with the cleaner (or savepoint the instant) before it runs")
+        what = f"clean {cleaned} deleted it" if cleaned is not None else "it is not in storage"
+        raise DataFileMissingError(
+            f"{e.kind} file {e.path} of file group {e.file_id}, written by completed commit {e.instant}, is missing: "
+            f"expected it in storage (the commit's write stats record {e.size} bytes), found none: {what}{more}. "
+            "Run `lakesdk check` on the table to list every damaged file, then restore the file or roll the table "
+            "back (maintenance.restore to a savepoint, or rollback of the commit) before reading or writing again",
+            path=e.path, instant=e.instant)
+
+    def _cleaned_by(self, e: ExpectedFile) -> str | None:
+        """The completed clean of the active timeline that deleted ``e``, if any."""
+        from lakesdk.format.service_metadata import CleanMetadataData
+        name = posixpath.basename(e.path)
+        for inst in self.timeline.instants:
+            if inst.action != "clean" or not inst.is_completed:
+                continue
+            try:
+                md = CleanMetadataData.parse(self.store.read_bytes(inst))
+            except Exception:  # noqa: BLE001 - an unreadable clean proves nothing about this file
+                continue
+            if name in md.deleted.get(e.partition, ()):
+                return inst.requested
+        return None
+
     @property
     def log_instants(self) -> frozenset[str]:
         """Requested times of the delta commits whose log blocks a read of this view applies:
@@ -183,6 +284,10 @@ class FileSystemView:
 
     def latest_slices(self, partition_filter: PartitionFilter | None = None,
                       file_groups: set[tuple[str, str]] | None = None) -> list[FileSlice]:
+        """The latest file slice of each file group (filtered); raises when a file of one of
+        them that the timeline's write stats record is missing (:meth:`verify`)."""
+        self.verify(lambda e: (file_groups is None or (e.partition, e.file_id) in file_groups)
+                    and (partition_filter is None or partition_filter(self.partition_values(e.partition))))
         out = []
         for g in self.file_groups:
             if file_groups is not None and (g.partition, g.file_id) not in file_groups:

@@ -74,7 +74,31 @@ def load_config(storage: Storage) -> TableConfig:
         raise TableNotFoundError(
             f"no Hudi table at {storage.base_url!r}: {PROPERTIES_PATH} does not exist; "
             "check the path, or create the table with Lake.create_table(...)") from None
-    return TableConfig.parse(text)
+    config = TableConfig.parse(text)
+    if "hoodie.table.type" not in config.props:
+        _check_untyped_table(storage, config)
+    return config
+
+
+def _check_untyped_table(storage: Storage, config: TableConfig) -> None:
+    """``hoodie.table.type`` defaults to COPY_ON_WRITE; a table without it that has delta
+    commits or log files is a merge-on-read table whose properties lost the key: opening it as
+    copy-on-write would ignore its log files and the next upsert would duplicate keys."""
+    from lakesdk.exceptions import TableConfigError
+    from lakesdk.format.file_naming import is_log_file
+    from lakesdk.read.view import list_data_files
+    try:
+        timeline = [e.name for e in storage.list(config.timeline_dir) if not e.is_dir]
+    except FileNotFoundError:
+        timeline = []
+    delta = next((n for n in timeline if ".deltacommit" in n), None)
+    log = None if delta else next((f.path for f in list_data_files(storage) if is_log_file(f.path.rsplit("/", 1)[-1])), None)
+    if delta or log:
+        raise TableConfigError(
+            f"hoodie.properties of {config.name!r} has no hoodie.table.type, which means COPY_ON_WRITE, but the table "
+            f"has {'delta commit ' + delta if delta else 'log file ' + str(log)}: expected MERGE_ON_READ there, found "
+            "no table type. The properties file is damaged: add hoodie.table.type=MERGE_ON_READ back (or restore "
+            "hoodie.properties from hoodie.properties.backup) before opening the table", key="hoodie.table.type")
 
 
 class Table:

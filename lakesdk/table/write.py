@@ -63,6 +63,11 @@ class WriteOperation:
     # -- validation ---------------------------------------------------------------------------
     def _prepare_input(self) -> tuple[pa.Table | None, Any, pa.Schema]:
         cfg = self.table.config
+        if not cfg.record_key_fields:
+            from lakesdk.exceptions import TableConfigError
+            raise TableConfigError(
+                f"{cfg.name!r} has no record key (hoodie.table.recordkey.fields is not set): lakesdk writes keyed "
+                "tables only; set the key in hoodie.properties if the file lost it", key="hoodie.table.recordkey.fields")
         if self.operation == "delete":
             arrow, sdf = keys_to_arrow(self.data, cfg.record_key_fields)
         else:
@@ -190,6 +195,9 @@ class WriteOperation:
         policy = "lazy" if t.options.concurrency == "optimistic" else t.options.failed_writes
         if rollback_failed_writes(t, policy=policy):
             timeline = store.load()
+        # a file of the table that the timeline records and storage lacks stops the write before it starts
+        self._view = FileSystemView(t.storage, cfg, store, timeline)
+        self._view.verify()
 
         # -- the instant: requested -> inflight ------------------------------------------------
         if self.operation.startswith("insert_overwrite"):
@@ -407,7 +415,7 @@ class WriteOperation:
             data = job.prepare(arrow, sdf, OP_DELETE if op == "delete" else OP_UPSERT)
             if arrow is None and op not in ("bulk_insert", "delete"):
                 data = job.combine(data)
-        view = FileSystemView(t.storage, t.config, store, timeline)
+        view = getattr(self, "_view", None) or FileSystemView(t.storage, t.config, store, timeline)
         from lakesdk.services.clustering import pending_clustering_file_groups
         busy = pending_clustering_file_groups(store, timeline)   # Hudi's reject-update strategy
         if op in ("bulk_insert", "insert_overwrite", "insert_overwrite_table"):
