@@ -333,3 +333,16 @@ def test_60_upserts_with_inline_clean_stay_bounded(lake):
     res = t.maintenance.archive(min_commits=5, max_commits=10)
     assert len(t.timeline) <= 12 and len(res.archived) > 100
     assert rows(t.read()) == expected == hudi_rows(t.path)
+
+
+def test_time_travel_to_a_version_a_file_versions_clean_deleted_raises(lake):
+    t = lake.create_table("tt_fv", key="id", ordering="ts")
+    results = [t.upsert(batch(i, ids=(1, 2))) for i in range(4)]
+    assert rows(t.as_of(results[1].instant)) == [(1, "v1"), (2, "v1")]
+    t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    for r in results[:3]:                              # their file versions are gone: an error, not an empty table
+        with pytest.raises(lk.TimeTravelError, match="Cleaner cleaned up the timestamp of interest"):
+            t.as_of(r.instant).to_arrow()
+    with pytest.raises(lk.TimeTravelError):
+        t.as_of("20000101000000").to_arrow()
+    assert rows(t.as_of(results[3].instant)) == [(1, "v3"), (2, "v3")] == hudi_rows(t.path, results[3].instant)

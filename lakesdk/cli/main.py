@@ -87,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             s.add_argument("--where", default=None)
             s.add_argument("--as-of", default=None)
             s.add_argument("--limit", type=int, default=20)
+    c = sub.add_parser("check", help="check a table's integrity (properties, timeline, data files, orphans); "
+                                     "exit status 0 when clean, 1 when a problem is found")
+    c.add_argument("table", help="table path or URL")
     from lakesdk.cli import kafka as kafka_cli
     kafka_cli.add_arguments(sub.add_parser("kafka-sink", help="exactly-once sink from a Kafka topic into a MOR table"))
     a = p.parse_args(argv)
@@ -96,6 +99,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.cmd == "demo":
         return demo(a.path, a.master)
     import lakesdk as lk
+    if a.cmd == "check":
+        from lakesdk.read.check import check_table
+        from lakesdk.storage import Storage
+        try:
+            report = check_table(Storage(str(a.table)))
+        except lk.LakeError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(repr(report))
+        return 0 if report.ok else 1
     try:
         t = lk.open_table(a.table)
         if a.cmd == "show":

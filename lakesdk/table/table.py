@@ -85,20 +85,14 @@ def _check_untyped_table(storage: Storage, config: TableConfig) -> None:
     commits or log files is a merge-on-read table whose properties lost the key: opening it as
     copy-on-write would ignore its log files and the next upsert would duplicate keys."""
     from lakesdk.exceptions import TableConfigError
-    from lakesdk.format.file_naming import is_log_file
-    from lakesdk.read.view import list_data_files
-    try:
-        timeline = [e.name for e in storage.list(config.timeline_dir) if not e.is_dir]
-    except FileNotFoundError:
-        timeline = []
-    delta = next((n for n in timeline if ".deltacommit" in n), None)
-    log = None if delta else next((f.path for f in list_data_files(storage) if is_log_file(f.path.rsplit("/", 1)[-1])), None)
-    if delta or log:
+    from lakesdk.read.check import untyped_merge_on_read
+    found = untyped_merge_on_read(storage, config)
+    if found:
         raise TableConfigError(
             f"hoodie.properties of {config.name!r} has no hoodie.table.type, which means COPY_ON_WRITE, but the table "
-            f"has {'delta commit ' + delta if delta else 'log file ' + str(log)}: expected MERGE_ON_READ there, found "
-            "no table type. The properties file is damaged: add hoodie.table.type=MERGE_ON_READ back (or restore "
-            "hoodie.properties from hoodie.properties.backup) before opening the table", key="hoodie.table.type")
+            f"has {found}: expected MERGE_ON_READ there, found no table type. The properties file is damaged: add "
+            "hoodie.table.type=MERGE_ON_READ back (or restore hoodie.properties from hoodie.properties.backup) before "
+            "opening the table", key="hoodie.table.type")
 
 
 class Table:
@@ -455,6 +449,15 @@ class Inspect:
         writes = [i for i in timeline.commits if i.requested == req]   # another action may share the time
         return store.commit_metadata(writes[0] if writes else timeline.get(req))
 
+    def check(self) -> Any:
+        """Check the table's integrity: ``hoodie.properties`` (keys, checksum), the timeline
+        (every instant parses), the data files (every file of every file slice a reader can reach
+        exists with the size its write stat records) and orphans (data files outside every commit
+        and pending write).  Returns a :class:`~lakesdk.read.check.CheckReport` (``.ok``,
+        ``.problems``), as ``lakesdk check PATH`` prints it."""
+        from lakesdk.read.check import check_table
+        return check_table(self._t.storage, name=self._t.name)
+
     def transactions(self) -> Any:
         """The transaction journal: one record per write under optimistic concurrency
         (committed, conflict, schema_conflict, early_conflict or failed), oldest first."""
@@ -462,7 +465,7 @@ class Inspect:
         return Transactions(read_transactions(self._t.storage), table=self._t.name)
 
     def __repr__(self) -> str:
-        return f"<Inspect {self._t.name!r}: file_groups(), partitions(), commit_metadata(instant), transactions()>"
+        return f"<Inspect {self._t.name!r}: file_groups(), partitions(), commit_metadata(instant), transactions(), check()>"
 
 
 class Maintenance:

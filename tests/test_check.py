@@ -1,0 +1,140 @@
+"""Damaged tables: a file the timeline needs and storage lacks is a typed error at read and at
+write (never a fallback to an older file version), damaged properties are a typed error at open,
+and ``t.inspect.check()`` / ``lakesdk check PATH`` name each damage."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+import pytest
+
+import lakesdk as lk
+from lakesdk.cli.main import main
+
+from .test_clean import batch, rows
+
+pytestmark = pytest.mark.spark
+
+
+def _table(lake, name: str, table_type: str):
+    t = lake.create_table(name, key="id", partition_by="p", ordering="ts", table_type=table_type)
+    t.upsert(batch(0))
+    t.upsert(batch(1, ids=(1, 3)))
+    if table_type == "cow":
+        t.upsert(batch(2, ids=(1,)))
+    return t
+
+
+def _state(t) -> tuple[list[str], list[str]]:
+    data = sorted(os.path.relpath(f, t.path) for f in glob.glob(f"{t.path}/p=*/*") + glob.glob(f"{t.path}/p=*/.*"))
+    return sorted(os.listdir(f"{t.path}/.hoodie/timeline")), data
+
+
+def _latest_base(t) -> str:
+    return max(glob.glob(f"{t.path}/p=a/*.parquet"), key=lambda f: f.rsplit("_", 1)[1])
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_missing_latest_base_file_is_an_error_at_read_write_and_check(lake, table_type, capsys):
+    t = _table(lake, f"dmg_{table_type}", table_type)
+    latest = _latest_base(t)
+    os.remove(latest)
+    name = os.path.basename(latest)
+    with pytest.raises(lk.DataFileMissingError, match=name) as e:
+        t.read().to_arrow()                    # COW: no fallback to the previous version; MOR: not the logs alone
+    assert isinstance(e.value, FileNotFoundError) and e.value.path == f"p=a/{name}" and "lakesdk check" in str(e.value)
+    with pytest.raises(lk.DataFileMissingError):
+        t.read().to_spark().collect()
+    before = _state(t)
+    with pytest.raises(lk.DataFileMissingError, match=name):
+        t.upsert(batch(5, ids=(1,)))
+    assert _state(t) == before                 # nothing was written
+    report = t.inspect.check()
+    assert not report.ok and report.names == ["missing_file"] and report.problems[0].path == f"p=a/{name}"
+    assert "missing_file" in repr(report) and "<table>" in report._repr_html_()
+    assert main(["check", t.path]) == 1
+    assert f"missing_file: p=a/{name}" in capsys.readouterr().out
+
+
+def test_missing_log_file_is_an_error_and_reported(lake):
+    t = _table(lake, "dmg_log", "mor")
+    log = glob.glob(f"{t.path}/p=a/.*.log.*")[0]
+    os.remove(log)
+    with pytest.raises(lk.DataFileMissingError, match=os.path.basename(log)):
+        t.read().to_arrow()
+    assert t.inspect.check().names == ["missing_file"]
+
+
+def test_properties_without_table_type_on_merge_on_read_is_an_error_at_open(lake, capsys):
+    t = _table(lake, "dmg_type", "mor")
+    pp = f"{t.path}/.hoodie/hoodie.properties"
+    text = open(pp).read()
+    open(pp, "w").write("".join(line for line in text.splitlines(True) if not line.startswith("hoodie.table.type=")))
+    with pytest.raises(lk.TableConfigError, match="MERGE_ON_READ") as e:
+        lk.open_table(t.path)
+    assert e.value.key == "hoodie.table.type"
+    assert main(["check", t.path]) == 1
+    out = capsys.readouterr().out
+    assert "missing_property" in out and "hoodie.table.type" in out
+
+
+def test_truncated_properties_is_an_error_at_open(lake, capsys):
+    t = _table(lake, "dmg_trunc", "cow")
+    pp = f"{t.path}/.hoodie/hoodie.properties"
+    text = open(pp).read()
+    cut = text.index("hoodie.table.recordkey.fields=") + len("hoodie.table.recordkey.fields=")
+    open(pp, "w").write(text[:cut])
+    with pytest.raises(lk.TableConfigError, match="empty record key field") as e:
+        lk.open_table(t.path)
+    assert e.value.key == "hoodie.table.recordkey.fields"
+    assert main(["check", t.path]) == 1
+    out = capsys.readouterr().out
+    assert "missing_property" in out and "hoodie.table.recordkey.fields" in out and "hoodie.table.checksum" in out
+
+
+def test_check_names_bad_checksum_unparsable_instant_orphan_and_size_mismatch(lake):
+    t = _table(lake, "dmg_misc", "cow")
+    assert t.inspect.check().ok
+    pp = f"{t.path}/.hoodie/hoodie.properties"
+    text = open(pp).read()
+    open(pp, "w").write(text.replace("hoodie.table.checksum=", "hoodie.table.checksum=1"))
+    assert t.inspect.check().names == ["bad_checksum"]
+    open(pp, "w").write(text)
+    latest = _latest_base(t)
+    with open(latest, "ab") as f:
+        f.write(b"x")
+    assert t.inspect.check().names == ["size_mismatch"]
+    with open(latest, "rb+") as f:
+        f.truncate(os.path.getsize(latest) - 1)
+    orphan = latest.replace(latest.rsplit("_", 1)[1], "20200101000000000.parquet")
+    shutil.copy(latest, orphan)
+    report = t.inspect.check()
+    assert report.names == ["orphan_file"] and report.problems[0].path.endswith("20200101000000000.parquet")
+    os.remove(orphan)
+    tl = f"{t.path}/.hoodie/timeline"
+    done = sorted(n for n in os.listdir(tl) if n.endswith(".commit"))[-1]
+    open(f"{tl}/{done}", "wb").write(b"not avro")
+    assert "unparsable_instant" in t.inspect.check().names
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_check_reports_a_clean_table_after_services_as_clean(lake, table_type, capsys):
+    t = lake.create_table(f"ok_{table_type}", key="id", partition_by="p", ordering="ts", table_type=table_type)
+    for i in range(8):
+        t.upsert(batch(i, ids=(i % 4, 10 + i)))
+    if table_type == "mor":
+        t.maintenance.compact()
+    t.maintenance.cluster()
+    for i in range(8, 12):
+        t.upsert(batch(i, ids=(i % 4,)))
+    t.maintenance.clean(retain_commits=2)
+    t.maintenance.archive(min_commits=2, max_commits=3)
+    assert t.inspect.check().ok
+    t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    report = t.inspect.check()
+    assert report.ok and report.problems == () and "ok" in repr(report)
+    assert main(["check", t.path]) == 0
+    assert "ok;" in capsys.readouterr().out
+    assert len(rows(t.read())) == 12
