@@ -124,17 +124,19 @@ def test_check_reports_a_clean_table_after_services_as_clean(lake, table_type, c
     t = lake.create_table(f"ok_{table_type}", key="id", partition_by="p", ordering="ts", table_type=table_type)
     for i in range(8):
         t.upsert(batch(i, ids=(i % 4, 10 + i)))
+    for i in range(3):                         # small file groups for the clustering
+        t.bulk_insert(batch(i, ids=(20 + i, 30 + i)))
     if table_type == "mor":
         t.maintenance.compact()
-    t.maintenance.cluster()
+    assert t.maintenance.cluster().replaced_file_groups > 0
     for i in range(8, 12):
         t.upsert(batch(i, ids=(i % 4,)))
     t.maintenance.clean(retain_commits=2)
-    t.maintenance.archive(min_commits=2, max_commits=3)
+    assert t.maintenance.archive(min_commits=2, max_commits=3).archived
     assert t.inspect.check().ok
     t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
     report = t.inspect.check()
     assert report.ok and report.problems == () and "ok" in repr(report)
     assert main(["check", t.path]) == 0
     assert "ok;" in capsys.readouterr().out
-    assert len(rows(t.read())) == 12
+    assert len(rows(t.read())) == 18

@@ -252,10 +252,11 @@ class FileSystemView:
             path=e.path, instant=e.instant)
 
     def _cleaned_by(self, e: ExpectedFile) -> str | None:
-        """The completed clean of the active timeline that deleted ``e``, if any."""
+        """The completed clean of the active timeline that deleted ``e``, if any (the timeline
+        as it is now: a clean may have completed since the view was built)."""
         from lakesdk.format.service_metadata import CleanMetadataData
         name = posixpath.basename(e.path)
-        for inst in self.timeline.instants:
+        for inst in self.store.load().instants:
             if inst.action != "clean" or not inst.is_completed:
                 continue
             try:
