@@ -92,6 +92,12 @@ def test_truncated_properties_is_an_error_at_open(lake, capsys):
     assert main(["check", t.path]) == 1
     out = capsys.readouterr().out
     assert "missing_property" in out and "hoodie.table.recordkey.fields" in out and "hoodie.table.checksum" in out
+    cut = text.index("hoodie.table.checksum=")                  # every key there but the last one
+    open(pp, "w").write(text[:cut])
+    with pytest.raises(lk.TableConfigError, match="truncated") as e:
+        lk.open_table(t.path)
+    assert e.value.key == "hoodie.table.checksum"
+    assert "missing_property" in t.inspect.check().names
 
 
 def test_check_names_bad_checksum_unparsable_instant_orphan_and_size_mismatch(lake):

@@ -346,3 +346,17 @@ def test_time_travel_to_a_version_a_file_versions_clean_deleted_raises(lake):
     with pytest.raises(lk.TimeTravelError):
         t.as_of("20000101000000").to_arrow()
     assert rows(t.as_of(results[3].instant)) == [(1, "v3"), (2, "v3")] == hudi_rows(t.path, results[3].instant)
+
+
+def test_time_travel_refused_by_an_earlier_clean_stays_refused_after_a_file_versions_clean(lake):
+    t = lake.create_table("tt_fv2", key="id", partition_by="p", ordering="ts")
+    results = [t.upsert(batch(0, ids=(1, 2)))]                  # p=a and p=b
+    results += [t.upsert(batch(i, ids=(1,))) for i in range(1, 5)]
+    t.maintenance.clean(retain_commits=2)
+    with pytest.raises(lk.TimeTravelError):
+        t.as_of(results[1].instant).to_arrow()
+    results += [t.upsert(batch(5, ids=(2,)))]                    # p=b's first version is no longer the latest
+    t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    for r in results[:4]:
+        with pytest.raises(lk.TimeTravelError):
+            t.as_of(r.instant).to_arrow()

@@ -85,7 +85,7 @@ class FileSystemView:
         self._files = list(files) if files is not None else list_data_files(storage)
         self._groups: dict[tuple[str, str], FileGroup] | None = None
         self._archived: dict[str, str] | None = None
-        self._verified = False
+        self._expected: list[ExpectedFile] | None = None
 
     def _is_valid(self, instant: str) -> bool:
         if instant in self._completion:
@@ -185,6 +185,11 @@ class FileSystemView:
         """Every file of every file slice this view's read reaches, per the write stats of the
         visible commits of the active timeline: the newest base file of each file group that no
         visible replacecommit replaced, and the log files the view attaches on top of it."""
+        if self._expected is None:
+            self._expected = self._expected_files()
+        return list(self._expected)
+
+    def _expected_files(self) -> list[ExpectedFile]:
         layout = self.config.layout_version
         bases: dict[tuple[str, str], ExpectedFile] = {}
         logs: dict[tuple[str, str], dict[str, ExpectedFile]] = defaultdict(dict)

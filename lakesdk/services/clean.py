@@ -518,25 +518,33 @@ def clean_after_write(table: "Table") -> CleanResult | None:
 def check_time_travel(table: "Table", moment: str, *, store: TimelineStore | None = None,
                       timeline: Timeline | None = None) -> None:
     """Raise when a time-travel read as of ``moment`` may miss files a clean deleted
-    (Hudi's ``TimelineUtils.validateTimestampAsOf``): ``moment`` must not be before the last
-    clean's earliest commit to retain (a savepointed instant is always readable); after a
-    clean without one (KEEP_LATEST_FILE_VERSIONS) it must not be before the first active
-    commit."""
+    (Hudi's ``TimelineUtils.validateTimestampAsOf``): ``moment`` must not be before the
+    earliest commit to retain of any clean on the active timeline (Hudi looks at the last clean
+    only; a later KEEP_LATEST_FILE_VERSIONS clean, which records none, does not make older
+    moments readable again); a savepointed instant is always readable; after a clean without
+    one it must not be before the first active commit.  A file version a clean deleted that a
+    read still reaches is refused by the file-system view as well
+    (:meth:`lakesdk.read.view.FileSystemView.verify`)."""
     store = store or table._store()
     timeline = timeline if timeline is not None else store.load()
-    prev = last_clean(store, timeline)
-    if prev is None:
+    cleans = [i for i in timeline.instants if i.action == "clean" and i.is_completed]
+    if not cleans:
         return
     sps = {i.requested for i in timeline.instants if i.action == "savepoint" and i.is_completed}
     if moment in sps:
         return
-    md = prev[1]
-    if md.earliest_commit_to_retain:
-        if moment < md.earliest_commit_to_retain:
+    # every clean of the active timeline counts, not the last one alone: a later clean without an
+    # earliest commit to retain (KEEP_LATEST_FILE_VERSIONS) does not bring back what an earlier one deleted
+    retained = [(c.requested, CleanMetadataData.parse(store.read_bytes(c)).earliest_commit_to_retain) for c in cleans]
+    with_ectr = [(ectr, c) for c, ectr in retained if ectr]
+    if with_ectr:
+        ectr, by = max(with_ectr)
+        if moment < ectr:
             raise TimeTravelError(
                 f"Cleaner cleaned up the timestamp of interest: time travel to {moment} is before the earliest "
-                f"commit the last clean retained ({md.earliest_commit_to_retain}). Please ensure sufficient commits "
+                f"commit clean {by} retained ({ectr}). Please ensure sufficient commits "
                 "are retained with cleaner for Timestamp as of query to work (or savepoint the instant)")
+    if len(with_ectr) == len(retained):
         return
     writes = timeline.commits
     if len(writes) and moment < writes[0].requested:

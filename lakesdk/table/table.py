@@ -75,6 +75,14 @@ def load_config(storage: Storage) -> TableConfig:
             f"no Hudi table at {storage.base_url!r}: {PROPERTIES_PATH} does not exist; "
             "check the path, or create the table with Lake.create_table(...)") from None
     config = TableConfig.parse(text)
+    if not config.props.get("hoodie.table.checksum"):
+        from lakesdk.exceptions import TableConfigError
+        raise TableConfigError(
+            f"hoodie.properties of {config.name!r} has no hoodie.table.checksum: every table config of a version "
+            f"{config.version} table carries one, so the file is incomplete (truncated?) and keys such as the "
+            "partition fields or the ordering field may be lost. Restore hoodie.properties (from "
+            "hoodie.properties.backup, or write the missing keys back) before opening the table",
+            key="hoodie.table.checksum")
     if "hoodie.table.type" not in config.props:
         _check_untyped_table(storage, config)
     return config

@@ -415,7 +415,9 @@ class WriteOperation:
             data = job.prepare(arrow, sdf, OP_DELETE if op == "delete" else OP_UPSERT)
             if arrow is None and op not in ("bulk_insert", "delete"):
                 data = job.combine(data)
-        view = getattr(self, "_view", None) or FileSystemView(t.storage, t.config, store, timeline)
+        view = getattr(self, "_view", None)      # verified by execute() before the instant was created
+        if view is None or view.timeline is not timeline:
+            view = FileSystemView(t.storage, t.config, store, timeline)
         from lakesdk.services.clustering import pending_clustering_file_groups
         busy = pending_clustering_file_groups(store, timeline)   # Hudi's reject-update strategy
         if op in ("bulk_insert", "insert_overwrite", "insert_overwrite_table"):
