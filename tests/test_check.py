@@ -145,4 +145,5 @@ def test_check_reports_a_clean_table_after_services_as_clean(lake, table_type, c
     assert report.ok and report.problems == () and "ok" in repr(report)
     assert main(["check", t.path]) == 0
     assert "ok;" in capsys.readouterr().out
+    assert main(["check", f"{t.path}-nothing"]) == 2 and "no Hudi table" in capsys.readouterr().err
     assert len(rows(t.read())) == 18

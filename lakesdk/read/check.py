@@ -13,12 +13,14 @@ The check reads, never writes.  It verifies
   write.
 
 Each problem has a stable name (:data:`PROBLEM_NAMES`); the report is ``ok`` without any.
+When a completed instant does not parse, the data files are not checked: the timeline cannot
+say which files it needs until the instant is repaired.
 """
 
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from lakesdk.exceptions import LakeError, TableConfigError, TableNotFoundError
@@ -57,7 +59,6 @@ class CheckReport:
     problems: tuple[Problem, ...] = ()
     instants: int = 0
     files_checked: int = 0
-    notes: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def ok(self) -> bool:
