@@ -129,7 +129,7 @@ class WriteOperation:
         global_delete = is_delete and not all(f in in_schema.names for f in cfg.partition_fields)
         ctx = WriteContext(
             storage=t.storage, instant="", schema=target_schema, key_fields=cfg.record_key_fields,
-            partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style,
+            partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
             ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, column_groups=cfg.column_groups,
             merger=t._merger(),
             target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
