@@ -345,6 +345,34 @@ class Predicate:
             return getattr(lhs, ops[n.op])(rhs)
         return conv(self.tree)
 
+    def to_spark(self) -> Any:
+        """A Spark Column built from the parsed tree, so Spark sees the literals this parser
+        read (Spark SQL text would read backslashes in string literals as escapes)."""
+        from pyspark.sql import functions as F
+
+        def conv(n: Any) -> Any:
+            if isinstance(n, Col):
+                return F.col(f"`{n.name.replace('`', '``')}`")
+            if isinstance(n, Lit):
+                return F.lit(n.value)
+            a = n.args
+            if n.op == "and":
+                return conv(a[0]) & conv(a[1])
+            if n.op == "or":
+                return conv(a[0]) | conv(a[1])
+            if n.op == "not":
+                return ~conv(a[0])
+            if n.op == "isnull":
+                return conv(a[0]).isNull()
+            if n.op == "notnull":
+                return conv(a[0]).isNotNull()
+            if n.op == "in":
+                return conv(a[0]).isin(*[F.lit(v) for v in a[1]])
+            lhs, rhs = conv(a[0]), conv(a[1])
+            return {"=": lhs.__eq__, "!=": lhs.__ne__, "<": lhs.__lt__, "<=": lhs.__le__, ">": lhs.__gt__,
+                    ">=": lhs.__ge__}[n.op](rhs)
+        return conv(self.tree)
+
     def check_types(self, schema: pa.Schema) -> None:
         """Raise InvalidFilterError when a condition cannot be evaluated on columns of these
         types (text compared with a number, a struct with a literal, NOT of a text column...);

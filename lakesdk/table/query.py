@@ -251,7 +251,7 @@ class Query:
         if plan.commit_times is not None:
             df = df.filter(F.col("_hoodie_commit_time").isin(sorted(plan.commit_times)))
         if self.predicate is not None:
-            df = df.filter(self.predicate.text)
+            df = df.filter(self.predicate.to_spark())
         return df.select(*self._out_columns(plan.schema))
 
     def count(self) -> int:
