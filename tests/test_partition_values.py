@@ -80,6 +80,28 @@ def test_partition_value_with_trailing_slash_round_trips_urlencoded(local_lake, 
     assert os.path.isdir(os.path.join(t.path, f"{prefix}docs%2F"))
 
 
+def test_partition_value_with_glob_characters_reads_back_through_spark(local_lake):
+    values = ["{", "}", "[a]", "a*", "a?b", "a\\b", "#x", "a b", "%", "a%2Fb"]
+    t = local_lake.create_table("t", key="id", partition_by="p")
+    t.upsert(pa.table({"id": list(range(len(values))), "p": values}))
+    assert sorted(r.p for r in t.read().to_spark().collect()) == sorted(values)
+    assert [r.id for r in t.read(where="p = '[a]'").to_spark().collect()] == [2]
+
+
+@pytest.mark.parametrize("urlencode", [False, True])
+def test_partition_value_with_control_character_is_refused_or_round_trips_encoded(local_lake, urlencode):
+    t = local_lake.create_table("t", key="id", partition_by="p", partition_urlencode=urlencode)
+    data = pa.table({"id": [1, 2], "p": ["a\x1fb", "tab\there"]})
+    if not urlencode:
+        with pytest.raises(InvalidPartitionValueError, match="control character"):
+            t.upsert(data)
+        assert len(t.timeline.instants) == 0 and _data_files(t.path) == []
+        return
+    t.upsert(data)
+    assert _rows(t.read().to_arrow()) == _rows(data)
+    assert t.read(where="p = 'a\x1fb'").count() == 1
+
+
 # -- defect 3: hidden folders (non hive style) ----------------------------------------------------
 
 @pytest.mark.parametrize("value", [".tmp", "..", ".", "_x", "a=b"])
@@ -215,29 +237,44 @@ VALUE = st.one_of(st.none(), st.sampled_from(HOSTILE),
 KEY_VALUE = st.one_of(st.sampled_from(["a,b", "a:b", "", ",", "k"]), st.text(max_size=6))
 
 
-def _check_round_trip(spark, hive_style: bool, urlencode: bool, parts: list, keys: list, with_hudi: bool) -> None:
+def _check_round_trip(spark, hive_style: bool, urlencode: bool, parts: list, keys: list, with_hudi: bool,
+                      second: list | None = None) -> None:
+    """Write ``parts`` (and ``second`` as a second partition field ``q``) with composite keys
+    (id, k); either every row reads back exactly, with and without a ``where`` on each
+    partition field, or the write raises a typed error and leaves the table untouched."""
     root = tempfile.mkdtemp(prefix="lk-parts-")
     try:
         lake = lk.Lake(root, spark=spark, options=lk.TableOptions(engine="local"))
-        t = lake.create_table("t", key=["id", "k"], partition_by="p", hive_style=hive_style,
-                              partition_urlencode=urlencode)
         n = len(parts)
-        data = pa.table({"id": list(range(n)), "k": [keys[i % len(keys)] for i in range(n)], "p": parts})
+        cols_data = {"id": list(range(n)), "k": [keys[i % len(keys)] for i in range(n)], "p": parts}
+        fields = ["p"]
+        if second:
+            cols_data["q"] = [second[i % len(second)] for i in range(n)]
+            fields.append("q")
+        t = lake.create_table("t", key=["id", "k"], partition_by=fields, hive_style=hive_style,
+                              partition_urlencode=urlencode)
+        data = pa.table(cols_data)
         try:
             r = t.upsert(data)
         except (InvalidPartitionValueError, InvalidKeyValueError):
             assert len(t.timeline.instants) == 0 and _data_files(t.path) == []
             return
         assert r.inserted == n
-        cols = ("id", "k", "p")
+        cols = tuple(data.column_names)
         expected = _rows(data, cols)
         assert _rows(t.read().to_arrow(), cols) == expected
         assert sorted((tuple(r[c] for c in cols) for r in t.read().to_spark().collect()), key=repr) == expected
-        for v in {p for p in parts}:
-            where = "p IS NULL" if v is None else f"p = {_quote(v)}"
-            want = sorted(i for i, p in enumerate(parts) if p == v)
-            assert sorted(t.read(where=where).to_arrow().column("id").to_pylist()) == want, where
-            assert sorted(r.id for r in t.read(where=where).to_spark().collect()) == want, where
+        for f in fields:
+            values = data.column(f).to_pylist()
+            for v in set(values):
+                where = f"{f} IS NULL" if v is None else f"{f} = {_quote(v)}"
+                want = sorted(i for i, x in enumerate(values) if x == v)
+                assert sorted(t.read(where=where).to_arrow().column("id").to_pylist()) == want, where
+                assert sorted(r.id for r in t.read(where=where).to_spark().collect()) == want, where
+                if v is not None:
+                    where = f"NOT ({f} = {_quote(v)})"
+                    want = sorted(i for i, x in enumerate(values) if x is not None and x != v)
+                    assert sorted(t.read(where=where).to_arrow().column("id").to_pylist()) == want, where
         if with_hudi:
             hudi = pytest.importorskip("hudi")
             ht = hudi.HudiTableBuilder.from_base_uri(t.path).build()
@@ -250,14 +287,16 @@ def _check_round_trip(spark, hive_style: bool, urlencode: bool, parts: list, key
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(hive_style=st.booleans(), urlencode=st.booleans(), parts=st.lists(VALUE, min_size=1, max_size=4),
-       keys=st.lists(KEY_VALUE, min_size=1, max_size=3))
-def test_generated_partition_and_key_values_round_trip_or_are_refused(spark, hive_style, urlencode, parts, keys):
-    _check_round_trip(spark, hive_style, urlencode, parts, keys, with_hudi=True)
+       keys=st.lists(KEY_VALUE, min_size=1, max_size=3), second=st.none() | st.lists(VALUE, min_size=1, max_size=2))
+def test_generated_partition_and_key_values_round_trip_or_are_refused(spark, hive_style, urlencode, parts, keys,
+                                                                       second):
+    _check_round_trip(spark, hive_style, urlencode, parts, keys, with_hudi=True, second=second)
 
 
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(hive_style=st.booleans(), urlencode=st.booleans(), parts=st.lists(VALUE, min_size=1, max_size=8),
-       keys=st.lists(KEY_VALUE, min_size=1, max_size=4))
-def test_generated_partition_and_key_values_round_trip_or_are_refused_many(spark, hive_style, urlencode, parts, keys):
-    _check_round_trip(spark, hive_style, urlencode, parts, keys, with_hudi=True)
+       keys=st.lists(KEY_VALUE, min_size=1, max_size=4), second=st.none() | st.lists(VALUE, min_size=1, max_size=3))
+def test_generated_partition_and_key_values_round_trip_or_are_refused_many(spark, hive_style, urlencode, parts, keys,
+                                                                            second):
+    _check_round_trip(spark, hive_style, urlencode, parts, keys, with_hudi=True, second=second)

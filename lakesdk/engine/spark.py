@@ -62,7 +62,7 @@ def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
         if ctx.urlencode:
             conds.append(F.octet_length(c) * 3 > room)
             continue
-        bad = c.contains("/") | c.contains("\x00") | (F.octet_length(c) > room)
+        bad = c.contains("/") | c.rlike("[\\x00-\\x1F\\x7F]") | (F.octet_length(c) > room)
         if not ctx.hive_style:
             bad = bad | c.startswith(".") | c.startswith("_") | c.contains("=")
         conds.append(bad)
@@ -297,6 +297,12 @@ class SparkWriteJob:
             raise
 
 
+def _hadoop_path(local: str) -> str:
+    """A local file as a Hadoop path pattern that matches only itself: partition folders may
+    hold glob characters (``{ } [ ] * ? \\``), escaped with a backslash."""
+    return "file://" + re.sub(r"([{}\[\]*?\\])", r"\\\1", local)
+
+
 def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Schema,
                      reader: Callable[[Any, str, pa.Schema], pa.Table] | None = None) -> Any:
     """DataFrame over Parquet base files: Spark's own Parquet reader for local and Hadoop
@@ -306,7 +312,7 @@ def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Sche
     if not paths:
         return spark.createDataFrame([], sschema)
     if storage.is_local:
-        return spark.read.schema(sschema).parquet(*[f"file://{storage.url(p)}" for p in paths])
+        return spark.read.schema(sschema).parquet(*[_hadoop_path(storage.url(p)) for p in paths])
     import pyarrow.parquet as pq
 
     from lakesdk.engine.tasks import conform

@@ -14,7 +14,7 @@ Every value either reads back exactly or is refused, before anything is written,
 ``hoodie.datasource.write.partitionpath.urlencode=true`` values are escaped as Hudi's
 ``PartitionPathEncodeUtils.escapePathName`` does (``/`` -> ``%2F``, ...; a leading ``.`` or
 ``_`` of a non-hive-style value too, else the folder would be hidden) and unescaped on read.
-Without it, values holding ``/`` or NUL, and (not hive style) values starting with ``.`` or
+Without it, values holding ``/`` or a control character, and (not hive style) values starting with ``.`` or
 ``_`` or holding ``=``, are refused; so is a path segment longer than 255 bytes.
 
 A composite record key (``field:value,...``) refuses values holding ``,`` (two rows could
@@ -84,8 +84,10 @@ def partition_value_problem(value: str, field: str, *, hive_style: bool, urlenco
     if not urlencode:
         if "/" in value:
             return "holds '/', which would split the partition path into folders"
-        if "\x00" in value:
-            return "holds a NUL character, which no file name can hold"
+        ctrl = next((c for c in value if c < " " or c == "\x7f"), None)
+        if ctrl is not None:
+            return (f"holds the control character {ctrl!r}, which file systems, object stores and Hudi readers "
+                    "refuse in paths")
         if not hive_style:
             if value in (".", ".."):
                 return "names the current or parent folder"
