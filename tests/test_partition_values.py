@@ -182,6 +182,12 @@ def test_decimal_and_date_columns_compare_with_literals_as_spark_sql_does(typed_
         assert sorted(r.id for r in typed_table.read(where=where).to_spark().collect()) == ids, where
 
 
+@pytest.mark.parametrize("where,ids", [("TRUE", [1, 2, 3]), ("FALSE", []), ("1 = 1", [1, 2, 3]), ("NOT FALSE", [1, 2, 3])])
+def test_literal_only_filter_evaluates_instead_of_raising_type_error(typed_table, where, ids):
+    assert sorted(typed_table.read(where=where).to_arrow().column("id").to_pylist()) == ids
+    assert sorted(r.id for r in typed_table.read(where=where).to_spark().collect()) == ids
+
+
 def test_backslash_in_a_string_literal_means_the_same_to_arrow_and_spark(local_lake):
     t = local_lake.create_table("t", key="id")
     t.upsert(pa.table({"id": [1, 2], "s": ["a\\b", "a\b"]}))

@@ -324,17 +324,17 @@ class Predicate:
             if n.op == "in" and isinstance(a[0], Col):
                 a = (a[0], in_values(a[0], a[1]))
             if n.op == "and":
-                return conv(a[0]) & conv(a[1])
+                return expr(a[0]) & expr(a[1])
             if n.op == "or":
-                return conv(a[0]) | conv(a[1])
+                return expr(a[0]) | expr(a[1])
             if n.op == "not":
-                return ~conv(a[0])
+                return ~expr(a[0])
             if n.op == "isnull":
-                return conv(a[0]).is_null()
+                return expr(a[0]).is_null()
             if n.op == "notnull":
-                return conv(a[0]).is_valid()
+                return expr(a[0]).is_valid()
             if n.op == "in":
-                return conv(a[0]).isin(a[1] if isinstance(a[1], pa.Array) else list(a[1]))
+                return expr(a[0]).isin(a[1] if isinstance(a[1], pa.Array) else list(a[1]))
             lhs, rhs = conv(a[0]), conv(a[1])
             if not isinstance(lhs, pc.Expression) and not isinstance(rhs, pc.Expression):
                 lhs = pc.scalar(lhs)
@@ -343,7 +343,11 @@ class Predicate:
                 flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
                 return getattr(rhs, ops[flip[n.op]])(lhs)
             return getattr(lhs, ops[n.op])(rhs)
-        return conv(self.tree)
+
+        def expr(n: Any) -> pc.Expression:
+            e = conv(n)
+            return e if isinstance(e, pc.Expression) else pc.scalar(e)
+        return expr(self.tree)
 
     def to_spark(self) -> Any:
         """A Spark Column built from the parsed tree, so Spark sees the literals this parser
