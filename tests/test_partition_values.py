@@ -210,6 +210,10 @@ def test_spark_dataframe_with_unstorable_partition_value_is_refused_before_an_in
     with pytest.raises(InvalidPartitionValueError, match="hidden"):
         t.upsert(df)
     assert len(t.timeline.instants) == 0 and _data_files(t.path) == []
+    e = lake.create_table("e", key="id", partition_by="p", hive_style=False, partition_urlencode=True)
+    e.upsert(spark.createDataFrame([(1, "a/b"), (2, ".hidden"), (3, "%")], "id long, p string"))
+    assert sorted(e.read().to_arrow().column("p").to_pylist()) == ["%", ".hidden", "a/b"]
+    assert [r.id for r in e.read(where="p = 'a/b'").to_spark().collect()] == [1]
     k = lake.create_table("k", key=["a", "b"])
     with pytest.raises(InvalidKeyValueError):
         k.upsert(spark.createDataFrame([("x,b:y", "z"), ("x", "y,b:z")], "a string, b string"))
