@@ -90,7 +90,8 @@ class NullKeyError(SchemaError):
 
 class InvalidKeyValueError(SchemaError):
     """A record-key value cannot be encoded into ``_hoodie_record_key`` without ambiguity
-    (a ``,`` inside a field of a composite key: ``a:x,b:y`` would be read back as other fields)."""
+    (a ``,`` inside a field of a composite key: ``a:x,b:y`` would be read back as other fields;
+    ``__null__``/``__empty__``, Hudi's placeholders for a null and an empty field)."""
 
 
 class InvalidPartitionValueError(SchemaError):

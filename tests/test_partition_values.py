@@ -126,6 +126,10 @@ def test_composite_key_values_holding_a_comma_are_refused(local_lake):
     with pytest.raises(InvalidKeyValueError, match="holds ','"):
         t.upsert(pa.table({"a": ["x,b:y", "x"], "b": ["z", "y,b:z"], "v": [1, 2]}))
     assert len(t.timeline.instants) == 0
+    for placeholder in ("__null__", "__empty__"):
+        with pytest.raises(InvalidKeyValueError, match=placeholder):
+            t.upsert(pa.table({"a": ["x", placeholder], "b": ["z", "z"], "v": [1, 2]}))
+    assert len(t.timeline.instants) == 0
     t.upsert(pa.table({"a": ["x:y", "x"], "b": ["z", "y:z"], "v": [1, 2]}))   # ':' inside a value is fine
     assert t.read().count() == 2
 
@@ -244,7 +248,7 @@ HOSTILE = ["/", "a/", "/a", "a/b", ".", "..", ".x", "_x", "=", "a=b", "%", "%2F"
            "__null__", "__empty__"]
 VALUE = st.one_of(st.none(), st.sampled_from(HOSTILE),
                   st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12))
-KEY_VALUE = st.one_of(st.sampled_from(["a,b", "a:b", "", ",", "k"]), st.text(max_size=6))
+KEY_VALUE = st.one_of(st.sampled_from(["a,b", "a:b", "", ",", "k", "__empty__", "__null__"]), st.text(max_size=6))
 
 
 def _check_round_trip(spark, hive_style: bool, urlencode: bool, parts: list, keys: list, with_hudi: bool,

@@ -46,7 +46,7 @@ def spark_arrow_schema(df: Any) -> pa.Schema:
 def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
     """Before an instant is opened: the rows of a Spark DataFrame whose partition values
     (text columns) could not round-trip through a partition path, or whose composite-key
-    values hold ``,``, raise the typed error :func:`add_key_columns` would raise in a task.
+    values hold ``,`` or are Hudi's ``__null__``/``__empty__``, raise the typed error :func:`add_key_columns` would raise in a task.
     One Spark job over the candidate rows (at most 10 collected)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
@@ -67,7 +67,8 @@ def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
             bad = bad | c.startswith(".") | c.startswith("_") | c.contains("=")
         conds.append(bad)
     if len(ctx.key_fields) > 1:
-        conds += [F.col(f"`{k}`").contains(",") for k in ctx.key_fields if k in text]
+        conds += [F.col(f"`{k}`").contains(",") | F.col(f"`{k}`").isin("__null__", "__empty__")
+                  for k in ctx.key_fields if k in text]
     if not conds:
         return
     cond = conds[0]

@@ -18,7 +18,8 @@ Without it, values holding ``/`` or a control character, and (not hive style) va
 ``_`` or holding ``=``, are refused; so is a path segment longer than 255 bytes.
 
 A composite record key (``field:value,...``) refuses values holding ``,`` (two rows could
-get the same key) with :class:`~lakesdk.exceptions.InvalidKeyValueError`.
+get the same key) and the values ``__null__``/``__empty__`` (Hudi's placeholders) with
+:class:`~lakesdk.exceptions.InvalidKeyValueError`.
 
 >>> import pyarrow as pa
 >>> t = pa.table({"id": [1, 2], "city": ["sf", None]})
@@ -125,6 +126,10 @@ def _column(table: pa.Table, name: str, role: str) -> pa.ChunkedArray:
     return table.column(name)
 
 
+#: Hudi's KeyGenUtils NULL_RECORDKEY_PLACEHOLDER and EMPTY_RECORDKEY_PLACEHOLDER
+_KEY_PLACEHOLDERS = ("__null__", "__empty__")
+
+
 def _check_composite_part(field: str, text: pa.ChunkedArray | pa.Array, fields: tuple[str, ...]) -> None:
     """A ``,`` inside one value of a composite key makes the key ambiguous (``a="x,b:y", b="z"``
     and ``a="x", b="y,b:z"`` both give ``a:x,b:y,b:z``) and Hudi's key parser splits it."""
@@ -137,6 +142,14 @@ def _check_composite_part(field: str, text: pa.ChunkedArray | pa.Array, fields: 
             f"of {list(fields)} is written as field:value pairs joined by ',' (Hudi's ComplexKeyGenerator), so such a "
             f"value makes keys of different rows collide. Expected values without ','; replace the ',' "
             f"(or key the table by one field) before writing")
+    special = pc.is_in(text, pa.array(list(_KEY_PLACEHOLDERS)))
+    n = pc.sum(special).as_py() or 0
+    if n:
+        first = pc.filter(text, special)[0].as_py()
+        raise InvalidKeyValueError(
+            f"record key field {field!r} is {first!r} in {n} of {len(text)} rows; in a composite key Hudi reads "
+            f"{' and '.join(map(repr, _KEY_PLACEHOLDERS))} as a null and an empty value, so the key would not read "
+            "back as written. Expected another value; replace it before writing")
 
 
 def record_keys(table: pa.Table, fields: tuple[str, ...], keygen: str) -> pa.ChunkedArray:
