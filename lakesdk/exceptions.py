@@ -21,6 +21,8 @@ __all__ = [
     "IncompatibleSchemaError",
     "MissingColumnError",
     "NullKeyError",
+    "InvalidKeyValueError",
+    "InvalidPartitionValueError",
     "InvalidFilterError",
     "TimeTravelError",
     "WriteError",
@@ -95,6 +97,18 @@ class MissingColumnError(SchemaError, KeyError):
 
 class NullKeyError(SchemaError):
     """Incoming rows carry null values in record-key or partition fields."""
+
+
+class InvalidKeyValueError(SchemaError):
+    """A record-key value cannot be encoded into ``_hoodie_record_key`` without ambiguity
+    (a ``,`` inside a field of a composite key: ``a:x,b:y`` would be read back as other fields;
+    ``__null__``/``__empty__``, Hudi's placeholders for a null and an empty field)."""
+
+
+class InvalidPartitionValueError(SchemaError):
+    """A partition value cannot be stored as a partition path that reads back as the same
+    value (a ``/``, a hidden ``.``/``_`` prefix, a path segment too long for the file
+    system, ...).  Raised before anything is written."""
 
 
 class InvalidFilterError(LakeError, ValueError):

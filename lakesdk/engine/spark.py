@@ -43,6 +43,44 @@ def spark_arrow_schema(df: Any) -> pa.Schema:
     return to_arrow_schema(df.schema, timezone="UTC", prefers_large_types=False)
 
 
+def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
+    """Before an instant is opened: the rows of a Spark DataFrame whose partition values
+    (text columns) could not round-trip through a partition path, or whose composite-key
+    values hold ``,`` or are Hudi's ``__null__``/``__empty__``, raise the typed error :func:`add_key_columns` would raise in a task.
+    One Spark job over the candidate rows (at most 10 collected)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    from lakesdk.format.keys import MAX_SEGMENT_BYTES
+    text = {f.name for f in df.schema.fields if isinstance(f.dataType, StringType)}
+    conds = []
+    for f in ctx.partition_fields:
+        if f not in text:
+            continue
+        c = F.col(f"`{f}`")
+        room = MAX_SEGMENT_BYTES - (len(f.encode("utf-8")) + 1 if ctx.hive_style else 0)
+        if ctx.urlencode:
+            conds.append(F.octet_length(c) * 3 > room)
+            continue
+        bad = c.contains("/") | c.rlike("[\\x00-\\x1F\\x7F]") | (F.octet_length(c) > room)
+        if not ctx.hive_style:
+            bad = bad | c.startswith(".") | c.startswith("_") | c.contains("=")
+        conds.append(bad)
+    if len(ctx.key_fields) > 1:
+        conds += [F.col(f"`{k}`").contains(",") | F.col(f"`{k}`").isin("__null__", "__empty__")
+                  for k in ctx.key_fields if k in text]
+    if not conds:
+        return
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = cond | c
+    cols = [c for c in dict.fromkeys((*ctx.key_fields, *ctx.partition_fields)) if c in df.columns]
+    rows = df.select(*[F.col(f"`{c}`") for c in cols]).filter(F.coalesce(cond, F.lit(False))).limit(10).collect()
+    if rows:
+        sample = pa.Table.from_pylist([r.asDict() for r in rows], schema=pa.schema([spark_arrow_schema(df).field(c) for c in cols]))
+        add_key_columns(ctx, sample)   # raises the typed error
+
+
 _ERR_RE = re.compile(r"lakesdk\.exceptions\.(\w+): (.*?)(?:\n|$)")
 
 
@@ -260,6 +298,12 @@ class SparkWriteJob:
             raise
 
 
+def _hadoop_path(local: str) -> str:
+    """A local file as a Hadoop path pattern that matches only itself: partition folders may
+    hold glob characters (``{ } [ ] * ? \\``), escaped with a backslash."""
+    return "file://" + re.sub(r"([{}\[\]*?\\])", r"\\\1", local)
+
+
 def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Schema,
                      reader: Callable[[Any, str, pa.Schema], pa.Table] | None = None) -> Any:
     """DataFrame over Parquet base files: Spark's own Parquet reader for local and Hadoop
@@ -269,7 +313,7 @@ def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Sche
     if not paths:
         return spark.createDataFrame([], sschema)
     if storage.is_local:
-        return spark.read.schema(sschema).parquet(*[f"file://{storage.url(p)}" for p in paths])
+        return spark.read.schema(sschema).parquet(*[_hadoop_path(storage.url(p)) for p in paths])
     import pyarrow.parquet as pq
 
     from lakesdk.engine.tasks import conform

@@ -76,6 +76,7 @@ class WriteContext:
     column_groups: dict[str, list[str]] | None = None   # partial-update tables
     merger: Any = None                      # a user-defined merger function (custom merge mode)
     targets: dict[str, FileGroupTarget] = field(default_factory=dict)
+    urlencode: bool = False                 # hoodie.datasource.write.partitionpath.urlencode
 
     @property
     def file_schema(self) -> pa.Schema:
@@ -85,7 +86,7 @@ class WriteContext:
 def add_key_columns(ctx: WriteContext, batch: pa.Table) -> pa.Table:
     """Append ``_hoodie_record_key`` and ``_hoodie_partition_path`` computed from the data."""
     rk = record_keys(batch, ctx.key_fields, ctx.keygen)
-    pp = partition_paths(batch, ctx.partition_fields, hive_style=ctx.hive_style)
+    pp = partition_paths(batch, ctx.partition_fields, hive_style=ctx.hive_style, urlencode=ctx.urlencode)
     for name, col in ((KEY, rk), (PART, pp)):
         if name in batch.column_names:
             batch = batch.drop_columns([name])

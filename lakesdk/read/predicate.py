@@ -24,13 +24,17 @@ partition values for pruning, and names the columns it uses.
 from __future__ import annotations
 
 import datetime as _dt
+import decimal as _decimal
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk.exceptions import InvalidFilterError
+from lakesdk.format.keys import DEFAULT_PARTITION
 
 __all__ = ["Predicate", "parse_where", "from_filters"]
 
@@ -226,6 +230,19 @@ def _coerce(text: str | None, like: Any) -> Any:
 _UNKNOWN = object()
 
 
+def _comparable(x: Any, y: Any) -> bool:
+    """Both text, both numbers, both booleans, or both dates/times."""
+    def kind(v: Any) -> str:
+        if isinstance(v, bool):
+            return "bool"
+        if isinstance(v, (int, float, _decimal.Decimal)):
+            return "num"
+        if isinstance(v, (_dt.date, _dt.datetime)):
+            return "time"
+        return type(v).__name__
+    return kind(x) == kind(y)
+
+
 class Predicate:
     """A parsed row predicate."""
 
@@ -257,25 +274,67 @@ class Predicate:
                 f"the filter {self.text!r} names unknown column(s) {', '.join(map(repr, missing))}; "
                 f"the table has: {', '.join(names)}")
 
-    def to_arrow(self) -> pc.Expression:
+    def to_arrow(self, schema: pa.Schema | None = None) -> pc.Expression:
+        """A pyarrow compute expression; with the table's ``schema``, literals are read as the
+        type of the column they are compared with where Spark SQL would cast them (an integer
+        for a decimal column, ``'2024-01-01'`` for a date column)."""
+        def lit_for(col: Any, value: Any) -> Any:
+            if schema is None or not isinstance(col, Col) or col.name not in schema.names or value is None:
+                return value
+            t = schema.field(col.name).type
+            if pa.types.is_decimal(t) and isinstance(value, int) and not isinstance(value, bool):
+                return pa.scalar(_decimal.Decimal(value))
+            if (pa.types.is_temporal(t) and isinstance(value, (str, _dt.date))
+                    and not pa.types.is_duration(t) and not pa.types.is_interval(t)):
+                try:
+                    return pa.scalar(value).cast(t)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
+                    raise InvalidFilterError(
+                        f"the filter {self.text!r} compares column {col.name!r} ({t}) with {value!r}, which cannot be "
+                        f"read as {t} ({err}); write the value as {t} text, e.g. DATE '2024-01-31' or "
+                        f"TIMESTAMP '2024-01-31 12:00:00'") from None
+            return value
+
+        def in_values(col: Col, values: tuple) -> Any:
+            if schema is None or col.name not in schema.names:
+                return values
+            t = schema.field(col.name).type
+            if not (pa.types.is_decimal(t) or pa.types.is_temporal(t)):
+                return values
+            if pa.types.is_decimal(t):
+                if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values):
+                    return values
+                values = tuple(None if v is None else _decimal.Decimal(str(v)) for v in values)
+            try:
+                return pa.array(list(values)).cast(t)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                return values   # check_types names the mismatch
+
         def conv(n: Any) -> Any:
             if isinstance(n, Col):
                 return pc.field(n.name)
             if isinstance(n, Lit):
                 return n.value
             a = n.args
+            if n.op not in ("and", "or", "not", "isnull", "notnull", "in"):
+                if isinstance(a[0], Col) and isinstance(a[1], Lit):
+                    a = (a[0], Lit(lit_for(a[0], a[1].value)))
+                elif isinstance(a[1], Col) and isinstance(a[0], Lit):
+                    a = (Lit(lit_for(a[1], a[0].value)), a[1])
+            if n.op == "in" and isinstance(a[0], Col):
+                a = (a[0], in_values(a[0], a[1]))
             if n.op == "and":
-                return conv(a[0]) & conv(a[1])
+                return expr(a[0]) & expr(a[1])
             if n.op == "or":
-                return conv(a[0]) | conv(a[1])
+                return expr(a[0]) | expr(a[1])
             if n.op == "not":
-                return ~conv(a[0])
+                return ~expr(a[0])
             if n.op == "isnull":
-                return conv(a[0]).is_null()
+                return expr(a[0]).is_null()
             if n.op == "notnull":
-                return conv(a[0]).is_valid()
+                return expr(a[0]).is_valid()
             if n.op == "in":
-                return conv(a[0]).isin(list(a[1]))
+                return expr(a[0]).isin(a[1] if isinstance(a[1], pa.Array) else list(a[1]))
             lhs, rhs = conv(a[0]), conv(a[1])
             if not isinstance(lhs, pc.Expression) and not isinstance(rhs, pc.Expression):
                 lhs = pc.scalar(lhs)
@@ -284,10 +343,101 @@ class Predicate:
                 flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
                 return getattr(rhs, ops[flip[n.op]])(lhs)
             return getattr(lhs, ops[n.op])(rhs)
+
+        def expr(n: Any) -> pc.Expression:
+            e = conv(n)
+            return e if isinstance(e, pc.Expression) else pc.scalar(e)
+        return expr(self.tree)
+
+    def to_spark(self) -> Any:
+        """A Spark Column built from the parsed tree, so Spark sees the literals this parser
+        read (Spark SQL text would read backslashes in string literals as escapes)."""
+        from pyspark.sql import functions as F
+
+        def conv(n: Any) -> Any:
+            if isinstance(n, Col):
+                return F.col(f"`{n.name.replace('`', '``')}`")
+            if isinstance(n, Lit):
+                return F.lit(n.value)
+            a = n.args
+            if n.op == "and":
+                return conv(a[0]) & conv(a[1])
+            if n.op == "or":
+                return conv(a[0]) | conv(a[1])
+            if n.op == "not":
+                return ~conv(a[0])
+            if n.op == "isnull":
+                return conv(a[0]).isNull()
+            if n.op == "notnull":
+                return conv(a[0]).isNotNull()
+            if n.op == "in":
+                return conv(a[0]).isin(*[F.lit(v) for v in a[1]])
+            lhs, rhs = conv(a[0]), conv(a[1])
+            return {"=": lhs.__eq__, "!=": lhs.__ne__, "<": lhs.__lt__, "<=": lhs.__le__, ">": lhs.__gt__,
+                    ">=": lhs.__ge__}[n.op](rhs)
         return conv(self.tree)
 
+    def check_types(self, schema: pa.Schema) -> None:
+        """Raise InvalidFilterError when a condition cannot be evaluated on columns of these
+        types (text compared with a number, a struct with a literal, NOT of a text column...);
+        checked on no rows, before anything is read."""
+        empty = schema.empty_table()
+
+        def leaves(n: Any) -> Iterable[Any]:
+            if isinstance(n, Node) and n.op in ("and", "or"):
+                for x in n.args:
+                    yield from leaves(x)
+            elif isinstance(n, Node) and n.op == "not" and not isinstance(n.args[0], Col):
+                yield from leaves(n.args[0])
+                yield n
+            else:
+                yield n
+
+        def describe(n: Any) -> str:
+            if isinstance(n, Col):
+                return f"column {n.name!r} ({schema.field(n.name).type})" if n.name in schema.names else repr(n.name)
+            if isinstance(n, Lit):
+                return f"{n.value!r} ({type(n.value).__name__})"
+            if isinstance(n, Node) and n.op == "in":
+                return describe(n.args[0]) + " and the list " + repr(list(n.args[1]))
+            return " and ".join(describe(a) for a in n.args if isinstance(a, (Col, Lit, Node)))
+
+        for leaf in [*leaves(self.tree), self.tree]:
+            try:
+                empty.filter(Predicate(leaf, self.text).to_arrow(schema))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as err:
+                what = describe(leaf) if isinstance(leaf, (Col, Node)) else repr(leaf)
+                if isinstance(leaf, Col) or (isinstance(leaf, Node) and leaf.op == "not"):
+                    what += " used as a condition (expected a boolean)"
+                else:
+                    what = "it compares " + what + ", types that do not compare"
+                raise InvalidFilterError(
+                    f"the filter {self.text!r} cannot be evaluated: {what} "
+                    f"({str(err).splitlines()[0]}). Compare a column with a literal of its type (text in quotes, "
+                    "numbers bare, DATE '...'/TIMESTAMP '...'), or use .to_spark().filter(...) for SQL casts") from None
+
     def prune(self, values: dict[str, str | None]) -> bool:
-        """False only if no row of a partition with these values can match."""
+        """False only if no row of a partition with these values can match.
+
+        ``None`` is the default partition (``__HIVE_DEFAULT_PARTITION__``), which holds the
+        rows whose value is null, empty or literally ``__HIVE_DEFAULT_PARTITION__``: the
+        partition is kept if any of them can match."""
+        defaults = [k for k, v in values.items() if v is None]
+        if not defaults:
+            return self._prune_one(values)
+        for combo in itertools.product((None, "", DEFAULT_PARTITION), repeat=len(defaults)):
+            if self._prune_one({**values, **dict(zip(defaults, combo))}):
+                return True
+        return False
+
+    def _prune_one(self, values: dict[str, str | None]) -> bool:
+        def truth(n: Any) -> Any:
+            """``n`` as a condition: True, False, None (SQL NULL) or unknown."""
+            x = ev(n)
+            if isinstance(n, Col) and isinstance(x, str):   # a boolean partition column used bare
+                return {"true": True, "false": False}.get(x.lower(), _UNKNOWN)
+            return x if x is None or x is _UNKNOWN or isinstance(x, bool) else _UNKNOWN
+
         def ev(n: Any) -> Any:
             if isinstance(n, Col):
                 return values[n.name] if n.name in values else _UNKNOWN
@@ -295,7 +445,7 @@ class Predicate:
                 return n.value
             a = n.args
             if n.op in ("and", "or"):
-                x, y = ev(a[0]), ev(a[1])
+                x, y = truth(a[0]), truth(a[1])
                 if n.op == "and":
                     if x is False or y is False:
                         return False
@@ -304,8 +454,8 @@ class Predicate:
                     return True
                 return False if x is False and y is False else _UNKNOWN
             if n.op == "not":
-                x = ev(a[0])
-                return _UNKNOWN if x is _UNKNOWN or x is None else not x
+                x = truth(a[0])
+                return x if x is _UNKNOWN or x is None else not x
             if n.op in ("isnull", "notnull"):
                 x = ev(a[0])
                 if x is _UNKNOWN:
@@ -317,7 +467,11 @@ class Predicate:
                     return _UNKNOWN
                 vals = a[1]
                 x = _coerce(x, vals[0]) if vals else x
-                return None if x is None else x in vals
+                if x is None:
+                    return None
+                if any(not _comparable(x, v) for v in vals if v is not None):
+                    return _UNKNOWN
+                return x in vals
             x, y = ev(a[0]), ev(a[1])
             if x is _UNKNOWN or y is _UNKNOWN:
                 return _UNKNOWN
@@ -327,11 +481,13 @@ class Predicate:
                 y = _coerce(y, x)
             if x is None or y is None:
                 return None
+            if not _comparable(x, y):   # the row filter decides (or raises InvalidFilterError)
+                return _UNKNOWN
             try:
                 return {"=": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[n.op]
             except TypeError:
                 return _UNKNOWN
-        r = ev(self.tree)
+        r = truth(self.tree)
         return r is not False and r is not None
 
     def __and__(self, other: "Predicate") -> "Predicate":

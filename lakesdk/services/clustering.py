@@ -558,7 +558,7 @@ def _execute(table: "Table", store: TimelineStore, inst: Instant, data: Clusteri
     faults.crash_point("after_requested")
     schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
     ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
-                       partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style,
+                       partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
                        ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, table_name=cfg.name,
                        column_groups=cfg.column_groups, merger=table._merger(), operation="cluster")
     visible = frozenset(i.requested for i in timeline.commits if i.requested < instant)

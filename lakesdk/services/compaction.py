@@ -252,7 +252,7 @@ def execute_compaction(table: "Table", instant: str) -> Any:
         slices.append(FileSlice(op.partition, op.file_id, op.base_instant, base, base_size, logs,
                                 tuple(table.storage.size(prefix + lf.name) for lf in logs)))
     ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
-                       partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style,
+                       partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
                        ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, table_name=cfg.name,
                        column_groups=cfg.column_groups, merger=table._merger(),
                        operation="compact")

@@ -57,6 +57,7 @@ class Lake:
         table_type: Literal["cow", "mor"] = "cow",
         schema: pa.Schema | None = None,
         hive_style: bool = True,
+        partition_urlencode: bool = False,
         merge_mode: Literal["event_time", "commit_time", "partial_update", "custom"] | None = None,
         column_groups: dict[str, list[str]] | None = None,
         merger: str | None = None,
@@ -66,7 +67,14 @@ class Lake:
 
         ``merge_mode="partial_update"`` with ``column_groups={ordering_field: [columns...]}``
         makes a multi-stream table: each stream upserts the key, its ordering field and its
-        columns; each ordering field guards its own columns."""
+        columns; each ordering field guards its own columns.
+
+        ``partition_urlencode=True`` (``hoodie.datasource.write.partitionpath.urlencode``)
+        stores partition values percent-encoded as Hudi does (``a/b`` -> ``a%2Fb``), so every
+        value round-trips; with the default (False, Hudi's default) a value that cannot be a
+        folder name as it is (holding ``/``; not hive style: starting with ``.`` or ``_``, or
+        holding ``=``) is refused with :class:`lakesdk.InvalidPartitionValueError` before
+        anything is written."""
         if not _NAME_RE.match(name):
             raise SchemaError(f"table name {name!r} is not valid: use letters, digits and underscores, "
                               "starting with a letter or underscore")
@@ -117,7 +125,7 @@ class Lake:
             raise SchemaError("merger= needs merge_mode='custom'")
         cfg = TableConfig.new(
             name=name, table_type=tt, record_key_fields=keys, partition_fields=parts, ordering_field=ordering,  # type: ignore[arg-type]
-            hive_style=hive_style, create_schema=arrow_to_avro(schema, name) if schema is not None else None,
+            hive_style=hive_style, urlencode=partition_urlencode, create_schema=arrow_to_avro(schema, name) if schema is not None else None,
             merge_mode=mm, extra=extra,
         )
         ts = self.storage.child(name)

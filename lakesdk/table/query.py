@@ -178,6 +178,7 @@ class Query:
         names = list(META_FIELDS) + schema.names
         if self.predicate is not None:
             self.predicate.validate(names)
+            self.predicate.check_types(with_meta_fields(schema))
         if self.columns:
             missing = [c for c in self.columns if c not in names]
             if missing:
@@ -201,7 +202,7 @@ class Query:
         if plan.commit_times is not None:
             t = t.filter(pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times)))
         if self.predicate is not None:
-            t = t.filter(self.predicate.to_arrow())
+            t = t.filter(self.predicate.to_arrow(with_meta_fields(plan.schema)))
         return t.select(cols)
 
     def to_arrow(self) -> pa.Table:
@@ -227,7 +228,7 @@ class Query:
         storage = self.table.storage
         fs, paths = _arrow_fs(storage, files)
         dataset = ds.dataset(paths, schema=full, format="parquet", filesystem=fs)
-        expr = self.predicate.to_arrow() if self.predicate is not None else None
+        expr = self.predicate.to_arrow(full) if self.predicate is not None else None
         if plan.commit_times is not None:
             inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
             expr = inc if expr is None else (expr & inc)
@@ -253,7 +254,7 @@ class Query:
         if plan.commit_times is not None:
             df = df.filter(F.col("_hoodie_commit_time").isin(sorted(plan.commit_times)))
         if self.predicate is not None:
-            df = df.filter(self.predicate.text)
+            df = df.filter(self.predicate.to_spark())
         return df.select(*self._out_columns(plan.schema))
 
     def count(self) -> int:

@@ -134,13 +134,16 @@ class WriteOperation:
         global_delete = is_delete and not all(f in in_schema.names for f in cfg.partition_fields)
         ctx = WriteContext(
             storage=t.storage, instant="", schema=target_schema, key_fields=cfg.record_key_fields,
-            partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style,
+            partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
             ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, column_groups=cfg.column_groups,
             merger=t._merger(),
             target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
             operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor,
         )
         op_code = OP_DELETE if is_delete else OP_UPSERT
+        if sdf is not None and not is_delete:
+            from lakesdk.engine.spark import check_key_values_spark
+            check_key_values_spark(sdf, ctx)   # refuse values that cannot round-trip before any instant
         partitions: list[str] | None = None
         if arrow is not None:
             if arrow.num_rows == 0:
