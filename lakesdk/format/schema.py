@@ -36,6 +36,7 @@ __all__ = [
     "normalize_input",
     "nullable",
     "cast_to_schema",
+    "invalid_avro_names",
 ]
 
 META_FIELDS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
@@ -397,3 +398,24 @@ def cast_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
                 f"to {f.type} first, or write it under a new column name") from None
         out = out.set_column(out.column_names.index(f.name), pa.field(f.name, f.type), new)
     return out
+
+
+_AVRO_NAME = __import__("re").compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def invalid_avro_names(fields: Any, prefix: str = "") -> list[str]:
+    """Field names (nested ones as ``a.b``) that Avro does not allow (``[A-Za-z_][A-Za-z0-9_]*``):
+    Hudi's schema, and every reader of it, cannot hold them."""
+    bad = []
+    for f in fields:
+        path = f"{prefix}{f.name}"
+        if not _AVRO_NAME.match(f.name):
+            bad.append(path)
+        t = f.type
+        while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            t = t.value_type
+        if pa.types.is_map(t):
+            t = t.item_type
+        if pa.types.is_struct(t):
+            bad.extend(invalid_avro_names([t.field(i) for i in range(t.num_fields)], f"{path}."))
+    return bad

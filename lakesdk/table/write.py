@@ -22,6 +22,7 @@ from lakesdk.format.schema import (
     arrow_to_avro,
     cast_to_schema,
     data_schema,
+    invalid_avro_names,
     normalize_input,
     normalize_type,
     nullable,
@@ -157,6 +158,13 @@ class WriteOperation:
         # column's values checked against its type, the Avro schema derivable
         target_schema = nullable(pa.schema([f.with_type(normalize_type(f.type, f.name)) for f in target_schema]))
         arrow_to_avro(target_schema, cfg.name)
+        new_fields = [f for f in target_schema if table_schema is None or f.name not in table_schema.names]
+        bad_names = invalid_avro_names(new_fields)
+        if bad_names:
+            raise SchemaError(
+                f"column name(s) {bad_names} are not valid Avro names (letters, digits and underscores, not starting "
+                "with a digit), so Hudi's table schema cannot hold them and Hudi readers could not read the table; "
+                "rename the columns before writing")
         if arrow is not None and self.operation != "delete":
             arrow = cast_to_schema(arrow, target_schema)
         elif sdf is not None and self.operation != "delete":
