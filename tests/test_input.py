@@ -174,6 +174,37 @@ def test_spark_not_null_columns_upsert_into_stored_schema(spark_lake, spark, tab
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_spark_literals_of_every_kind_round_trip(spark_lake, spark, table_type):
+    t = spark_lake.create_table("t", key="id", table_type=table_type)
+    cols = ["id", "cast(id as int) as i", "cast(1.25 as decimal(10, 2)) as d", "timestamp'2026-01-01 00:00:00.123456' as ts",
+            "timestamp_ntz'2026-01-01 00:00:00.5' as ntz", "date'2026-01-02' as dt", "true as b", "array(1, 2) as l",
+            "'é€😀' as s", "cast(2.5 as float) as f"]
+    t.upsert(spark.range(3).selectExpr(*cols))
+    t.upsert(spark.range(2, 4).selectExpr(*cols))
+    got = t.read().to_arrow()
+    assert got.schema.field("ts").type == pa.timestamp("us", tz="UTC")
+    assert got.schema.field("ntz").type == pa.timestamp("us")
+    r = sorted(got.to_pylist(), key=lambda r: r["id"])
+    assert [x["id"] for x in r] == [0, 1, 2, 3]
+    assert r[3]["d"] == decimal.Decimal("1.25") and r[3]["l"] == [1, 2] and r[3]["s"] == "é€😀"
+    assert r[3]["ntz"] == dt.datetime(2026, 1, 1, 0, 0, 0, 500000) and r[3]["dt"] == dt.date(2026, 1, 2)
+    assert t.read().to_spark().count() == 4
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_spark_upsert_lacking_columns_keeps_stored_values(spark_lake, spark, table_type):
+    t = spark_lake.create_table("t", key="id", table_type=table_type)
+    t.upsert(spark.range(3).selectExpr("id", "id as a", "'x' as b"))
+    t.upsert(spark.range(1, 2).selectExpr("id", "10 as a", "'y' as b"))   # a log file on MOR
+    partial = spark.range(1, 4).selectExpr("id", "id * 100 as a")
+    refused(t, MissingColumnError, lambda: t.upsert(partial), match=r"\['b'\]")
+    t.upsert(partial, missing_columns="keep")
+    assert [(r["id"], r["a"], r["b"]) for r in rows(t)] == [(0, 0, "x"), (1, 100, "y"), (2, 200, "x"), (3, 300, None)]
+
+
+@pytest.mark.spark
 def test_spark_float_values_for_int_column_are_checked_before_the_instant(spark_lake, spark):
     t = spark_lake.create_table("t", key="id")
     t.upsert(spark.range(2).selectExpr("id", "id as n"))
