@@ -328,7 +328,7 @@ def check_round_trip(table_type: str, kinds: list[str], data: list[pa.Table], as
             want = [state[i] for i in sorted(state)]
             if not as_pandas:
                 assert got_rows == want
-                if hudi is not None and table_type == "cow" and not any(
+                if hudi is not None and not any(
                         pa.types.is_timestamp(expect_types[k]) and expect_types[k].tz is None for k in kinds):
                     # the hudi reader agrees (it panics on naive timestamps: those are left out)
                     assert hudi_rows(t.path, ["id", *kinds]) == got_rows
