@@ -225,11 +225,10 @@ def test_spark_delete_of_keys_on_partitioned_table(spark_lake, spark):
 
 # -- generated inputs ---------------------------------------------------------------------------
 def _ts(unit: str, tz: str | None):
+    """Timestamps as integers of ``unit``; nanosecond values sometimes carry digits below the microsecond."""
     per = {"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[unit]
-    sub_us = per // 10**6 if unit == "ns" else 1
-    return st.integers(-(10**9), 4 * 10**9).flatmap(
-        lambda sec: st.sampled_from([0, 1, 999] if unit != "s" else [0]).map(
-            lambda frac: sec * per + (frac * sub_us if unit == "ns" else frac if unit != "s" else 0)))
+    fracs = {"s": [0], "ms": [0, 1, 999], "us": [0, 1, 999_999], "ns": [0, 1000, 999_999_000, 1, 999]}[unit]
+    return st.tuples(st.integers(-(10**9), 4 * 10**9), st.sampled_from(fracs)).map(lambda p: p[0] * per + p[1])
 
 
 # (name, arrow type, value strategy, normalized type or None when the type is refused)
