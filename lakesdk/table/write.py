@@ -149,8 +149,8 @@ class WriteOperation:
                 return None
             target_schema = table_schema
         else:
-            keep = self._missing_columns(table_schema, in_schema)
             target_schema = unify_schemas(table_schema, in_schema) if table_schema is not None else data_schema(in_schema)
+            keep = self._missing_columns(table_schema, in_schema)
             if len(target_schema) == 0:
                 raise SchemaError("the data has no columns to write")
         # every schema check before the instant exists: the table's types as files carry them
