@@ -31,7 +31,7 @@ from lakesdk.exceptions import LakeError
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.merge.ordering import KEY, OP, OP_UPSERT, PART, SEQ, MergeCounts
 
-__all__ = ["spark_arrow_schema", "SparkWriteJob", "reraise_task_error", "read_files_spark"]
+__all__ = ["spark_arrow_schema", "check_spark_casts", "SparkWriteJob", "reraise_task_error", "read_files_spark"]
 
 FID = "_lk_fid"
 
@@ -79,6 +79,46 @@ def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
     if rows:
         sample = pa.Table.from_pylist([r.asDict() for r in rows], schema=pa.schema([spark_arrow_schema(df).field(c) for c in cols]))
         add_key_columns(ctx, sample)   # raises the typed error
+
+
+def check_spark_casts(df: Any, schema: pa.Schema) -> Any:
+    """Spark input: columns whose Spark type differs from the table's are checked value by
+    value in one Spark job, before anything is written (a value the table's type cannot hold
+    exactly is an :class:`IncompatibleSchemaError`, as for local data), then cast."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    from lakesdk.exceptions import IncompatibleSchemaError
+    incoming = spark_arrow_schema(df)
+    checks, casts = [], {}
+    for f in schema:
+        if f.name not in incoming.names:
+            continue
+        src = incoming.field(f.name).type
+        if src == f.type:
+            continue
+        lossy_by_type = ((pa.types.is_floating(src) and pa.types.is_integer(f.type))
+                         or (pa.types.is_integer(src) and pa.types.is_floating(f.type))
+                         or (pa.types.is_floating(src) and pa.types.is_floating(f.type) and src.bit_width > f.type.bit_width)
+                         or (pa.types.is_integer(src) and pa.types.is_integer(f.type) and src.bit_width > f.type.bit_width))
+        if not lossy_by_type:
+            continue
+        c = F.col(f"`{f.name}`")
+        stype = df.schema[f.name].dataType
+        back = c.try_cast(from_arrow_type(f.type)).try_cast(stype)
+        bad = c.isNotNull() & (back.isNull() | (back != c) | F.isnan(c.cast("double")))
+        checks.append(F.first(F.when(bad, c.cast("string")), ignorenulls=True).alias(f.name))
+        casts[f.name] = f.type
+    if not checks:
+        return df
+    row = df.select(*checks).collect()[0]
+    for name, value in row.asDict().items():
+        if value is not None:
+            raise IncompatibleSchemaError(
+                f"column {name!r}: the table stores {casts[name]}, the incoming {incoming.field(name).type} column "
+                f"holds {value}, which {casts[name]} cannot hold exactly; nothing was written. Cast or round the "
+                f"column to {casts[name]} first, or write it under a new column name")
+    return df
 
 
 _ERR_RE = re.compile(r"lakesdk\.exceptions\.(\w+): (.*?)(?:\n|$)")
@@ -129,10 +169,12 @@ class SparkWriteJob:
         self.ctx = ctx
 
     # -- preparation -------------------------------------------------------------------------
-    def with_keys(self, df: Any, op: int) -> Any:
+    def with_keys(self, df: Any, op: int, *, global_keys: bool = False) -> Any:
         """Append key, partition path, op and sequence columns (computed in Arrow)."""
+        from dataclasses import replace
+
         from pyspark.sql.types import ByteType, LongType, StringType, StructField, StructType
-        ctx = self.ctx
+        ctx = replace(self.ctx, partition_fields=()) if global_keys else self.ctx
         base_fields = [f for f in df.schema.fields if f.name not in (KEY, PART, OP, SEQ)]
         out = StructType(base_fields + [StructField(KEY, StringType()), StructField(PART, StringType()),
                                         StructField(OP, ByteType()), StructField(SEQ, LongType())])
@@ -173,12 +215,14 @@ class SparkWriteJob:
         return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")
 
     # -- the engine interface shared with LocalWriteJob ------------------------------------
-    def prepare(self, arrow: pa.Table | None = None, sdf: Any = None, op: int = OP_UPSERT) -> Any:
+    def prepare(self, arrow: pa.Table | None = None, sdf: Any = None, op: int = OP_UPSERT, *,
+                global_keys: bool = False) -> Any:
         """A DataFrame with key columns: from driver-side Arrow (keys already computed) or
-        from a Spark DataFrame (keys computed in Arrow tasks)."""
+        from a Spark DataFrame (keys computed in Arrow tasks).  ``global_keys``: a delete by
+        keys alone (no partition fields); the key index then supplies the partition."""
         if arrow is not None:
             return self.spark.createDataFrame(arrow)
-        return self.with_keys(sdf, op)
+        return self.with_keys(sdf, op, global_keys=global_keys)
 
     def partitions(self, df: Any) -> list[str]:
         return sorted(r[0] for r in df.select(PART).distinct().collect())

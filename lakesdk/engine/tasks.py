@@ -51,6 +51,7 @@ class FileGroupTarget:
     base_path: str | None = None      # current base file (relative), None for a new file group
     base_instant: str | None = None
     has_logs: bool = False            # merge-on-read: the latest slice has log files
+    slice: Any = None                 # the latest FileSlice (merge-on-read writes that keep stored columns)
 
 
 @dataclass
@@ -77,6 +78,8 @@ class WriteContext:
     merger: Any = None                      # a user-defined merger function (custom merge mode)
     targets: dict[str, FileGroupTarget] = field(default_factory=dict)
     urlencode: bool = False                 # hoodie.datasource.write.partitionpath.urlencode
+    keep_columns: tuple[str, ...] = ()      # columns the data lacks: updated records keep their stored values
+    slice_ctx: Any = None                   # SliceReadContext for keep_columns on merge-on-read
 
     @property
     def file_schema(self) -> pa.Schema:
@@ -112,6 +115,25 @@ def conform(table: pa.Table, schema: pa.Schema, *, keep: Iterable[str] = ()) -> 
             cols.append(table.column(k))
             fields.append(table.schema.field(k))
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))
+
+
+def keep_stored(ctx: WriteContext, new: pa.Table, stored: pa.Table | None) -> pa.Table:
+    """``missing_columns="keep"``: the columns the data lacks take the stored values of the
+    records being updated (null for new records), as a partial update would."""
+    if not ctx.keep_columns or stored is None or new.num_rows == 0:
+        return new
+    from lakesdk.merge.ordering import positions
+    pos_np = positions(new.column(KEY), stored.column(KEY))
+    pos = pa.array(np.maximum(pos_np, 0), mask=pos_np < 0)
+    for c in ctx.keep_columns:
+        if c not in stored.column_names:
+            continue
+        vals = stored.column(c).take(pos) if stored.num_rows else pa.nulls(new.num_rows, stored.schema.field(c).type)
+        if c in new.column_names:
+            new = new.set_column(new.column_names.index(c), c, vals)
+        else:
+            new = new.append_column(c, vals)
+    return new
 
 
 def _seqnos(instant: str, partition_id: int, n: int, start: int = 0) -> pa.Array:
@@ -237,6 +259,7 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
     else:
         kept, new, _is_update, counts = merge_into_base(base, incoming, ordering=ctx.ordering,
                                                         merge_mode=ctx.merge_mode)
+    new = keep_stored(ctx, new, base)
     name = BaseFile(target.file_id, task.write_token, ctx.instant).name
     new_rows = _with_meta(ctx, new, name, task, 0)
     out = pa.concat_tables([kept, new_rows]) if kept is not None and kept.num_rows else new_rows
@@ -347,6 +370,10 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
     header = {HeaderKey.INSTANT_TIME: ctx.instant}
     chunks = []
     if ups.num_rows:
+        if ctx.keep_columns and target.slice is not None and ctx.slice_ctx is not None:
+            from lakesdk.engine.slice_reader import read_slice
+            stored = read_slice(ctx.slice_ctx, target.slice, columns=[KEY, *ctx.keep_columns])
+            ups = keep_stored(ctx, ups, stored)
         rows = _with_meta(ctx, ups, target.file_id, task, 0)
         avro = arrow_to_avro(rows.schema, ctx.table_name, meta=True)
         chunks.append(encode_avro_data_block(rows, avro, {**header, HeaderKey.SCHEMA: json.dumps(avro)}))

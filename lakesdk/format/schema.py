@@ -32,6 +32,11 @@ __all__ = [
     "data_schema",
     "unify_schemas",
     "can_widen",
+    "normalize_type",
+    "normalize_input",
+    "nullable",
+    "cast_to_schema",
+    "invalid_avro_names",
 ]
 
 META_FIELDS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
@@ -234,6 +239,11 @@ def unify_schemas(table: pa.Schema, incoming: pa.Schema, *, allow_new_columns: b
         if can_widen(g.type, f.type):
             out.append(f)
             continue
+        if pa.types.is_integer(f.type) and pa.types.is_floating(g.type):
+            # pandas turns an int column holding None into float64: the table column stays an
+            # integer column; the values are checked (integral, in range) before anything is written
+            out.append(f)
+            continue
         w = _widen(f.type, g.type)
         if w is None:
             raise IncompatibleSchemaError(
@@ -245,3 +255,167 @@ def unify_schemas(table: pa.Schema, incoming: pa.Schema, *, allow_new_columns: b
                           "allow schema evolution or drop them")
     out.extend(pa.field(g.name, pa.string() if pa.types.is_null(g.type) else g.type, nullable=True) for g in inc.values())
     return pa.schema(out)
+
+
+# -- input normalization: what a base file and the Avro schema can both say ------------------
+
+def normalize_type(t: pa.DataType, name: str = "") -> pa.DataType:
+    """The type lakesdk writes for an incoming column of type ``t``.
+
+    The table schema is Avro: base files must carry what it declares, so
+    ``timestamp[ns]`` (pandas' default) becomes ``timestamp[us]`` (Avro ``timestamp-micros``,
+    Hudi's ``TIMESTAMP_MICROS``), ``timestamp[s]`` becomes ``timestamp[ms]``, ``uint8``/``uint16``
+    become ``int32``, ``uint32`` becomes ``int64``, ``float16`` becomes ``float32`` and
+    ``date64`` becomes ``date32``; nested types are normalized field by field.  ``uint64`` has
+    no lossless Avro type and is refused (by type, whatever its values).
+    """
+    if pa.types.is_timestamp(t):
+        if t.unit == "ns":
+            return pa.timestamp("us", tz=t.tz)
+        if t.unit == "s":
+            return pa.timestamp("ms", tz=t.tz)
+        return t
+    if pa.types.is_unsigned_integer(t):
+        if t.bit_width <= 16:
+            return pa.int32()
+        if t.bit_width == 32:
+            return pa.int64()
+        raise IncompatibleSchemaError(
+            f"column {name!r} is uint64, which no Hudi/Avro type holds (Avro's long is signed: values from "
+            f"2**63 up would read back wrong); cast the column to int64 (values below 2**63) or to "
+            f"decimal(20, 0) before writing")
+    if pa.types.is_float16(t):
+        return pa.float32()
+    if pa.types.is_date64(t):
+        return pa.date32()
+    if pa.types.is_struct(t):
+        fields = [t.field(i) for i in range(t.num_fields)]
+        return pa.struct([f.with_type(normalize_type(f.type, f"{name}.{f.name}")) for f in fields])
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        v = t.value_field
+        nv = v.with_type(normalize_type(v.type, f"{name}[]"))
+        if nv.type == v.type:
+            return t
+        if pa.types.is_large_list(t):
+            return pa.large_list(nv)
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(nv, t.list_size)
+        return pa.list_(nv)
+    if pa.types.is_map(t):
+        it = t.item_field
+        ni = it.with_type(normalize_type(it.type, f"{name}{{}}"))
+        return t if ni.type == it.type else pa.map_(t.key_field.type, ni)
+    if pa.types.is_dictionary(t):
+        vt = normalize_type(t.value_type, name)
+        return t if vt == t.value_type else vt
+    return t
+
+
+def _nullable_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(t.field(i).name, _nullable_type(t.field(i).type), nullable=True)
+                          for i in range(t.num_fields)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        v = pa.field(t.value_field.name, _nullable_type(t.value_type), nullable=True)
+        return pa.large_list(v) if pa.types.is_large_list(t) else pa.list_(v)
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(pa.field(t.value_field.name, _nullable_type(t.value_type), nullable=True), t.list_size)
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.type, pa.field(t.item_field.name, _nullable_type(t.item_type), nullable=True))
+    return t
+
+
+def nullable(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every field (nested ones too) nullable, as Hudi's Avro schema declares
+    them: data whose columns are ``NOT NULL`` (Spark's ``range``, literals) and stored rows
+    then share one file schema."""
+    return pa.schema([pa.field(f.name, _nullable_type(f.type), nullable=True) for f in schema])
+
+
+def _sample(col: Any, cast: Any) -> str:
+    """A value of ``col`` that does not survive ``cast`` (for error messages)."""
+    import pyarrow.compute as pc
+    try:
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        lossy = cast(col, safe=False)
+        back = pc.cast(lossy, col.type, safe=False)
+        bad = pc.and_(pc.is_valid(col), pc.invert(pc.fill_null(pc.equal(back, col), False)))
+        idx = pc.indices_nonzero(bad)
+        if len(idx):
+            return repr(col[idx[0].as_py()].as_py())
+    except Exception:  # noqa: BLE001 - only the message is at stake
+        pass
+    return "some values"
+
+
+def normalize_input(table: pa.Table, *, truncate_nanoseconds: bool = False) -> pa.Table:
+    """Cast incoming columns to their :func:`normalize_type`.
+
+    Nanosecond timestamps are written as microseconds: a value with non-zero digits below the
+    microsecond is refused (:class:`IncompatibleSchemaError`) unless ``truncate_nanoseconds``
+    (then those digits are dropped)."""
+    cols, fields, changed = [], [], False
+    for f, col in zip(table.schema, table.columns):
+        nt = normalize_type(f.type, f.name)
+        if nt != f.type:
+            changed = True
+            try:
+                col = col.cast(nt, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+                if truncate_nanoseconds and "timestamp" in str(f.type):
+                    col = col.cast(nt, safe=False)
+                else:
+                    example = _sample(col, lambda c, safe, t=nt: c.cast(t, safe=safe))
+                    hint = ("pass truncate_nanoseconds=True to drop the digits below the microsecond, "
+                            "or round the column to microseconds (e.g. Series.dt.floor('us')) first"
+                            if "timestamp" in str(f.type) else f"cast the column to {nt} first")
+                    raise IncompatibleSchemaError(
+                        f"column {f.name!r} ({f.type}) is written as {nt}, which does not hold {example} "
+                        f"({err}); {hint}") from None
+        cols.append(col)
+        fields.append(pa.field(f.name, nt, nullable=f.nullable))
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields, metadata=table.schema.metadata)) if changed else table
+
+
+def cast_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Cast the columns of ``table`` that ``schema`` names to their type there, checking every
+    value (before anything is written): a value the column's type cannot hold exactly is an
+    :class:`IncompatibleSchemaError` naming the column and a value."""
+    out = table
+    for f in schema:
+        if f.name not in table.column_names:
+            continue
+        col = table.column(f.name)
+        if col.type == f.type:
+            continue
+        try:
+            new = col.cast(f.type, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+            example = _sample(col, lambda c, safe, t=f.type: c.cast(t, safe=safe))
+            raise IncompatibleSchemaError(
+                f"column {f.name!r}: the table stores {f.type}, the incoming {col.type} column holds {example}, "
+                f"which {f.type} cannot hold exactly ({err}); nothing was written. Cast or round the column "
+                f"to {f.type} first, or write it under a new column name") from None
+        out = out.set_column(out.column_names.index(f.name), pa.field(f.name, f.type), new)
+    return out
+
+
+_AVRO_NAME = __import__("re").compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def invalid_avro_names(fields: Any, prefix: str = "") -> list[str]:
+    """Field names (nested ones as ``a.b``) that Avro does not allow (``[A-Za-z_][A-Za-z0-9_]*``):
+    Hudi's schema, and every reader of it, cannot hold them."""
+    bad = []
+    for f in fields:
+        path = f"{prefix}{f.name}"
+        if not _AVRO_NAME.match(f.name):
+            bad.append(path)
+        t = f.type
+        while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            t = t.value_type
+        if pa.types.is_map(t):
+            t = t.item_type
+        if pa.types.is_struct(t):
+            bad.extend(invalid_avro_names([t.field(i) for i in range(t.num_fields)], f"{path}."))
+    return bad

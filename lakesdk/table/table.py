@@ -278,23 +278,34 @@ class Table:
         return pd.DataFrame(rows, columns=cols)
 
     # -- writes ------------------------------------------------------------------------------
-    def write(self, data: Any, *, operation: str = "upsert") -> WriteOperation:
-        """Stage a write; call ``.execute()`` on the result."""
-        return WriteOperation(self, operation, data)  # type: ignore[arg-type]
+    def write(self, data: Any, *, operation: str = "upsert", missing_columns: str = "error",
+              truncate_nanoseconds: bool = False) -> WriteOperation:
+        """Stage a write; call ``.execute()`` on the result.
 
-    def upsert(self, data: Any) -> WriteResult:
+        ``missing_columns``: what happens to table columns the data lacks: ``"error"`` (the
+        default, as Hudi: :class:`MissingColumnError`), ``"null"`` (written as null) or
+        ``"keep"`` (upserts only: updated records keep their stored values, a partial update).
+        ``truncate_nanoseconds``: nanosecond timestamps are stored as microseconds (the unit
+        of Hudi's schema); digits below the microsecond are an error unless this is set."""
+        return WriteOperation(self, operation, data, missing_columns=missing_columns,  # type: ignore[arg-type]
+                              truncate_nanoseconds=truncate_nanoseconds)
+
+    def upsert(self, data: Any, *, missing_columns: str = "error", truncate_nanoseconds: bool = False) -> WriteResult:
         """Insert new records and update existing ones (by record key; event-time ordering
-        by the ordering field when the table has one)."""
-        return self.write(data, operation="upsert").execute()
+        by the ordering field when the table has one).  See :meth:`write` for the options."""
+        return self.write(data, operation="upsert", missing_columns=missing_columns,
+                          truncate_nanoseconds=truncate_nanoseconds).execute()
 
-    def insert(self, data: Any) -> WriteResult:
+    def insert(self, data: Any, *, missing_columns: str = "error", truncate_nanoseconds: bool = False) -> WriteResult:
         """Insert records without looking up existing keys (Hudi's insert: faster than upsert;
         a key already in the table may then appear twice unless it lands in the same file group)."""
-        return self.write(data, operation="insert").execute()
+        return self.write(data, operation="insert", missing_columns=missing_columns,
+                          truncate_nanoseconds=truncate_nanoseconds).execute()
 
-    def bulk_insert(self, data: Any) -> WriteResult:
+    def bulk_insert(self, data: Any, *, missing_columns: str = "error", truncate_nanoseconds: bool = False) -> WriteResult:
         """Write records straight into new files: no de-duplication, no key lookup."""
-        return self.write(data, operation="bulk_insert").execute()
+        return self.write(data, operation="bulk_insert", missing_columns=missing_columns,
+                          truncate_nanoseconds=truncate_nanoseconds).execute()
 
     def delete(self, keys: Any) -> WriteResult:
         """Delete records by key: a list of key values (tuples for composite keys), or rows
@@ -302,13 +313,15 @@ class Table:
         narrow the lookup)."""
         return self.write(keys, operation="delete").execute()
 
-    def insert_overwrite(self, data: Any, *, scope: str = "partitions") -> WriteResult:
+    def insert_overwrite(self, data: Any, *, scope: str = "partitions", missing_columns: str = "error",
+                         truncate_nanoseconds: bool = False) -> WriteResult:
         """Replace the partitions the data touches (``scope="partitions"``), or the whole table
         (``scope="table"``), with the data: a replacecommit."""
         if scope not in ("partitions", "table"):
             raise ValueError(f"scope must be 'partitions' or 'table', not {scope!r}")
         op = "insert_overwrite" if scope == "partitions" else "insert_overwrite_table"
-        return self.write(data, operation=op).execute()
+        return self.write(data, operation=op, missing_columns=missing_columns,
+                          truncate_nanoseconds=truncate_nanoseconds).execute()
 
     def merge(self, source: Any, on: str | list[str] | None = None) -> Any:
         """Start a merge (Delta Lake style) of ``source`` into this table, matched on ``on``

@@ -14,10 +14,20 @@ import pyarrow.compute as pc
 
 from lakesdk import _faults as faults
 from lakesdk.engine.tasks import FileGroupTarget, WriteContext, add_key_columns
-from lakesdk.exceptions import MissingColumnError, SchemaError, WriteError
+from lakesdk.exceptions import MissingColumnError, OptionsError, SchemaError, WriteError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import Instant
-from lakesdk.format.schema import META_FIELDS, data_schema, unify_schemas
+from lakesdk.format.schema import (
+    META_FIELDS,
+    arrow_to_avro,
+    cast_to_schema,
+    data_schema,
+    invalid_avro_names,
+    normalize_input,
+    normalize_type,
+    nullable,
+    unify_schemas,
+)
 from lakesdk.format.timeline import InstantClock
 from lakesdk.merge.ordering import OP, OP_DELETE, OP_UPSERT, PART, SEQ, MergeCounts
 from lakesdk.read.view import FileSystemView
@@ -34,6 +44,9 @@ Operation = Literal["upsert", "insert", "bulk_insert", "delete", "insert_overwri
 _OPERATION_TYPE = {"upsert": "UPSERT", "merge": "UPSERT", "insert": "INSERT", "bulk_insert": "BULK_INSERT", "delete": "DELETE",
                    "insert_overwrite": "INSERT_OVERWRITE", "insert_overwrite_table": "INSERT_OVERWRITE_TABLE"}
 PARTITION_METAFILE = ".hoodie_partition_metadata"
+MISSING_COLUMNS = ("error", "null", "keep")
+# operations that merge incoming records into stored ones: only there can a missing column keep its value
+_MERGING = ("upsert", "merge")
 
 
 @dataclass
@@ -56,6 +69,17 @@ class WriteOperation:
     table: "Table"
     operation: Operation
     data: Any
+    missing_columns: str = "error"       # a table column the data lacks: "error", "null" or "keep"
+    truncate_nanoseconds: bool = False   # timestamp[ns] values with digits below the microsecond
+
+    def __post_init__(self) -> None:
+        if self.missing_columns not in MISSING_COLUMNS:
+            raise OptionsError(f"missing_columns must be one of {list(MISSING_COLUMNS)}, not {self.missing_columns!r}")
+        if self.missing_columns == "keep" and self.operation not in _MERGING:
+            raise OptionsError(
+                f"missing_columns='keep' keeps stored values of columns the data lacks, which only an upsert "
+                f"(or merge) does; {self.operation} does not merge with stored records: "
+                "pass missing_columns='null' or add the columns")
 
     def __repr__(self) -> str:
         return f"<WriteOperation {self.operation} into {self.table.name!r} (call .execute())>"
@@ -73,6 +97,8 @@ class WriteOperation:
         else:
             arrow, sdf = to_arrow_or_spark(self.data)
         if arrow is not None:
+            if self.operation != "delete":
+                arrow = normalize_input(arrow, truncate_nanoseconds=self.truncate_nanoseconds)
             schema = arrow.schema
         else:
             from lakesdk.engine.spark import spark_arrow_schema
@@ -122,14 +148,35 @@ class WriteOperation:
         store = t._store()
         timeline = store.load()
         table_schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
+        keep: tuple[str, ...] = ()
         if self.operation == "delete":
             if table_schema is None:
                 return None
             target_schema = table_schema
         else:
             target_schema = unify_schemas(table_schema, in_schema) if table_schema is not None else data_schema(in_schema)
+            keep = self._missing_columns(table_schema, in_schema)
             if len(target_schema) == 0:
                 raise SchemaError("the data has no columns to write")
+        # every schema check before the instant exists: the table's types as files carry them
+        # (microsecond timestamps, ...), every column nullable (Hudi's Avro schema), each
+        # column's values checked against its type, the Avro schema derivable
+        target_schema = nullable(pa.schema([  # a column of nulls only is a string column, as its Avro type says
+            f.with_type(pa.string() if pa.types.is_null(f.type) else normalize_type(f.type, f.name))
+            for f in target_schema]))
+        arrow_to_avro(target_schema, cfg.name)
+        new_fields = [f for f in target_schema if table_schema is None or f.name not in table_schema.names]
+        bad_names = invalid_avro_names(new_fields)
+        if bad_names:
+            raise SchemaError(
+                f"column name(s) {bad_names} are not valid Avro names (letters, digits and underscores, not starting "
+                "with a digit), so Hudi's table schema cannot hold them and Hudi readers could not read the table; "
+                "rename the columns before writing")
+        if arrow is not None and self.operation != "delete":
+            arrow = cast_to_schema(arrow, target_schema)
+        elif sdf is not None and self.operation != "delete":
+            from lakesdk.engine.spark import check_spark_casts
+            sdf = check_spark_casts(sdf, target_schema)
         is_delete = self.operation == "delete"
         global_delete = is_delete and not all(f in in_schema.names for f in cfg.partition_fields)
         ctx = WriteContext(
@@ -138,7 +185,7 @@ class WriteOperation:
             ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, column_groups=cfg.column_groups,
             merger=t._merger(),
             target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
-            operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor,
+            operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor, keep_columns=keep,
         )
         op_code = OP_DELETE if is_delete else OP_UPSERT
         if sdf is not None and not is_delete:
@@ -161,6 +208,24 @@ class WriteOperation:
                 arrow = arrow.append_column(OP, pa.repeat(pa.scalar(op_code, pa.int8()), n))
             arrow = arrow.append_column(SEQ, pa.array(np.arange(n, dtype=np.int64)))
         return _Prepared(ctx, arrow, sdf, store, timeline, partitions, global_delete, target_schema, table_schema)
+
+    def _missing_columns(self, table_schema: pa.Schema | None, in_schema: pa.Schema) -> tuple[str, ...]:
+        """Table columns the data lacks: an error (Hudi rejects such a batch), unless the caller
+        opted in; returns the columns whose stored values an upsert keeps (``"keep"``)."""
+        cfg = self.table.config
+        if table_schema is None or (cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups):
+            return ()   # a partial-update table: each stream writes its own column groups
+        missing = [f.name for f in table_schema if f.name not in META_FIELDS and f.name not in in_schema.names]
+        if not missing or self.missing_columns == "null":
+            return ()
+        if self.missing_columns == "keep":
+            return tuple(missing)
+        raise MissingColumnError(
+            f"{self.operation} into {cfg.name!r}: the data lacks table column(s) {missing} (data columns: "
+            f"{', '.join(in_schema.names)}); Hudi rejects such a batch, and writing it would set those columns "
+            "to null in every written record. Add the columns, or pass missing_columns='null' to write nulls"
+            + (" or missing_columns='keep' to keep the stored values of updated records (a partial update)"
+               if self.operation in _MERGING else ""))
 
     def write_files(self, instant: str, *, markers: Any = None) -> tuple[list[WriteStat], MergeCounts, pa.Schema]:
         """Write this batch's files for an instant opened elsewhere (a transaction, the
@@ -415,7 +480,7 @@ class WriteOperation:
         else:
             from lakesdk.engine.spark import SparkWriteJob
             job = SparkWriteJob(t.spark, ctx)
-            data = job.prepare(arrow, sdf, OP_DELETE if op == "delete" else OP_UPSERT)
+            data = job.prepare(arrow, sdf, OP_DELETE if op == "delete" else OP_UPSERT, global_keys=global_delete)
             if arrow is None and op not in ("bulk_insert", "delete"):
                 data = job.combine(data)
         view = getattr(self, "_view", None)      # verified by execute() before the instant was created
@@ -440,8 +505,15 @@ class WriteOperation:
             partitions = job.partitions(data)
         wanted = set(partitions or [])
         slices = view.latest_slices() if global_delete else [s for s in view.latest_slices() if s.partition in wanted]
+        keep_mor = bool(ctx.keep_columns) and ctx.merge_on_read
         ctx.targets = {s.file_id: FileGroupTarget(s.partition, s.file_id, s.base_path, s.base_instant,
-                                                  has_logs=bool(s.log_files)) for s in slices}
+                                                  has_logs=bool(s.log_files), slice=s if keep_mor else None)
+                       for s in slices}
+        if keep_mor:   # merge-on-read: log records carry the stored values of the columns the data lacks
+            from lakesdk.engine.slice_reader import SliceReadContext
+            ctx.slice_ctx = SliceReadContext(t.storage, ctx.schema, ctx.ordering, ctx.merge_mode,
+                                             frozenset(i.requested for i in view.visible),
+                                             column_groups=ctx.column_groups, merger=ctx.merger)
         if slices and op != "insert":  # insert skips the index lookup, as in Hudi
             slice_ctx = None
             if any(s.log_files for s in slices):
