@@ -311,6 +311,24 @@ def normalize_type(t: pa.DataType, name: str = "") -> pa.DataType:
     return t
 
 
+def concrete_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with every ``null`` type (a column or a nested field that held only nulls, as
+    pandas and Arrow infer it) made ``string``: a table schema never stores Avro's bare ``null``
+    type, which could hold no later value."""
+    if pa.types.is_null(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(concrete_type(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        v = t.value_field.with_type(concrete_type(t.value_type))
+        return pa.large_list(v) if pa.types.is_large_list(t) else pa.list_(v)
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(concrete_type(t.value_type)), t.list_size)
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.type, t.item_field.with_type(concrete_type(t.item_type)))
+    return t
+
+
 def _nullable_type(t: pa.DataType) -> pa.DataType:
     if pa.types.is_struct(t):
         return pa.struct([pa.field(t.field(i).name, _nullable_type(t.field(i).type), nullable=True)

@@ -21,6 +21,7 @@ from lakesdk.format.schema import (
     META_FIELDS,
     arrow_to_avro,
     cast_to_schema,
+    concrete_type,
     data_schema,
     invalid_avro_names,
     normalize_input,
@@ -161,9 +162,8 @@ class WriteOperation:
         # every schema check before the instant exists: the table's types as files carry them
         # (microsecond timestamps, ...), every column nullable (Hudi's Avro schema), each
         # column's values checked against its type, the Avro schema derivable
-        target_schema = nullable(pa.schema([  # a column of nulls only is a string column, as its Avro type says
-            f.with_type(pa.string() if pa.types.is_null(f.type) else normalize_type(f.type, f.name))
-            for f in target_schema]))
+        target_schema = nullable(pa.schema([  # a column (or nested field) of nulls only is a string, as its Avro type says
+            f.with_type(concrete_type(normalize_type(f.type, f.name))) for f in target_schema]))
         arrow_to_avro(target_schema, cfg.name)
         new_fields = [f for f in target_schema if table_schema is None or f.name not in table_schema.names]
         bad_names = invalid_avro_names(new_fields)
