@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from lakesdk.exceptions import TableNotFoundError
+from lakesdk.exceptions import StorageError, TableNotFoundError
 from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
 from lakesdk.format.timeline import Timeline, TimelineStore
 from lakesdk.storage import Storage
@@ -71,10 +71,27 @@ def load_config(storage: Storage) -> TableConfig:
     try:
         text = storage.read(PROPERTIES_PATH).decode("utf-8")
     except FileNotFoundError:
+        _raise_if_file(storage)
         raise TableNotFoundError(
             f"no Hudi table at {storage.base_url!r}: {PROPERTIES_PATH} does not exist; "
             "check the path, or create the table with Lake.create_table(...)") from None
+    except StorageError:
+        _raise_if_file(storage)
+        raise
     return TableConfig.parse(text)
+
+
+def _raise_if_file(storage: Storage) -> None:
+    """A table path that names a file (not a folder) is no table: say so, with what a table folder holds."""
+    try:
+        info = storage.info("")
+    except (OSError, ValueError):
+        return
+    if not info.is_dir:
+        raise TableNotFoundError(
+            f"no Hudi table at {storage.base_url!r}: the path is a file, not a table folder; expected a folder "
+            f"holding {PROPERTIES_PATH} (and the timeline under .hoodie/); pass the table's folder, or create "
+            "the table with Lake.create_table(...)") from None
 
 
 class Table:
