@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
+import weakref
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -100,6 +100,10 @@ class Table:
     The handle is a reference: every query resolves the table's latest state when it runs
     (so a cell that reads after a write sees the write), and :meth:`as_of` pins a moment.
     Writes return a :class:`~lakesdk.table.results.WriteResult`.
+
+    The first write of a handle starts its marker server (a local HTTP server and its
+    threads); :meth:`close`, the end of a ``with`` block, or the handle being garbage
+    collected stops it.  A closed handle stays usable: a later write starts a new server.
     """
 
     def __init__(self, storage: Storage, config: TableConfig | None = None, *, spark: Any = None,
@@ -110,6 +114,7 @@ class Table:
         self.options = validate_options(options or TableOptions())
         self._timeline_store: TimelineStore | None = None
         self._marker_server: Any = None
+        self._server_finalizer: weakref.finalize | None = None   # stops the server when the handle goes
         self._lock_provider: Any = None
         self._open_heartbeats: dict[str, Any] = {}
 
@@ -195,15 +200,35 @@ class Table:
                     host = self._spark.conf.get("spark.driver.host") or host
                 except Exception:  # noqa: BLE001
                     pass
+            if self._server_finalizer is not None:
+                self._server_finalizer()   # a server that stopped by itself: release what is left
             self._marker_server = MarkerServer(self.storage, host=host,
                                                batch_interval_ms=self.options.marker_batch_interval_ms,
                                                num_threads=self.options.marker_threads,
                                                early_conflict_interval_ms=self.options.early_conflict_check_interval_ms
                                                ).start()
-            atexit.register(self._marker_server.stop)
+            # the finalizer holds the server, never the handle: dropping the handle (or the
+            # interpreter exiting) stops the server
+            self._server_finalizer = weakref.finalize(self, self._marker_server.stop)
         if detector is not None:
             self._marker_server.watch(instant, detector)
         return write_markers(self.storage, instant, "TIMELINE_SERVER_BASED", server=self._marker_server)
+
+    def close(self) -> None:
+        """Stop what the handle started for its writes: the marker server, its threads and
+        its listening socket (idempotent).  Reads and later writes still work: a write
+        starts a new server, which the next ``close()`` stops.  Do not close a handle while
+        one of its writes runs."""
+        fin, self._server_finalizer = self._server_finalizer, None
+        self._marker_server = None
+        if fin is not None:
+            fin()
+
+    def __enter__(self) -> "Table":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _early_detector(self, instant: str, timeline: Any) -> Any:
         """The early-conflict detector of a write at ``instant`` (None unless enabled)."""
