@@ -397,6 +397,9 @@ class WriteOperation:
             from lakesdk.merge.ordering import combine_batch
             arrow = combine_batch(arrow, ordering=ctx.ordering, merge_mode=ctx.merge_mode,
                                   column_groups=ctx.column_groups, merger=ctx.merger)  # cheap on the driver
+        elif arrow is not None and op == "delete":   # a key named twice is deleted (and counted) once
+            from lakesdk.merge.ordering import combine_deletes
+            arrow = combine_deletes(arrow, ordering=ctx.ordering, merge_mode=ctx.merge_mode)
         if arrow is not None and self._engine() == "local":
             from lakesdk.engine.local import LocalWriteJob
             job: Any = LocalWriteJob(ctx, progress=t.options.progress)
@@ -407,6 +410,8 @@ class WriteOperation:
             data = job.prepare(arrow, sdf, OP_DELETE if op == "delete" else OP_UPSERT)
             if arrow is None and op not in ("bulk_insert", "delete"):
                 data = job.combine(data)
+            elif arrow is None and op == "delete":
+                data = job.combine_deletes(data)
         view = FileSystemView(t.storage, t.config, store, timeline)
         from lakesdk.services.clustering import pending_clustering_file_groups
         busy = pending_clustering_file_groups(store, timeline)   # Hudi's reject-update strategy
