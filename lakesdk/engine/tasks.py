@@ -377,7 +377,7 @@ def read_key_index(storage: Storage, slices: list[Any], slice_ctx: Any = None,
 
 
 def _distinct_keys(t: pa.Table, mask: np.ndarray) -> int:
-    """How many distinct (partition, key) pairs the rows of ``mask`` hold."""
+    """How many distinct record keys the rows of ``mask`` hold (one file group: one partition)."""
     if not mask.any():
         return 0
     return int(pc.count_distinct(t.filter(pa.array(mask)).column(KEY), mode="all").as_py())
@@ -397,9 +397,10 @@ def _log_counts(ctx: WriteContext, incoming: pa.Table, ops: np.ndarray) -> Merge
         wins = event_time_wins(inc, incoming.column(STORED_ORDERING), ops)
     is_del = ops == OP_DELETE
     # one key, one outcome: a key some record of the batch changes is not also skipped
-    won = incoming.filter(pa.array(wins)).column(KEY)
-    lost = ~wins & ~np.asarray(pc.is_in(incoming.column(KEY), value_set=pc.unique(won))
-                               .to_numpy(zero_copy_only=False), dtype=bool) if (~wins).any() else ~wins
+    lost = ~wins
+    if lost.any() and wins.any():
+        won = pc.unique(incoming.filter(pa.array(wins)).column(KEY))
+        lost &= ~np.asarray(pc.is_in(incoming.column(KEY), value_set=won).to_numpy(zero_copy_only=False), dtype=bool)
     return MergeCounts(updated=_distinct_keys(incoming, ~is_del & wins), deleted=_distinct_keys(incoming, is_del & wins),
                        skipped=_distinct_keys(incoming, lost))
 
