@@ -162,3 +162,17 @@ def test_write_counts_match_the_model(tmp_path, spark, engine, table_type):
         snap = {r.id: (r.ts, r.v) for r in t.read().to_pandas().itertuples()}
         assert snap == model.rows, step
     t.close()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_spark_dataframe_delete_counts_each_key_once(tmp_path, spark, table_type):
+    lake = lk.Lake(str(tmp_path / "lake"), spark=spark)
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type=table_type)
+    t.upsert(_rows([f"k{i}" for i in range(10)], 10))
+    # k1: one stale and one newer delete (the newer applies); k2: only stale ones; k999: not in the table
+    dels = spark.createDataFrame(_rows(["k1", "k1", "k2", "k2", "k999"], [1, 30, 1, 2, 30]))
+    r = t.delete(dels)
+    assert (r.deleted, r.skipped) == (1, 1)
+    assert sorted(t.read().to_pandas().id) == sorted(f"k{i}" for i in range(10) if i != 1)
+    t.close()
