@@ -19,3 +19,27 @@ def test_demo_and_table_commands(tmp_path, spark, capsys):
     assert main(["read", table, "--where", "fare > 40"]) == 0 and "ride-008" in capsys.readouterr().out
     assert main(["show", str(tmp_path / "nothing")]) == 2
     assert "no Hudi table" in capsys.readouterr().err
+    # a second run replaces the table the first one created
+    assert main(["demo", "--path", str(tmp_path / "lake")]) == 0
+    assert "<Timeline 3 instants (3 completed, 0 pending)" in capsys.readouterr().out
+
+
+def test_demo_refuses_to_remove_a_folder_it_did_not_create(tmp_path, capsys):
+    import lakesdk as lk
+    mine = tmp_path / "mine" / "trips"
+    mine.mkdir(parents=True)
+    (mine / "thesis.txt").write_text("years of work")
+    assert main(["demo", "--path", str(tmp_path / "mine")]) == 2
+    err = capsys.readouterr().err
+    assert "not a table created by `lakesdk demo`" in err and str(mine) in err
+    assert (mine / "thesis.txt").read_text() == "years of work"
+    # a Hudi table of the same name that the demo did not create is kept too
+    other = lk.Lake(str(tmp_path / "other")).create_table("trips", key="id")
+    assert main(["demo", "--path", str(tmp_path / "other")]) == 2
+    assert "not a table created by `lakesdk demo`" in capsys.readouterr().err
+    assert lk.open_table(other.path).name == "trips"
+    # a symlink named like the table is not followed
+    (tmp_path / "link").mkdir()
+    (tmp_path / "link" / "trips").symlink_to(mine)
+    assert main(["demo", "--path", str(tmp_path / "link")]) == 2
+    assert (mine / "thesis.txt").exists()

@@ -515,12 +515,12 @@ def _raw(url: str, path: str, *, token: str | None, body: dict[str, Any] | None 
 
 
 def test_requests_without_the_token_are_rejected(storage, server):
-    for token in (None, "wrong", server.token + "x"):
+    for token, code in ((None, 401), ("wrong", 403), (server.token + "x", 403)):
         status, payload = _raw(server.url, f"{API_PREFIX}/create", token=token,
                                body={"instant": "000", "markers": ["p/f.marker.CREATE"]})
-        assert status == 403 and TOKEN_HEADER in payload["error"]
+        assert status == code and TOKEN_HEADER in payload["error"]
         status, _ = _raw(server.url, f"{API_PREFIX}/all?instant=000", token=token)
-        assert status == 403
+        assert status == code
     assert server.stats.rejected == 6
     assert server.dir_state("000") is None and not storage.exists(".hoodie/.temp/000")
     bad = TimelineServerWriteMarkers(storage, "000", server.url, "not-the-token")
@@ -530,6 +530,39 @@ def test_requests_without_the_token_are_rejected(storage, server):
         bad.all_markers()
     status, payload = _raw(server.url, f"{API_PREFIX}/ping", token=server.token)
     assert (status, payload) == (200, {"ok": True})
+
+
+def _raw_headers(server: MarkerServer, headers: dict[str, str]) -> tuple[int, dict]:
+    """POST /create with ``headers`` and no body bytes sent: the reply must come without the body."""
+    import http.client
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    try:
+        conn.putrequest("POST", f"{API_PREFIX}/create")
+        for k, v in headers.items():
+            conn.putheader(k, v)
+        conn.endheaders()   # the announced body is never sent
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read())
+    finally:
+        conn.close()
+
+
+def test_marker_server_checks_the_token_before_reading_the_body(storage):
+    with MarkerServer(storage, batch_interval_ms=5, num_threads=2, max_body_bytes=1024) as srv:
+        huge = str(10 ** 12)
+        assert _raw_headers(srv, {"Content-Length": huge})[0] == 401
+        assert _raw_headers(srv, {"Content-Length": huge, TOKEN_HEADER: "wrong"})[0] == 403
+        status, payload = _raw_headers(srv, {"Content-Length": huge, TOKEN_HEADER: srv.token})
+        assert status == 413 and "1024 bytes" in payload["error"]
+        status, _ = _raw_headers(srv, {"Transfer-Encoding": "chunked", TOKEN_HEADER: srv.token})
+        assert status == 411
+        assert srv.stats.rejected == 2 and srv.dir_state("000") is None
+        # a client splits a create larger than the server accepts into several requests
+        m = write_markers(storage, "000", "TIMELINE_SERVER_BASED", server=srv)
+        many = [("p", f"f{i:04d}.parquet", "CREATE") for i in range(200)]
+        assert m.create_many(many) == [True] * 200
+        assert srv.stats.create_requests > 1
+        assert len(read_markers(storage, "000")) == 200
 
 
 def test_bad_requests_get_clear_errors(storage, server):

@@ -89,11 +89,14 @@ def test_hudi_merge_into_event_time_cases_e11_e13(lake):
             (4, "D", 40.0, 100), (5, "E", 50.0, 100), (6, "F", 60.0, 100)]
     t.upsert(pd.DataFrame(rows, columns=["id", "name", "price", "ts"]))
     dels = pd.DataFrame([(0, 100), (1, 101), (2, 99)], columns=["id", "ts"])
-    t.merge(dels, on="id").when_matched_delete().execute()                             # E11
+    res = t.merge(dels, on="id").when_matched_delete().execute()                       # E11
     assert sorted(t.read().to_pandas().id) == [2, 3, 4, 5, 6]                          # id 2 kept: lower ts
+    # counts say what happened to the table: the delete of id 2 was ignored
+    assert (res.deleted, res.skipped, res.per_clause[0][1]) == (2, 1, 3) and "skipped=1" in repr(res)
     upd = pd.DataFrame([(4, "D2", 45.0, 101), (5, "E2", 55.0, 99), (6, "F2", 65.0, 100)],
                        columns=["id", "name", "price", "ts"])
-    t.merge(upd, on="id").when_matched_update_all().execute()                          # E12
+    res = t.merge(upd, on="id").when_matched_update_all().execute()                    # E12
+    assert (res.updated, res.skipped) == (2, 1)                                        # id 5 has a lower ts
     got = {r.id: (r.name, r.price, r.ts) for r in t.read().to_pandas().itertuples()}
     assert got == {2: ("B", 20.0, 100), 3: ("C", 30.0, 100), 4: ("D2", 45.0, 101), 5: ("E", 50.0, 100),
                    6: ("F2", 65.0, 100)}

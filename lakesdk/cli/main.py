@@ -19,6 +19,27 @@ def _print_frame(title: str, frame) -> None:  # type: ignore[no-untyped-def]
         print(frame.to_string(index=False) if len(frame) else "(no rows)")
 
 
+DEMO_TABLE = "trips"
+DEMO_MARKER = ".hoodie/lakesdk-demo"   # written by the demo into the table it creates
+_DEMO_MARKER_TEXT = "created by `lakesdk demo`; `lakesdk demo` replaces this table when it runs again\n"
+
+
+def _is_demo_table(folder: Path) -> bool:
+    """True when ``folder`` is a table the demo created: a real folder (no symlink) holding a Hudi
+    table named like the demo's and the demo's marker file."""
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    marker = folder / DEMO_MARKER
+    if not marker.is_file() or marker.read_text(errors="replace") != _DEMO_MARKER_TEXT:
+        return False
+    try:
+        from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
+        cfg = TableConfig.parse((folder / PROPERTIES_PATH).read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - unreadable or no table config: not the demo's table
+        return False
+    return cfg.name == DEMO_TABLE
+
+
 def demo(path: str, master: str | None) -> int:
     """Create a table on local Spark and local files, write, time-travel and read incrementally."""
     import pandas as pd
@@ -27,14 +48,21 @@ def demo(path: str, master: str | None) -> int:
     from lakesdk.engine.session import get_spark
 
     root = Path(path).resolve()
-    if (root / "trips").exists():
-        shutil.rmtree(root / "trips")
+    target = root / DEMO_TABLE
+    if target.exists() or target.is_symlink():
+        if not _is_demo_table(target):
+            print(f"error: {target} exists and is not a table created by `lakesdk demo` (no {DEMO_MARKER} marker "
+                  f"in a Hudi table named {DEMO_TABLE!r}); the demo replaces only its own table. Move or remove "
+                  "that folder yourself, or pass another --path", file=sys.stderr)
+            return 2
+        shutil.rmtree(target)
     t0 = time.perf_counter()
     print(f"Starting Spark ({master or 'local[*]'}) ...", flush=True)
     spark = get_spark(master=master)
     print(f"Spark {spark.version} ready in {time.perf_counter() - t0:.1f}s; lake at {root}")
     lake = lk.Lake(str(root), spark=spark)
-    t = lake.create_table("trips", key="uuid", partition_by="city", ordering="ts")
+    t = lake.create_table(DEMO_TABLE, key="uuid", partition_by="city", ordering="ts")
+    (target / DEMO_MARKER).write_text(_DEMO_MARKER_TEXT)   # so a later run may replace this table
     print(t)
 
     rides = pd.DataFrame({

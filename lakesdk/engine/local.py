@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from lakesdk import _faults as faults
 from lakesdk._progress import progress as show_progress
 from lakesdk.engine.tasks import (
+    STORED_ORDERING,
     FileGroupTarget,
     TaskInfo,
     WriteContext,
@@ -28,6 +29,8 @@ from lakesdk.engine.tasks import (
     planned_file,
     read_key_index,
     read_parquet,
+    slice_keys,
+    stored_ordering_type,
     write_file_group,
     write_log_group,
     write_new_file,
@@ -90,8 +93,10 @@ class LocalWriteJob:
         """The record keys of ``slices``; ``_lk_fid`` and ``_hoodie_partition_path`` are
         dictionary-encoded over one dictionary of every slice (an int32 per key instead of a
         copy of the file id string: at 10M keys that is 40 MB instead of 400 MB)."""
+        otype = stored_ordering_type(self.ctx)
+        ordering = (self.ctx.ordering, otype) if otype is not None else None
         if not slices:
-            return read_key_index(self.ctx.storage, [], None)
+            return read_key_index(self.ctx.storage, [], None, ordering)
         fids = pa.array([sl.file_id for sl in slices], pa.string())
         part_names = sorted({sl.partition for sl in slices})
         parts = pa.array(part_names, pa.string())
@@ -99,17 +104,23 @@ class LocalWriteJob:
 
         def one(i: int) -> pa.Table:
             sl = slices[i]
-            keys = read_key_index(self.ctx.storage, [sl], slice_ctx).column(KEY) if sl.log_files else \
-                read_parquet(self.ctx.storage, sl.base_path, [KEY]).column(KEY)
+            if ordering is not None:
+                keys, ordv = slice_keys(self.ctx.storage, sl, slice_ctx, ordering)
+            else:
+                keys = read_key_index(self.ctx.storage, [sl], slice_ctx).column(KEY) if sl.log_files else \
+                    read_parquet(self.ctx.storage, sl.base_path, [KEY]).column(KEY)
             n = len(keys)
             # the row of each key in the base file (not for slices with logs: merged order)
             row = pa.nulls(n, pa.int32()) if sl.log_files else pa.array(np.arange(n, dtype=np.int32))
-            return pa.table({
+            cols = {
                 KEY: keys,
                 PART: pa.DictionaryArray.from_arrays(pa.array(np.full(n, part_code[sl.partition], np.int32)), parts),
                 FID: pa.DictionaryArray.from_arrays(pa.array(np.full(n, i, np.int32)), fids),
                 ROW: row,
-            })
+            }
+            if ordering is not None:
+                cols[STORED_ORDERING] = ordv
+            return pa.table(cols)
         tables = run_parallel(one, range(len(slices)), desc="reading keys", progress=self.progress)
         return pa.concat_tables(tables)
 
@@ -125,10 +136,12 @@ class LocalWriteJob:
         pos_np = positions(probe, build)
         pos = pa.array(pos_np, mask=pos_np < 0)
         fid = _strings(index.column(FID).take(pos))
-        t = t.drop_columns([c for c in (FID, ROW) if c in t.column_names])
+        t = t.drop_columns([c for c in (FID, ROW, STORED_ORDERING) if c in t.column_names])
         t = t.append_column(FID, fid)
         if ROW in index.column_names:   # merge_into_base finds the stored rows without hashing again
             t = t.append_column(ROW, index.column(ROW).take(pos))
+        if STORED_ORDERING in index.column_names:   # merge-on-read: what the log write compares with
+            t = t.append_column(STORED_ORDERING, index.column(STORED_ORDERING).take(pos))
         if global_keys:
             part = _strings(index.column(PART).take(pos))
             t = t.set_column(t.column_names.index(PART), PART, pc.coalesce(part, t.column(PART)))

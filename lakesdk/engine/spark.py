@@ -18,11 +18,13 @@ import pyarrow as pa
 
 from lakesdk import exceptions as exc_mod
 from lakesdk.engine.tasks import (
+    STORED_ORDERING,
     FileGroupTarget,
     TaskInfo,
     WriteContext,
     add_key_columns,
     read_key_index,
+    stored_ordering_type,
     write_file_group,
     write_log_group,
     write_new_files,
@@ -214,6 +216,19 @@ class SparkWriteJob:
         w = Window.partitionBy(PART, KEY).orderBy(*order)
         return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")
 
+    def combine_deletes(self, df: Any) -> Any:
+        """One delete per (partition, key): one without an ordering value (it always applies),
+        else the greatest ordering value (event-time ordering), else the last arrival."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+        order = []
+        o = self.ctx.ordering
+        if o and self.ctx.merge_mode == "EVENT_TIME_ORDERING" and o in df.columns:
+            order.append(F.col(o).desc_nulls_first())
+        order.append(F.col(SEQ).desc())
+        w = Window.partitionBy(PART, KEY).orderBy(*order)
+        return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")
+
     # -- the engine interface shared with LocalWriteJob ------------------------------------
     def prepare(self, arrow: pa.Table | None = None, sdf: Any = None, op: int = OP_UPSERT, *,
                 global_keys: bool = False) -> Any:
@@ -252,10 +267,16 @@ class SparkWriteJob:
 
     # -- tagging -----------------------------------------------------------------------------
     def key_index(self, slices: list[Any], slice_ctx: Any = None) -> Any:
-        """DataFrame (key, partition, file id) of the given file slices, read in parallel."""
+        """DataFrame (key, partition, file id) of the given file slices, read in parallel
+        (merge-on-read under event-time ordering: with the stored ordering value too)."""
         from pyspark.sql.types import StringType, StructField, StructType
         storage = self.ctx.storage
         schema = StructType([StructField(KEY, StringType()), StructField(PART, StringType()), StructField(FID, StringType())])
+        otype = stored_ordering_type(self.ctx)
+        ordering = (self.ctx.ordering, otype) if otype is not None else None
+        if ordering is not None:
+            from pyspark.sql.pandas.types import from_arrow_type
+            schema = schema.add(StructField(STORED_ORDERING, from_arrow_type(otype)))
         if not slices:
             return self.spark.createDataFrame([], schema)
         n = max(1, min(len(slices), parallelism(self.spark) * 2))
@@ -263,18 +284,19 @@ class SparkWriteJob:
 
         def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for b in batches:
-                t = read_key_index(storage, [slices[i] for i in b.column(0).to_pylist()], slice_ctx)
+                t = read_key_index(storage, [slices[i] for i in b.column(0).to_pylist()], slice_ctx, ordering)
                 yield from t.to_batches()
         return src.mapInArrow(fn, schema)
 
     def tag(self, df: Any, index: Any, *, global_keys: bool = False) -> Any:
         """Left-join incoming records with the key index: ``_lk_fid`` is set for known keys."""
         from pyspark.sql import functions as F
+        extra = [F.col(STORED_ORDERING)] if STORED_ORDERING in index.columns else []
         if global_keys:
-            idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID)).hint("merge")
+            idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID), *extra).hint("merge")
             j = df.drop(PART).join(idx, df[KEY] == idx["_ik"], "left")
             return j.withColumn(PART, F.col("_ip")).drop("_ik", "_ip")
-        idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID)).hint("merge")
+        idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID), *extra).hint("merge")
         j = df.join(idx, (df[KEY] == idx["_ik"]) & (df[PART] == idx["_ip"]), "left")
         return j.drop("_ik", "_ip")
 

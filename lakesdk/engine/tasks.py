@@ -21,12 +21,16 @@ from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id
 from lakesdk.format.keys import partition_paths, record_keys
 from lakesdk.format.schema import META_FIELDS, with_meta_fields
-from lakesdk.merge.ordering import KEY, OP, PART, SEQ, MergeCounts, merge_into_base
+from lakesdk.merge.ordering import KEY, OP, OP_DELETE, PART, SEQ, MergeCounts, event_time_wins, merge_into_base
 from lakesdk.storage import Storage
 
 __all__ = ["WriteContext", "TaskInfo", "FileGroupTarget", "write_file_group", "write_new_files",
            "add_key_columns", "conform", "read_key_index", "write_log_group", "write_clustered_file",
-           "cluster_group"]
+           "cluster_group", "STORED_ORDERING", "stored_ordering_type"]
+
+# merge-on-read upserts and deletes: the stored record's ordering value, carried by the key
+# index, so that the log write counts what wins without reading the file slice
+STORED_ORDERING = "_lk_stored_ord"
 
 
 
@@ -84,6 +88,19 @@ class WriteContext:
     @property
     def file_schema(self) -> pa.Schema:
         return with_meta_fields(self.schema)
+
+
+def stored_ordering_type(ctx: WriteContext) -> pa.DataType | None:
+    """The type of the stored ordering value the key index carries (None: not needed).
+
+    Only merge-on-read writes under event-time ordering need it: a copy-on-write write
+    reads the base file anyway, and the other merge modes have no record that loses."""
+    if not (ctx.merge_on_read and ctx.ordering and ctx.merge_mode == "EVENT_TIME_ORDERING"
+            and not ctx.column_groups and ctx.merger is None and ctx.operation != "insert"):
+        return None
+    if ctx.ordering not in ctx.schema.names:
+        return None
+    return ctx.schema.field(ctx.ordering).type
 
 
 def add_key_columns(ctx: WriteContext, batch: pa.Table) -> pa.Table:
@@ -335,23 +352,81 @@ def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskIn
         yield from flush(p)
 
 
-def read_key_index(storage: Storage, slices: list[Any], slice_ctx: Any = None) -> pa.Table:
+def slice_keys(storage: Storage, sl: Any, slice_ctx: Any = None,
+               ordering: tuple[str, pa.DataType] | None = None) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
+    """The record keys of one file slice (merged with its log blocks when it has any) and,
+    with ``ordering`` (field, type), each key's current ordering value (else None)."""
+    cols = [KEY] if ordering is None else [KEY, ordering[0]]
+    if sl.log_files:
+        from lakesdk.engine.slice_reader import read_slice
+        t = read_slice(slice_ctx, sl, columns=cols)
+    else:
+        try:
+            t = read_parquet(storage, sl.base_path, cols)
+        except pa.ArrowInvalid:
+            if ordering is None:
+                raise
+            t = read_parquet(storage, sl.base_path, [KEY])   # written before the ordering field existed
+    if ordering is None:
+        return t.column(KEY), None
+    name, typ = ordering
+    if name not in t.column_names:
+        return t.column(KEY), pa.chunked_array([pa.nulls(t.num_rows, typ)])
+    ordv = t.column(name)
+    if ordv.type != typ:
+        ordv = ordv.cast(typ)
+    return t.column(KEY), ordv
+
+
+def read_key_index(storage: Storage, slices: list[Any], slice_ctx: Any = None,
+                   ordering: tuple[str, pa.DataType] | None = None) -> pa.Table:
     """Record keys of file slices (base file keys, merged with log blocks when the slice has
-    any).  Returns columns ``_hoodie_record_key``, ``_hoodie_partition_path``, ``_lk_fid``."""
+    any).  Returns columns ``_hoodie_record_key``, ``_hoodie_partition_path``, ``_lk_fid``,
+    and with ``ordering`` (field, type) the stored ordering value (``_lk_stored_ord``)."""
     parts = []
     for sl in slices:
-        if sl.log_files:
-            from lakesdk.engine.slice_reader import read_slice
-            keys = read_slice(slice_ctx, sl, columns=[KEY]).column(KEY)
-        else:
-            keys = read_parquet(storage, sl.base_path, [KEY]).column(KEY)
+        keys, ordv = slice_keys(storage, sl, slice_ctx, ordering)
         n = len(keys)
-        parts.append(pa.table({KEY: keys, PART: pa.repeat(pa.scalar(sl.partition, pa.string()), n),
-                               "_lk_fid": pa.repeat(pa.scalar(sl.file_id, pa.string()), n)}))
+        cols = {KEY: keys, PART: pa.repeat(pa.scalar(sl.partition, pa.string()), n),
+                "_lk_fid": pa.repeat(pa.scalar(sl.file_id, pa.string()), n)}
+        if ordv is not None:
+            cols[STORED_ORDERING] = ordv
+        parts.append(pa.table(cols))
     if not parts:
-        return pa.table({KEY: pa.array([], pa.string()), PART: pa.array([], pa.string()),
-                         "_lk_fid": pa.array([], pa.string())})
+        empty = {KEY: pa.array([], pa.string()), PART: pa.array([], pa.string()), "_lk_fid": pa.array([], pa.string())}
+        if ordering is not None:
+            empty[STORED_ORDERING] = pa.array([], ordering[1])
+        return pa.table(empty)
     return pa.concat_tables(parts)
+
+
+def _distinct_keys(t: pa.Table, mask: np.ndarray) -> int:
+    """How many distinct record keys the rows of ``mask`` hold (one file group: one partition)."""
+    if not mask.any():
+        return 0
+    return int(pc.count_distinct(t.filter(pa.array(mask)).column(KEY), mode="all").as_py())
+
+
+def _log_counts(ctx: WriteContext, incoming: pa.Table, ops: np.ndarray) -> MergeCounts:
+    """What a merge-on-read log write does to the table: every incoming record is tagged
+    (its key is in the file group); under event-time ordering, one whose ordering value is
+    lower than the stored one (``_lk_stored_ord`` from the key index) changes nothing
+    (skipped), as the merge on read will decide.  Keys count once (a delete batch may name
+    a key twice)."""
+    n = incoming.num_rows
+    wins = np.ones(n, dtype=bool)
+    if STORED_ORDERING in incoming.column_names and stored_ordering_type(ctx) is not None:
+        inc = incoming.column(ctx.ordering) if ctx.ordering in incoming.column_names else \
+            pa.chunked_array([pa.nulls(n, incoming.column(STORED_ORDERING).type)])
+        wins = event_time_wins(inc, incoming.column(STORED_ORDERING), ops)
+    is_del = ops == OP_DELETE
+    # one key, one outcome: a key some record of the batch changes is not also skipped
+    lost = ~wins
+    if lost.any() and wins.any():
+        won = pc.unique(incoming.filter(pa.array(wins)).column(KEY))
+        lost &= ~np.asarray(pc.is_in(incoming.column(KEY), value_set=won).to_numpy(zero_copy_only=False), dtype=bool)
+    return MergeCounts(updated=_distinct_keys(incoming, ~is_del & wins), deleted=_distinct_keys(incoming, is_del & wins),
+                       skipped=_distinct_keys(incoming, lost))
 
 
 def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Table, task: TaskInfo) -> tuple[WriteStat, MergeCounts]:
@@ -390,10 +465,10 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
         faults.record(f"failed first attempt {path}")
         raise RuntimeError(f"injected failure of the first task attempt writing {path}")
     ctx.storage.write(path, data)
-    counts = MergeCounts(updated=ups.num_rows, deleted=dels.num_rows)
+    counts = _log_counts(ctx, incoming, ops)
     stat = WriteStat(
         fileId=target.file_id, path=path, partitionPath=target.partition, prevCommit=ctx.instant,
-        numWrites=ups.num_rows, numDeletes=dels.num_rows, numUpdateWrites=ups.num_rows, numInserts=0,
+        numWrites=ups.num_rows, numDeletes=counts.deleted, numUpdateWrites=counts.updated, numInserts=0,
         totalWriteBytes=len(data), fileSizeInBytes=len(data), totalLogRecords=incoming.num_rows,
         totalLogBlocks=len(chunks), logVersion=1, logOffset=0,
         baseFile=target.base_path.rsplit("/", 1)[-1] if target.base_path else "", logFiles=[log.name],

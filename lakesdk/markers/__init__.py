@@ -92,7 +92,8 @@ def write_markers(storage: Storage, instant: str, marker_type: str = "DIRECT", *
     if server.storage != storage:
         raise MarkerError(f"the marker server serves {server.storage.base_url!r}, not this table "
                           f"({storage.base_url!r}); start one MarkerServer per table")
-    return TimelineServerWriteMarkers(storage, instant, server.url, server.token)
+    return TimelineServerWriteMarkers(storage, instant, server.url, server.token,
+                                      max_request_bytes=server.max_body_bytes)
 
 
 def _check_stored_type(storage: Storage, instant: str, stored: str) -> MarkerType:

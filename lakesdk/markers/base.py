@@ -104,7 +104,7 @@ class MarkerServerError(MarkerError, ConnectionError):
 
 
 class MarkerAuthError(MarkerServerError, PermissionError):
-    """The marker server rejected the request's token (HTTP 403)."""
+    """The marker server rejected the request's token (HTTP 401 without one, 403 for a wrong one)."""
 
 
 class MarkerServerUnavailableError(MarkerServerError):

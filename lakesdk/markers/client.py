@@ -35,7 +35,7 @@ from lakesdk.markers.base import (
     format_marker_name,
     read_marker_files,
 )
-from lakesdk.markers.server import API_PREFIX, TOKEN_HEADER
+from lakesdk.markers.server import API_PREFIX, DEFAULT_MAX_BODY_BYTES, TOKEN_HEADER
 from lakesdk.storage import Storage
 
 __all__ = ["TimelineServerWriteMarkers"]
@@ -55,7 +55,8 @@ class TimelineServerWriteMarkers(WriteMarkers):
     marker_type: Literal["TIMELINE_SERVER_BASED"] = "TIMELINE_SERVER_BASED"
 
     def __init__(self, storage: Storage, instant: str, url: str, token: str, *, timeout_s: float = 30.0,
-                 retries: int = 2, retry_backoff_s: float = 0.1) -> None:
+                 retries: int = 2, retry_backoff_s: float = 0.1,
+                 max_request_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         super().__init__(storage, instant)
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname or parts.port is None:
@@ -65,6 +66,7 @@ class TimelineServerWriteMarkers(WriteMarkers):
         self.timeout_s = float(timeout_s)
         self.retries = int(retries)
         self.retry_backoff_s = float(retry_backoff_s)
+        self.max_request_bytes = int(max_request_bytes)   # the server's max_body_bytes: larger creates are split
         self._local = threading.local()
 
     # -- pickling and repr ------------------------------------------------------------------------
@@ -141,8 +143,8 @@ class TimelineServerWriteMarkers(WriteMarkers):
                 raise EarlyConflictError(message, other_instant=c.get("instant"), other_action=c.get("action"),
                                          file_groups=tuple((str(p), str(f)) for p, f in c.get("file_groups") or ()),
                                          planned=tuple((str(p), str(f)) for p, f in c.get("planned") or ()))
-            if resp.status == 403:
-                raise MarkerAuthError(f"the marker server rejected {what}: {message} (HTTP 403); "
+            if resp.status in (401, 403):
+                raise MarkerAuthError(f"the marker server rejected {what}: {message} (HTTP {resp.status}); "
                                       "the client's token does not match the server's")
             if resp.status in (500, 503) and not last:
                 time.sleep(self.retry_backoff_s * (2 ** attempt))
@@ -159,10 +161,26 @@ class TimelineServerWriteMarkers(WriteMarkers):
     def create_many(self, markers: Iterable[tuple[str, str, str]]) -> list[bool]:
         """Create several markers in one request; they are all durable when this returns."""
         names = [format_marker_name(p, f, t) for p, f, t in markers]
-        if not names:
-            return []
-        reply = self._request("POST", "/create", {"instant": self.instant, "markers": names})
-        return [bool(x) for x in reply["created"]]
+        out: list[bool] = []
+        for chunk in self._chunks(names):
+            reply = self._request("POST", "/create", {"instant": self.instant, "markers": chunk})
+            out.extend(bool(x) for x in reply["created"])
+        return out
+
+    def _chunks(self, names: list[str]) -> Iterable[list[str]]:
+        """``names`` in runs whose request body stays within the server's ``max_body_bytes``."""
+        limit = max(1, self.max_request_bytes - len(json.dumps({"instant": self.instant, "markers": []})))
+        chunk: list[str] = []
+        size = 0
+        for n in names:
+            b = len(json.dumps(n)) + 2   # the name and its ", " separator
+            if chunk and size + b > limit:
+                yield chunk
+                chunk, size = [], 0
+            chunk.append(n)
+            size += b
+        if chunk:
+            yield chunk
 
     def all_markers(self) -> set[str]:
         try:

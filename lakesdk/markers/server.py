@@ -15,7 +15,9 @@ On-disk layout (relative to the table base)::
     marker                                  [<partitionPath>/]<dataFileName>.marker.<IOType>
 
 HTTP protocol (JSON bodies and replies; every request carries the header
-``X-Lakesdk-Marker-Token: <token>``, else 403)::
+``X-Lakesdk-Marker-Token: <token>``: the token is checked before the body is read, a
+request without it is answered 401 and one with a wrong token 403, and the connection is
+closed; a body larger than ``max_body_bytes`` is refused with 413 without reading it)::
 
     POST /v1/hoodie/marker/create            {"instant": I, "markers": [name, ...]}  -> {"created": [bool, ...]}
     GET  /v1/hoodie/marker/all?instant=I                                            -> {"markers": [name, ...]}
@@ -25,8 +27,8 @@ HTTP protocol (JSON bodies and replies; every request carries the header
     POST /v1/hoodie/marker/dir/delete        {"instant": I}                          -> {"deleted": bool}
     GET  /v1/hoodie/marker/ping                                                     -> {"ok": true}
 
-Errors reply ``{"error": message}`` with 400 (bad request), 403 (token), 404 (unknown
-path), 409 (early conflict detection stopped the instant: the reply also holds
+Errors reply ``{"error": message}`` with 400 (bad request), 401 (no token), 403 (wrong
+token), 404 (unknown path), 411 (chunked body), 413 (body too large), 409 (early conflict detection stopped the instant: the reply also holds
 ``"conflict": {"instant", "action", "file_groups", "completed", "planned"}``), 500 (the
 flush failed: the markers of that batch are *not* kept, a retry may succeed) or 503 (the server is stopping, or the request timed out waiting for its flush).
 
@@ -77,13 +79,16 @@ from lakesdk.markers.base import (
 )
 from lakesdk.storage import Storage
 
-__all__ = ["MarkerServer", "MarkerServerStats", "MarkerDirSnapshot", "TOKEN_HEADER", "API_PREFIX"]
+__all__ = ["MarkerServer", "MarkerServerStats", "MarkerDirSnapshot", "TOKEN_HEADER", "API_PREFIX",
+           "DEFAULT_MAX_BODY_BYTES"]
 
 log = logging.getLogger(__name__)
 
 TOKEN_HEADER = "X-Lakesdk-Marker-Token"
 API_PREFIX = "/v1/hoodie/marker"
 MARKER_TYPE_TEXT = b"TIMELINE_SERVER_BASED"
+#: the largest request body the server reads; clients split larger create requests
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ class MarkerServerStats:
     """Counters of one :class:`MarkerServer` since it was created."""
 
     requests: int = 0            #: HTTP requests received (any endpoint, including rejected ones)
-    rejected: int = 0            #: requests refused with 403 (missing or wrong token)
+    rejected: int = 0            #: requests refused with 401/403 (missing or wrong token)
     create_requests: int = 0     #: create requests accepted
     markers_requested: int = 0   #: marker names received in create requests
     markers_created: int = 0     #: markers made durable (replied ``true``)
@@ -185,7 +190,8 @@ class MarkerServer:
     ...     srv.url.startswith("http://127.0.0.1:")
     True
 
-    ``token`` defaults to a fresh random string; clients must send it.  The server is
+    ``token`` defaults to a fresh random string; clients must send it.  Request bodies larger
+    than ``max_body_bytes`` are refused (413) unread.  The server is
     not picklable: hand executors ``write_markers(storage, instant, "TIMELINE_SERVER_BASED",
     server=srv)``, which holds only the URL and the token.
     """
@@ -201,6 +207,7 @@ class MarkerServer:
         token: str | None = None,
         request_timeout_s: float = 120.0,
         early_conflict_interval_ms: float = 1000.0,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
         if batch_interval_ms <= 0:
             raise ValueError(f"batch_interval_ms must be > 0, found {batch_interval_ms}")
@@ -216,6 +223,9 @@ class MarkerServer:
         if early_conflict_interval_ms <= 0:
             raise ValueError(f"early_conflict_interval_ms must be > 0, found {early_conflict_interval_ms}")
         self.early_conflict_interval_ms = float(early_conflict_interval_ms)
+        if max_body_bytes < 1:
+            raise ValueError(f"max_body_bytes must be >= 1, found {max_body_bytes}")
+        self.max_body_bytes = int(max_body_bytes)
         self._detections: dict[str, _Detection] = {}
         self._detect_thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -284,6 +294,7 @@ class MarkerServer:
         self._httpd.server_close()
         if self._serve_thread is not None:
             self._serve_thread.join()
+        self._httpd.join_handlers()
         self._stopped = True
 
     def __enter__(self) -> "MarkerServer":
@@ -615,12 +626,30 @@ class _HTTPServer(ThreadingHTTPServer):
         self.owner = owner
         self._conns: set[socket.socket] = set()
         self._conns_lock = threading.Lock()
+        self._handlers: set[threading.Thread] = set()
         super().__init__(addr, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._conns_lock:
             self._conns.add(request)
         super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        me = threading.current_thread()
+        with self._conns_lock:
+            self._handlers.add(me)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._conns_lock:
+                self._handlers.discard(me)
+
+    def join_handlers(self) -> None:
+        """Wait for the connection threads (their sockets are shut down: they end at once)."""
+        with self._conns_lock:
+            threads = list(self._handlers)
+        for t in threads:
+            t.join(5.0)
 
     def shutdown_request(self, request: Any) -> None:
         with self._conns_lock:
@@ -718,6 +747,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self, method: str) -> None:
         srv = self.server.owner
         srv._count("requests")
+        # the token first: nothing of an unauthenticated request's body is read (the
+        # connection is closed instead, since the unread body would follow on it)
+        given = self.headers.get(TOKEN_HEADER)
+        if not given:
+            srv._count("rejected")
+            self._reply(401, {"error": f"missing {TOKEN_HEADER} header: this marker server only serves the writer "
+                                       "that started it"}, close=True)
+            return
+        if not hmac.compare_digest(given.encode("utf-8", "replace"), srv.token.encode("utf-8")):
+            srv._count("rejected")
+            self._reply(403, {"error": f"wrong {TOKEN_HEADER} header: this marker server only serves the writer "
+                                       "that started it"}, close=True)
+            return
+        if self.headers.get("Transfer-Encoding"):
+            self._reply(411, {"error": "chunked request bodies are not accepted: send Content-Length"}, close=True)
+            return
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
@@ -725,13 +770,11 @@ class _Handler(BaseHTTPRequestHandler):
         if length < 0:
             self._reply(400, {"error": "invalid Content-Length"}, close=True)
             return
-        body = self.rfile.read(length) if length else b""
-        given = (self.headers.get(TOKEN_HEADER) or "").encode("utf-8", "replace")
-        if not hmac.compare_digest(given, srv.token.encode("utf-8")):
-            srv._count("rejected")
-            self._reply(403, {"error": f"missing or wrong {TOKEN_HEADER} header: this marker server only serves "
-                                       "the writer that started it"})
+        if length > srv.max_body_bytes:
+            self._reply(413, {"error": f"request body of {length} bytes is larger than this server accepts "
+                                       f"({srv.max_body_bytes} bytes): send fewer markers per request"}, close=True)
             return
+        body = self.rfile.read(length) if length else b""
         url = urlsplit(self.path)
         route = _ROUTES.get((method, url.path))
         if route is None:

@@ -19,7 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["MergeCounts", "merge_into_base", "combine_batch", "OP", "SEQ", "OP_UPSERT", "OP_DELETE"]
+__all__ = ["MergeCounts", "merge_into_base", "combine_batch", "combine_deletes", "event_time_wins", "OP", "SEQ", "OP_UPSERT",
+           "OP_DELETE"]
 
 OP = "_lk_op"
 SEQ = "_lk_seq"
@@ -68,6 +69,40 @@ def _ge(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
     r = pc.if_else(pc.is_null(b), True, r)
     r = pc.if_else(pc.and_(pc.is_null(a), pc.is_valid(b)), False, r)
     return np.asarray(r.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def event_time_wins(incoming: pa.ChunkedArray, stored: pa.ChunkedArray, ops: np.ndarray) -> np.ndarray:
+    """Which incoming records replace (or delete) the stored ones under event-time ordering:
+    ordering value >= the stored one; a delete without an ordering value always applies."""
+    if stored.type != incoming.type:
+        try:
+            stored = stored.cast(incoming.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            incoming = incoming.cast(stored.type)
+    ge = _ge(incoming, stored)
+    null_ord = np.asarray(pc.is_null(incoming).to_numpy(zero_copy_only=False), dtype=bool)
+    return ge | ((ops == OP_DELETE) & null_ord)
+
+
+def combine_deletes(batch: pa.Table, *, ordering: str | None, merge_mode: str) -> pa.Table:
+    """One delete per (partition path, record key): the one that applies if any of them
+    does.  Under event-time ordering that is a delete without an ordering value (it always
+    applies), else the greatest ordering value; otherwise the last arrival."""
+    if batch.num_rows <= 1 or pc.count_distinct(batch.column(KEY), mode="all").as_py() == batch.num_rows:
+        return batch
+    has_ord = "_lk_has_ord"
+    sort = [(PART, "ascending"), (KEY, "ascending")]
+    work = batch
+    if ordering and merge_mode == "EVENT_TIME_ORDERING" and ordering in batch.column_names:
+        work = batch.append_column(has_ord, pc.cast(pc.is_valid(batch.column(ordering)), pa.int8()))
+        sort += [(has_ord, "ascending"), (ordering, "descending")]
+    sort.append((SEQ, "descending"))
+    s = work.take(pc.sort_indices(work, sort_keys=sort))
+    k = [s.column(c).to_numpy(zero_copy_only=False) for c in (PART, KEY)]
+    first = np.ones(s.num_rows, dtype=bool)
+    first[1:] = (k[0][1:] != k[0][:-1]) | (k[1][1:] != k[1][:-1])
+    out = s.filter(pa.array(first))
+    return out.drop_columns([has_ord]) if has_ord in out.column_names else out
 
 
 def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str,
@@ -145,10 +180,12 @@ def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: str 
         wins = np.where(matched, ge | (is_del & null_ord), True)
     is_up = ops == OP_UPSERT
     is_del = ops == OP_DELETE
+    # stored rows count once each (a delete batch may name a key twice)
+    changed = np.unique(pos_np[matched & wins])
     counts.inserted = int((is_up & ~matched).sum())
-    counts.updated = int((is_up & matched & wins).sum())
-    counts.deleted = int((is_del & matched & wins).sum())
-    counts.skipped = int((matched & ~wins).sum())
+    counts.updated = len(np.unique(pos_np[is_up & matched & wins]))
+    counts.deleted = len(np.unique(pos_np[is_del & matched & wins]))
+    counts.skipped = len(np.setdiff1d(np.unique(pos_np[matched & ~wins]), changed))
     # stored rows replaced or deleted
     drop_pos = pos_np[matched & wins]
     keep = np.ones(base.num_rows, dtype=bool)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Any, Literal, Sequence
 
 import pyarrow as pa
@@ -34,6 +35,9 @@ class Lake:
     >>> t = lake.create_table("trips", key="uuid", partition_by="city", ordering="ts")
     >>> t
     <Table 'trips' cow v8 at 'memory://doctest-lake/trips' key=uuid partition_by=city ordering=ts>
+
+    ``with Lake(...) as lake:`` (or :meth:`close`) closes every table handle the lake
+    handed out (see :meth:`Table.close`).
     """
 
     def __init__(self, root: str, *, spark: Any = None, storage_options: dict[str, Any] | None = None,
@@ -42,6 +46,22 @@ class Lake:
         self.storage = Storage(str(root), storage_options)
         self._spark = spark
         self.options = validate_options(_with_concurrency(options or TableOptions(), concurrency, lock, lock_options))
+        self._handles: weakref.WeakSet[Table] = weakref.WeakSet()   # handles to close with the lake
+
+    def _track(self, table: Table) -> Table:
+        self._handles.add(table)
+        return table
+
+    def close(self) -> None:
+        """Close every table handle this lake handed out that is still alive (idempotent)."""
+        for t in list(self._handles):
+            t.close()
+
+    def __enter__(self) -> "Lake":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def root(self) -> str:
@@ -135,11 +155,11 @@ class Lake:
             raise TableExistsError(f"a table already exists at {ts.base_url!r}; open it with lake.table({name!r}) "
                                    "or pass exist_ok=True")
         ts.makedirs(".hoodie/timeline/history")
-        return Table(ts, cfg, spark=self._spark, options=self.options)
+        return self._track(Table(ts, cfg, spark=self._spark, options=self.options))
 
     def table(self, name: str) -> Table:
         """Open the table ``<root>/<name>``."""
-        return Table(self.storage.child(name), spark=self._spark, options=self.options)
+        return self._track(Table(self.storage.child(name), spark=self._spark, options=self.options))
 
     __getitem__ = table
 

@@ -49,7 +49,13 @@ class _Clause:
 
 @dataclass(frozen=True)
 class MergeResult:
-    """Counts per clause (in the order the clauses were given) and the commit."""
+    """What the merge did to the table, and the rows each clause selected.
+
+    ``updated``, ``inserted`` and ``deleted`` count records of the table (from the commit),
+    ``skipped`` the rows a clause selected that did not change the table because the stored
+    record has a higher ordering value (event-time tables), and ``unchanged`` the source
+    rows no clause selected.  ``per_clause`` holds the rows each clause selected, in the
+    order the clauses were given."""
 
     source_rows: int
     updated: int
@@ -59,11 +65,13 @@ class MergeResult:
     per_clause: tuple[tuple[str, int], ...]
     write: "WriteResult | None"
     seconds: float
+    skipped: int = 0
 
     def __repr__(self) -> str:
         at = f" @ {self.write.instant}" if self.write and self.write.instant else " (no changes)"
+        extra = f", skipped={self.skipped}" if self.skipped else ""
         return (f"MergeResult({self.source_rows} source rows{at}: updated={self.updated}, inserted={self.inserted}, "
-                f"deleted={self.deleted}, unchanged={self.unchanged}, seconds={self.seconds:.2f})")
+                f"deleted={self.deleted}{extra}, unchanged={self.unchanged}, seconds={self.seconds:.2f})")
 
     def _repr_html_(self) -> str:
         rows = "".join(f"<tr><td><code>{c}</code></td><td>{n}</td></tr>" for c, n in self.per_clause)
@@ -212,11 +220,10 @@ class MergeBuilder:
                 data = _fix_types(data, t)
             write = WriteOperation(t, "merge", data).execute()
         per = tuple((c.label, int(counts.get(i, 0))) for i, c in enumerate(self.clauses))
-        upd = sum(n for (c, n), cl in zip(per, self.clauses) if cl.kind in ("matched_update", "matched_update_all",
-                                                                          "by_source_update"))
-        ins = sum(n for (c, n), cl in zip(per, self.clauses) if cl.kind.startswith("not_matched"))
-        dele = sum(n for (c, n), cl in zip(per, self.clauses) if cl.kind.endswith("delete"))
-        return MergeResult(source_rows, upd, ins, dele, unchanged, per, write, time.perf_counter() - t0)
+        # what happened to the table is what the commit did: a selected row whose ordering
+        # value is lower than the stored one changes nothing (skipped)
+        upd, ins, dele, skipped = (write.updated, write.inserted, write.deleted, write.skipped) if write else (0, 0, 0, 0)
+        return MergeResult(source_rows, upd, ins, dele, unchanged, per, write, time.perf_counter() - t0, skipped)
 
 
 def _fix_types(data: Any, t: "Table") -> Any:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import atexit
+import weakref
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
 
-from lakesdk.exceptions import TableNotFoundError
+from lakesdk.exceptions import StorageError, TableNotFoundError
 from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
 from lakesdk.format.timeline import Timeline, TimelineStore
 from lakesdk.storage import Storage
@@ -71,9 +71,13 @@ def load_config(storage: Storage) -> TableConfig:
     try:
         text = storage.read(PROPERTIES_PATH).decode("utf-8")
     except FileNotFoundError:
+        _raise_if_file(storage)
         raise TableNotFoundError(
             f"no Hudi table at {storage.base_url!r}: {PROPERTIES_PATH} does not exist; "
             "check the path, or create the table with Lake.create_table(...)") from None
+    except StorageError:
+        _raise_if_file(storage)
+        raise
     config = TableConfig.parse(text)
     if not config.props.get("hoodie.table.checksum"):
         from lakesdk.exceptions import TableConfigError
@@ -103,12 +107,29 @@ def _check_untyped_table(storage: Storage, config: TableConfig) -> None:
             "opening the table", key="hoodie.table.type")
 
 
+def _raise_if_file(storage: Storage) -> None:
+    """A table path that names a file (not a folder) is no table: say so, with what a table folder holds."""
+    try:
+        info = storage.info("")
+    except (OSError, ValueError):
+        return
+    if not info.is_dir:
+        raise TableNotFoundError(
+            f"no Hudi table at {storage.base_url!r}: the path is a file, not a table folder; expected a folder "
+            f"holding {PROPERTIES_PATH} (and the timeline under .hoodie/); pass the table's folder, or create "
+            "the table with Lake.create_table(...)") from None
+
+
 class Table:
     """A handle on one table.
 
     The handle is a reference: every query resolves the table's latest state when it runs
     (so a cell that reads after a write sees the write), and :meth:`as_of` pins a moment.
     Writes return a :class:`~lakesdk.table.results.WriteResult`.
+
+    The first write of a handle starts its marker server (a local HTTP server and its
+    threads); :meth:`close`, the end of a ``with`` block, or the handle being garbage
+    collected stops it.  A closed handle stays usable: a later write starts a new server.
     """
 
     def __init__(self, storage: Storage, config: TableConfig | None = None, *, spark: Any = None,
@@ -119,6 +140,7 @@ class Table:
         self.options = validate_options(options or TableOptions())
         self._timeline_store: TimelineStore | None = None
         self._marker_server: Any = None
+        self._server_finalizer: weakref.finalize | None = None   # stops the server when the handle goes
         self._lock_provider: Any = None
         self._open_heartbeats: dict[str, Any] = {}
 
@@ -204,15 +226,35 @@ class Table:
                     host = self._spark.conf.get("spark.driver.host") or host
                 except Exception:  # noqa: BLE001
                     pass
+            if self._server_finalizer is not None:
+                self._server_finalizer()   # a server that stopped by itself: release what is left
             self._marker_server = MarkerServer(self.storage, host=host,
                                                batch_interval_ms=self.options.marker_batch_interval_ms,
                                                num_threads=self.options.marker_threads,
                                                early_conflict_interval_ms=self.options.early_conflict_check_interval_ms
                                                ).start()
-            atexit.register(self._marker_server.stop)
+            # the finalizer holds the server, never the handle: dropping the handle (or the
+            # interpreter exiting) stops the server
+            self._server_finalizer = weakref.finalize(self, self._marker_server.stop)
         if detector is not None:
             self._marker_server.watch(instant, detector)
         return write_markers(self.storage, instant, "TIMELINE_SERVER_BASED", server=self._marker_server)
+
+    def close(self) -> None:
+        """Stop what the handle started for its writes: the marker server, its threads and
+        its listening socket (idempotent).  Reads and later writes still work: a write
+        starts a new server, which the next ``close()`` stops.  Do not close a handle while
+        one of its writes runs."""
+        fin, self._server_finalizer = self._server_finalizer, None
+        self._marker_server = None
+        if fin is not None:
+            fin()
+
+    def __enter__(self) -> "Table":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _early_detector(self, instant: str, timeline: Any) -> Any:
         """The early-conflict detector of a write at ``instant`` (None unless enabled)."""

@@ -473,6 +473,9 @@ class WriteOperation:
             from lakesdk.merge.ordering import combine_batch
             arrow = combine_batch(arrow, ordering=ctx.ordering, merge_mode=ctx.merge_mode,
                                   column_groups=ctx.column_groups, merger=ctx.merger)  # cheap on the driver
+        elif arrow is not None and op == "delete":   # a key named twice is deleted (and counted) once
+            from lakesdk.merge.ordering import combine_deletes
+            arrow = combine_deletes(arrow, ordering=ctx.ordering, merge_mode=ctx.merge_mode)
         if arrow is not None and self._engine() == "local":
             from lakesdk.engine.local import LocalWriteJob
             job: Any = LocalWriteJob(ctx, progress=t.options.progress)
@@ -483,6 +486,8 @@ class WriteOperation:
             data = job.prepare(arrow, sdf, OP_DELETE if op == "delete" else OP_UPSERT, global_keys=global_delete)
             if arrow is None and op not in ("bulk_insert", "delete"):
                 data = job.combine(data)
+            elif arrow is None and op == "delete":
+                data = job.combine_deletes(data)
         view = getattr(self, "_view", None)      # verified by execute() before the instant was created
         if view is None or view.timeline is not timeline:
             view = FileSystemView(t.storage, t.config, store, timeline)
