@@ -103,3 +103,17 @@ def test_hudi_merge_into_event_time_cases_e11_e13(lake):
     ins = pd.DataFrame([(7, "G", 70.0, 99), (8, "H", 80.0, 99)], columns=["id", "name", "price", "ts"])
     t.merge(ins, on="id").when_not_matched_insert_all().execute()                      # E13
     assert sorted(t.read().to_pandas().id) == [2, 3, 4, 5, 6, 7, 8]
+
+
+def test_merge_with_explicit_clauses_does_not_add_source_only_columns(lake):
+    """A source column that no clause writes stays out of the table (it became a column of
+    nulls, and the next upsert without it was refused as lacking a table column)."""
+    import pandas as pd
+    t = lake.create_table("m", key="id", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": [10, 20]}))
+    src = pd.DataFrame({"id": [1, 3], "ts": [2, 2], "v": [11, 30], "flag": [True, False]})
+    (t.merge(src, on="id").when_matched_update(set={"v": "s.v", "ts": "s.ts"})
+     .when_not_matched_insert(values={"id": "s.id", "ts": "s.ts", "v": "s.v"}).execute())
+    assert t.refresh().schema.names[-3:] == ["id", "ts", "v"]
+    t.upsert(pd.DataFrame({"id": [2], "ts": [3], "v": [21]}))
+    assert sorted(t.read().to_pandas()[["id", "v"]].itertuples(index=False, name=None)) == [(1, 11), (2, 21), (3, 30)]

@@ -197,7 +197,9 @@ class MergeBuilder:
                     raise SchemaError(f"merge clause sets unknown column(s) {unknown}; the table has {target_cols}")
                 base = "__t_" if c.kind != "not_matched_insert" else None
                 exprs = []
-                for k in all_cols:
+                # an explicit clause writes the table's columns (and the ones it sets), not every
+                # source column: a source-only column would become a table column of nulls
+                for k in dict.fromkeys([*target_cols, *vals]):
                     if k in vals:
                         exprs.append(sql(vals[k]).alias(k))
                     elif k in self.on:
