@@ -465,7 +465,10 @@ class Maintenance:
                                                       max_delta_seconds=max_delta_seconds):
             return None
         plan = self.plan_compaction(min_log_files=min_log_files)
-        return schedule_compaction(self._t, plan) if len(plan) else None
+        if not len(plan):
+            return None
+        scheduled = schedule_compaction(self._t, plan)   # planned again as of its instant time
+        return scheduled if scheduled.instant else None
 
     def compact(self, instant: str | None = None, *, min_log_files: int = 1) -> Any:
         """Execute the pending compaction ``instant``, or plan, schedule and execute one now.
