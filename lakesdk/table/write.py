@@ -253,7 +253,8 @@ class WriteOperation:
                             f"({err}); it was rolled back: retry it")
                         lost.other_instant = None  # type: ignore[attr-defined]
                         raise lost from err
-                completed = store.transition(inflight, "completed", data)
+                completed = store.transition(inflight, "completed", data,
+                                             after=now.max_time() if lock is not None else None)
             finally:
                 if lock is not None:
                     lock.release()

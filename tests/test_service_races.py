@@ -1,0 +1,147 @@
+"""Table services racing writers: each service (compaction, clustering, clean, archival) runs
+in a loop in one process while two writer processes (optimistic concurrency, storage lock)
+upsert overlapping keys of a partitioned table with an ordering field.  Afterwards the table,
+read by lakesdk and by the ``hudi`` reader, is the fold of exactly the commits that landed:
+in completion order, a version of a key replaces the current one when its ordering value is
+not smaller (event-time ordering).  A write that did not land failed with a conflict error.
+
+On merge-on-read tables the clean and archival loops compact first in each round: without a
+compaction a file group never gets a second slice, and there is nothing to clean or keep."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+
+import lakesdk as lk
+from lakesdk.services.archival import archived_instants
+
+from .test_clean import hudi_rows
+from .test_concurrency import check_no_leftovers, stress
+
+PARTITIONS = 4
+
+WRITER = textwrap.dedent("""
+    import json, random, sys
+    import pandas as pd
+    import lakesdk as lk
+    path, wid, lock, n, opts = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), json.loads(sys.argv[5])
+    rows, keys, parts = int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
+    t = lk.open_table(path, concurrency="optimistic", lock=lock, lock_options=opts)
+    rng = random.Random(wid)
+    out = []
+    for i in range(n):
+        mine = {(i + wid) % parts, (i + wid + 1) % parts}   # two of the partitions, rotating
+        ids = sorted(rng.sample([k for k in range(rows) if k % parts in mine], keys))
+        ts = (i + 1) * 10 + wid        # increasing per batch, never equal across writers
+        val = f"w{wid}-{i}"
+        df = pd.DataFrame({"id": ids, "p": [f"p{k % parts}" for k in ids], "ts": [ts] * keys, "v": [val] * keys})
+        rec = {"keys": ids, "ts": ts, "v": val}
+        try:
+            r = t.upsert(df)
+            out.append({**rec, "ok": True, "instant": r.instant, "completed": r.completed})
+        except lk.WriteConflictError as e:   # anything else fails the writer, and the test
+            out.append({**rec, "ok": False, "error": type(e).__name__})
+    print("RESULT" + json.dumps(out))
+""")
+
+SERVICE = textwrap.dedent("""
+    import json, os, sys
+    import lakesdk as lk
+    path, service, stop = sys.argv[1], sys.argv[2], sys.argv[3]
+    t = lk.open_table(path, concurrency="optimistic", lock="storage", lock_options={"timeout_s": 300})
+    m = t.maintenance
+
+    def once():
+        if service == "compaction":
+            return m.compact()
+        if service == "clustering":                  # one partition a round, every file group of it
+            once.n = getattr(once, "n", -1) + 1
+            return m.cluster(single_group=True, partitions=[f"p=p{once.n % 4}"])
+        if t.config.is_mor:
+            m.compact()
+        if service == "clean":
+            return m.clean(retain_commits=2)
+        r = m.archive(min_commits=2, max_commits=4)
+        return r if r.archived else None
+
+    ran = conflicts = 0
+    while True:
+        last = os.path.exists(stop)              # one more round once the writers are done
+        try:
+            ran += once() is not None
+        except lk.WriteConflictError:            # a clustering whose input a write changed rolls back
+            conflicts += 1
+        if last:
+            break
+    print("SERVICE" + json.dumps({"ran": ran, "conflicts": conflicts}))
+""")
+
+
+def race(tmp_path, table_type: str, service: str, *, batches: int, rows: int, keys: int):
+    """Create the table, run the service loop and two writers; returns (table, results, service summary)."""
+    t = lk.Lake(str(tmp_path)).create_table("race", key="id", partition_by="p", table_type=table_type,
+                                            ordering="ts")
+    ids = list(range(rows))
+    t.upsert(pd.DataFrame({"id": ids, "p": [f"p{k % PARTITIONS}" for k in ids], "ts": [0] * rows,
+                           "v": ["init"] * rows}))
+    stop = str(tmp_path / "stop")
+    svc = subprocess.Popen([sys.executable, "-c", SERVICE, t.path, service, stop], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    try:
+        results = stress(t.path, "storage", writers=2, commits=batches, lock_options={"timeout_s": 300},
+                         script=WRITER, args=(rows, keys, PARTITIONS))
+    finally:
+        open(stop, "w").close()
+        out, err = svc.communicate(timeout=600)
+    line = [x for x in out.splitlines() if x.startswith("SERVICE")]
+    assert svc.returncode == 0 and line, err[-3000:]
+    return lk.open_table(t.path), results, json.loads(line[0][7:]), rows
+
+
+def check_race(t, results, summary, rows: int) -> None:
+    assert all(r["ok"] or r["error"].endswith("ConflictError") for r in results)
+    landed = sorted((r for r in results if r["ok"]), key=lambda r: r["completed"])
+    assert landed, "no write landed: the race proves nothing"
+    assert summary["ran"] >= 1, f"the service never ran: {summary}"
+    expect = {k: (0, "init") for k in range(rows)}
+    for r in landed:                              # event-time ordering, in completion order
+        for k in r["keys"]:
+            if r["ts"] >= expect[k][0]:
+                expect[k] = (r["ts"], r["v"])
+    want = sorted((k, v) for k, (_, v) in expect.items())
+    df = t.read().to_pandas()
+    assert df.id.is_unique, f"duplicate keys {sorted(df.id[df.id.duplicated()])[:10]}"
+    got = sorted(zip(df.id, df.v))
+    lost = {k: (v, dict(got).get(k)) for k, v in want if dict(got).get(k) != v}
+    assert not lost, f"{len(lost)} keys are not the fold of the landed commits (key: (expected, found)): " \
+                     f"{dict(list(lost.items())[:10])}"
+    assert hudi_rows(t.path) == want, "the hudi reader does not read the fold of the landed commits"
+    assert not t.timeline.pending
+    completed = {i.requested for i in t.timeline.commits}
+    completed |= {a.instant.requested for a in archived_instants(t)}
+    check_no_leftovers(t, completed)
+
+
+CASES = [pytest.param(tt, s, id=f"{tt}-{s}") for s in ("compaction", "clustering", "clean", "archival")
+         for tt in ("cow", "mor") if not (s == "compaction" and tt == "cow")]
+
+
+@pytest.mark.parametrize("table_type,service", CASES)
+def test_table_service_racing_two_writers_keeps_the_fold_of_landed_commits(tmp_path, table_type, service):
+    t, results, summary, rows = race(tmp_path, table_type, service, batches=8, rows=200, keys=20)
+    check_race(t, results, summary, rows)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("table_type,service", CASES)
+def test_table_service_racing_two_writers_at_scale(tmp_path, table_type, service):
+    """2 writers x 40 batches x 150 keys of a 2,000-row, 4-partition table."""
+    t, results, summary, rows = race(tmp_path, table_type, service, batches=40, rows=2000, keys=150)
+    check_race(t, results, summary, rows)
