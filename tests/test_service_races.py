@@ -145,3 +145,74 @@ def test_table_service_racing_two_writers_at_scale(tmp_path, table_type, service
     """2 writers x 40 batches x 150 keys of a 2,000-row, 4-partition table."""
     t, results, summary, rows = race(tmp_path, table_type, service, batches=40, rows=2000, keys=150)
     check_race(t, results, summary, rows)
+
+
+# -- deterministic cases of the compaction race -------------------------------------------------------
+def mor_table(tmp_path):
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", table_type="mor", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["base", "base"]}))
+    t.upsert(pd.DataFrame({"id": [1], "ts": [2], "v": ["first update"]}))   # a log file to compact
+    return t, lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+
+
+def values(t) -> dict:
+    df = t.read().to_pandas()
+    return dict(zip(df.id, df.v))
+
+
+def test_delta_commit_completing_while_a_compaction_is_planned_is_not_lost(tmp_path, monkeypatch):
+    """The write completes after the planner listed the file slices and before the compaction
+    instant exists: its log file belongs to the slice the compaction replaces (it completed
+    before the instant), so the plan must include it, or the new base file hides it."""
+    from lakesdk.services import compaction
+    t, other = mor_table(tmp_path)
+    original = compaction.plan_compaction
+    landed = []
+
+    def plan_then_a_write_lands(table, **kw):
+        plan = original(table, **kw)
+        if not landed:
+            landed.append(other.upsert(pd.DataFrame({"id": [2], "ts": [3], "v": ["landed while planning"]})))
+        return plan
+    monkeypatch.setattr(compaction, "plan_compaction", plan_then_a_write_lands)
+    res = t.maintenance.compact()
+    assert landed and res is not None and landed[0].completed < res.instant
+    want = {1: "first update", 2: "landed while planning"}
+    assert values(t) == want
+    assert hudi_rows(t.path) == sorted(want.items())
+    ro = t.read(read_optimized=True).to_pandas()          # the compacted base file alone
+    assert dict(zip(ro.id, ro.v)) == want
+
+
+def test_delta_commit_completing_after_a_compaction_requested_by_a_clock_ahead_is_kept(tmp_path, monkeypatch):
+    """A compaction scheduled by a process whose clock runs ahead gets an instant time later
+    than the current time; a write that completes after it must still get a later completion
+    time, or its log file is taken for part of the compacted slice, which the plan (made
+    before the write completed) does not hold."""
+    from datetime import timedelta
+
+    from lakesdk.format.instant import format_instant_time, parse_instant_time
+    from lakesdk.format.timeline import InstantClock
+    from lakesdk.table.write import WriteOperation
+    t, other = mor_table(tmp_path)
+    real_next = InstantClock.next.__func__
+    original = WriteOperation._finalize
+    plans = []
+
+    def ahead(cls, after=None):   # another machine's clock, 300 ms ahead of this one
+        return format_instant_time(parse_instant_time(real_next(cls, after)) + timedelta(milliseconds=300))
+
+    def compaction_scheduled_meanwhile(self, ctx, stats, partitions):
+        if not plans and self.table is other:
+            with monkeypatch.context() as m:
+                m.setattr(InstantClock, "next", classmethod(ahead))
+                plans.append(t.maintenance.schedule_compaction())
+        return original(self, ctx, stats, partitions)
+    monkeypatch.setattr(WriteOperation, "_finalize", compaction_scheduled_meanwhile)
+    r = other.upsert(pd.DataFrame({"id": [2], "ts": [3], "v": ["slow writer"]}))
+    assert plans[0].instant is not None and r.completed > plans[0].instant
+    t.maintenance.compact(plans[0].instant)
+    want = {1: "first update", 2: "slow writer"}
+    assert values(t) == want
+    assert hudi_rows(t.path) == sorted(want.items())
