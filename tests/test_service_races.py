@@ -216,3 +216,52 @@ def test_delta_commit_completing_after_a_compaction_requested_by_a_clock_ahead_i
     want = {1: "first update", 2: "slow writer"}
     assert values(t) == want
     assert hudi_rows(t.path) == sorted(want.items())
+
+
+def test_upsert_racing_a_compaction_and_a_clean_does_not_duplicate_keys(tmp_path, monkeypatch):
+    """Between the write reading the timeline and listing the files, a compaction completes
+    and a clean deletes the slice the write's timeline still takes for the latest one.  The
+    listing must not be taken for that timeline's state (the file group would look empty
+    and the updated key would be inserted a second time)."""
+    from lakesdk.table.write import WriteOperation
+    t, other = mor_table(tmp_path)
+    original = WriteOperation._new_instant
+    served = []
+
+    def services_run_meanwhile(self, store, action, timeline):
+        if not served and self.table is t:
+            other.maintenance.compact()
+            other.upsert(pd.DataFrame({"id": [1], "ts": [4], "v": ["after the compaction"]}))
+            served.append(other.maintenance.clean(retain_commits=1))   # the pre-compaction slice goes
+        return original(self, store, action, timeline)
+    monkeypatch.setattr(WriteOperation, "_new_instant", services_run_meanwhile)
+    t.upsert(pd.DataFrame({"id": [2], "ts": [5], "v": ["racing write"]}))
+    assert served[0] is not None and served[0].deleted
+    want = {1: "after the compaction", 2: "racing write"}
+    df = t.read().to_pandas()
+    assert df.id.is_unique and dict(zip(df.id, df.v)) == want
+    assert hudi_rows(t.path) == sorted(want.items())
+
+
+def test_write_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_conflict(tmp_path, monkeypatch):
+    """A clean keeping one file version deletes the slice a running write reads (a compaction
+    superseded it after the write listed the files): the write fails with a conflict error,
+    is rolled back and leaves the table as the other commits made it."""
+    from lakesdk.engine.local import LocalWriteJob
+    t, other = mor_table(tmp_path)
+    original = LocalWriteJob.key_index
+    served = []
+
+    def services_run_meanwhile(self, slices, slice_ctx):
+        if not served:
+            other.maintenance.compact()
+            served.append(other.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
+        return original(self, slices, slice_ctx)
+    monkeypatch.setattr(LocalWriteJob, "key_index", services_run_meanwhile)
+    with pytest.raises(lk.WriteConflictError) as e:
+        t.upsert(pd.DataFrame({"id": [2], "ts": [5], "v": ["racing write"]}))
+    assert served[0].instant in str(e.value) and e.value.other_instant == served[0].instant
+    want = {1: "first update", 2: "base"}
+    assert values(t) == want and hudi_rows(t.path) == sorted(want.items())
+    assert not t.timeline.pending
+    check_no_leftovers(t, {i.requested for i in t.timeline.commits})

@@ -189,9 +189,10 @@ def _operations(table: "Table", store: Any, timeline: Timeline, *, before: str |
     ``BaseHoodieCompactionPlanGenerator``: ``isCompletedBefore(compactionInstant, ...)``)."""
     from lakesdk.read.view import FileSystemView
     from lakesdk.services.clean import _pending_compaction_ops
+    view = FileSystemView(table.storage, table.config, store, timeline)
+    timeline = view.timeline      # a newer one when a clean ran while the files were listed
     pending_ops, _ = _pending_compaction_ops(store, timeline)
     busy = {fid for fid, _ in pending_ops} | _pending_clustering_file_ids(store, timeline)
-    view = FileSystemView(table.storage, table.config, store, timeline)
     completion = {i.requested: i.completed or i.requested for i in timeline.commits}
     ops = []
     for sl in view.latest_slices(file_groups=file_groups):
