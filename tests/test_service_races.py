@@ -265,3 +265,32 @@ def test_write_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_conflict(tm
     assert values(t) == want and hudi_rows(t.path) == sorted(want.items())
     assert not t.timeline.pending
     check_no_leftovers(t, {i.requested for i in t.timeline.commits})
+
+
+def test_compaction_executed_by_another_process_is_left_to_it(tmp_path, monkeypatch):
+    """Two processes compacting (two writers compacting inline) must not both execute one
+    pending compaction: each would take the other's base files for leftovers of a failed
+    attempt and delete them, or overwrite a completed base file while it is read."""
+    from lakesdk.engine import tasks
+    t, other = mor_table(tmp_path)
+    original = tasks.compact_file_slice
+    meanwhile: list = []
+    fired = []
+
+    def other_process_compacts_too(*a, **kw):
+        if not fired:
+            fired.append(True)
+            meanwhile.append(other.maintenance.compact())
+            with pytest.raises(lk.CompactionConflictError) as e:
+                other.maintenance.compact(plan.instant)
+            meanwhile.append(e.value)
+        return original(*a, **kw)
+    monkeypatch.setattr(tasks, "compact_file_slice", other_process_compacts_too)
+    plan = t.maintenance.schedule_compaction()
+    res = t.maintenance.compact(plan.instant)
+    assert meanwhile[0] is None and plan.instant in str(meanwhile[1]) and res.instant == plan.instant
+    want = {1: "first update", 2: "base"}
+    ro = t.read(read_optimized=True).to_pandas()
+    assert dict(zip(ro.id, ro.v)) == want and values(t) == want and hudi_rows(t.path) == sorted(want.items())
+    assert not t.timeline.pending
+    check_no_leftovers(t, {i.requested for i in t.timeline.commits})

@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from lakesdk._display import human_bytes as _human
-from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError, LakeError
+from lakesdk.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
+from lakesdk.exceptions import CompactionConflictError, CorruptTimelineError, InstantNotFoundError, LakeError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
@@ -269,14 +270,9 @@ def schedule_compaction(table: "Table", plan: CompactionPlan) -> CompactionPlan:
 
 
 def execute_compaction(table: "Table", instant: str) -> Any:
-    """Execute a scheduled compaction and commit it; returns a WriteResult."""
-    from lakesdk.engine.slice_reader import SliceReadContext
-    from lakesdk.engine.tasks import WriteContext
-    from lakesdk.table.results import WriteResult
-    from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
-
+    """Execute a scheduled compaction and commit it; returns a WriteResult.  Raises
+    :class:`CompactionConflictError` when another process is executing it."""
     t0 = time.perf_counter()
-    cfg = table.config
     store = table._store()
     timeline = store.load()
     try:
@@ -288,8 +284,59 @@ def execute_compaction(table: "Table", instant: str) -> Any:
     # the plan is in the requested file (the inflight one is empty), also when resuming a
     # compaction whose executor died after it went inflight
     plan = CompactionPlanData.parse(store.read_bytes(Instant("compaction", "requested", instant)))
-    if inst.state == "requested":
-        inst = store.transition(inst, "inflight")
+    inst, heartbeat = _claim(table, store, instant)
+    try:
+        return _execute(table, store, timeline, inst, plan, t0)
+    finally:
+        heartbeat.stop()
+
+
+def running_elsewhere(table: "Table", inst: Instant) -> bool:
+    """An inflight compaction whose heartbeat is fresh is being executed by a live process."""
+    o = table.options
+    return inst.state == "inflight" and table.storage.exists(heartbeat_path(inst.requested)) and \
+        not is_expired(table.storage, inst.requested, o.heartbeat_interval_s, o.heartbeat_misses)
+
+
+def _claim(table: "Table", store: Any, instant: str) -> tuple[Instant, Heartbeat]:
+    """Take the compaction ``instant`` for this process: requested -> inflight, or an inflight
+    one whose executor is gone (expired heartbeat), with this process's heartbeat beating.
+    Under the table lock with several writers, so two processes never execute it at once
+    (each would delete the other's base files as leftovers)."""
+    o = table.options
+    lock = table._lock()
+    if lock is not None:
+        lock.acquire()
+    try:
+        inst = next((i for i in store.load() if i.requested == instant and i.action == "compaction"), None)
+        busy = inst is None or inst.is_completed or running_elsewhere(table, inst)
+        if not busy and inst.state == "requested":   # type: ignore[union-attr]
+            try:
+                inst = store.transition(inst, "inflight")
+            except CorruptTimelineError:   # a process without the lock made it inflight first
+                busy = True
+        if not busy:
+            heartbeat = Heartbeat(table.storage, instant, o.heartbeat_interval_s, o.heartbeat_misses).start()
+    finally:
+        if lock is not None:
+            lock.release()
+    if busy:
+        raise CompactionConflictError(
+            f"compaction {instant} of {table.name!r} is being executed by another process (or was completed by it); "
+            "wait for it to finish. If that process is gone, its heartbeat expires after "
+            f"{o.heartbeat_interval_s * o.heartbeat_misses:.0f} s and compact() takes over", instant=instant)
+    return inst, heartbeat   # type: ignore[return-value]
+
+
+def _execute(table: "Table", store: Any, timeline: Timeline, inst: Instant, plan: CompactionPlanData,
+             t0: float) -> Any:
+    from lakesdk.engine.slice_reader import SliceReadContext
+    from lakesdk.engine.tasks import WriteContext
+    from lakesdk.table.results import WriteResult
+    from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
+
+    cfg = table.config
+    instant = inst.requested
     schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
     slices = []
     for op in plan.operations:
