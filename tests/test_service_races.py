@@ -32,8 +32,9 @@ WRITER = textwrap.dedent("""
     import pandas as pd
     import lakesdk as lk
     path, wid, lock, n, opts = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), json.loads(sys.argv[5])
-    rows, keys, parts = int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
-    t = lk.open_table(path, concurrency="optimistic", lock=lock, lock_options=opts)
+    rows, keys, parts, inline = int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
+    t = lk.open_table(path, concurrency="optimistic", lock=lock, lock_options=opts,
+                      options=lk.TableOptions(compact_every=inline) if inline else None)
     rng = random.Random(wid)
     out = []
     for i in range(n):
@@ -84,7 +85,7 @@ SERVICE = textwrap.dedent("""
 """)
 
 
-def race(tmp_path, table_type: str, service: str, *, batches: int, rows: int, keys: int):
+def race(tmp_path, table_type: str, service: str, *, batches: int, rows: int, keys: int, inline: int = 0):
     """Create the table, run the service loop and two writers; returns (table, results, service summary)."""
     t = lk.Lake(str(tmp_path)).create_table("race", key="id", partition_by="p", table_type=table_type,
                                             ordering="ts")
@@ -96,7 +97,7 @@ def race(tmp_path, table_type: str, service: str, *, batches: int, rows: int, ke
                            stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     try:
         results = stress(t.path, "storage", writers=2, commits=batches, lock_options={"timeout_s": 300},
-                         script=WRITER, args=(rows, keys, PARTITIONS))
+                         script=WRITER, args=(rows, keys, PARTITIONS, inline))
     finally:
         open(stop, "w").close()
         out, err = svc.communicate(timeout=600)
@@ -136,6 +137,13 @@ CASES = [pytest.param(tt, s, id=f"{tt}-{s}") for s in ("compaction", "clustering
 @pytest.mark.parametrize("table_type,service", CASES)
 def test_table_service_racing_two_writers_keeps_the_fold_of_landed_commits(tmp_path, table_type, service):
     t, results, summary, rows = race(tmp_path, table_type, service, batches=8, rows=200, keys=20)
+    check_race(t, results, summary, rows)
+
+
+def test_compaction_loop_and_writers_compacting_inline_keep_the_fold_of_landed_commits(tmp_path):
+    """Three processes compact the same table: the service loop, and each writer after every
+    second delta commit (``compact_every=2``)."""
+    t, results, summary, rows = race(tmp_path, "mor", "compaction", batches=8, rows=200, keys=20, inline=2)
     check_race(t, results, summary, rows)
 
 
