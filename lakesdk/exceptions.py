@@ -113,6 +113,8 @@ class ClusteringConflictError(WriteConflictError):
         self.instant = instant
         self.other_instant = instant
         self.file_groups = file_groups
+
+
 class CompactionConflictError(WriteConflictError):
     """A compaction is being executed by another process (its heartbeat is fresh), or was
     started by one at the same moment.  ``instant`` names the compaction."""

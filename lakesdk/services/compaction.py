@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from lakesdk.table.table import Table
 
 __all__ = ["CompactionPlan", "plan_compaction", "schedule_compaction", "execute_compaction",
-           "deltacommits_since_compaction", "compaction_due", "order_operations", "TRIGGERS"]
+           "deltacommits_since_compaction", "compaction_due", "order_operations", "running_elsewhere", "TRIGGERS"]
 
 #: ``hoodie.compact.inline.trigger.strategy`` values
 TRIGGERS = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_OR_TIME", "NUM_AND_TIME")
