@@ -6,7 +6,9 @@ in completion order, a version of a key replaces the current one when its orderi
 not smaller (event-time ordering).  A write that did not land failed with a conflict error.
 
 On merge-on-read tables the clean and archival loops compact first in each round: without a
-compaction a file group never gets a second slice, and there is nothing to clean or keep."""
+compaction a file group never gets a second slice, and there is nothing to clean or keep.
+The ``clean_versions`` loop keeps one file version: it deletes slices that a running write
+planned against, which then fails with a conflict error."""
 
 from __future__ import annotations
 
@@ -69,6 +71,8 @@ SERVICE = textwrap.dedent("""
             m.compact()
         if service == "clean":
             return m.clean(retain_commits=2)
+        if service == "clean_versions":           # deletes what a running write may still read
+            return m.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
         r = m.archive(min_commits=2, max_commits=4)
         return r if r.archived else None
 
@@ -130,7 +134,7 @@ def check_race(t, results, summary, rows: int) -> None:
     check_no_leftovers(t, completed)
 
 
-CASES = [pytest.param(tt, s, id=f"{tt}-{s}") for s in ("compaction", "clustering", "clean", "archival")
+CASES = [pytest.param(tt, s, id=f"{tt}-{s}") for s in ("compaction", "clustering", "clean", "clean_versions", "archival")
          for tt in ("cow", "mor") if not (s == "compaction" and tt == "cow")]
 
 
