@@ -28,6 +28,7 @@ __all__ = [
     "WriteError",
     "WriteConflictError",
     "ClusteringConflictError",
+    "CompactionConflictError",
     "EarlyConflictError",
     "OptionsError",
     "StorageError",
@@ -137,6 +138,18 @@ class ClusteringConflictError(WriteConflictError):
         self.instant = instant
         self.other_instant = instant
         self.file_groups = file_groups
+
+
+class CompactionConflictError(WriteConflictError):
+    """A compaction is being executed by another process (its heartbeat is fresh), or was
+    started by one at the same moment.  ``instant`` names the compaction."""
+
+    def __init__(self, message: str, *, instant: str = "") -> None:
+        super().__init__(message)
+        self.instant = instant
+        self.other_instant = instant
+
+
 class EarlyConflictError(WriteConflictError):
     """Early conflict detection stopped a write before it wrote its data: an earlier,
     still running writer (or, optionally, a commit completed since this write started)

@@ -114,9 +114,11 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def stress(path: str, lock: str, *, writers=4, commits=25, lock_options=None, env=None):
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, path, str(w), lock, str(commits),
-                               json.dumps(lock_options or {})],
+def stress(path: str, lock: str, *, writers=4, commits=25, lock_options=None, env=None, script=WRITER, args=()):
+    """Run ``writers`` processes of ``script`` (argv: path, writer id, lock, commits, lock
+    options as JSON, then ``args``); each prints ``RESULT`` and its commits as JSON."""
+    procs = [subprocess.Popen([sys.executable, "-c", script, path, str(w), lock, str(commits),
+                               json.dumps(lock_options or {}), *map(str, args)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or os.environ.copy())
              for w in range(writers)]
     results = []
@@ -149,7 +151,12 @@ def check_fold(t, results, *, init: str):
     assert sorted(i.requested for i in commits) == sorted([init] + [r["instant"] for r in landed])
     assert {i.completed for i in commits if i.requested != init} == {r["completed"] for r in landed}
     assert not t.timeline.pending
-    completed = {i.requested for i in commits}
+    check_no_leftovers(t, {i.requested for i in commits})
+    return landed
+
+
+def check_no_leftovers(t, completed: set[str]) -> None:
+    """No markers or heartbeats are left, and every data file belongs to a commit in ``completed``."""
     for f in t.storage.find(""):
         name = f.path.rsplit("/", 1)[-1]
         if f.path.startswith(".hoodie/.temp/") or f.path.startswith(".hoodie/.heartbeat/"):
@@ -158,7 +165,6 @@ def check_fold(t, results, *, init: str):
             continue
         inst = BaseFile.parse(name).instant if is_base_file(name) else LogFile.parse(name).instant
         assert inst in completed, f"orphan file {f.path}"
-    return landed
 
 
 def stress_table(tmp_path, table_type="cow"):

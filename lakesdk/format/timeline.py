@@ -225,10 +225,13 @@ class TimelineStore:
             after = instant.requested
         raise CorruptTimelineError(f"could not create a new {action} instant in {self.dir} after 50 attempts")
 
-    def transition(self, instant: Instant, state: str, data: bytes = b"") -> Instant:
-        """Write the next state's file and return the new instant value."""
+    def transition(self, instant: Instant, state: str, data: bytes = b"", *, after: str | None = None) -> Instant:
+        """Write the next state's file and return the new instant value.  A completion time
+        is later than the requested time and than ``after`` (the latest time on the timeline
+        a committer read under the table lock: completion times then grow in commit order
+        even across machines whose clocks differ)."""
         if state == "completed":
-            completed = InstantClock.next(after=instant.requested)
+            completed = InstantClock.next(after=max(instant.requested, after or ""))
             new = instant.to("completed", completed)
         else:
             new = instant.to(state)  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from lakesdk.exceptions import StorageError
 from lakesdk.format.file_group import FileGroup, FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file
 from lakesdk.format.keys import parse_partition_path
@@ -17,6 +18,9 @@ from lakesdk.storage import FileInfo, Storage
 __all__ = ["FileSystemView", "ExpectedFile", "list_data_files"]
 
 PartitionFilter = Callable[[dict[str, str | None]], bool]
+#: actions that delete data files of completed commits
+_DELETERS = frozenset({"clean", "restore"})
+_LIST_ATTEMPTS = 10
 
 
 def _skip(path: str) -> bool:
@@ -63,8 +67,31 @@ class FileSystemView:
         self.storage = storage
         self.config = config
         self.store = store
-        self.timeline = timeline
         self.as_of = as_of
+        self._use(store, timeline)
+        self._files = list(files) if files is not None else self._list(store)
+        self._groups: dict[tuple[str, str], FileGroup] | None = None
+
+    def _list(self, store: TimelineStore) -> list[FileInfo]:
+        """List the data files; when a clean or restore started after the timeline was read
+        (it may have deleted files that timeline still needs: the slice a compaction replaced
+        since), list again against the newer timeline."""
+        def deleters(tl: Timeline) -> set[tuple[str, str]]:
+            return {(i.requested, i.action) for i in tl.instants if i.action in _DELETERS}
+        for _ in range(_LIST_ATTEMPTS):
+            files = list_data_files(self.storage)
+            now = store.load()
+            if deleters(now) <= deleters(self.timeline):
+                return files
+            self._use(store, now)
+        raise StorageError(
+            f"the files of the table at {self.storage.base_url} could not be listed consistently: cleans or restores "
+            f"kept deleting files during {_LIST_ATTEMPTS} listings; retry the operation")
+
+    def _use(self, store: TimelineStore, timeline: Timeline) -> None:
+        """Take ``timeline`` as the state the files are read against."""
+        as_of = self.as_of
+        self.timeline = timeline
         visible = timeline.visible_as_of(as_of)
         self.visible = visible
         self._completion = {i.requested: (i.completed or i.requested) for i in visible}
@@ -82,9 +109,7 @@ class FileSystemView:
                 md = store.commit_metadata(inst)
                 for part, fids in (md.partition_to_replace_file_ids or {}).items():
                     self.replaced.update((part, f) for f in fids)
-        self._files = list(files) if files is not None else list_data_files(storage)
-        self._groups: dict[tuple[str, str], FileGroup] | None = None
-        self._archived: dict[str, str] | None = None
+        self._archived: dict[str, str] | None = None   # what the history says, for this timeline
         self._expected: list[ExpectedFile] | None = None
 
     def _is_valid(self, instant: str) -> bool:

@@ -16,19 +16,20 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from lakesdk._display import human_bytes as _human
-from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError, LakeError
+from lakesdk.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
+from lakesdk.exceptions import CompactionConflictError, CorruptTimelineError, InstantNotFoundError, LakeError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
 from lakesdk.format.instant import Instant, parse_instant_time
 from lakesdk.format.plans import CompactionOperation, CompactionPlanData
-from lakesdk.format.timeline import Timeline
+from lakesdk.format.timeline import InstantClock, Timeline
 
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
 
 __all__ = ["CompactionPlan", "plan_compaction", "schedule_compaction", "execute_compaction",
-           "deltacommits_since_compaction", "compaction_due", "order_operations", "TRIGGERS"]
+           "deltacommits_since_compaction", "compaction_due", "order_operations", "running_elsewhere", "TRIGGERS"]
 
 #: ``hoodie.compact.inline.trigger.strategy`` values
 TRIGGERS = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_OR_TIME", "NUM_AND_TIME")
@@ -179,56 +180,99 @@ def _pending_clustering_file_ids(store: Any, timeline: Timeline) -> set[str]:
     return out
 
 
-def plan_compaction(table: "Table", *, min_log_files: int = 1, log_size_threshold: int = 0,
-                    target_io_mb: float = 512000) -> CompactionPlan:
-    """The slices a compaction would merge now (nothing is written): the latest slice of
-    every file group with at least ``min_log_files`` log files of completed delta commits,
-    except file groups that a pending compaction already covers; ordered and bounded by
-    :func:`order_operations`."""
-    if not table.config.is_mor:
-        raise LakeError(f"Can only compact table of type MERGE_ON_READ: {table.name!r} is a copy-on-write table, "
-                        "there are no log files to compact")
+def _operations(table: "Table", store: Any, timeline: Timeline, *, before: str | None = None,
+                file_groups: set[tuple[str, str]] | None = None, min_log_files: int = 1) -> list[CompactionOperation]:
+    """One operation per latest file slice with log files, except file groups that a pending
+    compaction or clustering already covers.  With ``before`` (the compaction's instant time)
+    only the log files of delta commits that completed before it are taken: a reader cuts
+    file slices by completion time, so exactly those belong to the slice that the new base
+    file replaces; later ones belong to the next slice (Hudi's
+    ``BaseHoodieCompactionPlanGenerator``: ``isCompletedBefore(compactionInstant, ...)``)."""
     from lakesdk.read.view import FileSystemView
     from lakesdk.services.clean import _pending_compaction_ops
-    store = table._store()
-    timeline = store.load()
+    view = FileSystemView(table.storage, table.config, store, timeline)
+    timeline = view.timeline      # a newer one when a clean ran while the files were listed
     pending_ops, _ = _pending_compaction_ops(store, timeline)
     busy = {fid for fid, _ in pending_ops} | _pending_clustering_file_ids(store, timeline)
-    view = FileSystemView(table.storage, table.config, store, timeline)
+    completion = {i.requested: i.completed or i.requested for i in timeline.commits}
     ops = []
-    for sl in view.latest_slices():
-        if len(sl.log_files) < min_log_files or not sl.log_files or sl.file_id in busy:
+    for sl in view.latest_slices(file_groups=file_groups):
+        if sl.file_id in busy:
             continue
-        logs = float(sum(sl.log_sizes))
+        pairs = list(zip(sl.log_files, sl.log_sizes))
+        if before is not None and table.config.layout_version >= 2:
+            pairs = [(lf, n) for lf, n in pairs if lf.instant in completion and completion[lf.instant] < before]
+        if not pairs or len(pairs) < min_log_files:
+            continue
+        logs = float(sum(n for _, n in pairs))
         read = (sl.base_size + logs) / _MB
         write = (sl.base_size or table.options.target_file_size) / _MB
         ops.append(CompactionOperation(
             sl.file_id, sl.partition, sl.base_instant, sl.base_file.name if sl.base_file else None,
-            tuple(lf.name for lf in sl.log_files),
-            {"TOTAL_LOG_FILES": float(len(sl.log_files)), "TOTAL_LOG_FILES_SIZE": logs,
+            tuple(lf.name for lf, _ in pairs),
+            {"TOTAL_LOG_FILES": float(len(pairs)), "TOTAL_LOG_FILES_SIZE": logs,
              "TOTAL_BASE_FILE_SIZE": float(sl.base_size), "TOTAL_IO_READ_MB": read, "TOTAL_IO_WRITE_MB": write,
              "TOTAL_IO_MB": read + write}))
+    return ops
+
+
+def plan_compaction(table: "Table", *, min_log_files: int = 1, log_size_threshold: int = 0,
+                    target_io_mb: float = 512000) -> CompactionPlan:
+    """The slices a compaction would merge now (nothing is written): the latest slice of
+    every file group with at least ``min_log_files`` log files of completed delta commits,
+    except file groups that a pending compaction or clustering already covers; ordered and
+    bounded by :func:`order_operations`.  :func:`schedule_compaction` takes the log files
+    again as of the compaction's instant time."""
+    if not table.config.is_mor:
+        raise LakeError(f"Can only compact table of type MERGE_ON_READ: {table.name!r} is a copy-on-write table, "
+                        "there are no log files to compact")
+    store = table._store()
+    ops = _operations(table, store, store.load(), min_log_files=min_log_files)
     return CompactionPlan(table.name, tuple(order_operations(ops, log_size_threshold=log_size_threshold,
                                                              target_io_mb=target_io_mb)))
 
 
 def schedule_compaction(table: "Table", plan: CompactionPlan) -> CompactionPlan:
-    """Write the plan as a requested compaction instant."""
+    """Write the plan as a requested compaction instant ``T``.
+
+    ``T`` is taken first, then the plan's file groups are planned again as of ``T``: each
+    operation lists exactly the log files of delta commits that completed before ``T``
+    (those a reader attaches to the slice the new base file replaces; a log file planned
+    from an older listing could miss a delta commit that completed in between, and its
+    updates would be hidden by the new base file).  With several writers this runs under
+    the table lock, which delta commits also hold when they complete, so none completes
+    between ``T`` and the plan and every later one completes after ``T``.  File groups that
+    another compaction or a clustering took meanwhile are left out; when none is left, the
+    plan is returned unscheduled (``instant`` None, no operations)."""
     store = table._store()
-    instant = store.create_new("compaction", CompactionPlanData(plan.operations).to_avro(),
-                               after=store.load().max_time())
-    return CompactionPlan(plan.table, plan.operations, instant.requested)
+    wanted = {(o.partition, o.file_id) for o in plan.operations}
+    order = {key: n for n, key in enumerate((o.partition, o.file_id) for o in plan.operations)}
+    lock = table._lock()
+    if lock is not None:
+        lock.acquire()
+    try:
+        after = None
+        for _ in range(50):
+            timeline = store.load()
+            requested = InstantClock.next(after=max(filter(None, (after, timeline.max_time())), default=None))
+            ops = _operations(table, store, timeline, before=requested, file_groups=wanted)
+            ops.sort(key=lambda o: order[(o.partition, o.file_id)])
+            if not ops:
+                return CompactionPlan(plan.table, ())
+            instant = Instant("compaction", "requested", requested)
+            if store.storage.create_exclusive(store.path(instant), CompactionPlanData(tuple(ops)).to_avro()):
+                return CompactionPlan(plan.table, tuple(ops), requested)
+            after = requested   # another writer took this millisecond
+        raise CorruptTimelineError(f"could not create a new compaction instant in {store.dir} after 50 attempts")
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def execute_compaction(table: "Table", instant: str) -> Any:
-    """Execute a scheduled compaction and commit it; returns a WriteResult."""
-    from lakesdk.engine.slice_reader import SliceReadContext
-    from lakesdk.engine.tasks import WriteContext
-    from lakesdk.table.results import WriteResult
-    from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
-
+    """Execute a scheduled compaction and commit it; returns a WriteResult.  Raises
+    :class:`CompactionConflictError` when another process is executing it."""
     t0 = time.perf_counter()
-    cfg = table.config
     store = table._store()
     timeline = store.load()
     try:
@@ -240,8 +284,59 @@ def execute_compaction(table: "Table", instant: str) -> Any:
     # the plan is in the requested file (the inflight one is empty), also when resuming a
     # compaction whose executor died after it went inflight
     plan = CompactionPlanData.parse(store.read_bytes(Instant("compaction", "requested", instant)))
-    if inst.state == "requested":
-        inst = store.transition(inst, "inflight")
+    inst, heartbeat = _claim(table, store, instant)
+    try:
+        return _execute(table, store, timeline, inst, plan, t0)
+    finally:
+        heartbeat.stop()
+
+
+def running_elsewhere(table: "Table", inst: Instant) -> bool:
+    """An inflight compaction whose heartbeat is fresh is being executed by a live process."""
+    o = table.options
+    return inst.state == "inflight" and table.storage.exists(heartbeat_path(inst.requested)) and \
+        not is_expired(table.storage, inst.requested, o.heartbeat_interval_s, o.heartbeat_misses)
+
+
+def _claim(table: "Table", store: Any, instant: str) -> tuple[Instant, Heartbeat]:
+    """Take the compaction ``instant`` for this process: requested -> inflight, or an inflight
+    one whose executor is gone (expired heartbeat), with this process's heartbeat beating.
+    Under the table lock with several writers, so two processes never execute it at once
+    (each would delete the other's base files as leftovers)."""
+    o = table.options
+    lock = table._lock()
+    if lock is not None:
+        lock.acquire()
+    try:
+        inst = next((i for i in store.load() if i.requested == instant and i.action == "compaction"), None)
+        busy = inst is None or inst.is_completed or running_elsewhere(table, inst)
+        if not busy and inst.state == "requested":   # type: ignore[union-attr]
+            try:
+                inst = store.transition(inst, "inflight")
+            except CorruptTimelineError:   # a process without the lock made it inflight first
+                busy = True
+        if not busy:
+            heartbeat = Heartbeat(table.storage, instant, o.heartbeat_interval_s, o.heartbeat_misses).start()
+    finally:
+        if lock is not None:
+            lock.release()
+    if busy:
+        raise CompactionConflictError(
+            f"compaction {instant} of {table.name!r} is being executed by another process (or was completed by it); "
+            "wait for it to finish. If that process is gone, its heartbeat expires after "
+            f"{o.heartbeat_interval_s * o.heartbeat_misses:.0f} s and compact() takes over", instant=instant)
+    return inst, heartbeat   # type: ignore[return-value]
+
+
+def _execute(table: "Table", store: Any, timeline: Timeline, inst: Instant, plan: CompactionPlanData,
+             t0: float) -> Any:
+    from lakesdk.engine.slice_reader import SliceReadContext
+    from lakesdk.engine.tasks import WriteContext
+    from lakesdk.table.results import WriteResult
+    from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
+
+    cfg = table.config
+    instant = inst.requested
     schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
     slices = []
     for op in plan.operations:

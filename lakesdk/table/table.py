@@ -555,22 +555,34 @@ class Maintenance:
                                                       max_delta_seconds=max_delta_seconds):
             return None
         plan = self.plan_compaction(min_log_files=min_log_files)
-        return schedule_compaction(self._t, plan) if len(plan) else None
+        if not len(plan):
+            return None
+        scheduled = schedule_compaction(self._t, plan)   # planned again as of its instant time
+        return scheduled if scheduled.instant else None
 
     def compact(self, instant: str | None = None, *, min_log_files: int = 1) -> Any:
         """Execute the pending compaction ``instant``, or plan, schedule and execute one now.
-        Returns the compaction's WriteResult, or ``None`` when there was nothing to compact."""
-        from lakesdk.services.compaction import execute_compaction
-        if instant is None:
-            pending = [i for i in self._t.timeline.pending if i.action == "compaction"]
-            if pending:
-                instant = pending[0].requested
-            else:
-                plan = self.schedule_compaction(min_log_files=min_log_files)
-                if plan is None:
-                    return None
-                instant = plan.instant
-        return execute_compaction(self._t, instant)
+        Returns the compaction's WriteResult, or ``None`` when there was nothing to compact.
+        Without ``instant``, pending compactions that another process is executing are left
+        to it (``None`` when it takes the one this call picked); with ``instant``, that raises
+        CompactionConflictError."""
+        from lakesdk.exceptions import CompactionConflictError
+        from lakesdk.services.compaction import execute_compaction, running_elsewhere
+        if instant is not None:
+            return execute_compaction(self._t, instant)
+        pending = [i for i in self._t.timeline.pending if i.action == "compaction"
+                   and not running_elsewhere(self._t, i)]
+        if pending:
+            instant = pending[0].requested
+        else:
+            plan = self.schedule_compaction(min_log_files=min_log_files)
+            if plan is None:
+                return None
+            instant = plan.instant
+        try:
+            return execute_compaction(self._t, instant)
+        except CompactionConflictError:
+            return None   # another process took it first
 
     def plan_rollback(self, instant: Any, *, force: bool = False) -> Any:
         """What :meth:`rollback` of ``instant`` would delete (nothing is written): a

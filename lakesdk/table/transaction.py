@@ -114,7 +114,8 @@ def commit(table: "Table", txn: OpenInstant, stats: list[dict[str, Any]], *, sch
                 now = store.load()
                 ensure_still_pending(table.name, now, inflight, store)
                 raise_on_conflict(table.name, inflight, find_conflicts(store, now, inflight, ws))
-            done = store.transition(inflight, "completed", md.to_avro())
+            done = store.transition(inflight, "completed", md.to_avro(),
+                                    after=now.max_time() if lock is not None else None)
         finally:
             if lock is not None:
                 lock.release()

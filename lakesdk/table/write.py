@@ -288,6 +288,8 @@ class WriteOperation:
             except Exception as err:
                 from lakesdk.engine.spark import reraise_task_error
                 reraise_task_error(err)  # a lakesdk error raised inside a Spark task keeps its type
+                if isinstance(err, FileNotFoundError):
+                    _raise_if_cleaned(t, store, timeline, instant, err)
                 raise
             faults.crash_point("after_data")
             self._finalize(ctx, stats, partitions)
@@ -329,7 +331,8 @@ class WriteOperation:
                             f"({err}); it was rolled back: retry it")
                         lost.other_instant = None  # type: ignore[attr-defined]
                         raise lost from err
-                completed = store.transition(inflight, "completed", data)
+                completed = store.transition(inflight, "completed", data,
+                                             after=now.max_time() if lock is not None else None)
             finally:
                 if lock is not None:
                     lock.release()
@@ -603,6 +606,24 @@ def _group_stats(stats: list[WriteStat]) -> dict[str, list[WriteStat]]:
     for s in sorted(stats, key=lambda s: (s.partitionPath, s.fileId)):
         out.setdefault(s.partitionPath, []).append(s)
     return out
+
+
+def _raise_if_cleaned(table: Any, store: Any, timeline: Any, instant: Instant, err: FileNotFoundError) -> None:
+    """A file this write read is gone: when a clean or restore started after the write read
+    the timeline, it deleted the file slice under the write (a conflict: the write is rolled
+    back and can be retried)."""
+    seen = {i.requested for i in timeline.instants}
+    later = [i for i in store.load().instants if i.action in ("clean", "restore") and i.requested not in seen]
+    if not later:
+        return
+    from lakesdk.exceptions import WriteConflictError
+    other = later[0]
+    lost = WriteConflictError(
+        f"write {instant.requested} to {table.name!r} read a file that {other.action} {other.requested} deleted "
+        f"meanwhile ({getattr(err, 'filename', None) or err}): the file slice it planned against was cleaned. "
+        "This write was rolled back; retry it (it then reads the newer slices), or retain more versions in cleans")
+    lost.other_instant = other.requested  # type: ignore[attr-defined]
+    raise lost from err
 
 
 def _tagged_file_ids(data: Any, fids: set[str]) -> set[str]:

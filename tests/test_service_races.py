@@ -1,0 +1,308 @@
+"""Table services racing writers: each service (compaction, clustering, clean, archival) runs
+in a loop in one process while two writer processes (optimistic concurrency, storage lock)
+upsert overlapping keys of a partitioned table with an ordering field.  Afterwards the table,
+read by lakesdk and by the ``hudi`` reader, is the fold of exactly the commits that landed:
+in completion order, a version of a key replaces the current one when its ordering value is
+not smaller (event-time ordering).  A write that did not land failed with a conflict error.
+
+On merge-on-read tables the clean and archival loops compact first in each round: without a
+compaction a file group never gets a second slice, and there is nothing to clean or keep.
+The ``clean_versions`` loop keeps one file version: it deletes slices that a running write
+planned against, which then fails with a conflict error."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+
+import lakesdk as lk
+from lakesdk.services.archival import archived_instants
+
+from .test_clean import hudi_rows
+from .test_concurrency import check_no_leftovers, stress
+
+PARTITIONS = 4
+
+WRITER = textwrap.dedent("""
+    import json, random, sys
+    import pandas as pd
+    import lakesdk as lk
+    path, wid, lock, n, opts = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), json.loads(sys.argv[5])
+    rows, keys, parts, inline = int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
+    t = lk.open_table(path, concurrency="optimistic", lock=lock, lock_options=opts,
+                      options=lk.TableOptions(compact_every=inline) if inline else None)
+    rng = random.Random(wid)
+    out = []
+    for i in range(n):
+        mine = {(i + wid) % parts, (i + wid + 1) % parts}   # two of the partitions, rotating
+        ids = sorted(rng.sample([k for k in range(rows) if k % parts in mine], keys))
+        ts = (i + 1) * 10 + wid        # increasing per batch, never equal across writers
+        val = f"w{wid}-{i}"
+        df = pd.DataFrame({"id": ids, "p": [f"p{k % parts}" for k in ids], "ts": [ts] * keys, "v": [val] * keys})
+        rec = {"keys": ids, "ts": ts, "v": val}
+        try:
+            r = t.upsert(df)
+            out.append({**rec, "ok": True, "instant": r.instant, "completed": r.completed})
+        except lk.WriteConflictError as e:   # anything else fails the writer, and the test
+            out.append({**rec, "ok": False, "error": type(e).__name__})
+    print("RESULT" + json.dumps(out))
+""")
+
+SERVICE = textwrap.dedent("""
+    import json, os, sys
+    import lakesdk as lk
+    path, service, stop = sys.argv[1], sys.argv[2], sys.argv[3]
+    t = lk.open_table(path, concurrency="optimistic", lock="storage", lock_options={"timeout_s": 300})
+    m = t.maintenance
+
+    def once():
+        if service == "compaction":
+            return m.compact()
+        if service == "clustering":                  # one partition a round, every file group of it
+            once.n = getattr(once, "n", -1) + 1
+            return m.cluster(single_group=True, partitions=[f"p=p{once.n % 4}"])
+        if t.config.is_mor:
+            m.compact()
+        if service == "clean":
+            return m.clean(retain_commits=2)
+        if service == "clean_versions":           # deletes what a running write may still read
+            return m.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+        r = m.archive(min_commits=2, max_commits=4)
+        return r if r.archived else None
+
+    ran = conflicts = 0
+    while True:
+        last = os.path.exists(stop)              # one more round once the writers are done
+        try:
+            ran += once() is not None
+        except lk.WriteConflictError:            # a clustering whose input a write changed rolls back
+            conflicts += 1
+        if last:
+            break
+    print("SERVICE" + json.dumps({"ran": ran, "conflicts": conflicts}))
+""")
+
+
+def race(tmp_path, table_type: str, service: str, *, batches: int, rows: int, keys: int, inline: int = 0):
+    """Create the table, run the service loop and two writers; returns (table, results, service summary)."""
+    t = lk.Lake(str(tmp_path)).create_table("race", key="id", partition_by="p", table_type=table_type,
+                                            ordering="ts")
+    ids = list(range(rows))
+    t.upsert(pd.DataFrame({"id": ids, "p": [f"p{k % PARTITIONS}" for k in ids], "ts": [0] * rows,
+                           "v": ["init"] * rows}))
+    stop = str(tmp_path / "stop")
+    svc = subprocess.Popen([sys.executable, "-c", SERVICE, t.path, service, stop], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    try:
+        results = stress(t.path, "storage", writers=2, commits=batches, lock_options={"timeout_s": 300},
+                         script=WRITER, args=(rows, keys, PARTITIONS, inline))
+    finally:
+        open(stop, "w").close()
+        out, err = svc.communicate(timeout=600)
+    line = [x for x in out.splitlines() if x.startswith("SERVICE")]
+    assert svc.returncode == 0 and line, err[-3000:]
+    return lk.open_table(t.path), results, json.loads(line[0][7:]), rows
+
+
+def check_race(t, results, summary, rows: int) -> None:
+    assert all(r["ok"] or r["error"].endswith("ConflictError") for r in results)
+    landed = sorted((r for r in results if r["ok"]), key=lambda r: r["completed"])
+    assert landed, "no write landed: the race proves nothing"
+    assert summary["ran"] >= 1, f"the service never ran: {summary}"
+    expect = {k: (0, "init") for k in range(rows)}
+    for r in landed:                              # event-time ordering, in completion order
+        for k in r["keys"]:
+            if r["ts"] >= expect[k][0]:
+                expect[k] = (r["ts"], r["v"])
+    want = sorted((k, v) for k, (_, v) in expect.items())
+    df = t.read().to_pandas()
+    assert df.id.is_unique, f"duplicate keys {sorted(df.id[df.id.duplicated()])[:10]}"
+    got = sorted(zip(df.id, df.v))
+    lost = {k: (v, dict(got).get(k)) for k, v in want if dict(got).get(k) != v}
+    assert not lost, f"{len(lost)} keys are not the fold of the landed commits (key: (expected, found)): " \
+                     f"{dict(list(lost.items())[:10])}"
+    assert hudi_rows(t.path) == want, "the hudi reader does not read the fold of the landed commits"
+    assert not t.timeline.pending
+    completed = {i.requested for i in t.timeline.commits}
+    completed |= {a.instant.requested for a in archived_instants(t)}
+    check_no_leftovers(t, completed)
+
+
+CASES = [pytest.param(tt, s, id=f"{tt}-{s}") for s in ("compaction", "clustering", "clean", "clean_versions", "archival")
+         for tt in ("cow", "mor") if not (s == "compaction" and tt == "cow")]
+
+
+@pytest.mark.parametrize("table_type,service", CASES)
+def test_table_service_racing_two_writers_keeps_the_fold_of_landed_commits(tmp_path, table_type, service):
+    t, results, summary, rows = race(tmp_path, table_type, service, batches=8, rows=200, keys=20)
+    check_race(t, results, summary, rows)
+
+
+def test_compaction_loop_and_writers_compacting_inline_keep_the_fold_of_landed_commits(tmp_path):
+    """Three processes compact the same table: the service loop, and each writer after every
+    second delta commit (``compact_every=2``)."""
+    t, results, summary, rows = race(tmp_path, "mor", "compaction", batches=8, rows=200, keys=20, inline=2)
+    check_race(t, results, summary, rows)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("table_type,service", CASES)
+def test_table_service_racing_two_writers_at_scale(tmp_path, table_type, service):
+    """2 writers x 40 batches x 150 keys of a 2,000-row, 4-partition table."""
+    t, results, summary, rows = race(tmp_path, table_type, service, batches=40, rows=2000, keys=150)
+    check_race(t, results, summary, rows)
+
+
+# -- deterministic cases of the compaction race -------------------------------------------------------
+def mor_table(tmp_path):
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", table_type="mor", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["base", "base"]}))
+    t.upsert(pd.DataFrame({"id": [1], "ts": [2], "v": ["first update"]}))   # a log file to compact
+    return t, lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+
+
+def values(t) -> dict:
+    df = t.read().to_pandas()
+    return dict(zip(df.id, df.v))
+
+
+def test_delta_commit_completing_while_a_compaction_is_planned_is_not_lost(tmp_path, monkeypatch):
+    """The write completes after the planner listed the file slices and before the compaction
+    instant exists: its log file belongs to the slice the compaction replaces (it completed
+    before the instant), so the plan must include it, or the new base file hides it."""
+    from lakesdk.services import compaction
+    t, other = mor_table(tmp_path)
+    original = compaction.plan_compaction
+    landed = []
+
+    def plan_then_a_write_lands(table, **kw):
+        plan = original(table, **kw)
+        if not landed:
+            landed.append(other.upsert(pd.DataFrame({"id": [2], "ts": [3], "v": ["landed while planning"]})))
+        return plan
+    monkeypatch.setattr(compaction, "plan_compaction", plan_then_a_write_lands)
+    res = t.maintenance.compact()
+    assert landed and res is not None and landed[0].completed < res.instant
+    want = {1: "first update", 2: "landed while planning"}
+    assert values(t) == want
+    assert hudi_rows(t.path) == sorted(want.items())
+    ro = t.read(read_optimized=True).to_pandas()          # the compacted base file alone
+    assert dict(zip(ro.id, ro.v)) == want
+
+
+def test_delta_commit_completing_after_a_compaction_requested_by_a_clock_ahead_is_kept(tmp_path, monkeypatch):
+    """A compaction scheduled by a process whose clock runs ahead gets an instant time later
+    than the current time; a write that completes after it must still get a later completion
+    time, or its log file is taken for part of the compacted slice, which the plan (made
+    before the write completed) does not hold."""
+    from datetime import timedelta
+
+    from lakesdk.format.instant import format_instant_time, parse_instant_time
+    from lakesdk.format.timeline import InstantClock
+    from lakesdk.table.write import WriteOperation
+    t, other = mor_table(tmp_path)
+    real_next = InstantClock.next.__func__
+    original = WriteOperation._finalize
+    plans = []
+
+    def ahead(cls, after=None):   # another machine's clock, 300 ms ahead of this one
+        return format_instant_time(parse_instant_time(real_next(cls, after)) + timedelta(milliseconds=300))
+
+    def compaction_scheduled_meanwhile(self, ctx, stats, partitions):
+        if not plans and self.table is other:
+            with monkeypatch.context() as m:
+                m.setattr(InstantClock, "next", classmethod(ahead))
+                plans.append(t.maintenance.schedule_compaction())
+        return original(self, ctx, stats, partitions)
+    monkeypatch.setattr(WriteOperation, "_finalize", compaction_scheduled_meanwhile)
+    r = other.upsert(pd.DataFrame({"id": [2], "ts": [3], "v": ["slow writer"]}))
+    assert plans[0].instant is not None and r.completed > plans[0].instant
+    t.maintenance.compact(plans[0].instant)
+    want = {1: "first update", 2: "slow writer"}
+    assert values(t) == want
+    assert hudi_rows(t.path) == sorted(want.items())
+
+
+def test_upsert_racing_a_compaction_and_a_clean_does_not_duplicate_keys(tmp_path, monkeypatch):
+    """Between the write reading the timeline and listing the files, a compaction completes
+    and a clean deletes the slice the write's timeline still takes for the latest one.  The
+    listing must not be taken for that timeline's state (the file group would look empty
+    and the updated key would be inserted a second time)."""
+    from lakesdk.table.write import WriteOperation
+    t, other = mor_table(tmp_path)
+    original = WriteOperation._new_instant
+    served = []
+
+    def services_run_meanwhile(self, store, action, timeline):
+        if not served and self.table is t:
+            other.maintenance.compact()
+            other.upsert(pd.DataFrame({"id": [1], "ts": [4], "v": ["after the compaction"]}))
+            served.append(other.maintenance.clean(retain_commits=1))   # the pre-compaction slice goes
+        return original(self, store, action, timeline)
+    monkeypatch.setattr(WriteOperation, "_new_instant", services_run_meanwhile)
+    t.upsert(pd.DataFrame({"id": [2], "ts": [5], "v": ["racing write"]}))
+    assert served[0] is not None and served[0].deleted
+    want = {1: "after the compaction", 2: "racing write"}
+    df = t.read().to_pandas()
+    assert df.id.is_unique and dict(zip(df.id, df.v)) == want
+    assert hudi_rows(t.path) == sorted(want.items())
+
+
+def test_write_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_conflict(tmp_path, monkeypatch):
+    """A clean keeping one file version deletes the slice a running write reads (a compaction
+    superseded it after the write listed the files): the write fails with a conflict error,
+    is rolled back and leaves the table as the other commits made it."""
+    from lakesdk.engine.local import LocalWriteJob
+    t, other = mor_table(tmp_path)
+    original = LocalWriteJob.key_index
+    served = []
+
+    def services_run_meanwhile(self, slices, slice_ctx):
+        if not served:
+            other.maintenance.compact()
+            served.append(other.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
+        return original(self, slices, slice_ctx)
+    monkeypatch.setattr(LocalWriteJob, "key_index", services_run_meanwhile)
+    with pytest.raises(lk.WriteConflictError) as e:
+        t.upsert(pd.DataFrame({"id": [2], "ts": [5], "v": ["racing write"]}))
+    assert served[0].instant in str(e.value) and e.value.other_instant == served[0].instant
+    want = {1: "first update", 2: "base"}
+    assert values(t) == want and hudi_rows(t.path) == sorted(want.items())
+    assert not t.timeline.pending
+    check_no_leftovers(t, {i.requested for i in t.timeline.commits})
+
+
+def test_compaction_executed_by_another_process_is_left_to_it(tmp_path, monkeypatch):
+    """Two processes compacting (two writers compacting inline) must not both execute one
+    pending compaction: each would take the other's base files for leftovers of a failed
+    attempt and delete them, or overwrite a completed base file while it is read."""
+    from lakesdk.engine import tasks
+    t, other = mor_table(tmp_path)
+    original = tasks.compact_file_slice
+    meanwhile: list = []
+    fired = []
+
+    def other_process_compacts_too(*a, **kw):
+        if not fired:
+            fired.append(True)
+            meanwhile.append(other.maintenance.compact())
+            with pytest.raises(lk.CompactionConflictError) as e:
+                other.maintenance.compact(plan.instant)
+            meanwhile.append(e.value)
+        return original(*a, **kw)
+    monkeypatch.setattr(tasks, "compact_file_slice", other_process_compacts_too)
+    plan = t.maintenance.schedule_compaction()
+    res = t.maintenance.compact(plan.instant)
+    assert meanwhile[0] is None and plan.instant in str(meanwhile[1]) and res.instant == plan.instant
+    want = {1: "first update", 2: "base"}
+    ro = t.read(read_optimized=True).to_pandas()
+    assert dict(zip(ro.id, ro.v)) == want and values(t) == want and hudi_rows(t.path) == sorted(want.items())
+    assert not t.timeline.pending
+    check_no_leftovers(t, {i.requested for i in t.timeline.commits})
