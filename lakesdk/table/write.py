@@ -491,9 +491,9 @@ class WriteOperation:
                 data = job.combine(data)
             elif arrow is None and op == "delete":
                 data = job.combine_deletes(data)
-        view = getattr(self, "_view", None)      # verified by execute() before the instant was created
-        if view is None or view.timeline is not timeline:
-            view = FileSystemView(t.storage, t.config, store, timeline)
+        # listed now, not reused from the check before the instant: a clean that ran since then
+        # (after a compaction) makes the view list again against the newer timeline
+        view = FileSystemView(t.storage, t.config, store, timeline)
         from lakesdk.services.clustering import pending_clustering_file_groups
         busy = pending_clustering_file_groups(store, timeline)   # Hudi's reject-update strategy
         if op in ("bulk_insert", "insert_overwrite", "insert_overwrite_table"):
