@@ -15,6 +15,7 @@ __all__ = [
     "TableConfigError",
     "UnsupportedTableVersionError",
     "CorruptTimelineError",
+    "CorruptFileError",
     "InstantNotFoundError",
     "SchemaError",
     "IncompatibleSchemaError",
@@ -58,6 +59,15 @@ class UnsupportedTableVersionError(TableConfigError):
 
 class CorruptTimelineError(LakeError, ValueError):
     """A timeline file could not be parsed."""
+
+
+class CorruptFileError(LakeError, ValueError):
+    """A file the table needs holds bytes that cannot be what its name says (a damaged
+    log file, Parquet file or timeline history file).  ``path`` names the file when known."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class InstantNotFoundError(LakeError, KeyError):

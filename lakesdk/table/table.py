@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import atexit
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
 
-from lakesdk.exceptions import TableNotFoundError
+from lakesdk.exceptions import TableConfigError, TableNotFoundError, UnsupportedTableVersionError
 from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
 from lakesdk.format.timeline import Timeline, TimelineStore
 from lakesdk.storage import Storage
@@ -68,13 +69,27 @@ def validate_options(options: TableOptions) -> TableOptions:
 
 
 def load_config(storage: Storage) -> TableConfig:
+    """The table's ``hoodie.properties``.  A damaged file (bad checksum, truncated, not text)
+    is a :class:`~lakesdk.TableConfigError`, unless ``hoodie.properties.backup`` holds a good
+    config: Hudi writes that copy while it updates the file and reads it then, as here."""
     try:
-        text = storage.read(PROPERTIES_PATH).decode("utf-8")
+        data = storage.read(PROPERTIES_PATH)
     except FileNotFoundError:
         raise TableNotFoundError(
             f"no Hudi table at {storage.base_url!r}: {PROPERTIES_PATH} does not exist; "
             "check the path, or create the table with Lake.create_table(...)") from None
-    return TableConfig.parse(text)
+    try:
+        return TableConfig.from_bytes(data)
+    except UnsupportedTableVersionError:
+        raise
+    except TableConfigError as exc:
+        try:
+            backup = TableConfig.from_bytes(storage.read(PROPERTIES_PATH + ".backup"))
+        except (FileNotFoundError, TableConfigError):
+            raise TableConfigError(f"{storage.url(PROPERTIES_PATH)}: {exc}", key=exc.key) from None
+        warnings.warn(f"{PROPERTIES_PATH} is damaged ({exc}); using {PROPERTIES_PATH}.backup, as Hudi does",
+                      stacklevel=2)
+        return backup
 
 
 class Table:
