@@ -58,7 +58,11 @@ class UnsupportedTableVersionError(TableConfigError):
 
 
 class CorruptTimelineError(LakeError, ValueError):
-    """A timeline file could not be parsed."""
+    """A timeline file could not be parsed.  ``path`` names the file when known."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class CorruptFileError(LakeError, ValueError):

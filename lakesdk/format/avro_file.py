@@ -27,7 +27,7 @@ import fastavro
 
 from lakesdk.exceptions import CorruptTimelineError
 
-__all__ = ["AVRO_MAGIC", "is_avro", "read_record", "model_schema"]
+__all__ = ["AVRO_MAGIC", "is_avro", "read_record", "model_schema", "check_writer_schema"]
 
 AVRO_MAGIC = b"Obj\x01"
 _SYNC_LEN = 16
@@ -46,6 +46,58 @@ def is_avro(data: bytes) -> bool:
 
 class _Bad(Exception):
     pass
+
+
+def _zero_width(t: Any, named: dict[str, Any], seen: frozenset[str]) -> bool:
+    """Whether values of Avro type ``t`` can take no bytes at all."""
+    if isinstance(t, str):
+        if t == "null":
+            return True
+        if t in named and t not in seen:
+            return _zero_width(named[t], named, seen | {t})
+        return False
+    if isinstance(t, list):
+        return False  # the branch index takes a byte
+    if isinstance(t, dict):
+        kind = t.get("type")
+        if kind == "record" or kind == "error":
+            fields = t.get("fields")
+            return isinstance(fields, list) and all(
+                isinstance(f, dict) and _zero_width(f.get("type"), named, seen) for f in fields)
+        if kind == "fixed":
+            return t.get("size") == 0
+        if kind in ("array", "map", "enum"):
+            return False
+        return _zero_width(kind, named, seen)
+    return False
+
+
+def check_writer_schema(schema: Any) -> None:
+    """Raise ``ValueError`` when an array or map of ``schema`` holds items that take no bytes:
+    a damaged item count could then make a reader loop (almost) forever on a few bytes."""
+    named: dict[str, Any] = {}
+    stack = [schema]
+    todo: list[Any] = []
+    while stack:
+        t = stack.pop()
+        if isinstance(t, list):
+            stack.extend(t)
+        elif isinstance(t, dict):
+            if isinstance(t.get("name"), str):
+                named[t["name"]] = t
+                if isinstance(t.get("namespace"), str):
+                    named[f"{t['namespace']}.{t['name']}"] = t
+            kind = t.get("type")
+            if kind in ("array", "map"):
+                todo.append(t.get("items") if kind == "array" else t.get("values"))
+                stack.append(todo[-1])
+            elif kind in ("record", "error") and isinstance(t.get("fields"), list):
+                stack.extend(f.get("type") for f in t["fields"] if isinstance(f, dict))
+            elif isinstance(kind, (dict, list)):
+                stack.append(kind)
+    for item in todo:
+        if _zero_width(item, named, frozenset()):
+            raise ValueError(f"an array or map of the schema holds items that take no bytes ({item!r:.60})")
 
 
 def _long(data: bytes, pos: int) -> tuple[int, int]:
@@ -101,6 +153,10 @@ def _check_framing(data: bytes) -> str:
     name = writer.get("name") if isinstance(writer, dict) else None
     if not isinstance(name, str):
         raise _Bad("the header's avro.schema is not a named record schema")
+    try:
+        check_writer_schema(writer)
+    except (ValueError, RecursionError) as exc:
+        raise _Bad(str(exc)) from None
     codec = meta.get("avro.codec", b"null")
     if codec not in (b"null", b""):
         raise _Bad(f"codec {codec!r} is not the codec timeline files use (null)")

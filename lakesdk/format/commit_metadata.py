@@ -151,9 +151,13 @@ class CommitMetadata:
         if not raw:
             return None
         try:
-            return json.loads(raw)
-        except json.JSONDecodeError:
-            return None
+            schema = json.loads(raw)
+        except (json.JSONDecodeError, RecursionError):
+            schema = None
+        if not isinstance(schema, dict):
+            raise CorruptTimelineError(f"commit metadata: extraMetadata schema is not an Avro schema (JSON "
+                                       f"object): {raw[:80]!r}")
+        return schema
 
     @property
     def is_replace(self) -> bool:

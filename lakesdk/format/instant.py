@@ -61,9 +61,9 @@ ACTIONS = tuple(_COMPLETED_AS)
 #: Completed actions whose files hold data written by the instant.
 WRITE_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit"})
 
-_TIME = r"\d{14}(?:\d{3})?"
+_TIME = r"[0-9]{14}(?:[0-9]{3})?"
 _FILE_RE = re.compile(
-    rf"^(?P<req>{_TIME})(?:_(?P<done>{_TIME}))?\.(?P<rest>[a-z]+(?:\.(?:requested|inflight))?)$"
+    rf"^(?P<req>{_TIME})(?:_(?P<done>{_TIME}))?\.(?P<rest>[a-z]+(?:\.(?:requested|inflight))?)\Z"
 )
 _FMT = "%Y%m%d%H%M%S"
 
@@ -81,7 +81,11 @@ def parse_instant_time(ts: str) -> datetime:
     """
     if not re.fullmatch(_TIME, ts):
         raise TimeTravelError(f"{ts!r} is not an instant time: expected yyyyMMddHHmmss[SSS] (14 or 17 digits)")
-    base = datetime.strptime(ts[:14], _FMT)
+    try:
+        base = datetime.strptime(ts[:14], _FMT)
+    except ValueError:
+        raise TimeTravelError(f"{ts!r} is not an instant time: {ts[:14]} is not a valid date and time "
+                              "(yyyyMMddHHmmss)") from None
     return base.replace(microsecond=int(ts[14:] or 0) * 1000)
 
 

@@ -152,8 +152,21 @@ def _arrow_field(f: dict) -> pa.Field:
 
 
 def avro_to_arrow(avro: dict) -> pa.Schema:
-    """Arrow schema of an Avro record schema (all fields nullable, as Hudi reads them)."""
-    return pa.schema([_arrow_field(f) for f in avro.get("fields", [])])
+    """Arrow schema of an Avro record schema (all fields nullable, as Hudi reads them).
+
+    Schemas read from files (commit metadata, ``hoodie.table.create.schema``, log block
+    headers) may be damaged: anything that is not an Avro record schema raises
+    :class:`SchemaError`."""
+    try:
+        if not isinstance(avro, dict) or not isinstance(avro.get("fields", []), list):
+            raise TypeError("not a JSON object with a list of fields")
+        return pa.schema([_arrow_field(f) for f in avro.get("fields", [])])
+    except SchemaError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, RecursionError,
+            pa.ArrowException) as exc:
+        raise SchemaError(f"{str(avro)[:80]!r} is not a valid Avro record schema "
+                          f"({type(exc).__name__}: {exc})") from None
 
 
 def with_meta_fields(schema: pa.Schema) -> pa.Schema:

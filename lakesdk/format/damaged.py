@@ -1,0 +1,45 @@
+"""Reading a file the table needs: damaged bytes become a :class:`~lakesdk.CorruptFileError`
+that names the file.
+
+Parquet readers (Arrow) check the footer against the file: the ``PAR1`` magic at both ends,
+a footer length that fits inside the file and a footer that decodes, so a truncated or
+overwritten base file, log block or history file raises ``ArrowInvalid``/``OSError``;
+:func:`damaged_file` turns those (and a log block's :class:`LogBlockError`) into a typed
+error with the file's path and what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pyarrow as pa
+
+from lakesdk.exceptions import CorruptFileError, LakeError
+
+__all__ = ["damaged_file"]
+
+
+@contextmanager
+def damaged_file(path: str, what: str = "Parquet file") -> Iterator[None]:
+    """Raise :class:`CorruptFileError` naming ``path`` for a read of damaged bytes inside the block.
+
+    A missing file stays ``FileNotFoundError`` (the callers decide what a missing file means)."""
+    from lakesdk.format.log_block import LogBlockError
+
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except CorruptFileError:
+        raise
+    except LogBlockError as exc:
+        raise CorruptFileError(f"{path}: the {what} is damaged: {exc}; {_HINT}", path=path) from None
+    except LakeError:
+        raise
+    except (pa.ArrowException, OSError, EOFError) as exc:
+        raise CorruptFileError(f"{path}: the {what} cannot be read, its bytes are damaged "
+                               f"({type(exc).__name__}: {exc}); {_HINT}", path=path) from None
+
+
+_HINT = "restore the file from a backup or from a copy of the table"
