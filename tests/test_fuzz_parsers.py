@@ -302,9 +302,9 @@ def check_log(data: bytes) -> None:
         try:
             _ = b.avro_schema
             if b.block_type in (BlockType.AVRO_DATA, BlockType.CDC_DATA, BlockType.PARQUET_DATA):
-                b.records()
+                b.records().to_pylist()
             elif b.block_type == BlockType.DELETE:
-                b.delete_records()
+                b.delete_records().to_pylist()
         except (LogBlockError, SchemaError):
             pass
 

@@ -37,7 +37,7 @@ def damaged_file(path: str, what: str = "Parquet file") -> Iterator[None]:
         raise CorruptFileError(f"{path}: the {what} is damaged: {exc}; {_HINT}", path=path) from None
     except LakeError:
         raise
-    except (pa.ArrowException, OSError, EOFError) as exc:
+    except (pa.ArrowException, OSError, EOFError, UnicodeDecodeError) as exc:
         raise CorruptFileError(f"{path}: the {what} cannot be read, its bytes are damaged "
                                f"({type(exc).__name__}: {exc}); {_HINT}", path=path) from None
 

@@ -211,7 +211,9 @@ class LogBlock:
         """
         if self.block_type == BlockType.PARQUET_DATA:
             try:
-                return pq.read_table(pa.BufferReader(self.content))
+                table = pq.read_table(pa.BufferReader(self.content))
+                table.validate(full=True)  # Parquet readers do not check that strings are UTF-8
+                return table
             except (pa.ArrowException, OSError, ValueError) as exc:
                 raise LogBlockError(f"the PARQUET_DATA block at offset {self.offset} does not hold a readable "
                                     f"Parquet file ({len(self.content)} bytes): {exc}") from None

@@ -185,6 +185,7 @@ class LSMTimeline:
         path = f"{self.dir}/{name}"
         with self.storage.open_input(path) as f, damaged_file(path, "timeline history file"):
             t = pq.read_table(f, columns=columns)
+            t.validate(full=True)  # Parquet readers do not check that strings are UTF-8
         for col in ("instantTime", "completionTime", "action"):
             if col not in t.column_names or not pa.types.is_string(t.schema.field(col).type):
                 raise CorruptFileError(f"{path}: the timeline history file has no string column {col!r}; "
