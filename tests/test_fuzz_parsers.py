@@ -484,3 +484,230 @@ def check_parquet_strict(data: bytes) -> None:
         read_parquet(storage, "f.parquet")
     finally:
         storage.delete_dir("")
+
+
+# -- named regressions: each failed on the code before the fuzzing found it -----------------------
+def _avro_with(seed: bytes, old: bytes, new: bytes) -> bytes:
+    assert old in seed
+    return seed.replace(old, new, 1)
+
+
+def test_rollback_metadata_with_a_damaged_schema_is_a_corrupt_timeline_error() -> None:
+    seed = PLAN_PARSERS[2][1]
+    damaged_schema = _avro_with(seed, b'"type": "map", "values": "long"}]}]', b'"\x7fype": "map", "values": "long"}]}]')
+    with pytest.raises(CorruptTimelineError, match="rollback metadata"):
+        RollbackMetadataData.parse(damaged_schema)
+    with pytest.raises(CorruptTimelineError, match="rollback metadata"):
+        RollbackMetadataData.parse(b"")
+
+
+def test_avro_timeline_file_of_another_record_is_not_read_as_commit_metadata() -> None:
+    clean = PLAN_PARSERS[5][1]                           # HoodieCleanMetadata
+    with pytest.raises(CorruptTimelineError, match="HoodieCleanMetadata"):
+        CommitMetadata.parse(clean, layout=2)
+    with pytest.raises(CorruptTimelineError, match="HoodieCleanMetadata"):
+        CompactionPlanData.parse(clean)
+
+
+def test_avro_timeline_file_cut_after_its_header_is_not_an_empty_one() -> None:
+    data = CommitMetadata({"p": [_stat(1)]}).to_avro()
+    header_end = data.index(b"\x00", data.index(b'"operationType"')) + 1 + 16   # map end + sync marker
+    with pytest.raises(CorruptTimelineError, match="no record"):
+        CommitMetadata.parse(data[:header_end], layout=2)
+    with pytest.raises(CorruptTimelineError, match="truncated"):
+        CompactionPlanData.parse(PLAN_PARSERS[0][1][:-20])
+
+
+def test_avro_container_with_a_huge_record_count_fails_fast() -> None:
+    data = CommitMetadata({"p": [_stat(1)]}).to_avro()
+    header_end = data.index(b"\x00", data.index(b'"operationType"')) + 1 + 16
+    huge = b"\xfe\xff\xff\xff\xff\xff\xff\xff\x7f"               # zig-zag 2**62 - 1 records
+    with pytest.raises(CorruptTimelineError, match="records in"):
+        CommitMetadata.parse(data[:header_end] + huge + data[header_end + 1:], layout=2)
+
+
+@pytest.mark.parametrize("text", [b'["should", "not"]', b'{"partitionToWriteStats": 5}',
+                                  b'{"partitionToWriteStats": {"p": [{"fileId": 7}]}}',
+                                  b'{"partitionToWriteStats": {"p": [{"numWrites": "3"}]}}',
+                                  b'{"extraMetadata": {"schema": 1}}', b'{"operationType": []}',
+                                  b'[' * 100000])
+def test_commit_metadata_json_of_the_wrong_shape_is_a_corrupt_timeline_error(text: bytes) -> None:
+    with pytest.raises(CorruptTimelineError):
+        CommitMetadata.parse(text, layout=1).totals()
+
+
+def test_commit_metadata_schema_that_is_not_json_is_an_error_not_a_fallback() -> None:
+    md = CommitMetadata({}, {"schema": '{"type": "rec'})
+    with pytest.raises(CorruptTimelineError, match="schema"):
+        _ = md.schema
+    assert CommitMetadata({}, {}).schema is None                # no schema at all stays None
+
+
+def _block(block_type: BlockType, content: bytes, schema: dict | None = None) -> bytes:
+    header = {HeaderKey.INSTANT_TIME: "20250101000000000"}
+    if schema is not None:
+        header[HeaderKey.SCHEMA] = json.dumps(schema)
+    return encode_block(block_type, header, content)
+
+
+def _only(data: bytes):
+    [b] = scan_log_file(data)[0]
+    return b
+
+
+def test_log_block_with_a_schema_header_that_is_not_json_is_a_log_block_error() -> None:
+    b = _only(encode_block(BlockType.AVRO_DATA, {HeaderKey.INSTANT_TIME: "1", HeaderKey.SCHEMA: '{"type": "rec'},
+                           b"\x00\x00\x00\x03\x00\x00\x00\x00"))
+    with pytest.raises(LogBlockError, match="not JSON"):
+        b.records()
+    b = _only(_block(BlockType.AVRO_DATA, b"\x00\x00\x00\x03\x00\x00\x00\x00", {"type": "record", "fields": 3}))
+    with pytest.raises((LogBlockError, SchemaError)):
+        b.records()
+
+
+def test_avro_data_block_whose_record_count_is_too_small_is_an_error() -> None:
+    data = encode_avro_data_block(_records(), _schema(), {HeaderKey.INSTANT_TIME: "20250101000000000"})
+    b = _only(data)
+    content = struct.pack(">ii", 3, 1) + b.content[8:]                 # says 1 record, holds 2
+    with pytest.raises(LogBlockError, match="after its 1 records"):
+        _only(encode_block(BlockType.AVRO_DATA, b.header, content)).records()
+    content = struct.pack(">ii", 3, 2**31 - 1) + b.content[8:]         # a huge count fails fast
+    with pytest.raises(LogBlockError, match="cannot hold"):
+        _only(encode_block(BlockType.AVRO_DATA, b.header, content)).records()
+
+
+def test_avro_data_block_whose_schema_repeats_empty_items_fails_fast() -> None:
+    empty = {"type": "record", "name": "e", "fields": []}
+    schema = {"type": "record", "name": "r", "fields": [{"name": "a", "type": {"type": "array", "items": empty}}]}
+    record = b"\xfe\xff\xff\xff\xff\xff\xff\xff\x7f"                   # an array of 2**62 - 1 nulls
+    content = struct.pack(">iii", 3, 1, len(record)) + record
+    with pytest.raises(LogBlockError, match="take no bytes"):
+        _only(_block(BlockType.AVRO_DATA, content, schema)).records()
+
+
+def test_delete_block_with_bytes_after_its_keys_is_an_error() -> None:
+    keys = pa.table({"_hoodie_record_key": ["k1"], "_hoodie_partition_path": ["p"]})
+    b = _only(encode_delete_block(keys, {HeaderKey.INSTANT_TIME: "20250101000000000"}))
+    with pytest.raises(LogBlockError, match="bytes of keys"):
+        _only(encode_block(BlockType.DELETE, b.header, b.content + b"\x00")).delete_records()
+    n = len(b.content) - 8
+    garbage = struct.pack(">ii", 3, n) + b"\xff" * n
+    with pytest.raises(LogBlockError, match="cannot be decoded"):
+        _only(encode_block(BlockType.DELETE, b.header, garbage)).delete_records()
+
+
+def test_damaged_parquet_data_block_is_a_log_block_error() -> None:
+    parquet = _parquet_bytes(_records())
+    with pytest.raises(LogBlockError, match="PARQUET_DATA"):
+        _only(_block(BlockType.PARQUET_DATA, parquet[:-10] + b"\x00" * 10)).records()
+    bad_utf8 = parquet.replace(b"k1", b"\xff\xfe", 1)
+    with pytest.raises(LogBlockError, match="PARQUET_DATA"):
+        _only(_block(BlockType.PARQUET_DATA, bad_utf8)).records().to_pylist()
+
+
+def test_log_block_with_huge_length_fields_is_skipped_as_corrupt() -> None:
+    good = encode_rollback_block("20250101000000000", "20250102000000000")
+    for offset, fmt, value in [(6, ">q", 2**62), (6, ">q", -2**63), (22, ">i", 2**31 - 1)]:
+        bad = bytearray(good)
+        bad[offset:offset + struct.calcsize(fmt)] = struct.pack(fmt, value)
+        blocks, corrupt = scan_log_file(bytes(bad) + good)
+        assert corrupt == 1 and [b.offset for b in blocks] == [len(good)]
+
+
+@pytest.mark.parametrize("text, match", [
+    (b"hoodie.table.name=t\xff\n", "not UTF-8"),
+    (b"hoodie.table.name=t\\u00zz\nhoodie.table.version=8\n", "malformed"),
+    (b"hoodie.table.name=t\\ud800\nhoodie.table.version=8\n", "surrogate"),
+    (b"hoodie.table.name=t\nhoodie.table.type\nhoodie.table.version=8\n", "no '='"),
+    (b"hoodie.table.name=t\nhoodie.table.version=8\nhoodie.table.type=MERGE_ON_RE", "truncated"),
+    (b"hoodie.table.name=t\nhoodie.table.version=8\nhoodie.table.recordkey.fields=\n", "names no field"),
+    (b"hoodie.table.name=t\nhoodie.table.version=8\nhoodie.table.recordkey.fields= , \n", "names no field"),
+    (b"hoodie.table.name=t\nhoodie.database.name=default\nhoodie.table.version=8\nhoodie.table.checksum=12\n",
+     "does not match"),
+    (b"hoodie.table.name=t\nhoodie.table.version=\xef\xbc\x98\n", "not an integer"),
+    (b"hoodie.table.name=t\nhoodie.table.version=8\nhoodie.timeline.path=../x\n", "folder name"),
+    (b"hoodie.table.name=t\nhoodie.table.version=8\nhoodie.table.create.schema=[1]\n", "create.schema"),
+])
+def test_damaged_hoodie_properties_is_a_table_config_error_at_open(text: bytes, match: str) -> None:
+    with pytest.raises(TableConfigError, match=match) as info:
+        TableConfig.from_bytes(text)
+    assert "Traceback" not in str(info.value)
+
+
+def test_hoodie_properties_with_a_complete_last_line_without_line_break_opens() -> None:
+    text = TableConfig.new(name="t", table_type="COPY_ON_WRITE", record_key_fields=("id",)).to_text()
+    assert TableConfig.parse(text.rstrip("\n")).name == "t"
+
+
+def test_damaged_hoodie_properties_falls_back_to_the_backup_as_hudi_does() -> None:
+    from lakesdk.table.table import load_config
+    good = TableConfig.new(name="t", table_type="COPY_ON_WRITE", record_key_fields=("id",)).to_text().encode()
+    storage = Storage("memory://fuzz-backup")
+    try:
+        storage.write(".hoodie/hoodie.properties", good[:-30])
+        with pytest.raises(TableConfigError, match="hoodie.properties"):
+            load_config(storage)
+        storage.write(".hoodie/hoodie.properties.backup", good)
+        with pytest.warns(UserWarning, match="backup"):
+            assert load_config(storage).name == "t"
+    finally:
+        storage.delete_dir("")
+
+
+@pytest.mark.parametrize("manifest, match", [
+    (b"\xff", "not JSON"), (b"[1]", "files"), (b'{"files": [{"fileLen": 3}]}', "does not name"),
+    (b'{"files": [{"fileName": "../../x.parquet"}]}', "does not name"),
+    (b'{"files": [{"fileName": "1_2_0.parquet", "fileLen": "9"}]}', "byte count"),
+    (b"{" * 100000, "not JSON"),
+])
+def test_damaged_history_manifest_is_a_corrupt_timeline_error(manifest: bytes, match: str) -> None:
+    with pytest.raises(CorruptTimelineError, match=match):
+        parse_manifest(manifest, "manifest_1")
+
+
+def test_damaged_history_file_is_a_corrupt_file_error_naming_it() -> None:
+    not_an_instant = LSMTimeline._parquet([ArchivedInstant(Instant("commit", "completed", "garbage", None))])
+    for history in (HISTORY_FILE[:-100], not_an_instant):
+        storage, cfg = _history_storage(MANIFEST, history)
+        try:
+            with pytest.raises(CorruptFileError, match="20250101000000000_20250101000003000_0.parquet"):
+                LSMTimeline(storage, cfg).load()
+        finally:
+            storage.delete_dir("")
+
+
+def test_negative_history_version_falls_back_to_the_manifests() -> None:
+    storage, cfg = _history_storage(MANIFEST, HISTORY_FILE)
+    try:
+        storage.write(".hoodie/timeline/history/_version_", b"-5")
+        assert len(LSMTimeline(storage, cfg).load()) == 2
+    finally:
+        storage.delete_dir("")
+
+
+@pytest.mark.parametrize("name", ["20250101000000000.foo", "20250101000000000_20250101000001000.compaction",
+                                  "20250101000000000_20250101000001000.commit.requested",
+                                  "20250101000000000.commit.inflight", "20250101000000000.commit\n",
+                                  "２０２５０１０１０００００００００.commit"])
+def test_names_that_are_not_timeline_files_are_ignored_by_the_timeline(name: str) -> None:
+    assert not Instant.is_timeline_file(name)
+    with pytest.raises(CorruptTimelineError):
+        Instant.parse_file_name(name)
+    from lakesdk.format.timeline import Timeline
+    t = Timeline.from_file_names([name, "20250101000000000.commit.requested"], layout=2)
+    assert [(i.action, i.state) for i in t] == [("commit", "requested")]
+
+
+def test_instant_time_with_an_impossible_date_is_a_time_travel_error() -> None:
+    inst = Instant.parse_file_name("20251399000000000_20251301000000000.commit")
+    with pytest.raises(TimeTravelError, match="not a valid date"):
+        _ = inst.requested_at
+
+
+@pytest.mark.parametrize("schema", [[1], {"fields": 3}, {"fields": [{"name": "a"}]}, {"fields": [{"type": "int"}]},
+                                    {"fields": [{"name": "a", "type": {"type": "fixed", "size": -1}}]},
+                                    {"fields": [{"name": "a", "type": {"type": "fixed", "logicalType": "decimal",
+                                                                       "precision": 99, "size": 4}}]}])
+def test_avro_schema_that_is_not_a_record_schema_is_a_schema_error(schema: object) -> None:
+    with pytest.raises(SchemaError):
+        avro_to_arrow(schema)  # type: ignore[arg-type]

@@ -140,7 +140,10 @@ def _from_avro_type(t: Any) -> tuple[pa.DataType, bool]:
     if base == "enum":
         return pa.string(), False
     if base == "fixed":
-        return pa.binary(int(t["size"])), False
+        size = int(t["size"])
+        if size < 0:
+            raise SchemaError(f"Avro fixed type {t} has a negative size")
+        return pa.binary(size), False
     if isinstance(base, (str, list, dict)):
         return _from_avro_type(base)
     raise SchemaError(f"unsupported Avro type {t}")
