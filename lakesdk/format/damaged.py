@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from lakesdk.exceptions import CorruptFileError, LakeError
 
-__all__ = ["damaged_file"]
+__all__ = ["damaged_file", "damaged_files"]
 
 
 @contextmanager
@@ -40,6 +40,24 @@ def damaged_file(path: str, what: str = "Parquet file") -> Iterator[None]:
     except (pa.ArrowException, OSError, EOFError, UnicodeDecodeError) as exc:
         raise CorruptFileError(f"{path}: the {what} cannot be read, its bytes are damaged "
                                f"({type(exc).__name__}: {exc}); {_HINT}", path=path) from None
+
+
+@contextmanager
+def damaged_files(paths: list[str], what: str = "Parquet file") -> Iterator[None]:
+    """:func:`damaged_file` for a read of several files at once (an Arrow dataset): an Arrow
+    error that names one of ``paths`` (Arrow names the file it cannot open or decode) becomes a
+    :class:`CorruptFileError` naming it; any other error passes unchanged."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError, EOFError) as exc:
+        text = str(exc)
+        named = sorted((p for p in paths if p in text), key=len, reverse=True)
+        if not named:
+            raise
+        raise CorruptFileError(f"{named[0]}: the {what} cannot be read, its bytes are damaged "
+                               f"({type(exc).__name__}: {exc}); {_HINT}", path=named[0]) from None
 
 
 _HINT = "restore the file from a backup or from a copy of the table"
