@@ -711,3 +711,17 @@ def test_instant_time_with_an_impossible_date_is_a_time_travel_error() -> None:
 def test_avro_schema_that_is_not_a_record_schema_is_a_schema_error(schema: object) -> None:
     with pytest.raises(SchemaError):
         avro_to_arrow(schema)  # type: ignore[arg-type]
+
+
+def test_damaged_plan_read_from_the_timeline_names_its_file() -> None:
+    from lakesdk.format.timeline import TimelineStore
+    storage = Storage("memory://fuzz-plan")
+    try:
+        store = TimelineStore(storage, TableConfig.new(name="t", table_type="COPY_ON_WRITE", record_key_fields=("id",)))
+        inst = Instant("clean", "requested", "20250101000000000")
+        store.create(inst, PLAN_PARSERS[4][1][:-30])
+        with pytest.raises(CorruptTimelineError, match="20250101000000000.clean.requested: clean plan") as info:
+            CleanerPlanData.parse(store.read_bytes(inst))
+        assert info.value.path.endswith(".hoodie/timeline/20250101000000000.clean.requested")
+    finally:
+        storage.delete_dir("")

@@ -27,7 +27,7 @@ import fastavro
 
 from lakesdk.exceptions import CorruptTimelineError
 
-__all__ = ["AVRO_MAGIC", "is_avro", "read_record", "model_schema", "check_writer_schema"]
+__all__ = ["AVRO_MAGIC", "FileBytes", "is_avro", "read_record", "model_schema", "check_writer_schema"]
 
 AVRO_MAGIC = b"Obj\x01"
 _SYNC_LEN = 16
@@ -42,6 +42,17 @@ def model_schema(name: str) -> Any:
 
 def is_avro(data: bytes) -> bool:
     return data[:4] == AVRO_MAGIC
+
+
+class FileBytes(bytes):
+    """The bytes of a file, with the file's ``path``: parse errors name the file."""
+
+    path: str | None = None
+
+    def __new__(cls, data: bytes, path: str | None = None) -> "FileBytes":
+        obj = super().__new__(cls, data)
+        obj.path = path
+        return obj
 
 
 class _Bad(Exception):
@@ -190,23 +201,28 @@ def read_record(data: bytes, schema: str | tuple[str, ...], what: str) -> dict[s
     Raises :class:`CorruptTimelineError` (``what`` names the file's role) when the framing is
     damaged or the record cannot be read as ``schema``.
     """
+    where = getattr(data, "path", None)
+    if where:
+        what = f"{where}: {what}"
     data = bytes(data)
     names = (schema,) if isinstance(schema, str) else tuple(schema)
     try:
         writer_name = _check_framing(data)
     except _Bad as exc:
-        raise CorruptTimelineError(f"{what} is not a valid Avro file ({len(data)} bytes): {exc}") from None
+        raise CorruptTimelineError(f"{what} is not a valid Avro file ({len(data)} bytes): {exc}",
+                                   path=where) from None
     short = writer_name.rsplit(".", 1)[-1]
     if short not in names:
         raise CorruptTimelineError(
-            f"{what} holds a {short!r} record, expected {' or '.join(repr(n) for n in names)}")
+            f"{what} holds a {short!r} record, expected {' or '.join(repr(n) for n in names)}", path=where)
     schema = short
     try:
         reader = fastavro.reader(io.BytesIO(data), reader_schema=model_schema(schema))
         rec = next(iter(reader))
     except Exception as exc:  # noqa: BLE001 - fastavro raises many kinds on bad bytes or schemas
         raise CorruptTimelineError(
-            f"{what} cannot be read as {schema} ({len(data)} bytes): {type(exc).__name__}: {exc}") from None
+            f"{what} cannot be read as {schema} ({len(data)} bytes): {type(exc).__name__}: {exc}",
+            path=where) from None
     if not isinstance(rec, dict):
-        raise CorruptTimelineError(f"{what} does not hold a {schema} record")
+        raise CorruptTimelineError(f"{what} does not hold a {schema} record", path=where)
     return rec

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
+from lakesdk.format.avro_file import FileBytes
 from lakesdk.format.commit_metadata import CommitMetadata
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
 from lakesdk.format.table_config import TableConfig
@@ -207,7 +208,8 @@ class TimelineStore:
         return f"{self.dir}/{instant.file_name(layout=self.layout)}"
 
     def read_bytes(self, instant: Instant) -> bytes:
-        return self.storage.read(self.path(instant))
+        """The bytes of the instant's file; parsers that fail on them name the file."""
+        return FileBytes(self.storage.read(self.path(instant)), self.storage.url(self.path(instant)))
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         """Commit metadata of a completed write instant (cached)."""
