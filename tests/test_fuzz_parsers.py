@@ -254,6 +254,31 @@ def damaged_blocks(draw: st.DrawFn, seeds: list[bytes]) -> bytes:
     return data[:b.offset] + framed + data[b.offset + b.size:]
 
 
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                        max_size=3), max_leaves=8)
+
+
+@st.composite
+def reshaped_json(draw: st.DrawFn, seeds: list[bytes]) -> bytes:
+    """A valid JSON seed with the value at one path replaced by another JSON value: well-formed
+    JSON of the wrong shape."""
+    doc = json.loads(draw(st.sampled_from(seeds)))
+    node = doc
+    for _ in range(draw(st.integers(0, 4))):
+        children = list(node.items()) if isinstance(node, dict) else list(enumerate(node)) if isinstance(node, list) \
+            else []
+        children = [(k, v) for k, v in children if isinstance(v, (dict, list)) and v]
+        if not children:
+            break
+        node = draw(st.sampled_from(children))[1]
+    if isinstance(node, dict) and node:
+        node[draw(st.sampled_from(sorted(node)))] = draw(JSON_VALUES)
+    elif isinstance(node, list) and node:
+        node[draw(st.integers(0, len(node) - 1))] = draw(JSON_VALUES)
+    return json.dumps(doc).encode()
+
+
 def _settings(examples: int) -> settings:
     return settings(max_examples=examples, deadline=None, database=None, derandomize=examples <= CI_EXAMPLES,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -386,6 +411,7 @@ def _run(strategy: st.SearchStrategy, check: Callable, examples: int) -> None:
 TARGETS: dict[str, tuple[st.SearchStrategy, Callable]] = {
     "hoodie.properties": (damaged(PROPS_SEEDS), check_props),
     "commit metadata": (damaged(COMMIT_SEEDS), check_commit),
+    "commit metadata JSON": (reshaped_json([d for d in COMMIT_SEEDS if d.lstrip()[:1] == b"{"]), check_commit),
     "log file": (damaged(LOG_SEEDS), check_log),
     "log blocks": (damaged_blocks(LOG_SEEDS), check_log),
     "history manifest": (damaged([MANIFEST]), check_manifest),
