@@ -776,3 +776,10 @@ def test_damaged_plan_read_from_the_timeline_names_its_file() -> None:
         assert info.value.path.endswith(".hoodie/timeline/20250101000000000.clean.requested")
     finally:
         storage.delete_dir("")
+
+
+def test_properties_lines_end_only_at_line_feeds_and_carriage_returns() -> None:
+    from lakesdk.format.properties import parse_properties
+    text = "hoodie.table.name=a\x0cb\x1cc\u2028d\r\nhoodie.table.version=8\rx=1\\\n  2\n"
+    assert parse_properties(text, strict=True) == {
+        "hoodie.table.name": "a\x0cb\x1cc\u2028d", "hoodie.table.version": "8", "x": "12"}

@@ -13,6 +13,7 @@ a trailing unescaped backslash continues a line; escapes ``\\:``, ``\\=``, ``\\\
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 from lakesdk.exceptions import TableConfigError
@@ -20,13 +21,15 @@ from lakesdk.exceptions import TableConfigError
 __all__ = ["parse_properties", "format_properties"]
 
 _UNESCAPE = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?")
 
 
 def _logical_lines(text: str) -> list[tuple[str, bool]]:
     """Logical lines (continuations joined) and whether each ended with a line break."""
     out: list[tuple[str, bool]] = []
     buf = ""
-    raws = text.splitlines(keepends=True)
+    # lines end with \n, \r or \r\n, as Java reads them (not at the other characters splitlines knows)
+    raws = [m.group(0) for m in _LINE_RE.finditer(text) if m.group(0)]
     for raw in raws:
         terminated = raw.endswith(("\n", "\r"))
         line = raw.rstrip("\r\n").lstrip(" \t\f")
