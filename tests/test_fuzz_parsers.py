@@ -783,3 +783,10 @@ def test_properties_lines_end_only_at_line_feeds_and_carriage_returns() -> None:
     text = "hoodie.table.name=a\x0cb\x1cc\u2028d\r\nhoodie.table.version=8\rx=1\\\n  2\n"
     assert parse_properties(text, strict=True) == {
         "hoodie.table.name": "a\x0cb\x1cc\u2028d", "hoodie.table.version": "8", "x": "12"}
+
+
+def test_write_stats_with_runtime_stats_of_nulls_still_parse() -> None:
+    stat = _stat(1)
+    stat.runtimeStats = {"totalScanTime": None, "totalCreateTime": 5, "totalUpsertTime": None}
+    md = CommitMetadata.parse(CommitMetadata({"p": [stat]}).to_avro(), layout=2)
+    assert md.write_stats[0].runtimeStats == {"totalScanTime": None, "totalCreateTime": 5, "totalUpsertTime": None}

@@ -93,7 +93,8 @@ def _is_str_list(v: Any) -> bool:
 
 
 def _is_int_map(v: Any) -> bool:
-    return isinstance(v, dict) and all(isinstance(k, str) and _is_int(x) for k, x in v.items())
+    # runtimeStats is a record of nullable longs in the Avro model
+    return isinstance(v, dict) and all(isinstance(k, str) and (x is None or _is_int(x)) for k, x in v.items())
 
 
 _STAT_CHECKS = {
