@@ -790,3 +790,23 @@ def test_write_stats_with_runtime_stats_of_nulls_still_parse() -> None:
     stat.runtimeStats = {"totalScanTime": None, "totalCreateTime": 5, "totalUpsertTime": None}
     md = CommitMetadata.parse(CommitMetadata({"p": [stat]}).to_avro(), layout=2)
     assert md.write_stats[0].runtimeStats == {"totalScanTime": None, "totalCreateTime": 5, "totalUpsertTime": None}
+
+
+def test_the_valid_seeds_parse_without_error() -> None:
+    """The checks above allow typed errors; the undamaged seeds must not raise any."""
+    for data in LOG_SEEDS:
+        blocks, corrupt = scan_log_file(data)
+        assert blocks and corrupt == 0
+        for b in blocks:
+            if b.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
+                assert b.records().num_rows > 0
+            elif b.block_type == BlockType.DELETE:
+                assert b.delete_records().num_rows > 0
+    for data in COMMIT_SEEDS:
+        if data[:4] == b"Obj\x01" or data.lstrip()[:1] == b"{":
+            CommitMetadata.parse(data, layout=2 if data[:4] == b"Obj\x01" else 1).totals()
+    for parse, data in PLAN_PARSERS:
+        parse(data)
+    assert len(LSMTimeline(*_history_storage(MANIFEST, HISTORY_FILE)).load()) == 2
+    for data in PARQUET_SEEDS:
+        check_parquet_strict(data)
