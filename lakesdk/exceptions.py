@@ -16,6 +16,7 @@ __all__ = [
     "UnsupportedTableVersionError",
     "CorruptTimelineError",
     "DataFileMissingError",
+    "CorruptFileError",
     "InstantNotFoundError",
     "SchemaError",
     "IncompatibleSchemaError",
@@ -61,7 +62,20 @@ class UnsupportedTableVersionError(TableConfigError):
 
 
 class CorruptTimelineError(LakeError, ValueError):
-    """A timeline file could not be parsed."""
+    """A timeline file could not be parsed.  ``path`` names the file when known."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class CorruptFileError(LakeError, ValueError):
+    """A file the table needs holds bytes that cannot be what its name says (a damaged
+    log file, Parquet file or timeline history file).  ``path`` names the file when known."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class DataFileMissingError(LakeError, FileNotFoundError):

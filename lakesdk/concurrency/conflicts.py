@@ -91,7 +91,8 @@ class _KeyReader:
         for path in paths:
             if path not in self._cache:
                 try:
-                    with self.storage.open_input(path) as f:
+                    from lakesdk.format.damaged import damaged_file
+                    with self.storage.open_input(path) as f, damaged_file(path):
                         pf = pq.ParquetFile(f)
                         if _KEY not in pf.schema_arrow.names:
                             self._cache[path] = None

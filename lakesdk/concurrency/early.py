@@ -46,10 +46,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from lakesdk.exceptions import EarlyConflictError
+from lakesdk.exceptions import CorruptTimelineError, EarlyConflictError
 from lakesdk.format.commit_metadata import CommitMetadata
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
-from lakesdk.format.timeline import Timeline
+from lakesdk.format.timeline import Timeline, corrupt_commit_error
 from lakesdk.storage import Storage
 
 __all__ = ["EarlyConflict", "EarlyConflictDetector", "marker_file_group", "early_conflict_error", "planned_groups"]
@@ -197,8 +197,12 @@ class EarlyConflictDetector:
         key = (inst.requested, inst.completed or "")
         got = self._metadata.get(key)
         if got is None:
-            data = self.storage.read(f"{self.timeline_dir}/{inst.file_name(layout=self.layout)}")
-            md = CommitMetadata.parse(data, layout=self.layout, replace=inst.completed_action == "replacecommit")
+            path = f"{self.timeline_dir}/{inst.file_name(layout=self.layout)}"
+            data = self.storage.read(path)
+            try:
+                md = CommitMetadata.parse(data, layout=self.layout, replace=inst.completed_action == "replacecommit")
+            except CorruptTimelineError as exc:
+                raise corrupt_commit_error(self.storage.url(path), inst, self.layout, exc) from None
             got = [(s.partitionPath or "", s.fileId, bool(s.logFiles)) for s in md.write_stats if s.fileId]
             got += [(p, f, False) for p, fids in (md.partition_to_replace_file_ids or {}).items() for f in fids]
             self._metadata[key] = got

@@ -53,6 +53,7 @@ def _tag(t: pa.Table, seq: int, op: int | np.ndarray) -> pa.Table:
 
 def slice_versions(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | None = None) -> pa.Table:
     """Every version of every record of the slice, in the full schema plus ``_lk_seq``/``_lk_op``."""
+    from lakesdk.format.damaged import damaged_file
     from lakesdk.format.log_block import BlockType, read_log_file
 
     full = ctx.full_schema
@@ -61,24 +62,28 @@ def slice_versions(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] 
         full = pa.schema([f for f in full if f.name in need])
     parts: list[pa.Table] = []
     if sl.base_path:
-        with ctx.storage.open_input(sl.base_path) as f:
+        with ctx.storage.open_input(sl.base_path) as f, damaged_file(sl.base_path):
             cols = [c for c in full.names if c in pq.read_schema(f).names]
             f.seek(0)
             base = pq.read_table(f, columns=cols)
         parts.append(_tag(conform(base, full), 0, OP_UPSERT))
     blocks = []
+    paths = []
     for path in sl.log_paths:
-        blocks.extend(read_log_file(ctx.storage.read(path)))
+        found = read_log_file(ctx.storage.read(path))
+        blocks.extend(found)
+        paths.extend([path] * len(found))
     voided = {b.target_instant for b in blocks if b.is_rollback}
     seq = 0
-    for b in blocks:
+    for b, path in zip(blocks, paths):
         if b.block_type not in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE):
             continue
         if b.instant not in ctx.valid_instants or b.instant in voided:
             continue
         seq += 1
         if b.block_type == BlockType.DELETE:
-            d = b.delete_records()
+            with damaged_file(path, f"DELETE block at offset {b.offset} of the log file"):
+                d = b.delete_records()
             ordv = d.column("ordering_value") if "ordering_value" in d.column_names else None
             cols = {KEY: d.column(KEY), PART: d.column(PART)}
             if ctx.ordering and ordv is not None and ctx.ordering in full.names:
@@ -92,7 +97,8 @@ def slice_versions(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] 
                     cols[ctx.ordering] = pa.nulls(d.num_rows, target)
             parts.append(_tag(conform(pa.table(cols), full), seq, OP_DELETE))
             continue
-        recs = b.records()
+        with damaged_file(path, f"{b.block_type.name} block at offset {b.offset} of the log file"):
+            recs = b.records()
         ops: int | np.ndarray = OP_UPSERT
         if IS_DELETED in recs.column_names:
             flag = pc.fill_null(recs.column(IS_DELETED), False)
@@ -107,7 +113,8 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
     """The merged rows of one file slice (full schema, or ``columns`` plus key fields)."""
     if not sl.log_files and sl.base_path:
         full = ctx.full_schema
-        with ctx.storage.open_input(sl.base_path) as f:
+        from lakesdk.format.damaged import damaged_file
+        with ctx.storage.open_input(sl.base_path) as f, damaged_file(sl.base_path):
             t = pq.read_table(f)
         out = conform(t, full)
         if IS_DELETED in out.column_names:

@@ -389,7 +389,8 @@ def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Sche
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             for p in b.column(0).to_pylist():
-                with storage.open_input(p) as f:
+                from lakesdk.format.damaged import damaged_file
+                with storage.open_input(p) as f, damaged_file(p):
                     t = pq.read_table(f)
                 yield from conform(t, schema).to_batches()
     return src.mapInArrow(fn, sschema)

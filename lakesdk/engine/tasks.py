@@ -224,10 +224,13 @@ def _write_parquet(ctx: WriteContext, path: str, table: pa.Table, task: TaskInfo
 
 
 def read_parquet(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
-    """A Parquet file of the table (Arrow's native reader for local files)."""
+    """A Parquet file of the table (Arrow's native reader for local files); damaged bytes
+    raise :class:`~lakesdk.CorruptFileError` naming the file."""
+    from lakesdk.format.damaged import damaged_file
     if storage.is_local:
-        return pq.read_table(storage.url(path), columns=columns, use_threads=False)
-    with storage.open_input(path) as f:
+        with damaged_file(path):
+            return pq.read_table(storage.url(path), columns=columns, use_threads=False)
+    with storage.open_input(path) as f, damaged_file(path):
         return pq.read_table(f, columns=columns)
 
 

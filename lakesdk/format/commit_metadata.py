@@ -19,6 +19,7 @@ from typing import Any
 import fastavro
 
 from lakesdk.exceptions import CorruptTimelineError
+from lakesdk.format.avro_file import is_avro, read_record
 
 __all__ = ["WriteStat", "CommitMetadata"]
 
@@ -61,8 +62,14 @@ class WriteStat:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "WriteStat":
+        if not isinstance(d, dict):
+            raise CorruptTimelineError(f"a write stat is a {type(d).__name__}, expected an object")
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
+        for f in fields(cls):
+            if kw.get(f.name) is not None and not _STAT_CHECKS[str(f.type)](kw[f.name]):
+                raise CorruptTimelineError(
+                    f"write stat field {f.name} is {kw[f.name]!r}, expected {str(f.type).replace(' | None', '')}")
         for req in ("fileId", "path", "partitionPath"):
             kw.setdefault(req, None)
         for f in fields(cls):
@@ -75,6 +82,53 @@ class WriteStat:
     @property
     def file_name(self) -> str:
         return (self.path or "").rsplit("/", 1)[-1]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_str_list(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _is_int_map(v: Any) -> bool:
+    # runtimeStats is a record of nullable longs in the Avro model
+    return isinstance(v, dict) and all(isinstance(k, str) and (x is None or _is_int(x)) for k, x in v.items())
+
+
+_STAT_CHECKS = {
+    "str": lambda v: isinstance(v, str), "str | None": lambda v: isinstance(v, str),
+    "int": _is_int, "int | None": _is_int,
+    "list[str] | None": _is_str_list, "dict[str, int] | None": _is_int_map,
+}
+
+
+def _check_shape(d: Any) -> None:
+    """Raise :class:`CorruptTimelineError` unless ``d`` has the shape of commit metadata
+    (JSON written by Jackson is not typed by a schema as the Avro record is)."""
+    def bad(what: str, found: Any) -> CorruptTimelineError:
+        return CorruptTimelineError(f"commit metadata {what}, found {type(found).__name__} {found!r:.80}")
+    if not isinstance(d, dict):
+        raise bad("is not an object", d)
+    p2w = d.get("partitionToWriteStats")
+    if p2w is not None:
+        if not isinstance(p2w, dict):
+            raise bad("partitionToWriteStats is not an object", p2w)
+        for stats in p2w.values():
+            if stats is not None and not isinstance(stats, list):
+                raise bad("partitionToWriteStats holds a value that is not a list", stats)
+    extra = d.get("extraMetadata")
+    if extra is not None and not (isinstance(extra, dict) and all(isinstance(v, str) for v in extra.values())):
+        raise bad("extraMetadata is not an object of strings", extra)
+    op = d.get("operationType")
+    if op is not None and not isinstance(op, str):
+        raise bad("operationType is not a string", op)
+    if d.get("compacted") is not None and not isinstance(d.get("compacted"), bool):
+        raise bad("compacted is not a boolean", d.get("compacted"))
+    rep = d.get("partitionToReplaceFileIds")
+    if rep is not None and not (isinstance(rep, dict) and all(v is None or _is_str_list(v) for v in rep.values())):
+        raise bad("partitionToReplaceFileIds is not an object of file id lists", rep)
 
 
 @dataclass
@@ -98,9 +152,13 @@ class CommitMetadata:
         if not raw:
             return None
         try:
-            return json.loads(raw)
-        except json.JSONDecodeError:
-            return None
+            schema = json.loads(raw)
+        except (json.JSONDecodeError, RecursionError):
+            schema = None
+        if not isinstance(schema, dict):
+            raise CorruptTimelineError(f"commit metadata: extraMetadata schema is not an Avro schema (JSON "
+                                       f"object): {raw[:80]!r}")
+        return schema
 
     @property
     def is_replace(self) -> bool:
@@ -121,6 +179,7 @@ class CommitMetadata:
     # -- decoding -------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CommitMetadata":
+        _check_shape(d)
         p2w = {p: [WriteStat.from_dict(s) for s in (stats or [])]
                for p, stats in (d.get("partitionToWriteStats") or {}).items()}
         rep = d.get("partitionToReplaceFileIds")
@@ -137,17 +196,12 @@ class CommitMetadata:
         """Decode timeline-file bytes: JSON on layout 1, Avro on layout 2 (empty = no stats)."""
         if not data or not data.strip():
             return cls(partition_to_replace_file_ids={} if replace else None)
-        if data[:4] == b"Obj\x01":
-            try:
-                recs = list(fastavro.reader(io.BytesIO(data)))
-            except Exception as exc:
-                raise CorruptTimelineError(f"commit metadata is not a valid Avro file: {exc}") from exc
-            if not recs:
-                return cls()
-            return cls.from_dict(recs[0])
+        if is_avro(data):
+            return cls.from_dict(read_record(data, ("HoodieCommitMetadata", "HoodieReplaceCommitMetadata"),
+                                             "commit metadata"))
         try:
             d = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise CorruptTimelineError(
                 f"commit metadata is neither Avro nor JSON (layout {layout}): {exc}") from exc
         if not isinstance(d, dict):

@@ -58,12 +58,13 @@ _COMPLETED_AS = {
     "schemacommit": "schemacommit",
 }
 ACTIONS = tuple(_COMPLETED_AS)
+_COMPLETED_NAMES = frozenset(_COMPLETED_AS.values())
 #: Completed actions whose files hold data written by the instant.
 WRITE_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit"})
 
-_TIME = r"\d{14}(?:\d{3})?"
+_TIME = r"[0-9]{14}(?:[0-9]{3})?"
 _FILE_RE = re.compile(
-    rf"^(?P<req>{_TIME})(?:_(?P<done>{_TIME}))?\.(?P<rest>[a-z]+(?:\.(?:requested|inflight))?)$"
+    rf"^(?P<req>{_TIME})(?:_(?P<done>{_TIME}))?\.(?P<rest>[a-z]+(?:\.(?:requested|inflight))?)\Z"
 )
 _FMT = "%Y%m%d%H%M%S"
 
@@ -81,7 +82,11 @@ def parse_instant_time(ts: str) -> datetime:
     """
     if not re.fullmatch(_TIME, ts):
         raise TimeTravelError(f"{ts!r} is not an instant time: expected yyyyMMddHHmmss[SSS] (14 or 17 digits)")
-    base = datetime.strptime(ts[:14], _FMT)
+    try:
+        base = datetime.strptime(ts[:14], _FMT)
+    except ValueError:
+        raise TimeTravelError(f"{ts!r} is not an instant time: {ts[:14]} is not a valid date and time "
+                              "(yyyyMMddHHmmss)") from None
     return base.replace(microsecond=int(ts[14:] or 0) * 1000)
 
 
@@ -138,24 +143,37 @@ class Instant:
     # -- parsing and formatting ----------------------------------------------------------
     @classmethod
     def parse_file_name(cls, name: str) -> "Instant":
+        inst = cls._parse(name)
+        if inst is None:
+            raise CorruptTimelineError(
+                f"{name!r} is not a timeline file name (expected <time>[_<time>].<action>[.<state>] with a known "
+                f"action: {', '.join(ACTIONS)})")
+        return inst
+
+    @classmethod
+    def _parse(cls, name: str) -> "Instant | None":
+        """The instant a timeline file name names, None for any other name (Hudi ignores files
+        whose extension is not a timeline extension)."""
         m = _FILE_RE.match(name)
         if not m:
-            raise CorruptTimelineError(f"{name!r} is not a timeline file name (expected <time>[_<time>].<action>[.<state>])")
+            return None
         req, done, rest = m.group("req"), m.group("done"), m.group("rest")
-        if rest == "inflight":
-            return cls("commit", "inflight", req)
-        if "." in rest:
+        if "." in rest or rest == "inflight":
+            if done is not None:
+                return None  # only completed files carry a completion time
+            if rest == "inflight":
+                return cls("commit", "inflight", req)
             action, state = rest.split(".")
-            if action not in _COMPLETED_AS:
-                raise CorruptTimelineError(f"{name!r}: unknown action {action!r}")
+            if action not in _COMPLETED_AS or (action, state) == ("commit", "inflight"):
+                return None
             return cls(action, state, req)  # type: ignore[arg-type]
-        if rest not in _COMPLETED_AS:
-            raise CorruptTimelineError(f"{name!r}: unknown action {rest!r}")
+        if rest not in _COMPLETED_NAMES:
+            return None
         return cls(rest, "completed", req, done)
 
     @staticmethod
     def is_timeline_file(name: str) -> bool:
-        return bool(_FILE_RE.match(name))
+        return Instant._parse(name) is not None
 
     def file_name(self, *, layout: int = 2) -> str:
         """The timeline file name of this instant (for the given timeline layout)."""

@@ -84,6 +84,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakesdk.exceptions import LakeError, SchemaError
+from lakesdk.format.avro_file import check_writer_schema
 from lakesdk.format.schema import avro_to_arrow
 
 __all__ = [
@@ -189,7 +190,17 @@ class LogBlock:
     def avro_schema(self) -> dict | None:
         """The SCHEMA header parsed as JSON (the writer schema of the block), if present."""
         text = self.header.get(HeaderKey.SCHEMA)
-        return None if text is None else json.loads(text)
+        if text is None:
+            return None
+        try:
+            schema = json.loads(text)
+        except (ValueError, RecursionError):
+            raise LogBlockError(f"the SCHEMA header of the {self.block_type.name} block at offset {self.offset} "
+                                f"is not JSON: {text[:60]!r}") from None
+        if not isinstance(schema, dict):
+            raise LogBlockError(f"the SCHEMA header of the {self.block_type.name} block at offset {self.offset} "
+                                "is not an Avro record schema")
+        return schema
 
     def records(self) -> pa.Table:
         """The data records of an AVRO_DATA, CDC_DATA or PARQUET_DATA block as an Arrow table.
@@ -199,13 +210,26 @@ class LogBlock:
         Parquet file, read as it is.
         """
         if self.block_type == BlockType.PARQUET_DATA:
-            return pq.read_table(pa.BufferReader(self.content))
+            try:
+                table = pq.read_table(pa.BufferReader(self.content))
+                table.validate(full=True)  # Parquet readers do not check that strings are UTF-8
+                return table
+            except (pa.ArrowException, OSError, ValueError) as exc:
+                raise LogBlockError(f"the PARQUET_DATA block at offset {self.offset} does not hold a readable "
+                                    f"Parquet file ({len(self.content)} bytes): {exc}") from None
         if self.block_type in (BlockType.AVRO_DATA, BlockType.CDC_DATA):
             schema = self.avro_schema
             if schema is None:
                 raise LogBlockError(f"the {self.block_type.name} block at offset {self.offset} has no SCHEMA "
                                     "header, so its records cannot be decoded")
-            return _decode_avro_records(self.content, schema)
+            try:
+                return _decode_avro_records(self.content, schema)
+            except LakeError:
+                raise
+            except (pa.ArrowException, ValueError, TypeError, KeyError, IndexError, AttributeError,
+                    RecursionError) as exc:
+                raise LogBlockError(f"the {self.block_type.name} block at offset {self.offset} cannot be decoded "
+                                    f"with its SCHEMA header: {type(exc).__name__}: {exc}") from None
         raise LogBlockError(f"a {self.block_type.name} block holds no data records "
                             "(only AVRO_DATA, CDC_DATA and PARQUET_DATA blocks do)")
 
@@ -427,7 +451,14 @@ def _decode_avro_records(content: bytes, avro_schema: dict) -> pa.Table:
     version, count = _I32X2.unpack_from(content, 0)
     if version != CONTENT_VERSION:
         raise LogBlockError(f"Avro data block content version {version} is not supported (expected {CONTENT_VERSION})")
-    parsed = fastavro.parse_schema(_strip_temporal(copy.deepcopy(avro_schema)))
+    if count < 0 or count > (len(content) - 8) // 4:
+        raise LogBlockError(f"Avro data block says it holds {count} records, but its {len(content)} bytes "
+                            "cannot hold that many")
+    check_writer_schema(avro_schema)
+    try:
+        parsed = fastavro.parse_schema(_strip_temporal(copy.deepcopy(avro_schema)))
+    except Exception as exc:  # noqa: BLE001 - fastavro raises several kinds for bad schemas
+        raise LogBlockError(f"the SCHEMA header is not a valid Avro schema: {type(exc).__name__}: {exc}") from None
     buf = io.BytesIO(content)
     reader = fastavro.schemaless_reader
     rows = []
@@ -447,6 +478,9 @@ def _decode_avro_records(content: bytes, avro_schema: dict) -> pa.Table:
         if buf.tell() != pos:
             raise LogBlockError(f"record {i} of the Avro data block is {n} bytes long but decodes "
                                 f"from {buf.tell() - pos + n} bytes: the writer schema does not match")
+    if pos != len(content):
+        raise LogBlockError(f"the Avro data block holds {len(content) - pos} bytes after its {count} records "
+                            "(its record count is damaged)")
     table = pa.Table.from_pylist(rows, schema=physical)
     return table.cast(target) if physical != target else table
 
@@ -700,14 +734,22 @@ def _decode_delete_content(content: bytes) -> pa.Table:
     if version != CONTENT_VERSION:
         raise LogBlockError(f"delete block content version {version} is not supported: before version "
                             f"{CONTENT_VERSION} the keys were Java-serialized objects")
-    if n < 0 or 8 + n > len(content):
-        raise LogBlockError(f"delete block says {n} bytes of keys follow, but only {len(content) - 8} do")
-    decoded: Any = fastavro.schemaless_reader(io.BytesIO(content[8:8 + n]), _delete_schema(), None,
-                                         return_record_name=True)
+    if n < 0 or 8 + n != len(content):
+        raise LogBlockError(f"delete block says {n} bytes of keys follow, but {len(content) - 8} do")
+    buf = io.BytesIO(content[8:8 + n])
+    try:
+        decoded: Any = fastavro.schemaless_reader(buf, _delete_schema(), None, return_record_name=True)
+    except Exception as exc:  # noqa: BLE001 - fastavro raises EOFError, ValueError, IndexError, ... on bad bytes
+        raise LogBlockError(f"the delete block's keys cannot be decoded: {type(exc).__name__}: {exc}") from None
+    if buf.tell() != n:
+        raise LogBlockError(f"the delete block's keys take {buf.tell()} of its {n} bytes (damaged lengths)")
     entries = decoded["deleteRecordList"]
     unwrapped = [_unwrap(e["orderingVal"]) for e in entries]
     ordering_type = _ordering_type({name for name, _ in unwrapped if name is not None})
-    ordering = pa.array([v for _, v in unwrapped], type=ordering_type)
+    try:
+        ordering = pa.array([v for _, v in unwrapped], type=ordering_type)
+    except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
+        raise LogBlockError(f"the delete block's ordering values cannot be read: {exc}") from None
     return pa.table({
         "_hoodie_record_key": pa.array([e["recordKey"] for e in entries], type=pa.string()),
         "_hoodie_partition_path": pa.array([e["partitionPath"] for e in entries], type=pa.string()),

@@ -34,9 +34,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Iterable
+from typing import Any, Iterable
 
-from lakesdk.exceptions import CorruptTimelineError
+from lakesdk.exceptions import CorruptFileError, CorruptTimelineError
 from lakesdk.format.instant import Instant
 from lakesdk.format.table_config import TableConfig
 from lakesdk.storage import Storage
@@ -49,6 +49,9 @@ COMPACTION_BATCH = 10          # files per layer that trigger a merge into the n
 KEEP_VERSIONS = 3              # snapshot versions kept for readers
 _FILE_RE = re.compile(r"^(\d+)_(\d+)_(\d+)\.parquet$")
 _MANIFEST_RE = re.compile(r"^manifest_(\d+)$")
+_TIME_RE = re.compile(r"\d{14}(?:\d{3})?")
+_ARCHIVED_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit", "clean", "rollback", "savepoint",
+                               "restore", "indexing", "schemacommit", "compaction", "logcompaction", "clustering"})
 
 
 def parse_history_file_name(name: str) -> tuple[str, str, int]:
@@ -56,6 +59,34 @@ def parse_history_file_name(name: str) -> tuple[str, str, int]:
     if not m:
         raise CorruptTimelineError(f"{name!r} is not a history file name (<min>_<max>_<level>.parquet)")
     return m.group(1), m.group(2), int(m.group(3))
+
+
+def parse_manifest(data: bytes, path: str = MANIFEST_PREFIX) -> list[tuple[str, int]]:
+    """(file name, length) of every file a manifest names.  A manifest is JSON
+    ``{"files": [{"fileName": "<min>_<max>_<level>.parquet", "fileLen": n}, ...]}``; anything
+    else raises :class:`CorruptTimelineError` naming ``path``."""
+    def bad(why: str) -> CorruptTimelineError:
+        return CorruptTimelineError(
+            f"{path}: the timeline history manifest is damaged ({why}); restore it from a backup or a "
+            "copy of the table, or move it away so that the previous snapshot version is read")
+    try:
+        d = json.loads(bytes(data).decode("utf-8") or "{}")
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise bad(f"not JSON: {exc}") from None
+    if not isinstance(d, dict) or not isinstance(d.get("files") or [], list):
+        raise bad('expected {"files": [...]}')
+    out = []
+    for f in d.get("files") or []:
+        name = f.get("fileName") if isinstance(f, dict) else None
+        size = f.get("fileLen", 0) if isinstance(f, dict) else None
+        if not isinstance(name, str) or not _FILE_RE.match(name):
+            raise bad(f"entry {f!r:.80} does not name a <min>_<max>_<level>.parquet file")
+        if size is None:
+            size = 0
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise bad(f"entry {name} has fileLen {size!r}, expected a byte count")
+        out.append((name, size))
+    return out
 
 
 def history_dir(config: TableConfig) -> str:
@@ -101,33 +132,36 @@ class LSMTimeline:
 
     def latest_version(self) -> int:
         """The version ``_version_`` names (else the largest manifest), -1 when empty."""
+        # like Hudi (LSMTimeline.latestSnapshotVersion): an unreadable _version_ falls back to the listing
         try:
-            return int(self.storage.read(f"{self.dir}/{VERSION_FILE}").decode("utf-8").strip())
+            text = self.storage.read(f"{self.dir}/{VERSION_FILE}").decode("utf-8").strip()
+            if text.isascii() and text.isdigit():
+                return int(text)
         except (FileNotFoundError, ValueError):
-            vs = self.versions()
-            return vs[-1] if vs else -1
+            pass
+        vs = self.versions()
+        return vs[-1] if vs else -1
 
     def manifest(self, version: int | None = None) -> list[tuple[str, int]]:
         """(file name, length) of the files of snapshot ``version`` (default latest)."""
         v = self.latest_version() if version is None else version
         if v < 0:
             return []
+        path = f"{self.dir}/{MANIFEST_PREFIX}{v}"
         try:
-            d = json.loads(self.storage.read(f"{self.dir}/{MANIFEST_PREFIX}{v}").decode("utf-8") or "{}")
+            data = self.storage.read(path)
         except FileNotFoundError:
             raise CorruptTimelineError(f"{self.dir}/{VERSION_FILE} names version {v} but manifest_{v} is missing") from None
-        return [(f["fileName"], int(f.get("fileLen") or 0)) for f in d.get("files") or []]
+        return parse_manifest(data, path)
 
     # -- reading ------------------------------------------------------------------------------
     def load(self, *, with_payload: bool = True) -> list[ArchivedInstant]:
         """Every archived instant of the latest snapshot, ordered by requested time."""
-        import pyarrow.parquet as pq
         # the plan tells a compaction (commit) and a clustering (replacecommit) apart
         cols = ["instantTime", "completionTime", "action", "plan"] + (["metadata"] if with_payload else [])
         seen: dict[tuple[str, str], ArchivedInstant] = {}
         for name, _ in self.manifest():
-            with self.storage.open_input(f"{self.dir}/{name}") as f:
-                t = pq.read_table(f, columns=cols)
+            t = self._read(name, cols)
             for row in t.to_pylist():
                 action = row["action"] or ""
                 plan = row.get("plan")
@@ -140,6 +174,30 @@ class LSMTimeline:
                 inst = Instant(action, "completed", row["instantTime"], row["completionTime"])
                 seen[(inst.requested, inst.completed_action)] = ArchivedInstant(inst, row.get("metadata"), plan)
         return sorted(seen.values(), key=lambda a: (a.instant.requested, a.instant.completed or ""))
+
+    def _read(self, name: str, columns: list[str] | None = None) -> Any:
+        """A history file's rows, checked: damaged bytes or rows that are not archived
+        instants raise :class:`CorruptFileError` naming the file."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from lakesdk.format.damaged import damaged_file
+        path = f"{self.dir}/{name}"
+        with self.storage.open_input(path) as f, damaged_file(path, "timeline history file"):
+            t = pq.read_table(f, columns=columns)
+            t.validate(full=True)  # Parquet readers do not check that strings are UTF-8
+        for col in ("instantTime", "completionTime", "action"):
+            if col not in t.column_names or not pa.types.is_string(t.schema.field(col).type):
+                raise CorruptFileError(f"{path}: the timeline history file has no string column {col!r}; "
+                                       "restore it from a backup or from a copy of the table", path=path)
+        for row in t.select(["instantTime", "completionTime", "action"]).to_pylist():
+            if not (isinstance(row["instantTime"], str) and _TIME_RE.fullmatch(row["instantTime"])
+                    and (row["completionTime"] is None or _TIME_RE.fullmatch(row["completionTime"]))
+                    and row["action"] in _ARCHIVED_ACTIONS):
+                raise CorruptFileError(f"{path}: the timeline history file holds a row that is not an "
+                                       f"archived instant ({row!r:.120}); restore it from a backup or from "
+                                       "a copy of the table", path=path)
+        return t
 
     def instants(self) -> list[Instant]:
         return [a.instant for a in self.load(with_payload=False)]
@@ -198,7 +256,6 @@ class LSMTimeline:
 
     def compact(self, batch: int = COMPACTION_BATCH) -> None:
         """Merge ``batch`` files of a level into one file of the next level, level by level."""
-        import pyarrow.parquet as pq
         level = 0
         changed = False
         while True:
@@ -212,10 +269,9 @@ class LSMTimeline:
             group = at[:batch]
             entries: list[ArchivedInstant] = []
             for name, _ in group:
-                with self.storage.open_input(f"{self.dir}/{name}") as f:
-                    for row in pq.read_table(f).to_pylist():
-                        inst = Instant(row["action"], "completed", row["instantTime"], row["completionTime"])
-                        entries.append(ArchivedInstant(inst, row.get("metadata"), row.get("plan")))
+                for row in self._read(name).to_pylist():
+                    inst = Instant(row["action"], "completed", row["instantTime"], row["completionTime"])
+                    entries.append(ArchivedInstant(inst, row.get("metadata"), row.get("plan")))
             merged = self._file_name(entries, level + 1)
             data = self._parquet(entries)
             self.storage.write(f"{self.dir}/{merged}", data)

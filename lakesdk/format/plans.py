@@ -24,6 +24,7 @@ from typing import Any
 import fastavro
 
 from lakesdk.exceptions import CorruptTimelineError
+from lakesdk.format.avro_file import read_record
 
 __all__ = ["CompactionOperation", "CompactionPlanData", "RollbackRequest", "RollbackPlanData", "RollbackMetadataData",
            "ClusteringSliceInfo", "ClusteringGroupData", "ClusteringPlanData"]
@@ -73,13 +74,7 @@ class CompactionPlanData:
 
     @classmethod
     def parse(cls, data: bytes) -> "CompactionPlanData":
-        try:
-            recs = list(fastavro.reader(io.BytesIO(data)))
-        except Exception as exc:  # noqa: BLE001
-            raise CorruptTimelineError(f"compaction plan is not a valid Avro file: {exc}") from exc
-        if not recs:
-            return cls(())
-        r = recs[0]
+        r = read_record(data, "HoodieCompactionPlan", "compaction plan")
         return cls(tuple(CompactionOperation.from_dict(o) for o in r.get("operations") or []),
                    dict(r.get("extraMetadata") or {}), int(r.get("version") or 1))
 
@@ -112,10 +107,7 @@ class RollbackPlanData:
 
     @classmethod
     def parse(cls, data: bytes) -> "RollbackPlanData":
-        try:
-            r = next(iter(fastavro.reader(io.BytesIO(data))))
-        except Exception as exc:  # noqa: BLE001
-            raise CorruptTimelineError(f"rollback plan is not a valid Avro file: {exc}") from exc
+        r = read_record(data, "HoodieRollbackPlan", "rollback plan")
         info = r.get("instantToRollback") or {}
         reqs = tuple(RollbackRequest(q["partitionPath"], q.get("fileId"), tuple(q.get("filesToBeDeleted") or []))
                      for q in r.get("RollbackRequests") or [])
@@ -150,7 +142,7 @@ class RollbackMetadataData:
 
     @classmethod
     def parse(cls, data: bytes) -> "RollbackMetadataData":
-        r = next(iter(fastavro.reader(io.BytesIO(data))))
+        r = read_record(data, "HoodieRollbackMetadata", "rollback metadata")
         pm = r.get("partitionMetadata") or {}
         return cls(r["startRollbackTime"], int(r["timeTakenInMillis"]),
                    tuple((i["commitTime"], i["action"]) for i in r.get("instantsRollback") or []) or
@@ -244,10 +236,7 @@ class ClusteringPlanData:
     @classmethod
     def parse(cls, data: bytes) -> "ClusteringPlanData":
         """Read a ``.clustering.requested`` (or a requested ``.replacecommit`` of a clustering) file."""
-        try:
-            r = next(iter(fastavro.reader(io.BytesIO(data))))
-        except Exception as exc:  # noqa: BLE001
-            raise CorruptTimelineError(f"clustering plan is not a valid Avro file: {exc}") from exc
+        r = read_record(data, "HoodieRequestedReplaceMetadata", "clustering plan")
         plan = r.get("clusteringPlan")
         if not plan:
             raise CorruptTimelineError(

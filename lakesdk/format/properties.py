@@ -13,29 +13,37 @@ a trailing unescaped backslash continues a line; escapes ``\\:``, ``\\=``, ``\\\
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
+
+from lakesdk.exceptions import TableConfigError
 
 __all__ = ["parse_properties", "format_properties"]
 
 _UNESCAPE = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?")
 
 
-def _logical_lines(text: str) -> list[str]:
-    out: list[str] = []
+def _logical_lines(text: str) -> list[tuple[str, bool]]:
+    """Logical lines (continuations joined) and whether each ended with a line break."""
+    out: list[tuple[str, bool]] = []
     buf = ""
-    for raw in text.splitlines():
-        line = raw.lstrip() if buf else raw.lstrip()
+    # lines end with \n, \r or \r\n, as Java reads them (not at the other characters splitlines knows)
+    raws = [m.group(0) for m in _LINE_RE.finditer(text) if m.group(0)]
+    for raw in raws:
+        terminated = raw.endswith(("\n", "\r"))
+        line = raw.rstrip("\r\n").lstrip(" \t\f")
         if not buf and (not line or line[0] in "#!"):
             continue
         # count trailing backslashes: an odd count continues the line
         n = len(line) - len(line.rstrip("\\"))
-        if n % 2 == 1:
+        if n % 2 == 1 and terminated:
             buf += line[:-1]
             continue
-        out.append(buf + line)
+        out.append((buf + line, terminated))
         buf = ""
     if buf:
-        out.append(buf)
+        out.append((buf, False))
     return out
 
 
@@ -46,8 +54,11 @@ def _unescape(s: str) -> str:
         c = s[i]
         if c == "\\" and i + 1 < len(s):
             n = s[i + 1]
-            if n == "u" and len(s) >= i + 6:
-                out.append(chr(int(s[i + 2:i + 6], 16)))
+            if n == "u":
+                hexits = s[i + 2:i + 6]
+                if len(hexits) != 4 or any(h not in "0123456789abcdefABCDEF" for h in hexits):
+                    raise TableConfigError(f"malformed \\uxxxx escape {s[i:i + 6]!r} in {s[:60]!r}")
+                out.append(chr(int(hexits, 16)))
                 i += 6
                 continue
             out.append(_UNESCAPE.get(n, n))
@@ -56,13 +67,21 @@ def _unescape(s: str) -> str:
         out.append(c)
         i += 1
     # join surrogate pairs written as two \\u escapes
-    return "".join(out).encode("utf-16", "surrogatepass").decode("utf-16")
+    try:
+        return "".join(out).encode("utf-16", "surrogatepass").decode("utf-16")
+    except UnicodeError:
+        raise TableConfigError(f"an escape in {s[:60]!r} is half of a UTF-16 surrogate pair") from None
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java properties text into an ordered dict."""
+def parse_properties(text: str, *, strict: bool = False) -> dict[str, str]:
+    """Parse Java properties text into an ordered dict.
+
+    Malformed escapes raise :class:`~lakesdk.exceptions.TableConfigError`.  With ``strict``
+    (files ``Properties.store`` wrote), an entry without a ``=``/``:`` separator or a last
+    entry without its line break (a truncated file) raises it too.
+    """
     props: dict[str, str] = {}
-    for line in _logical_lines(text):
+    for line, terminated in _logical_lines(text):
         i = 0
         key_chars = []
         while i < len(line):
@@ -76,9 +95,17 @@ def parse_properties(text: str) -> dict[str, str]:
             key_chars.append(c)
             i += 1
         rest = line[i:].lstrip(" \t\f")
-        if rest[:1] in ("=", ":"):
+        has_separator = rest[:1] in ("=", ":")
+        if has_separator:
             rest = rest[1:].lstrip(" \t\f")
-        props[_unescape("".join(key_chars))] = _unescape(rest)
+        key = _unescape("".join(key_chars))
+        if strict and not has_separator:
+            raise TableConfigError(f"the line {line[:80]!r} has no '=' (a truncated or damaged line)", key=key)
+        if strict and not terminated:
+            raise TableConfigError(
+                f"the last line {line[:80]!r} has no line break: the file ends in the middle of an entry "
+                "(truncated)", key=key)
+        props[key] = _unescape(rest)
     return props
 
 

@@ -145,7 +145,10 @@ def _from_avro_type(t: Any) -> tuple[pa.DataType, bool]:
     if base == "enum":
         return pa.string(), False
     if base == "fixed":
-        return pa.binary(int(t["size"])), False
+        size = int(t["size"])
+        if size < 0:
+            raise SchemaError(f"Avro fixed type {t} has a negative size")
+        return pa.binary(size), False
     if isinstance(base, (str, list, dict)):
         return _from_avro_type(base)
     raise SchemaError(f"unsupported Avro type {t}")
@@ -157,8 +160,21 @@ def _arrow_field(f: dict) -> pa.Field:
 
 
 def avro_to_arrow(avro: dict) -> pa.Schema:
-    """Arrow schema of an Avro record schema (all fields nullable, as Hudi reads them)."""
-    return pa.schema([_arrow_field(f) for f in avro.get("fields", [])])
+    """Arrow schema of an Avro record schema (all fields nullable, as Hudi reads them).
+
+    Schemas read from files (commit metadata, ``hoodie.table.create.schema``, log block
+    headers) may be damaged: anything that is not an Avro record schema raises
+    :class:`SchemaError`."""
+    try:
+        if not isinstance(avro, dict) or not isinstance(avro.get("fields", []), list):
+            raise TypeError("not a JSON object with a list of fields")
+        return pa.schema([_arrow_field(f) for f in avro.get("fields", [])])
+    except SchemaError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, RecursionError,
+            pa.ArrowException) as exc:
+        raise SchemaError(f"{str(avro)[:80]!r} is not a valid Avro record schema "
+                          f"({type(exc).__name__}: {exc})") from None
 
 
 def with_meta_fields(schema: pa.Schema) -> pa.Schema:

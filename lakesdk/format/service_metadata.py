@@ -35,7 +35,7 @@ from typing import Any
 
 import fastavro
 
-from lakesdk.exceptions import CorruptTimelineError
+from lakesdk.format.avro_file import read_record
 
 __all__ = ["SAVEPOINTED_TIMESTAMPS", "CleanerPlanData", "CleanMetadataData", "SavepointMetadataData",
            "RestorePlanData", "RestoreMetadataData", "avro_record", "avro_bytes"]
@@ -57,15 +57,18 @@ def avro_bytes(schema: str, record: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def avro_record(data: bytes, what: str) -> dict[str, Any]:
-    """The first record of an Avro object container file."""
-    try:
-        rec: Any = next(iter(fastavro.reader(io.BytesIO(data))))  # type: ignore[arg-type]
-        return dict(rec)
-    except StopIteration:
-        raise CorruptTimelineError(f"{what} is an empty Avro file") from None
-    except Exception as exc:  # noqa: BLE001
-        raise CorruptTimelineError(f"{what} is not a valid Avro file: {exc}") from exc
+_SCHEMA_OF = {"clean plan": "HoodieCleanerPlan", "clean metadata": "HoodieCleanMetadata",
+              "savepoint metadata": "HoodieSavepointMetadata", "restore plan": "HoodieRestorePlan",
+              "restore metadata": "HoodieRestoreMetadata", "rollback metadata": "HoodieRollbackMetadata"}
+
+
+def avro_record(data: bytes, what: str, schema: str | None = None) -> dict[str, Any]:
+    """The first record of an Avro timeline file, read with its model schema (``schema``, or
+    the one ``what`` names); damaged bytes raise :class:`CorruptTimelineError`."""
+    name = schema or _SCHEMA_OF.get(what)
+    if name is None:
+        raise ValueError(f"no model schema for {what!r}")
+    return dict(read_record(data, name, what))
 
 
 def _split(value: str | None) -> tuple[str, ...]:

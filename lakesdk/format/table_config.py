@@ -9,7 +9,7 @@ lakesdk writes table version 8 (timeline layout 2) and reads versions 6, 8 and 9
 from __future__ import annotations
 
 import json
-import warnings
+import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
@@ -43,6 +43,11 @@ MERGER_NAME_KEY = "hoodie.lakesdk.merger.name"
 COMMIT_TIME_STRATEGY_ID = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 
 
+_RECOVER = ("restore .hoodie/hoodie.properties from a backup (Hudi keeps the previous version in "
+            ".hoodie/hoodie.properties.backup while it updates the file) or from a copy of the table")
+_FOLDER_RE = re.compile(r"[A-Za-z0-9_.-]+")
+
+
 def table_checksum(database: str, table: str) -> int:
     """CRC32 of ``"<database>.<table>"``.
 
@@ -69,6 +74,8 @@ def _int(props: Mapping[str, str], key: str) -> int | None:
     if raw is None or raw == "":
         return None
     try:
+        if not raw.strip().isascii():
+            raise ValueError(raw)
         return int(raw.strip())
     except ValueError:
         raise TableConfigError(
@@ -90,10 +97,33 @@ class TableConfig:
     # -- construction -------------------------------------------------------------------
     @classmethod
     def parse(cls, text: str) -> "TableConfig":
-        """Parse and validate; raises :class:`TableConfigError` naming the bad key."""
-        cfg = cls(parse_properties(text))
+        """Parse and validate; raises :class:`TableConfigError` naming the bad key.
+
+        The text must be what ``Properties.store`` writes: every entry ``key=value`` on a line
+        of its own ending with a line break, so a truncated file is an error (only a last
+        ``hoodie.table.checksum`` line may lack its line break: the checksum vouches for it).
+        """
+        try:
+            props = parse_properties(text, strict=True)
+        except TableConfigError as exc:
+            if exc.key != "hoodie.table.checksum" or "line break" not in str(exc):
+                raise TableConfigError(f"hoodie.properties cannot be parsed: {exc}; the file is damaged: "
+                                       f"{_RECOVER}", key=exc.key) from None
+            props = parse_properties(text)
+        cfg = cls(props)
         cfg.validate()
         return cfg
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "TableConfig":
+        """:meth:`parse` of the bytes of ``hoodie.properties`` (UTF-8; Hudi writes ASCII)."""
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TableConfigError(
+                f"hoodie.properties is not text: byte {exc.start} ({bytes(data)[exc.start:exc.start + 1]!r}) is "
+                f"not UTF-8 (Hudi writes ASCII with \\uXXXX escapes); the file is damaged: {_RECOVER}") from None
+        return cls.parse(text)
 
     @classmethod
     def new(
@@ -178,7 +208,18 @@ class TableConfig:
         if not p.get("hoodie.table.name"):
             raise TableConfigError(
                 "hoodie.properties has no hoodie.table.name: every Hudi table needs a name; "
-                "the file is damaged or not a Hudi table config", key="hoodie.table.name")
+                f"the file is damaged or not a Hudi table config: {_RECOVER}", key="hoodie.table.name")
+        if "hoodie.table.recordkey.fields" in p and not self.record_key_fields:
+            raise TableConfigError(
+                f"hoodie.properties: hoodie.table.recordkey.fields={p['hoodie.table.recordkey.fields']!r} names "
+                "no field (expected a comma-separated list of record key fields); the file is damaged: "
+                f"{_RECOVER}", key="hoodie.table.recordkey.fields")
+        for key, default in (("hoodie.timeline.path", "timeline"), ("hoodie.timeline.history.path", "history")):
+            value = p.get(key, default)
+            if not _FOLDER_RE.fullmatch(value) or value in (".", ".."):
+                raise TableConfigError(
+                    f"hoodie.properties: {key}={value!r} is not a folder name (expected e.g. {default!r})",
+                    key=key)
         self.table_type  # noqa: B018 - validates
         if "hoodie.table.recordkey.fields" in p and (not self.record_key_fields or any(
                 not k.strip() for k in p["hoodie.table.recordkey.fields"].split(","))):
@@ -224,9 +265,12 @@ class TableConfig:
                     f"hoodie.properties: hoodie.table.checksum={cs!r} is not a number "
                     "(expected CRC32 of '<database>.<table name>')", key="hoodie.table.checksum") from None
             if value not in (table_checksum(self.database, self.name), table_checksum("", self.name)):
-                warnings.warn(
-                    f"hoodie.properties checksum {value} does not match table {self.database}.{self.name}",
-                    stacklevel=3)
+                raise TableConfigError(
+                    f"hoodie.properties: hoodie.table.checksum={value} does not match the table: expected "
+                    f"{table_checksum(self.database, self.name)} (CRC32 of {self.database + '.' + self.name!r}); "
+                    f"the name, database or checksum line is damaged: {_RECOVER}", key="hoodie.table.checksum")
+        self.create_schema  # noqa: B018 - validates
+        self.column_groups  # noqa: B018 - validates
 
     # -- typed accessors ----------------------------------------------------------------
     @property
@@ -323,8 +367,11 @@ class TableConfig:
             return None
         try:
             groups = json.loads(raw)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             raise TableConfigError(f"{COLUMN_GROUPS_KEY} is not valid JSON", key=COLUMN_GROUPS_KEY) from None
+        if not isinstance(groups, dict) or not all(isinstance(v, list) for v in groups.values()):
+            raise TableConfigError(f"{COLUMN_GROUPS_KEY} is not a JSON object of column lists",
+                                   key=COLUMN_GROUPS_KEY)
         return {str(k): [str(c) for c in v] for k, v in groups.items()}
 
     @property
@@ -348,10 +395,14 @@ class TableConfig:
         if not raw:
             return None
         try:
-            return json.loads(raw)
-        except json.JSONDecodeError:
+            schema = json.loads(raw)
+        except (json.JSONDecodeError, RecursionError):
             raise TableConfigError("hoodie.table.create.schema is not valid Avro schema JSON",
                                    key="hoodie.table.create.schema") from None
+        if not isinstance(schema, dict):
+            raise TableConfigError("hoodie.table.create.schema is not an Avro record schema (a JSON object)",
+                                   key="hoodie.table.create.schema")
+        return schema
 
     @property
     def timezone(self) -> str:

@@ -15,12 +15,13 @@ from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
+from lakesdk.format.avro_file import FileBytes
 from lakesdk.format.commit_metadata import CommitMetadata
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
 from lakesdk.format.table_config import TableConfig
 from lakesdk.storage import Storage
 
-__all__ = ["Timeline", "TimelineStore", "InstantClock"]
+__all__ = ["Timeline", "TimelineStore", "InstantClock", "corrupt_commit_error"]
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,22 @@ class Timeline:
                             columns=["requested", "action", "state", "completed"])
 
 
+def corrupt_commit_error(path: str, instant: Instant, layout: int, exc: Exception) -> CorruptTimelineError:
+    """The error for a completed write instant whose timeline file cannot be read: every read
+    and write needs it, so it says what was expected and how to recover."""
+    expected = ("an Avro file holding one HoodieCommitMetadata record" if layout >= 2
+                else "HoodieCommitMetadata JSON")
+    if instant.completed_action == "replacecommit":
+        expected = expected.replace("HoodieCommitMetadata", "HoodieReplaceCommitMetadata")
+    folder = path.rsplit("/", 1)[0]
+    return CorruptTimelineError(
+        f"{path}: the timeline file of the completed {instant.action} {instant.requested} is damaged: {exc}. "
+        f"Expected {expected}. Every read and write of the table needs it. Restore the file from a backup or a "
+        f"copy of the table; if there is none, move the file out of {folder} (keep it): the instant then "
+        "counts as a failed write, which the next write rolls back (its data is removed from the table)",
+        path=path)
+
+
 def _family(i: Instant) -> str:
     """Key that joins the pending and completed files of one instant."""
     if i.is_completed:
@@ -191,7 +208,8 @@ class TimelineStore:
         return f"{self.dir}/{instant.file_name(layout=self.layout)}"
 
     def read_bytes(self, instant: Instant) -> bytes:
-        return self.storage.read(self.path(instant))
+        """The bytes of the instant's file; parsers that fail on them name the file."""
+        return FileBytes(self.storage.read(self.path(instant)), self.storage.url(self.path(instant)))
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         """Commit metadata of a completed write instant (cached)."""
@@ -205,7 +223,7 @@ class TimelineStore:
             try:
                 m = CommitMetadata.parse(data, layout=self.layout, replace=instant.completed_action == "replacecommit")
             except CorruptTimelineError as exc:
-                raise CorruptTimelineError(f"{self.path(instant)}: {exc}") from exc
+                raise corrupt_commit_error(self.storage.url(self.path(instant)), instant, self.layout, exc) from None
             self._cache[key] = m
         return m
 

@@ -135,6 +135,7 @@ def _check_properties(storage: Storage, problems: list[Problem]) -> TableConfig 
         name, db = props["hoodie.table.name"], props.get("hoodie.database.name", "") or ""
         want = table_checksum(db, name)
         if not cs.strip().isdigit() or int(cs) not in (want, table_checksum("", name)):
+            reported.add("hoodie.table.checksum")
             problems.append(Problem("bad_checksum", PROPERTIES_PATH,
                                     f"hoodie.table.checksum={cs} does not match table {db}.{name}: expected {want}"))
     config = TableConfig(props)

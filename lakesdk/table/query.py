@@ -227,12 +227,14 @@ class Query:
             return full.empty_table().select(cols)
         storage = self.table.storage
         fs, paths = _arrow_fs(storage, files)
-        dataset = ds.dataset(paths, schema=full, format="parquet", filesystem=fs)
         expr = self.predicate.to_arrow(full) if self.predicate is not None else None
         if plan.commit_times is not None:
             inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
             expr = inc if expr is None else (expr & inc)
-        return dataset.to_table(columns=cols, filter=expr)
+        from lakesdk.format.damaged import damaged_files
+        with damaged_files(list(paths)):
+            dataset = ds.dataset(paths, schema=full, format="parquet", filesystem=fs)
+            return dataset.to_table(columns=cols, filter=expr)
 
     def to_pandas(self) -> Any:
         """Read into a pandas DataFrame."""

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakesdk.format.commit_metadata import CommitMetadata
+from lakesdk.format.damaged import damaged_file
 from lakesdk.format.schema import arrow_to_avro, avro_to_arrow, data_schema
 from lakesdk.format.timeline import Timeline, TimelineStore
 
@@ -55,14 +56,14 @@ def resolve_schema(store: TimelineStore, timeline: Timeline, *, create_schema: d
         for st in md.write_stats:
             if st.path and st.path.endswith(".parquet"):
                 try:
-                    with store.storage.open_input(st.path) as f:
+                    with store.storage.open_input(st.path) as f, damaged_file(st.path):
                         return data_schema(pq.read_schema(f).remove_metadata())
                 except FileNotFoundError:
                     continue
         if md.schema:
             return avro_to_arrow(md.schema)
     if base_file:
-        with store.storage.open_input(base_file) as f:
+        with store.storage.open_input(base_file) as f, damaged_file(base_file):
             return data_schema(pq.read_schema(f).remove_metadata())
     if create_schema:
         return data_schema(avro_to_arrow(create_schema))

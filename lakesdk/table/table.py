@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
 
-from lakesdk.exceptions import StorageError, TableNotFoundError
+from lakesdk.exceptions import StorageError, TableConfigError, TableNotFoundError, UnsupportedTableVersionError
 from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
 from lakesdk.format.timeline import Timeline, TimelineStore
 from lakesdk.storage import Storage
@@ -68,8 +69,11 @@ def validate_options(options: TableOptions) -> TableOptions:
 
 
 def load_config(storage: Storage) -> TableConfig:
+    """The table's ``hoodie.properties``.  A damaged file (bad checksum, truncated, not text)
+    is a :class:`~lakesdk.TableConfigError`, unless ``hoodie.properties.backup`` holds a good
+    config: Hudi writes that copy while it updates the file and reads it then, as here."""
     try:
-        text = storage.read(PROPERTIES_PATH).decode("utf-8")
+        data = storage.read(PROPERTIES_PATH)
     except FileNotFoundError:
         _raise_if_file(storage)
         raise TableNotFoundError(
@@ -78,17 +82,34 @@ def load_config(storage: Storage) -> TableConfig:
     except StorageError:
         _raise_if_file(storage)
         raise
-    config = TableConfig.parse(text)
+    try:
+        config = _parse_config(data)
+    except UnsupportedTableVersionError:
+        raise
+    except TableConfigError as exc:
+        try:
+            config = _parse_config(storage.read(PROPERTIES_PATH + ".backup"))
+        except (FileNotFoundError, TableConfigError):
+            raise TableConfigError(f"{storage.url(PROPERTIES_PATH)}: {exc}", key=exc.key) from None
+        warnings.warn(f"{PROPERTIES_PATH} is damaged ({exc}); using {PROPERTIES_PATH}.backup, as Hudi does",
+                      stacklevel=2)
+    if "hoodie.table.type" not in config.props:
+        _check_untyped_table(storage, config)
+    return config
+
+
+def _parse_config(data: bytes) -> TableConfig:
+    """Parse ``hoodie.properties`` bytes; a config without ``hoodie.table.checksum`` is a
+    damaged one (every table of the versions lakesdk reads carries it: a file cut at a line
+    boundary shows as a missing checksum)."""
+    config = TableConfig.from_bytes(data)
     if not config.props.get("hoodie.table.checksum"):
-        from lakesdk.exceptions import TableConfigError
         raise TableConfigError(
             f"hoodie.properties of {config.name!r} has no hoodie.table.checksum: every table config of a version "
             f"{config.version} table carries one, so the file is incomplete (truncated?) and keys such as the "
             "partition fields or the ordering field may be lost. Restore hoodie.properties (from "
             "hoodie.properties.backup, or write the missing keys back) before opening the table",
             key="hoodie.table.checksum")
-    if "hoodie.table.type" not in config.props:
-        _check_untyped_table(storage, config)
     return config
 
 
