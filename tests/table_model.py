@@ -145,9 +145,10 @@ def expected_rows(rows: dict[RowId, Row], schema: pa.Schema) -> list[tuple[Any, 
     return sorted((tuple(r.values.get(n) for n in schema.names) for r in rows.values()), key=repr)
 
 
-def actual_rows(data: pa.Table, schema: pa.Schema) -> tuple[list[tuple[Any, ...]], list[str]]:
+def actual_rows(data: pa.Table, schema: pa.Schema, *, cast: bool = False) -> tuple[list[tuple[Any, ...]], list[str]]:
     """Sorted row tuples of what a read returned, over the model's columns, and the problems
-    seen in the columns: a model column missing, of another type, or an extra column with values."""
+    seen in the columns: a model column missing, of another type, or an extra column with values.
+    ``cast``: a column of another type is cast (safely) to the written type and its values compared."""
     problems = []
     cols = {}
     for f in schema:
@@ -157,9 +158,16 @@ def actual_rows(data: pa.Table, schema: pa.Schema) -> tuple[list[tuple[Any, ...]
             cols[f.name] = [None] * data.num_rows
             continue
         got = data.schema.field(f.name).type
+        col = data.column(f.name)
         if got != f.type:
-            problems.append(f"column {f.name!r} is {got}, written as {f.type}")
-        cols[f.name] = canonical(data.column(f.name))
+            if cast:
+                try:
+                    col = col.cast(f.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    problems.append(f"column {f.name!r} is {got} and cannot be cast to {f.type}: {e}")
+            else:
+                problems.append(f"column {f.name!r} is {got}, written as {f.type}")
+        cols[f.name] = canonical(col)
     for n in data.column_names:
         if n not in schema.names and not n.startswith("_hoodie_") and data.column(n).null_count != data.num_rows:
             problems.append(f"extra column {n!r} has values")

@@ -25,7 +25,9 @@ Known limits of the ``hudi`` reader (0.5.0), where it is not compared:
 * it panics on naive timestamps (tables with a timestamp column without a zone);
 * it resurfaces stale log updates in merge-on-read incremental reads (no MOR incremental);
 * it ignores the time-travel clean guard (no ``as_of`` comparison of cleaned instants);
-* it refuses several ordering fields (the tables here have one).
+* it refuses several ordering fields (the tables here have one);
+* on merge-on-read it fails to reconcile timestamps inside structs of log blocks with the
+  base file's ("Timestamp(us, '+00:00') cannot be re-tagged as Timestamp(us, 'UTC')").
 
 Every hostile dimension is a feature that can be switched off (``DISABLED`` below names the
 open defect that keeps each one off in the committed configuration).  Run with everything on::
@@ -71,16 +73,30 @@ OPERATIONS = frozenset({
     "cow", "mor", "partitioned", "composite_key", "timeline_server_markers",
     "upsert", "insert", "bulk_insert", "delete_keys", "delete_rows", "insert_overwrite", "insert_overwrite_table",
     "compaction", "clustering", "clean_commits", "clean_versions", "clean_hours", "archival", "archival_beyond_savepoint",
-    "savepoint", "restore", "rollback", "crash", "add_column", "hudi_reader", "not_null_fields",
+    "savepoint", "restore", "rollback", "crash", "add_column", "hudi_reader", "not_null_fields", "as_of_archived",
 })
 ALL = lst.ALL_FEATURES | OPERATIONS
 
 #: Switched off in the committed configuration, each with the defect that keeps it off.
 DISABLED: dict[str, str] = {
+    # known defects being fixed on other branches
+    "part_slash": "known: partition values with '/'",
+    "part_dot": "known: partition values '.' and '..'",
+    "part_empty": "known: the empty partition value",
+    "key_separators": "known: composite record keys whose values hold ',' or ':' collide",
+    "ts_ns": "known: nanosecond timestamps lose their last digits (merge-on-read logs keep microseconds)",
+    "clean_versions": "known: time travel after a KEEP_LATEST_FILE_VERSIONS clean answers with rows missing",
     # NEW: an upsert whose data declares a field not null (pa.field(..., nullable=False)) into a file
     # group it keeps rows of fails with a raw pyarrow ArrowInvalid (concat of the kept rows, read back
     # nullable, with the incoming not-null rows)
     "not_null_fields": "non-nullable input fields break copy-on-write upserts",
+    # NEW: a partition value longer than the file system's name limit (255 bytes) is not refused up
+    # front: the write fails at its marker with MarkerError after the instant was requested, and leaves
+    # a rollback instant behind
+    "part_long": "partition values beyond the file name limit fail mid-write",
+    # NEW: as_of a commit that archival moved into the timeline history reads its schema from the
+    # base file, not from the commit: a timestamp[s] column comes back as timestamp[ms]
+    "as_of_archived": "time travel to archived commits changes column types",
 }
 
 
@@ -120,6 +136,14 @@ WRITER = textwrap.dedent("""
 
 def _on(name: str) -> bool:
     return name in FEATURES
+
+
+def _has_nested_ts(t: pa.DataType, depth: int = 0) -> bool:
+    if pa.types.is_timestamp(t):
+        return depth > 0
+    if pa.types.is_struct(t):
+        return any(_has_nested_ts(t.field(i).type, depth + 1) for i in range(t.num_fields))
+    return False
 
 
 def _has_naive_ts(t: pa.DataType) -> bool:
@@ -361,7 +385,7 @@ class LakeMachine(RuleBasedStateMachine):
         policy = data.draw(st.sampled_from(policies), label="policy")
         kw = {"retain_commits": data.draw(st.integers(1, 3), label="retain_commits"),
               "retain_versions": data.draw(st.integers(1, 2), label="retain_versions"),
-              "retain_hours": data.draw(st.sampled_from([0, 1e-4, 24]), label="retain_hours")}
+              "retain_hours": data.draw(st.sampled_from([1e-4, 24]), label="retain_hours")}
         ok, res = self._attempt(f"clean {policy}", lambda: self.t.maintenance.clean(policy=policy, **kw))
         if ok and res is not None:
             if res.earliest:
@@ -442,8 +466,10 @@ class LakeMachine(RuleBasedStateMachine):
             self.crashed = True
 
     # -- checks ---------------------------------------------------------------------------------------------
-    def _compare(self, what: str, data: pa.Table, rows: Any, schema: pa.Schema) -> None:
-        got, problems = actual_rows(data, schema)
+    def _compare(self, what: str, data: pa.Table, rows: Any, schema: pa.Schema, *, types: bool = True) -> None:
+        # the hudi reader types columns as Avro does (int8/int16 as int32, zoned timestamps in UTC,
+        # seconds as milliseconds): its values are compared after a safe cast to the written type
+        got, problems = actual_rows(data, schema, cast=not types)
         want = expected_rows(rows, schema)
         assert not problems, f"{what}: {problems}"
         if got != want:
@@ -452,18 +478,21 @@ class LakeMachine(RuleBasedStateMachine):
             raise AssertionError(f"{what}: columns {schema.names}\nmissing {missing[:5]}\nunexpected {extra[:5]}")
 
     @invariant()
-    def snapshot_matches(self) -> None:
+    def check_1_snapshot(self) -> None:
         if self.t is None:
             return
         self._compare("snapshot", self.t.read().to_arrow(), self.m.rows, self.m.schema)
 
     @invariant()
-    def time_travel_matches(self) -> None:
+    def check_2_time_travel(self) -> None:
         if self.t is None:
             return
         m = self.m
         saved = {s.instant for s in self.t.maintenance.savepoints()}
+        active = {i.requested for i in self.t.timeline.instants}
         for c in m.commits:
+            if c.requested not in active and not _on("as_of_archived"):
+                continue
             guarded = m.earliest_retained is not None and c.requested < m.earliest_retained \
                 and c.requested not in saved
             may_fail = guarded or m.cleaned_without_bound or m.archived
@@ -477,7 +506,7 @@ class LakeMachine(RuleBasedStateMachine):
             self._compare(f"as_of {c.requested} ({c.operation})", data, c.rows, c.schema)
 
     @invariant()
-    def incremental_matches(self) -> None:
+    def check_3_incremental(self) -> None:
         if self.t is None or not self.m.commits:
             return
         m = self.m
@@ -494,16 +523,18 @@ class LakeMachine(RuleBasedStateMachine):
             self._compare(f"incremental ({start}, {end}]", data, rows, schema)
 
     @invariant()
-    def hudi_reader_matches(self) -> None:
+    def check_4_hudi_reader(self) -> None:
         if self.t is None or not _on("hudi_reader") or self.crashed:
             return
         if any(_has_naive_ts(f.type) for f in self.m.schema):
             return      # the hudi reader panics on naive timestamps
+        if self.t.table_type == "MERGE_ON_READ" and any(_has_nested_ts(f.type) for f in self.m.schema):
+            return      # the hudi reader cannot reconcile a log block's nested timestamps ('+00:00' vs 'UTC')
         hudi = pytest.importorskip("hudi")
         table = hudi.HudiTableBuilder.from_base_uri(self.t.path).build()
         batches = table.read(hudi.HudiReadOptions())
         data = pa.Table.from_batches(batches) if batches else pa.table({})
-        self._compare("hudi reader snapshot", data, self.m.rows, self.m.schema)
+        self._compare("hudi reader snapshot", data, self.m.rows, self.m.schema, types=False)
 
 
 def _settings(examples: int, steps: int, **kw: Any) -> settings:

@@ -164,9 +164,9 @@ def values(t: pa.DataType, features: Iterable[str] = ALL_FEATURES, *, nullable: 
             lo, hi = max(lo, -(2 ** 63) + 1), min(hi, 2 ** 63 - 1)
         s = st.integers(lo, hi)
     elif pa.types.is_decimal(t):
-        s = st.decimals(min_value=-(10 ** (t.precision - t.scale)) + 1, max_value=10 ** (t.precision - t.scale) - 1,
-                        places=t.scale, allow_nan=False, allow_infinity=False).map(
-            lambda d: d.quantize(decimal.Decimal(1).scaleb(-t.scale)))
+        # unscaled integers: exact at every precision (Decimal arithmetic would round at 28 digits)
+        s = st.integers(-(10 ** t.precision) + 1, 10 ** t.precision - 1).map(
+            lambda i: decimal.Decimal(f"{i}E-{t.scale}"))
     elif pa.types.is_struct(t):
         s = st.fixed_dictionaries({t.field(i).name: values(t.field(i).type, f) for i in range(t.num_fields)})
     else:
