@@ -86,6 +86,24 @@ class TableModel:
             self.rows[rid] = Row(r, requested)
         self._commit(requested, completed, action, operation)
 
+    def merge(self, data: pa.Table, clauses: tuple[str, ...], requested: str, completed: str, action: str) -> None:
+        """MERGE INTO on the record key: matched rows are updated (event-time ordering) or deleted
+        (when the source's ordering value is at least the stored one), others inserted."""
+        for r in self.rows_of(data):
+            rid = self.row_id(r)
+            old = self.rows.get(rid)
+            newer = old is not None and (old.values[self.ordering] is None or (
+                r[self.ordering] is not None and r[self.ordering] >= old.values[self.ordering]))
+            if old is None:
+                if "insert" in clauses:
+                    self.rows[rid] = Row(r, requested)
+            elif "delete" in clauses:
+                if newer:
+                    del self.rows[rid]
+            elif "update" in clauses and newer:
+                self.rows[rid] = Row(r, requested)
+        self._commit(requested, completed, action, "merge")
+
     def delete_keys(self, keys: list[tuple[Any, ...]], requested: str, completed: str, action: str) -> None:
         ks = set(keys)
         self.rows = {rid: r for rid, r in self.rows.items() if rid[1] not in ks}
