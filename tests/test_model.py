@@ -74,7 +74,7 @@ OPERATIONS = frozenset({
     "upsert", "insert", "bulk_insert", "delete_keys", "delete_rows", "insert_overwrite", "insert_overwrite_table",
     "compaction", "clustering", "clean_commits", "clean_versions", "clean_hours", "archival", "archival_beyond_savepoint",
     "savepoint", "restore", "rollback", "crash", "add_column", "hudi_reader", "not_null_fields", "as_of_archived",
-    "key_in_partitions", "merge", "merge_into_empty", "merge_mor_ts",
+    "key_in_partitions", "merge", "merge_into_empty", "merge_mor_ts", "hudi_no_active_commit",
 })
 ALL = lst.ALL_FEATURES | OPERATIONS
 
@@ -110,6 +110,9 @@ DISABLED: dict[str, str] = {
     # NEW: merge (and to_spark()) on a merge-on-read table with log files and a timestamp column in
     # seconds or milliseconds fails with Spark's raw UnsupportedOperationException [UNSUPPORTED_ARROWTYPE]
     "merge_mor_ts": "Spark reads of merge-on-read slices fail on timestamp[s] / timestamp[ms] columns",
+    # NEW: archival may leave one active commit; once that is rolled back no completed commit is active,
+    # lakesdk still reads the archived commits' files but the hudi reader returns an empty table
+    "hudi_no_active_commit": "archival then rollback of the last active commit: the hudi reader sees no rows",
 }
 
 
@@ -584,6 +587,8 @@ class LakeMachine(RuleBasedStateMachine):
             return      # the hudi reader panics on naive timestamps
         if self.t.table_type == "MERGE_ON_READ" and any(_has_nested_ts(f.type) for f in self.m.schema):
             return      # the hudi reader cannot reconcile a log block's nested timestamps ('+00:00' vs 'UTC')
+        if self.m.archived and not _on("hudi_no_active_commit") and not len(self.t.timeline.commits):
+            return      # see DISABLED["hudi_no_active_commit"]
         hudi = pytest.importorskip("hudi")
         m = self.m
 
