@@ -80,37 +80,37 @@ ALL = lst.ALL_FEATURES | OPERATIONS
 
 #: Switched off in the committed configuration, each with the defect that keeps it off.
 DISABLED: dict[str, str] = {
-    # known defects being fixed on other branches
-    "part_slash": "known: partition values with '/'",
-    "part_dot": "known: partition values '.' and '..'",
-    "part_empty": "known: the empty partition value ('' and None share one partition: an insert_overwrite of '' "
+    # open defects
+    "part_slash": "partition values with '/'",
+    "part_dot": "partition values '.' and '..'",
+    "part_empty": "the empty partition value ('' and None share one partition: an insert_overwrite of '' "
                   "replaces the None rows)",
-    "key_separators": "known: composite record keys whose values hold ',' or ':' collide",
-    "uint": "known: unsigned integers (uint64 above the int64 range reads back null in the hudi reader)",
-    "ts_ns": "known: nanosecond timestamps lose their last digits (merge-on-read logs keep microseconds)",
-    "archival_beyond_savepoint": "known: archival beyond a savepoint after restores loses the latest commits' rows",
-    "clean_versions": "known: time travel after a KEEP_LATEST_FILE_VERSIONS clean answers with rows missing",
-    # NEW: an upsert whose data declares a field not null (pa.field(..., nullable=False)) into a file
+    "key_separators": "composite record keys whose values hold ',' or ':' collide",
+    "uint": "unsigned integers (uint64 above the int64 range reads back null in the hudi reader)",
+    "ts_ns": "nanosecond timestamps lose their last digits (merge-on-read logs keep microseconds)",
+    "archival_beyond_savepoint": "archival beyond a savepoint after restores loses the latest commits' rows",
+    "clean_versions": "time travel after a KEEP_LATEST_FILE_VERSIONS clean answers with rows missing",
+    # an upsert whose data declares a field not null (pa.field(..., nullable=False)) into a file
     # group it keeps rows of fails with a raw pyarrow ArrowInvalid (concat of the kept rows, read back
     # nullable, with the incoming not-null rows)
     "not_null_fields": "non-nullable input fields break copy-on-write upserts",
-    # NEW: a partition value longer than the file system's name limit (255 bytes) is not refused up
+    # a partition value longer than the file system's name limit (255 bytes) is not refused up
     # front: the write fails at its marker with MarkerError after the instant was requested, and leaves
     # a rollback instant behind
     "part_long": "partition values beyond the file name limit fail mid-write",
-    # NEW: as_of a commit that archival moved into the timeline history reads its schema from the
+    # as_of a commit that archival moved into the timeline history reads its schema from the
     # base file, not from the commit: a timestamp[s] column comes back as timestamp[ms]
     "as_of_archived": "time travel to archived commits changes column types",
-    # NEW: a key upserted into a second partition (non-global index: two records) and then deleted by
+    # a key upserted into a second partition (non-global index: two records) and then deleted by
     # its key values alone is deleted in one partition only (deleted=1), the other copy stays
     "key_in_partitions": "delete by key values misses copies of the key in other partitions",
-    # NEW: a merge into a table without commits writes the source's types as Spark returns them:
+    # a merge into a table without commits writes the source's types as Spark returns them:
     # zoned timestamps become UTC, naive timestamps in structs become UTC-zoned, timestamp[s] becomes [us]
     "merge_into_empty": "the first commit by merge changes column types",
-    # NEW: merge (and to_spark()) on a merge-on-read table with log files and a timestamp column in
+    # merge (and to_spark()) on a merge-on-read table with log files and a timestamp column in
     # seconds or milliseconds fails with Spark's raw UnsupportedOperationException [UNSUPPORTED_ARROWTYPE]
     "merge_mor_ts": "Spark reads of merge-on-read slices fail on timestamp[s] / timestamp[ms] columns",
-    # NEW: archival may leave one active commit; once that is rolled back no completed commit is active,
+    # archival may leave one active commit; once that is rolled back no completed commit is active,
     # lakesdk still reads the archived commits' files but the hudi reader returns an empty table
     "hudi_no_active_commit": "archival then rollback of the last active commit: the hudi reader sees no rows",
 }
