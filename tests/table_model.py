@@ -1,0 +1,193 @@
+"""A pure-Python model of a Hudi table's rows and commits, for the model-based test
+(tests/test_model.py).
+
+Rows are identified by (partition values, record key values): the table uses Hudi's
+non-global index, so an upsert that moves a key to another partition leaves the old row
+where it was.  Upserts follow event-time ordering (``hoodie.record.merge.mode=EVENT_TIME_ORDERING``):
+the incoming version replaces the stored one when its ordering value is at least the stored
+one (ties go to the newer write).  Deletes by key values alone are global (every partition);
+deletes by rows holding the partition fields delete in those partitions only.
+
+Every completed write instant keeps the full state after it, so time travel (``as_of``),
+incremental reads (completion-time ranges, table version 8) and rollback / restore are
+computed from the history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from lakesdk.testing.strategies import canonical
+
+RowId = tuple[tuple[Any, ...], tuple[Any, ...]]     # (partition values, key values)
+
+
+@dataclass
+class Row:
+    values: dict[str, Any]     # column -> canonical value
+    commit: str                # requested time of the write that wrote this version
+
+
+@dataclass
+class Commit:
+    requested: str
+    completed: str
+    action: str
+    operation: str
+    rows: dict[RowId, Row]
+    schema: pa.Schema
+
+
+@dataclass
+class TableModel:
+    key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...]
+    ordering: str
+    schema: pa.Schema
+    rows: dict[RowId, Row] = field(default_factory=dict)
+    commits: list[Commit] = field(default_factory=list)
+    earliest_retained: str | None = None      # the latest clean's earliest commit to retain
+    cleaned_without_bound: bool = False       # a clean without an earliest commit (KEEP_LATEST_FILE_VERSIONS)
+    archived: bool = False                    # an archival moved instants into the timeline history
+
+    # -- rows from Arrow ------------------------------------------------------------------------
+    def rows_of(self, data: pa.Table) -> list[dict[str, Any]]:
+        cols = {n: canonical(data.column(n)) for n in data.column_names}
+        return [{n: cols[n][i] for n in data.column_names} for i in range(data.num_rows)]
+
+    def row_id(self, r: dict[str, Any]) -> RowId:
+        return tuple(r[f] for f in self.partition_fields), tuple(r[f] for f in self.key_fields)
+
+    # -- writes ----------------------------------------------------------------------------------
+    def _commit(self, requested: str, completed: str, action: str, operation: str) -> None:
+        self.commits.append(Commit(requested, completed, action, operation, dict(self.rows), self.schema))
+
+    def evolve(self, schema: pa.Schema) -> None:
+        """The table's schema after a write whose data has new columns (old rows read null there)."""
+        self.schema = schema
+
+    def upsert(self, data: pa.Table, requested: str, completed: str, action: str, operation: str = "upsert") -> None:
+        for r in self.rows_of(data):
+            rid = self.row_id(r)
+            old = self.rows.get(rid)
+            if old is None or old.values[self.ordering] is None or (
+                    r[self.ordering] is not None and r[self.ordering] >= old.values[self.ordering]):
+                self.rows[rid] = Row(r, requested)
+        self._commit(requested, completed, action, operation)
+
+    def insert(self, data: pa.Table, requested: str, completed: str, action: str, operation: str = "insert") -> None:
+        """Inserts of new row ids only (an insert of an existing key may duplicate it, as Hudi's does)."""
+        for r in self.rows_of(data):
+            rid = self.row_id(r)
+            assert rid not in self.rows, f"the test inserts new keys only, {rid} exists"
+            self.rows[rid] = Row(r, requested)
+        self._commit(requested, completed, action, operation)
+
+    def merge(self, data: pa.Table, clauses: tuple[str, ...], requested: str, completed: str, action: str) -> None:
+        """MERGE INTO on the record key: matched rows are updated (event-time ordering) or deleted
+        (when the source's ordering value is at least the stored one), others inserted."""
+        for r in self.rows_of(data):
+            rid = self.row_id(r)
+            old = self.rows.get(rid)
+            newer = old is not None and (old.values[self.ordering] is None or (
+                r[self.ordering] is not None and r[self.ordering] >= old.values[self.ordering]))
+            if old is None:
+                if "insert" in clauses:
+                    self.rows[rid] = Row(r, requested)
+            elif "delete" in clauses:
+                if newer:
+                    del self.rows[rid]
+            elif "update" in clauses and newer:
+                self.rows[rid] = Row(r, requested)
+        self._commit(requested, completed, action, "merge")
+
+    def delete_keys(self, keys: list[tuple[Any, ...]], requested: str, completed: str, action: str) -> None:
+        ks = set(keys)
+        self.rows = {rid: r for rid, r in self.rows.items() if rid[1] not in ks}
+        self._commit(requested, completed, action, "delete")
+
+    def delete_rows(self, ids: list[RowId], requested: str, completed: str, action: str) -> None:
+        for rid in ids:
+            self.rows.pop(rid, None)
+        self._commit(requested, completed, action, "delete")
+
+    def insert_overwrite(self, data: pa.Table, requested: str, completed: str, action: str, *, table: bool) -> None:
+        new = self.rows_of(data)
+        parts = {self.row_id(r)[0] for r in new}
+        self.rows = {} if table else {rid: r for rid, r in self.rows.items() if rid[0] not in parts}
+        for r in new:
+            self.rows[self.row_id(r)] = Row(r, requested)
+        self._commit(requested, completed, action, "insert_overwrite_table" if table else "insert_overwrite")
+
+    def service(self, requested: str, completed: str, action: str, operation: str) -> None:
+        """A compaction or clustering: new files, same rows (and the same commit times)."""
+        self._commit(requested, completed, action, operation)
+
+    # -- undo ------------------------------------------------------------------------------------
+    def rollback_last(self) -> None:
+        self.commits.pop()
+        self._reset_to_last()
+
+    def restore(self, savepoint: str) -> None:
+        self.commits = [c for c in self.commits if c.requested <= savepoint]
+        self._reset_to_last()
+
+    def _reset_to_last(self) -> None:
+        if self.commits:
+            self.rows = dict(self.commits[-1].rows)
+            self.schema = self.commits[-1].schema
+        else:
+            self.rows = {}
+
+    # -- expected reads ----------------------------------------------------------------------------
+    def commit(self, requested: str) -> Commit:
+        return next(c for c in self.commits if c.requested == requested)
+
+    def incremental(self, start: str | None, end: str | None) -> tuple[dict[RowId, Row], pa.Schema]:
+        """Rows changed by commits completed in (start, end], in their state as of end."""
+        upto = [c for c in self.commits if end is None or c.completed <= end]
+        if not upto:
+            return {}, self.schema
+        state = upto[-1]
+        completed = {c.requested: c.completed for c in self.commits}
+        keep = {rid: r for rid, r in state.rows.items()
+                if (start is None or completed[r.commit] > start) and (end is None or completed[r.commit] <= end)}
+        return keep, state.schema
+
+
+def expected_rows(rows: dict[RowId, Row], schema: pa.Schema) -> list[tuple[Any, ...]]:
+    """Sorted row tuples over the schema's columns (a column a row lacks reads null)."""
+    return sorted((tuple(r.values.get(n) for n in schema.names) for r in rows.values()), key=repr)
+
+
+def actual_rows(data: pa.Table, schema: pa.Schema, *, cast: bool = False) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """Sorted row tuples of what a read returned, over the model's columns, and the problems
+    seen in the columns: a model column missing, of another type, or an extra column with values.
+    ``cast``: a column of another type is cast (safely) to the written type and its values compared."""
+    problems = []
+    cols = {}
+    for f in schema:
+        if f.name not in data.column_names:
+            if data.num_columns:    # a table without a commit has no schema yet
+                problems.append(f"column {f.name!r} missing")
+            cols[f.name] = [None] * data.num_rows
+            continue
+        got = data.schema.field(f.name).type
+        col = data.column(f.name)
+        if got != f.type:
+            if cast:
+                try:
+                    col = col.cast(f.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    problems.append(f"column {f.name!r} is {got} and cannot be cast to {f.type}: {e}")
+            else:
+                problems.append(f"column {f.name!r} is {got}, written as {f.type}")
+        cols[f.name] = canonical(col)
+    for n in data.column_names:
+        if n not in schema.names and not n.startswith("_hoodie_") and data.column(n).null_count != data.num_rows:
+            problems.append(f"extra column {n!r} has values")
+    rows = [tuple(cols[n][i] for n in schema.names) for i in range(data.num_rows)]
+    return sorted(rows, key=repr), problems
