@@ -66,3 +66,13 @@ def conformance_table(root: Path, rel: str) -> str:
     subs = [p for p in d.iterdir() if p.is_dir() and (p / ".hoodie").is_dir()]
     assert len(subs) == 1, f"expected one table in {d}, found {subs}"
     return str(subs[0])
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``soak`` (long generated runs) run only when LAKESDK_SOAK_MINUTES is set."""
+    if os.environ.get("LAKESDK_SOAK_MINUTES"):
+        return
+    skip = pytest.mark.skip(reason="a soak: set LAKESDK_SOAK_MINUTES to run it")
+    for item in items:
+        if "soak" in item.keywords:
+            item.add_marker(skip)

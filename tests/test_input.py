@@ -377,7 +377,7 @@ def test_generated_inputs_round_trip_or_are_refused_unchanged(table_type, case):
     check_round_trip(table_type, kinds, data, as_pandas)
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=batches(max_rows=30))

@@ -307,7 +307,7 @@ def test_generated_partition_and_key_values_round_trip_or_are_refused(spark, hiv
     _check_round_trip(spark, hive_style, urlencode, parts, keys, with_hudi=True, second=second)
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(hive_style=st.booleans(), urlencode=st.booleans(), parts=st.lists(VALUE, min_size=1, max_size=8),
        keys=st.lists(KEY_VALUE, min_size=1, max_size=4), second=st.none() | st.lists(VALUE, min_size=1, max_size=3))
