@@ -465,3 +465,23 @@ def test_spark_not_null_columns_write_and_spark_keys_delete(spark, tmp_path, tab
     assert t.delete(spark.createDataFrame([("1",), ("4",)], ["k"])).deleted == 2
     assert sorted(t.read().to_pandas()["k"]) == ["0", "2", "3"]
     assert sorted(r.k for r in t.read().to_spark().collect()) == ["0", "2", "3"]
+
+
+@pytest.mark.spark
+def test_spark_input_with_hostile_partition_values_round_trips_through_to_spark(spark, tmp_path):
+    vals = ["docs/", "", None, "__HIVE_DEFAULT_PARTITION__", ".tmp", "a=b", "%"]
+    t = lk.Lake(str(tmp_path / "lake"), spark=spark).create_table("t", key="k", partition_by="p",
+                                                                   partition_urlencode=True)
+    t.upsert(spark.createDataFrame([(str(i), v, i) for i, v in enumerate(vals)], "k string, p string, v long"))
+    assert sorted((r.k, r.p) for r in t.read().to_spark().collect()) == [(str(i), v) for i, v in enumerate(vals)]
+    assert [r.k for r in t.read(where="p = ''").to_spark().collect()] == ["1"]
+    assert [r.k for r in t.read(where="p IS NULL").to_spark().collect()] == ["2"]
+
+
+def test_check_of_an_undamaged_table_exits_zero(tmp_path):
+    t = _lake(tmp_path).create_table("t", key="k", partition_by="p", table_type="mor")
+    t.upsert(pd.DataFrame({"k": ["1", "2"], "p": ["a", "b"], "v": [1, 1]}))
+    t.upsert(pd.DataFrame({"k": ["1"], "p": ["a"], "v": [2]}))
+    t.close()
+    r = subprocess.run([sys.executable, "-m", "lakesdk", "check", t.path], capture_output=True, text=True)
+    assert r.returncode == 0 and ": ok;" in r.stdout
