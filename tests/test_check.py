@@ -147,3 +147,48 @@ def test_check_reports_a_clean_table_after_services_as_clean(lake, table_type, c
     assert "ok;" in capsys.readouterr().out
     assert main(["check", f"{t.path}-nothing"]) == 2 and "no Hudi table" in capsys.readouterr().err
     assert len(rows(t.read())) == 18
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_file_cut_short_is_an_error_at_read_write_and_compaction_not_a_shorter_read(lake, table_type):
+    """A log file cut at a block boundary reads as a valid shorter one: its committed update
+    vanished without an error and a compaction made the loss permanent.  Reads and writes use
+    check's size rule (a base file of another size, a log file shorter than its stat)."""
+    t = _table(lake, f"short_{table_type}", table_type)
+    pattern = f"{t.path}/p=a/.*.log.*" if table_type == "mor" else f"{t.path}/p=a/*.parquet"
+    f = max(glob.glob(pattern), key=os.path.getmtime)
+    data = open(f, "rb").read()
+    open(f, "wb").write(data[:-10])
+    before = _state(t)
+    u = lk.open_table(t.path)
+    with pytest.raises(lk.CorruptFileError, match="damaged: expected") as e:
+        u.read().to_arrow()
+    assert e.value.path and os.path.basename(e.value.path) == os.path.basename(f)
+    with pytest.raises(lk.CorruptFileError):
+        u.upsert(batch(5, ids=(1,)))
+    if table_type == "mor":
+        with pytest.raises(lk.CorruptFileError):
+            u.maintenance.compact()
+    assert _state(t) == before
+    assert "size_mismatch" in u.inspect.check().names
+
+
+def test_merge_on_read_table_without_type_is_known_by_its_compaction(lake):
+    """With every delta commit archived and the log files compacted and cleaned, a compaction
+    on the timeline still shows the table is merge-on-read."""
+    import pandas as pd
+    t = lake.create_table("untyped_c", key="k", table_type="mor")
+    t.upsert(pd.DataFrame({"k": ["1", "2"], "v": [1, 1]}))
+    for i in range(3):
+        t.upsert(pd.DataFrame({"k": ["1"], "v": [i + 2]}))
+    t.maintenance.compact()
+    t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    t.maintenance.archive(min_commits=1, max_commits=2)
+    names = os.listdir(f"{t.path}/.hoodie/timeline")
+    assert not any(".deltacommit" in n for n in names) and any(".compaction." in n for n in names)
+    assert not glob.glob(f"{t.path}/.*.log.*")
+    pp = f"{t.path}/.hoodie/hoodie.properties"
+    kept = [line for line in open(pp) if not line.startswith("hoodie.table.type=")]
+    open(pp, "w").write("".join(kept))
+    with pytest.raises(lk.TableConfigError, match="MERGE_ON_READ"):
+        lk.open_table(t.path)

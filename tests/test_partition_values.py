@@ -314,3 +314,15 @@ def test_generated_partition_and_key_values_round_trip_or_are_refused(spark, hiv
 def test_generated_partition_and_key_values_round_trip_or_are_refused_many(spark, hive_style, urlencode, parts, keys,
                                                                             second):
     _check_round_trip(spark, hive_style, urlencode, parts, keys, with_hudi=True, second=second)
+
+
+def test_integer_literal_beyond_bigint_compares_as_spark_sql_does(spark, tmp_path):
+    """An integer literal beyond BIGINT raised a raw OverflowError; Spark SQL reads it as a
+    DECIMAL literal, so it compares (and matches nothing here) in to_arrow and to_spark alike."""
+    lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="local"))
+    t = lake.create_table("big", key="k")
+    t.upsert(pa.table({"k": ["1", "2"], "n": [5, -3], "f": [1.5, 2.5]}))
+    for where, n in [("n = 99999999999999999999", 0), ("f = 99999999999999999999", 0),
+                     ("n IN (1, 99999999999999999999)", 0), ("n > -99999999999999999999", 2)]:
+        assert t.read(where=where).to_arrow().num_rows == n, where
+        assert t.read(where=where).to_spark().count() == n, where

@@ -103,6 +103,10 @@ def untyped_merge_on_read(storage: Storage, config: TableConfig) -> str | None:
     delta = next((n for n in timeline if ".deltacommit" in n), None)
     if delta:
         return f"delta commit {delta}"
+    # compactions exist on merge-on-read tables only (their plan files stay on the timeline)
+    compaction = next((n for n in timeline if ".compaction." in n or ".logcompaction." in n), None)
+    if compaction:
+        return f"compaction {compaction}"
     log = next((f.path for f in list_data_files(storage) if is_log_file(posixpath.basename(f.path))), None)
     return f"log file {log}" if log else None
 

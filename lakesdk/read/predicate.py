@@ -84,7 +84,10 @@ def _tokenize(text: str) -> list[tuple[str, Any]]:
         elif kind == "str":
             out.append(("str", val.replace("''", "'")))
         elif kind == "num":
-            out.append(("num", float(val) if any(c in val for c in ".eE") else int(val)))
+            num = float(val) if any(c in val for c in ".eE") else int(val)
+            if isinstance(num, int) and not -2 ** 63 <= num < 2 ** 63:
+                num = _decimal.Decimal(num)   # beyond BIGINT: Spark SQL reads it as a DECIMAL literal
+            out.append(("num", num))
         else:
             out.append((kind, val))
     return out

@@ -257,12 +257,40 @@ class FileSystemView:
         present = {f.path for f in self._files}
         return [e for e in self.expected_files() if e.path not in present and (keep is None or keep(e))]
 
+    def short_files(self, keep: Callable[[ExpectedFile], bool] | None = None) -> list[tuple[ExpectedFile, int]]:
+        """The files of :meth:`expected_files` whose size in storage is not what their write stat
+        records (a base file of another size, a log file shorter than its last append), with
+        the size found: ``lakesdk check``'s ``size_mismatch`` rule."""
+        present = {f.path: f.size for f in self._files}
+        out = []
+        for e in self.expected_files():
+            size = present.get(e.path)
+            if size is None or not e.size or (keep is not None and not keep(e)):
+                continue
+            if (e.kind == "base" and size != e.size) or (e.kind == "log" and size < e.size):
+                out.append((e, size))
+        return out
+
     def verify(self, keep: Callable[[ExpectedFile], bool] | None = None) -> None:
         """Raise when a file of a file slice this view's read reaches is missing: a
         :class:`~lakesdk.exceptions.TimeTravelError` when a clean deleted it (time travel too far
-        back), else a :class:`~lakesdk.exceptions.DataFileMissingError`."""
+        back), else a :class:`~lakesdk.exceptions.DataFileMissingError`; or when its size is not
+        the one its commit recorded (cut short, replaced): a
+        :class:`~lakesdk.exceptions.CorruptFileError`.  A log file cut at a block boundary would
+        otherwise read as a shorter valid one and drop committed updates without a word."""
         missing = self.missing_files(keep)
         if not missing:
+            short = self.short_files(keep)
+            if short:
+                from lakesdk.exceptions import CorruptFileError
+                e, size = short[0]
+                more = f" (and {len(short) - 1} more)" if len(short) > 1 else ""
+                raise CorruptFileError(
+                    f"{e.kind} file {e.path} of file group {e.file_id}, written by completed commit {e.instant}, is "
+                    f"damaged: expected {e.size} bytes (its commit's write stat), found {size}{more}. Reading it would "
+                    "return some of its records and silently drop the rest. Run `lakesdk check` on the table to list "
+                    "every damaged file, then restore the file or roll the table back (maintenance.restore to a "
+                    "savepoint, or rollback of the commit) before reading or writing again", path=e.path)
             return
         from lakesdk.exceptions import DataFileMissingError, TimeTravelError
         e = missing[0]
