@@ -258,14 +258,16 @@ class WriteOperation:
                 f"a restore is in progress on {cfg.name!r} ({pending_restore[0].requested}); writes wait until it "
                 "finishes: run table.maintenance.restore(<savepoint>) again to complete it")
 
+        # a file of the table that the timeline records and storage lacks stops the write before it
+        # starts: checked before anything is written, a rollback of a failed write included
+        self._view = FileSystemView(t.storage, cfg, store, timeline)
+        self._view.verify()
         # -- failed writes of earlier writers are rolled back first ------------------------------
         from lakesdk.services.rollback import rollback, rollback_failed_writes
         policy = "lazy" if t.options.concurrency == "optimistic" else t.options.failed_writes
         if rollback_failed_writes(t, policy=policy):
             timeline = store.load()
-        # a file of the table that the timeline records and storage lacks stops the write before it starts
-        self._view = FileSystemView(t.storage, cfg, store, timeline)
-        self._view.verify()
+            self._view = FileSystemView(t.storage, cfg, store, timeline)
 
         # -- the instant: requested -> inflight ------------------------------------------------
         if self.operation.startswith("insert_overwrite"):
