@@ -281,3 +281,19 @@ def test_user_rollback_of_latest_commit(lake):
     assert "rolled back commit" in repr(res) and set(res.deleted_files) == set(r2.file_paths)
     assert snapshot(t) == {f"u{i:04d}": (("sf", "nyc", "la")[i], 1, float(i)) for i in range(3)}
     assert [i.action for i in t.timeline] == ["commit", "rollback"]
+
+
+def test_unexpected_error_in_a_spark_task_is_one_typed_write_error(tmp_path, spark):
+    t = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="spark")).create_table(
+        "trips", key="uuid", partition_by="city", ordering="ts")
+    t.upsert(trips(3))
+    commits = len(t.timeline.commits)
+    base = next(f for f in t.storage.find("") if f.path.endswith(".parquet") and "sf" in f.path)
+    fid = os.path.basename(base.path).split("_")[0]
+    t.storage.write(base.path, b"\0" * base.size)    # damaged in place: same name and size, not Parquet
+    with pytest.raises(lk.WriteError) as e:
+        t.upsert(spark.createDataFrame(trips(3)))
+    msg = str(e.value)
+    assert fid in msg and "ArrowInvalid" in msg and "\n" not in msg and "org.apache" not in msg
+    assert type(e.value.__cause__).__name__ == "PythonException"   # the task's full trace stays the cause
+    assert len(t.timeline.commits) == commits and not t.timeline.pending
