@@ -313,7 +313,7 @@ class SparkWriteJob:
             for b in batches:
                 part = [slices[i] for i in b.column(0).to_pylist()]
                 t = _guard_task(f"the key index of file group(s) {', '.join(getattr(s, 'file_id', '?') for s in part)}",
-                                lambda: read_key_index(storage, part, slice_ctx, ordering))
+                                lambda part=part: read_key_index(storage, part, slice_ctx, ordering))
                 yield from t.to_batches()
         return src.mapInArrow(fn, schema)
 
