@@ -217,15 +217,18 @@ def test_bad_input_leaves_table_unchanged(table):
     _unchanged(table, before)
 
 
-def test_null_keys_in_spark_input_are_typed(table, spark):
+def test_null_keys_in_spark_input_are_refused_before_the_instant(table, spark):
     table.upsert(trips(2))
     before = _state(table)
-    sdf = spark.createDataFrame(pd.DataFrame({"uuid": ["a", None], "city": ["sf", "sf"], "ts": [1, 1], "fare": [1.0, 2.0]}))
-    with pytest.raises(NullKeyError):
+    instants = [(i.requested, i.action, i.state) for i in table.timeline]
+    sdf = spark.createDataFrame(pd.DataFrame({"uuid": ["a", None, None], "city": ["sf", "sf", None], "ts": [1, 1, 1],
+                                              "fare": [1.0, 2.0, 3.0]}))
+    with pytest.raises(NullKeyError, match="'uuid' is null in 2 of 3 rows"):
         table.upsert(sdf)
+    with pytest.raises(NullKeyError, match="'uuid' is null in 2 of 3 rows"):
+        table.delete(sdf)
     _unchanged(table, before)
-    rb = [i for i in table.timeline if i.action == "rollback"]
-    assert len(rb) == 1 and rb[0].is_completed   # the failed write was rolled back with a rollback instant
+    assert [(i.requested, i.action, i.state) for i in table.timeline] == instants   # no instant, no rollback
 
 
 def test_failed_job_rolls_back_its_files(table, monkeypatch):

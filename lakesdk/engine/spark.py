@@ -46,13 +46,15 @@ def spark_arrow_schema(df: Any) -> pa.Schema:
 
 
 def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
-    """Before an instant is opened: the rows of a Spark DataFrame whose partition values
+    """Before an instant is opened: rows of a Spark DataFrame whose record-key fields are null
+    (a :class:`~lakesdk.exceptions.NullKeyError`, counted exactly), whose partition values
     (text columns) could not round-trip through a partition path, or whose composite-key
-    values hold ``,`` or are Hudi's ``__null__``/``__empty__``, raise the typed error :func:`add_key_columns` would raise in a task.
-    One Spark job over the candidate rows (at most 10 collected)."""
+    values hold ``,`` or are Hudi's ``__null__``/``__empty__`` raise the typed error
+    :func:`add_key_columns` would raise in a task.  One Spark job (an aggregation)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
+    from lakesdk.exceptions import NullKeyError
     from lakesdk.format.keys import MAX_SEGMENT_BYTES
     text = {f.name for f in df.schema.fields if isinstance(f.dataType, StringType)}
     conds = []
@@ -71,15 +73,27 @@ def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
     if len(ctx.key_fields) > 1:
         conds += [F.col(f"`{k}`").contains(",") | F.col(f"`{k}`").isin("__null__", "__empty__")
                   for k in ctx.key_fields if k in text]
-    if not conds:
-        return
-    cond = conds[0]
-    for c in conds[1:]:
-        cond = cond | c
+    keys = [k for k in ctx.key_fields if k in df.columns]
     cols = [c for c in dict.fromkeys((*ctx.key_fields, *ctx.partition_fields)) if c in df.columns]
-    rows = df.select(*[F.col(f"`{c}`") for c in cols]).filter(F.coalesce(cond, F.lit(False))).limit(10).collect()
-    if rows:
-        sample = pa.Table.from_pylist([r.asDict() for r in rows], schema=pa.schema([spark_arrow_schema(df).field(c) for c in cols]))
+    aggs = [F.count(F.lit(1)).alias("_lk_rows")]
+    aggs += [F.count(F.when(F.col(f"`{k}`").isNull(), 1)).alias(f"_lk_null{i}") for i, k in enumerate(keys)]
+    if conds:
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = cond | c
+        first_bad = F.first(F.when(F.coalesce(cond, F.lit(False)), F.struct(*[F.col(f"`{c}`") for c in cols])),
+                            ignorenulls=True)
+        aggs.append(first_bad.alias("_lk_bad"))
+    row = df.agg(*aggs).collect()[0]
+    for i, k in enumerate(keys):
+        n = row[f"_lk_null{i}"]
+        if n:
+            raise NullKeyError(
+                f"record key field {k!r} is null in {n} of {row['_lk_rows']} rows; every row needs a key: "
+                "fill or drop those rows before writing; nothing was written")
+    bad_row = row["_lk_bad"] if conds else None
+    if bad_row is not None:
+        sample = pa.Table.from_pylist([bad_row.asDict()], schema=pa.schema([spark_arrow_schema(df).field(c) for c in cols]))
         add_key_columns(ctx, sample)   # raises the typed error
 
 

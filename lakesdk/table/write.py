@@ -188,9 +188,9 @@ class WriteOperation:
             operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor, keep_columns=keep,
         )
         op_code = OP_DELETE if is_delete else OP_UPSERT
-        if sdf is not None and not is_delete:
+        if sdf is not None:
             from lakesdk.engine.spark import check_key_values_spark
-            check_key_values_spark(sdf, ctx)   # refuse values that cannot round-trip before any instant
+            check_key_values_spark(sdf, ctx)   # refuse null keys and values that cannot round-trip before any instant
         partitions: list[str] | None = None
         if arrow is not None:
             if arrow.num_rows == 0:
