@@ -236,8 +236,13 @@ class WriteOperation:
             return [], MergeCounts(), self.table.schema
         prep.ctx.instant = instant
         prep.ctx.markers = markers
-        stats, counts, _ = self._run(prep.ctx, prep.arrow, prep.sdf, prep.timeline, prep.store, prep.partitions,
-                                     prep.global_delete)
+        try:
+            stats, counts, _ = self._run(prep.ctx, prep.arrow, prep.sdf, prep.timeline, prep.store, prep.partitions,
+                                         prep.global_delete)
+        except Exception as err:
+            from lakesdk.engine.spark import reraise_task_error
+            reraise_task_error(err)  # an error raised inside a Spark task comes out typed
+            raise
         return stats, counts, prep.target_schema
 
     def execute(self) -> WriteResult:
