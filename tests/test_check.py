@@ -58,6 +58,16 @@ def test_missing_latest_base_file_is_an_error_at_read_write_and_check(lake, tabl
     assert f"missing_file: p=a/{name}" in capsys.readouterr().out
 
 
+def test_missing_data_file_refuses_the_write_before_rolling_back_a_failed_write(lake):
+    t = _table(lake, "dmg_failed", "cow")
+    t._store().create_new("commit")   # an earlier writer failed: its instant stays requested
+    os.remove(_latest_base(t))
+    before = _state(t)
+    with pytest.raises(lk.DataFileMissingError):
+        t.upsert(batch(5, ids=(1,)))
+    assert _state(t) == before                 # no rollback instant, nothing else written
+
+
 def test_missing_log_file_is_an_error_and_reported(lake):
     t = _table(lake, "dmg_log", "mor")
     log = glob.glob(f"{t.path}/p=a/.*.log.*")[0]

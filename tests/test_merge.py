@@ -117,3 +117,33 @@ def test_merge_with_explicit_clauses_does_not_add_source_only_columns(lake):
     assert t.refresh().schema.names[-3:] == ["id", "ts", "v"]
     t.upsert(pd.DataFrame({"id": [2], "ts": [3], "v": [21]}))
     assert sorted(t.read().to_pandas()[["id", "v"]].itertuples(index=False, name=None)) == [(1, 11), (2, 21), (3, 30)]
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_merge_all_clauses_with_a_source_lacking_table_columns_are_refused_unless_opted_in(lake, table_type):
+    from lakesdk.exceptions import MissingColumnError, OptionsError
+    t = lake.create_table("mc", key="id", ordering="ts", table_type=table_type)
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "fare": [10.0, 20.0], "note": ["a", "b"]}))
+    src = pd.DataFrame({"id": [2, 3], "ts": [2, 2], "fare": [21.0, 30.0]})          # lacks "note"
+    timeline = [(i.requested, i.action, i.state) for i in t.timeline]
+
+    def rows():
+        return {r.id: (r.fare, r.note) for r in t.read().to_pandas().itertuples()}
+
+    for builder in (t.merge(src).when_not_matched_insert_all(),
+                    t.merge(src).when_matched_update_all(),
+                    t.merge(src).when_matched_update_all().when_not_matched_insert_all()):
+        with pytest.raises(MissingColumnError, match=r"\['note'\]"):
+            builder.execute()
+    assert [(i.requested, i.action, i.state) for i in t.timeline] == timeline      # nothing written
+    with pytest.raises(OptionsError):
+        t.merge(src, missing_columns="drop")
+    # explicit clauses name their columns: unaffected
+    t.merge(src).when_matched_update(set={"fare": "s.fare", "ts": "s.ts"}).execute()
+    assert rows() == {1: (10.0, "a"), 2: (21.0, "b")}
+    keep = pd.DataFrame({"id": [2, 3], "ts": [3, 3], "fare": [22.0, 30.0]})
+    t.merge(keep, missing_columns="keep").when_matched_update_all().when_not_matched_insert_all().execute()
+    assert rows() == {1: (10.0, "a"), 2: (22.0, "b"), 3: (30.0, None)}
+    null = pd.DataFrame({"id": [1, 4], "ts": [4, 4], "fare": [11.0, 40.0]})
+    t.merge(null, missing_columns="null").when_matched_update_all().when_not_matched_insert_all().execute()
+    assert rows() == {1: (11.0, None), 2: (22.0, "b"), 3: (30.0, None), 4: (40.0, None)}

@@ -8,9 +8,10 @@ import sys
 import textwrap
 
 import pandas as pd
+import pytest
 
 import lakesdk as lk
-from lakesdk.table.transaction import abort, begin, commit
+from lakesdk.table.transaction import abort, begin, commit, write_batch
 
 PARTICIPANT = textwrap.dedent("""
     import json, sys
@@ -82,3 +83,30 @@ def test_commit_under_optimistic_concurrency_fails_on_a_concurrent_rewrite(tmp_p
     timeline = lk.open_table(path).timeline
     assert txn.instant not in {i.requested for i in timeline if i.action == "commit"}   # rolled back, not pending
     assert any(i.action == "rollback" for i in timeline.completed)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_refused_batch_writes_nothing_and_leaves_the_transaction_usable(tmp_path, spark, engine):
+    import pyarrow as pa
+    t = lk.Lake(str(tmp_path), spark=spark, options=lk.TableOptions(engine=engine)).create_table(
+        "k", key="id", partition_by="p", table_type="mor")
+    t.upsert(pa.table({"id": [0], "p": ["x"], "v": [0]}))
+    data_files = sorted(f.path for f in t.storage.find("") if not f.path.startswith(".hoodie"))
+    txn = begin(t)
+    refused = [
+        (pa.table({"id": [1], "p": ["a/b"], "v": [1]}), lk.InvalidPartitionValueError),
+        (pa.table({"id": [1], "p": ["a"]}), lk.MissingColumnError),
+        (pa.table({"id": [1], "p": ["a"], "v": pa.array([2**64 - 1], pa.uint64())}), lk.IncompatibleSchemaError),
+        (spark.createDataFrame([(1, "a/b", 1)], "id long, p string, v long"), lk.InvalidPartitionValueError),
+        (spark.createDataFrame([(None, "a", 1)], "id long, p string, v long"), lk.NullKeyError),
+    ]
+    for data, error in refused:
+        with pytest.raises(error):
+            write_batch(t, txn, data)
+        assert sorted(f.path for f in t.storage.find("") if not f.path.startswith(".hoodie")) == data_files
+        assert [i.state for i in t.timeline if i.requested == txn.instant] == ["inflight"]   # still open
+    stats, schema = write_batch(t, txn, pa.table({"id": [2], "p": ["a"], "v": [2]}))
+    commit(t, txn, stats, schema=schema)
+    assert sorted(t.read().to_arrow().column("id").to_pylist()) == [0, 2]
+    assert not t.timeline.pending and not any(i.action == "rollback" for i in t.timeline)

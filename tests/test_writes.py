@@ -217,15 +217,18 @@ def test_bad_input_leaves_table_unchanged(table):
     _unchanged(table, before)
 
 
-def test_null_keys_in_spark_input_are_typed(table, spark):
+def test_null_keys_in_spark_input_are_refused_before_the_instant(table, spark):
     table.upsert(trips(2))
     before = _state(table)
-    sdf = spark.createDataFrame(pd.DataFrame({"uuid": ["a", None], "city": ["sf", "sf"], "ts": [1, 1], "fare": [1.0, 2.0]}))
-    with pytest.raises(NullKeyError):
+    instants = [(i.requested, i.action, i.state) for i in table.timeline]
+    sdf = spark.createDataFrame(pd.DataFrame({"uuid": ["a", None, None], "city": ["sf", "sf", None], "ts": [1, 1, 1],
+                                              "fare": [1.0, 2.0, 3.0]}))
+    with pytest.raises(NullKeyError, match="'uuid' is null in 2 of 3 rows"):
         table.upsert(sdf)
+    with pytest.raises(NullKeyError, match="'uuid' is null in 2 of 3 rows"):
+        table.delete(sdf)
     _unchanged(table, before)
-    rb = [i for i in table.timeline if i.action == "rollback"]
-    assert len(rb) == 1 and rb[0].is_completed   # the failed write was rolled back with a rollback instant
+    assert [(i.requested, i.action, i.state) for i in table.timeline] == instants   # no instant, no rollback
 
 
 def test_failed_job_rolls_back_its_files(table, monkeypatch):
@@ -281,3 +284,19 @@ def test_user_rollback_of_latest_commit(lake):
     assert "rolled back commit" in repr(res) and set(res.deleted_files) == set(r2.file_paths)
     assert snapshot(t) == {f"u{i:04d}": (("sf", "nyc", "la")[i], 1, float(i)) for i in range(3)}
     assert [i.action for i in t.timeline] == ["commit", "rollback"]
+
+
+def test_unexpected_error_in_a_spark_task_is_one_typed_write_error(tmp_path, spark):
+    t = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="spark")).create_table(
+        "trips", key="uuid", partition_by="city", ordering="ts")
+    t.upsert(trips(3))
+    commits = len(t.timeline.commits)
+    base = next(f for f in t.storage.find("") if f.path.endswith(".parquet") and "sf" in f.path)
+    fid = os.path.basename(base.path).split("_")[0]
+    t.storage.write(base.path, b"\0" * base.size)    # damaged in place: same name and size, not Parquet
+    with pytest.raises(lk.WriteError) as e:
+        t.upsert(spark.createDataFrame(trips(3)))
+    msg = str(e.value)
+    assert fid in msg and "ArrowInvalid" in msg and "\n" not in msg and "org.apache" not in msg
+    assert type(e.value.__cause__).__name__ == "PythonException"   # the task's full trace stays the cause
+    assert len(t.timeline.commits) == commits and not t.timeline.pending

@@ -46,13 +46,15 @@ def spark_arrow_schema(df: Any) -> pa.Schema:
 
 
 def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
-    """Before an instant is opened: the rows of a Spark DataFrame whose partition values
+    """Before an instant is opened: rows of a Spark DataFrame whose record-key fields are null
+    (a :class:`~lakesdk.exceptions.NullKeyError`, counted exactly), whose partition values
     (text columns) could not round-trip through a partition path, or whose composite-key
-    values hold ``,`` or are Hudi's ``__null__``/``__empty__``, raise the typed error :func:`add_key_columns` would raise in a task.
-    One Spark job over the candidate rows (at most 10 collected)."""
+    values hold ``,`` or are Hudi's ``__null__``/``__empty__`` raise the typed error
+    :func:`add_key_columns` would raise in a task.  One Spark job (an aggregation)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
+    from lakesdk.exceptions import NullKeyError
     from lakesdk.format.keys import MAX_SEGMENT_BYTES
     text = {f.name for f in df.schema.fields if isinstance(f.dataType, StringType)}
     conds = []
@@ -71,15 +73,27 @@ def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
     if len(ctx.key_fields) > 1:
         conds += [F.col(f"`{k}`").contains(",") | F.col(f"`{k}`").isin("__null__", "__empty__")
                   for k in ctx.key_fields if k in text]
-    if not conds:
-        return
-    cond = conds[0]
-    for c in conds[1:]:
-        cond = cond | c
+    keys = [k for k in ctx.key_fields if k in df.columns]
     cols = [c for c in dict.fromkeys((*ctx.key_fields, *ctx.partition_fields)) if c in df.columns]
-    rows = df.select(*[F.col(f"`{c}`") for c in cols]).filter(F.coalesce(cond, F.lit(False))).limit(10).collect()
-    if rows:
-        sample = pa.Table.from_pylist([r.asDict() for r in rows], schema=pa.schema([spark_arrow_schema(df).field(c) for c in cols]))
+    aggs = [F.count(F.lit(1)).alias("_lk_rows")]
+    aggs += [F.count(F.when(F.col(f"`{k}`").isNull(), 1)).alias(f"_lk_null{i}") for i, k in enumerate(keys)]
+    if conds:
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = cond | c
+        first_bad = F.first(F.when(F.coalesce(cond, F.lit(False)), F.struct(*[F.col(f"`{c}`") for c in cols])),
+                            ignorenulls=True)
+        aggs.append(first_bad.alias("_lk_bad"))
+    row = df.agg(*aggs).collect()[0]
+    for i, k in enumerate(keys):
+        n = row[f"_lk_null{i}"]
+        if n:
+            raise NullKeyError(
+                f"record key field {k!r} is null in {n} of {row['_lk_rows']} rows; every row needs a key: "
+                "fill or drop those rows before writing; nothing was written")
+    bad_row = row["_lk_bad"] if conds else None
+    if bad_row is not None:
+        sample = pa.Table.from_pylist([bad_row.asDict()], schema=pa.schema([spark_arrow_schema(df).field(c) for c in cols]))
         add_key_columns(ctx, sample)   # raises the typed error
 
 
@@ -127,7 +141,10 @@ _ERR_RE = re.compile(r"lakesdk\.exceptions\.(\w+): (.*?)(?:\n|$)")
 
 
 def reraise_task_error(err: BaseException) -> None:
-    """Turn a Spark-wrapped lakesdk error raised inside a task back into its typed error."""
+    """Turn a Spark-wrapped lakesdk error raised inside a task back into its typed error; any
+    other error of a Python task (an ``ArrowInvalid``, an ``OSError``, ...) becomes one
+    :class:`~lakesdk.exceptions.WriteError` naming the original error (the Spark error, with
+    its traces, stays the ``__cause__``)."""
     text = str(err)
     m = _ERR_RE.search(text) or re.search(r"\b(\w+Error): (.*?)(?:\n|$)", text)
     if m and hasattr(exc_mod, m.group(1)):
@@ -137,6 +154,30 @@ def reraise_task_error(err: BaseException) -> None:
                 raise cls(m.group(2)) from err
             except TypeError:
                 pass
+    if type(err).__name__ == "PythonException":   # an error of a Python task, not of Spark itself
+        last = [ln for ln in text.splitlines() if re.match(r"^[A-Za-z_][\w.]*: ", ln)]
+        what = last[-1].strip() if last else text.strip().splitlines()[-1] if text.strip() else type(err).__name__
+        raise exc_mod.WriteError(
+            f"a Spark write task failed with {what}; the instant did not complete and the table is unchanged. "
+            "The error's cause holds the task's full trace") from err
+
+
+def _guard_task(what: str, fn: Callable[[], Any]) -> Any:
+    """Run task code; a non-lakesdk error becomes one WriteError naming ``what`` and the
+    original error's type and message (on one line, so the driver can re-type it)."""
+    try:
+        return fn()
+    except LakeError:
+        raise
+    except Exception as e:  # noqa: BLE001 - re-typed with its context
+        raise _task_failure(what, e) from e
+
+
+def _task_failure(what: str, e: BaseException) -> LakeError:
+    msg = " ".join(str(e).split())
+    return exc_mod.WriteError(
+        f"the Spark task for {what} failed with {type(e).__module__}.{type(e).__qualname__}: {msg}; "
+        "the instant did not complete and the table is unchanged")
 
 
 def parallelism(spark: Any) -> int:
@@ -284,7 +325,9 @@ class SparkWriteJob:
 
         def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for b in batches:
-                t = read_key_index(storage, [slices[i] for i in b.column(0).to_pylist()], slice_ctx, ordering)
+                part = [slices[i] for i in b.column(0).to_pylist()]
+                t = _guard_task(f"the key index of file group(s) {', '.join(getattr(s, 'file_id', '?') for s in part)}",
+                                lambda part=part: read_key_index(storage, part, slice_ctx, ordering))
                 yield from t.to_batches()
         return src.mapInArrow(fn, schema)
 
@@ -329,10 +372,10 @@ class SparkWriteJob:
             part = table.column(PART)[0].as_py()
             target = ctx.targets.get(fid) or FileGroupTarget(part, fid)
             incoming = table.drop_columns([FID])
-            if ctx.merge_on_read and (target.base_path or target.has_logs):
-                stat, counts = write_log_group(ctx, target, incoming, _task_info())
-            else:
-                stat, counts = write_file_group(ctx, target, incoming, _task_info())
+            write = (write_log_group if ctx.merge_on_read and (target.base_path or target.has_logs)
+                     else write_file_group)
+            stat, counts = _guard_task(f"file group {fid} (partition {part!r})",
+                                       lambda: write(ctx, target, incoming, _task_info()))
             return pa.table({"stat": [json.dumps(asdict(stat))], "counts": [json.dumps(asdict(counts))]})
 
         rows = self._collect(df.groupBy(FID).applyInArrow(fn, _stat_schema()))
@@ -351,8 +394,13 @@ class SparkWriteJob:
         def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             info = _task_info()
             tables = (pa.Table.from_batches([b]) for b in batches)
-            for stat in write_new_files(ctx, tables, info):
-                yield pa.RecordBatch.from_pydict({"stat": [json.dumps(asdict(stat))], "counts": ["{}"]})
+            try:
+                for stat in write_new_files(ctx, tables, info):
+                    yield pa.RecordBatch.from_pydict({"stat": [json.dumps(asdict(stat))], "counts": ["{}"]})
+            except LakeError:
+                raise
+            except Exception as e:  # noqa: BLE001 - re-typed with its context
+                raise _task_failure(f"new files of Spark partition {info.partition_id}", e) from e
         rows = self._collect(df.mapInArrow(fn, _stat_schema()))
         return [WriteStat.from_dict(json.loads(r["stat"])) for r in rows]
 

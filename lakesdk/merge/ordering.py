@@ -54,12 +54,17 @@ def positions(probe: pa.ChunkedArray | pa.Array, build: pa.ChunkedArray | pa.Arr
     if n_build <= n_probe:
         pos = pc.index_in(probe, value_set=build)
         return np.asarray(pc.fill_null(pos, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    inv = pc.index_in(build, value_set=probe)          # for each build row: its probe index
+    # Hash the distinct probe values: several probe rows may share one value, and each of
+    # them gets that value's build position (the first equal build row, as index_in gives).
+    uniq = pc.unique(probe)
+    inv = pc.index_in(build, value_set=uniq)           # for each build row: its distinct-probe index
     inv_np = np.asarray(pc.fill_null(inv, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    hit = np.flatnonzero(inv_np >= 0)
-    out = np.full(n_probe, -1, dtype=np.int64)
-    out[inv_np[hit]] = hit
-    return out
+    hit = np.flatnonzero(inv_np >= 0)[::-1]            # reversed: the first build row is written last
+    at = np.full(len(uniq), -1, dtype=np.int64)
+    at[inv_np[hit]] = hit
+    which = pc.index_in(probe, value_set=uniq)         # for each probe row: its distinct-probe index
+    which_np = np.asarray(pc.fill_null(which, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return at[which_np]
 
 
 def _ge(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:

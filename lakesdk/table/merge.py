@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from lakesdk.exceptions import LakeError, SchemaError
+from lakesdk.exceptions import LakeError, MissingColumnError, OptionsError, SchemaError
 
 if TYPE_CHECKING:
     from lakesdk.table.results import WriteResult
@@ -86,6 +86,12 @@ class MergeBuilder:
     source: Any
     on: tuple[str, ...]
     clauses: tuple[_Clause, ...] = field(default=())
+    missing_columns: str = "error"   # table columns the source lacks, for the *_all clauses
+
+    def __post_init__(self) -> None:
+        from lakesdk.table.write import MISSING_COLUMNS
+        if self.missing_columns not in MISSING_COLUMNS:
+            raise OptionsError(f"missing_columns must be one of {list(MISSING_COLUMNS)}, not {self.missing_columns!r}")
 
     def _add(self, clause: _Clause) -> "MergeBuilder":
         return replace(self, clauses=self.clauses + (clause,))
@@ -130,6 +136,7 @@ class MergeBuilder:
         missing = [k for k in self.on if k not in src.columns]
         if missing:
             raise SchemaError(f"merge key(s) {missing} are not columns of the source ({', '.join(src.columns)})")
+        lacking = self._lacking_columns(src.columns)
         dup = src.groupBy(*self.on).count().filter("count > 1").limit(3).collect()
         if dup:
             keys = [tuple(r[k] for k in self.on) for r in dup]
@@ -187,7 +194,10 @@ class MergeBuilder:
                           else F.col(f"__t_{k}")).alias(k) for k in target_cols]
                 op = 1
             elif c.kind in ("matched_update_all", "not_matched_insert_all"):
-                exprs = [(F.col(f"__s_{k}") if k in src.columns else F.col(f"__t_{k}") if k in tgt.columns
+                # a table column the source lacks: refused above unless the caller opted in;
+                # "keep" keeps an updated row's stored value, "null" (and an insert) writes null
+                exprs = [(F.col(f"__s_{k}") if k in src.columns
+                          else F.col(f"__t_{k}") if k in tgt.columns and k not in lacking
                           else F.lit(None)).alias(k) for k in all_cols]
                 op = 0
             else:
@@ -226,6 +236,30 @@ class MergeBuilder:
         # value is lower than the stored one changes nothing (skipped)
         upd, ins, dele, skipped = (write.updated, write.inserted, write.deleted, write.skipped) if write else (0, 0, 0, 0)
         return MergeResult(source_rows, upd, ins, dele, unchanged, per, write, time.perf_counter() - t0, skipped)
+
+
+    def _lacking_columns(self, source_columns: list[str]) -> set[str]:
+        """Table columns the source lacks that an ``*_all`` clause would write: a
+        :class:`MissingColumnError` unless ``missing_columns`` opted in; returns the ones
+        written as null (``"null"``), none for ``"keep"``."""
+        if not any(c.kind in ("matched_update_all", "not_matched_insert_all") for c in self.clauses):
+            return set()
+        t = self.table
+        cfg = t.config
+        if cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups:
+            return set()   # a partial-update table: each stream writes its own column groups
+        from lakesdk.format.schema import META_FIELDS
+        missing = [c for c in t.schema.names if c not in META_FIELDS and c not in source_columns]
+        if not missing or self.missing_columns == "keep":
+            return set()
+        if self.missing_columns == "null":
+            return set(missing)
+        raise MissingColumnError(
+            f"merge into {cfg.name!r}: the source lacks table column(s) {missing} (source columns: "
+            f"{', '.join(source_columns)}); when_matched_update_all would keep their stored values and "
+            "when_not_matched_insert_all would insert nulls. Add the columns to the source, or pass "
+            "missing_columns='null' (write nulls) or missing_columns='keep' (updated rows keep their stored "
+            "values, inserted rows get nulls) to t.merge(...), or name the columns in explicit clauses")
 
 
 def _fix_types(data: Any, t: "Table") -> Any:

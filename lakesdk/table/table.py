@@ -386,12 +386,18 @@ class Table:
         return self.write(data, operation=op, missing_columns=missing_columns,
                           truncate_nanoseconds=truncate_nanoseconds).execute()
 
-    def merge(self, source: Any, on: str | list[str] | None = None) -> Any:
+    def merge(self, source: Any, on: str | list[str] | None = None, *, missing_columns: str = "error") -> Any:
         """Start a merge (Delta Lake style) of ``source`` into this table, matched on ``on``
-        (default: the record key).  Chain ``when_*`` clauses, then ``.execute()``."""
+        (default: the record key).  Chain ``when_*`` clauses, then ``.execute()``.
+
+        ``missing_columns``: table columns the source lacks, for ``when_matched_update_all``
+        and ``when_not_matched_insert_all``: ``"error"`` (default, a ``MissingColumnError``
+        naming them), ``"null"`` (both clauses write nulls there) or ``"keep"`` (updated
+        rows keep their stored values, inserted rows get nulls).  Explicit clauses name
+        their columns and are not affected."""
         from lakesdk.table.merge import MergeBuilder
         keys = (on,) if isinstance(on, str) else tuple(on) if on else self.key
-        return MergeBuilder(self, source, keys)
+        return MergeBuilder(self, source, keys, missing_columns=missing_columns)
 
     # -- reads -------------------------------------------------------------------------------
     def read(self, columns: list[str] | None = None, *, where: Any = None, filters: Any = None,

@@ -64,7 +64,15 @@ def begin(table: "Table", *, operation: str = "upsert") -> OpenInstant:
 
 def write_batch(table: "Table", txn: OpenInstant, data: Any) -> tuple[list[dict[str, Any]], str]:
     """Write one batch's files for ``txn`` (in any process); returns the write stats as
-    dicts and the schema (base64 Arrow IPC) the files were written with."""
+    dicts and the schema (base64 Arrow IPC) the files were written with.
+
+    The batch is checked before any of its files is written, as a write is: a refused batch
+    (a :class:`~lakesdk.exceptions.SchemaError` such as an ``InvalidPartitionValueError``,
+    ``MissingColumnError``, ``NullKeyError`` or ``IncompatibleSchemaError``) writes nothing
+    and leaves ``txn`` open and usable: write a corrected batch and :func:`commit`, or
+    :func:`abort`.  A batch that fails while its files are written (a ``WriteError``) may
+    leave files its markers name; :func:`commit` removes files no stat names, and
+    :func:`abort` rolls everything back."""
     from lakesdk.markers import DirectWriteMarkers
     from lakesdk.table.write import WriteOperation
     op = WriteOperation(table, txn.operation, data)  # type: ignore[arg-type]

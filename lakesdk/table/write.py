@@ -188,9 +188,9 @@ class WriteOperation:
             operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor, keep_columns=keep,
         )
         op_code = OP_DELETE if is_delete else OP_UPSERT
-        if sdf is not None and not is_delete:
+        if sdf is not None:
             from lakesdk.engine.spark import check_key_values_spark
-            check_key_values_spark(sdf, ctx)   # refuse values that cannot round-trip before any instant
+            check_key_values_spark(sdf, ctx)   # refuse null keys and values that cannot round-trip before any instant
         partitions: list[str] | None = None
         if arrow is not None:
             if arrow.num_rows == 0:
@@ -236,8 +236,13 @@ class WriteOperation:
             return [], MergeCounts(), self.table.schema
         prep.ctx.instant = instant
         prep.ctx.markers = markers
-        stats, counts, _ = self._run(prep.ctx, prep.arrow, prep.sdf, prep.timeline, prep.store, prep.partitions,
-                                     prep.global_delete)
+        try:
+            stats, counts, _ = self._run(prep.ctx, prep.arrow, prep.sdf, prep.timeline, prep.store, prep.partitions,
+                                         prep.global_delete)
+        except Exception as err:
+            from lakesdk.engine.spark import reraise_task_error
+            reraise_task_error(err)  # an error raised inside a Spark task comes out typed
+            raise
         return stats, counts, prep.target_schema
 
     def execute(self) -> WriteResult:
@@ -258,14 +263,16 @@ class WriteOperation:
                 f"a restore is in progress on {cfg.name!r} ({pending_restore[0].requested}); writes wait until it "
                 "finishes: run table.maintenance.restore(<savepoint>) again to complete it")
 
+        # a file of the table that the timeline records and storage lacks stops the write before it
+        # starts: checked before anything is written, a rollback of a failed write included
+        self._view = FileSystemView(t.storage, cfg, store, timeline)
+        self._view.verify()
         # -- failed writes of earlier writers are rolled back first ------------------------------
         from lakesdk.services.rollback import rollback, rollback_failed_writes
         policy = "lazy" if t.options.concurrency == "optimistic" else t.options.failed_writes
         if rollback_failed_writes(t, policy=policy):
             timeline = store.load()
-        # a file of the table that the timeline records and storage lacks stops the write before it starts
-        self._view = FileSystemView(t.storage, cfg, store, timeline)
-        self._view.verify()
+            self._view = FileSystemView(t.storage, cfg, store, timeline)
 
         # -- the instant: requested -> inflight ------------------------------------------------
         if self.operation.startswith("insert_overwrite"):
