@@ -326,3 +326,19 @@ def test_integer_literal_beyond_bigint_compares_as_spark_sql_does(spark, tmp_pat
                      ("n IN (1, 99999999999999999999)", 0), ("n > -99999999999999999999", 2)]:
         assert t.read(where=where).to_arrow().num_rows == n, where
         assert t.read(where=where).to_spark().count() == n, where
+
+
+def test_colon_in_a_partition_value_without_hive_style_is_refused_or_round_trips_encoded(spark, tmp_path):
+    """Found by the generated test: a folder name like ``a:b`` (no ``field=`` before it) is a
+    URI scheme to Hadoop paths, so Spark's reader failed on the table; refused before anything is
+    written, and it round-trips through Hudi's URL-encoding."""
+    lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="local"))
+    t = lake.create_table("c", key="id", partition_by=["p", "q"], hive_style=False)
+    with pytest.raises(InvalidPartitionValueError, match="':'"):
+        t.upsert(pa.table({"id": [1], "p": ["a:b"], "q": ["*"]}))
+    with pytest.raises(InvalidPartitionValueError, match="':'"):
+        t.upsert(spark.createDataFrame([(1, "a:b", "x")], "id long, p string, q string"))
+    assert len(t.timeline.instants) == 0
+    e = lake.create_table("e", key="id", partition_by=["p", "q"], hive_style=False, partition_urlencode=True)
+    e.upsert(pa.table({"id": [1], "p": ["a:b"], "q": ["*"]}))
+    assert [(r["p"], r["q"]) for r in e.read().to_spark().collect()] == [("a:b", "*")]

@@ -68,7 +68,7 @@ def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
             continue
         bad = c.contains("/") | c.rlike("[\\x00-\\x1F\\x7F]") | (F.octet_length(c) > room)
         if not ctx.hive_style:
-            bad = bad | c.startswith(".") | c.startswith("_") | c.contains("=")
+            bad = bad | c.startswith(".") | c.startswith("_") | c.contains("=") | c.contains(":")
         conds.append(bad)
     if len(ctx.key_fields) > 1:
         conds += [F.col(f"`{k}`").contains(",") | F.col(f"`{k}`").isin("__null__", "__empty__")

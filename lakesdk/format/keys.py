@@ -96,6 +96,9 @@ def partition_value_problem(value: str, field: str, *, hive_style: bool, urlenco
                 return f"starts with {value[0]!r}: the folder would be hidden from listings (Hudi and Hadoop skip them)"
             if "=" in value:
                 return "holds '=', which reads back as a hive-style field=value segment"
+            if ":" in value:
+                return ("holds ':', which Hadoop paths (Spark's reader, Hudi's Java readers) take for a URI scheme "
+                        "in a folder name that does not start with field=")
         seg = value
     else:
         seg = escape_partition_value(value, hive_style=hive_style)
