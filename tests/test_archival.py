@@ -227,3 +227,21 @@ def test_mor_time_travel_to_archived_delta_commits_reads_their_log_files(lake):
     assert rows(t.as_of(results[2].instant)) == [(1, "v1"), (2, "v2"), (3, "v0"), (4, "v0")]
     spark_rows = sorted((r["id"], r["v"]) for r in t.as_of(results[2].instant).to_spark().collect())
     assert spark_rows == [(1, "v1"), (2, "v2"), (3, "v0"), (4, "v0")]
+
+
+def test_rollback_refused_when_it_would_leave_no_active_commit_after_archival(lake):
+    t = lake.create_table("a_rb", key="id", ordering="ts")
+    results = [t.upsert(batch(i, ids=(i,))) for i in range(4)]
+    t.maintenance.archive(min_commits=1, max_commits=2)
+    last = t.timeline.commits[-1].requested
+    assert [i.requested for i in t.timeline.commits] == [last]
+    with pytest.raises(lk.RollbackNotAllowedError, match="no completed commit on the active timeline"):
+        t.maintenance.rollback(last)
+    with pytest.raises(lk.RollbackNotAllowedError):
+        t.maintenance.plan_rollback(last)
+    expected = [(k, f"v{k}") for k in range(4)]
+    assert rows(t.read()) == expected == hudi_rows(t.path)
+    t.upsert(batch(4, ids=(4,)))                                         # a later commit keeps one active
+    t.maintenance.rollback(t.timeline.commits[-1].requested)
+    assert rows(t.read()) == expected == hudi_rows(t.path)
+    assert results[-1].instant == last
