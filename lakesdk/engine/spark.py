@@ -407,7 +407,7 @@ def read_slices_spark(spark: Any, ctx: Any, slices: list[Any], schema: pa.Schema
     n = max(1, min(len(slices), parallelism(spark) * 2))
     src = spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
 
-    out = spark_arrow_schema(schema)
+    out = _for_spark_exchange(schema)
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
@@ -435,7 +435,7 @@ def _spark_arrow_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
+def _for_spark_exchange(schema: pa.Schema) -> pa.Schema:
     """The Arrow schema Spark's ``mapInArrow`` accepts for ``schema`` (microsecond timestamps)."""
     return pa.schema([f.with_type(_spark_arrow_type(f.type)) for f in schema], metadata=schema.metadata)
 
