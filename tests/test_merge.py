@@ -117,3 +117,24 @@ def test_merge_with_explicit_clauses_does_not_add_source_only_columns(lake):
     assert t.refresh().schema.names[-3:] == ["id", "ts", "v"]
     t.upsert(pd.DataFrame({"id": [2], "ts": [3], "v": [21]}))
     assert sorted(t.read().to_pandas()[["id", "v"]].itertuples(index=False, name=None)) == [(1, 11), (2, 21), (3, 30)]
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_merge_as_first_commit_keeps_the_source_types_and_values(tmp_path, spark, table_type):
+    import pyarrow as pa
+
+    import lakesdk as lk
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("first", key="k", ordering="ts", table_type=table_type)
+    s = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("a", pa.timestamp("us", "Asia/Tokyo")),
+                   ("n", pa.struct([("q", pa.timestamp("us"))])), ("m", pa.timestamp("ms", "UTC")),
+                   ("z", pa.timestamp("us")), ("sec", pa.timestamp("s", "UTC")), ("l", pa.list_(pa.timestamp("ms")))])
+    src = pa.table({"k": ["a", "b"], "ts": [1, 1], "a": [1_000_001, None], "n": [{"q": 2_000_002}, None],
+                    "m": [3003, 1], "z": [4_000_004, 0], "sec": [5, 6], "l": [[6006], []]}, schema=s)
+    res = t.merge(src, on="k").when_not_matched_insert_all().execute()
+    assert res.inserted == 2
+    want = s.set(s.get_field_index("sec"), pa.field("sec", pa.timestamp("ms", "UTC")))   # normalized as on write
+    out = t.read().to_arrow().sort_by("k")
+    assert str(out.schema) == str(want)
+    assert out.equals(src.cast(want))                                    # no value moved
+    assert str(t.schema) == str(want)

@@ -219,7 +219,7 @@ class MergeBuilder:
             from lakesdk.table.write import WriteOperation
             data = changes.toArrow() if t._spark_is_local() else changes
             if data is not None and hasattr(data, "num_rows"):
-                data = _fix_types(data, t)
+                data = _fix_types(data, t, arrow.schema if arrow is not None else None)
             write = WriteOperation(t, "merge", data).execute()
         per = tuple((c.label, int(counts.get(i, 0))) for i, c in enumerate(self.clauses))
         # what happened to the table is what the commit did: a selected row whose ordering
@@ -228,16 +228,24 @@ class MergeBuilder:
         return MergeResult(source_rows, upd, ins, dele, unchanged, per, write, time.perf_counter() - t0, skipped)
 
 
-def _fix_types(data: Any, t: "Table") -> Any:
-    """Spark widens some types (e.g. a null literal becomes null-typed): cast back to the table schema."""
+def _fix_types(data: Any, t: "Table", source: Any = None) -> Any:
+    """Spark widens some types (e.g. a null literal becomes null-typed, every timestamp becomes
+    ``timestamp[us, tz=UTC]``): cast back to the table schema, and columns the table does not
+    have yet (all of them at the first commit) to the Arrow source's (normalized) types."""
     import pyarrow as pa
+
+    from lakesdk.format.schema import normalize_type
     schema = t.schema
+    want = {f.name: f.type for f in schema}
+    for f in source or ():
+        if f.name not in want:
+            want[f.name] = normalize_type(f.type, f.name)
     cols = []
     for name in data.column_names:
         col = data.column(name)
-        if name in schema.names and col.type != schema.field(name).type:
+        if name in want and col.type != want[name]:
             try:
-                col = col.cast(schema.field(name).type)
+                col = col.cast(want[name])
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 pass
         cols.append(col)
