@@ -227,3 +227,42 @@ def test_mor_time_travel_to_archived_delta_commits_reads_their_log_files(lake):
     assert rows(t.as_of(results[2].instant)) == [(1, "v1"), (2, "v2"), (3, "v0"), (4, "v0")]
     spark_rows = sorted((r["id"], r["v"]) for r in t.as_of(results[2].instant).to_spark().collect())
     assert spark_rows == [(1, "v1"), (2, "v2"), (3, "v0"), (4, "v0")]
+
+
+def test_rollback_refused_when_it_would_leave_no_active_commit_after_archival(lake):
+    t = lake.create_table("a_rb", key="id", ordering="ts")
+    results = [t.upsert(batch(i, ids=(i,))) for i in range(4)]
+    t.maintenance.archive(min_commits=1, max_commits=2)
+    last = t.timeline.commits[-1].requested
+    assert [i.requested for i in t.timeline.commits] == [last]
+    with pytest.raises(lk.RollbackNotAllowedError, match="no completed commit on the active timeline"):
+        t.maintenance.rollback(last)
+    with pytest.raises(lk.RollbackNotAllowedError):
+        t.maintenance.plan_rollback(last)
+    expected = [(k, f"v{k}") for k in range(4)]
+    assert rows(t.read()) == expected == hudi_rows(t.path)
+    t.upsert(batch(4, ids=(4,)))                                         # a later commit keeps one active
+    t.maintenance.rollback(t.timeline.commits[-1].requested)
+    assert rows(t.read()) == expected == hudi_rows(t.path)
+    assert results[-1].instant == last
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_time_travel_to_an_archived_commit_reads_the_schema_of_that_commit(tmp_path, spark, engine):
+    import pyarrow as pa
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine=engine))
+    t = lake.create_table("a_schema", key="k", ordering="ts")
+    s = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("l", pa.list_(pa.int16())),
+                   ("at", pa.timestamp("us", "Asia/Tokyo")), ("n", pa.struct([("q", pa.timestamp("us"))]))])
+    first = t.upsert(pa.table({"k": ["a"], "ts": [1], "l": [[1]], "at": [1], "n": [{"q": 1}]}, schema=s))
+    later = s.append(pa.field("extra", pa.int32()))
+    for i in range(3):
+        t.upsert(pa.table({"k": [f"b{i}"], "ts": [1], "l": [[2]], "at": [2], "n": [{"q": 2}], "extra": [i]},
+                          schema=later))
+    before = t.as_of(first.instant).to_arrow()
+    assert str(before.schema) == str(s)                 # str: == ignores a list's item name
+    t.maintenance.archive(min_commits=1, max_commits=2)
+    assert first.instant not in {i.requested for i in t.timeline}
+    after = t.as_of(first.instant).to_arrow()
+    assert str(after.schema) == str(s) and after.equals(before)
+    assert str(t.read().to_arrow().schema) == str(later)

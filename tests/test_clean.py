@@ -360,3 +360,18 @@ def test_time_travel_refused_by_an_earlier_clean_stays_refused_after_a_file_vers
     for r in results[:4]:
         with pytest.raises(lk.TimeTravelError):
             t.as_of(r.instant).to_arrow()
+
+
+def test_clean_validates_only_the_retention_option_its_policy_uses(lake):
+    t = lake.create_table("opts", key="id", ordering="ts")
+    t.upsert(batch(0, ids=(1,)))
+    t.maintenance.clean(policy="KEEP_LATEST_COMMITS", retain_hours=0)            # not used by this policy
+    t.maintenance.clean(policy="KEEP_LATEST_BY_HOURS", retain_commits=0, retain_versions=0)
+    with pytest.raises(lk.OptionsError, match="hoodie.cleaner.commits.retained"):
+        t.maintenance.clean(policy="KEEP_LATEST_COMMITS", retain_commits=0)
+    with pytest.raises(lk.OptionsError, match="hoodie.cleaner.hours.retained"):
+        t.maintenance.clean(policy="KEEP_LATEST_BY_HOURS", retain_hours=0)
+    with pytest.raises(lk.OptionsError, match="hoodie.cleaner.fileversions.retained"):
+        t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=0)
+    with pytest.raises(lk.OptionsError, match="unknown clean policy"):
+        t.maintenance.clean(policy="KEEP_SOME")

@@ -176,3 +176,20 @@ def test_spark_dataframe_delete_counts_each_key_once(tmp_path, spark, table_type
     assert (r.deleted, r.skipped) == (1, 1)
     assert sorted(t.read().to_pandas().id) == sorted(f"k{i}" for i in range(10) if i != 1)
     t.close()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["local", "spark"])
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_delete_by_key_values_deletes_the_key_in_every_partition(tmp_path, spark, engine, table_type):
+    lake = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine=engine))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type=table_type)
+    t.upsert(pd.DataFrame({"id": ["0", "0", "1", "2"], "p": ["x", "y", "x", "y"], "ts": [1, 1, 1, 1], "v": [0] * 4}))
+    r = t.delete(["0"])                                  # no partition values: every copy of the key
+    assert (r.deleted, r.skipped) == (2, 0)
+    assert t.history().iloc[-1].deleted == 2
+    assert sorted(zip(*t.read().to_pandas()[["id", "p"]].T.values)) == [("1", "x"), ("2", "y")]
+    r = t.delete(pd.DataFrame({"id": ["1", "2"], "p": ["y", "y"]}))   # rows with the partition: there only
+    assert r.deleted == 1
+    assert sorted(zip(*t.read().to_pandas()[["id", "p"]].T.values)) == [("1", "x")]
+    t.close()

@@ -147,3 +147,45 @@ def test_merge_all_clauses_with_a_source_lacking_table_columns_are_refused_unles
     null = pd.DataFrame({"id": [1, 4], "ts": [4, 4], "fare": [11.0, 40.0]})
     t.merge(null, missing_columns="null").when_matched_update_all().when_not_matched_insert_all().execute()
     assert rows() == {1: (11.0, None), 2: (22.0, "b"), 3: (30.0, None), 4: (40.0, None)}
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_merge_as_first_commit_keeps_the_source_types_and_values(tmp_path, spark, table_type):
+    import pyarrow as pa
+
+    import lakesdk as lk
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("first", key="k", ordering="ts", table_type=table_type)
+    s = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("a", pa.timestamp("us", "Asia/Tokyo")),
+                   ("n", pa.struct([("q", pa.timestamp("us"))])), ("m", pa.timestamp("ms", "UTC")),
+                   ("z", pa.timestamp("us")), ("sec", pa.timestamp("s", "UTC")), ("l", pa.list_(pa.timestamp("ms")))])
+    src = pa.table({"k": ["a", "b"], "ts": [1, 1], "a": [1_000_001, None], "n": [{"q": 2_000_002}, None],
+                    "m": [3003, 1], "z": [4_000_004, 0], "sec": [5, 6], "l": [[6006], []]}, schema=s)
+    res = t.merge(src, on="k").when_not_matched_insert_all().execute()
+    assert res.inserted == 2
+    want = s.set(s.get_field_index("sec"), pa.field("sec", pa.timestamp("ms", "UTC")))   # normalized as on write
+    out = t.read().to_arrow().sort_by("k")
+    assert str(out.schema) == str(want)
+    assert out.equals(src.cast(want))                                    # no value moved
+    assert str(t.schema) == str(want)
+
+
+def test_merge_source_types_are_normalized_as_a_write_normalizes_them(lake):
+    """Found by the model test: a merge handed Arrow nanosecond timestamps and unsigned integers
+    to Spark as they were (digits below the microsecond dropped silently, uint64 values wrong)."""
+    import pyarrow as pa
+
+    import lakesdk as lk
+    t = lake.create_table("norm", key="k", ordering="ts")
+    t.upsert(pa.table({"k": ["a"], "ts": [1], "at": pa.array([1_000], pa.timestamp("us")), "u": pa.array([1], pa.int64())}))
+    src = pa.table({"k": ["a", "b"], "ts": [2, 2], "at": pa.array([5_000_001, 7_000_000], pa.timestamp("ns")),
+                    "u": pa.array([2, 3], pa.uint32())})
+    with pytest.raises(lk.IncompatibleSchemaError, match="nanosecond|microsecond"):
+        t.merge(src, on="k").when_matched_update_all().when_not_matched_insert_all().execute()
+    ok = src.set_column(2, "at", pa.array([5_000_000, 7_000_000], pa.timestamp("ns")))
+    with pytest.raises(lk.IncompatibleSchemaError, match="uint64"):
+        t.merge(ok.set_column(3, "u", pa.array([2, 3], pa.uint64())), on="k").when_not_matched_insert_all().execute()
+    t.merge(ok, on="k").when_matched_update_all().when_not_matched_insert_all().execute()
+    out = t.read().to_arrow().sort_by("k")
+    assert out.column("at").type == pa.timestamp("us") and out.column("u").type == pa.int64()
+    assert out.column("at").cast(pa.int64()).to_pylist() == [5_000, 7_000] and out.column("u").to_pylist() == [2, 3]

@@ -201,3 +201,25 @@ def test_inline_compaction_every_n_deltacommits(lake):
     r2 = t.upsert(pd.DataFrame({"id": [1], "ts": [2], "v": ["a2"]}))
     assert r2.compaction is not None and "then compacted" in repr(r2)
     assert dict(zip(*t.read(read_optimized=True).to_pandas()[["id", "v"]].values.T)) == {1: "a2", 2: "b"}
+
+
+def test_spark_reads_and_merges_mor_slices_with_millisecond_timestamps(tmp_path, spark):
+    lake_ = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="spark"))
+    t = lake_.create_table("ms", key="k", ordering="ts", table_type="mor")
+    s = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("at", pa.timestamp("ms", "Asia/Kolkata")),
+                   ("n", pa.struct([("q", pa.timestamp("ms"))])), ("l", pa.list_(pa.timestamp("ms", "UTC")))])
+    t.upsert(pa.table({"k": ["a", "b"], "ts": [1, 1], "at": [1, 2], "n": [{"q": 5}, None], "l": [[7], []]}, schema=s))
+    t.upsert(pa.table({"k": ["a"], "ts": [2], "at": [3], "n": [{"q": 6}], "l": [[8, 9]]}, schema=s))
+    assert any(s_.log_files for s_ in t.read().plan().slices)               # a merged slice goes through Spark
+    got = {r["k"]: r for r in t.read().to_spark().collect()}
+    assert got["a"]["at"] == pd.Timestamp(3, unit="ms").to_pydatetime()   # the session time zone is UTC
+    assert got["a"]["n"]["q"] == pd.Timestamp(6, unit="ms").to_pydatetime()
+    assert [v.microsecond for v in got["a"]["l"]] == [8000, 9000]
+    assert t.read().to_arrow().schema == s                                  # the Arrow path keeps milliseconds
+    src = pa.table({"k": ["a", "c"], "ts": [3, 1], "at": [10, 11], "n": [{"q": 12}, {"q": 13}], "l": [[14], [15]]},
+                   schema=s)
+    res = t.merge(src, on="k").when_matched_update_all().when_not_matched_insert_all().execute()
+    assert (res.updated, res.inserted) == (1, 1)
+    out = t.read().to_arrow().sort_by("k")
+    assert out.schema == s
+    assert out.column("at").cast(pa.int64()).to_pylist() == [10, 2, 11]

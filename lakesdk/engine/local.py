@@ -72,6 +72,15 @@ def _task(i: int) -> TaskInfo:
     return TaskInfo(i, _STAGE, next(_ATTEMPTS), 0)
 
 
+def _match_all(t: pa.Table, index: pa.Table) -> tuple[pa.Table, pa.Array]:
+    """Records of ``t`` repeated once per index row holding their key (kept once, with a null
+    position, when none does), in input order, and the matching index positions."""
+    left = pa.table({"_lk_i": pa.array(range(t.num_rows), pa.int64()), "_lk_k": t.column(KEY)})
+    right = pa.table({"_lk_k": index.column(KEY), "_lk_j": pa.array(range(index.num_rows), pa.int64())})
+    j = left.join(right, keys="_lk_k", join_type="left outer").sort_by([("_lk_i", "ascending"), ("_lk_j", "ascending")])
+    return t.take(j.column("_lk_i")), j.column("_lk_j").combine_chunks()
+
+
 class LocalWriteJob:
     """One write of one instant over an Arrow table held by the driver."""
 
@@ -128,13 +137,16 @@ class LocalWriteJob:
         """Set ``_lk_fid`` for records whose key is in the index (null otherwise)."""
         if index.num_rows == 0:
             return self.untagged(t)
-        if global_keys or not self.ctx.partition_fields:
-            probe, build = t.column(KEY), index.column(KEY)
+        if global_keys:   # a key may live in several partitions: one record per copy, each deleted
+            t, pos = _match_all(t, index)
         else:
-            probe = pc.binary_join_element_wise(t.column(PART), t.column(KEY), "\x1f")
-            build = pc.binary_join_element_wise(_strings(index.column(PART)), index.column(KEY), "\x1f")
-        pos_np = positions(probe, build)
-        pos = pa.array(pos_np, mask=pos_np < 0)
+            if not self.ctx.partition_fields:
+                probe, build = t.column(KEY), index.column(KEY)
+            else:
+                probe = pc.binary_join_element_wise(t.column(PART), t.column(KEY), "\x1f")
+                build = pc.binary_join_element_wise(_strings(index.column(PART)), index.column(KEY), "\x1f")
+            pos_np = positions(probe, build)
+            pos = pa.array(pos_np, mask=pos_np < 0)
         fid = _strings(index.column(FID).take(pos))
         t = t.drop_columns([c for c in (FID, ROW, STORED_ORDERING) if c in t.column_names])
         t = t.append_column(FID, fid)

@@ -455,11 +455,37 @@ def read_slices_spark(spark: Any, ctx: Any, slices: list[Any], schema: pa.Schema
     n = max(1, min(len(slices), parallelism(spark) * 2))
     src = spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
 
+    out = _for_spark_exchange(schema)
+
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             for i in b.column(0).to_pylist():
-                yield from read_slice(ctx, slices[i]).select(schema.names).to_batches()
+                yield from read_slice(ctx, slices[i]).select(schema.names).cast(out).to_batches()
     return src.mapInArrow(fn, sschema)
+
+
+def _spark_arrow_type(t: pa.DataType) -> pa.DataType:
+    """``t`` as Spark's Arrow exchange takes it: timestamps in microseconds (same zone, same
+    instants), nested types field by field."""
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz=t.tz)
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_spark_arrow_type(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_spark_arrow_type(t.value_type)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_spark_arrow_type(t.value_type)))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(_spark_arrow_type(t.value_type)), t.list_size)
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.with_type(_spark_arrow_type(t.key_type)),
+                       t.item_field.with_type(_spark_arrow_type(t.item_type)), t.keys_sorted)
+    return t
+
+
+def _for_spark_exchange(schema: pa.Schema) -> pa.Schema:
+    """The Arrow schema Spark's ``mapInArrow`` accepts for ``schema`` (microsecond timestamps)."""
+    return pa.schema([f.with_type(_spark_arrow_type(f.type)) for f in schema], metadata=schema.metadata)
 
 
 def compact_slices_spark(spark: Any, ctx: WriteContext, slice_ctx: Any, slices: list[Any]) -> list[WriteStat]:

@@ -73,8 +73,9 @@ PENDING_WRITE_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit", "co
 def _policy(value: str) -> CleanPolicy:
     p = _POLICIES.get(str(value).lower())
     if p is None:
-        raise ValueError(f"unknown clean policy {value!r}: expected one of KEEP_LATEST_COMMITS, "
-                         "KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS")
+        from lakesdk.exceptions import OptionsError
+        raise OptionsError(f"unknown clean policy {value!r} (hoodie.cleaner.policy): expected one of "
+                           "KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS")
     return p
 
 
@@ -357,13 +358,29 @@ class CleanResult:
         return f"<div><b>CleanResult</b> {html.escape(repr(self))}</div>"
 
 
+def _check_retention(pol: CleanPolicy, *, retain_commits: int, retain_versions: int, retain_hours: float) -> None:
+    """Validate the one retention option ``pol`` uses; the other two are ignored by that policy
+    (as Hudi ignores ``hoodie.cleaner.*.retained`` options of other policies)."""
+    from lakesdk.exceptions import OptionsError
+    name, value, ok, want = {
+        COMMITS: ("retain_commits (hoodie.cleaner.commits.retained)", retain_commits,
+                  isinstance(retain_commits, int) and retain_commits >= 1, "an integer >= 1"),
+        FILE_VERSIONS: ("retain_versions (hoodie.cleaner.fileversions.retained)", retain_versions,
+                        isinstance(retain_versions, int) and retain_versions >= 1, "an integer >= 1"),
+        BY_HOURS: ("retain_hours (hoodie.cleaner.hours.retained)", retain_hours,
+                   isinstance(retain_hours, (int, float)) and retain_hours > 0, "a number > 0"),
+    }[pol]
+    if not ok:
+        raise OptionsError(f"clean policy {pol} needs {name} to be {want}, found {value!r}: pass a valid value "
+                           "(the other retention options are not used by this policy)")
+
+
 def plan_clean(table: "Table", *, policy: str = COMMITS, retain_commits: int = 10, retain_versions: int = 3,
                retain_hours: float = 24, incremental: bool = True) -> CleanPlan:
     """The files a clean would delete now (nothing is written)."""
     from lakesdk.read.view import FileSystemView
     pol = _policy(policy)
-    if retain_commits < 1 or retain_versions < 1 or retain_hours <= 0:
-        raise ValueError("retain_commits and retain_versions must be >= 1 and retain_hours > 0")
+    _check_retention(pol, retain_commits=retain_commits, retain_versions=retain_versions, retain_hours=retain_hours)
     retain = {COMMITS: f"{retain_commits} commits", FILE_VERSIONS: f"{retain_versions} file versions",
               BY_HOURS: f"{retain_hours:g} hours"}[pol]
     store = table._store()

@@ -194,12 +194,30 @@ def _target(table: "Table", timeline: Any, req: str, *, force: bool, allow_alive
                 f"after it ({names}{more}). Roll those back first, newest first, or restore the table to a "
                 f"savepoint taken at or before {req} (table.maintenance.savepoint(...) / "
                 "table.maintenance.restore(...))")
+        check_active_commit_left(table, timeline, {req}, f"rolling back {target.action} {req}")
     elif not force and not allow_alive and table.storage.exists(f".hoodie/.heartbeat/{req}") and not is_expired(
             table.storage, req, table.options.heartbeat_interval_s, table.options.heartbeat_misses):
         raise RollbackNotAllowedError(
             f"{target.action} {req} is still running (its heartbeat is fresh); wait for it, or pass force=True "
             "if you know its writer is gone")
     return target
+
+
+def check_active_commit_left(table: "Table", timeline: Any, removed: set[str], what: str) -> None:
+    """Refuse to leave the active timeline without a completed write while the timeline history
+    holds some: Hudi's file-system view then trusts only files older than the first active
+    commit, so Hudi readers would see an empty table."""
+    if any(i.requested not in removed for i in timeline.commits):
+        return
+    from lakesdk.services.archival import archived_instants
+    history = [a.instant for a in archived_instants(table)
+               if a.instant.is_completed and a.instant.completed_action in WRITE_ACTIONS]
+    if history:
+        raise RollbackNotAllowedError(
+            f"{what} would leave no completed commit on the active timeline of {table.name!r} while the timeline "
+            f"history holds {len(history)} archived commit(s) (latest {history[-1].requested}): Hudi readers would "
+            "then see an empty table. Write to the table first (a later commit keeps the active timeline valid), "
+            "then roll back or restore")
 
 
 def _pending_rollback_of(store: TimelineStore, timeline: Any, req: str) -> tuple[Instant, RollbackPlanData] | None:

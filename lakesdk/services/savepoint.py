@@ -309,6 +309,9 @@ def _check_restorable(table: "Table", store: TimelineStore, timeline: Timeline, 
         if archived:
             raise RestoreError(f"instants after savepoint {sp} were archived (archival beyond savepoint, e.g. "
                                f"{archived[0]}): they can no longer be rolled back, so the table cannot be restored")
+    from lakesdk.services.rollback import check_active_commit_left
+    check_active_commit_left(table, timeline, {i.requested for i in _targets(table, timeline, sp)},
+                             f"restoring to savepoint {sp}")
 
 
 def plan_restore(table: "Table", savepoint_instant: Any) -> RestorePlan:

@@ -132,6 +132,11 @@ class MergeBuilder:
         t = self.table
         spark = t.spark
         arrow, sdf = to_arrow_or_spark(self.source)
+        if arrow is not None:
+            # the types a write stores (nanoseconds as micros, refusing lost digits; unsigned
+            # integers widened, uint64 refused), before Spark sees them
+            from lakesdk.format.schema import normalize_input
+            arrow = normalize_input(arrow)
         src = spark.createDataFrame(arrow) if arrow is not None else sdf
         missing = [k for k in self.on if k not in src.columns]
         if missing:
@@ -229,7 +234,7 @@ class MergeBuilder:
             from lakesdk.table.write import WriteOperation
             data = changes.toArrow() if t._spark_is_local() else changes
             if data is not None and hasattr(data, "num_rows"):
-                data = _fix_types(data, t)
+                data = _fix_types(data, t, arrow.schema if arrow is not None else None)
             write = WriteOperation(t, "merge", data).execute()
         per = tuple((c.label, int(counts.get(i, 0))) for i, c in enumerate(self.clauses))
         # what happened to the table is what the commit did: a selected row whose ordering
@@ -262,16 +267,24 @@ class MergeBuilder:
             "values, inserted rows get nulls) to t.merge(...), or name the columns in explicit clauses")
 
 
-def _fix_types(data: Any, t: "Table") -> Any:
-    """Spark widens some types (e.g. a null literal becomes null-typed): cast back to the table schema."""
+def _fix_types(data: Any, t: "Table", source: Any = None) -> Any:
+    """Spark widens some types (e.g. a null literal becomes null-typed, every timestamp becomes
+    ``timestamp[us, tz=UTC]``): cast back to the table schema, and columns the table does not
+    have yet (all of them at the first commit) to the Arrow source's (normalized) types."""
     import pyarrow as pa
+
+    from lakesdk.format.schema import normalize_type
     schema = t.schema
+    want = {f.name: f.type for f in schema}
+    for f in source or ():
+        if f.name not in want:
+            want[f.name] = normalize_type(f.type, f.name)
     cols = []
     for name in data.column_names:
         col = data.column(name)
-        if name in schema.names and col.type != schema.field(name).type:
+        if name in want and col.type != want[name]:
             try:
-                col = col.cast(schema.field(name).type)
+                col = col.cast(want[name])
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 pass
         cols.append(col)

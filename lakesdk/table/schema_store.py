@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -37,19 +39,26 @@ def _from_metadata(md: CommitMetadata) -> pa.Schema | None:
 
 
 def resolve_schema(store: TimelineStore, timeline: Timeline, *, create_schema: dict | None,
-                   base_file: str | None = None) -> pa.Schema | None:
+                   base_file: str | None = None, history: Iterable[Any] = ()) -> pa.Schema | None:
     """Data schema (no meta fields) as of the latest instant of ``timeline``.
+
+    ``history``: archived write instants (:class:`~lakesdk.format.lsm_timeline.ArchivedInstant`)
+    that are visible too (a time-travel read to an archived commit); their commit metadata
+    counts as the active ones' does.
 
     Order: lakesdk's exact Arrow schema in commit metadata; the footer of a base file
     written by that commit; Hudi's Avro schema in commit metadata; the table's create schema.
     """
-    writes = [i for i in timeline.commits.by_completion()]
+    archived = {a.instant: a.metadata or b"" for a in history}
+    writes = sorted([*timeline.commits.by_completion(), *archived],
+                    key=lambda i: (i.completed or i.requested, i.requested))
     # table services do not evolve the schema (RFC-82's schema-evolution timeline): a
     # compaction that completes after a concurrent schema change carries the older schema
     services = [i for i in writes if i.action in ("compaction", "clustering")]
     writes = services + [i for i in writes if i.action not in ("compaction", "clustering")]
     for inst in reversed(writes):
-        md = store.commit_metadata(inst)
+        md = (CommitMetadata.parse(archived[inst], layout=2, replace=inst.completed_action == "replacecommit")
+              if inst in archived else store.commit_metadata(inst))
         s = _from_metadata(md)
         if s is not None:
             return s
