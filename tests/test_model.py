@@ -447,7 +447,8 @@ class LakeMachine(RuleBasedStateMachine):
                       "insert": mb.when_not_matched_insert_all}[c]()
             r = mb.execute()
             return r.write
-        self._write(f"merge {'+'.join(clauses)}", run, lambda r, c, a: self.m.merge(b, clauses, r, c, a), b)
+        self._write(f"merge {'+'.join(clauses)}", run, lambda r, c, a: self.m.merge(b, clauses, r, c, a),
+                    b if "insert" in clauses else None)     # refusals predicted for inserted rows only
 
     # -- services ---------------------------------------------------------------------------------------------
     @precondition(lambda self: self.t is not None and _on("compaction") and _on("mor"))
