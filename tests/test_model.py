@@ -233,7 +233,7 @@ class LakeMachine(RuleBasedStateMachine):
         lake = lk.Lake(self.dir, options=self.options, spark=SPARK.get("session"))
         self.t = lake.create_table("t", key=list(keys), partition_by=list(parts) or None, ordering="ts",
                                    table_type=table_type, partition_urlencode=self.urlencode)
-        self.input_schema = schema      # the batches' schema (the model keeps the stored one)
+        self.input_fields = {f.name: f for f in schema}    # the batches' fields (the model keeps stored types)
         self.m = TableModel(keys, parts, "ts", schema)
         note(f"table {table_type} keys={keys} parts={parts} schema={schema} markers={markers} "
              f"urlencode={self.urlencode}")
@@ -255,7 +255,7 @@ class LakeMachine(RuleBasedStateMachine):
                max_rows: int = 5, part: Any = ...) -> pa.Table:
         """A batch of rows with distinct (partition, key) ids; ``fresh`` keys are in no partition yet."""
         m = self.m
-        schema = schema or self.input_schema
+        schema = schema or pa.schema([self.input_fields[n] for n in m.schema.names])
         n = data.draw(st.integers(1, max_rows), label="rows")
         cols: dict[str, list[Any]] = {f.name: [] for f in schema}
         seen: set[Any] = set()
@@ -421,11 +421,12 @@ class LakeMachine(RuleBasedStateMachine):
     def add_column(self, data: st.DataObject) -> None:
         m = self.m
         new_type = data.draw(lst.column_types(FEATURES), label="new column type")
-        schema = self.input_schema.append(pa.field(f"c{len(self.input_schema)}", new_type))
+        new = pa.field(f"c{len(m.schema)}", new_type)
+        self.input_fields[new.name] = new
+        schema = pa.schema([self.input_fields[n] for n in m.schema.names]).append(new)
         b = self._batch(data, schema=schema)
 
         def apply(r: str, c: str, a: str) -> None:
-            self.input_schema = schema
             m.evolve(schema)
             m.upsert(b, r, c, a)
         self._write("upsert with a new column", lambda: self.t.upsert(b), apply, b)
