@@ -77,7 +77,7 @@ OPERATIONS = frozenset({
     "savepoint", "restore", "rollback", "crash", "add_column", "hudi_reader", "not_null_fields", "as_of_archived",
     "key_in_partitions", "merge", "merge_into_empty", "merge_mor_ts", "hudi_no_active_commit",
     "part_urlencode", "clean_zero_hours", "rollback_replace_after_clean",
-    "merge_uint",
+    "merge_arrow_types",
 })
 ALL = lst.ALL_FEATURES | OPERATIONS
 
@@ -105,10 +105,12 @@ DISABLED: dict[str, str] = {
     # of that replacecommit is then accepted and brings the deleted file groups back: every read
     # raises DataFileMissingError
     "rollback_replace_after_clean": "rollback of a replacecommit whose replaced files a clean deleted",
-    # t.merge(arrow_table) with a uint8/16/32 column (top-level or nested) fails with pyspark's raw
-    # PySparkTypeError [UNSUPPORTED_DATA_TYPE_FOR_ARROW_CONVERSION]: the source is not normalized
-    # (uint -> int32/int64) before it becomes a Spark DataFrame
-    "merge_uint": "merge of Arrow data with unsigned integer columns raises an untyped pyspark error",
+    # t.merge(arrow_table) hands the Arrow source to spark.createDataFrame before normalizing or checking
+    # its types: a uint8/16/32 column (top-level or nested) fails with pyspark's raw PySparkTypeError
+    # [UNSUPPORTED_DATA_TYPE_FOR_ARROW_CONVERSION]; nanosecond timestamps with digits below the
+    # microsecond fail with a raw pyarrow ArrowInvalid (other writes raise IncompatibleSchemaError)
+    "merge_arrow_types": "merge of Arrow data with unsigned integers or sub-microsecond nanoseconds "
+                         "raises untyped errors",
 }
 
 
@@ -451,7 +453,7 @@ class LakeMachine(RuleBasedStateMachine):
                 any(_has_ts(f.type, ("s", "ms", "ns")) for f in self.m.schema):
             return
         b = self._batch(data)
-        if not _on("merge_uint") and any(_has_uint(f.type) for f in b.schema):
+        if not _on("merge_arrow_types") and any(_has_uint(f.type) or _sub_micro(b.column(f.name)) for f in b.schema):
             return
 
         def run() -> Any:
