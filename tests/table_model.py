@@ -8,6 +8,14 @@ the incoming version replaces the stored one when its ordering value is at least
 one (ties go to the newer write).  Deletes by key values alone are global (every partition);
 deletes by rows holding the partition fields delete in those partitions only.
 
+Partition identity is the partition folder: ``''`` and None share Hudi's
+``__HIVE_DEFAULT_PARTITION__`` folder, so they are one partition (an insert_overwrite of ``''``
+replaces the None rows too); reads still return each row's value as written.
+
+Input types are normalized as the write stores them (:func:`stored_type`): ``timestamp[ns]`` is
+written as ``timestamp[us]``, ``timestamp[s]`` as ``timestamp[ms]``, ``uint8``/``uint16`` as
+``int32``, ``uint32`` as ``int64``, and every column is nullable.
+
 Every completed write instant keeps the full state after it, so time travel (``as_of``),
 incremental reads (completion-time ranges, table version 8) and rollback / restore are
 computed from the history.
@@ -22,7 +30,32 @@ import pyarrow as pa
 
 from lakesdk.testing.strategies import canonical
 
-RowId = tuple[tuple[Any, ...], tuple[Any, ...]]     # (partition values, key values)
+RowId = tuple[tuple[Any, ...], tuple[Any, ...]]     # (partition folders, key values)
+
+
+def stored_type(t: pa.DataType) -> pa.DataType:
+    """The type a write stores for input type ``t`` (uint64 is refused, returned as is)."""
+    if pa.types.is_timestamp(t):
+        return pa.timestamp({"ns": "us", "s": "ms"}.get(t.unit, t.unit), t.tz)
+    if t in (pa.uint8(), pa.uint16()):
+        return pa.int32()
+    if t == pa.uint32():
+        return pa.int64()
+    if pa.types.is_null(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, stored_type(f.type)) for f in t])
+    return t
+
+
+def stored_schema(schema: pa.Schema) -> pa.Schema:
+    """The table schema a write of ``schema`` stores: normalized types, every field nullable."""
+    return pa.schema([pa.field(f.name, stored_type(f.type)) for f in schema])
+
+
+def folder(value: Any) -> Any:
+    """A partition value's folder identity: '' and None share the default partition."""
+    return None if value == "" else value
 
 
 @dataclass
@@ -54,12 +87,18 @@ class TableModel:
     archived: bool = False                    # an archival moved instants into the timeline history
 
     # -- rows from Arrow ------------------------------------------------------------------------
+    def __post_init__(self) -> None:
+        self.schema = stored_schema(self.schema)
+
     def rows_of(self, data: pa.Table) -> list[dict[str, Any]]:
+        """Rows of a batch as the write stores them (normalized types; nanoseconds exact to the
+        microsecond, else the write is refused before the model sees it)."""
+        data = data.cast(stored_schema(data.schema))
         cols = {n: canonical(data.column(n)) for n in data.column_names}
         return [{n: cols[n][i] for n in data.column_names} for i in range(data.num_rows)]
 
     def row_id(self, r: dict[str, Any]) -> RowId:
-        return tuple(r[f] for f in self.partition_fields), tuple(r[f] for f in self.key_fields)
+        return tuple(folder(r[f]) for f in self.partition_fields), tuple(r[f] for f in self.key_fields)
 
     # -- writes ----------------------------------------------------------------------------------
     def _commit(self, requested: str, completed: str, action: str, operation: str) -> None:
@@ -67,7 +106,7 @@ class TableModel:
 
     def evolve(self, schema: pa.Schema) -> None:
         """The table's schema after a write whose data has new columns (old rows read null there)."""
-        self.schema = schema
+        self.schema = stored_schema(schema)
 
     def upsert(self, data: pa.Table, requested: str, completed: str, action: str, operation: str = "upsert") -> None:
         for r in self.rows_of(data):

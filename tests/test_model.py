@@ -18,7 +18,12 @@ writer killed (SIGKILL) at a random step of the write protocol.  After every ste
 
 An operation may refuse with a typed error (a ``lakesdk.LakeError``) if it does so before
 writing anything: the timeline, the data files and the rows must then be unchanged.  Any
-other exception, or a typed error after which the table changed, fails the test.
+other exception, or a typed error after which the table changed, fails the test.  A batch
+the documented input rules refuse (a uint64 column, nanosecond digits below the microsecond,
+',' in a composite key value, a partition value with '/' or a folder name over 255 bytes
+unless the table is ``partition_urlencode``) must be refused; ``LAKESDK_MODEL_STRICT=1``
+also fails on the refusal of a batch those rules accept.  The model stores the normalized
+input types and treats '' and None as one partition (one folder).
 
 Known limits of the ``hudi`` reader (0.5.0), where it is not compared:
 
@@ -62,10 +67,11 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from table_model import TableModel, actual_rows, expected_rows
+from table_model import TableModel, actual_rows, expected_rows, folder
 
 import lakesdk as lk
 from lakesdk.exceptions import LakeError, TimeTravelError
+from lakesdk.format.keys import escape_partition_value
 from lakesdk.testing import strategies as lst
 
 # -- features ----------------------------------------------------------------------------------------
@@ -75,29 +81,14 @@ OPERATIONS = frozenset({
     "compaction", "clustering", "clean_commits", "clean_versions", "clean_hours", "archival", "archival_beyond_savepoint",
     "savepoint", "restore", "rollback", "crash", "add_column", "hudi_reader", "not_null_fields", "as_of_archived",
     "key_in_partitions", "merge", "merge_into_empty", "merge_mor_ts", "hudi_no_active_commit",
+    "part_urlencode", "clean_zero_hours", "rollback_replace_after_clean",
+    "merge_arrow_types",
 })
 ALL = lst.ALL_FEATURES | OPERATIONS
 
 #: Switched off in the committed configuration, each with the defect that keeps it off.
 DISABLED: dict[str, str] = {
     # open defects
-    "part_slash": "partition values with '/'",
-    "part_dot": "partition values '.' and '..'",
-    "part_empty": "the empty partition value ('' and None share one partition: an insert_overwrite of '' "
-                  "replaces the None rows)",
-    "key_separators": "composite record keys whose values hold ',' or ':' collide",
-    "uint": "unsigned integers (uint64 above the int64 range reads back null in the hudi reader)",
-    "ts_ns": "nanosecond timestamps lose their last digits (merge-on-read logs keep microseconds)",
-    "archival_beyond_savepoint": "archival beyond a savepoint after restores loses the latest commits' rows",
-    "clean_versions": "time travel after a KEEP_LATEST_FILE_VERSIONS clean answers with rows missing",
-    # an upsert whose data declares a field not null (pa.field(..., nullable=False)) into a file
-    # group it keeps rows of fails with a raw pyarrow ArrowInvalid (concat of the kept rows, read back
-    # nullable, with the incoming not-null rows)
-    "not_null_fields": "non-nullable input fields break copy-on-write upserts",
-    # a partition value longer than the file system's name limit (255 bytes) is not refused up
-    # front: the write fails at its marker with MarkerError after the instant was requested, and leaves
-    # a rollback instant behind
-    "part_long": "partition values beyond the file name limit fail mid-write",
     # as_of a commit that archival moved into the timeline history reads its schema from the
     # base file, not from the commit: a timestamp[s] column comes back as timestamp[ms]
     "as_of_archived": "time travel to archived commits changes column types",
@@ -113,6 +104,19 @@ DISABLED: dict[str, str] = {
     # archival may leave one active commit; once that is rolled back no completed commit is active,
     # lakesdk still reads the archived commits' files but the hudi reader returns an empty table
     "hudi_no_active_commit": "archival then rollback of the last active commit: the hudi reader sees no rows",
+    # clean(policy="KEEP_LATEST_COMMITS", retain_hours=0) raises a plain ValueError, not a LakeError
+    "clean_zero_hours": "a clean with retain_hours=0 raises an untyped ValueError",
+    # a clean after a clustering (or insert_overwrite) deletes the file groups it replaced; a rollback
+    # of that replacecommit is then accepted and brings the deleted file groups back: every read
+    # raises DataFileMissingError
+    "rollback_replace_after_clean": "rollback of a replacecommit whose replaced files a clean deleted",
+    # t.merge(arrow_table) hands the Arrow source to spark.createDataFrame before normalizing or checking
+    # its types: a uint8/16/32 column (top-level or nested) fails with pyspark's raw PySparkTypeError
+    # [UNSUPPORTED_DATA_TYPE_FOR_ARROW_CONVERSION]; nanosecond timestamps with digits below the
+    # microsecond, or whole microseconds near the int64 nanosecond limit (year 2262, pyspark's zone
+    # localization in nanoseconds overflows), fail with a raw pyarrow ArrowInvalid (other writes
+    # normalize to microseconds first, or raise IncompatibleSchemaError)
+    "merge_arrow_types": "merge of Arrow data with unsigned integers or nanosecond timestamps raises untyped errors",
 }
 
 
@@ -173,6 +177,30 @@ def _has_nested_ts(t: pa.DataType, depth: int = 0) -> bool:
     return False
 
 
+def _has_uint(t: pa.DataType) -> bool:
+    if pa.types.is_struct(t):
+        return any(_has_uint(t.field(i).type) for i in range(t.num_fields))
+    return pa.types.is_unsigned_integer(t)
+
+
+def _has_uint64(t: pa.DataType) -> bool:
+    if pa.types.is_struct(t):
+        return any(_has_uint64(t.field(i).type) for i in range(t.num_fields))
+    return t == pa.uint64()
+
+
+def _sub_micro(col: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether a column holds nanosecond timestamps with digits below the microsecond."""
+    t = col.type
+    if pa.types.is_timestamp(t):
+        return t.unit == "ns" and any(v is not None and v % 1000 for v in col.cast(pa.int64()).to_pylist())
+    if pa.types.is_struct(t):
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks() if col.num_chunks else pa.array([], t)
+        return any(_sub_micro(col.field(i)) for i in range(t.num_fields))
+    return False
+
+
 def _has_naive_ts(t: pa.DataType) -> bool:
     if pa.types.is_timestamp(t):
         return t.tz is None
@@ -217,14 +245,17 @@ class LakeMachine(RuleBasedStateMachine):
                                   label="keys")
         self.part_pool = data.draw(st.lists(lst.partition_values(FEATURES), min_size=1, max_size=3, unique=True),
                                    label="partition values") if partitioned else [None]
+        self.urlencode = partitioned and _on("part_urlencode") and data.draw(st.booleans(), label="urlencode")
         markers = "timeline_server" if _on("timeline_server_markers") and data.draw(st.booleans()) else "direct"
         self.markers = markers
         self.options = lk.TableOptions(engine="local", markers=markers)
         lake = lk.Lake(self.dir, options=self.options, spark=SPARK.get("session"))
         self.t = lake.create_table("t", key=list(keys), partition_by=list(parts) or None, ordering="ts",
-                                   table_type=table_type)
+                                   table_type=table_type, partition_urlencode=self.urlencode)
+        self.input_fields = {f.name: f for f in schema}    # the batches' fields (the model keeps stored types)
         self.m = TableModel(keys, parts, "ts", schema)
-        note(f"table {table_type} keys={keys} parts={parts} schema={schema} markers={markers}")
+        note(f"table {table_type} keys={keys} parts={parts} schema={schema} markers={markers} "
+             f"urlencode={self.urlencode}")
 
     # -- data ------------------------------------------------------------------------------------------
     def _key(self, data: st.DataObject, *, fresh: bool = False) -> tuple[str, ...]:
@@ -243,7 +274,7 @@ class LakeMachine(RuleBasedStateMachine):
                max_rows: int = 5, part: Any = ...) -> pa.Table:
         """A batch of rows with distinct (partition, key) ids; ``fresh`` keys are in no partition yet."""
         m = self.m
-        schema = schema or m.schema
+        schema = schema or pa.schema([self.input_fields[n] for n in m.schema.names])
         n = data.draw(st.integers(1, max_rows), label="rows")
         cols: dict[str, list[Any]] = {f.name: [] for f in schema}
         seen: set[Any] = set()
@@ -252,7 +283,7 @@ class LakeMachine(RuleBasedStateMachine):
             p = data.draw(st.sampled_from(self.part_pool)) if part is ... else part
             if not _on("key_in_partitions"):    # each key stays in the partition it was first written to
                 p = self.home.setdefault(key, p)
-            rid = ((p,) if m.partition_fields else (), key)
+            rid = ((folder(p),) if m.partition_fields else (), key)
             if rid in seen:
                 continue
             seen.add(rid)
@@ -305,9 +336,43 @@ class LakeMachine(RuleBasedStateMachine):
         if not any(i.action in ("commit", "deltacommit", "replacecommit") for i in self.t.timeline.pending):
             self.crashed = False
 
-    def _write(self, what: str, fn: Callable[[], Any], apply: Callable[[str, str, str], None]) -> None:
+    def _refusal(self, b: pa.Table) -> str | None:
+        """Why the documented input rules refuse batch ``b`` (None when it must be written)."""
+        m = self.m
+        for f in b.schema:
+            if _has_uint64(f.type):
+                return f"uint64 column {f.name!r}"
+            if _sub_micro(b.column(f.name)):
+                return f"nanoseconds below the microsecond in {f.name!r}"
+        if len(m.key_fields) > 1:
+            for f in m.key_fields:
+                bad = [v for v in b.column(f).to_pylist() if v is not None and (
+                    "," in v or v in ("__null__", "__empty__"))]
+                if bad:
+                    return f"composite key value {bad[0]!r}"
+        for f in m.partition_fields:
+            for v in b.column(f).to_pylist():
+                if not v:
+                    continue
+                if not self.urlencode and ("/" in v or any(c < " " or c == "\x7f" for c in v)):
+                    return f"partition value {v!r}"
+                seg = escape_partition_value(v) if self.urlencode else v
+                if len(f"{f}={seg}".encode()) > 255:
+                    return f"partition value of {len(v)} characters"
+        return None
+
+    def _write(self, what: str, fn: Callable[[], Any], apply: Callable[[str, str, str], None],
+               batch: pa.Table | None = None) -> None:
         before = self._fingerprint()
+        why = self._refusal(batch) if batch is not None else None
         ok, res = self._attempt(what, fn)
+        if why is not None:
+            # refused, or nothing to write (a merge whose only clauses match no stored key)
+            assert not ok or ((res is None or not res.instant) and self._fingerprint() == before), \
+                f"{what} of a batch with {why} was written ({res!r}); it must be refused"
+            return
+        if not ok and batch is not None and os.environ.get("LAKESDK_MODEL_STRICT") == "1":
+            raise AssertionError(f"{what} refused a batch the documented rules accept: {res!r}")
         if ok and res is not None and not res.instant:
             # nothing to write (e.g. a delete of keys the table does not have): nothing written
             assert self._fingerprint() == before, f"{what} wrote nothing, yet the table changed: {res!r}"
@@ -321,20 +386,20 @@ class LakeMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def upsert(self, data: st.DataObject) -> None:
         b = self._batch(data)
-        self._write("upsert", lambda: self.t.upsert(b), lambda r, c, a: self.m.upsert(b, r, c, a))
+        self._write("upsert", lambda: self.t.upsert(b), lambda r, c, a: self.m.upsert(b, r, c, a), b)
 
     @precondition(lambda self: self.t is not None and _on("insert"))
     @rule(data=st.data())
     def insert(self, data: st.DataObject) -> None:
         b = self._batch(data, fresh=True)
-        self._write("insert", lambda: self.t.insert(b), lambda r, c, a: self.m.insert(b, r, c, a))
+        self._write("insert", lambda: self.t.insert(b), lambda r, c, a: self.m.insert(b, r, c, a), b)
 
     @precondition(lambda self: self.t is not None and _on("bulk_insert"))
     @rule(data=st.data())
     def bulk_insert(self, data: st.DataObject) -> None:
         b = self._batch(data, fresh=True)
         self._write("bulk_insert", lambda: self.t.bulk_insert(b),
-                    lambda r, c, a: self.m.insert(b, r, c, a, "bulk_insert"))
+                    lambda r, c, a: self.m.insert(b, r, c, a, "bulk_insert"), b)
 
     @precondition(lambda self: self.t is not None and _on("delete_keys"))
     @rule(data=st.data())
@@ -350,11 +415,9 @@ class LakeMachine(RuleBasedStateMachine):
         ids = data.draw(st.lists(st.sampled_from(sorted(m.rows, key=repr)), min_size=1, max_size=3, unique=True),
                         label="delete rows")
         cols: dict[str, list[Any]] = {f: [] for f in (*m.key_fields, *m.partition_fields)}
-        for parts, key in ids:
-            for f, v in zip(m.partition_fields, parts):
-                cols[f].append(v)
-            for f, v in zip(m.key_fields, key):
-                cols[f].append(v)
+        for rid in ids:
+            for f in (*m.key_fields, *m.partition_fields):    # the values as written ('' or None)
+                cols[f].append(m.rows[rid].values[f])
         rows = pa.table({f: pa.array(v, pa.string()) for f, v in cols.items()})
         self._write("delete by rows", lambda: self.t.delete(rows), lambda r, c, a: self.m.delete_rows(ids, r, c, a))
 
@@ -363,27 +426,29 @@ class LakeMachine(RuleBasedStateMachine):
     def insert_overwrite(self, data: st.DataObject) -> None:
         b = self._batch(data)
         self._write("insert_overwrite", lambda: self.t.insert_overwrite(b),
-                    lambda r, c, a: self.m.insert_overwrite(b, r, c, a, table=False))
+                    lambda r, c, a: self.m.insert_overwrite(b, r, c, a, table=False), b)
 
     @precondition(lambda self: self.t is not None and _on("insert_overwrite_table"))
     @rule(data=st.data())
     def insert_overwrite_table(self, data: st.DataObject) -> None:
         b = self._batch(data)
         self._write("insert_overwrite_table", lambda: self.t.insert_overwrite(b, scope="table"),
-                    lambda r, c, a: self.m.insert_overwrite(b, r, c, a, table=True))
+                    lambda r, c, a: self.m.insert_overwrite(b, r, c, a, table=True), b)
 
     @precondition(lambda self: self.t is not None and _on("add_column"))
     @rule(data=st.data())
     def add_column(self, data: st.DataObject) -> None:
         m = self.m
         new_type = data.draw(lst.column_types(FEATURES), label="new column type")
-        schema = m.schema.append(pa.field(f"c{len(m.schema)}", new_type))
+        new = pa.field(f"c{len(m.schema)}", new_type)
+        self.input_fields[new.name] = new
+        schema = pa.schema([self.input_fields[n] for n in m.schema.names]).append(new)
         b = self._batch(data, schema=schema)
 
         def apply(r: str, c: str, a: str) -> None:
             m.evolve(schema)
             m.upsert(b, r, c, a)
-        self._write("upsert with a new column", lambda: self.t.upsert(b), apply)
+        self._write("upsert with a new column", lambda: self.t.upsert(b), apply, b)
 
     @precondition(lambda self: self.t is not None and _on("merge") and (self.m.commits or _on("merge_into_empty")))
     @rule(data=st.data(), clauses=st.sampled_from([("update", "insert"), ("delete",), ("update",), ("insert",),
@@ -394,6 +459,9 @@ class LakeMachine(RuleBasedStateMachine):
                 any(_has_ts(f.type, ("s", "ms", "ns")) for f in self.m.schema):
             return
         b = self._batch(data)
+        if not _on("merge_arrow_types") and any(
+                _has_uint(f.type) or _has_ts(f.type, ("ns",)) for f in b.schema):
+            return
 
         def run() -> Any:
             mb = self.t.merge(b)
@@ -402,7 +470,8 @@ class LakeMachine(RuleBasedStateMachine):
                       "insert": mb.when_not_matched_insert_all}[c]()
             r = mb.execute()
             return r.write
-        self._write(f"merge {'+'.join(clauses)}", run, lambda r, c, a: self.m.merge(b, clauses, r, c, a))
+        self._write(f"merge {'+'.join(clauses)}", run, lambda r, c, a: self.m.merge(b, clauses, r, c, a),
+                    b if "insert" in clauses else None)     # refusals predicted for inserted rows only
 
     # -- services ---------------------------------------------------------------------------------------------
     @precondition(lambda self: self.t is not None and _on("compaction") and _on("mor"))
@@ -434,7 +503,8 @@ class LakeMachine(RuleBasedStateMachine):
         policy = data.draw(st.sampled_from(policies), label="policy")
         kw = {"retain_commits": data.draw(st.integers(1, 3), label="retain_commits"),
               "retain_versions": data.draw(st.integers(1, 2), label="retain_versions"),
-              "retain_hours": data.draw(st.sampled_from([1e-4, 24]), label="retain_hours")}
+              "retain_hours": data.draw(st.sampled_from([1e-4, 24] + ([0] if _on("clean_zero_hours") else [])),
+                                        label="retain_hours")}
         ok, res = self._attempt(f"clean {policy}", lambda: self.t.maintenance.clean(policy=policy, **kw))
         if ok and res is not None:
             if res.earliest:
@@ -484,6 +554,9 @@ class LakeMachine(RuleBasedStateMachine):
     @rule()
     def rollback(self) -> None:
         last = self.m.commits[-1]
+        if last.action in ("replacecommit", "clustering") and not _on("rollback_replace_after_clean") and any(
+                i.action == "clean" and i.requested > last.requested for i in self.t.timeline.instants):
+            return
         ok, res = self._attempt("rollback", lambda: self.t.maintenance.rollback(last.requested))
         if ok:
             self.m.rollback_last()
@@ -500,6 +573,8 @@ class LakeMachine(RuleBasedStateMachine):
         r = subprocess.run([sys.executable, "-c", WRITER, self.t.path, path, op, self.markers], env=env,
                            capture_output=True, text=True, timeout=240)
         note(f"crashed {op} at {point}: rc={r.returncode}")
+        why = self._refusal(b)
+        assert why is None or r.returncode != -9, f"a writer of a batch with {why} got to {point}"
         if r.returncode != -9:
             # a typed refusal before the crash point is fine (the table must then be unchanged)
             assert "lakesdk" in r.stderr and "Error" in r.stderr, \
@@ -629,7 +704,7 @@ def _spark(request: Any) -> None:
 def test_table_matches_model(request: Any) -> None:
     """Random operation sequences on random tables: every read equals the model."""
     _spark(request)
-    run_state_machine_as_test(LakeMachine, settings=_settings(20, 15))
+    run_state_machine_as_test(LakeMachine, settings=_settings(40, 20))
 
 
 @pytest.mark.soak

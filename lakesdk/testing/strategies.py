@@ -165,7 +165,10 @@ def values(t: pa.DataType, features: Iterable[str] = ALL_FEATURES, *, nullable: 
         hi = int((dt.datetime(hi_y, 12, 31) - _EPOCH).total_seconds()) * per_s
         if t.unit == "ns":
             lo, hi = max(lo, -(2 ** 63) + 1), min(hi, 2 ** 63 - 1)
-        s = st.integers(lo, hi)
+            # mostly whole microseconds (what a microsecond store keeps), sometimes finer digits
+            s = st.one_of(st.integers(-(-lo // 1000), hi // 1000).map(lambda us: us * 1000), st.integers(lo, hi))
+        else:
+            s = st.integers(lo, hi)
     elif pa.types.is_decimal(t):
         # unscaled integers: exact at every precision (Decimal arithmetic would round at 28 digits)
         s = st.integers(-(10 ** t.precision) + 1, 10 ** t.precision - 1).map(
