@@ -441,3 +441,21 @@ def test_cluster_a_partial_update_table_keeps_every_column_group(lake):
     t.upsert([{"order_id": "a", "order_ts": 3, "amount": 99.0}])         # a late event after clustering
     row = t.to_pandas().set_index("order_id").loc["a"]
     assert (row.amount, row.paid) == (10.0, True)
+
+
+def test_rollback_of_a_clustering_whose_replaced_files_a_clean_deleted_is_refused(tmp_path):
+    """Found by the model test: the rollback brought back file groups whose files a
+    KEEP_LATEST_FILE_VERSIONS clean had deleted, and every read then failed."""
+    import pyarrow as pa
+
+    import lakesdk as lk
+    t = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local")).create_table("t", key=["k"], ordering="ts")
+    t.bulk_insert(pa.table({"k": ["a"], "ts": [1]}))
+    t.bulk_insert(pa.table({"k": ["b"], "ts": [1]}))
+    c = t.maintenance.cluster()
+    t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    before = [(i.requested, i.action, i.state) for i in t.timeline]
+    with pytest.raises(lk.RollbackNotAllowedError, match="clean deleted"):
+        t.maintenance.rollback(c.instant)
+    assert [(i.requested, i.action, i.state) for i in t.timeline] == before
+    assert sorted(t.read().to_arrow().column("k").to_pylist()) == ["a", "b"]

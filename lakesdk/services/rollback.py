@@ -195,12 +195,36 @@ def _target(table: "Table", timeline: Any, req: str, *, force: bool, allow_alive
                 f"savepoint taken at or before {req} (table.maintenance.savepoint(...) / "
                 "table.maintenance.restore(...))")
         check_active_commit_left(table, timeline, {req}, f"rolling back {target.action} {req}")
+        if target.completed_action == "replacecommit":
+            check_replaced_files_left(table, timeline, target)
     elif not force and not allow_alive and table.storage.exists(f".hoodie/.heartbeat/{req}") and not is_expired(
             table.storage, req, table.options.heartbeat_interval_s, table.options.heartbeat_misses):
         raise RollbackNotAllowedError(
             f"{target.action} {req} is still running (its heartbeat is fresh); wait for it, or pass force=True "
             "if you know its writer is gone")
     return target
+
+
+def check_replaced_files_left(table: "Table", timeline: Any, target: Instant) -> None:
+    """Refuse to roll back a replacecommit (clustering, insert_overwrite) whose replaced file
+    groups a later clean deleted: the rollback would bring back file groups whose files are
+    gone, and every read would then fail."""
+    from dataclasses import replace as _replace
+
+    from lakesdk.read.view import FileSystemView
+    store = table._store()
+    replaced = store.commit_metadata(target).partition_to_replace_file_ids or {}
+    groups = {(part, fid) for part, fids in replaced.items() for fid in fids}
+    if not groups:
+        return
+    after = _replace(timeline, instants=tuple(i for i in timeline.instants if i.requested != target.requested))
+    view = FileSystemView(table.storage, table.config, store, after)
+    missing = view.missing_files(lambda e: (e.partition, e.file_id) in groups)
+    if missing:
+        raise RollbackNotAllowedError(
+            f"rolling back {target.action} {target.requested} would bring back the {len(groups)} file group(s) it "
+            f"replaced, but a clean deleted their files since (e.g. {missing[0].path}): every read would then fail. "
+            "Keep the replacecommit, or restore the table to a savepoint taken before it")
 
 
 def check_active_commit_left(table: "Table", timeline: Any, removed: set[str], what: str) -> None:
