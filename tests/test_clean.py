@@ -375,3 +375,21 @@ def test_clean_validates_only_the_retention_option_its_policy_uses(lake):
         t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=0)
     with pytest.raises(lk.OptionsError, match="unknown clean policy"):
         t.maintenance.clean(policy="KEEP_SOME")
+
+
+def test_rollback_of_a_commit_whose_previous_file_version_a_clean_deleted_is_refused(tmp_path):
+    """Found by the model test: bulk_insert, an update (a new file version), a clean keeping one
+    file version (the first version goes), then a rollback of the update left the file group
+    pointing at the deleted version and every read failed."""
+    import pyarrow as pa
+
+    import lakesdk as lk
+    t = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local")).create_table("t", key="k", ordering="ts")
+    t.bulk_insert(pa.table({"k": ["0"], "ts": [0]}))
+    upd = t.upsert(pa.table({"k": ["0", "1"], "ts": [1, 1]}))
+    t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    before = [(i.requested, i.action, i.state) for i in t.timeline]
+    with pytest.raises(lk.RollbackNotAllowedError, match="clean deleted"):
+        t.maintenance.rollback(upd.instant)
+    assert [(i.requested, i.action, i.state) for i in t.timeline] == before
+    assert sorted(t.read().to_arrow().column("k").to_pylist()) == ["0", "1"]

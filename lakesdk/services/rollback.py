@@ -195,8 +195,7 @@ def _target(table: "Table", timeline: Any, req: str, *, force: bool, allow_alive
                 f"savepoint taken at or before {req} (table.maintenance.savepoint(...) / "
                 "table.maintenance.restore(...))")
         check_active_commit_left(table, timeline, {req}, f"rolling back {target.action} {req}")
-        if target.completed_action == "replacecommit":
-            check_replaced_files_left(table, timeline, target)
+        check_previous_files_left(table, timeline, target)
     elif not force and not allow_alive and table.storage.exists(f".hoodie/.heartbeat/{req}") and not is_expired(
             table.storage, req, table.options.heartbeat_interval_s, table.options.heartbeat_misses):
         raise RollbackNotAllowedError(
@@ -205,16 +204,19 @@ def _target(table: "Table", timeline: Any, req: str, *, force: bool, allow_alive
     return target
 
 
-def check_replaced_files_left(table: "Table", timeline: Any, target: Instant) -> None:
-    """Refuse to roll back a replacecommit (clustering, insert_overwrite) whose replaced file
-    groups a later clean deleted: the rollback would bring back file groups whose files are
-    gone, and every read would then fail."""
+def check_previous_files_left(table: "Table", timeline: Any, target: Instant) -> None:
+    """Refuse to roll back a completed commit when the file versions it superseded are gone: a
+    clean (KEEP_LATEST_FILE_VERSIONS, or KEEP_LATEST_COMMITS after more commits) deleted the
+    previous version of a file group it rewrote, or the file groups a replacecommit (clustering,
+    insert_overwrite) replaced. The rollback would leave those file groups pointing at deleted
+    files, and every read would then fail."""
     from dataclasses import replace as _replace
 
     from lakesdk.read.view import FileSystemView
     store = table._store()
-    replaced = store.commit_metadata(target).partition_to_replace_file_ids or {}
-    groups = {(part, fid) for part, fids in replaced.items() for fid in fids}
+    md = store.commit_metadata(target)
+    groups = {(part, fid) for part, fids in (md.partition_to_replace_file_ids or {}).items() for fid in fids}
+    groups |= {(part, st.fileId) for part, sts in (md.partition_to_write_stats or {}).items() for st in sts if st.fileId}
     if not groups:
         return
     after = _replace(timeline, instants=tuple(i for i in timeline.instants if i.requested != target.requested))
@@ -222,9 +224,9 @@ def check_replaced_files_left(table: "Table", timeline: Any, target: Instant) ->
     missing = view.missing_files(lambda e: (e.partition, e.file_id) in groups)
     if missing:
         raise RollbackNotAllowedError(
-            f"rolling back {target.action} {target.requested} would bring back the {len(groups)} file group(s) it "
-            f"replaced, but a clean deleted their files since (e.g. {missing[0].path}): every read would then fail. "
-            "Keep the replacecommit, or restore the table to a savepoint taken before it")
+            f"rolling back {target.action} {target.requested} would bring back file versions it superseded, but a "
+            f"clean deleted them since (e.g. {missing[0].path}): every read would then fail. Keep the commit, or "
+            "restore the table to a savepoint taken before it")
 
 
 def check_active_commit_left(table: "Table", timeline: Any, removed: set[str], what: str) -> None:
