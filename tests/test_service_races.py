@@ -151,7 +151,7 @@ def test_compaction_loop_and_writers_compacting_inline_keep_the_fold_of_landed_c
     check_race(t, results, summary, rows)
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 @pytest.mark.parametrize("table_type,service", CASES)
 def test_table_service_racing_two_writers_at_scale(tmp_path, table_type, service):
     """2 writers x 40 batches x 150 keys of a 2,000-row, 4-partition table."""
