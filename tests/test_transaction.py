@@ -110,3 +110,45 @@ def test_refused_batch_writes_nothing_and_leaves_the_transaction_usable(tmp_path
     commit(t, txn, stats, schema=schema)
     assert sorted(t.read().to_arrow().column("id").to_pylist()) == [0, 2]
     assert not t.timeline.pending and not any(i.action == "rollback" for i in t.timeline)
+
+
+def test_lazy_rollback_of_a_slow_writer_is_decided_under_the_lock(tmp_path, monkeypatch):
+    """A writer taken for dead (heartbeat expired under load) completes while another writer
+    rolls it back: the rollback used to check "still pending" and write its plan outside the
+    lock, so the slow writer could complete in between and its landed commit then lost its files
+    (DataFileMissingError in the at-scale race). Now the writer waits for the lock, sees the
+    plan and refuses to complete; the table stays whole."""
+    import threading
+    import time
+
+    from lakesdk.services import rollback as rb
+    opts = lk.TableOptions(concurrency="optimistic", lock="in_process", engine="local")
+    t = lk.Lake(str(tmp_path), options=opts).create_table("t", key="id", ordering="ts", table_type="mor")
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["a", "a"]}))
+    slow = lk.open_table(t.path, options=opts)
+    txn = begin(slow)
+    stats, schema = write_batch(slow, txn, pd.DataFrame({"id": [1], "ts": [2], "v": ["slow"]}))
+    monkeypatch.setattr(rb, "_dead", lambda *a: True)         # its heartbeat looks expired
+    outcome: dict = {}
+
+    def slow_commits() -> None:
+        try:
+            outcome["result"] = commit(slow, txn, stats, schema=schema)
+        except lk.LakeError as e:
+            outcome["error"] = e
+    original = rb._plan_data
+
+    def plan_while_the_writer_commits(*a, **kw):
+        th = threading.Thread(target=slow_commits)
+        th.start()
+        th.join(timeout=3)            # the writer needs the lock the rollback holds: it waits
+        return original(*a, **kw)
+    monkeypatch.setattr(rb, "_plan_data", plan_while_the_writer_commits)
+    other = lk.open_table(t.path, options=opts)
+    rb.rollback_failed_writes(other, policy="lazy")
+    deadline = time.monotonic() + 60
+    while not outcome and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert isinstance(outcome.get("error"), lk.WriteConflictError), outcome
+    assert lk.open_table(t.path).inspect.check().ok
+    assert sorted(lk.open_table(t.path).read().to_pandas().v) == ["a", "a"]

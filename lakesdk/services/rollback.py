@@ -294,17 +294,30 @@ def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
     refused (roll back the later ones first, or restore a savepoint).  A rollback of the
     same instant that a crash interrupted is resumed (same rollback instant)."""
     store = table._store()
-    timeline = store.load()
     req = instant.requested if isinstance(instant, Instant) else str(instant)
-    if _only_pending and any(i.requested == req and i.is_completed and i.action != "rollback" for i in timeline):
-        # a slow writer completed it since it was found failed
-        raise InstantNotFoundError(f"{req} completed meanwhile on {table.name!r}: nothing to roll back")
-    target = _target(table, timeline, req, force=force, allow_alive=_allow_alive)
-    pending = _pending_rollback_of(store, timeline, req)
+    # Rolling back another writer's pending write: decide and write the plan under the table
+    # lock, which that writer holds while it checks that it is still pending and completes.
+    # Either it completed first (seen here: nothing to roll back) or it sees the plan and
+    # refuses to complete; without the lock a slow writer could complete between this check and
+    # the plan, and the rollback would then delete the files of a landed commit.
+    lock = table._lock() if _only_pending else None
+    if lock is not None:
+        lock.acquire()
+    try:
+        timeline = store.load()
+        if _only_pending and any(i.requested == req and i.is_completed and i.action != "rollback" for i in timeline):
+            # a slow writer completed it since it was found failed
+            raise InstantNotFoundError(f"{req} completed meanwhile on {table.name!r}: nothing to roll back")
+        target = _target(table, timeline, req, force=force, allow_alive=_allow_alive)
+        pending = _pending_rollback_of(store, timeline, req)
+        if pending is None:
+            plan = _plan_data(table, store, target)
+            rb = store.create_new("rollback", plan.to_avro(), after=timeline.max_time())
+    finally:
+        if lock is not None:
+            lock.release()
     if pending is not None:
         return _execute(table, store, target, pending[1], pending[0])
-    plan = _plan_data(table, store, target)
-    rb = store.create_new("rollback", plan.to_avro(), after=timeline.max_time())
     return _execute(table, store, target, plan, rb)
 
 
