@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import pyarrow as pa
 
 from lakesdk._display import human_bytes as _human
-from lakesdk.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
+from lakesdk.concurrency.heartbeat import Heartbeat
 from lakesdk.exceptions import (
     ClusteringConflictError,
     CorruptTimelineError,
@@ -60,6 +60,7 @@ from lakesdk.format.plans import (
     CompactionPlanData,
 )
 from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.services.compaction import running_elsewhere
 
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
@@ -511,7 +512,7 @@ def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
         raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}")
     if inst.is_completed:
         raise LakeError(f"clustering {instant} is already completed")
-    if _running_elsewhere(table, inst):
+    if running_elsewhere(table, inst):
         raise ClusteringConflictError(
             f"clustering {instant} of {table.name!r} is being executed by another process (its heartbeat is fresh); "
             "wait for it to finish. If that process is gone, its heartbeat expires after "
@@ -525,13 +526,6 @@ def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
         return _execute(table, store, inst, data, t0)
     finally:
         heartbeat.stop()
-
-
-def _running_elsewhere(table: "Table", inst: Instant) -> bool:
-    """An inflight clustering whose heartbeat is fresh is executed by a live process."""
-    o = table.options
-    return inst.state == "inflight" and table.storage.exists(heartbeat_path(inst.requested)) and \
-        not is_expired(table.storage, inst.requested, o.heartbeat_interval_s, o.heartbeat_misses)
 
 
 def _execute(table: "Table", store: TimelineStore, inst: Instant, data: ClusteringPlanData,
@@ -647,7 +641,7 @@ def cluster(table: "Table", instant: str | None = None, **plan_options: Any) -> 
     result = None
     pending = [i for i in table.timeline.pending if i.action == "clustering"]
     for inst in pending:
-        if not _running_elsewhere(table, inst):
+        if not running_elsewhere(table, inst):
             result = execute_clustering(table, inst.requested)
     if pending:
         return result

@@ -292,7 +292,8 @@ def execute_compaction(table: "Table", instant: str) -> Any:
 
 
 def running_elsewhere(table: "Table", inst: Instant) -> bool:
-    """An inflight compaction whose heartbeat is fresh is being executed by a live process."""
+    """An inflight table-service instant (compaction, clustering) whose heartbeat is fresh is
+    being executed by a live process."""
     o = table.options
     return inst.state == "inflight" and table.storage.exists(heartbeat_path(inst.requested)) and \
         not is_expired(table.storage, inst.requested, o.heartbeat_interval_s, o.heartbeat_misses)
