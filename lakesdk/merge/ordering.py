@@ -172,17 +172,7 @@ def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: str 
             and ordering in incoming.column_names:
         mpos = pc.fill_null(pos, 0)
         stored = base.column(ordering).take(mpos)
-        inc = incoming.column(ordering)
-        if stored.type != inc.type:
-            try:
-                stored = stored.cast(inc.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                inc = inc.cast(stored.type)
-        ge = _ge(inc, stored)
-        # deletes without an ordering value always apply
-        is_del = ops == OP_DELETE
-        null_ord = np.asarray(pc.is_null(incoming.column(ordering)).to_numpy(zero_copy_only=False), dtype=bool)
-        wins = np.where(matched, ge | (is_del & null_ord), True)
+        wins = np.where(matched, event_time_wins(incoming.column(ordering), stored, ops), True)
     is_up = ops == OP_UPSERT
     is_del = ops == OP_DELETE
     # stored rows count once each (a delete batch may name a key twice)
