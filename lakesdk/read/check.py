@@ -257,7 +257,7 @@ def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
                     problems.append(Problem("missing_file", e.path,
                                             f"{e.kind} file of file group {e.file_id} written by commit {e.instant} "
                                             f"({e.size} bytes) is missing: {why}", e.instant))
-                elif e.size and ((e.kind == "base" and size != e.size) or (e.kind == "log" and size < e.size)):
+                elif e.size_differs(size):
                     problems.append(Problem("size_mismatch", e.path,
                                             f"{e.kind} file written by commit {e.instant}: its write stat records "
                                             f"{e.size} bytes, found {size}", e.instant))

@@ -52,6 +52,12 @@ class ExpectedFile:
     file_id: str
     kind: str              # "base" or "log"
 
+    def size_differs(self, size: int) -> bool:
+        """Whether ``size`` in storage is not what the write stat records: a base file of another
+        size, or a log file shorter than its last append (later appends make it longer)."""
+        return bool(self.size) and ((self.kind == "base" and size != self.size)
+                                    or (self.kind == "log" and size < self.size))
+
 
 class FileSystemView:
     """File groups as of ``as_of`` (None = latest completed state).
@@ -265,9 +271,9 @@ class FileSystemView:
         out = []
         for e in self.expected_files():
             size = present.get(e.path)
-            if size is None or not e.size or (keep is not None and not keep(e)):
+            if size is None or (keep is not None and not keep(e)):
                 continue
-            if (e.kind == "base" and size != e.size) or (e.kind == "log" and size < e.size):
+            if e.size_differs(size):
                 out.append((e, size))
         return out
 
