@@ -266,3 +266,43 @@ def test_time_travel_to_an_archived_commit_reads_the_schema_of_that_commit(tmp_p
     after = t.as_of(first.instant).to_arrow()
     assert str(after.schema) == str(s) and after.equals(before)
     assert str(t.read().to_arrow().schema) == str(later)
+
+
+@pytest.mark.parametrize("policy", ["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS"])
+def test_time_travel_stays_guarded_after_the_clean_is_archived(lake, policy):
+    # a clean that deleted old versions moves into the history with the commits before it; time
+    # travel to those commits must still be refused (it answered with an empty table)
+    t = lake.create_table(f"g{policy[12]}", key="id", ordering="ts")
+    results = [t.upsert(batch(i)) for i in range(5)]
+    done = t.maintenance.clean(policy=policy, retain_commits=1, retain_versions=1)
+    assert done is not None and done.deleted
+    results += [t.upsert(batch(i)) for i in range(5, 10)]
+    res = t.maintenance.archive(min_commits=1, max_commits=2)
+    assert "clean" in {i.action for i in res.archived}
+    assert [i.action for i in t.timeline] == ["commit"]
+    for r in results[:4]:
+        with pytest.raises(lk.TimeTravelError, match="Cleaner cleaned up|sufficient commits are retained"):
+            t.as_of(r.instant).to_arrow()
+    for k, r in enumerate(results):
+        if policy == "KEEP_LATEST_COMMITS" and k >= 4 and r.instant >= done.earliest:
+            assert rows(t.as_of(r.instant)) == [(i, f"v{k}") for i in (1, 2, 3)]
+    assert rows(t.as_of(results[-1].instant)) == [(i, "v9") for i in (1, 2, 3)]
+
+
+def test_incremental_read_ending_at_an_archived_commit_reads_the_schema_of_that_commit(tmp_path):
+    import pyarrow as pa
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("a_inc_schema", key="k", ordering="ts")
+    s = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("l", pa.list_(pa.int16())),
+                   ("at", pa.timestamp("us", "Asia/Tokyo")), ("n", pa.struct([("q", pa.timestamp("us"))]))])
+    first = t.upsert(pa.table({"k": ["a"], "ts": [1], "l": [[1]], "at": [1], "n": [{"q": 1}]}, schema=s))
+    later = s.append(pa.field("extra", pa.int32()))
+    for i in range(3):
+        t.upsert(pa.table({"k": [f"b{i}"], "ts": [1], "l": [[2]], "at": [2], "n": [{"q": 2}], "extra": [i]},
+                          schema=later))
+    before = t.incremental(None, first.completed, meta_fields=False).to_arrow()
+    assert str(before.schema) == str(s) and before.num_rows == 1
+    t.maintenance.archive(min_commits=1, max_commits=2)
+    assert first.instant not in {i.requested for i in t.timeline}
+    after = t.incremental(None, first.completed, meta_fields=False).to_arrow()
+    assert str(after.schema) == str(s) and after.equals(before)

@@ -536,24 +536,33 @@ def check_time_travel(table: "Table", moment: str, *, store: TimelineStore | Non
                       timeline: Timeline | None = None) -> None:
     """Raise when a time-travel read as of ``moment`` may miss files a clean deleted
     (Hudi's ``TimelineUtils.validateTimestampAsOf``): ``moment`` must not be before the
-    earliest commit to retain of any clean on the active timeline (Hudi looks at the last clean
-    only; a later KEEP_LATEST_FILE_VERSIONS clean, which records none, does not make older
-    moments readable again); a savepointed instant is always readable; after a clean without
-    one it must not be before the first active commit.  A file version a clean deleted that a
-    read still reaches is refused by the file-system view as well
-    (:meth:`lakesdk.read.view.FileSystemView.verify`)."""
+    earliest commit to retain of any clean (Hudi looks at the last clean only; a later
+    KEEP_LATEST_FILE_VERSIONS clean, which records none, does not make older moments readable
+    again); a savepointed instant is always readable.  A clean without an earliest commit to
+    retain refuses the moments before it that are older than the first active commit: the
+    file-system view checks the files of a read of an active commit against its write stats
+    (:meth:`lakesdk.read.view.FileSystemView.verify`), not those of an archived one.
+
+    Cleans archived into the timeline history count too (a moment before the active
+    timeline reads them from there): Hudi's archiver keeps the latest cleans active, lakesdk's
+    archives a clean with the commits before it, and the guard must not leave with it."""
     store = store or table._store()
     timeline = timeline if timeline is not None else store.load()
-    cleans = [i for i in timeline.instants if i.action == "clean" and i.is_completed]
-    if not cleans:
-        return
     sps = {i.requested for i in timeline.instants if i.action == "savepoint" and i.is_completed}
     if moment in sps:
         return
-    # every clean of the active timeline counts, not the last one alone: a later clean without an
-    # earliest commit to retain (KEEP_LATEST_FILE_VERSIONS) does not bring back what an earlier one deleted
-    retained = [(c.requested, CleanMetadataData.parse(store.read_bytes(c)).earliest_commit_to_retain) for c in cleans]
-    with_ectr = [(ectr, c) for c, ectr in retained if ectr]
+    cleans = [(c.requested, CleanMetadataData.parse(store.read_bytes(c)))
+              for c in timeline.instants if c.action == "clean" and c.is_completed]
+    # the start of the active timeline, savepointed commits aside (archival beyond a savepoint
+    # keeps them active while it archives the commits after them)
+    first = next((c.requested for c in timeline.commits if c.requested not in sps), None)
+    if first is None or moment < first:
+        cleans += _archived_cleans(table)
+    if not cleans:
+        return
+    # every clean counts, not the last one alone: a later clean without an earliest commit to
+    # retain (KEEP_LATEST_FILE_VERSIONS) does not bring back what an earlier one deleted
+    with_ectr = [(md.earliest_commit_to_retain, c) for c, md in cleans if md.earliest_commit_to_retain]
     if with_ectr:
         ectr, by = max(with_ectr)
         if moment < ectr:
@@ -561,10 +570,22 @@ def check_time_travel(table: "Table", moment: str, *, store: TimelineStore | Non
                 f"Cleaner cleaned up the timestamp of interest: time travel to {moment} is before the earliest "
                 f"commit clean {by} retained ({ectr}). Please ensure sufficient commits "
                 "are retained with cleaner for Timestamp as of query to work (or savepoint the instant)")
-    if len(with_ectr) == len(retained):
-        return
-    writes = timeline.commits
-    if len(writes) and moment < writes[0].requested:
+    unbounded = [c for c, md in cleans if not md.earliest_commit_to_retain and moment < c]
+    if unbounded and (first is None or moment < first):
+        where = f"the first active commit {first}" if first else "the active timeline (it holds no commit)"
         raise TimeTravelError(
             f"Please ensure sufficient commits are retained (uncleaned and un-archived) for timestamp as of query "
-            f"to work: {moment} is before the first active commit {writes[0].requested}")
+            f"to work: {moment} is before {where}, and clean {unbounded[-1]} kept no window of commits "
+            "(KEEP_LATEST_FILE_VERSIONS): it may have deleted files that moment needs")
+
+
+def _archived_cleans(table: "Table") -> list[tuple[str, CleanMetadataData]]:
+    """(requested time, metadata) of the completed cleans in the timeline history (layout 2)."""
+    if table.config.layout_version < 2:
+        return []
+    from lakesdk.format.lsm_timeline import LSMTimeline
+    lsm = LSMTimeline(table.storage, table.config)
+    if not lsm.manifest():
+        return []
+    return [(a.instant.requested, CleanMetadataData.parse(a.metadata or b""))
+            for a in lsm.load() if a.action == "clean"]

@@ -103,7 +103,7 @@ class Query:
             _check_as_of(t, store, timeline, self.as_of_time)
         view = FileSystemView(t.storage, t.config, store, timeline, as_of=self.as_of_time)
         schema = resolve_schema(store, view.visible, create_schema=t.config.create_schema,
-                                base_file=self._any_base(view), history=self._archived_as_of(timeline))
+                                base_file=self._any_base(view), history=self._archived_as_of(timeline, self.as_of_time))
         if schema is None:
             schema = pa.schema([])
         self._validate(schema)
@@ -116,17 +116,18 @@ class Query:
         return ReadPlan(tuple(slices), schema, tuple(view.visible), None, len(parts) - len(kept_parts), len(parts),
                         tuple(view.visible), view.log_instants)
 
-    def _archived_as_of(self, timeline: Any) -> list[Any]:
-        """Archived write instants a time-travel read sees (the schema as of an archived commit
-        comes from its metadata in the timeline history, not from a data file)."""
-        if self.as_of_time is None or self.table.config.layout_version < 2:
+    def _archived_as_of(self, timeline: Any, moment: str | None) -> list[Any]:
+        """Archived write instants a read as of ``moment`` sees (a time-travel read, or an
+        incremental read ending there): the schema as of an archived commit comes from its
+        metadata in the timeline history, not from a data file."""
+        if moment is None or self.table.config.layout_version < 2:
             return []
         from lakesdk.format.instant import WRITE_ACTIONS
         from lakesdk.services.archival import archived_instants
         active = {(i.requested, i.completed_action) for i in timeline}
         return [a for a in archived_instants(self.table)
                 if a.instant.is_completed and a.instant.completed_action in WRITE_ACTIONS
-                and a.instant.requested <= self.as_of_time
+                and a.instant.requested <= moment
                 and (a.instant.requested, a.instant.completed_action) not in active]
 
     @staticmethod
@@ -157,7 +158,8 @@ class Query:
         end = self.end
         view = FileSystemView(t.storage, t.config, store, timeline, as_of=end)
         schema = resolve_schema(store, view.visible, create_schema=t.config.create_schema,
-                                base_file=self._any_base(view)) or pa.schema([])
+                                base_file=self._any_base(view),
+                                history=self._archived_as_of(timeline, end)) or pa.schema([])
         self._validate(schema)
         touched: set[tuple[str, str]] = set()
         for inst in in_range:
