@@ -88,11 +88,7 @@ ALL = lst.ALL_FEATURES | OPERATIONS
 
 #: Switched off in the committed configuration, each with the defect that keeps it off.
 DISABLED: dict[str, str] = {
-    # every other dimension is on; a defect found later goes here, with a comment naming it, until it is fixed.
-    # open defect: once archival has moved a clean into the timeline history, time travel to an archived
-    # commit is no longer guarded: as_of a commit whose files that clean deleted answers with an empty
-    # table instead of TimeTravelError, and as_of before the clean's earliest retained commit answers
-    "as_of_archived": "time travel to archived commits after their clean was archived is not guarded",
+    # every dimension is on; a defect found later goes here, with a comment naming it, until it is fixed.
 }
 
 
