@@ -306,3 +306,34 @@ def test_compaction_executed_by_another_process_is_left_to_it(tmp_path, monkeypa
     assert dict(zip(ro.id, ro.v)) == want and values(t) == want and hudi_rows(t.path) == sorted(want.items())
     assert not t.timeline.pending
     check_no_leftovers(t, {i.requested for i in t.timeline.commits})
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_write_never_shares_its_instant_time_with_a_table_service(tmp_path, monkeypatch, table_type):
+    """Two processes can take the same millisecond: a writer's ``T.commit.requested`` and a
+    clustering's ``T.clustering.requested`` are different files, so the exclusive create let
+    both through, and each then cleaned up the other's files (data files, markers and heartbeat
+    are keyed by the instant time): under load a clustering that rolled itself back deleted a
+    base file of the write that had just committed.  An instant time now names one instant."""
+    from lakesdk.format.timeline import InstantClock
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", partition_by="p", table_type=table_type, ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1, 2], "p": ["a", "a"], "ts": [1, 1], "v": ["x", "x"]}))
+    t.upsert(pd.DataFrame({"id": [3], "p": ["a"], "ts": [1], "v": ["x"]}))       # a second file group
+    plan = t.maintenance.schedule_clustering(single_group=True)
+    taken = plan.instant
+    real_next = InstantClock.next.__func__
+    calls = []
+
+    def same_millisecond(cls, after=None):   # the writer's clock hands it the clustering's time
+        calls.append(after)
+        return taken if len(calls) == 1 else real_next(cls, after)
+    monkeypatch.setattr(InstantClock, "next", classmethod(same_millisecond))
+    r = t.upsert(pd.DataFrame({"id": [4], "p": ["b"], "ts": [1], "v": ["new"]}))
+    monkeypatch.undo()
+    assert r.instant != taken and len(calls) >= 2
+    timeline = lk.open_table(t.path).timeline
+    assert [i.action for i in timeline if i.requested == taken] == ["clustering"]
+    t.maintenance.cluster(taken)
+    assert values(t) == {1: "x", 2: "x", 3: "x", 4: "new"}
+    assert t.inspect.check().ok

@@ -145,6 +145,15 @@ class Heartbeat:
             self._in_flight.append(beat)
             beat.start()
 
+    def abandon(self) -> None:
+        """Stop beating and leave the file: the instant time was given up before anything was
+        written, and another instant of the same time may own the file (a later writer's
+        cleanup removes it otherwise)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
     def stop(self) -> bool:
         """Stop beating and delete the heartbeat file (idempotent).
 

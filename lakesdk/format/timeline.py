@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
 from lakesdk.format.avro_file import FileBytes
@@ -232,16 +232,42 @@ class TimelineStore:
         if not self.storage.create_exclusive(self.path(instant), data):
             raise CorruptTimelineError(f"timeline file {self.path(instant)} already exists")
 
-    def create_new(self, action: str, data: bytes = b"", *, after: str | None = None) -> Instant:
-        """Create a requested instant of ``action`` at a new time (after ``after``); another
-        writer taking the same millisecond makes the exclusive create fail, and the next
-        millisecond is tried."""
+    def create_new(self, action: str, data: bytes = b"", *, after: str | None = None,
+                   claim: Callable[[str], Callable[[], None] | None] | None = None) -> Instant:
+        """Create a requested instant of ``action`` at a new time (after ``after``) that no
+        other instant of any action holds.
+
+        An instant time names one instant of the timeline (its data files, markers and
+        heartbeat are keyed by it): two processes taking the same millisecond for different
+        actions (a write and a clustering) would clean up each other's files.  The exclusive
+        create only excludes the same file name, so after it the timeline is listed: when
+        another instant holds the time, this one backs off (its file is deleted) and the next
+        millisecond is tried.  Of two creators of one time, the later one always sees the
+        earlier one's file, so at most one keeps it (both may back off, and retry).
+
+        ``claim(time)``, when given, runs before the file is created (a writer starts its
+        heartbeat there) and returns what undoes it when this time is given up."""
         for _ in range(50):
             instant = Instant(action, "requested", InstantClock.next(after=after))
+            undo = claim(instant.requested) if claim is not None else None
             if self.storage.create_exclusive(self.path(instant), data):
-                return instant
+                if not self.time_taken(instant):
+                    return instant
+                self.storage.delete(self.path(instant))
+            if undo is not None:
+                undo()
             after = instant.requested
         raise CorruptTimelineError(f"could not create a new {action} instant in {self.dir} after 50 attempts")
+
+    def time_taken(self, instant: Instant) -> bool:
+        """Whether an instant other than ``instant`` (any action, any state) holds its time."""
+        mine = instant.file_name(layout=self.layout)
+        prefix = instant.requested
+        for e in self.storage.list(self.dir):
+            name = e.name
+            if name != mine and name.startswith(prefix) and name[len(prefix):len(prefix) + 1] in (".", "_"):
+                return True
+        return False
 
     def transition(self, instant: Instant, state: str, data: bytes = b"", *, after: str | None = None) -> Instant:
         """Write the next state's file and return the new instant value.  A completion time

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakesdk.exceptions import WriteConflictError
+from lakesdk.exceptions import InstantNotFoundError, WriteConflictError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import Instant
 from lakesdk.table.results import WriteResult
@@ -129,7 +129,10 @@ def commit(table: "Table", txn: OpenInstant, stats: list[dict[str, Any]], *, sch
                 lock.release()
     except WriteConflictError as err:   # lost a race (or was rolled back as dead): nothing committed
         if any(i.requested == txn.instant and not i.is_completed for i in store.load()):
-            abort(table, txn, reason=str(err), outcome="conflict")
+            try:
+                abort(table, txn, reason=str(err), outcome="conflict")
+            except InstantNotFoundError:
+                pass    # the writer that took this one for dead finished its rollback meanwhile
         raise
     markers.delete_all()
     hb = table._open_heartbeats.pop(txn.instant, None)
