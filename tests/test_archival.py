@@ -306,3 +306,61 @@ def test_incremental_read_ending_at_an_archived_commit_reads_the_schema_of_that_
     assert first.instant not in {i.requested for i in t.timeline}
     after = t.incremental(None, first.completed, meta_fields=False).to_arrow()
     assert str(after.schema) == str(s) and after.equals(before)
+
+
+def test_archival_leaves_no_hole_before_an_instant_created_late(tmp_path, monkeypatch):
+    """A writer takes its instant time, then (under load) creates its requested file a moment
+    later; meanwhile another writer commits and archival moves commits later than that time
+    into the history.  The late instant then starts the active timeline before archived commits,
+    whose base files readers no longer take as committed: a committed update vanished (the
+    at-scale archival race lost it).  Instants are now created under the table lock, later than
+    every instant on the timeline, and archival runs under it."""
+    import threading
+
+    import pandas as pd
+
+    from lakesdk.concurrency import heartbeat as hb
+    opts = lk.TableOptions(concurrency="optimistic", lock="in_process", engine="local")
+    lake = lk.Lake(str(tmp_path), options=opts)
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1], "p": ["a"], "ts": [1], "v": ["a0"]}))
+    for i in range(3):
+        t.upsert(pd.DataFrame({"id": [3], "p": ["c"], "ts": [1 + i], "v": [f"c{i}"]}))
+    slow, other = lk.open_table(t.path, options=opts), lk.open_table(t.path, options=opts)
+    main = threading.current_thread()
+    state = {"armed": False}
+    original = hb.Heartbeat.start
+
+    def others_meanwhile():
+        other.upsert(pd.DataFrame({"id": [1], "p": ["a"], "ts": [5], "v": ["a-new"]}))
+        other.upsert(pd.DataFrame({"id": [3], "p": ["c"], "ts": [5], "v": ["c-new"]}))
+        other.maintenance.archive(min_commits=1, max_commits=2)
+
+    def start(self):
+        if state["armed"] and threading.current_thread() is main:
+            state["armed"] = False
+            state["thread"] = th = threading.Thread(target=others_meanwhile)
+            th.start()
+            th.join(timeout=3)          # with the lock held here, the other writer waits for it
+        return original(self)
+    monkeypatch.setattr(hb.Heartbeat, "start", start)
+    state["armed"] = True
+    slow.upsert(pd.DataFrame({"id": [2], "p": ["b"], "ts": [1], "v": ["b0"]}))
+    state["thread"].join()
+    monkeypatch.undo()
+    df = lk.open_table(t.path).read().to_pandas()
+    assert dict(zip(df.id, df.v)) == {1: "a-new", 2: "b0", 3: "c-new"}
+    assert hudi_rows(t.path) == [(1, "a-new"), (2, "b0"), (3, "c-new")]
+
+
+def test_reads_take_archived_commits_after_the_start_of_the_active_timeline_as_committed(lake):
+    """A table whose active timeline starts before an archived commit (a pending instant older
+    than it, as an instant created late left before instants were created under the table lock):
+    the archived commit's base files are committed, and reads must not fall back to older ones."""
+    t = lake.create_table("hole", key="id", partition_by="p", ordering="ts")
+    results = [t.upsert(batch(i, ids=(1, 2))) for i in range(4)] + [t.upsert(batch(4, ids=(1,)))]
+    t.maintenance.archive(min_commits=1, max_commits=2)
+    assert [i.requested for i in t.timeline] == [results[-1].instant]
+    late = str(int(results[1].instant) + 1)       # between two archived commits
+    open(f"{t.path}/.hoodie/timeline/{late}.commit.requested", "wb").close()
+    assert rows(lk.open_table(t.path).read()) == [(1, "v4"), (2, "v3")]

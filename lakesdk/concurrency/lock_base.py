@@ -199,6 +199,11 @@ class LockProvider(ABC):
     def held(self) -> bool:
         """Whether this provider believes it holds the lock (no I/O; see :meth:`ensure_held`)."""
 
+    def held_by_this_thread(self) -> bool:
+        """Whether the calling thread holds the lock through this provider (no I/O)."""
+        thread = getattr(self, "_holding_thread", None)
+        return self.held and (thread is None or thread == threading.get_ident())
+
     @property
     @abstractmethod
     def holder(self) -> str | None:

@@ -121,9 +121,16 @@ class FileSystemView:
     def _is_valid(self, instant: str) -> bool:
         if instant in self._completion:
             return True
+        if instant in self._pending:
+            return False
         # files older than the active timeline belong to archived (completed) commits
-        if self._first is not None and instant < self._first and instant not in self._pending:
+        if self._first is not None and instant < self._first:
             return self.as_of is None or instant <= self.as_of
+        # a commit archived after an instant that still starts the active timeline (a hole an
+        # instant created late left before lakesdk created instants under the table lock); an
+        # instant newer than this timeline cannot be archived yet (files of a write in progress)
+        if self._first is not None and instant < (self.timeline.max_time() or ""):
+            return instant in self._archived_completion()
         return False
 
     def _archived_completion(self) -> dict[str, str]:

@@ -226,7 +226,15 @@ def _state_files(store: TimelineStore, inst: Instant) -> tuple[list[str], str]:
 
 def archive(table: "Table", *, min_commits: int = 20, max_commits: int = 30,
             beyond_savepoint: bool = False) -> ArchiveResult:
-    """Plan and run an archival (see module doc)."""
+    """Plan and run an archival (see module doc), under the table lock with several writers:
+    a new instant is created under it too, later than every instant then on the timeline, so
+    none can appear before an archived commit (:mod:`lakesdk.concurrency.instants`)."""
+    from lakesdk.concurrency.instants import holding
+    with holding(table._lock()):
+        return _archive(table, min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
+
+
+def _archive(table: "Table", *, min_commits: int, max_commits: int, beyond_savepoint: bool) -> ArchiveResult:
     t0 = time.perf_counter()
     plan = plan_archive(table, min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
     store = table._store()

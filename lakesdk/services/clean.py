@@ -442,7 +442,8 @@ def schedule_clean(table: "Table", plan: CleanPlan) -> CleanPlan:
     data = CleanerPlanData(plan.policy, plan.earliest.requested if plan.earliest else None,
                            plan.earliest.action if plan.earliest else None, plan.last_completed_commit,
                            {p: tuple(v) for p, v in sorted(by_part.items())}, plan.savepoints)
-    instant = store.create_new("clean", data.to_avro(), after=store.load().max_time())
+    from lakesdk.concurrency.instants import create_instant
+    instant = create_instant(store, table._lock(), "clean", data.to_avro())
     return replace(plan, instant=instant.requested)
 
 

@@ -405,7 +405,8 @@ def schedule_clustering(table: "Table", plan: ClusteringPlan) -> ClusteringPlan:
         raise LakeError(f"file groups {taken[:3]} are already under pending clustering {busy[taken[0]]}; "
                         "plan again (table.maintenance.plan_clustering()) or finish it with table.maintenance.cluster()")
     data = plan.to_plan_data().to_avro(table.storage.base_url)
-    instant = store.create_new("clustering", data, after=timeline.max_time())
+    from lakesdk.concurrency.instants import create_instant
+    instant = create_instant(store, table._lock(), "clustering", data)
     return ClusteringPlan(plan.table, plan.groups, plan.sort_by, plan.small_file_limit, plan.max_bytes_per_group,
                           plan.target_file_size, instant.requested, plan.skipped)
 

@@ -261,7 +261,9 @@ def schedule_compaction(table: "Table", plan: CompactionPlan) -> CompactionPlan:
                 return CompactionPlan(plan.table, ())
             instant = Instant("compaction", "requested", requested)
             if store.storage.create_exclusive(store.path(instant), CompactionPlanData(tuple(ops)).to_avro()):
-                return CompactionPlan(plan.table, tuple(ops), requested)
+                if not store.time_taken(instant):
+                    return CompactionPlan(plan.table, tuple(ops), requested)
+                store.storage.delete(store.path(instant))   # an instant of another action holds this time
             after = requested   # another writer took this millisecond
         raise CorruptTimelineError(f"could not create a new compaction instant in {store.dir} after 50 attempts")
     finally:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakesdk._display import human_bytes as _human
+from lakesdk.concurrency.instants import create_instant
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError, LakeError
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.plans import RollbackMetadataData, RollbackPlanData, RollbackRequest
@@ -312,7 +313,7 @@ def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
         pending = _pending_rollback_of(store, timeline, req)
         if pending is None:
             plan = _plan_data(table, store, target)
-            rb = store.create_new("rollback", plan.to_avro(), after=timeline.max_time())
+            rb = create_instant(store, table._lock(), "rollback", plan.to_avro())
     finally:
         if lock is not None:
             lock.release()

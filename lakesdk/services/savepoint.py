@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakesdk._display import human_bytes as _human
+from lakesdk.concurrency.instants import create_instant
 from lakesdk.exceptions import LakeError
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.service_metadata import (
@@ -355,7 +356,7 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
     else:
         _check_restorable(table, store, timeline, sp)
         plan = RestorePlanData(tuple((i.requested, i.action) for i in _targets(table, timeline, sp)), sp)
-        rinst = store.create_new("restore", plan.to_avro(), after=timeline.max_time())
+        rinst = create_instant(store, table._lock(), "restore", plan.to_avro())
     if rinst.state == "requested":
         rinst = store.transition(rinst, "inflight")
     rollbacks: dict[str, list[dict[str, Any]]] = {}
@@ -377,7 +378,7 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
             by_part.setdefault(posixpath.dirname(f), []).append(f)
         rplan = RollbackPlanData(target.requested, target.action,
                                  tuple(RollbackRequest(p, None, tuple(v)) for p, v in sorted(by_part.items())))
-        rb = store.create_new("rollback", rplan.to_avro(), after=tl.max_time())
+        rb = create_instant(store, table._lock(), "rollback", rplan.to_avro())
         res = _execute(table, store, target, rplan, rb)
         deleted += len(res.deleted_files)
         paths += res.deleted_files

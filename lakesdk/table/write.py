@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from lakesdk import _faults as faults
 from lakesdk.engine.tasks import FileGroupTarget, WriteContext, add_key_columns
-from lakesdk.exceptions import MissingColumnError, OptionsError, SchemaError, WriteError
+from lakesdk.exceptions import CorruptTimelineError, MissingColumnError, OptionsError, SchemaError, WriteError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import Instant
 from lakesdk.format.schema import (
@@ -440,21 +440,22 @@ class WriteOperation:
             pass
 
     def _new_instant(self, store: Any, action: str, timeline: Any) -> tuple[Instant, Any]:
-        """Create the requested instant, its heartbeat beating first (so no other writer
-        takes it for a dead one); another writer taking the same millisecond makes the
-        exclusive create fail, and the next millisecond is tried."""
+        """Create the requested instant at a time no other instant holds, its heartbeat
+        beating first (so no other writer takes it for a dead one)."""
         from lakesdk.concurrency.heartbeat import Heartbeat
+        from lakesdk.concurrency.instants import create_instant
         opts = self.table.options
-        after = timeline.max_time()
-        for _ in range(50):
-            instant = Instant(action, "requested", InstantClock.next(after=after))
-            heartbeat = Heartbeat(store.storage, instant.requested, opts.heartbeat_interval_s,
-                                  opts.heartbeat_misses).start()
-            if store.storage.create_exclusive(store.path(instant), b""):
-                return instant, heartbeat
-            heartbeat.stop()
-            after = instant.requested
-        raise WriteError("could not create a requested instant after 50 attempts: is the timeline writable?")
+        beats: dict[str, Any] = {}
+
+        def claim(time: str) -> Any:
+            hb = beats[time] = Heartbeat(store.storage, time, opts.heartbeat_interval_s, opts.heartbeat_misses).start()
+            # another instant may hold this time and its heartbeat file: stop beating, leave the file
+            return hb.abandon
+        try:
+            instant = create_instant(store, self.table._lock(), action, claim=claim)
+        except CorruptTimelineError:
+            raise WriteError("could not create a requested instant after 50 attempts: is the timeline writable?") from None
+        return instant, beats[instant.requested]
 
     def _empty_result(self, t0: float) -> WriteResult:
         return WriteResult(self.table.name, self.operation, "", None, "commit", seconds=time.perf_counter() - t0)
