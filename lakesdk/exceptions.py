@@ -207,7 +207,12 @@ def _parse_early(message: str) -> tuple[str | None, str | None, tuple[tuple[str,
 
 
 class OptionsError(LakeError, ValueError):
-    """Table handle options that are invalid or contradict each other."""
+    """Table handle options that are invalid or contradict each other; ``key`` names the
+    option (its ``hoodie.*`` key where it has one)."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class StorageError(LakeError, OSError):

@@ -94,9 +94,11 @@ def test_mkdocs_build_strict(tmp_path):
         assert out.is_file(), f"{page} was not rendered ({out} is missing)"
     # the API reference is generated from the docstrings, not left empty
     table_html = (site / "api" / "table" / "index.html").read_text(encoding="utf-8")
-    for anchor in ("lakesdk.table.table.Table", "lakesdk.table.table.TableOptions",
-                   "lakesdk.table.table.Maintenance.compact", "lakesdk.table.table.Inspect.file_groups"):
+    for anchor in ("lakesdk.table.table.Table", "lakesdk.table.table.Maintenance.compact",
+                   "lakesdk.table.table.Inspect.file_groups"):
         assert f'id="{anchor}"' in table_html, f"{anchor} is missing from the API reference"
+    options_html = (site / "api" / "options" / "index.html").read_text(encoding="utf-8")
+    assert 'id="lakesdk.config.options.TableOptions"' in options_html, "TableOptions is missing from the API reference"
     # the notebooks are rendered with their code cells
     quickstart = (site / "notebooks" / "01_quickstart" / "index.html").read_text(encoding="utf-8")
     assert "create_table" in quickstart

@@ -180,16 +180,12 @@ def _with_concurrency(options: TableOptions, concurrency: str | None, lock: str 
     from dataclasses import replace
     changes: dict[str, Any] = {}
     if concurrency is not None:
-        if concurrency not in ("single_writer", "optimistic"):
-            raise SchemaError(f"concurrency must be 'single_writer' or 'optimistic', not {concurrency!r}")
         changes["concurrency"] = concurrency
     if lock is not None:
-        if lock not in ("in_process", "storage", "zookeeper"):
-            raise SchemaError(f"lock must be 'in_process', 'storage' or 'zookeeper', not {lock!r}")
         changes["lock"] = lock
     if lock_options is not None:
-        changes["lock_options"] = tuple(sorted(lock_options.items()))
-    return replace(options, **changes) if changes else options
+        changes["lock_options"] = lock_options
+    return replace(options, **changes) if changes else options      # the options check every value
 
 
 def open_table(url: str, *, spark: Any = None, storage_options: dict[str, Any] | None = None,

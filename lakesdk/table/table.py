@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 
+from lakesdk.config.options import TableOptions
 from lakesdk.exceptions import StorageError, TableConfigError, TableNotFoundError, UnsupportedTableVersionError
 from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
 from lakesdk.format.timeline import Timeline, TimelineStore
@@ -21,51 +21,15 @@ from lakesdk.table.write import WriteOperation
 __all__ = ["Table", "TableOptions", "load_config", "validate_options"]
 
 
-@dataclass(frozen=True)
-class TableOptions:
-    """Write options of a handle (keyword-only at the API)."""
-
-    target_file_size: int = 120 * 1024 * 1024      # hoodie.parquet.max.file.size
-    small_file_limit: int = 100 * 1024 * 1024      # hoodie.parquet.small.file.limit
-    record_size_estimate: int = 1024               # hoodie.copyonwrite.record.size.estimate (before any commit)
-    compact_every: int | None = None               # merge-on-read: compact inline after N delta commits
-    markers: Literal["timeline_server", "direct"] = "timeline_server"   # hoodie.write.markers.type
-    marker_batch_interval_ms: int = 50             # timeline-server markers: batch interval
-    marker_threads: int = 20                       # timeline-server markers: flush threads (MARKERS<n> files)
-    heartbeat_interval_s: float = 60.0             # hoodie.client.heartbeat.interval_in_ms / 1000
-    heartbeat_misses: int = 2                      # hoodie.client.heartbeat.tolerable.misses
-    failed_writes: Literal["eager", "lazy"] = "eager"   # hoodie.cleaner.policy.failed.writes
-    engine: Literal["auto", "spark", "local"] = "auto"  # where writes of driver-side data run
-    progress: Literal["auto"] | bool = "auto"      # progress bars for long work (LAKESDK_PROGRESS=0: never)
-    concurrency: Literal["single_writer", "optimistic"] = "single_writer"   # hoodie.write.concurrency.mode
-    lock: Literal["in_process", "storage", "zookeeper"] = "in_process"       # lock provider (optimistic mode)
-    lock_options: tuple[tuple[str, Any], ...] = ()     # e.g. (("zk_connect", "127.0.0.1:2181"),)
-    schema_reconcile: bool = False                 # concurrent schema evolution: unify compatible schemas
-    clean_after_write: bool = False                # hoodie.clean.automatic (inline clean after each commit)
-    clean_retain_commits: int = 10                 # hoodie.cleaner.commits.retained (inline clean, KEEP_LATEST_COMMITS)
-    cluster_every: int | None = None               # hoodie.clustering.inline.max.commits (inline clustering after N commits)
-    cluster_small_file_limit: int = 300 * 1024 * 1024      # hoodie.clustering.plan.strategy.small.file.limit
-    cluster_max_bytes_per_group: int = 2048 * 1024 * 1024  # hoodie.clustering.plan.strategy.max.bytes.per.group
-    cluster_target_file_size: int = 1024 * 1024 * 1024     # hoodie.clustering.plan.strategy.target.file.max.bytes
-    cluster_sort_by: tuple[str, ...] = ()          # hoodie.clustering.plan.strategy.sort.columns
-    early_conflict_detection: bool = False         # hoodie.write.concurrency.early.conflict.detection.enable
-    early_conflict_check_interval_ms: int = 1000   # ...async.conflict.detector.period_ms; listing cache of direct markers
-    early_conflict_check_commits: bool = False     # ...early.conflict.check.commit.conflict
-
-
 def validate_options(options: TableOptions) -> TableOptions:
-    """Raise :class:`~lakesdk.OptionsError` for contradicting options (Hudi validates its
-    write config the same way when it is built)."""
+    """The options of a handle: a :class:`TableOptions` checks its values (and their
+    combinations) when it is built, as Hudi validates its write config (see
+    :mod:`lakesdk.config.options`)."""
     from lakesdk.exceptions import OptionsError
-    if options.early_conflict_detection and options.concurrency != "optimistic":
-        raise OptionsError(
-            f"early_conflict_detection=True needs concurrency='optimistic' (found {options.concurrency!r}): "
-            "early conflict detection compares the markers of concurrent writers, which only optimistic "
-            "concurrency has; open the table with concurrency='optimistic' or drop early_conflict_detection")
-    if options.early_conflict_check_interval_ms <= 0:
-        raise OptionsError(f"early_conflict_check_interval_ms must be > 0, found "
-                           f"{options.early_conflict_check_interval_ms}")
-    return options
+    if not isinstance(options, TableOptions):
+        raise OptionsError(f"options must be a lakesdk.TableOptions, found {type(options).__name__}: build one with "
+                           "TableOptions(...) or TableOptions.from_hoodie({...})")
+    return options.check_combination()
 
 
 def load_config(storage: Storage) -> TableConfig:

@@ -1,0 +1,331 @@
+"""The options registry: every write option of a table handle, with its Hudi wire key.
+
+Each :class:`Option` has a name (the :class:`TableOptions` field), the ``hoodie.*`` key Hudi
+users know it by (None where Hudi has none), a type, a default, the allowed values and a
+doc line.  :class:`TableOptions` checks every value against it when it is built: a bad
+value is an :class:`~lakesdk.exceptions.OptionsError` naming the option, its Hudi key, what
+was found and what is allowed.  :meth:`TableOptions.from_hoodie` takes the ``hoodie.*``
+keys (strings, as they sit in a Spark writer's options or a properties file) and
+:meth:`TableOptions.to_hoodie` gives them back.
+
+>>> TableOptions.from_hoodie({"hoodie.parquet.max.file.size": "1048576",
+...                           "hoodie.write.markers.type": "DIRECT"}).target_file_size
+1048576
+>>> try:
+...     TableOptions(markers="foo")
+... except OptionsError as e:
+...     print(e)
+markers (hoodie.write.markers.type) must be one of 'timeline_server', 'direct', found 'foo'
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, fields
+from typing import Any, Literal, Mapping
+
+from lakesdk.exceptions import OptionsError
+
+__all__ = ["Option", "OPTIONS", "TableOptions", "option"]
+
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its field name, Hudi wire key, type, default, allowed values and doc."""
+
+    name: str
+    key: str | None
+    type: type
+    default: Any
+    doc: str
+    #: allowed values -> their wire value (None: any value of ``type``)
+    choices: Mapping[Any, str] | None = None
+    #: smallest allowed value of a number (None: no bound)
+    minimum: float | None = None
+    #: None is allowed (the option is off)
+    optional: bool = False
+    #: wire value = value * scale (seconds <-> Hudi's milliseconds)
+    scale: float = 1.0
+    #: other wire values that read as a value (older Hudi class names, ...)
+    aliases: Mapping[str, Any] | None = None
+
+    def _label(self) -> str:
+        return f"{self.name} ({self.key})" if self.key else self.name
+
+    def check(self, value: Any) -> Any:
+        """The value as :class:`TableOptions` stores it; raises OptionsError."""
+        if value is None and self.optional:
+            return None
+        if self.choices is not None:
+            if isinstance(value, str) or isinstance(value, bool):
+                for allowed in self.choices:
+                    if value == allowed and type(value) is type(allowed):
+                        return allowed
+            shown = ", ".join(repr(c) for c in self.choices)
+            raise OptionsError(f"{self._label()} must be one of {shown}, found {value!r}", key=self.key or self.name)
+        if self.type is bool:
+            if not isinstance(value, bool):
+                raise OptionsError(f"{self._label()} must be True or False, found {value!r}", key=self.key or self.name)
+            return value
+        if self.type in (int, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+                self.type is float or float(value).is_integer())
+            if not ok:
+                raise OptionsError(f"{self._label()} must be {'an integer' if self.type is int else 'a number'}, "
+                                   f"found {value!r}", key=self.key or self.name)
+            value = self.type(value)
+            if self.minimum is not None and value < self.minimum:
+                raise OptionsError(f"{self._label()} must be >= {self.minimum:g}, found {value!r}",
+                                   key=self.key or self.name)
+            return value
+        if self.type is tuple:
+            if isinstance(value, str):
+                value = [v.strip() for v in value.split(",") if v.strip()]
+            if isinstance(value, Mapping):
+                value = sorted(value.items())
+            if not isinstance(value, (tuple, list)):
+                raise OptionsError(f"{self._label()} must be a sequence, found {value!r}", key=self.key or self.name)
+            return tuple(tuple(v) if isinstance(v, list) else v for v in value)
+        return value
+
+    def parse(self, text: Any) -> Any:
+        """A wire value (a string, as Hudi configs hold them) -> the option's value."""
+        if not isinstance(text, str):
+            return self.check(text / self.scale if self.scale != 1 and isinstance(text, (int, float)) else text)
+        s = text.strip()
+        if self.choices is not None:
+            for value, wire in self.choices.items():
+                if s.lower() in (wire.lower(), str(value).lower()):
+                    return value
+            for alias, value in (self.aliases or {}).items():
+                if s.lower() == alias.lower():
+                    return value
+            shown = ", ".join(repr(w) for w in self.choices.values())
+            raise OptionsError(f"{self.key or self.name} must be one of {shown}, found {text!r}",
+                               key=self.key or self.name)
+        if self.type is bool:
+            if s.lower() in _TRUE:
+                return True
+            if s.lower() in _FALSE:
+                return False
+            raise OptionsError(f"{self.key or self.name} must be true or false, found {text!r}",
+                               key=self.key or self.name)
+        if self.type in (int, float):
+            try:
+                number = float(s) / self.scale
+            except ValueError:
+                raise OptionsError(f"{self.key or self.name} must be a number, found {text!r}",
+                                   key=self.key or self.name) from None
+            return self.check(int(number) if self.type is int and number.is_integer() else number)
+        return self.check(s)
+
+    def wire(self, value: Any) -> str | None:
+        """The value as Hudi writes it (None: off, or no wire form)."""
+        if value is None:
+            return None
+        if self.choices is not None:
+            return self.choices[value]
+        if self.type is bool:
+            return "true" if value else "false"
+        if self.type in (int, float):
+            v = value * self.scale
+            return str(int(v)) if float(v).is_integer() else str(v)
+        if self.type is tuple:
+            return ",".join(map(str, value)) or None
+        return str(value)
+
+
+_MIB = 1024 * 1024
+
+#: Every option, in :class:`TableOptions` field order.
+OPTIONS: tuple[Option, ...] = (
+    Option("target_file_size", "hoodie.parquet.max.file.size", int, 120 * _MIB,
+           "largest base file a write produces (bytes)", minimum=1),
+    Option("small_file_limit", "hoodie.parquet.small.file.limit", int, 100 * _MIB,
+           "base files below this size take inserts (bytes; 0: never)", minimum=0),
+    Option("record_size_estimate", "hoodie.copyonwrite.record.size.estimate", int, 1024,
+           "bytes per record before any commit tells the real size", minimum=1),
+    Option("compact_every", "hoodie.compact.inline.max.delta.commits", int, None,
+           "merge-on-read: compact inline after this many delta commits (None: never)", minimum=1, optional=True),
+    Option("markers", "hoodie.write.markers.type", str, "timeline_server",
+           "how write markers are made", choices={"timeline_server": "TIMELINE_SERVER_BASED", "direct": "DIRECT"}),
+    Option("marker_batch_interval_ms", "hoodie.markers.timeline_server_based.batch.interval_ms", int, 50,
+           "timeline-server markers: batch interval (ms)", minimum=1),
+    Option("marker_threads", "hoodie.markers.timeline_server_based.batch.num_threads", int, 20,
+           "timeline-server markers: flush threads (MARKERS<n> files)", minimum=1),
+    Option("heartbeat_interval_s", "hoodie.client.heartbeat.interval_in_ms", float, 60.0,
+           "seconds between heartbeats of a running write", minimum=0.001, scale=1000.0),
+    Option("heartbeat_misses", "hoodie.client.heartbeat.tolerable.misses", int, 2,
+           "heartbeats a writer may miss before it counts as failed", minimum=1),
+    Option("failed_writes", "hoodie.cleaner.policy.failed.writes", str, "eager",
+           "when failed writes are rolled back", choices={"eager": "EAGER", "lazy": "LAZY"}),
+    Option("engine", None, str, "auto", "where writes of driver-side data run",
+           choices={"auto": "auto", "spark": "spark", "local": "local"}),
+    Option("progress", None, object, "auto", "progress bars for long work (LAKESDK_PROGRESS=0: never)",
+           choices={"auto": "auto", True: "true", False: "false"}),
+    Option("concurrency", "hoodie.write.concurrency.mode", str, "single_writer", "one writer, or optimistic "
+           "concurrency control between several", choices={"single_writer": "SINGLE_WRITER",
+                                                           "optimistic": "OPTIMISTIC_CONCURRENCY_CONTROL"}),
+    Option("lock", "hoodie.write.lock.provider", str, "in_process", "the lock that guards commits (optimistic mode)",
+           choices={"in_process": "org.apache.hudi.client.transaction.lock.InProcessLockProvider",
+                    "storage": "org.apache.hudi.client.transaction.lock.StorageBasedLockProvider",
+                    "zookeeper": "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"},
+           aliases={"org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider": "storage"}),
+    Option("lock_options", None, tuple, (), "lock provider options, e.g. {'zk_connect': 'host:2181'} "
+           "(Hudi's hoodie.write.lock.* keys are taken too)"),
+    Option("schema_reconcile", None, bool, False,
+           "concurrent schema evolution: unify compatible schemas"),
+    Option("clean_after_write", "hoodie.clean.automatic", bool, False, "clean inline after each commit"),
+    Option("clean_retain_commits", "hoodie.cleaner.commits.retained", int, 10,
+           "commits an inline clean keeps (KEEP_LATEST_COMMITS)", minimum=1),
+    Option("cluster_every", "hoodie.clustering.inline.max.commits", int, None,
+           "cluster inline after this many commits (None: never)", minimum=1, optional=True),
+    Option("cluster_small_file_limit", "hoodie.clustering.plan.strategy.small.file.limit", int, 300 * _MIB,
+           "clustering: files below this size are rewritten (bytes)", minimum=0),
+    Option("cluster_max_bytes_per_group", "hoodie.clustering.plan.strategy.max.bytes.per.group", int, 2048 * _MIB,
+           "clustering: largest input of one group (bytes)", minimum=1),
+    Option("cluster_target_file_size", "hoodie.clustering.plan.strategy.target.file.max.bytes", int, 1024 * _MIB,
+           "clustering: largest output file (bytes)", minimum=1),
+    Option("cluster_sort_by", "hoodie.clustering.plan.strategy.sort.columns", tuple, (),
+           "clustering: columns the rewritten files are sorted by"),
+    Option("early_conflict_detection", "hoodie.write.concurrency.early.conflict.detection.enable", bool, False,
+           "stop a write as soon as its markers conflict with a concurrent writer's"),
+    Option("early_conflict_check_interval_ms", "hoodie.write.concurrency.async.conflict.detector.period_ms", int,
+           1000, "early conflict detection: how long a listing of direct markers is reused (ms)", minimum=1),
+    Option("early_conflict_check_commits", "hoodie.write.concurrency.early.conflict.check.commit.conflict", bool,
+           False, "early conflict detection: also check commits completed since the write started"),
+)
+
+_BY_NAME = {o.name: o for o in OPTIONS}
+_BY_KEY = {o.key: o for o in OPTIONS if o.key}
+#: Hudi switches whose meaning is carried by another option here
+_SWITCHES = {"hoodie.compact.inline": "compact_every", "hoodie.clustering.inline": "cluster_every"}
+#: Hudi's defaults for the thresholds those switches turn on
+_SWITCH_DEFAULTS = {"compact_every": 5, "cluster_every": 4}
+#: keys that define a table (given to create_table, stored in hoodie.properties), not a handle
+_TABLE_KEYS = ("hoodie.datasource.write.recordkey.field", "hoodie.datasource.write.partitionpath.field",
+               "hoodie.datasource.write.precombine.field", "hoodie.table.name", "hoodie.datasource.write.table.type",
+               "hoodie.table.ordering.fields", "hoodie.table.precombine.field", "hoodie.datasource.write.operation")
+
+
+def option(name_or_key: str) -> Option:
+    """The :class:`Option` of a :class:`TableOptions` field name or a ``hoodie.*`` key."""
+    found = _BY_NAME.get(name_or_key) or _BY_KEY.get(name_or_key)
+    if found is None:
+        raise OptionsError(_unknown(name_or_key), key=name_or_key)
+    return found
+
+
+def _unknown(key: str) -> str:
+    close = difflib.get_close_matches(key, [*_BY_NAME, *_BY_KEY, *_SWITCHES], n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return f"unknown option {key!r}.{hint} Known: {', '.join(_BY_NAME)} (or their hoodie.* keys)"
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """Write options of a handle (keyword-only at the API).  Each field is an :class:`Option`
+    of :data:`OPTIONS`, checked when the object is built."""
+
+    target_file_size: int = 120 * _MIB                 # hoodie.parquet.max.file.size
+    small_file_limit: int = 100 * _MIB                 # hoodie.parquet.small.file.limit
+    record_size_estimate: int = 1024                   # hoodie.copyonwrite.record.size.estimate
+    compact_every: int | None = None                   # hoodie.compact.inline.max.delta.commits
+    markers: Literal["timeline_server", "direct"] = "timeline_server"   # hoodie.write.markers.type
+    marker_batch_interval_ms: int = 50
+    marker_threads: int = 20
+    heartbeat_interval_s: float = 60.0                 # hoodie.client.heartbeat.interval_in_ms / 1000
+    heartbeat_misses: int = 2                          # hoodie.client.heartbeat.tolerable.misses
+    failed_writes: Literal["eager", "lazy"] = "eager"  # hoodie.cleaner.policy.failed.writes
+    engine: Literal["auto", "spark", "local"] = "auto"
+    progress: Literal["auto"] | bool = "auto"
+    concurrency: Literal["single_writer", "optimistic"] = "single_writer"   # hoodie.write.concurrency.mode
+    lock: Literal["in_process", "storage", "zookeeper"] = "in_process"       # hoodie.write.lock.provider
+    lock_options: tuple[tuple[str, Any], ...] = ()
+    schema_reconcile: bool = False
+    clean_after_write: bool = False                    # hoodie.clean.automatic
+    clean_retain_commits: int = 10                     # hoodie.cleaner.commits.retained
+    cluster_every: int | None = None                   # hoodie.clustering.inline.max.commits
+    cluster_small_file_limit: int = 300 * _MIB
+    cluster_max_bytes_per_group: int = 2048 * _MIB
+    cluster_target_file_size: int = 1024 * _MIB
+    cluster_sort_by: tuple[str, ...] = ()
+    early_conflict_detection: bool = False
+    early_conflict_check_interval_ms: int = 1000
+    early_conflict_check_commits: bool = False
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            checked = _BY_NAME[f.name].check(value)
+            if checked is not value:
+                object.__setattr__(self, f.name, checked)
+
+    @classmethod
+    def from_hoodie(cls, props: Mapping[str, Any], **overrides: Any) -> "TableOptions":
+        """Options from Hudi's ``hoodie.*`` keys (values as strings or as Python values),
+        e.g. a Spark writer's options; ``overrides`` are field names.  ``hoodie.write.lock.*``
+        keys go to ``lock_options``.  Keys that define the table (record key, partition and
+        ordering fields) belong to ``create_table``; other keys are an OptionsError."""
+        values: dict[str, Any] = {}
+        lock: dict[str, Any] = {}
+        switches: dict[str, bool] = {}
+        for key, raw in props.items():
+            if key in _BY_KEY:
+                o = _BY_KEY[key]
+                values[o.name] = o.parse(raw)
+            elif key in _SWITCHES:
+                switches[_SWITCHES[key]] = Option(key, key, bool, False, "").parse(raw)
+            elif key.startswith("hoodie.write.lock."):
+                lock[key] = raw
+            elif key in _TABLE_KEYS:
+                raise OptionsError(f"{key} defines the table, not a handle's options: pass it to create_table "
+                                   "(key=, partition_by=, ordering=, table_type=) or to the write", key=key)
+            else:
+                raise OptionsError(_unknown(key), key=key)
+        for name, on in switches.items():
+            if not on:
+                values[name] = None
+            elif values.get(name) is None:
+                values[name] = _SWITCH_DEFAULTS[name]
+        if lock:
+            values["lock_options"] = tuple(sorted({**dict(values.get("lock_options", ())), **lock}.items()))
+        for name in overrides:
+            if name not in _BY_NAME:
+                raise OptionsError(_unknown(name), key=name)
+        return cls(**{**values, **overrides})
+
+    def to_hoodie(self) -> dict[str, str]:
+        """The options that have a Hudi key, as Hudi's wire strings (lock options given with
+        ``hoodie.write.lock.*`` keys included)."""
+        out: dict[str, str] = {}
+        for o in OPTIONS:
+            if o.key is None:
+                continue
+            wire = o.wire(getattr(self, o.name))
+            if wire is not None:
+                out[o.key] = wire
+        out["hoodie.compact.inline"] = "true" if self.compact_every is not None else "false"
+        out["hoodie.clustering.inline"] = "true" if self.cluster_every is not None else "false"
+        out.update({k: str(v) for k, v in self.lock_options if k.startswith("hoodie.")})
+        return out
+
+    def check_combination(self) -> "TableOptions":
+        """Raise OptionsError for options that contradict each other (a handle checks this
+        once its concurrency settings are final: ``open_table(..., concurrency=...)`` may set
+        them after the options were built)."""
+        if self.early_conflict_detection and self.concurrency != "optimistic":
+            raise OptionsError(
+                f"early_conflict_detection=True needs concurrency='optimistic' (found {self.concurrency!r}): "
+                "early conflict detection compares the markers of concurrent writers, which only optimistic "
+                "concurrency has; open the table with concurrency='optimistic' or drop early_conflict_detection",
+                key="hoodie.write.concurrency.early.conflict.detection.enable")
+        return self
+
+    def describe(self) -> list[tuple[str, str | None, Any, Any, str]]:
+        """(name, Hudi key, value, default, doc) of every option."""
+        return [(o.name, o.key, getattr(self, o.name), o.default, o.doc) for o in OPTIONS]
+
