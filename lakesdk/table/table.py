@@ -349,7 +349,12 @@ class Table:
         default, as Hudi: :class:`MissingColumnError`), ``"null"`` (written as null) or
         ``"keep"`` (upserts only: updated records keep their stored values, a partial update).
         ``truncate_nanoseconds``: nanosecond timestamps are stored as microseconds (the unit
-        of Hudi's schema); digits below the microsecond are an error unless this is set."""
+        of Hudi's schema); digits below the microsecond are an error unless this is set.
+
+        On an event-time table every row written as data needs its ordering value: rows
+        where it is null are refused before anything is written
+        (:class:`~lakesdk.exceptions.NullOrderingValueError`, as Hudi refuses them); a delete
+        may omit it and then always applies."""
         return WriteOperation(self, operation, data, missing_columns=missing_columns,  # type: ignore[arg-type]
                               truncate_nanoseconds=truncate_nanoseconds)
 
