@@ -6,7 +6,9 @@ Conditions and ``set`` values are Spark SQL expressions, evaluated by Spark over
 the source with the table's current snapshot.  The changed rows are then written as one
 commit through the table's write path, which touches only the file groups that hold
 matched keys.  As with every write to an event-time table, a row whose ordering value is
-lower than the stored one does not replace it (Hudi's MERGE INTO behaves the same).
+lower than the stored one does not replace it (Hudi's MERGE INTO behaves the same), and a
+source row without an ordering value is refused before anything is written
+(:class:`~lakesdk.exceptions.NullOrderingValueError`, whichever clause would take it).
 
 A source with duplicate keys is an error: which of its rows should update the target
 would be ambiguous.
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakesdk.exceptions import LakeError, MissingColumnError, OptionsError, SchemaError
+from lakesdk.merge.ordering import event_time_field, null_ordering_error
 
 if TYPE_CHECKING:
     from lakesdk.table.results import WriteResult
@@ -137,6 +140,13 @@ class MergeBuilder:
             # integers widened, uint64 refused), before Spark sees them
             from lakesdk.format.schema import normalize_input
             arrow = normalize_input(arrow)
+        cfg = t.config
+        # event-time tables: every source row needs its ordering value, whichever clause takes
+        # it (Hudi's MERGE INTO writes the source rows as records, and refuses a null one)
+        ordering = event_time_field(cfg.ordering_field, cfg.merge_mode)
+        if arrow is not None and ordering in arrow.column_names and arrow.column(ordering).null_count:
+            raise null_ordering_error(ordering, arrow.column(ordering).null_count, arrow.num_rows, cfg.name,
+                                      "merge source")
         src = spark.createDataFrame(arrow) if arrow is not None else sdf
         missing = [k for k in self.on if k not in src.columns]
         if missing:
@@ -180,7 +190,15 @@ class MergeBuilder:
                 when = when & sql(c.condition)
             action = F.when(when, F.lit(i)) if action is None else action.when(when, F.lit(i))
         joined = joined.withColumn("__action", action)
-        agg = joined.groupBy("__action", F.col("__s_present").isNotNull().alias("__has_s")).count().collect()
+        aggs = [F.count(F.lit(1)).alias("count")]
+        check_ordering = arrow is None and ordering in src.columns   # a Spark source: counted in this job
+        if check_ordering:
+            aggs.append(F.count(F.when(F.col("__s_present").isNotNull() & F.col(f"`__s_{ordering}`").isNull(), 1))
+                        .alias("__null_ord"))
+        agg = joined.groupBy("__action", F.col("__s_present").isNotNull().alias("__has_s")).agg(*aggs).collect()
+        if check_ordering and sum(r["__null_ord"] for r in agg):
+            raise null_ordering_error(ordering, sum(r["__null_ord"] for r in agg),
+                                      sum(r["count"] for r in agg if r["__has_s"]), cfg.name, "merge source")
         counts: dict[int | None, int] = {}
         for r in agg:
             counts[r["__action"]] = counts.get(r["__action"], 0) + r["count"]
@@ -194,8 +212,10 @@ class MergeBuilder:
             if c.kind.endswith("delete"):
                 # the delete carries the source's ordering value when it has one (as Hudi's MERGE
                 # INTO does): a delete older than the stored record is ignored on event-time tables
-                ordering = t.config.ordering_field
-                exprs = [(F.coalesce(F.col(f"__s_{k}"), F.col(f"__t_{k}")) if k == ordering and k in src.columns
+                # (a source row has one there, else it was refused above; a target row without a
+                # source row carries its own, so its delete applies)
+                o = cfg.ordering_field
+                exprs = [(F.coalesce(F.col(f"__s_{k}"), F.col(f"__t_{k}")) if k == o and k in src.columns
                           else F.col(f"__t_{k}")).alias(k) for k in target_cols]
                 op = 1
             elif c.kind in ("matched_update_all", "not_matched_insert_all"):
