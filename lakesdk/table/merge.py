@@ -10,6 +10,10 @@ lower than the stored one does not replace it (Hudi's MERGE INTO behaves the sam
 source row without an ordering value is refused before anything is written
 (:class:`~lakesdk.exceptions.NullOrderingValueError`, whichever clause would take it).
 
+On a partitioned table, a source row holding the partition fields matches the target rows of
+its own partition only (``''`` and null share one partition folder): the table's records are
+(partition, key), as Hudi's MERGE INTO tags the source rows through its index.
+
 A source with duplicate keys is an error: which of its rows should update the target
 would be ambiguous.
 """
@@ -152,7 +156,12 @@ class MergeBuilder:
         if missing:
             raise SchemaError(f"merge key(s) {missing} are not columns of the source ({', '.join(src.columns)})")
         lacking = self._lacking_columns(src.columns)
-        dup = src.groupBy(*self.on).count().filter("count > 1").limit(3).collect()
+        # a partitioned table's records are (partition, key): a source row matches the target rows
+        # of its own partition folder ('' and null share one), as Hudi's MERGE INTO tags them
+        parts = [f for f in cfg.partition_fields if f in src.columns]
+        by_folder = [_folder(F.col(k), src.schema[k].dataType).alias(k) if k in parts else F.col(k) for k in self.on]
+        by_folder += [_folder(F.col(f), src.schema[f].dataType).alias(f) for f in parts if f not in self.on]
+        dup = src.groupBy(*by_folder).count().filter("count > 1").limit(3).collect()
         if dup:
             keys = [tuple(r[k] for k in self.on) for r in dup]
             raise MergeConflictError(
@@ -166,8 +175,12 @@ class MergeBuilder:
             target_cols = src.columns
         tt = tgt.select([F.col(c).alias(f"__t_{c}") for c in tgt.columns]).withColumn("__t_present", F.lit(True))
         cond = None
-        for k in self.on:
-            c = F.col(f"__s_{k}") == F.col(f"__t_{k}")
+        for k in [*self.on, *[f for f in parts if f not in self.on and f in tgt.columns]]:
+            if k in parts:
+                c = _folder(F.col(f"__s_{k}"), src.schema[k].dataType).eqNullSafe(
+                    _folder(F.col(f"__t_{k}"), tgt.schema[k].dataType))
+            else:
+                c = F.col(f"__s_{k}") == F.col(f"__t_{k}")
             cond = c if cond is None else (cond & c)
         by_source = any(c.kind.startswith("by_source") for c in self.clauses)
         joined = s.join(tt, cond, "full_outer" if by_source else "left_outer")
@@ -285,6 +298,18 @@ class MergeBuilder:
             "when_not_matched_insert_all would insert nulls. Add the columns to the source, or pass "
             "missing_columns='null' (write nulls) or missing_columns='keep' (updated rows keep their stored "
             "values, inserted rows get nulls) to t.merge(...), or name the columns in explicit clauses")
+
+
+def _folder(col: Any, data_type: Any) -> Any:
+    """A partition value's folder identity in Spark: '' (and the text
+    ``__HIVE_DEFAULT_PARTITION__``) go to the folder of nulls, so they compare as null."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    from lakesdk.format.keys import DEFAULT_PARTITION
+    if not isinstance(data_type, StringType):
+        return col
+    return F.when(col.isin("", DEFAULT_PARTITION), F.lit(None).cast("string")).otherwise(col)
 
 
 def _fix_types(data: Any, t: "Table", source: Any = None) -> Any:

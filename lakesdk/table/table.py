@@ -393,7 +393,8 @@ class Table:
 
     def merge(self, source: Any, on: str | list[str] | None = None, *, missing_columns: str = "error") -> Any:
         """Start a merge (Delta Lake style) of ``source`` into this table, matched on ``on``
-        (default: the record key).  Chain ``when_*`` clauses, then ``.execute()``.
+        (default: the record key; on a partitioned table within the source row's partition).
+        Chain ``when_*`` clauses, then ``.execute()``.
 
         ``missing_columns``: table columns the source lacks, for ``when_matched_update_all``
         and ``when_not_matched_insert_all``: ``"error"`` (default, a ``MissingColumnError``
