@@ -22,6 +22,7 @@ __all__ = [
     "IncompatibleSchemaError",
     "MissingColumnError",
     "NullKeyError",
+    "NullOrderingValueError",
     "InvalidKeyValueError",
     "InvalidPartitionValueError",
     "InvalidFilterError",
@@ -112,6 +113,14 @@ class MissingColumnError(SchemaError, KeyError):
 
 class NullKeyError(SchemaError):
     """Incoming rows carry null values in record-key or partition fields."""
+
+
+class NullOrderingValueError(SchemaError):
+    """Incoming rows of an event-time-ordered table carry a null ordering value (the table's
+    ordering field, ``hoodie.table.ordering.fields``): such a version cannot be ordered
+    against the stored one.  Apache Hudi refuses them too (its writers require a non-null
+    ordering value under ``EVENT_TIME_ORDERING``).  Raised before anything is written.
+    Deletes may omit the ordering value: such a delete always applies."""
 
 
 class InvalidKeyValueError(SchemaError):

@@ -3,10 +3,14 @@
 
 Rows are identified by (partition values, record key values): the table uses Hudi's
 non-global index, so an upsert that moves a key to another partition leaves the old row
-where it was.  Upserts follow event-time ordering (``hoodie.record.merge.mode=EVENT_TIME_ORDERING``):
+where it was, and a merge matches a source row with the stored row of its own partition.
+Upserts follow event-time ordering (``hoodie.record.merge.mode=EVENT_TIME_ORDERING``):
 the incoming version replaces the stored one when its ordering value is at least the stored
-one (ties go to the newer write).  Deletes by key values alone are global (every partition);
-deletes by rows holding the partition fields delete in those partitions only.
+one (ties go to the newer write).  A version written as data never lacks its ordering value:
+such a batch is refused before anything is written (as Hudi refuses it), so the model never
+sees one; a stored version without one would rank below any value.  Deletes by key values
+alone are global (every partition); deletes by rows holding the partition fields delete in
+those partitions only.
 
 Partition identity is the partition folder: ``''`` and None share Hudi's
 ``__HIVE_DEFAULT_PARTITION__`` folder, so they are one partition (an insert_overwrite of ``''``
@@ -108,12 +112,18 @@ class TableModel:
         """The table's schema after a write whose data has new columns (old rows read null there)."""
         self.schema = stored_schema(schema)
 
+    def newer(self, r: dict[str, Any], old: Row) -> bool:
+        """Whether incoming row ``r`` replaces (or deletes) the stored ``old`` under event-time
+        ordering: its ordering value is at least the stored one; a stored null ranks lowest."""
+        new, stored = r[self.ordering], old.values[self.ordering]
+        assert new is not None, "a row without an ordering value is refused before it is written"
+        return stored is None or new >= stored
+
     def upsert(self, data: pa.Table, requested: str, completed: str, action: str, operation: str = "upsert") -> None:
         for r in self.rows_of(data):
             rid = self.row_id(r)
             old = self.rows.get(rid)
-            if old is None or old.values[self.ordering] is None or (
-                    r[self.ordering] is not None and r[self.ordering] >= old.values[self.ordering]):
+            if old is None or self.newer(r, old):
                 self.rows[rid] = Row(r, requested)
         self._commit(requested, completed, action, operation)
 
@@ -126,13 +136,13 @@ class TableModel:
         self._commit(requested, completed, action, operation)
 
     def merge(self, data: pa.Table, clauses: tuple[str, ...], requested: str, completed: str, action: str) -> None:
-        """MERGE INTO on the record key: matched rows are updated (event-time ordering) or deleted
-        (when the source's ordering value is at least the stored one), others inserted."""
+        """MERGE INTO on the record key, within the source row's partition (its folder): matched
+        rows are updated (event-time ordering) or deleted (when the source's ordering value is at
+        least the stored one), others inserted."""
         for r in self.rows_of(data):
             rid = self.row_id(r)
             old = self.rows.get(rid)
-            newer = old is not None and (old.values[self.ordering] is None or (
-                r[self.ordering] is not None and r[self.ordering] >= old.values[self.ordering]))
+            newer = old is not None and self.newer(r, old)
             if old is None:
                 if "insert" in clauses:
                     self.rows[rid] = Row(r, requested)

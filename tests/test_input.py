@@ -17,7 +17,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakesdk as lk
-from lakesdk.exceptions import IncompatibleSchemaError, LakeError, MissingColumnError, OptionsError, SchemaError
+from lakesdk.exceptions import (
+    IncompatibleSchemaError,
+    LakeError,
+    MissingColumnError,
+    NullOrderingValueError,
+    OptionsError,
+    SchemaError,
+)
 
 try:
     import hudi
@@ -69,6 +76,50 @@ def test_upsert_lacking_table_columns_is_refused_unless_opted_in(local_lake, tab
     assert [(r["id"], r["a"], r["b"]) for r in rows(t)] == [(1, 10, "x"), (2, 2, "y"), (3, 31, "zz"), (4, 40, None)]
     t.upsert(pd.DataFrame({"id": [2], "ts": [2], "a": [20]}), missing_columns="null")
     assert [(r["id"], r["b"]) for r in rows(t)] == [(1, "x"), (2, None), (3, "zz"), (4, None)]
+
+
+# -- null ordering values ---------------------------------------------------------------------------
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_null_ordering_values_are_refused_before_the_instant(local_lake, table_type):
+    """Event-time ordering: a record written as data needs its ordering value (Hudi's writers
+    refuse a null one); every write that stores rows refuses them before its instant exists,
+    also when the batch holds the key again with a value.  Deletes may go without it."""
+    t = local_lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type=table_type)
+    t.upsert(pa.table({"id": [1, 2], "p": ["a", "a"], "ts": [5, 5], "v": [1, 2]}))
+    t.upsert(pa.table({"id": [2], "p": ["a"], "ts": [6], "v": [20]}))             # a log file on MOR
+    bad = pa.table({"id": [1, 3, 3], "p": ["a", "a", "a"], "ts": pa.array([None, 7, None], pa.int64()),
+                    "v": [10, 30, 31]})
+    writes = {"upsert": t.upsert, "insert": t.insert, "bulk_insert": t.bulk_insert,
+              "insert_overwrite": t.insert_overwrite,
+              "insert_overwrite_table": lambda d, **kw: t.insert_overwrite(d, scope="table", **kw)}
+    for op, write in writes.items():
+        refused(t, NullOrderingValueError, lambda write=write: write(bad),
+                match=rf"ordering field 'ts' is null in 2 of 3 rows of the {op};.*merge_mode='commit_time'")
+        # a batch without the ordering field would store no ordering value either
+        refused(t, MissingColumnError, lambda write=write: write(bad.drop_columns(["ts"]), missing_columns="null"),
+                match="ordering field 'ts' is missing")
+    assert [(r["id"], r["ts"], r["v"]) for r in rows(t)] == [(1, 5, 1), (2, 6, 20)]
+    # a delete without an ordering value always applies (Hudi's natural-order delete)
+    r = t.delete(pa.table({"id": [1, 2], "p": ["a", "a"], "ts": pa.array([None, 1], pa.int64())}))
+    assert (r.deleted, r.skipped) == (1, 1) and [r["id"] for r in rows(t)] == [2]
+    # commit-time ordering does not compare ordering values: nulls are stored as they are
+    ct = local_lake.create_table("ct", key="id", ordering="ts", merge_mode="commit_time", table_type=table_type)
+    ct.upsert(bad)
+    assert [(r["id"], r["ts"]) for r in rows(ct)] == [(1, None), (3, None)]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_spark_null_ordering_values_are_refused_before_the_instant(spark_lake, spark, table_type):
+    """The same rule for Spark DataFrames, counted in the job that checks keys before the instant."""
+    t = spark_lake.create_table("t", key="id", ordering="ts", table_type=table_type)
+    t.upsert(spark.createDataFrame([(1, 5, 1), (2, 5, 2)], "id long, ts long, v long"))
+    bad = spark.createDataFrame([(1, None, 10), (3, 7, 30), (4, None, 40)], "id long, ts long, v long")
+    for op in ("upsert", "insert", "bulk_insert", "insert_overwrite"):
+        refused(t, NullOrderingValueError, lambda op=op: getattr(t, op)(bad),
+                match=rf"'ts' is null in 2 of 3 rows of the {op}")
+    r = t.delete(spark.createDataFrame([(1, None)], "id long, ts long"))
+    assert r.deleted == 1 and [r["id"] for r in rows(t)] == [2]
 
 
 def test_delete_needs_only_the_keys(local_lake):

@@ -16,7 +16,8 @@ def target_rows():
 
 
 def source_rows():
-    return pd.DataFrame({"id": list(range(5, 15)), "city": ["x", "y"] * 5,
+    # each id in the city the target holds it in: a source row matches within its partition
+    return pd.DataFrame({"id": list(range(5, 15)), "city": ["y", "x"] * 5,
                          "ts": [90, 110, 120, 100, 130, 140, 150, 160, 170, 180],
                          "fare": [-1.0, 51.0, 52.0, 53.0, 54.0, 55.0, -56.0, 57.0, 58.0, 59.0],
                          "deleted": [False, False, True, False, False, False, False, False, False, True]})
@@ -189,3 +190,66 @@ def test_merge_source_types_are_normalized_as_a_write_normalizes_them(lake):
     out = t.read().to_arrow().sort_by("k")
     assert out.column("at").type == pa.timestamp("us") and out.column("u").type == pa.int64()
     assert out.column("at").cast(pa.int64()).to_pylist() == [5_000, 7_000] and out.column("u").to_pylist() == [2, 3]
+
+
+def test_merge_matches_a_source_row_within_its_own_partition_only(lake):
+    """A partitioned table's records are (partition, key), as Hudi's MERGE INTO tags them through
+    its (non-global) index: a source row whose key the table holds in another partition matches
+    nothing there.  Found by the model test: a when_matched_delete() of key f arriving in another
+    partition deleted the f stored in partition ''."""
+    import pyarrow as pa
+    schema = pa.schema([("k", pa.string()), ("p", pa.string()), ("ts", pa.int64()), ("v", pa.int64())])
+
+    def src(p, ts, v):
+        return pa.table({"k": ["f"], "p": [p], "ts": [ts], "v": [v]}, schema=schema)
+
+    def rows():
+        return sorted(tuple(r.values()) for r in t.read(columns=["k", "p", "ts", "v"]).to_arrow().to_pylist())
+
+    t = lake.create_table("parts", key="k", partition_by="p", ordering="ts")
+    t.upsert(pa.table({"k": ["f", "g"], "p": ["", "a"], "ts": [0, 0], "v": [1, 2]}, schema=schema))
+    res = t.merge(src("b", 1, 9)).when_matched_delete().execute()
+    assert (res.deleted, res.unchanged, res.write) == (0, 1, None)
+    res = t.merge(src("b", 1, 9)).when_matched_update_all().execute()
+    assert (res.updated, res.inserted, res.unchanged, res.write) == (0, 0, 1, None)
+    assert rows() == [("f", "", 0, 1), ("g", "a", 0, 2)]
+    # '' and null share one partition folder (__HIVE_DEFAULT_PARTITION__): they match each other
+    res = t.merge(src(None, 1, 7)).when_matched_update_all().execute()
+    assert (res.updated, res.inserted) == (1, 0)
+    assert rows() == [("f", None, 1, 7), ("g", "a", 0, 2)]
+    res = t.merge(src("", 2, 0)).when_matched_delete().execute()
+    assert res.deleted == 1 and rows() == [("g", "a", 0, 2)]
+    # an unmatched source row is inserted in its own partition, next to the same key elsewhere
+    t.merge(src("a", 1, 3).set_column(0, "k", pa.array(["g"]))).when_matched_update_all().execute()
+    t.merge(src("b", 1, 4).set_column(0, "k", pa.array(["g"]))).when_not_matched_insert_all().execute()
+    assert rows() == [("g", "a", 1, 3), ("g", "b", 1, 4)]
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_merge_source_rows_without_an_ordering_value_are_refused(lake, spark, table_type):
+    """Under event-time ordering a merge source row needs its ordering value, whichever clause
+    takes it (Hudi's MERGE INTO writes the source rows as records and refuses a null one): refused
+    before anything is written, for Arrow and Spark sources.  The model test's merge took such a
+    delete as older than the stored row, lakesdk as applying."""
+    import pyarrow as pa
+
+    from lakesdk.exceptions import NullOrderingValueError
+    t = lake.create_table("nullord", key="id", ordering="ts", table_type=table_type)
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [5, 5], "v": [1, 2]}))
+    t.upsert(pd.DataFrame({"id": [2], "ts": [6], "v": [20]}))                    # a log file on MOR
+    timeline = [(i.requested, i.action, i.state) for i in t.timeline]
+    arrow = pa.table({"id": [1, 3], "ts": pa.array([None, 7], pa.int64()), "v": [10, 30]})
+    sdf = spark.createDataFrame([(1, None, 10), (3, 7, 30)], "id long, ts long, v long")
+    for source in (arrow, sdf):
+        for builder in (t.merge(source).when_matched_delete(),
+                        t.merge(source).when_matched_update_all().when_not_matched_insert_all()):
+            with pytest.raises(NullOrderingValueError, match=r"'ts' is null in 1 of 2 rows of the merge source"):
+                builder.execute()
+    # an insert clause that leaves the ordering field out would write it null: refused too
+    ok = pa.table({"id": [3], "ts": [7], "v": [30]})
+    with pytest.raises(NullOrderingValueError, match=r"null in 1 of 1 rows of the merge's updates and inserts"):
+        t.merge(ok).when_not_matched_insert(values={"id": "s.id", "v": "s.v"}).execute()
+    assert [(i.requested, i.action, i.state) for i in t.timeline] == timeline       # nothing written
+    assert sorted(t.read().to_pandas()[["id", "ts", "v"]].itertuples(index=False, name=None)) == [(1, 5, 1), (2, 6, 20)]
+    res = t.merge(ok.set_column(0, "id", pa.array([1]))).when_matched_delete().execute()
+    assert res.deleted == 1 and sorted(t.read().to_pandas().id) == [2]

@@ -31,7 +31,7 @@ from lakesdk.engine.tasks import (
 )
 from lakesdk.exceptions import LakeError
 from lakesdk.format.commit_metadata import WriteStat
-from lakesdk.merge.ordering import KEY, OP, OP_UPSERT, PART, SEQ, MergeCounts
+from lakesdk.merge.ordering import KEY, OP, OP_UPSERT, PART, SEQ, MergeCounts, event_time_field, null_ordering_error
 
 __all__ = ["spark_arrow_schema", "check_spark_casts", "SparkWriteJob", "reraise_task_error", "read_files_spark"]
 
@@ -50,7 +50,10 @@ def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
     (a :class:`~lakesdk.exceptions.NullKeyError`, counted exactly), whose partition values
     (text columns) could not round-trip through a partition path, or whose composite-key
     values hold ``,`` or are Hudi's ``__null__``/``__empty__`` raise the typed error
-    :func:`add_key_columns` would raise in a task.  One Spark job (an aggregation)."""
+    :func:`add_key_columns` would raise in a task; under event-time ordering, records written
+    as data whose ordering value is null raise a
+    :class:`~lakesdk.exceptions.NullOrderingValueError` (counted exactly).  One Spark job
+    (an aggregation)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
@@ -77,6 +80,12 @@ def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
     cols = [c for c in dict.fromkeys((*ctx.key_fields, *ctx.partition_fields)) if c in df.columns]
     aggs = [F.count(F.lit(1)).alias("_lk_rows")]
     aggs += [F.count(F.when(F.col(f"`{k}`").isNull(), 1)).alias(f"_lk_null{i}") for i, k in enumerate(keys)]
+    o = event_time_field(ctx.ordering, ctx.merge_mode) if ctx.operation != "delete" else None
+    o = o if o in df.columns else None
+    if o:   # a merge's deletes (the per-row op) may go without an ordering value
+        ups = F.col(OP) == OP_UPSERT if OP in df.columns else F.lit(True)
+        aggs += [F.count(F.when(ups, 1)).alias("_lk_ups"),
+                 F.count(F.when(ups & F.col(f"`{o}`").isNull(), 1)).alias("_lk_null_ord")]
     if conds:
         cond = conds[0]
         for c in conds[1:]:
@@ -91,6 +100,9 @@ def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
             raise NullKeyError(
                 f"record key field {k!r} is null in {n} of {row['_lk_rows']} rows; every row needs a key: "
                 "fill or drop those rows before writing; nothing was written")
+    if o and row["_lk_null_ord"]:
+        what = "merge's updates and inserts" if OP in df.columns else ctx.operation
+        raise null_ordering_error(o, row["_lk_null_ord"], row["_lk_ups"], ctx.table_name, what)
     bad_row = row["_lk_bad"] if conds else None
     if bad_row is not None:
         sample = pa.Table.from_pylist([bad_row.asDict()], schema=pa.schema([spark_arrow_schema(df).field(c) for c in cols]))

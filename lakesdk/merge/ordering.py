@@ -6,6 +6,13 @@
   ordering value always applies; one carrying a value follows the same rule.
 * ``COMMIT_TIME_ORDERING``: the later write always wins.
 
+Null ordering values (Hudi's rule): under event-time ordering a record written as data must
+carry an ordering value, so a write refuses rows whose ordering value is null before it
+creates its instant (:func:`null_ordering_error`; Hudi's writers throw on such records).
+Deletes may omit it: such a delete always applies (Hudi's natural-order delete).  A stored
+version without an ordering value (written by another writer) ranks below any value: an
+incoming version replaces it.
+
 Incoming batches carry two internal columns: ``_lk_op`` (int8: 0 upsert, 1 delete) and
 ``_lk_seq`` (int64: arrival order, used to break ties inside one batch).
 """
@@ -20,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 __all__ = ["MergeCounts", "merge_into_base", "combine_batch", "combine_deletes", "event_time_wins", "OP", "SEQ", "OP_UPSERT",
-           "OP_DELETE"]
+           "OP_DELETE", "event_time_field", "null_ordering_error"]
 
 OP = "_lk_op"
 SEQ = "_lk_seq"
@@ -44,6 +51,25 @@ class MergeCounts:
         self.deleted += other.deleted
         self.skipped += other.skipped
         return self
+
+
+def event_time_field(ordering: str | None, merge_mode: str) -> str | None:
+    """The ordering field whose values must not be null in written records: the table's
+    ordering field under event-time ordering, else None (commit-time ordering, partial
+    updates and custom mergers decide without it)."""
+    return ordering if ordering and merge_mode == "EVENT_TIME_ORDERING" else None
+
+
+def null_ordering_error(field: str, nulls: int, rows: int, table: str, what: str) -> Exception:
+    """The :class:`~lakesdk.exceptions.NullOrderingValueError` for ``nulls`` of ``rows``
+    records of ``what`` (an operation, or the merge source) lacking an ordering value."""
+    from lakesdk.exceptions import NullOrderingValueError
+    return NullOrderingValueError(
+        f"ordering field {field!r} is null in {nulls} of {rows} rows of the {what}; {table!r} decides between "
+        f"versions of a record by {field!r} (event-time ordering), and a version without an ordering value "
+        f"cannot be ordered (Apache Hudi refuses such records too). Fill {field!r} in those rows or drop them; "
+        "deletes (table.delete) may go without it, and a table where the latest write wins is created with "
+        "merge_mode='commit_time'. Nothing was written")
 
 
 def positions(probe: pa.ChunkedArray | pa.Array, build: pa.ChunkedArray | pa.Array) -> np.ndarray:

@@ -6,7 +6,13 @@ Conditions and ``set`` values are Spark SQL expressions, evaluated by Spark over
 the source with the table's current snapshot.  The changed rows are then written as one
 commit through the table's write path, which touches only the file groups that hold
 matched keys.  As with every write to an event-time table, a row whose ordering value is
-lower than the stored one does not replace it (Hudi's MERGE INTO behaves the same).
+lower than the stored one does not replace it (Hudi's MERGE INTO behaves the same), and a
+source row without an ordering value is refused before anything is written
+(:class:`~lakesdk.exceptions.NullOrderingValueError`, whichever clause would take it).
+
+On a partitioned table, a source row holding the partition fields matches the target rows of
+its own partition only (``''`` and null share one partition folder): the table's records are
+(partition, key), as Hudi's MERGE INTO tags the source rows through its index.
 
 A source with duplicate keys is an error: which of its rows should update the target
 would be ambiguous.
@@ -19,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakesdk.exceptions import LakeError, MissingColumnError, OptionsError, SchemaError
+from lakesdk.merge.ordering import event_time_field, null_ordering_error
 
 if TYPE_CHECKING:
     from lakesdk.table.results import WriteResult
@@ -137,12 +144,24 @@ class MergeBuilder:
             # integers widened, uint64 refused), before Spark sees them
             from lakesdk.format.schema import normalize_input
             arrow = normalize_input(arrow)
+        cfg = t.config
+        # event-time tables: every source row needs its ordering value, whichever clause takes
+        # it (Hudi's MERGE INTO writes the source rows as records, and refuses a null one)
+        ordering = event_time_field(cfg.ordering_field, cfg.merge_mode)
+        if arrow is not None and ordering in arrow.column_names and arrow.column(ordering).null_count:
+            raise null_ordering_error(ordering, arrow.column(ordering).null_count, arrow.num_rows, cfg.name,
+                                      "merge source")
         src = spark.createDataFrame(arrow) if arrow is not None else sdf
         missing = [k for k in self.on if k not in src.columns]
         if missing:
             raise SchemaError(f"merge key(s) {missing} are not columns of the source ({', '.join(src.columns)})")
         lacking = self._lacking_columns(src.columns)
-        dup = src.groupBy(*self.on).count().filter("count > 1").limit(3).collect()
+        # a partitioned table's records are (partition, key): a source row matches the target rows
+        # of its own partition folder ('' and null share one), as Hudi's MERGE INTO tags them
+        parts = [f for f in cfg.partition_fields if f in src.columns]
+        by_folder = [_folder(F.col(k), src.schema[k].dataType).alias(k) if k in parts else F.col(k) for k in self.on]
+        by_folder += [_folder(F.col(f), src.schema[f].dataType).alias(f) for f in parts if f not in self.on]
+        dup = src.groupBy(*by_folder).count().filter("count > 1").limit(3).collect()
         if dup:
             keys = [tuple(r[k] for k in self.on) for r in dup]
             raise MergeConflictError(
@@ -156,8 +175,12 @@ class MergeBuilder:
             target_cols = src.columns
         tt = tgt.select([F.col(c).alias(f"__t_{c}") for c in tgt.columns]).withColumn("__t_present", F.lit(True))
         cond = None
-        for k in self.on:
-            c = F.col(f"__s_{k}") == F.col(f"__t_{k}")
+        for k in [*self.on, *[f for f in parts if f not in self.on and f in tgt.columns]]:
+            if k in parts:
+                c = _folder(F.col(f"__s_{k}"), src.schema[k].dataType).eqNullSafe(
+                    _folder(F.col(f"__t_{k}"), tgt.schema[k].dataType))
+            else:
+                c = F.col(f"__s_{k}") == F.col(f"__t_{k}")
             cond = c if cond is None else (cond & c)
         by_source = any(c.kind.startswith("by_source") for c in self.clauses)
         joined = s.join(tt, cond, "full_outer" if by_source else "left_outer")
@@ -180,7 +203,15 @@ class MergeBuilder:
                 when = when & sql(c.condition)
             action = F.when(when, F.lit(i)) if action is None else action.when(when, F.lit(i))
         joined = joined.withColumn("__action", action)
-        agg = joined.groupBy("__action", F.col("__s_present").isNotNull().alias("__has_s")).count().collect()
+        aggs = [F.count(F.lit(1)).alias("count")]
+        check_ordering = arrow is None and ordering in src.columns   # a Spark source: counted in this job
+        if check_ordering:
+            aggs.append(F.count(F.when(F.col("__s_present").isNotNull() & F.col(f"`__s_{ordering}`").isNull(), 1))
+                        .alias("__null_ord"))
+        agg = joined.groupBy("__action", F.col("__s_present").isNotNull().alias("__has_s")).agg(*aggs).collect()
+        if check_ordering and sum(r["__null_ord"] for r in agg):
+            raise null_ordering_error(ordering, sum(r["__null_ord"] for r in agg),
+                                      sum(r["count"] for r in agg if r["__has_s"]), cfg.name, "merge source")
         counts: dict[int | None, int] = {}
         for r in agg:
             counts[r["__action"]] = counts.get(r["__action"], 0) + r["count"]
@@ -194,8 +225,10 @@ class MergeBuilder:
             if c.kind.endswith("delete"):
                 # the delete carries the source's ordering value when it has one (as Hudi's MERGE
                 # INTO does): a delete older than the stored record is ignored on event-time tables
-                ordering = t.config.ordering_field
-                exprs = [(F.coalesce(F.col(f"__s_{k}"), F.col(f"__t_{k}")) if k == ordering and k in src.columns
+                # (a source row has one there, else it was refused above; a target row without a
+                # source row carries its own, so its delete applies)
+                o = cfg.ordering_field
+                exprs = [(F.coalesce(F.col(f"__s_{k}"), F.col(f"__t_{k}")) if k == o and k in src.columns
                           else F.col(f"__t_{k}")).alias(k) for k in target_cols]
                 op = 1
             elif c.kind in ("matched_update_all", "not_matched_insert_all"):
@@ -265,6 +298,18 @@ class MergeBuilder:
             "when_not_matched_insert_all would insert nulls. Add the columns to the source, or pass "
             "missing_columns='null' (write nulls) or missing_columns='keep' (updated rows keep their stored "
             "values, inserted rows get nulls) to t.merge(...), or name the columns in explicit clauses")
+
+
+def _folder(col: Any, data_type: Any) -> Any:
+    """A partition value's folder identity in Spark: '' (and the text
+    ``__HIVE_DEFAULT_PARTITION__``) go to the folder of nulls, so they compare as null."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    from lakesdk.format.keys import DEFAULT_PARTITION
+    if not isinstance(data_type, StringType):
+        return col
+    return F.when(col.isin("", DEFAULT_PARTITION), F.lit(None).cast("string")).otherwise(col)
 
 
 def _fix_types(data: Any, t: "Table", source: Any = None) -> Any:

@@ -313,7 +313,12 @@ class Table:
         default, as Hudi: :class:`MissingColumnError`), ``"null"`` (written as null) or
         ``"keep"`` (upserts only: updated records keep their stored values, a partial update).
         ``truncate_nanoseconds``: nanosecond timestamps are stored as microseconds (the unit
-        of Hudi's schema); digits below the microsecond are an error unless this is set."""
+        of Hudi's schema); digits below the microsecond are an error unless this is set.
+
+        On an event-time table every row written as data needs its ordering value: rows
+        where it is null are refused before anything is written
+        (:class:`~lakesdk.exceptions.NullOrderingValueError`, as Hudi refuses them); a delete
+        may omit it and then always applies."""
         return WriteOperation(self, operation, data, missing_columns=missing_columns,  # type: ignore[arg-type]
                               truncate_nanoseconds=truncate_nanoseconds)
 
@@ -352,7 +357,8 @@ class Table:
 
     def merge(self, source: Any, on: str | list[str] | None = None, *, missing_columns: str = "error") -> Any:
         """Start a merge (Delta Lake style) of ``source`` into this table, matched on ``on``
-        (default: the record key).  Chain ``when_*`` clauses, then ``.execute()``.
+        (default: the record key; on a partitioned table within the source row's partition).
+        Chain ``when_*`` clauses, then ``.execute()``.
 
         ``missing_columns``: table columns the source lacks, for ``when_matched_update_all``
         and ``when_not_matched_insert_all``: ``"error"`` (default, a ``MissingColumnError``

@@ -68,7 +68,8 @@ def write_batch(table: "Table", txn: OpenInstant, data: Any) -> tuple[list[dict[
 
     The batch is checked before any of its files is written, as a write is: a refused batch
     (a :class:`~lakesdk.exceptions.SchemaError` such as an ``InvalidPartitionValueError``,
-    ``MissingColumnError``, ``NullKeyError`` or ``IncompatibleSchemaError``) writes nothing
+    ``MissingColumnError``, ``NullKeyError``, ``NullOrderingValueError`` or
+    ``IncompatibleSchemaError``) writes nothing
     and leaves ``txn`` open and usable: write a corrected batch and :func:`commit`, or
     :func:`abort`.  A batch that fails while its files are written (a ``WriteError``) may
     leave files its markers name; :func:`commit` removes files no stat names, and

@@ -30,7 +30,16 @@ from lakesdk.format.schema import (
     unify_schemas,
 )
 from lakesdk.format.timeline import InstantClock
-from lakesdk.merge.ordering import OP, OP_DELETE, OP_UPSERT, PART, SEQ, MergeCounts
+from lakesdk.merge.ordering import (
+    OP,
+    OP_DELETE,
+    OP_UPSERT,
+    PART,
+    SEQ,
+    MergeCounts,
+    event_time_field,
+    null_ordering_error,
+)
 from lakesdk.read.view import FileSystemView
 from lakesdk.table.data import keys_to_arrow, to_arrow_or_spark
 from lakesdk.table.results import WriteResult
@@ -122,7 +131,10 @@ class WriteOperation:
                     f"none of the ordering fields {list(groups)} is in the data (columns: {', '.join(schema.names)}); "
                     f"each stream of {cfg.name!r} writes its ordering field with the columns it guards")
             o = cfg.ordering_field
-            if o and o not in names and self.operation in ("upsert", "insert", "merge"):
+            # under event-time ordering every written record needs its ordering value (Hudi's rule;
+            # the values are checked for nulls in _prepare), for overwrites and bulk inserts too
+            if o and o not in names and (self.operation in ("upsert", "insert", "merge")
+                                         or event_time_field(o, cfg.merge_mode)):
                 raise MissingColumnError(
                     f"ordering field {o!r} is missing from the data (columns: {', '.join(schema.names)}); "
                     f"upserts into {cfg.name!r} decide between versions of a record by {o!r}: add it to every row")
@@ -174,6 +186,7 @@ class WriteOperation:
                 "rename the columns before writing")
         if arrow is not None and self.operation != "delete":
             arrow = cast_to_schema(arrow, target_schema)
+            _check_ordering_values(arrow, cfg.ordering_field, cfg.merge_mode, cfg.name, self.operation)
         elif sdf is not None and self.operation != "delete":
             from lakesdk.engine.spark import check_spark_casts
             sdf = check_spark_casts(sdf, target_schema)
@@ -581,6 +594,21 @@ class WriteOperation:
     @staticmethod
     def _completed_exists(store: Any, instant: Instant) -> bool:
         return any("_" in n.split(".")[0] for n in store.all_states(instant.requested, instant.action))
+
+
+def _check_ordering_values(arrow: pa.Table, ordering: str | None, merge_mode: str, table: str, operation: str) -> None:
+    """Under event-time ordering, refuse records written as data (every row; a merge's
+    upserts) whose ordering value is null, before the instant exists (Hudi refuses them)."""
+    o = event_time_field(ordering, merge_mode)
+    if not o or o not in arrow.column_names:
+        return
+    col = arrow.column(o)
+    what = operation
+    if OP in arrow.column_names:   # a merge: its deletes may go without an ordering value
+        col = col.filter(pc.equal(arrow.column(OP), OP_UPSERT))
+        what = "merge's updates and inserts"
+    if col.null_count:
+        raise null_ordering_error(o, col.null_count, len(col), table, what)
 
 
 def _marker_names(markers: Any) -> set[str]:
