@@ -107,3 +107,50 @@ def test_hudi_reads_schema_and_types(lake):
 def pa_decimal(s: str):
     import decimal
     return decimal.Decimal(s)
+
+
+# -- a known limit of the hudi reader ---------------------------------------------------------------
+def _winner_older_than_its_columns(tmp_path):
+    """Merge-on-read, event-time ordering: key 'a' holds ts 4, written before column c6 existed;
+    two later writes lose on ts (skipped) and carry c6 (the second adds c7 too)."""
+    import lakesdk as lk
+    t = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local")).create_table(
+        "t", key="k", ordering="ts", table_type="mor")
+    t.upsert(pa.table({"k": ["a"], "ts": [1]}))
+    t.upsert(pa.table({"k": ["a"], "ts": [4]}))
+    late = [t.upsert(pa.table({"k": ["a"], "ts": [3], "c6": ["x3"]})),
+            t.upsert(pa.table({"k": ["a"], "ts": [1], "c6": ["x1"], "c7": [9]}))]
+    assert [(r.updated, r.skipped) for r in late] == [(0, 1), (0, 1)]
+    return t
+
+
+def test_skipped_version_leaves_columns_the_winning_version_lacks_null(tmp_path):
+    """The skipped versions are full records in the log (no IS_PARTIAL header, as Hudi's writer
+    appends every incoming record); the one with the larger ordering value wins as a whole, and
+    the columns added after it was written read null."""
+    import glob
+    import os
+
+    from lakesdk.format.log_block import HeaderKey, read_log_file
+
+    t = _winner_older_than_its_columns(tmp_path)
+    assert t.read().to_arrow().select(["k", "ts", "c6", "c7"]).to_pylist() == \
+        [{"k": "a", "ts": 4, "c6": None, "c7": None}]
+    root = t.path.removeprefix("file://")
+    blocks = [b for p in sorted(glob.glob(os.path.join(root, ".*.log.*")), key=lambda p: p.rsplit("_", 2)[-2])
+              for b in read_log_file(open(p, "rb").read())]
+    assert all(HeaderKey.IS_PARTIAL not in b.header for b in blocks)
+    on_disk = [({f["name"] for f in b.avro_schema["fields"]} & {"c6", "c7"},
+                {k: v for k, v in b.records().to_pylist()[0].items() if k in ("ts", "c6", "c7")}) for b in blocks]
+    assert on_disk == [(set(), {"ts": 4}), ({"c6"}, {"ts": 3, "c6": "x3"}),
+                       ({"c6", "c7"}, {"ts": 1, "c6": "x1", "c7": 9})]
+
+
+@pytest.mark.xfail(strict=True, reason="hudi 0.5.0 takes a log record narrower than the reader schema for a "
+                   "partial update (it does not read the block's IS_PARTIAL header) and fills the winning "
+                   "version's missing c6 from the skipped ts 3 version; when this passes, drop the limit "
+                   "from tests/test_model.py")
+def test_hudi_reader_leaves_columns_the_winning_version_lacks_null(tmp_path):
+    t = _winner_older_than_its_columns(tmp_path)
+    theirs = pa.Table.from_batches(hudi.HudiTableBuilder.from_base_uri(t.path).build().read(hudi.HudiReadOptions()))
+    assert theirs.select(["k", "ts", "c6", "c7"]).to_pylist() == [{"k": "a", "ts": 4, "c6": None, "c7": None}]
