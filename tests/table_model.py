@@ -66,6 +66,9 @@ def folder(value: Any) -> Any:
 class Row:
     values: dict[str, Any]     # column -> canonical value
     commit: str                # requested time of the write that wrote this version
+    # later versions that lost to this one on ordering (skipped) while carrying columns this one
+    # lacks: a merge-on-read write still appends them to a log, where the merge on read drops them
+    losers: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass
@@ -125,7 +128,16 @@ class TableModel:
             old = self.rows.get(rid)
             if old is None or self.newer(r, old):
                 self.rows[rid] = Row(r, requested)
+            else:
+                self._lost(rid, r)
         self._commit(requested, completed, action, operation)
+
+    def _lost(self, rid: RowId, r: dict[str, Any]) -> None:
+        """Incoming version ``r`` lost to the stored one: remember it if it has columns the stored
+        version lacks (a new Row object, so earlier commits' states keep theirs)."""
+        old = self.rows[rid]
+        if set(r) - set(old.values):
+            self.rows[rid] = Row(old.values, old.commit, (*old.losers, r))
 
     def insert(self, data: pa.Table, requested: str, completed: str, action: str, operation: str = "insert") -> None:
         """Inserts of new row ids only (an insert of an existing key may duplicate it, as Hudi's does)."""
@@ -149,8 +161,11 @@ class TableModel:
             elif "delete" in clauses:
                 if newer:
                     del self.rows[rid]
-            elif "update" in clauses and newer:
-                self.rows[rid] = Row(r, requested)
+            elif "update" in clauses:
+                if newer:
+                    self.rows[rid] = Row(r, requested)
+                else:
+                    self._lost(rid, r)
         self._commit(requested, completed, action, "merge")
 
     def delete_keys(self, keys: list[tuple[Any, ...]], requested: str, completed: str, action: str) -> None:

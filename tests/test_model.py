@@ -32,7 +32,12 @@ Known limits of the ``hudi`` reader (0.5.0), where it is not compared:
 * it ignores the time-travel clean guard (no ``as_of`` comparison of cleaned instants);
 * it refuses several ordering fields (the tables here have one);
 * on merge-on-read it fails to reconcile timestamps inside structs of log blocks with the
-  base file's ("Timestamp(us, '+00:00') cannot be re-tagged as Timestamp(us, 'UTC')").
+  base file's ("Timestamp(us, '+00:00') cannot be re-tagged as Timestamp(us, 'UTC')");
+* on merge-on-read it fills a column the winning log record lacks (added after it was written)
+  from a losing log record of the same key (a later write skipped on its lower ordering value),
+  because it takes a record narrower than the reader schema for a partial update instead of
+  reading the block's IS_PARTIAL header: the comparison accepts exactly that difference (the
+  model keeps each row's skipped versions for it) and nothing else.
 
 Every hostile dimension is a feature that can be switched off (``DISABLED`` below names the
 open defect that keeps each one off in the committed configuration).  Run with everything on::
@@ -570,16 +575,41 @@ class LakeMachine(RuleBasedStateMachine):
             self.crashed = True
 
     # -- checks ---------------------------------------------------------------------------------------------
-    def _compare(self, what: str, data: pa.Table, rows: Any, schema: pa.Schema, *, types: bool = True) -> None:
+    def _compare(self, what: str, data: pa.Table, rows: Any, schema: pa.Schema, *, types: bool = True,
+                 hudi_mor: bool = False) -> None:
         # the hudi reader types columns as Avro does (int8/int16 as int32, zoned timestamps in UTC,
         # seconds as milliseconds): its values are compared after a safe cast to the written type
         got, problems = actual_rows(data, schema, cast=not types)
         want = expected_rows(rows, schema)
         assert not problems, f"{what}: {problems}"
+        if got != want and hudi_mor:
+            got = self._without_loser_fill(got, rows, schema)
         if got != want:
             missing = [r for r in want if r not in got]
             extra = [r for r in got if r not in want]
             raise AssertionError(f"{what}: columns {schema.names}\nmissing {missing[:5]}\nunexpected {extra[:5]}")
+
+    def _without_loser_fill(self, got: list[tuple[Any, ...]], rows: Any, schema: pa.Schema) -> list[tuple[Any, ...]]:
+        """``got`` (a hudi reader's merge-on-read rows) with each row that differs from the model's
+        only by the reader's known limit put back as the model has it: every differing column is
+        one the winning version lacks, holding a value of that column in one of the row's skipped
+        versions (see the module docstring)."""
+        m = self.m
+        names = schema.names
+        out = []
+        for t in got:
+            rid = (tuple(folder(t[names.index(f)]) for f in m.partition_fields),
+                   tuple(t[names.index(f)] for f in m.key_fields))
+            row = rows.get(rid)
+            if row is not None and row.losers:
+                want = tuple(row.values.get(n) for n in names)
+                diff = [i for i, (a, b) in enumerate(zip(t, want)) if a != b]
+                if diff and all(names[i] not in row.values and t[i] is not None
+                                and any(lost.get(names[i]) == t[i] for lost in row.losers) for i in diff):
+                    event("hudi reader: a column filled from a skipped version (known limit)")
+                    t = want
+            out.append(t)
+        return sorted(out, key=repr)
 
     @invariant()
     def check_1_snapshot(self) -> None:
@@ -651,14 +681,17 @@ class LakeMachine(RuleBasedStateMachine):
             batches = hudi.HudiTableBuilder.from_base_uri(self.t.path).build().read(opts)
             return pa.Table.from_batches(batches) if batches and sum(b.num_rows for b in batches) else pa.table({})
 
-        self._compare("hudi reader snapshot", read(hudi.HudiReadOptions()), m.rows, m.schema, types=False)
+        mor = self.t.table_type == "MERGE_ON_READ"
+        self._compare("hudi reader snapshot", read(hudi.HudiReadOptions()), m.rows, m.schema, types=False,
+                      hudi_mor=mor)
         if len(m.commits) < 2:
             return
         prev, last = m.commits[-2], m.commits[-1]
         cleaned = m.earliest_retained is not None or m.cleaned_without_bound or m.archived
         if not cleaned:     # it ignores the time-travel clean guard
             data = read(hudi.HudiReadOptions().with_as_of_timestamp(prev.requested))
-            self._compare(f"hudi reader as_of {prev.requested}", data, prev.rows, prev.schema, types=False)
+            self._compare(f"hudi reader as_of {prev.requested}", data, prev.rows, prev.schema, types=False,
+                          hudi_mor=mor)
         if self.t.table_type == "COPY_ON_WRITE" and not cleaned:    # it resurfaces stale log updates on MOR
             opts = hudi.HudiReadOptions().with_query_type(hudi.HudiQueryType.Incremental)
             data = read(opts.with_start_timestamp(prev.completed).with_end_timestamp(last.completed))
