@@ -7,12 +7,12 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 __all__ = ["main"]
 
 
-def _print_frame(title: str, frame) -> None:  # type: ignore[no-untyped-def]
+def _print_frame(title: str, frame: Any) -> None:
     import pandas as pd
     print(f"\n== {title}")
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.max_rows", 40):

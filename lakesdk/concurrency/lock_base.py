@@ -177,6 +177,7 @@ class LockProvider(ABC):
     """
 
     kind: ClassVar[str] = ""
+    _mutex: threading.Lock   # set by providers shared by threads (see _take_thread_mutex)
 
     def __init__(self, storage: Storage, config: LockConfig | None = None) -> None:
         self.storage = storage

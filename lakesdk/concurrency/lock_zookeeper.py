@@ -70,11 +70,11 @@ def default_lock_key(base_url: str) -> str:
 
 def _kazoo() -> Any:
     try:
-        import kazoo.client  # type: ignore[import-untyped]
-        import kazoo.exceptions  # type: ignore[import-untyped]
-        import kazoo.handlers.threading  # type: ignore[import-untyped]  # noqa: F401
-        import kazoo.protocol.states  # type: ignore[import-untyped]  # noqa: F401
-        import kazoo.recipe.lock  # type: ignore[import-untyped]  # noqa: F401
+        import kazoo.client
+        import kazoo.exceptions
+        import kazoo.handlers.threading  # noqa: F401
+        import kazoo.protocol.states  # noqa: F401
+        import kazoo.recipe.lock  # noqa: F401
     except ImportError as exc:
         raise MissingDependencyError("kazoo", "zookeeper", "The ZooKeeper lock provider") from exc
     return kazoo

@@ -103,7 +103,7 @@ class LocalWriteJob:
         dictionary-encoded over one dictionary of every slice (an int32 per key instead of a
         copy of the file id string: at 10M keys that is 40 MB instead of 400 MB)."""
         otype = stored_ordering_type(self.ctx)
-        ordering = (self.ctx.ordering, otype) if otype is not None else None
+        ordering = (self.ctx.ordering, otype) if otype is not None and self.ctx.ordering else None
         if not slices:
             return read_key_index(self.ctx.storage, [], None, ordering)
         fids = pa.array([sl.file_id for sl in slices], pa.string())

@@ -63,9 +63,9 @@ def slice_versions(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] 
     parts: list[pa.Table] = []
     if sl.base_path:
         with ctx.storage.open_input(sl.base_path) as f, damaged_file(sl.base_path):
-            cols = [c for c in full.names if c in pq.read_schema(f).names]
+            base_cols = [c for c in full.names if c in pq.read_schema(f).names]
             f.seek(0)
-            base = pq.read_table(f, columns=cols)
+            base = pq.read_table(f, columns=base_cols)
         parts.append(_tag(conform(base, full), 0, OP_UPSERT))
     blocks = []
     paths = []

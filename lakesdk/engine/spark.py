@@ -174,7 +174,7 @@ def reraise_task_error(err: BaseException) -> None:
             "The error's cause holds the task's full trace") from err
 
 
-def _guard_task(what: str, fn: Callable[[], Any]) -> Any:
+def _guard_task(what: str, fn: Callable[..., Any]) -> Any:
     """Run task code; a non-lakesdk error becomes one WriteError naming ``what`` and the
     original error's type and message (on one line, so the driver can re-type it)."""
     try:
@@ -326,7 +326,7 @@ class SparkWriteJob:
         storage = self.ctx.storage
         schema = StructType([StructField(KEY, StringType()), StructField(PART, StringType()), StructField(FID, StringType())])
         otype = stored_ordering_type(self.ctx)
-        ordering = (self.ctx.ordering, otype) if otype is not None else None
+        ordering = (self.ctx.ordering, otype) if otype is not None and self.ctx.ordering else None
         if ordering is not None:
             from pyspark.sql.pandas.types import from_arrow_type
             schema = schema.add(StructField(STORED_ORDERING, from_arrow_type(otype)))

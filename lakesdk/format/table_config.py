@@ -259,14 +259,14 @@ class TableConfig:
         cs = p.get("hoodie.table.checksum")
         if cs is not None:
             try:
-                value = int(cs)
+                crc = int(cs)
             except ValueError:
                 raise TableConfigError(
                     f"hoodie.properties: hoodie.table.checksum={cs!r} is not a number "
                     "(expected CRC32 of '<database>.<table name>')", key="hoodie.table.checksum") from None
-            if value not in (table_checksum(self.database, self.name), table_checksum("", self.name)):
+            if crc not in (table_checksum(self.database, self.name), table_checksum("", self.name)):
                 raise TableConfigError(
-                    f"hoodie.properties: hoodie.table.checksum={value} does not match the table: expected "
+                    f"hoodie.properties: hoodie.table.checksum={crc} does not match the table: expected "
                     f"{table_checksum(self.database, self.name)} (CRC32 of {self.database + '.' + self.name!r}); "
                     f"the name, database or checksum line is damaged: {_RECOVER}", key="hoodie.table.checksum")
         self.create_schema  # noqa: B018 - validates

@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
 from lakesdk.format.avro_file import FileBytes
@@ -141,7 +141,7 @@ class Timeline:
         return ("<table>" + more + "<thead><tr><th>requested</th><th>action</th><th>state</th>"
                 "<th>completed</th></tr></thead><tbody>" + rows + "</tbody></table>")
 
-    def to_pandas(self):  # type: ignore[no-untyped-def]
+    def to_pandas(self) -> Any:
         import pandas as pd
         return pd.DataFrame([{"requested": i.requested, "action": i.action, "state": i.state,
                               "completed": i.completed} for i in self.instants],

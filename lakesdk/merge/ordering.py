@@ -184,7 +184,7 @@ def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: str 
         ups = ops == OP_UPSERT
         counts.inserted = int(ups.sum())
         new = incoming.filter(pa.array(ups))
-        return (base.slice(0, 0) if base is not None else None), new, np.zeros(new.num_rows, dtype=bool), counts  # type: ignore[return-value]
+        return (base.slice(0, 0) if base is not None else None), new, np.zeros(new.num_rows, dtype=bool), counts
     # position of each incoming key in base (-1 if new); the local engine's key index tags
     # records with it already (``_lk_row``), else the keys are hashed here
     if ROW in incoming.column_names:

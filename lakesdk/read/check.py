@@ -204,8 +204,8 @@ def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
             if not Instant.is_timeline_file(n):
                 raise LakeError("not a timeline file name (expected <time>[_<time>].<action>[.<state>])")
             Instant.parse_file_name(n)
-        except LakeError as e:
-            problems.append(Problem("unparsable_instant", f"{store.dir}/{n}", str(e)))
+        except LakeError as exc:
+            problems.append(Problem("unparsable_instant", f"{store.dir}/{n}", str(exc)))
             continue
         names.append(n)
     timeline = Timeline.from_file_names(names, layout=layout)
@@ -213,16 +213,16 @@ def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
     for inst in timeline.commits:
         try:
             metadata[inst.requested] = store.commit_metadata(inst)
-        except LakeError as e:
-            problems.append(Problem("unparsable_instant", store.path(inst), str(e), inst.requested))
+        except LakeError as exc:
+            problems.append(Problem("unparsable_instant", store.path(inst), str(exc), inst.requested))
     deleted: set[str] = set()          # partition/name of every file a clean deleted
     history = _history(storage, config, problems)
     for inst in timeline.instants:
         if inst.action == "clean" and inst.is_completed:
             try:
                 md = CleanMetadataData.parse(store.read_bytes(inst))
-            except (LakeError, FileNotFoundError) as e:
-                problems.append(Problem("unparsable_instant", store.path(inst), str(e), inst.requested))
+            except (LakeError, FileNotFoundError) as exc:
+                problems.append(Problem("unparsable_instant", store.path(inst), str(exc), inst.requested))
                 continue
             deleted.update(posixpath.join(p, n) for p, ns in md.deleted.items() for n in ns)
     archived_writes: dict[str, CommitMetadata] = {}
@@ -234,8 +234,8 @@ def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
             elif inst.completed_action in WRITE_ACTIONS and data:
                 archived_writes[inst.requested] = CommitMetadata.parse(
                     data, layout=layout, replace=inst.completed_action == "replacecommit")
-        except LakeError as e:
-            problems.append(Problem("unparsable_instant", f"timeline history {inst.requested}", str(e),
+        except LakeError as exc:
+            problems.append(Problem("unparsable_instant", f"timeline history {inst.requested}", str(exc),
                                     inst.requested))
     # -- data files a reader can reach ---------------------------------------------------------------
     files = list_data_files(storage)
@@ -263,8 +263,8 @@ def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
                                             f"{e.size} bytes, found {size}", e.instant))
     # -- orphans ---------------------------------------------------------------------------------------
     written: set[str] = set()
-    for md in list(metadata.values()) + list(archived_writes.values()):
-        for st in md.write_stats:
+    for cm in list(metadata.values()) + list(archived_writes.values()):
+        for st in cm.write_stats:
             if st.path and st.path != "null":
                 written.add(st.path)
     pending = {i.requested for i in timeline.pending}
@@ -276,20 +276,20 @@ def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
             continue
         fname = posixpath.basename(f.path)
         if is_base_file(fname):
-            inst = BaseFile.parse(fname).instant
-            if inst in pending or (unread_history and first is not None and inst < first):
+            at = BaseFile.parse(fname).instant
+            if at in pending or (unread_history and first is not None and at < first):
                 continue
         elif is_log_file(fname):
-            inst = LogFile.parse(fname).instant
+            at = LogFile.parse(fname).instant
             # a log file of a pending write, or (layout 1) appended to a base of a known commit
-            if inst in pending or (layout < 2 and (inst in commits or (unread_history and first is not None
-                                                                        and inst < first))):
+            if at in pending or (layout < 2 and (at in commits or (unread_history and first is not None
+                                                                    and at < first))):
                 continue
         else:
             continue
         problems.append(Problem("orphan_file", f.path,
-                                f"no commit's write stats and no pending write name this file (instant {inst}): "
-                                "a left-over of a failed write, or a file copied in", inst))
+                                f"no commit's write stats and no pending write name this file (instant {at}): "
+                                "a left-over of a failed write, or a file copied in", at))
     return CheckReport(table, storage.base_url, tuple(problems), len(timeline), len(files))
 
 

@@ -28,7 +28,7 @@ import decimal as _decimal
 import itertools
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -68,14 +68,15 @@ class Node:
 
 
 def _tokenize(text: str) -> list[tuple[str, Any]]:
-    pos, out = 0, []
+    pos = 0
+    out: list[tuple[str, Any]] = []
     text = text.rstrip()
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
             raise InvalidFilterError(f"cannot parse the filter {text!r} at position {pos}: {text[pos:pos + 20]!r}")
         pos = m.end()
-        kind = m.lastgroup
+        kind = cast(str, m.lastgroup)   # every alternative of _TOKEN is a named group
         val = m.group(kind)
         if kind == "id" and val.upper() in _KEYWORDS:
             out.append(("kw", val.upper()))
@@ -84,7 +85,7 @@ def _tokenize(text: str) -> list[tuple[str, Any]]:
         elif kind == "str":
             out.append(("str", val.replace("''", "'")))
         elif kind == "num":
-            num = float(val) if any(c in val for c in ".eE") else int(val)
+            num: int | float | _decimal.Decimal = float(val) if any(c in val for c in ".eE") else int(val)
             if isinstance(num, int) and not -2 ** 63 <= num < 2 ** 63:
                 num = _decimal.Decimal(num)   # beyond BIGINT: Spark SQL reads it as a DECIMAL literal
             out.append(("num", num))

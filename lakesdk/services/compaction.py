@@ -169,7 +169,7 @@ def _pending_clustering_file_ids(store: Any, timeline: Timeline) -> set[str]:
         except FileNotFoundError:
             continue
         try:
-            rec = next(iter(fastavro.reader(io.BytesIO(data))), None) if data else None
+            rec: Any = next(iter(fastavro.reader(io.BytesIO(data))), None) if data else None
         except Exception as exc:  # noqa: BLE001 - fastavro raises several types for damaged files
             raise CorruptTimelineError(
                 f"the plan of pending clustering {i.requested} is not a valid Avro file ({exc}): a compaction cannot "

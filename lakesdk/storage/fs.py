@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import os
 import posixpath
 import threading
@@ -155,7 +156,7 @@ class Storage:
         return self._to_info(i)
 
     def _to_info(self, i: dict[str, Any]) -> FileInfo:
-        mtime = i.get("mtime") or i.get("LastModified") or i.get("created")
+        mtime: Any = i.get("mtime") or i.get("LastModified") or i.get("created")
         if hasattr(mtime, "timestamp"):
             mtime = mtime.timestamp()
         return FileInfo(self._rel(i["name"]), int(i.get("size") or 0), i.get("type") == "directory",
@@ -179,11 +180,11 @@ class Storage:
             else:
                 yield e
 
-    def find(self, rel: str = "") -> list[FileInfo]:
+    def find(self, rel: str = "") -> builtins.list[FileInfo]:
         """Every file below ``rel`` (one recursive listing call where the backend has one)."""
         base = self._abs(rel)
         if self.protocol == "file":
-            out = []
+            out: builtins.list[FileInfo] = []
             if not os.path.isdir(base):
                 return out
             for dirpath, _dirnames, filenames in os.walk(base):

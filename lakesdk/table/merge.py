@@ -148,7 +148,8 @@ class MergeBuilder:
         # event-time tables: every source row needs its ordering value, whichever clause takes
         # it (Hudi's MERGE INTO writes the source rows as records, and refuses a null one)
         ordering = event_time_field(cfg.ordering_field, cfg.merge_mode)
-        if arrow is not None and ordering in arrow.column_names and arrow.column(ordering).null_count:
+        if arrow is not None and ordering is not None and ordering in arrow.column_names \
+                and arrow.column(ordering).null_count:
             raise null_ordering_error(ordering, arrow.column(ordering).null_count, arrow.num_rows, cfg.name,
                                       "merge source")
         src = spark.createDataFrame(arrow) if arrow is not None else sdf
@@ -209,7 +210,7 @@ class MergeBuilder:
             aggs.append(F.count(F.when(F.col("__s_present").isNotNull() & F.col(f"`__s_{ordering}`").isNull(), 1))
                         .alias("__null_ord"))
         agg = joined.groupBy("__action", F.col("__s_present").isNotNull().alias("__has_s")).agg(*aggs).collect()
-        if check_ordering and sum(r["__null_ord"] for r in agg):
+        if check_ordering and ordering is not None and sum(r["__null_ord"] for r in agg):
             raise null_ordering_error(ordering, sum(r["__null_ord"] for r in agg),
                                       sum(r["count"] for r in agg if r["__has_s"]), cfg.name, "merge source")
         counts: dict[int | None, int] = {}

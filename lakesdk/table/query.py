@@ -108,7 +108,7 @@ class Query:
             schema = pa.schema([])
         self._validate(schema)
         parts = view.partitions()
-        pf = (lambda v: self.predicate.prune(v)) if self.predicate is not None and t.config.partition_fields else None
+        pf = self.predicate.prune if self.predicate is not None and t.config.partition_fields else None
         slices = view.latest_slices(pf)
         if self.read_optimized:
             slices = [_base_only(s) for s in slices if s.base_file is not None]
@@ -167,7 +167,7 @@ class Query:
             for st in md.write_stats:
                 if st.fileId:
                     touched.add((st.partitionPath or "", st.fileId))
-        pf = (lambda v: self.predicate.prune(v)) if self.predicate is not None and t.config.partition_fields else None
+        pf = self.predicate.prune if self.predicate is not None and t.config.partition_fields else None
         slices = view.latest_slices(pf, file_groups=None if archived else touched)
         parts = view.partitions()
         selected = sorted(archived + in_range, key=lambda i: (i.completed or i.requested, i.requested))
@@ -278,7 +278,7 @@ class Query:
         return self.to_arrow().num_rows
 
     def __repr__(self) -> str:
-        parts = [self.kind]
+        parts: list[str] = [self.kind]
         if self.as_of_time:
             parts.append(f"as_of={self.as_of_time}")
         if self.kind == "incremental":

@@ -185,4 +185,4 @@ def _journal(table: "Table", txn: OpenInstant, outcome: str, *, groups: set[tupl
     record_transaction(table.storage, TransactionRecord(
         instant=txn.instant, action=txn.action, outcome=outcome, operation=txn.operation, writer=writer_id(),
         started_ms=instant_ms(txn.instant), ended_ms=now_ms(), file_groups=tuple(sorted(groups)), reason=reason,
-        schema=None if fields is None else tuple(tuple(f) for f in fields)))
+        schema=None if fields is None else tuple((name, type_) for name, type_ in fields)))

@@ -64,7 +64,7 @@ _TS_UNITS = ("s", "ms", "us", "ns")
 
 
 def _unicode_text(min_size: int = 0, max_size: int = 12) -> st.SearchStrategy[str]:
-    return st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    return st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"),
                    min_size=min_size, max_size=max_size)
 
 

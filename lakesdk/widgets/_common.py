@@ -30,6 +30,8 @@ def require_widgets(feature: str) -> tuple[Any, Any]:
     return ipywidgets, go
 
 
+ipywidgets: Any
+go: Any
 ipywidgets, go = require_widgets("lakesdk widgets")
 
 #: Instant state colours (the same as ``Instant._repr_html_``).
@@ -90,7 +92,7 @@ def pin_axis_types(fig: Any) -> None:
             ax.type = kind
 
 
-class TableWidgetBase(ipywidgets.VBox):  # type: ignore[misc,name-defined]
+class TableWidgetBase(ipywidgets.VBox):
     """A box with a title bar (title, Refresh button, status line) above the widget's body.
 
     Subclasses set ``self.figure`` (a plotly FigureWidget) and implement ``refresh()``.

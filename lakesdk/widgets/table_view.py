@@ -17,13 +17,15 @@ __all__ = ["TableView", "TABS"]
 TABS: dict[str, str] = {"Timeline": "timeline", "File layout": "file_layout", "Transactions": "transactions"}
 
 
-class TableView(ipywidgets.Tab):  # type: ignore[misc,name-defined]
+class TableView(ipywidgets.Tab):
     """A table's summary and its widgets as tabs, each widget built on first open."""
+
+    selected_index: int | None   # a trait of ipywidgets.Tab
 
     def __init__(self, table: Any) -> None:
         self.table = table
         self.built: dict[str, Any] = {}
-        self._builders: dict[str, Callable[[], Any]] = {
+        self._builders: dict[str, Callable[..., Any]] = {
             title: (lambda m=method: getattr(table.widgets, m)()) for title, method in TABS.items()}
         self.summary = ipywidgets.HTML(table._repr_html_())
         self._slots = {title: ipywidgets.VBox([ipywidgets.HTML(f"<i>Open the tab to read the {title.lower()}.</i>")])

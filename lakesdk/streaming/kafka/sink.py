@@ -116,7 +116,7 @@ class SinkStatus:
     @property
     def lag(self) -> int | None:
         lags = [p.lag for p in self.partitions]
-        return None if not lags or any(x is None for x in lags) else sum(lags)  # type: ignore[misc]
+        return None if not lags or any(x is None for x in lags) else sum(x for x in lags if x is not None)
 
     @property
     def committed_offsets(self) -> dict[int, int]:

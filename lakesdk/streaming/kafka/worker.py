@@ -339,9 +339,9 @@ class SinkWorker:
             if m.error():
                 log.debug("data consumer: %s", m.error())
                 continue
-            part = self.participants.get(m.partition())
-            if part is not None:
-                part.buffer(m.offset(), m.value())
+            participant = self.participants.get(m.partition())
+            if participant is not None:
+                participant.buffer(m.offset(), m.value())
         for part in list(self.participants.values()):
             part.process()
         if self.coordinator is not None:
