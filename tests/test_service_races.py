@@ -151,10 +151,10 @@ def test_compaction_loop_and_writers_compacting_inline_keep_the_fold_of_landed_c
     check_race(t, results, summary, rows)
 
 
-@pytest.mark.soak
 @pytest.mark.parametrize("table_type,service", CASES)
 def test_table_service_racing_two_writers_at_scale(tmp_path, table_type, service):
-    """2 writers x 40 batches x 150 keys of a 2,000-row, 4-partition table."""
+    """2 writers x 40 batches x 150 keys of a 2,000-row, 4-partition table (the race as the
+    issue that found the compaction loss described it)."""
     t, results, summary, rows = race(tmp_path, table_type, service, batches=40, rows=2000, keys=150)
     check_race(t, results, summary, rows)
 
