@@ -156,8 +156,9 @@ class MergeBuilder:
             target_cols = src.columns
         tt = tgt.select([F.col(c).alias(f"__t_{c}") for c in tgt.columns]).withColumn("__t_present", F.lit(True))
         cond = None
+        by_key = set(self.on) == set(t.key)   # rows match as their record keys do: a null key part matches a null
         for k in self.on:
-            c = F.col(f"__s_{k}") == F.col(f"__t_{k}")
+            c = F.col(f"__s_{k}").eqNullSafe(F.col(f"__t_{k}")) if by_key else F.col(f"__s_{k}") == F.col(f"__t_{k}")
             cond = c if cond is None else (cond & c)
         by_source = any(c.kind.startswith("by_source") for c in self.clauses)
         joined = s.join(tt, cond, "full_outer" if by_source else "left_outer")
