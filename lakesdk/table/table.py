@@ -483,7 +483,8 @@ class Table:
 
     @property
     def maintenance(self) -> "Maintenance":
-        """Table services: compaction, clustering, clean, rollback, savepoint/restore, archival."""
+        """Table services: compaction, clustering, clean, rollback, savepoint/restore, archival, and
+        the upgrade of record keys written in lakesdk's earlier key encoding."""
         return Maintenance(self)
 
     @property
@@ -769,4 +770,4 @@ class Maintenance:
         return (f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact(), "
                 "plan_clustering(), schedule_clustering(), cluster(), pending_clusterings(), plan_clean(), "
                 "clean(), savepoint(), savepoints(), delete_savepoint(), plan_restore(), restore(), plan_archive(), "
-                "archive(), plan_rollback(), rollback(), rollback_failed_writes()>")
+                "archive(), plan_rollback(), rollback(), rollback_failed_writes(), upgrade_key_encoding()>")
