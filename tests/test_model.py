@@ -219,6 +219,9 @@ class LakeMachine(RuleBasedStateMachine):
         schema = pa.schema(fields)
         self.key_pool = data.draw(st.lists(lst.key_values(FEATURES), min_size=2, max_size=6, unique=True),
                                   label="keys")
+        # the second part of a composite key may be '' or null (never the first: the key is never entirely so)
+        self.part2_pool = data.draw(st.lists(lst.key_part_values(FEATURES, nullable=not not_null), min_size=2,
+                                             max_size=6, unique=True), label="second key parts") if composite else []
         self.part_pool = data.draw(st.lists(lst.partition_values(FEATURES), min_size=1, max_size=3, unique=True),
                                    label="partition values") if partitioned else [None]
         self.urlencode = partitioned and _on("part_urlencode") and data.draw(st.booleans(), label="urlencode")
@@ -243,7 +246,7 @@ class LakeMachine(RuleBasedStateMachine):
         else:
             k = (data.draw(st.sampled_from(self.key_pool)),)
         if len(m.key_fields) == 2:
-            k = (*k, data.draw(st.sampled_from(self.key_pool)))
+            k = (*k, data.draw(st.sampled_from(self.part2_pool)))
         return k
 
     def _batch(self, data: st.DataObject, *, fresh: bool = False, schema: pa.Schema | None = None,
@@ -439,10 +442,12 @@ class LakeMachine(RuleBasedStateMachine):
         for rid in self.m.rows:
             spread.setdefault(rid[1], set()).add(rid[0])
         kcols = [canonical(b.column(f)) for f in self.m.key_fields]
-        if any(len(spread.get(tuple(c[i] for c in kcols), ())) > 1 for i in range(b.num_rows)):
-            # a key held in several partitions (non-global index): MERGE matches it in every partition
-            # (SQL semantics on the `on` columns), where Hudi's MERGE INTO matches within the source row's
-            # partition only; the model does not decide between them (merges are being reworked)
+        pcols = [b.column(f).to_pylist() for f in self.m.partition_fields]
+        if any(spread.get(tuple(c[i] for c in kcols), set()) - {tuple(folder(c[i]) for c in pcols)}
+               for i in range(b.num_rows)):
+            # a key held in another partition than the source row's (non-global index): MERGE matches it
+            # there (SQL semantics on the `on` columns), where Hudi's MERGE INTO matches within the source
+            # row's partition only; the model does not decide between them (merges are being reworked)
             return
         if not _on("merge_arrow_types") and any(
                 _has_uint(f.type) or _has_ts(f.type, ("ns",)) for f in b.schema):
