@@ -41,10 +41,10 @@ COLUMN_GROUPS_KEY = "hoodie.lakesdk.partial.update.column.groups"
 #: lakesdk's user-defined merger (registered by name in Python); CUSTOM to Hudi
 CUSTOM_STRATEGY_ID = "9b0c1a2d-3e4f-4a5b-8c6d-7e8f90a1b2c3"
 MERGER_NAME_KEY = "hoodie.lakesdk.merger.name"
+COMMIT_TIME_STRATEGY_ID = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 #: how the table's record keys write a null or empty key part (lakesdk.format.keys): "hudi"
 #: (Hudi's __null__/__empty__) or "legacy" (lakesdk's earlier keys); absent: told by the stored keys
 KEY_ENCODING_KEY = "hoodie.lakesdk.record.key.encoding"
-COMMIT_TIME_STRATEGY_ID = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 
 
 _RECOVER = ("restore .hoodie/hoodie.properties from a backup (Hudi keeps the previous version in "
