@@ -24,6 +24,7 @@ __all__ = [
     "NullKeyError",
     "NullOrderingValueError",
     "InvalidKeyValueError",
+    "KeyEncodingError",
     "InvalidPartitionValueError",
     "InvalidFilterError",
     "TimeTravelError",
@@ -112,7 +113,8 @@ class MissingColumnError(SchemaError, KeyError):
 
 
 class NullKeyError(SchemaError):
-    """Incoming rows carry null values in record-key or partition fields."""
+    """Incoming rows have no record key: a key field null or empty, or every field of a
+    composite key null or empty (Apache Hudi refuses such rows with ``HoodieKeyException``)."""
 
 
 class NullOrderingValueError(SchemaError):
@@ -127,6 +129,12 @@ class InvalidKeyValueError(SchemaError):
     """A record-key value cannot be encoded into ``_hoodie_record_key`` without ambiguity
     (a ``,`` inside a field of a composite key: ``a:x,b:y`` would be read back as other fields;
     ``__null__``/``__empty__``, Hudi's placeholders for a null and an empty field)."""
+
+
+class KeyEncodingError(SchemaError):
+    """The table's stored record keys encode a null or empty key part in two ways (lakesdk's
+    earlier ``a:`` and Hudi's ``a:__empty__``), so a row may be stored twice;
+    ``table.maintenance.upgrade_key_encoding()`` rewrites them as Hudi writes them."""
 
 
 class InvalidPartitionValueError(SchemaError):

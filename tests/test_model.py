@@ -220,6 +220,9 @@ class LakeMachine(RuleBasedStateMachine):
         schema = pa.schema(fields)
         self.key_pool = data.draw(st.lists(lst.key_values(FEATURES), min_size=2, max_size=6, unique=True),
                                   label="keys")
+        # the second part of a composite key may be '' or null (never the first: the key is never entirely so)
+        self.part2_pool = data.draw(st.lists(lst.key_part_values(FEATURES, nullable=not not_null), min_size=2,
+                                             max_size=6, unique=True), label="second key parts") if composite else []
         self.part_pool = data.draw(st.lists(lst.partition_values(FEATURES), min_size=1, max_size=3, unique=True),
                                    label="partition values") if partitioned else [None]
         self.urlencode = partitioned and _on("part_urlencode") and data.draw(st.booleans(), label="urlencode")
@@ -244,7 +247,7 @@ class LakeMachine(RuleBasedStateMachine):
         else:
             k = (data.draw(st.sampled_from(self.key_pool)),)
         if len(m.key_fields) == 2:
-            k = (*k, data.draw(st.sampled_from(self.key_pool)))
+            k = (*k, data.draw(st.sampled_from(self.part2_pool)))
         return k
 
     def _batch(self, data: st.DataObject, *, fresh: bool = False, schema: pa.Schema | None = None,

@@ -45,20 +45,23 @@ def spark_arrow_schema(df: Any) -> pa.Schema:
     return to_arrow_schema(df.schema, timezone="UTC", prefers_large_types=False)
 
 
-def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
-    """Before an instant is opened: rows of a Spark DataFrame whose record-key fields are null
-    (a :class:`~lakesdk.exceptions.NullKeyError`, counted exactly), whose partition values
-    (text columns) could not round-trip through a partition path, or whose composite-key
-    values hold ``,`` or are Hudi's ``__null__``/``__empty__`` raise the typed error
+def check_key_values_spark(df: Any, ctx: WriteContext, resolve_encoding: Callable[[], str] | None = None) -> None:
+    """Before an instant is opened: rows of a Spark DataFrame without a record key (a
+    :class:`~lakesdk.exceptions.NullKeyError`, counted exactly: a null key value, or under
+    Hudi's key encoding a key null or empty as a whole), whose partition values (text
+    columns) could not round-trip through a partition path, or whose composite-key values
+    hold ``,`` or are Hudi's ``__null__``/``__empty__`` raise the typed error
     :func:`add_key_columns` would raise in a task; under event-time ordering, records written
     as data whose ordering value is null raise a
     :class:`~lakesdk.exceptions.NullOrderingValueError` (counted exactly).  One Spark job
-    (an aggregation)."""
+    (an aggregation).
+
+    When some row has a null or empty key value, ``resolve_encoding`` (if given) decides
+    ``ctx.key_encoding`` first: only such rows depend on it."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
-    from lakesdk.exceptions import NullKeyError
-    from lakesdk.format.keys import MAX_SEGMENT_BYTES
+    from lakesdk.format.keys import HUDI_ENCODING, MAX_SEGMENT_BYTES, is_composite, keyless_key_error, null_key_error
     text = {f.name for f in df.schema.fields if isinstance(f.dataType, StringType)}
     conds = []
     for f in ctx.partition_fields:
@@ -86,6 +89,13 @@ def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
         ups = F.col(OP) == OP_UPSERT if OP in df.columns else F.lit(True)
         aggs += [F.count(F.when(ups, 1)).alias("_lk_ups"),
                  F.count(F.when(ups & F.col(f"`{o}`").isNull(), 1)).alias("_lk_null_ord")]
+    missing = [F.col(f"`{k}`").isNull() | (F.col(f"`{k}`") == "") if k in text else F.col(f"`{k}`").isNull()
+               for k in keys]
+    if missing:
+        some, every = missing[0], missing[0]
+        for m in missing[1:]:
+            some, every = some | m, every & m
+        aggs += [F.count(F.when(some, 1)).alias("_lk_missing"), F.count(F.when(every, 1)).alias("_lk_keyless")]
     if conds:
         cond = conds[0]
         for c in conds[1:]:
@@ -94,12 +104,17 @@ def check_key_values_spark(df: Any, ctx: WriteContext) -> None:
                             ignorenulls=True)
         aggs.append(first_bad.alias("_lk_bad"))
     row = df.agg(*aggs).collect()[0]
-    for i, k in enumerate(keys):
-        n = row[f"_lk_null{i}"]
-        if n:
-            raise NullKeyError(
-                f"record key field {k!r} is null in {n} of {row['_lk_rows']} rows; every row needs a key: "
-                "fill or drop those rows before writing; nothing was written")
+    if missing and row["_lk_missing"] and resolve_encoding is not None:
+        ctx.key_encoding = resolve_encoding()
+    hudi = ctx.key_encoding == HUDI_ENCODING
+    composite = is_composite(ctx.key_fields, ctx.keygen)
+    if not hudi or not composite:
+        for i, k in enumerate(keys):
+            n = row[f"_lk_null{i}"]
+            if n:
+                raise null_key_error(k, n, row["_lk_rows"], legacy_composite=composite)
+    if hudi and missing and row["_lk_keyless"]:
+        raise keyless_key_error(ctx.key_fields, row["_lk_keyless"], row["_lk_rows"])
     if o and row["_lk_null_ord"]:
         what = "merge's updates and inserts" if OP in df.columns else ctx.operation
         raise null_ordering_error(o, row["_lk_null_ord"], row["_lk_ups"], ctx.table_name, what)

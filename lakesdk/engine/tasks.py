@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from lakesdk import _faults as faults
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id
-from lakesdk.format.keys import partition_paths, record_keys
+from lakesdk.format.keys import HUDI_ENCODING, partition_paths, record_keys
 from lakesdk.format.schema import META_FIELDS, with_meta_fields
 from lakesdk.merge.ordering import KEY, OP, OP_DELETE, PART, SEQ, MergeCounts, event_time_wins, merge_into_base
 from lakesdk.storage import Storage
@@ -84,6 +84,7 @@ class WriteContext:
     urlencode: bool = False                 # hoodie.datasource.write.partitionpath.urlencode
     keep_columns: tuple[str, ...] = ()      # columns the data lacks: updated records keep their stored values
     slice_ctx: Any = None                   # SliceReadContext for keep_columns on merge-on-read
+    key_encoding: str = HUDI_ENCODING        # how null and empty key values are written (lakesdk.format.keys)
 
     @property
     def file_schema(self) -> pa.Schema:
@@ -105,7 +106,7 @@ def stored_ordering_type(ctx: WriteContext) -> pa.DataType | None:
 
 def add_key_columns(ctx: WriteContext, batch: pa.Table) -> pa.Table:
     """Append ``_hoodie_record_key`` and ``_hoodie_partition_path`` computed from the data."""
-    rk = record_keys(batch, ctx.key_fields, ctx.keygen)
+    rk = record_keys(batch, ctx.key_fields, ctx.keygen, encoding=ctx.key_encoding)
     pp = partition_paths(batch, ctx.partition_fields, hive_style=ctx.hive_style, urlencode=ctx.urlencode)
     for name, col in ((KEY, rk), (PART, pp)):
         if name in batch.column_names:

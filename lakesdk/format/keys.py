@@ -1,9 +1,28 @@
 """Record keys and partition paths, computed on Arrow data.
 
-Record key (``_hoodie_record_key``):
+Record key (``_hoodie_record_key``), as Apache Hudi's key generators write it:
   * one key field (simple / non-partitioned / timestamp key generators): the value as text,
     e.g. ``"1"``;
-  * complex key generator: ``field:value`` pairs joined by ``,``, e.g. ``"id:1,name:Alice"``.
+  * complex key generator (several key fields, or ``COMPLEX`` with one): ``field:value``
+    pairs joined by ``,``, e.g. ``"id:1,name:Alice"``.  A null part is written
+    ``field:__null__`` and an empty one ``field:__empty__`` (Hudi's ``KeyGenerator``
+    ``NULL_RECORDKEY_PLACEHOLDER`` / ``EMPTY_RECORDKEY_PLACEHOLDER``), e.g.
+    ``"id:1,name:__empty__"``.
+
+A row whose key is null or empty as a whole (one key field null or ``''``; every part of a
+composite key null or ``''``) has no key: Hudi refuses it (``HoodieKeyException``), and so
+does lakesdk, with :class:`~lakesdk.exceptions.NullKeyError`, before anything is written.
+A composite key refuses values holding ``,`` (two rows could get the same key) and the
+values ``__null__``/``__empty__`` (they would read back as a null and an empty value) with
+:class:`~lakesdk.exceptions.InvalidKeyValueError`.
+
+Key encodings (:data:`HUDI_ENCODING`, :data:`LEGACY_ENCODING`): lakesdk before this rule
+wrote an empty composite part as nothing (``"id:1,name:"``), refused every null key value and
+accepted an empty single key.  Tables keep the keys they hold: a table lakesdk creates
+records ``hoodie.lakesdk.record.key.encoding=hudi``; a table without that property (written
+by Apache Hudi, or created by an earlier lakesdk) uses Hudi's encoding unless its stored keys
+show the earlier one (see :func:`stored_key_encoding`); ``table.maintenance.upgrade_key_encoding()``
+rewrites such keys as Hudi writes them.
 
 Partition path (``_hoodie_partition_path``): one segment per partition field, joined by
 ``/``; a segment is ``field=value`` (hive style) or ``value``; a null or empty value is
@@ -17,14 +36,12 @@ Every value either reads back exactly or is refused, before anything is written,
 Without it, values holding ``/`` or a control character, and (not hive style) values starting with ``.`` or
 ``_`` or holding ``=``, are refused; so is a path segment longer than 255 bytes.
 
-A composite record key (``field:value,...``) refuses values holding ``,`` (two rows could
-get the same key) and the values ``__null__``/``__empty__`` (Hudi's placeholders) with
-:class:`~lakesdk.exceptions.InvalidKeyValueError`.
-
 >>> import pyarrow as pa
 >>> t = pa.table({"id": [1, 2], "city": ["sf", None]})
 >>> record_keys(t, ("id",), "SIMPLE").to_pylist()
 ['1', '2']
+>>> record_keys(pa.table({"id": [1, 2], "name": ["", None]}), ("id", "name"), "COMPLEX").to_pylist()
+['id:1,name:__empty__', 'id:2,name:__null__']
 >>> partition_paths(t, ("city",), hive_style=True).to_pylist()
 ['city=sf', 'city=__HIVE_DEFAULT_PARTITION__']
 >>> parse_partition_path("city=sf/d=1", ("city", "d"), hive_style=True)
@@ -33,13 +50,24 @@ get the same key) and the values ``__null__``/``__empty__`` (Hudi's placeholders
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakesdk.exceptions import InvalidKeyValueError, InvalidPartitionValueError, MissingColumnError, NullKeyError
+from lakesdk.exceptions import (
+    InvalidKeyValueError,
+    InvalidPartitionValueError,
+    KeyEncodingError,
+    MissingColumnError,
+    NullKeyError,
+)
 
 __all__ = ["record_keys", "partition_paths", "parse_partition_path", "DEFAULT_PARTITION",
-           "escape_partition_value", "unescape_partition_value", "partition_value_problem"]
+           "escape_partition_value", "unescape_partition_value", "partition_value_problem",
+           "HUDI_ENCODING", "LEGACY_ENCODING", "KEY_ENCODINGS", "NULL_PLACEHOLDER", "EMPTY_PLACEHOLDER",
+           "is_composite", "has_missing_key_parts", "legacy_key_pattern", "stored_key_encoding",
+           "null_key_error", "keyless_key_error"]
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 #: the longest file or folder name most file systems accept (bytes)
@@ -129,8 +157,22 @@ def _column(table: pa.Table, name: str, role: str) -> pa.ChunkedArray:
     return table.column(name)
 
 
-#: Hudi's KeyGenUtils NULL_RECORDKEY_PLACEHOLDER and EMPTY_RECORDKEY_PLACEHOLDER
-_KEY_PLACEHOLDERS = ("__null__", "__empty__")
+#: Hudi's ``KeyGenerator.NULL_RECORDKEY_PLACEHOLDER`` and ``EMPTY_RECORDKEY_PLACEHOLDER``
+NULL_PLACEHOLDER = "__null__"
+EMPTY_PLACEHOLDER = "__empty__"
+_KEY_PLACEHOLDERS = (NULL_PLACEHOLDER, EMPTY_PLACEHOLDER)
+#: Hudi's key generators: a null composite part is ``field:__null__``, an empty one
+#: ``field:__empty__``; a key null or empty as a whole is refused
+HUDI_ENCODING = "hudi"
+#: lakesdk's earlier keys: an empty composite part is ``field:``, a null key value is refused,
+#: an empty single-field key is ``""`` (or ``field:`` with the complex key generator)
+LEGACY_ENCODING = "legacy"
+KEY_ENCODINGS = (HUDI_ENCODING, LEGACY_ENCODING)
+
+
+def is_composite(fields: tuple[str, ...], keygen: str) -> bool:
+    """Whether keys are ``field:value`` pairs (Hudi's complex key generator)."""
+    return keygen == "COMPLEX" or len(fields) > 1
 
 
 def _check_composite_part(field: str, text: pa.ChunkedArray | pa.Array, fields: tuple[str, ...]) -> None:
@@ -155,29 +197,113 @@ def _check_composite_part(field: str, text: pa.ChunkedArray | pa.Array, fields: 
             "back as written. Expected another value; replace it before writing")
 
 
-def record_keys(table: pa.Table, fields: tuple[str, ...], keygen: str) -> pa.ChunkedArray:
-    """The ``_hoodie_record_key`` values for every row; raises on null key values."""
+def _missing(text: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Per row: the value is null or empty (never null itself)."""
+    return pc.or_kleene(pc.is_null(text), pc.equal(text, ""))
+
+
+def has_missing_key_parts(table: pa.Table, fields: tuple[str, ...]) -> bool:
+    """Whether some row has a null or empty record-key value: only such rows get different
+    keys (or are refused differently) under the two key encodings."""
+    for f in fields:
+        if f in table.column_names and (pc.any(_missing(_as_text(table.column(f)))).as_py() or False):
+            return True
+    return False
+
+
+def null_key_error(field: str, n: int, total: int, *, legacy_composite: bool = False) -> NullKeyError:
+    hint = ("; the table's keys are in lakesdk's earlier encoding, which has no null key part: "
+            "table.maintenance.upgrade_key_encoding() rewrites them as Hudi does (a null part is field:__null__)"
+            if legacy_composite else "")
+    return NullKeyError(f"record key field {field!r} is null in {n} of {total} rows; every row needs a key: "
+                        f"fill or drop those rows before writing{hint}")
+
+
+def keyless_key_error(fields: tuple[str, ...], n: int, total: int) -> NullKeyError:
+    """Rows whose key is null or empty as a whole (Hudi's ``HoodieKeyException``)."""
+    what = f"field {fields[0]!r} is" if len(fields) == 1 else f"fields {list(fields)} are all"
+    return NullKeyError(
+        f"record key {what} null or empty ('') in {n} of {total} rows; Hudi refuses a record key that is "
+        "entirely null or empty (HoodieKeyException), so every row needs a non-empty key value: fill or drop "
+        "those rows before writing")
+
+
+def record_keys(table: pa.Table, fields: tuple[str, ...], keygen: str, *,
+                encoding: str = HUDI_ENCODING) -> pa.ChunkedArray:
+    """The ``_hoodie_record_key`` values for every row, in the table's key ``encoding``;
+    raises NullKeyError for a row without a key and InvalidKeyValueError for a composite-key
+    value that would not read back."""
     cols = [_column(table, f, "record key") for f in fields]
-    for f, c in zip(fields, cols):
-        n = c.null_count
-        if n:
-            raise NullKeyError(
-                f"record key field {f!r} is null in {n} of {len(c)} rows; every row needs a key: "
-                f"fill or drop those rows before writing")
-    if keygen == "COMPLEX" or len(fields) > 1:
-        parts = []
+    composite = is_composite(fields, keygen)
+    if encoding == LEGACY_ENCODING or not composite:
         for f, c in zip(fields, cols):
-            text = _as_text(c)
-            if len(fields) > 1:
-                _check_composite_part(f, text, fields)
-            parts.append(pa.scalar(f"{f}:"))
-            parts.append(text)
-            parts.append(pa.scalar(","))
+            if c.null_count:
+                raise null_key_error(f, c.null_count, len(c), legacy_composite=composite)
+    texts = [_as_text(c) for c in cols]
+    if len(fields) > 1:
+        for f, text in zip(fields, texts):
+            _check_composite_part(f, text, fields)
+    if encoding == HUDI_ENCODING:
+        keyless = _missing(texts[0])
+        for text in texts[1:]:
+            keyless = pc.and_(keyless, _missing(text))
+        n = pc.sum(keyless).as_py() or 0
+        if n:
+            raise keyless_key_error(fields, n, len(keyless))
+        if composite:   # Hudi's KeyGenerator.constructRecordKey: null -> __null__, '' -> __empty__
+            texts = [pc.fill_null(pc.if_else(pc.equal(t, ""), EMPTY_PLACEHOLDER, t), NULL_PLACEHOLDER) for t in texts]
+    if composite:
+        parts: list = []
+        for f, text in zip(fields, texts):
+            parts += [pa.scalar(f"{f}:"), text, pa.scalar(",")]
         parts.pop()
         out = pc.binary_join_element_wise(*parts, "")
     else:
-        out = _as_text(cols[0])
+        out = texts[0]
     return out if isinstance(out, pa.ChunkedArray) else pa.chunked_array([out])
+
+
+def legacy_key_pattern(fields: tuple[str, ...], keygen: str) -> str:
+    """A regular expression matching a stored ``_hoodie_record_key`` that only lakesdk's
+    earlier encoding writes: an empty key part written as nothing (``a:,b:x``, ``a:x,b:``),
+    or an empty single-field key.  Hudi never writes one (an empty part is ``a:__empty__``,
+    an empty key is refused); only a value holding ``,<next field>:`` could look alike."""
+    if not is_composite(fields, keygen):
+        return "^$"
+    e = [re.escape(f) for f in fields]
+    if len(e) == 1:
+        return f"^{e[0]}:$"
+    alts = [f"^{e[0]}:,{e[1]}:"] + [f",{e[i]}:,{e[i + 1]}:" for i in range(1, len(e) - 1)] + [f",{e[-1]}:$"]
+    return "|".join(alts)
+
+
+def _hudi_key_pattern(fields: tuple[str, ...]) -> str:
+    names = "|".join(re.escape(f) for f in fields)
+    return f"(^|,)({names}):__(null|empty)__(,|$)"
+
+
+def stored_key_encoding(keys: pa.ChunkedArray | pa.Array, fields: tuple[str, ...], keygen: str) -> str:
+    """The encoding a table's stored record ``keys`` show: :data:`LEGACY_ENCODING` when some key
+    has an empty part written as nothing (see :func:`legacy_key_pattern`), else
+    :data:`HUDI_ENCODING` (Hudi's placeholders, or no null or empty part at all).  Keys of both
+    encodings raise :class:`~lakesdk.exceptions.KeyEncodingError`: the same row may be stored
+    twice, once under each."""
+    keys = pc.drop_null(keys)
+    legacy = pc.match_substring_regex(keys, legacy_key_pattern(fields, keygen))
+    n_legacy = pc.sum(legacy).as_py() or 0
+    if not n_legacy:
+        return HUDI_ENCODING
+    if is_composite(fields, keygen):
+        hudi = pc.match_substring_regex(keys, _hudi_key_pattern(fields))
+        n_hudi = pc.sum(hudi).as_py() or 0
+        if n_hudi:
+            raise KeyEncodingError(
+                f"the table's record keys mix two encodings of a null or empty key part: {n_legacy} key(s) like "
+                f"{pc.filter(keys, legacy)[0].as_py()!r} (lakesdk's earlier encoding: an empty part written as "
+                f"nothing) and {n_hudi} like {pc.filter(keys, hudi)[0].as_py()!r} (Hudi's __null__/__empty__), so a "
+                "row may be stored twice. Run table.maintenance.upgrade_key_encoding() to rewrite the earlier keys "
+                "as Hudi writes them (keeping one row per key) before writing rows with null or empty key values")
+    return LEGACY_ENCODING
 
 
 def _segments(col: pa.ChunkedArray | pa.Array, field: str, *, hive_style: bool, urlencode: bool) -> pa.Array:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
 from lakesdk.exceptions import TableConfigError, UnsupportedTableVersionError
+from lakesdk.format.keys import HUDI_ENCODING, KEY_ENCODINGS
 from lakesdk.format.properties import format_properties, parse_properties
 
 __all__ = ["TableConfig", "table_checksum", "READABLE_VERSIONS", "WRITE_VERSION", "PROPERTIES_PATH"]
@@ -41,6 +42,9 @@ COLUMN_GROUPS_KEY = "hoodie.lakesdk.partial.update.column.groups"
 CUSTOM_STRATEGY_ID = "9b0c1a2d-3e4f-4a5b-8c6d-7e8f90a1b2c3"
 MERGER_NAME_KEY = "hoodie.lakesdk.merger.name"
 COMMIT_TIME_STRATEGY_ID = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
+#: how the table's record keys write a null or empty key part (lakesdk.format.keys): "hudi"
+#: (Hudi's __null__/__empty__) or "legacy" (lakesdk's earlier keys); absent: told by the stored keys
+KEY_ENCODING_KEY = "hoodie.lakesdk.record.key.encoding"
 
 
 _RECOVER = ("restore .hoodie/hoodie.properties from a backup (Hudi keeps the previous version in "
@@ -166,6 +170,7 @@ class TableConfig:
             "hoodie.table.base.file.format": "PARQUET",
             "hoodie.table.timeline.timezone": "UTC",
             "hoodie.record.merge.mode": merge_mode,
+            KEY_ENCODING_KEY: HUDI_ENCODING,
         }
         if partition_fields:
             p["hoodie.table.partition.fields"] = ",".join(partition_fields)
@@ -271,6 +276,7 @@ class TableConfig:
                     f"the name, database or checksum line is damaged: {_RECOVER}", key="hoodie.table.checksum")
         self.create_schema  # noqa: B018 - validates
         self.column_groups  # noqa: B018 - validates
+        self.key_encoding  # noqa: B018 - validates
 
     # -- typed accessors ----------------------------------------------------------------
     @property
@@ -373,6 +379,20 @@ class TableConfig:
             raise TableConfigError(f"{COLUMN_GROUPS_KEY} is not a JSON object of column lists",
                                    key=COLUMN_GROUPS_KEY)
         return {str(k): [str(c) for c in v] for k, v in groups.items()}
+
+    @property
+    def key_encoding(self) -> str | None:
+        """``hoodie.lakesdk.record.key.encoding``: ``"hudi"`` or ``"legacy"``; None when the
+        table does not say (written by Apache Hudi, or created by an earlier lakesdk)."""
+        raw = self.props.get(KEY_ENCODING_KEY)
+        if raw is None or not raw.strip():
+            return None
+        value = raw.strip().lower()
+        if value not in KEY_ENCODINGS:
+            raise TableConfigError(
+                f"hoodie.properties: {KEY_ENCODING_KEY}={raw!r} is not a key encoding (expected one of "
+                f"{', '.join(KEY_ENCODINGS)}); fix the value or remove the line", key=KEY_ENCODING_KEY)
+        return value
 
     @property
     def merger_name(self) -> str | None:

@@ -176,10 +176,13 @@ class MergeBuilder:
             target_cols = src.columns
         tt = tgt.select([F.col(c).alias(f"__t_{c}") for c in tgt.columns]).withColumn("__t_present", F.lit(True))
         cond = None
+        by_key = set(self.on) == set(t.key)   # rows match as their record keys do: a null key part matches a null
         for k in [*self.on, *[f for f in parts if f not in self.on and f in tgt.columns]]:
             if k in parts:
                 c = _folder(F.col(f"__s_{k}"), src.schema[k].dataType).eqNullSafe(
                     _folder(F.col(f"__t_{k}"), tgt.schema[k].dataType))
+            elif by_key:
+                c = F.col(f"__s_{k}").eqNullSafe(F.col(f"__t_{k}"))
             else:
                 c = F.col(f"__s_{k}") == F.col(f"__t_{k}")
             cond = c if cond is None else (cond & c)

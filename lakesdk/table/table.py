@@ -128,6 +128,7 @@ class Table:
         self._server_finalizer: weakref.finalize | None = None   # stops the server when the handle goes
         self._lock_provider: Any = None
         self._open_heartbeats: dict[str, Any] = {}
+        self._stored_key_encoding: str | None = None   # what the stored keys showed (Hudi's encoding only)
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -183,6 +184,22 @@ class Table:
             return None
         from lakesdk.merge.registry import get_merger
         return get_merger(name)
+
+    def _key_encoding(self) -> str:
+        """How this table's record keys write a null or empty key value (see
+        :mod:`lakesdk.format.keys`): the table's ``hoodie.lakesdk.record.key.encoding``, else
+        what its stored keys show (Hudi's encoding unless a key has an empty part written as
+        nothing, as lakesdk wrote it before).  Reads the snapshot's keys; a handle remembers
+        Hudi's encoding (nothing turns such a table's keys back)."""
+        enc = self.config.key_encoding or self._stored_key_encoding
+        if enc is not None:
+            return enc
+        from lakesdk.format.keys import HUDI_ENCODING, stored_key_encoding
+        keys = self.read(columns=["_hoodie_record_key"]).to_arrow().column(0)
+        enc = stored_key_encoding(keys, self.key, self.config.keygen_type)
+        if enc == HUDI_ENCODING:
+            self._stored_key_encoding = enc
+        return enc
 
     def _lock(self) -> Any:
         """The table lock of optimistic concurrency (None for a single writer)."""
@@ -436,7 +453,8 @@ class Table:
 
     @property
     def maintenance(self) -> "Maintenance":
-        """Table services: compaction, clustering, clean, rollback, savepoint/restore, archival."""
+        """Table services: compaction, clustering, clean, rollback, savepoint/restore, archival, and
+        the upgrade of record keys written in lakesdk's earlier key encoding."""
         return Maintenance(self)
 
     @property
@@ -604,6 +622,20 @@ class Maintenance:
         from lakesdk.services.rollback import rollback_failed_writes
         return rollback_failed_writes(self._t, policy="lazy")
 
+    def upgrade_key_encoding(self) -> Any:
+        """Rewrite the record keys an earlier lakesdk wrote for empty composite-key values
+        (``id:1,name:``) as Apache Hudi writes them (``id:1,name:__empty__``), so that upserts
+        and deletes by lakesdk and by Hudi find those rows instead of adding second copies.
+
+        One ``insert_overwrite`` (a replacecommit) rewrites the partitions holding such keys
+        with their current rows (their commit time becomes this commit's); a row stored under
+        both keys keeps the one a merge keeps (greatest ordering value, then the later
+        commit).  Returns its WriteResult, or None when no key needs rewriting.  Run it while
+        no other writer writes to the table.  An empty single-field key has no Hudi encoding
+        (Hudi refuses it): such rows raise NullKeyError; delete them first (``t.delete([""])``)."""
+        from lakesdk.services.key_encoding import upgrade_key_encoding
+        return upgrade_key_encoding(self._t)
+
     def pending_compactions(self) -> list[Any]:
         return [i for i in self._t.timeline.pending if i.action == "compaction"]
 
@@ -708,4 +740,4 @@ class Maintenance:
         return (f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact(), "
                 "plan_clustering(), schedule_clustering(), cluster(), pending_clusterings(), plan_clean(), "
                 "clean(), savepoint(), savepoints(), delete_savepoint(), plan_restore(), restore(), plan_archive(), "
-                "archive(), plan_rollback(), rollback(), rollback_failed_writes()>")
+                "archive(), plan_rollback(), rollback(), rollback_failed_writes(), upgrade_key_encoding()>")

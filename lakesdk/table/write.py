@@ -17,6 +17,7 @@ from lakesdk.engine.tasks import FileGroupTarget, WriteContext, add_key_columns
 from lakesdk.exceptions import CorruptTimelineError, MissingColumnError, OptionsError, SchemaError, WriteError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import Instant
+from lakesdk.format.keys import HUDI_ENCODING, has_missing_key_parts
 from lakesdk.format.schema import (
     META_FIELDS,
     arrow_to_avro,
@@ -81,6 +82,7 @@ class WriteOperation:
     data: Any
     missing_columns: str = "error"       # a table column the data lacks: "error", "null" or "keep"
     truncate_nanoseconds: bool = False   # timestamp[ns] values with digits below the microsecond
+    key_encoding: str | None = None      # how null/empty key values are written; None: the table's (see _prepare)
 
     def __post_init__(self) -> None:
         if self.missing_columns not in MISSING_COLUMNS:
@@ -199,15 +201,21 @@ class WriteOperation:
             merger=t._merger(),
             target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
             operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor, keep_columns=keep,
+            key_encoding=self.key_encoding or cfg.key_encoding or HUDI_ENCODING,
         )
+        # a table that does not name its key encoding: its stored keys tell, read only when a
+        # row has a null or empty key value (the only rows the encodings write differently)
+        resolve = t._key_encoding if self.key_encoding is None and cfg.key_encoding is None else None
         op_code = OP_DELETE if is_delete else OP_UPSERT
         if sdf is not None:
             from lakesdk.engine.spark import check_key_values_spark
-            check_key_values_spark(sdf, ctx)   # refuse null keys and values that cannot round-trip before any instant
+            check_key_values_spark(sdf, ctx, resolve)   # refuse rows without a key, values that cannot round-trip
         partitions: list[str] | None = None
         if arrow is not None:
             if arrow.num_rows == 0:
                 return None
+            if resolve is not None and has_missing_key_parts(arrow, cfg.record_key_fields):
+                ctx.key_encoding = resolve()
             if global_delete:
                 ctx_keys = WriteContext(**{**ctx.__dict__, "partition_fields": ()})
                 arrow = add_key_columns(ctx_keys, arrow)

@@ -25,7 +25,8 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 __all__ = [
-    "ALL_FEATURES", "column_types", "values", "partition_values", "key_values", "arrow_table", "canonical",
+    "ALL_FEATURES", "column_types", "values", "partition_values", "key_values", "key_part_values", "arrow_table",
+    "canonical",
 ]
 
 #: Every hostile dimension the strategies know.  Pass a subset as ``features`` to switch some off.
@@ -43,6 +44,7 @@ ALL_FEATURES = frozenset({
     # record keys
     "key_unicode",      # non-ASCII record key values
     "key_separators",   # record key values containing ',' ':' '/' (composite key separators)
+    "key_null_parts",   # '' and None as a part of a composite key (Hudi's __empty__ / __null__)
     # column types
     "nested",           # struct columns, nested two deep
     "decimal",          # decimal128 of random precision and scale
@@ -95,13 +97,26 @@ def partition_values(features: Iterable[str] = ALL_FEATURES) -> st.SearchStrateg
 
 
 def key_values(features: Iterable[str] = ALL_FEATURES) -> st.SearchStrategy[str]:
-    """Record key values (never null, never empty: Hudi rejects those)."""
+    """Record key values (never null, never empty: Hudi rejects a key that is null or empty
+    as a whole)."""
     f = set(features)
     options: list[st.SearchStrategy[str]] = [st.text("abcdefgh0123456789", min_size=1, max_size=4)]
     if "key_unicode" in f:
         options.append(st.sampled_from(["ключ", "鍵", "🔑", "ß"]))
     if "key_separators" in f:
         options.append(st.sampled_from(["a,b", "a:b", "k:a,k2:b", "a/b", ",", ":"]))
+    return st.one_of(*options)
+
+
+def key_part_values(features: Iterable[str] = ALL_FEATURES, *,
+                    nullable: bool = True) -> st.SearchStrategy[str | None]:
+    """Values of one field of a composite record key: :func:`key_values`, and where
+    ``features`` has ``key_null_parts`` also ``''`` and (``nullable``) None, which Hudi writes
+    as ``field:__empty__`` / ``field:__null__``.  Keep another field of the key non-empty: a key
+    whose every part is null or empty is refused."""
+    options: list[st.SearchStrategy[Any]] = [key_values(features)]
+    if "key_null_parts" in set(features):
+        options.append(st.sampled_from(["", None] if nullable else [""]))
     return st.one_of(*options)
 
 
