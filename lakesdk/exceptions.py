@@ -39,7 +39,26 @@ __all__ = [
 
 
 class LakeError(Exception):
-    """Root of every error raised by lakesdk."""
+    """Root of every error raised by lakesdk.
+
+    Errors that carry data (an instant, a path, a key, file groups, ...) take it as
+    keyword-only constructor arguments and keep it as attributes of the same names.  Every
+    error pickles with its message and attributes (Spark tasks and subprocesses send them
+    back to the driver).
+    """
+
+    def __reduce__(self) -> tuple:
+        # Rebuild without calling ``__init__``: the attributes are restored as they were, also
+        # for errors whose constructor builds the message from its arguments.
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type, args: tuple, state: dict) -> BaseException:
+    err = cls.__new__(cls, *args)
+    builtin = next(c for c in cls.__mro__ if c.__module__ == "builtins")
+    builtin.__init__(err, *args)  # the built-in base's own fields (ImportError.msg, ...)
+    err.__dict__.update(state)
+    return err
 
 
 class TableNotFoundError(LakeError, FileNotFoundError):
@@ -148,7 +167,20 @@ class WriteError(LakeError, RuntimeError):
 
 
 class WriteConflictError(WriteError):
-    """A concurrent writer committed a conflicting change first."""
+    """A concurrent writer committed a conflicting change first.
+
+    Attributes: ``other_instant`` (the other writer's or service's instant time, None when
+    there is none, e.g. a write rolled back by another writer or one that lost the table
+    lock), ``file_groups`` (the ``(partition, fileId)`` pairs both touch, empty when unknown)
+    and ``partitions`` (their partition paths, sorted, unless given).
+    """
+
+    def __init__(self, message: str, *, other_instant: str | None = None,
+                 file_groups: tuple[tuple[str, str], ...] = (), partitions: tuple[str, ...] | None = None) -> None:
+        super().__init__(message)
+        self.other_instant = other_instant
+        self.file_groups = tuple(file_groups)
+        self.partitions = tuple(sorted({p for p, _ in self.file_groups}) if partitions is None else partitions)
 
 
 class ClusteringConflictError(WriteConflictError):
@@ -157,10 +189,8 @@ class ClusteringConflictError(WriteConflictError):
     (partition, file id) pairs the write touches."""
 
     def __init__(self, message: str, *, instant: str = "", file_groups: tuple[tuple[str, str], ...] = ()) -> None:
-        super().__init__(message)
+        super().__init__(message, other_instant=instant, file_groups=file_groups)
         self.instant = instant
-        self.other_instant = instant
-        self.file_groups = file_groups
 
 
 class CompactionConflictError(WriteConflictError):
@@ -168,9 +198,8 @@ class CompactionConflictError(WriteConflictError):
     started by one at the same moment.  ``instant`` names the compaction."""
 
     def __init__(self, message: str, *, instant: str = "") -> None:
-        super().__init__(message)
+        super().__init__(message, other_instant=instant)
         self.instant = instant
-        self.other_instant = instant
 
 
 class EarlyConflictError(WriteConflictError):
@@ -186,20 +215,11 @@ class EarlyConflictError(WriteConflictError):
 
     def __init__(self, message: str, *, other_instant: str | None = None, other_action: str | None = None,
                  file_groups: tuple[tuple[str, str], ...] = (), planned: tuple[tuple[str, str], ...] = ()) -> None:
-        super().__init__(message)
         if other_instant is None:
             other_instant, other_action, file_groups = _parse_early(message)
-        self.other_instant = other_instant
+        super().__init__(message, other_instant=other_instant, file_groups=file_groups)
         self.other_action = other_action
-        self.file_groups = tuple(file_groups)
         self.planned = tuple(planned)
-
-    def __reduce__(self) -> tuple:
-        return (_rebuild_early, (str(self), self.other_instant, self.other_action, self.file_groups, self.planned))
-
-
-def _rebuild_early(message: str, other: str | None, action: str | None, groups: tuple, planned: tuple) -> "EarlyConflictError":
-    return EarlyConflictError(message, other_instant=other, other_action=action, file_groups=groups, planned=planned)
 
 
 def _parse_early(message: str) -> tuple[str | None, str | None, tuple[tuple[str, str], ...]]:
