@@ -1,9 +1,17 @@
 """The lakesdk error hierarchy.
 
-Every error lakesdk raises on purpose derives from :class:`LakeError`, and, where one
-fits, from the built-in exception a Python user would catch anyway (``ValueError`` for
-bad input, ``FileNotFoundError`` for a missing table, ...).  Messages follow one shape:
-what happened, what was expected versus what was found, and what to do next.
+Every error lakesdk raises on purpose is defined here and derives from :class:`LakeError`,
+and, where one fits, from the built-in exception a Python user would catch anyway
+(``ValueError`` for bad input, ``FileNotFoundError`` for a missing table, ``TimeoutError``
+for a lock wait, ...).  The modules that raise an error re-export it under its name
+(``lakesdk.concurrency.locks.LockTimeoutError`` is ``lakesdk.exceptions.LockTimeoutError``),
+and the package exports every one (``lk.LockTimeoutError``).  This module imports nothing
+from lakesdk, so every other module can import it.
+
+Messages follow one shape: what happened, what was expected versus what was found, and
+what to do next.  Data an error carries (an instant, a path, an option key, file groups,
+the lock holder, ...) are keyword-only constructor arguments, kept as attributes of the
+same names; every error pickles with its message and attributes.
 """
 
 from __future__ import annotations
@@ -35,6 +43,28 @@ __all__ = [
     "OptionsError",
     "StorageError",
     "MissingDependencyError",
+    "SchemaEvolutionConflictError",
+    "MergeConflictError",
+    "MergerNotRegisteredError",
+    "LogBlockError",
+    "LockError",
+    "LockConfigError",
+    "LockTimeoutError",
+    "LockLostError",
+    "HeartbeatError",
+    "MarkerError",
+    "InvalidMarkerNameError",
+    "UnsupportedMarkerTypeError",
+    "MarkerServerError",
+    "MarkerAuthError",
+    "MarkerServerUnavailableError",
+    "RollbackNotAllowedError",
+    "SavepointError",
+    "RestoreError",
+    "OffsetsFormatError",
+    "DecodeError",
+    "BrokerNotFoundError",
+    "BrokerStartError",
 ]
 
 
@@ -258,3 +288,192 @@ class MissingDependencyError(LakeError, ImportError):
         )
         self.package = package
         self.extra = extra
+        self.feature = feature
+
+
+# -- writes -----------------------------------------------------------------------------------
+class SchemaEvolutionConflictError(WriteConflictError):
+    """Detected incompatible concurrent schema evolution.  ``instant`` names this write."""
+
+    def __init__(self, message: str, *, instant: str | None = None, other_instant: str | None = None) -> None:
+        super().__init__(message, other_instant=other_instant)
+        self.instant = instant
+
+
+class MergeConflictError(LakeError, ValueError):
+    """The merge source matches a target row more than once (duplicate keys)."""
+
+
+class MergerNotRegisteredError(LakeError, LookupError):
+    """The table names a custom merger that this process has not registered.  ``name`` names
+    the merger."""
+
+    def __init__(self, message: str, *, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+class LogBlockError(LakeError, ValueError):
+    """A log block cannot be encoded, or its content cannot be decoded."""
+
+
+# -- locks ------------------------------------------------------------------------------------
+class LockError(LakeError):
+    """A table lock could not be used (root of the lock errors)."""
+
+
+class LockConfigError(LockError, ValueError):
+    """A lock option is unknown or has an invalid value.  ``key`` names the option when the
+    error is about one."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class LockTimeoutError(LockError, TimeoutError):
+    """The table lock was not acquired within the timeout.
+
+    Attributes: ``lock_name``, ``holder`` (owner id of the current holder, None if unknown),
+    ``waited_s``, ``timeout_s`` and ``attempts``.
+    """
+
+    def __init__(self, message: str, *, lock_name: str = "", holder: str | None = None, waited_s: float = 0.0,
+                 timeout_s: float = 0.0, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.lock_name = lock_name
+        self.holder = holder
+        self.waited_s = waited_s
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+
+    def __str__(self) -> str:  # OSError's __str__ would print "[Errno ...]" decorations
+        return str(self.args[0]) if self.args else ""
+
+
+class LockLostError(LockError, RuntimeError):
+    """The lock this writer held is no longer its own (lease expired or ZooKeeper session
+    lost).  ``lock_name`` names the lock when known."""
+
+    def __init__(self, message: str, *, lock_name: str | None = None) -> None:
+        super().__init__(message)
+        self.lock_name = lock_name
+
+
+class HeartbeatError(LakeError, RuntimeError):
+    """A heartbeat could not be started or written.  ``instant`` names the instant whose
+    heartbeat it is."""
+
+    def __init__(self, message: str, *, instant: str | None = None) -> None:
+        super().__init__(message)
+        self.instant = instant
+
+
+# -- markers ----------------------------------------------------------------------------------
+class MarkerError(LakeError):
+    """A marker could not be created, listed or deleted."""
+
+
+class InvalidMarkerNameError(MarkerError, ValueError):
+    """A marker name (or a part of one) does not follow ``[<partition>/]<file>.marker.<IOType>``."""
+
+
+class UnsupportedMarkerTypeError(MarkerError, ValueError):
+    """A marker type other than ``DIRECT`` / ``TIMELINE_SERVER_BASED`` was asked for or found on disk."""
+
+
+class MarkerServerError(MarkerError, ConnectionError):
+    """The timeline-server marker endpoint failed or could not be reached.  ``status`` is the
+    HTTP status of the server's answer, None when there was none."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class MarkerAuthError(MarkerServerError, PermissionError):
+    """The marker server rejected the request's token (HTTP 401 without one, 403 for a wrong one)."""
+
+
+class MarkerServerUnavailableError(MarkerServerError):
+    """The marker server could not be reached (connection refused, reset or timed out) after retries."""
+
+
+# -- table services ---------------------------------------------------------------------------
+class RollbackNotAllowedError(LakeError, ValueError):
+    """The instant cannot be rolled back (not the latest completed write, or still alive).
+    ``instant`` names it."""
+
+    def __init__(self, message: str, *, instant: str | None = None) -> None:
+        super().__init__(message)
+        self.instant = instant
+
+
+class SavepointError(LakeError, ValueError):
+    """A savepoint cannot be taken (no such completed commit, or its files may be cleaned).
+    ``instant`` names the commit when one was given or chosen."""
+
+    def __init__(self, message: str, *, instant: str | None = None) -> None:
+        super().__init__(message)
+        self.instant = instant
+
+
+class RestoreError(LakeError, ValueError):
+    """A restore cannot run (no such savepoint, later savepoints, archived instants).
+    ``savepoint`` names the savepoint to restore."""
+
+    def __init__(self, message: str, *, savepoint: str | None = None) -> None:
+        super().__init__(message)
+        self.savepoint = savepoint
+
+
+# -- Kafka sink -------------------------------------------------------------------------------
+class OffsetsFormatError(LakeError, ValueError):
+    """``kafka.commit.offsets`` could not be parsed (Hudi: "Could not deserialize the kafka commit offsets")."""
+
+
+class DecodeError(LakeError, ValueError):
+    """A record's value could not be turned into a row."""
+
+
+# -- lakesdk.testing --------------------------------------------------------------------------
+class BrokerNotFoundError(MissingDependencyError):
+    """The ``noida-db`` executable was found neither next to the Python interpreter nor on PATH.
+    ``searched`` lists the places looked at besides PATH; ``package`` names the executable
+    (and the package that installs it)."""
+
+    def __init__(self, *, searched: list[str] | tuple[str, ...] = (), package: str = "noida-db") -> None:
+        LakeError.__init__(self, f"LocalBroker needs the {package!r} executable (a local Kafka-protocol broker), "
+                                 f"which was not found (looked at {', '.join(searched)} and PATH). "
+                                 f"Install it with: pip install {package}")
+        self.package = package
+        self.extra = "test"
+        self.feature = "LocalBroker"
+        self.searched = tuple(searched)
+
+
+class BrokerStartError(LakeError, RuntimeError):
+    """The broker process exited or did not answer in time; the message holds the end of its log."""
+
+
+# -- internal signals: caught inside the module that raises them, never seen by a user --------
+class _BadAvroBytes(LakeError):
+    """Internal (:mod:`lakesdk.format.avro_file`): the bytes break the Avro framing; the
+    caller turns it into a :class:`CorruptTimelineError`."""
+
+
+class _CorruptLogBlock(LakeError):
+    """Internal (:mod:`lakesdk.format.log_block`): the bytes at this offset are not a
+    well-formed block; the reader skips to the next block."""
+
+
+class _MarkerHTTPError(LakeError):
+    """Internal (:mod:`lakesdk.markers.server`): a marker request fails with HTTP ``status``;
+    the server answers it with ``{"error": message, **extra}``."""
+
+    def __init__(self, status: int, message: str, extra: dict | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra = extra or {}
+
