@@ -92,11 +92,21 @@ def _rebuild(cls: type, args: tuple, state: dict) -> BaseException:
 
 
 class TableNotFoundError(LakeError, FileNotFoundError):
-    """The path holds no Hudi table (no ``.hoodie/hoodie.properties``)."""
+    """The path holds no Hudi table (no ``.hoodie/hoodie.properties``).  ``path`` names the
+    table's base URL when known."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class TableExistsError(LakeError, FileExistsError):
-    """A table was to be created where one already exists."""
+    """A table was to be created where one already exists.  ``path`` names the table's base
+    URL when known."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class TableConfigError(LakeError, ValueError):
@@ -139,7 +149,12 @@ class DataFileMissingError(LakeError, FileNotFoundError):
 
 
 class InstantNotFoundError(LakeError, KeyError):
-    """No instant with the given time (and state) is on the timeline."""
+    """No instant with the given time (and state) is on the timeline.  ``instant`` names the
+    instant time asked for when known."""
+
+    def __init__(self, message: str, *, instant: str | None = None) -> None:
+        super().__init__(message)
+        self.instant = instant
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0]) if self.args else ""

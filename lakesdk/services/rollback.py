@@ -172,7 +172,7 @@ def _target(table: "Table", timeline: Any, req: str, *, force: bool, allow_alive
     try:
         target = next(i for i in timeline if i.requested == req and i.action != "rollback")
     except StopIteration:
-        raise InstantNotFoundError(f"no instant {req!r} to roll back on {table.name!r}") from None
+        raise InstantNotFoundError(f"no instant {req!r} to roll back on {table.name!r}", instant=req) from None
     if target.is_completed:
         if target.completed_action not in WRITE_ACTIONS:
             raise RollbackNotAllowedError(f"{target.action} {req} is not a write; only writes can be rolled back",
@@ -305,7 +305,8 @@ def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
         timeline = store.load()
         if _only_pending and any(i.requested == req and i.is_completed and i.action != "rollback" for i in timeline):
             # a slow writer completed it since it was found failed
-            raise InstantNotFoundError(f"{req} completed meanwhile on {table.name!r}: nothing to roll back")
+            raise InstantNotFoundError(f"{req} completed meanwhile on {table.name!r}: nothing to roll back",
+                                       instant=req)
         target = _target(table, timeline, req, force=force, allow_alive=_allow_alive)
         pending = _pending_rollback_of(store, timeline, req)
         if pending is None:
