@@ -25,8 +25,6 @@ _LAZY = {
     "Timeline": "lakesdk.format.timeline",
     "get_spark": "lakesdk.engine.session",
     "register_merger": "lakesdk.merge.registry",
-    "SchemaEvolutionConflictError": "lakesdk.concurrency.schema_conflicts",
-    "RollbackNotAllowedError": "lakesdk.services.rollback",
 }
 
 __all__ = ["__version__", *_LAZY, *_exc_all]

@@ -1,9 +1,17 @@
 """The lakesdk error hierarchy.
 
-Every error lakesdk raises on purpose derives from :class:`LakeError`, and, where one
-fits, from the built-in exception a Python user would catch anyway (``ValueError`` for
-bad input, ``FileNotFoundError`` for a missing table, ...).  Messages follow one shape:
-what happened, what was expected versus what was found, and what to do next.
+Every error lakesdk raises on purpose is defined here and derives from :class:`LakeError`,
+and, where one fits, from the built-in exception a Python user would catch anyway
+(``ValueError`` for bad input, ``FileNotFoundError`` for a missing table, ``TimeoutError``
+for a lock wait, ...).  The modules that raise an error re-export it under its name
+(``lakesdk.concurrency.locks.LockTimeoutError`` is ``lakesdk.exceptions.LockTimeoutError``),
+and the package exports every one (``lk.LockTimeoutError``).  This module imports nothing
+from lakesdk, so every other module can import it.
+
+Messages follow one shape: what happened, what was expected versus what was found, and
+what to do next.  Data an error carries (an instant, a path, an option key, file groups,
+the lock holder, ...) are keyword-only constructor arguments, kept as attributes of the
+same names; every error pickles with its message and attributes.
 """
 
 from __future__ import annotations
@@ -36,19 +44,70 @@ __all__ = [
     "OptionsError",
     "StorageError",
     "MissingDependencyError",
+    "SchemaEvolutionConflictError",
+    "MergeConflictError",
+    "MergerNotRegisteredError",
+    "LogBlockError",
+    "LockError",
+    "LockConfigError",
+    "LockTimeoutError",
+    "LockLostError",
+    "HeartbeatError",
+    "MarkerError",
+    "InvalidMarkerNameError",
+    "UnsupportedMarkerTypeError",
+    "MarkerServerError",
+    "MarkerAuthError",
+    "MarkerServerUnavailableError",
+    "RollbackNotAllowedError",
+    "SavepointError",
+    "RestoreError",
+    "OffsetsFormatError",
+    "DecodeError",
+    "BrokerNotFoundError",
+    "BrokerStartError",
 ]
 
 
 class LakeError(Exception):
-    """Root of every error raised by lakesdk."""
+    """Root of every error raised by lakesdk.
+
+    Errors that carry data (an instant, a path, a key, file groups, ...) take it as
+    keyword-only constructor arguments and keep it as attributes of the same names.  Every
+    error pickles with its message and attributes (Spark tasks and subprocesses send them
+    back to the driver).
+    """
+
+    def __reduce__(self) -> tuple:
+        # Rebuild without calling ``__init__``: the attributes are restored as they were, also
+        # for errors whose constructor builds the message from its arguments.
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type, args: tuple, state: dict) -> BaseException:
+    err = cls.__new__(cls, *args)
+    builtin = next(c for c in cls.__mro__ if c.__module__ == "builtins")
+    builtin.__init__(err, *args)  # the built-in base's own fields (ImportError.msg, ...)
+    err.__dict__.update(state)
+    return err
 
 
 class TableNotFoundError(LakeError, FileNotFoundError):
-    """The path holds no Hudi table (no ``.hoodie/hoodie.properties``)."""
+    """The path holds no Hudi table (no ``.hoodie/hoodie.properties``).  ``path`` names the
+    table's base URL when known."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class TableExistsError(LakeError, FileExistsError):
-    """A table was to be created where one already exists."""
+    """A table was to be created where one already exists.  ``path`` names the table's base
+    URL when known."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class TableConfigError(LakeError, ValueError):
@@ -91,7 +150,12 @@ class DataFileMissingError(LakeError, FileNotFoundError):
 
 
 class InstantNotFoundError(LakeError, KeyError):
-    """No instant with the given time (and state) is on the timeline."""
+    """No instant with the given time (and state) is on the timeline.  ``instant`` names the
+    instant time asked for when known."""
+
+    def __init__(self, message: str, *, instant: str | None = None) -> None:
+        super().__init__(message)
+        self.instant = instant
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0]) if self.args else ""
@@ -156,7 +220,20 @@ class WriteError(LakeError, RuntimeError):
 
 
 class WriteConflictError(WriteError):
-    """A concurrent writer committed a conflicting change first."""
+    """A concurrent writer committed a conflicting change first.
+
+    Attributes: ``other_instant`` (the other writer's or service's instant time, None when
+    there is none, e.g. a write rolled back by another writer or one that lost the table
+    lock), ``file_groups`` (the ``(partition, fileId)`` pairs both touch, empty when unknown)
+    and ``partitions`` (their partition paths, sorted, unless given).
+    """
+
+    def __init__(self, message: str, *, other_instant: str | None = None,
+                 file_groups: tuple[tuple[str, str], ...] = (), partitions: tuple[str, ...] | None = None) -> None:
+        super().__init__(message)
+        self.other_instant = other_instant
+        self.file_groups = tuple(file_groups)
+        self.partitions = tuple(sorted({p for p, _ in self.file_groups}) if partitions is None else partitions)
 
 
 class ClusteringConflictError(WriteConflictError):
@@ -165,10 +242,8 @@ class ClusteringConflictError(WriteConflictError):
     (partition, file id) pairs the write touches."""
 
     def __init__(self, message: str, *, instant: str = "", file_groups: tuple[tuple[str, str], ...] = ()) -> None:
-        super().__init__(message)
+        super().__init__(message, other_instant=instant, file_groups=file_groups)
         self.instant = instant
-        self.other_instant = instant
-        self.file_groups = file_groups
 
 
 class CompactionConflictError(WriteConflictError):
@@ -176,9 +251,8 @@ class CompactionConflictError(WriteConflictError):
     started by one at the same moment.  ``instant`` names the compaction."""
 
     def __init__(self, message: str, *, instant: str = "") -> None:
-        super().__init__(message)
+        super().__init__(message, other_instant=instant)
         self.instant = instant
-        self.other_instant = instant
 
 
 class EarlyConflictError(WriteConflictError):
@@ -194,20 +268,11 @@ class EarlyConflictError(WriteConflictError):
 
     def __init__(self, message: str, *, other_instant: str | None = None, other_action: str | None = None,
                  file_groups: tuple[tuple[str, str], ...] = (), planned: tuple[tuple[str, str], ...] = ()) -> None:
-        super().__init__(message)
         if other_instant is None:
             other_instant, other_action, file_groups = _parse_early(message)
-        self.other_instant = other_instant
+        super().__init__(message, other_instant=other_instant, file_groups=file_groups)
         self.other_action = other_action
-        self.file_groups = tuple(file_groups)
         self.planned = tuple(planned)
-
-    def __reduce__(self) -> tuple:
-        return (_rebuild_early, (str(self), self.other_instant, self.other_action, self.file_groups, self.planned))
-
-
-def _rebuild_early(message: str, other: str | None, action: str | None, groups: tuple, planned: tuple) -> "EarlyConflictError":
-    return EarlyConflictError(message, other_instant=other, other_action=action, file_groups=groups, planned=planned)
 
 
 def _parse_early(message: str) -> tuple[str | None, str | None, tuple[tuple[str, str], ...]]:
@@ -246,3 +311,192 @@ class MissingDependencyError(LakeError, ImportError):
         )
         self.package = package
         self.extra = extra
+        self.feature = feature
+
+
+# -- writes -----------------------------------------------------------------------------------
+class SchemaEvolutionConflictError(WriteConflictError):
+    """Detected incompatible concurrent schema evolution.  ``instant`` names this write."""
+
+    def __init__(self, message: str, *, instant: str | None = None, other_instant: str | None = None) -> None:
+        super().__init__(message, other_instant=other_instant)
+        self.instant = instant
+
+
+class MergeConflictError(LakeError, ValueError):
+    """The merge source matches a target row more than once (duplicate keys)."""
+
+
+class MergerNotRegisteredError(LakeError, LookupError):
+    """The table names a custom merger that this process has not registered.  ``name`` names
+    the merger."""
+
+    def __init__(self, message: str, *, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+class LogBlockError(LakeError, ValueError):
+    """A log block cannot be encoded, or its content cannot be decoded."""
+
+
+# -- locks ------------------------------------------------------------------------------------
+class LockError(LakeError):
+    """A table lock could not be used (root of the lock errors)."""
+
+
+class LockConfigError(LockError, ValueError):
+    """A lock option is unknown or has an invalid value.  ``key`` names the option when the
+    error is about one."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class LockTimeoutError(LockError, TimeoutError):
+    """The table lock was not acquired within the timeout.
+
+    Attributes: ``lock_name``, ``holder`` (owner id of the current holder, None if unknown),
+    ``waited_s``, ``timeout_s`` and ``attempts``.
+    """
+
+    def __init__(self, message: str, *, lock_name: str = "", holder: str | None = None, waited_s: float = 0.0,
+                 timeout_s: float = 0.0, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.lock_name = lock_name
+        self.holder = holder
+        self.waited_s = waited_s
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+
+    def __str__(self) -> str:  # OSError's __str__ would print "[Errno ...]" decorations
+        return str(self.args[0]) if self.args else ""
+
+
+class LockLostError(LockError, RuntimeError):
+    """The lock this writer held is no longer its own (lease expired or ZooKeeper session
+    lost).  ``lock_name`` names the lock when known."""
+
+    def __init__(self, message: str, *, lock_name: str | None = None) -> None:
+        super().__init__(message)
+        self.lock_name = lock_name
+
+
+class HeartbeatError(LakeError, RuntimeError):
+    """A heartbeat could not be started or written.  ``instant`` names the instant whose
+    heartbeat it is."""
+
+    def __init__(self, message: str, *, instant: str | None = None) -> None:
+        super().__init__(message)
+        self.instant = instant
+
+
+# -- markers ----------------------------------------------------------------------------------
+class MarkerError(LakeError):
+    """A marker could not be created, listed or deleted."""
+
+
+class InvalidMarkerNameError(MarkerError, ValueError):
+    """A marker name (or a part of one) does not follow ``[<partition>/]<file>.marker.<IOType>``."""
+
+
+class UnsupportedMarkerTypeError(MarkerError, ValueError):
+    """A marker type other than ``DIRECT`` / ``TIMELINE_SERVER_BASED`` was asked for or found on disk."""
+
+
+class MarkerServerError(MarkerError, ConnectionError):
+    """The timeline-server marker endpoint failed or could not be reached.  ``status`` is the
+    HTTP status of the server's answer, None when there was none."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class MarkerAuthError(MarkerServerError, PermissionError):
+    """The marker server rejected the request's token (HTTP 401 without one, 403 for a wrong one)."""
+
+
+class MarkerServerUnavailableError(MarkerServerError):
+    """The marker server could not be reached (connection refused, reset or timed out) after retries."""
+
+
+# -- table services ---------------------------------------------------------------------------
+class RollbackNotAllowedError(LakeError, ValueError):
+    """The instant cannot be rolled back (not the latest completed write, or still alive).
+    ``instant`` names it."""
+
+    def __init__(self, message: str, *, instant: str | None = None) -> None:
+        super().__init__(message)
+        self.instant = instant
+
+
+class SavepointError(LakeError, ValueError):
+    """A savepoint cannot be taken (no such completed commit, or its files may be cleaned).
+    ``instant`` names the commit when one was given or chosen."""
+
+    def __init__(self, message: str, *, instant: str | None = None) -> None:
+        super().__init__(message)
+        self.instant = instant
+
+
+class RestoreError(LakeError, ValueError):
+    """A restore cannot run (no such savepoint, later savepoints, archived instants).
+    ``savepoint`` names the savepoint to restore."""
+
+    def __init__(self, message: str, *, savepoint: str | None = None) -> None:
+        super().__init__(message)
+        self.savepoint = savepoint
+
+
+# -- Kafka sink -------------------------------------------------------------------------------
+class OffsetsFormatError(LakeError, ValueError):
+    """``kafka.commit.offsets`` could not be parsed (Hudi: "Could not deserialize the kafka commit offsets")."""
+
+
+class DecodeError(LakeError, ValueError):
+    """A record's value could not be turned into a row."""
+
+
+# -- lakesdk.testing --------------------------------------------------------------------------
+class BrokerNotFoundError(MissingDependencyError):
+    """The ``noida-db`` executable was found neither next to the Python interpreter nor on PATH.
+    ``searched`` lists the places looked at besides PATH; ``package`` names the executable
+    (and the package that installs it)."""
+
+    def __init__(self, *, searched: list[str] | tuple[str, ...] = (), package: str = "noida-db") -> None:
+        LakeError.__init__(self, f"LocalBroker needs the {package!r} executable (a local Kafka-protocol broker), "
+                                 f"which was not found (looked at {', '.join(searched)} and PATH). "
+                                 f"Install it with: pip install {package}")
+        self.package = package
+        self.extra = "test"
+        self.feature = "LocalBroker"
+        self.searched = tuple(searched)
+
+
+class BrokerStartError(LakeError, RuntimeError):
+    """The broker process exited or did not answer in time; the message holds the end of its log."""
+
+
+# -- internal signals: caught inside the module that raises them, never seen by a user --------
+class _BadAvroBytes(LakeError):
+    """Internal (:mod:`lakesdk.format.avro_file`): the bytes break the Avro framing; the
+    caller turns it into a :class:`CorruptTimelineError`."""
+
+
+class _CorruptLogBlock(LakeError):
+    """Internal (:mod:`lakesdk.format.log_block`): the bytes at this offset are not a
+    well-formed block; the reader skips to the next block."""
+
+
+class _MarkerHTTPError(LakeError):
+    """Internal (:mod:`lakesdk.markers.server`): a marker request fails with HTTP ``status``;
+    the server answers it with ``{"error": message, **extra}``."""
+
+    def __init__(self, status: int, message: str, extra: dict | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra = extra or {}
+

@@ -177,10 +177,8 @@ def raise_on_conflict(table_name: str, me: Instant, conflicts: list[FileGroupCon
         f"write {me.requested} to {table_name!r} conflicts with {c.other.action} {c.other.requested} "
         f"(completed {c.other.completed or 'pending'}), which {c.reason}: {groups}{more} "
         f"in partitions {c.partitions}. This write was rolled back and the table holds the other write; "
-        "re-read and retry it (t.upsert(...) again applies it on top).")
-    err.other_instant = c.other.requested  # type: ignore[attr-defined]
-    err.file_groups = c.file_groups        # type: ignore[attr-defined]
-    err.partitions = c.partitions          # type: ignore[attr-defined]
+        "re-read and retry it (t.upsert(...) again applies it on top).",
+        other_instant=c.other.requested, file_groups=c.file_groups, partitions=tuple(c.partitions))
     raise err
 
 
@@ -210,6 +208,6 @@ def ensure_still_pending(table_name: str, timeline: Timeline, me: Instant, store
     err = WriteConflictError(
         f"write {me.requested} to {table_name!r} was rolled back by another writer while it ran: its heartbeat "
         "had expired, so it was taken for a failed write and its files were deleted. Nothing was committed; "
-        "retry the write (and keep heartbeat_interval_s * heartbeat_misses above the longest pause of a writer).")
-    err.other_instant = None  # type: ignore[attr-defined]
+        "retry the write (and keep heartbeat_interval_s * heartbeat_misses above the longest pause of a writer).",
+        other_instant=None)
     raise err

@@ -28,7 +28,7 @@ import re
 import threading
 import time
 
-from lakesdk.exceptions import LakeError
+from lakesdk.exceptions import HeartbeatError
 from lakesdk.storage import Storage
 
 __all__ = ["HEARTBEAT_DIR", "Heartbeat", "HeartbeatError", "heartbeat_path", "is_expired", "last_beat"]
@@ -39,15 +39,11 @@ HEARTBEAT_DIR = ".hoodie/.heartbeat"
 _INSTANT_RE = re.compile(r"^[0-9A-Za-z_][0-9A-Za-z_.-]*$")
 
 
-class HeartbeatError(LakeError, RuntimeError):
-    """A heartbeat could not be started or written."""
-
-
 def heartbeat_path(instant: str) -> str:
     """``.hoodie/.heartbeat/<instant>``, relative to the table base."""
     if not isinstance(instant, str) or not _INSTANT_RE.match(instant):
         raise HeartbeatError(f"invalid instant {instant!r} for a heartbeat: expected an instant time such as "
-                             "'20240418172802262'")
+                             "'20240418172802262'", instant=instant if isinstance(instant, str) else None)
     return f"{HEARTBEAT_DIR}/{instant}"
 
 
@@ -118,7 +114,8 @@ class Heartbeat:
         try:
             self.beat()
         except OSError as exc:
-            raise HeartbeatError(f"could not write the heartbeat {self.storage.url(self.path)!r}: {exc}") from exc
+            raise HeartbeatError(f"could not write the heartbeat {self.storage.url(self.path)!r}: {exc}",
+                                 instant=self.instant) from exc
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name=f"lakesdk-heartbeat-{self.instant}", daemon=True)
         self._thread.start()

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from lakesdk.exceptions import LakeError
+from lakesdk.exceptions import LockConfigError, LockError, LockLostError, LockTimeoutError
 from lakesdk.storage import Storage
 
 __all__ = [
@@ -32,49 +32,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("lakesdk.concurrency.locks")
-
-
-# -- errors ---------------------------------------------------------------------------------
-class LockError(LakeError):
-    """A table lock could not be used (root of the lock errors)."""
-
-
-class LockConfigError(LockError, ValueError):
-    """A lock option is unknown or has an invalid value."""
-
-
-class LockTimeoutError(LockError, TimeoutError):
-    """The table lock was not acquired within the timeout.
-
-    Attributes: ``lock_name``, ``holder`` (owner id of the current holder, None if unknown),
-    ``waited_s``, ``timeout_s`` and ``attempts``.
-    """
-
-    def __init__(self, message: str, *, lock_name: str = "", holder: str | None = None, waited_s: float = 0.0,
-                 timeout_s: float = 0.0, attempts: int = 1) -> None:
-        super().__init__(message)
-        self.lock_name = lock_name
-        self.holder = holder
-        self.waited_s = waited_s
-        self.timeout_s = timeout_s
-        self.attempts = attempts
-
-    def __str__(self) -> str:  # OSError's __str__ would print "[Errno ...]" decorations
-        return str(self.args[0]) if self.args else ""
-
-    def __reduce__(self) -> tuple[Any, ...]:  # keep the attributes across processes (pickle)
-        return (_rebuild_timeout, (self.args[0] if self.args else "", self.lock_name, self.holder, self.waited_s,
-                                   self.timeout_s, self.attempts))
-
-
-def _rebuild_timeout(message: str, lock_name: str, holder: str | None, waited_s: float, timeout_s: float,
-                     attempts: int) -> LockTimeoutError:
-    return LockTimeoutError(message, lock_name=lock_name, holder=holder, waited_s=waited_s, timeout_s=timeout_s,
-                            attempts=attempts)
-
-
-class LockLostError(LockError, RuntimeError):
-    """The lock this writer held is no longer its own (lease expired or ZooKeeper session lost)."""
 
 
 # -- configuration ----------------------------------------------------------------------------
@@ -118,9 +75,10 @@ class LockConfig:
             if v is None and allow_none:
                 return
             if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
-                raise LockConfigError(f"lock option {name!r} must be a number of seconds, found {v!r}")
+                raise LockConfigError(f"lock option {name!r} must be a number of seconds, found {v!r}", key=name)
             if (v <= low) if strict else (v < low):
-                raise LockConfigError(f"lock option {name!r} must be {'>' if strict else '>='} {low:g}, found {v!r}")
+                raise LockConfigError(f"lock option {name!r} must be {'>' if strict else '>='} {low:g}, found {v!r}",
+                                      key=name)
             object.__setattr__(self, name, float(v))
 
         num("timeout_s", low=0, strict=False)
@@ -130,15 +88,16 @@ class LockConfig:
         num("clock_skew_s", low=0, strict=False)
         num("renew_interval_s", low=0, strict=True, allow_none=True)
         if math.isinf(self.lease_s):
-            raise LockConfigError("lock option 'lease_s' must be finite")
+            raise LockConfigError("lock option 'lease_s' must be finite", key="lease_s")
         if self.retry_max_s < self.retry_initial_s:
             raise LockConfigError(f"lock option 'retry_max_s' ({self.retry_max_s:g}) must be >= 'retry_initial_s' "
-                                  f"({self.retry_initial_s:g})")
+                                  f"({self.retry_initial_s:g})", key="retry_max_s")
         if self.renew_interval_s is not None and self.renew_interval_s >= self.lease_s:
             raise LockConfigError(f"lock option 'renew_interval_s' ({self.renew_interval_s:g}) must be shorter than "
-                                  f"'lease_s' ({self.lease_s:g}), or the lease expires between renewals")
+                                  f"'lease_s' ({self.lease_s:g}), or the lease expires between renewals",
+                                  key="renew_interval_s")
         if self.owner is not None and (not isinstance(self.owner, str) or not self.owner.strip()):
-            raise LockConfigError(f"lock option 'owner' must be a non-empty string, found {self.owner!r}")
+            raise LockConfigError(f"lock option 'owner' must be a non-empty string, found {self.owner!r}", key="owner")
 
     @property
     def renew_every_s(self) -> float:
@@ -230,12 +189,13 @@ class LockProvider(ABC):
         """
         if not self.held:
             raise LockLostError(f"{self.name} is not held by this writer ({self._owner_id or 'never acquired'}); "
-                                "acquire it before committing")
+                                "acquire it before committing", lock_name=self.name)
 
     def _timeout(self, timeout_s: float | None) -> float:
         t = self.config.timeout_s if timeout_s is None else timeout_s
         if isinstance(t, bool) or not isinstance(t, (int, float)) or math.isnan(t) or t < 0:
-            raise LockConfigError(f"timeout_s must be a number of seconds >= 0 (or math.inf), found {timeout_s!r}")
+            raise LockConfigError(f"timeout_s must be a number of seconds >= 0 (or math.inf), found {timeout_s!r}",
+                                  key="timeout_s")
         return float(t)
 
     def _take_thread_mutex(self, timeout: float) -> float:

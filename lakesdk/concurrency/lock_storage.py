@@ -451,26 +451,26 @@ class StorageLockProvider(LockProvider):
         t0 = time.time()
         if t0 >= old_expiry:
             raise LockLostError(f"the lease expired {t0 - old_expiry:.2f} s before it could be renewed (this process "
-                                "or its storage stalled); another writer may have broken it")
+                                "or its storage stalled); another writer may have broken it", lock_name=self.name)
         info = read_lock_file(self.storage, lease_s=cfg.lease_s)
         if info is None or info.nonce != nonce:
             raise LockLostError("the lock file was deleted" if info is None
-                                else f"the lock file now belongs to {info.owner!r}")
+                                else f"the lock file now belongs to {info.owner!r}", lock_name=self.name)
         if stop.is_set():
             return
         try:
             fields = json.loads(info.raw.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:  # pragma: no cover - we wrote it
-            raise LockLostError(f"the lock file became unreadable: {exc}") from exc
+            raise LockLostError(f"the lock file became unreadable: {exc}", lock_name=self.name) from exc
         fields.update(expires_at=t0 + cfg.lease_s, renewed_at=t0)
         self.storage.write(LOCK_FILE, _encode(fields))
         t1 = time.time()
         if t1 >= old_expiry:
             raise LockLostError(f"the renewal completed {t1 - old_expiry:.2f} s after the lease had expired; "
-                                "another writer may have broken it in between")
+                                "another writer may have broken it in between", lock_name=self.name)
         after = read_lock_file(self.storage, lease_s=cfg.lease_s)
         if after is None or after.nonce != nonce:
-            raise LockLostError("the lock file changed owner during renewal")
+            raise LockLostError("the lock file changed owner during renewal", lock_name=self.name)
         with self._state:
             if self._nonce == nonce:
                 self._expires_at = t0 + cfg.lease_s
@@ -489,17 +489,19 @@ class StorageLockProvider(LockProvider):
         """Raise :class:`LockLostError` unless the lease is live by our clock and the lock file is still ours."""
         nonce = self._nonce
         if nonce is None:
-            raise LockLostError(f"{self.name} is not held by this writer; acquire it before committing")
+            raise LockLostError(f"{self.name} is not held by this writer; acquire it before committing",
+                                lock_name=self.name)
         if self._lost is not None:
-            raise LockLostError(f"{self.name} was lost: {self._lost}. Do not commit: retry the write")
+            raise LockLostError(f"{self.name} was lost: {self._lost}. Do not commit: retry the write",
+                                lock_name=self.name)
         now = time.time()
         if now >= self._expires_at:
             raise LockLostError(f"{self.name}: the lease expired {now - self._expires_at:.2f} s ago without being "
-                                "renewed (this process stalled). Do not commit: retry the write")
+                                "renewed (this process stalled). Do not commit: retry the write", lock_name=self.name)
         info = read_lock_file(self.storage, lease_s=self.config.lease_s)
         if info is None or info.nonce != nonce:
             who = "deleted" if info is None else f"held by {info.owner!r}"
-            raise LockLostError(f"{self.name} is now {who}. Do not commit: retry the write")
+            raise LockLostError(f"{self.name} is now {who}. Do not commit: retry the write", lock_name=self.name)
 
     # -- release ----------------------------------------------------------------------------
     def release(self) -> None:

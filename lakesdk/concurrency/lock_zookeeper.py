@@ -99,16 +99,17 @@ class ZookeeperLockProvider(LockProvider):
         super().__init__(storage, config)
         if not isinstance(connect, str) or not connect.strip():
             raise LockConfigError("the ZooKeeper lock needs lock_options={'zk_connect': 'host:port[,host:port...]'}, "
-                                  f"found {connect!r}")
+                                  f"found {connect!r}", key="zk_connect")
         if not isinstance(base_path, str) or not base_path.startswith("/"):
             raise LockConfigError(f"zk_base_path must be an absolute znode path such as '/lakesdk/locks', "
-                                  f"found {base_path!r}")
+                                  f"found {base_path!r}", key="zk_base_path")
         key = default_lock_key(storage.base_url) if lock_key is None else lock_key
         if not isinstance(key, str) or not key or "/" in key:
-            raise LockConfigError(f"zk_lock_key must be a non-empty znode name without '/', found {lock_key!r}")
+            raise LockConfigError(f"zk_lock_key must be a non-empty znode name without '/', found {lock_key!r}",
+                                  key="zk_lock_key")
         for label, v in (("zk_session_timeout_s", session_timeout_s), ("zk_connection_timeout_s", connection_timeout_s)):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < math.inf):
-                raise LockConfigError(f"{label} must be a positive number of seconds, found {v!r}")
+                raise LockConfigError(f"{label} must be a positive number of seconds, found {v!r}", key=label)
         self.connect = connect.strip()
         self.path = f"{base_path.rstrip('/') or ''}/{key}"
         self.session_timeout_s = float(session_timeout_s)
@@ -241,18 +242,22 @@ class ZookeeperLockProvider(LockProvider):
         """Raise :class:`LockLostError` unless our session is connected and our lock node still exists."""
         client, lock = self._client, self._lock
         if lock is None or client is None:
-            raise LockLostError(f"{self.name} is not held by this writer; acquire it before committing")
+            raise LockLostError(f"{self.name} is not held by this writer; acquire it before committing",
+                                lock_name=self.name)
         if self._lost is not None:
-            raise LockLostError(f"{self.name} was lost: {self._lost}. Do not commit: retry the write")
+            raise LockLostError(f"{self.name} was lost: {self._lost}. Do not commit: retry the write",
+                                lock_name=self.name)
         if self._suspended or not client.connected:
             raise LockLostError(f"{self.name}: the connection to ZooKeeper is suspended, so the session (and the "
-                                "lock) may expire at any moment. Do not commit: retry the write")
+                                "lock) may expire at any moment. Do not commit: retry the write", lock_name=self.name)
         try:
             stat = client.exists(f"{self.path}/{lock.node}")
         except Exception as exc:
-            raise LockLostError(f"{self.name}: could not check the lock node: {exc!r}. Do not commit") from exc
+            raise LockLostError(f"{self.name}: could not check the lock node: {exc!r}. Do not commit",
+                                lock_name=self.name) from exc
         if stat is None or stat.ephemeralOwner != client.client_id[0]:
-            raise LockLostError(f"{self.name}: our lock node is gone. Do not commit: retry the write")
+            raise LockLostError(f"{self.name}: our lock node is gone. Do not commit: retry the write",
+                                lock_name=self.name)
 
     # -- release ----------------------------------------------------------------------------
     def release(self) -> None:

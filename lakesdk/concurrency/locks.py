@@ -118,9 +118,9 @@ def _number(key: str, value: Any, factor: float | None) -> Any:
         try:
             value = float(value)
         except ValueError:
-            raise LockConfigError(f"lock option {key!r} must be a number, found {value!r}") from None
+            raise LockConfigError(f"lock option {key!r} must be a number, found {value!r}", key=key) from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise LockConfigError(f"lock option {key!r} must be a number, found {value!r}")
+        raise LockConfigError(f"lock option {key!r} must be a number, found {value!r}", key=key)
     return value * factor
 
 
@@ -137,7 +137,7 @@ def _normalize(options: dict[str, Any] | None) -> dict[str, Any]:
             close = difflib.get_close_matches(str(key), [*known, *_HOODIE], n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise LockConfigError(f"unknown lock option {key!r}.{hint} Known options: {', '.join(known)} "
-                                  "(and Hudi's hoodie.write.lock.* names)")
+                                  "(and Hudi's hoodie.write.lock.* names)", key=str(key))
     port = out.pop("_zk_port", None)
     if port is not None and isinstance(out.get("zk_connect"), str):
         hosts = [h.strip() for h in out["zk_connect"].split(",") if h.strip()]
@@ -179,7 +179,7 @@ def lock_provider(kind: LockKind | str, storage: Storage | str, options: dict[st
     if k == "zookeeper":
         if "connect" not in zk:
             raise LockConfigError("the ZooKeeper lock needs lock_options={'zk_connect': 'host:port[,host:port...]'} "
-                                  "(and optionally zk_base_path, zk_lock_key, zk_session_timeout_s)")
+                                  "(and optionally zk_base_path, zk_lock_key, zk_session_timeout_s)", key="zk_connect")
         return ZookeeperLockProvider(storage, config, **zk)
     if zk:
         raise LockConfigError(f"lock options {sorted('zk_' + key for key in zk)} only apply to lock='zookeeper', "

@@ -21,14 +21,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from lakesdk.exceptions import IncompatibleSchemaError, SchemaError, WriteConflictError
+from lakesdk.exceptions import IncompatibleSchemaError, SchemaError, SchemaEvolutionConflictError
 from lakesdk.format.schema import data_schema, unify_schemas
 
 __all__ = ["SchemaEvolutionConflictError", "resolve_concurrent_schema", "schemas_equal"]
-
-
-class SchemaEvolutionConflictError(WriteConflictError):
-    """Detected incompatible concurrent schema evolution."""
 
 
 def schemas_equal(a: pa.Schema | None, b: pa.Schema | None) -> bool:
@@ -74,4 +70,5 @@ def resolve_concurrent_schema(start: pa.Schema | None, validation: pa.Schema | N
         f"schema to {_describe(validation)}. This write was rolled back: re-read the table schema and retry"
         + (" with data whose columns fit both schemas (schema_reconcile is on, but a column's types clash)."
            if reconcile else
-           ", or open the table with TableOptions(schema_reconcile=True) to unify compatible schemas."))
+           ", or open the table with TableOptions(schema_reconcile=True) to unify compatible schemas."),
+        instant=instant or None)

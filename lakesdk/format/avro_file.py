@@ -25,7 +25,7 @@ from typing import Any
 
 import fastavro
 
-from lakesdk.exceptions import CorruptTimelineError
+from lakesdk.exceptions import CorruptTimelineError, _BadAvroBytes
 
 __all__ = ["AVRO_MAGIC", "FileBytes", "is_avro", "read_record", "model_schema", "check_writer_schema"]
 
@@ -53,10 +53,6 @@ class FileBytes(bytes):
         obj = super().__new__(cls, data)
         obj.path = path
         return obj
-
-
-class _Bad(Exception):
-    pass
 
 
 def _zero_width(t: Any, named: dict[str, Any], seen: frozenset[str]) -> bool:
@@ -117,26 +113,26 @@ def _long(data: bytes, pos: int) -> tuple[int, int]:
     acc = 0
     for i in range(10):
         if pos + i >= len(data):
-            raise _Bad(f"the file ends inside a number at byte {pos + i}")
+            raise _BadAvroBytes(f"the file ends inside a number at byte {pos + i}")
         b = data[pos + i]
         acc |= (b & 0x7F) << shift
         if not b & 0x80:
             return (acc >> 1) ^ -(acc & 1), pos + i + 1
         shift += 7
-    raise _Bad(f"the number at byte {pos} is longer than 10 bytes")
+    raise _BadAvroBytes(f"the number at byte {pos} is longer than 10 bytes")
 
 
 def _bytes(data: bytes, pos: int) -> tuple[bytes, int]:
     n, pos = _long(data, pos)
     if n < 0 or pos + n > len(data):
-        raise _Bad(f"a length of {n} bytes at byte {pos} runs past the end of the file ({len(data)} bytes)")
+        raise _BadAvroBytes(f"a length of {n} bytes at byte {pos} runs past the end of the file ({len(data)} bytes)")
     return data[pos:pos + n], pos + n
 
 
 def _check_framing(data: bytes) -> str:
     """Check the container's framing; return the name of the writer schema's record."""
     if data[:4] != AVRO_MAGIC:
-        raise _Bad(f"it does not start with the Avro magic {AVRO_MAGIC!r} (found {bytes(data[:4])!r})")
+        raise _BadAvroBytes(f"it does not start with the Avro magic {AVRO_MAGIC!r} (found {bytes(data[:4])!r})")
     pos = 4
     meta: dict[str, bytes] = {}
     while True:
@@ -147,32 +143,32 @@ def _check_framing(data: bytes) -> str:
             count = -count
             _, pos = _long(data, pos)  # byte size of the block of entries
         if count > len(data) - pos:
-            raise _Bad(f"the header claims {count} entries, more than the file's bytes")
+            raise _BadAvroBytes(f"the header claims {count} entries, more than the file's bytes")
         for _ in range(count):
             key, pos = _bytes(data, pos)
             value, pos = _bytes(data, pos)
             try:
                 meta[key.decode("utf-8")] = value
             except UnicodeDecodeError:
-                raise _Bad("a header key is not UTF-8") from None
+                raise _BadAvroBytes("a header key is not UTF-8") from None
     if "avro.schema" not in meta:
-        raise _Bad("the header has no avro.schema entry")
+        raise _BadAvroBytes("the header has no avro.schema entry")
     try:
         writer = json.loads(meta["avro.schema"].decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise _Bad("the header's avro.schema is not JSON") from None
+        raise _BadAvroBytes("the header's avro.schema is not JSON") from None
     name = writer.get("name") if isinstance(writer, dict) else None
     if not isinstance(name, str):
-        raise _Bad("the header's avro.schema is not a named record schema")
+        raise _BadAvroBytes("the header's avro.schema is not a named record schema")
     try:
         check_writer_schema(writer)
     except (ValueError, RecursionError) as exc:
-        raise _Bad(str(exc)) from None
+        raise _BadAvroBytes(str(exc)) from None
     codec = meta.get("avro.codec", b"null")
     if codec not in (b"null", b""):
-        raise _Bad(f"codec {codec!r} is not the codec timeline files use (null)")
+        raise _BadAvroBytes(f"codec {codec!r} is not the codec timeline files use (null)")
     if pos + _SYNC_LEN > len(data):
-        raise _Bad("the file ends inside the header's sync marker")
+        raise _BadAvroBytes("the file ends inside the header's sync marker")
     sync = data[pos:pos + _SYNC_LEN]
     pos += _SYNC_LEN
     blocks = 0
@@ -180,17 +176,17 @@ def _check_framing(data: bytes) -> str:
         count, pos = _long(data, pos)
         size, pos = _long(data, pos)
         if count < 1 or size < 1 or count > size:
-            raise _Bad(f"data block {blocks} claims {count} records in {size} bytes")
+            raise _BadAvroBytes(f"data block {blocks} claims {count} records in {size} bytes")
         if pos + size + _SYNC_LEN > len(data):
-            raise _Bad(f"data block {blocks} claims {size} bytes, but the file ends "
+            raise _BadAvroBytes(f"data block {blocks} claims {size} bytes, but the file ends "
                        f"{len(data) - pos} bytes after its start (truncated?)")
         pos += size
         if data[pos:pos + _SYNC_LEN] != sync:
-            raise _Bad(f"data block {blocks} does not end with the file's sync marker")
+            raise _BadAvroBytes(f"data block {blocks} does not end with the file's sync marker")
         pos += _SYNC_LEN
         blocks += 1
     if blocks == 0:
-        raise _Bad("it holds no record (a header only: truncated?)")
+        raise _BadAvroBytes("it holds no record (a header only: truncated?)")
     return name
 
 
@@ -208,7 +204,7 @@ def read_record(data: bytes, schema: str | tuple[str, ...], what: str) -> dict[s
     names = (schema,) if isinstance(schema, str) else tuple(schema)
     try:
         writer_name = _check_framing(data)
-    except _Bad as exc:
+    except _BadAvroBytes as exc:
         raise CorruptTimelineError(f"{what} is not a valid Avro file ({len(data)} bytes): {exc}",
                                    path=where) from None
     short = writer_name.rsplit(".", 1)[-1]

@@ -83,7 +83,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakesdk.exceptions import LakeError, SchemaError
+from lakesdk.exceptions import LakeError, LogBlockError, SchemaError, _CorruptLogBlock
 from lakesdk.format.avro_file import check_writer_schema
 from lakesdk.format.schema import avro_to_arrow
 
@@ -141,14 +141,6 @@ class HeaderKey(IntEnum):
     BLOCK_IDENTIFIER = 6
     IS_PARTIAL = 7  # table version 8+
     BASE_FILE_INSTANT_TIME_OF_RECORD_POSITIONS = 8  # table version 8+
-
-
-class LogBlockError(LakeError, ValueError):
-    """A log block cannot be encoded, or its content cannot be decoded."""
-
-
-class _Corrupt(Exception):
-    """Internal: the bytes at this offset are not a well-formed block."""
 
 
 # -- the block -----------------------------------------------------------------------------------
@@ -273,7 +265,7 @@ def scan_log_file(data: bytes) -> tuple[list[LogBlock], int]:
     while pos < end:
         try:
             block = _parse_block(data, pos)
-        except _Corrupt:
+        except _CorruptLogBlock:
             if not in_corrupt_stretch:
                 corrupt += 1
                 in_corrupt_stretch = True
@@ -291,58 +283,58 @@ def scan_log_file(data: bytes) -> tuple[list[LogBlock], int]:
 def _parse_block(data: bytes, pos: int) -> LogBlock:
     end_of_data = len(data)
     if data[pos:pos + 6] != MAGIC or pos + 14 > end_of_data:
-        raise _Corrupt
+        raise _CorruptLogBlock
     (block_length,) = _I64.unpack_from(data, pos + 6)
     end = pos + 14 + block_length  # one past the trailing total length
     if block_length < _MIN_BLOCK - 14 or end > end_of_data:
-        raise _Corrupt
+        raise _CorruptLogBlock
     (total_length,) = _I64.unpack_from(data, end - 8)
     if total_length != end - 8 - pos:
-        raise _Corrupt
+        raise _CorruptLogBlock
     limit = end - 8  # everything below must fit before the trailing length
     cur = pos + 14
     format_version, type_ordinal = _I32X2.unpack_from(data, cur)
     cur += 8
     if format_version != LOG_FORMAT_VERSION:
-        raise _Corrupt
+        raise _CorruptLogBlock
     try:
         block_type = BlockType(type_ordinal)
     except ValueError:
-        raise _Corrupt from None
+        raise _CorruptLogBlock from None
     header, cur = _read_metadata(data, cur, limit)
     if cur + 8 > limit:
-        raise _Corrupt
+        raise _CorruptLogBlock
     (content_length,) = _I64.unpack_from(data, cur)
     cur += 8
     if content_length < 0 or cur + content_length > limit:
-        raise _Corrupt
+        raise _CorruptLogBlock
     content = data[cur:cur + content_length]
     cur += content_length
     footer, cur = _read_metadata(data, cur, limit)
     if cur != limit:
-        raise _Corrupt
+        raise _CorruptLogBlock
     return LogBlock(block_type, header, footer, content, pos, end - pos, format_version)
 
 
 def _read_metadata(data: bytes, cur: int, limit: int) -> tuple[dict[HeaderKey, str], int]:
     if cur + 4 > limit:
-        raise _Corrupt
+        raise _CorruptLogBlock
     (count,) = _I32.unpack_from(data, cur)
     cur += 4
     if count < 0:
-        raise _Corrupt
+        raise _CorruptLogBlock
     out: dict[HeaderKey, str] = {}
     for _ in range(count):
         if cur + 8 > limit:
-            raise _Corrupt
+            raise _CorruptLogBlock
         ordinal, n = _I32X2.unpack_from(data, cur)
         cur += 8
         if n < 0 or cur + n > limit:
-            raise _Corrupt
+            raise _CorruptLogBlock
         try:
             value = data[cur:cur + n].decode("utf-8")
         except UnicodeDecodeError:
-            raise _Corrupt from None
+            raise _CorruptLogBlock from None
         cur += n
         key: Any = HeaderKey(ordinal) if ordinal in HeaderKey._value2member_map_ else ordinal
         out[key] = value

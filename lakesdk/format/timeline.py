@@ -99,7 +99,7 @@ class Timeline:
             if i.requested == requested and (action is None or i.action == action):
                 return i
         raise InstantNotFoundError(f"no instant {requested!r} on the timeline "
-                                   f"(latest: {self.last.requested if self.last else 'none'})")
+                                   f"(latest: {self.last.requested if self.last else 'none'})", instant=requested)
 
     def contains(self, requested: str) -> bool:
         return any(i.requested == requested for i in self.instants)
@@ -219,7 +219,8 @@ class TimelineStore:
             try:
                 data = self.read_bytes(instant)
             except FileNotFoundError:
-                raise InstantNotFoundError(f"timeline file of {instant!r} is missing") from None
+                raise InstantNotFoundError(f"timeline file of {instant!r} is missing",
+                                           instant=instant.requested) from None
             try:
                 m = CommitMetadata.parse(data, layout=self.layout, replace=instant.completed_action == "replacecommit")
             except CorruptTimelineError as exc:

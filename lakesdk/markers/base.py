@@ -42,7 +42,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Iterable, Literal, get_args
 
-from lakesdk.exceptions import LakeError
+from lakesdk.exceptions import (
+    InvalidMarkerNameError,
+    MarkerAuthError,
+    MarkerError,
+    MarkerServerError,
+    MarkerServerUnavailableError,
+    UnsupportedMarkerTypeError,
+)
 from lakesdk.storage import Storage
 
 __all__ = [
@@ -84,31 +91,6 @@ MARKERS_PREFIX = "MARKERS"
 
 _INSTANT_RE = re.compile(r"^[0-9A-Za-z_][0-9A-Za-z_.-]*$")
 _MARKERS_FILE_RE = re.compile(r"^MARKERS(\d+)$")
-
-
-# --------------------------------------------------------------------------------- errors
-class MarkerError(LakeError):
-    """A marker could not be created, listed or deleted."""
-
-
-class InvalidMarkerNameError(MarkerError, ValueError):
-    """A marker name (or a part of one) does not follow ``[<partition>/]<file>.marker.<IOType>``."""
-
-
-class UnsupportedMarkerTypeError(MarkerError, ValueError):
-    """A marker type other than ``DIRECT`` / ``TIMELINE_SERVER_BASED`` was asked for or found on disk."""
-
-
-class MarkerServerError(MarkerError, ConnectionError):
-    """The timeline-server marker endpoint failed or could not be reached."""
-
-
-class MarkerAuthError(MarkerServerError, PermissionError):
-    """The marker server rejected the request's token (HTTP 401 without one, 403 for a wrong one)."""
-
-
-class MarkerServerUnavailableError(MarkerServerError):
-    """The marker server could not be reached (connection refused, reset or timed out) after retries."""
 
 
 # ---------------------------------------------------------------------------------- names

@@ -145,11 +145,12 @@ class TimelineServerWriteMarkers(WriteMarkers):
                                          planned=tuple((str(p), str(f)) for p, f in c.get("planned") or ()))
             if resp.status in (401, 403):
                 raise MarkerAuthError(f"the marker server rejected {what}: {message} (HTTP {resp.status}); "
-                                      "the client's token does not match the server's")
+                                      "the client's token does not match the server's", status=resp.status)
             if resp.status in (500, 503) and not last:
                 time.sleep(self.retry_backoff_s * (2 ** attempt))
                 continue
-            raise MarkerServerError(f"marker server request {what} failed with HTTP {resp.status}: {message}")
+            raise MarkerServerError(f"marker server request {what} failed with HTTP {resp.status}: {message}",
+                                    status=resp.status)
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- WriteMarkers -----------------------------------------------------------------------------

@@ -67,6 +67,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
+from lakesdk.exceptions import _MarkerHTTPError
 from lakesdk.markers.base import (
     MARKER_TYPE_FILE,
     InvalidMarkerNameError,
@@ -117,14 +118,6 @@ class MarkerDirSnapshot:
     busy_indices: tuple[int, ...]
     pending: tuple[str, ...]
     type_written: bool
-
-
-class _HTTPError(Exception):
-    def __init__(self, status: int, message: str, extra: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.extra = extra or {}
 
 
 @dataclass(eq=False)
@@ -372,8 +365,8 @@ class MarkerServer:
         det.conflict = found
         self._count("early_conflicts")
 
-    def _refuse(self, det: _Detection) -> _HTTPError:
-        return _HTTPError(409, det.error, det.payload())
+    def _refuse(self, det: _Detection) -> _MarkerHTTPError:
+        return _MarkerHTTPError(409, det.error, det.payload())
 
     def _early_check(self, instant: str, names: list[str]) -> None:
         """Request time: refuse when a conflict is known, or when ``names`` conflict."""
@@ -470,7 +463,7 @@ class MarkerServer:
             st = self._state(instant)
             with st.lock:
                 if self._closing:
-                    raise _HTTPError(503, "the marker server is stopping; retry against the new server or use DIRECT markers")
+                    raise _MarkerHTTPError(503, "the marker server is stopping; retry against the new server or use DIRECT markers")
                 if st.deleted:       # deleted between lookup and lock: take the fresh state
                     continue
                 st.pending.extend(reqs)
@@ -480,14 +473,14 @@ class MarkerServer:
         deadline = time.monotonic() + self.request_timeout_s
         for r in reqs:
             if not r.done.wait(max(0.0, deadline - time.monotonic())):
-                raise _HTTPError(503, f"timed out after {self.request_timeout_s:g}s waiting for marker {r.name!r} to be flushed")
+                raise _MarkerHTTPError(503, f"timed out after {self.request_timeout_s:g}s waiting for marker {r.name!r} to be flushed")
         errors = [r.error for r in reqs if r.error is not None]
         if errors:
             with self._lock:
                 det = self._detections.get(instant)
             if det is not None and det.conflict is not None:
                 raise self._refuse(det)
-            raise _HTTPError(500, errors[0])
+            raise _MarkerHTTPError(500, errors[0])
         return [bool(r.created) for r in reqs]
 
     def _all(self, instant: str) -> set[str]:
@@ -670,11 +663,11 @@ class _HTTPServer(ThreadingHTTPServer):
 def _instant_param(params: dict[str, Any]) -> str:
     instant = params.get("instant")
     if not isinstance(instant, str):
-        raise _HTTPError(400, "missing parameter 'instant'")
+        raise _MarkerHTTPError(400, "missing parameter 'instant'")
     try:
         return validate_instant(instant)
     except InvalidMarkerNameError as exc:
-        raise _HTTPError(400, str(exc)) from exc
+        raise _MarkerHTTPError(400, str(exc)) from exc
 
 
 def _route_create(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
@@ -683,11 +676,11 @@ def _route_create(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
     if names is None and isinstance(params.get("marker"), str):
         names = [params["marker"]]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise _HTTPError(400, "expected 'markers': a list of marker names")
+        raise _MarkerHTTPError(400, "expected 'markers': a list of marker names")
     try:
         names = [parse_marker_name(n).name for n in names]
     except InvalidMarkerNameError as exc:
-        raise _HTTPError(400, str(exc)) from exc
+        raise _MarkerHTTPError(400, str(exc)) from exc
     return {"created": srv._create(instant, names)}
 
 
@@ -795,7 +788,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             payload = route(srv, params)
             status = 200
-        except _HTTPError as exc:
+        except _MarkerHTTPError as exc:
             status, payload = exc.status, {"error": exc.message, **exc.extra}
         except Exception as exc:  # storage failures while loading, listing or deleting
             log.warning("marker server request %s %s failed", method, url.path, exc_info=True)

@@ -21,16 +21,12 @@ from typing import Callable
 
 import pyarrow as pa
 
-from lakesdk.exceptions import LakeError
+from lakesdk.exceptions import MergerNotRegisteredError
 
 __all__ = ["register_merger", "get_merger", "registered_mergers", "MergerNotRegisteredError"]
 
 MergerFn = Callable[[pa.Table], pa.Table]
 _REGISTRY: dict[str, MergerFn] = {}
-
-
-class MergerNotRegisteredError(LakeError, LookupError):
-    """The table names a custom merger that this process has not registered."""
 
 
 def register_merger(name: str, fn: MergerFn) -> None:
@@ -50,4 +46,4 @@ def get_merger(name: str) -> MergerFn:
     except KeyError:
         raise MergerNotRegisteredError(
             f"this table merges records with the custom merger {name!r}, which is not registered in this "
-            f"process; call lakesdk.register_merger({name!r}, fn) before reading or writing it") from None
+            f"process; call lakesdk.register_merger({name!r}, fn) before reading or writing it", name=name) from None

@@ -116,7 +116,8 @@ def _check_properties(storage: Storage, problems: list[Problem]) -> TableConfig 
     try:
         text = storage.read(PROPERTIES_PATH).decode("utf-8", errors="replace")
     except FileNotFoundError:
-        raise TableNotFoundError(f"no Hudi table at {storage.base_url!r}: {PROPERTIES_PATH} does not exist") from None
+        raise TableNotFoundError(f"no Hudi table at {storage.base_url!r}: {PROPERTIES_PATH} does not exist",
+                                 path=storage.base_url) from None
     try:
         props = dict(parse_properties(text))
     except (LakeError, ValueError) as e:

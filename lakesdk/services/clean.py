@@ -455,7 +455,8 @@ def execute_clean(table: "Table", instant: str) -> CleanResult:
     try:
         inst = next(i for i in timeline if i.action == "clean" and i.requested == instant)
     except StopIteration:
-        raise InstantNotFoundError(f"no clean instant {instant!r} on the timeline of {table.name!r}") from None
+        raise InstantNotFoundError(f"no clean instant {instant!r} on the timeline of {table.name!r}",
+                                   instant=instant) from None
     if inst.is_completed:
         raise LakeError(f"clean {instant} is already completed")
     plan = CleanerPlanData.parse(store.read_bytes(Instant("clean", "requested", instant)))

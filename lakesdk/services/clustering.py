@@ -444,7 +444,8 @@ def plan_of_instant(table: "Table", instant: str) -> ClusteringPlan:
     timeline = store.load()
     inst = next((i for i in timeline if i.requested == instant and i.action == "clustering"), None)
     if inst is None:
-        raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}")
+        raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}",
+                                   instant=instant)
     data = _plan_of(store, inst)
     groups = tuple(ClusteringGroup(p, tuple(s), n) for p, s, n in _slices_of(table, data, strict=False))
     return ClusteringPlan(table.name, groups, data.sort_columns, instant=instant)
@@ -510,7 +511,8 @@ def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
     timeline = store.load()
     inst = next((i for i in timeline if i.requested == instant and i.action == "clustering"), None)
     if inst is None:
-        raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}")
+        raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}",
+                                   instant=instant)
     if inst.is_completed:
         raise LakeError(f"clustering {instant} is already completed")
     if running_elsewhere(table, inst):

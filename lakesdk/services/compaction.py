@@ -280,7 +280,7 @@ def execute_compaction(table: "Table", instant: str) -> Any:
     try:
         inst = next(i for i in timeline if i.requested == instant and i.action == "compaction")
     except StopIteration:
-        raise InstantNotFoundError(f"no compaction instant {instant!r} on the timeline") from None
+        raise InstantNotFoundError(f"no compaction instant {instant!r} on the timeline", instant=instant) from None
     if inst.is_completed:
         raise LakeError(f"compaction {instant} is already completed")
     # the plan is in the requested file (the inflight one is empty), also when resuming a

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from lakesdk._display import human_bytes as _human
 from lakesdk.concurrency.instants import create_instant
-from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError, LakeError
+from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError, LakeError, RollbackNotAllowedError
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.plans import RollbackMetadataData, RollbackPlanData, RollbackRequest
 from lakesdk.format.timeline import TimelineStore
@@ -34,10 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RollbackPlan", "RollbackResult", "plan_rollback", "rollback", "rollback_failed_writes",
            "files_written_by", "RollbackNotAllowedError"]
-
-
-class RollbackNotAllowedError(LakeError, ValueError):
-    """The instant cannot be rolled back (not the latest completed write, or still alive)."""
 
 
 @dataclass(frozen=True)
@@ -176,14 +172,15 @@ def _target(table: "Table", timeline: Any, req: str, *, force: bool, allow_alive
     try:
         target = next(i for i in timeline if i.requested == req and i.action != "rollback")
     except StopIteration:
-        raise InstantNotFoundError(f"no instant {req!r} to roll back on {table.name!r}") from None
+        raise InstantNotFoundError(f"no instant {req!r} to roll back on {table.name!r}", instant=req) from None
     if target.is_completed:
         if target.completed_action not in WRITE_ACTIONS:
-            raise RollbackNotAllowedError(f"{target.action} {req} is not a write; only writes can be rolled back")
+            raise RollbackNotAllowedError(f"{target.action} {req} is not a write; only writes can be rolled back",
+                                          instant=req)
         if any(i.action == "savepoint" and i.is_completed and i.requested == req for i in timeline):
             raise RollbackNotAllowedError(
                 f"Could not rollback a savepointed commit: completed instant {req} is savepointed; delete the "
-                "savepoint first (table.maintenance.delete_savepoint(...)) or restore to it")
+                "savepoint first (table.maintenance.delete_savepoint(...)) or restore to it", instant=req)
         done = target.completed or target.requested
         later = [i for i in timeline.commits.by_completion()
                  if i.requested != req and (i.completed or i.requested) > done]
@@ -194,14 +191,14 @@ def _target(table: "Table", timeline: Any, req: str, *, force: bool, allow_alive
                 f"completed instant {req} is not the latest completed write: {len(later)} later write(s) completed "
                 f"after it ({names}{more}). Roll those back first, newest first, or restore the table to a "
                 f"savepoint taken at or before {req} (table.maintenance.savepoint(...) / "
-                "table.maintenance.restore(...))")
+                "table.maintenance.restore(...))", instant=req)
         check_active_commit_left(table, timeline, {req}, f"rolling back {target.action} {req}")
         check_previous_files_left(table, timeline, target)
     elif not force and not allow_alive and table.storage.exists(f".hoodie/.heartbeat/{req}") and not is_expired(
             table.storage, req, table.options.heartbeat_interval_s, table.options.heartbeat_misses):
         raise RollbackNotAllowedError(
             f"{target.action} {req} is still running (its heartbeat is fresh); wait for it, or pass force=True "
-            "if you know its writer is gone")
+            "if you know its writer is gone", instant=req)
     return target
 
 
@@ -227,7 +224,7 @@ def check_previous_files_left(table: "Table", timeline: Any, target: Instant) ->
         raise RollbackNotAllowedError(
             f"rolling back {target.action} {target.requested} would bring back file versions it superseded, but a "
             f"clean deleted them since (e.g. {missing[0].path}): every read would then fail. Keep the commit, or "
-            "restore the table to a savepoint taken before it")
+            "restore the table to a savepoint taken before it", instant=target.requested)
 
 
 def check_active_commit_left(table: "Table", timeline: Any, removed: set[str], what: str) -> None:
@@ -244,7 +241,7 @@ def check_active_commit_left(table: "Table", timeline: Any, removed: set[str], w
             f"{what} would leave no completed commit on the active timeline of {table.name!r} while the timeline "
             f"history holds {len(history)} archived commit(s) (latest {history[-1].requested}): Hudi readers would "
             "then see an empty table. Write to the table first (a later commit keeps the active timeline valid), "
-            "then roll back or restore")
+            "then roll back or restore", instant=next(iter(removed)) if len(removed) == 1 else None)
 
 
 def _pending_rollback_of(store: TimelineStore, timeline: Any, req: str) -> tuple[Instant, RollbackPlanData] | None:
@@ -308,7 +305,8 @@ def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
         timeline = store.load()
         if _only_pending and any(i.requested == req and i.is_completed and i.action != "rollback" for i in timeline):
             # a slow writer completed it since it was found failed
-            raise InstantNotFoundError(f"{req} completed meanwhile on {table.name!r}: nothing to roll back")
+            raise InstantNotFoundError(f"{req} completed meanwhile on {table.name!r}: nothing to roll back",
+                                       instant=req)
         target = _target(table, timeline, req, force=force, allow_alive=_allow_alive)
         pending = _pending_rollback_of(store, timeline, req)
         if pending is None:

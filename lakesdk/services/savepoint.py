@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakesdk._display import human_bytes as _human
 from lakesdk.concurrency.instants import create_instant
-from lakesdk.exceptions import LakeError
+from lakesdk.exceptions import LakeError, RestoreError, SavepointError
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.service_metadata import (
     RestoreMetadataData,
@@ -58,14 +58,6 @@ __all__ = ["Savepoint", "SavepointError", "RestoreError", "RestorePlan", "Restor
 log = logging.getLogger(__name__)
 
 _ROLLBACK_TARGETS = frozenset({"commit", "deltacommit", "replacecommit", "compaction", "clustering", "logcompaction"})
-
-
-class SavepointError(LakeError, ValueError):
-    """A savepoint cannot be taken (no such completed commit, or its files may be cleaned)."""
-
-
-class RestoreError(LakeError, ValueError):
-    """A restore cannot run (no such savepoint, later savepoints, archived instants)."""
 
 
 
@@ -150,13 +142,14 @@ def savepoint(table: "Table", instant: Any = None, *, user: str = "", comment: s
         target = next((i for i in writes if i.requested == req), None)  # type: ignore[assignment]
         if target is None:
             raise SavepointError(f"Could not savepoint non-existing commit {req}: it is not a completed commit on the "
-                                 f"active timeline of {table.name!r}")
+                                 f"active timeline of {table.name!r}", instant=req)
     window = _lookup_window(store, timeline)
     if window is not None and target.requested < window:
         raise SavepointError(f"Could not savepoint commit {target.requested} as this is beyond the lookup window "
-                             f"{window}: a clean may already have deleted its file versions")
+                             f"{window}: a clean may already have deleted its file versions", instant=target.requested)
     if any(i.requested == target.requested for i in _savepoint_instants(timeline)):
-        raise SavepointError(f"commit {target.requested} is already savepointed; see table.maintenance.savepoints()")
+        raise SavepointError(f"commit {target.requested} is already savepointed; see table.maintenance.savepoints()",
+                             instant=target.requested)
     view = FileSystemView(table.storage, table.config, store, timeline, as_of=target.requested)
     files: dict[str, list[str]] = {}
     for s in view.latest_slices():
@@ -299,17 +292,19 @@ def _check_restorable(table: "Table", store: TimelineStore, timeline: Timeline, 
     sps = [i.requested for i in _savepoint_instants(timeline)]
     if sp not in sps:
         raise RestoreError(f"No savepoint for instantTime {sp} on {table.name!r} "
-                           f"(savepoints: {', '.join(sps) or 'none'}); take one with table.maintenance.savepoint()")
+                           f"(savepoints: {', '.join(sps) or 'none'}); take one with table.maintenance.savepoint()",
+                           savepoint=sp)
     later = [s for s in sps if s > sp]
     if later:
         raise RestoreError(f"savepoints {', '.join(later)} are later than {sp}: restoring would roll back their "
-                           "commits; delete them first with table.maintenance.delete_savepoint(...)")
+                           "commits; delete them first with table.maintenance.delete_savepoint(...)", savepoint=sp)
     if table.config.layout_version >= 2:
         from lakesdk.format.lsm_timeline import LSMTimeline
         archived = [i.requested for i in LSMTimeline(table.storage, table.config).instants() if i.requested > sp]
         if archived:
             raise RestoreError(f"instants after savepoint {sp} were archived (archival beyond savepoint, e.g. "
-                               f"{archived[0]}): they can no longer be rolled back, so the table cannot be restored")
+                               f"{archived[0]}): they can no longer be rolled back, so the table cannot be restored",
+                               savepoint=sp)
     from lakesdk.services.rollback import check_active_commit_left
     check_active_commit_left(table, timeline, {i.requested for i in _targets(table, timeline, sp)},
                              f"restoring to savepoint {sp}")
@@ -352,7 +347,7 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
         plan = RestorePlanData.parse(store.read_bytes(Instant("restore", "requested", rinst.requested)))
         if plan.savepoint and plan.savepoint != sp:
             raise RestoreError(f"a restore to savepoint {plan.savepoint} is pending ({rinst.requested}); "
-                               f"finish it first with table.maintenance.restore({plan.savepoint!r})")
+                               f"finish it first with table.maintenance.restore({plan.savepoint!r})", savepoint=sp)
     else:
         _check_restorable(table, store, timeline, sp)
         plan = RestorePlanData(tuple((i.requested, i.action) for i in _targets(table, timeline, sp)), sp)
@@ -396,7 +391,7 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
     last = store.load().commits
     if not len(last) or last[-1].requested != sp:
         raise RestoreError(f"restore {rinst.requested} completed but the last completed commit is "
-                           f"{last[-1].requested if len(last) else 'none'}, not savepoint {sp}")
+                           f"{last[-1].requested if len(last) else 'none'}, not savepoint {sp}", savepoint=sp)
     return RestoreResult(table.name, rinst.requested, done.completed, sp, plan.instants, deleted,
                          time.perf_counter() - t0, tuple(paths))
 

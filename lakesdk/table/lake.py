@@ -153,7 +153,7 @@ class Lake:
             if exist_ok:
                 return self.table(name)
             raise TableExistsError(f"a table already exists at {ts.base_url!r}; open it with lake.table({name!r}) "
-                                   "or pass exist_ok=True")
+                                   "or pass exist_ok=True", path=ts.base_url)
         ts.makedirs(".hoodie/timeline/history")
         return self._track(Table(ts, cfg, spark=self._spark, options=self.options))
 

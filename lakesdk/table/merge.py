@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from lakesdk.exceptions import LakeError, MissingColumnError, OptionsError, SchemaError
+from lakesdk.exceptions import MergeConflictError, MissingColumnError, OptionsError, SchemaError
 from lakesdk.merge.ordering import event_time_field, null_ordering_error
 
 if TYPE_CHECKING:
@@ -32,10 +32,6 @@ if TYPE_CHECKING:
     from lakesdk.table.table import Table
 
 __all__ = ["MergeBuilder", "MergeResult", "MergeConflictError"]
-
-
-class MergeConflictError(LakeError, ValueError):
-    """The merge source matches a target row more than once (duplicate keys)."""
 
 
 Kind = Literal["matched_update", "matched_update_all", "matched_delete", "not_matched_insert",

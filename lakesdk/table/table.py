@@ -42,7 +42,7 @@ def load_config(storage: Storage) -> TableConfig:
         _raise_if_file(storage)
         raise TableNotFoundError(
             f"no Hudi table at {storage.base_url!r}: {PROPERTIES_PATH} does not exist; "
-            "check the path, or create the table with Lake.create_table(...)") from None
+            "check the path, or create the table with Lake.create_table(...)", path=storage.base_url) from None
     except StorageError:
         _raise_if_file(storage)
         raise
@@ -102,7 +102,7 @@ def _raise_if_file(storage: Storage) -> None:
         raise TableNotFoundError(
             f"no Hudi table at {storage.base_url!r}: the path is a file, not a table folder; expected a folder "
             f"holding {PROPERTIES_PATH} (and the timeline under .hoodie/); pass the table's folder, or create "
-            "the table with Lake.create_table(...)") from None
+            "the table with Lake.create_table(...)", path=storage.base_url) from None
 
 
 class Table:

@@ -356,8 +356,7 @@ class WriteOperation:
                         from lakesdk.exceptions import WriteConflictError
                         lost = WriteConflictError(
                             f"write {instant.requested} to {cfg.name!r} lost the table lock before its commit "
-                            f"({err}); it was rolled back: retry it")
-                        lost.other_instant = None  # type: ignore[attr-defined]
+                            f"({err}); it was rolled back: retry it", other_instant=None)
                         raise lost from err
                 completed = store.transition(inflight, "completed", data,
                                              after=now.max_time() if lock is not None else None)
@@ -665,8 +664,8 @@ def _raise_if_cleaned(table: Any, store: Any, timeline: Any, instant: Instant, e
     lost = WriteConflictError(
         f"write {instant.requested} to {table.name!r} read a file that {other.action} {other.requested} deleted "
         f"meanwhile ({getattr(err, 'filename', None) or err}): the file slice it planned against was cleaned. "
-        "This write was rolled back; retry it (it then reads the newer slices), or retain more versions in cleans")
-    lost.other_instant = other.requested  # type: ignore[attr-defined]
+        "This write was rolled back; retry it (it then reads the newer slices), or retain more versions in cleans",
+        other_instant=other.requested)
     raise lost from err
 
 

@@ -26,26 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lakesdk.exceptions import LakeError, MissingDependencyError
+from lakesdk.exceptions import BrokerNotFoundError, BrokerStartError
 
 __all__ = ["LocalBroker", "BrokerNotFoundError", "BrokerStartError", "find_broker_executable"]
 
 EXECUTABLE = "noida-db"
-
-
-class BrokerNotFoundError(MissingDependencyError):
-    """The ``noida-db`` executable was found neither next to the Python interpreter nor on PATH."""
-
-    def __init__(self, searched: list[str]) -> None:
-        LakeError.__init__(self, f"LocalBroker needs the {EXECUTABLE!r} executable (a local Kafka-protocol broker), "
-                                 f"which was not found (looked at {', '.join(searched)} and PATH). "
-                                 "Install it with: pip install noida-db")
-        self.package = EXECUTABLE
-        self.extra = "test"
-
-
-class BrokerStartError(LakeError, RuntimeError):
-    """The broker process exited or did not answer in time; the message holds the end of its log."""
 
 
 def find_broker_executable() -> str:
@@ -56,7 +41,7 @@ def find_broker_executable() -> str:
     found = shutil.which(EXECUTABLE)
     if found:
         return found
-    raise BrokerNotFoundError([str(beside)])
+    raise BrokerNotFoundError(searched=[str(beside)], package=EXECUTABLE)
 
 
 def _free_port() -> int:

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from lakesdk.exceptions import OffsetsFormatError
+
 __all__ = ["PROTOCOL_VERSION", "KAFKA_OFFSET_KEY", "EventType", "EntityType", "ControlEvent",
            "format_offsets", "parse_offsets", "OffsetsFormatError"]
 
@@ -51,10 +53,6 @@ class EventType(str, Enum):
 class EntityType(str, Enum):
     COORDINATOR = "COORDINATOR"
     PARTICIPANT = "PARTICIPANT"
-
-
-class OffsetsFormatError(ValueError):
-    """``kafka.commit.offsets`` could not be parsed (Hudi: "Could not deserialize the kafka commit offsets")."""
 
 
 @dataclass(frozen=True)

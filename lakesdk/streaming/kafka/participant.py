@@ -32,15 +32,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from lakesdk.exceptions import DecodeError
 from lakesdk.streaming.kafka.events import ControlEvent, EntityType, EventType
 
 log = logging.getLogger(__name__)
 
 __all__ = ["PartitionContext", "TransactionParticipant", "TransactionInfo", "DecodeError"]
-
-
-class DecodeError(ValueError):
-    """A record's value could not be turned into a row."""
 
 
 class PartitionContext(Protocol):
