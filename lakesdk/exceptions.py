@@ -16,6 +16,8 @@ same names; every error pickles with its message and attributes.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "LakeError",
     "TableNotFoundError",
@@ -86,7 +88,7 @@ class LakeError(Exception):
 
 def _rebuild(cls: type, args: tuple, state: dict) -> BaseException:
     err = cls.__new__(cls, *args)
-    builtin = next(c for c in cls.__mro__ if c.__module__ == "builtins")
+    builtin: Any = next(c for c in cls.__mro__ if c.__module__ == "builtins")
     builtin.__init__(err, *args)  # the built-in base's own fields (ImportError.msg, ...)
     err.__dict__.update(state)
     return err
