@@ -109,6 +109,7 @@ class FileSystemView:
                      max((i.requested for i in timeline.instants), default=None))
         self._pending = pending
         self._first = first
+        self._newest = timeline.max_time() or ""
         self.replaced: set[tuple[str, str]] = set()
         for inst in visible:
             if inst.completed_action == "replacecommit":
@@ -129,7 +130,7 @@ class FileSystemView:
         # a commit archived after an instant that still starts the active timeline (a hole an
         # instant created late left before lakesdk created instants under the table lock); an
         # instant newer than this timeline cannot be archived yet (files of a write in progress)
-        if self._first is not None and instant < (self.timeline.max_time() or ""):
+        if self._first is not None and instant < self._newest:
             return instant in self._archived_completion()
         return False
 
