@@ -104,7 +104,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         return max((p.wait() for p in procs), default=0)
-    from lakesdk.streaming.kafka.sink import merge_snapshots
+    from lakesdk.streaming.kafka.status import merge_snapshots
     from lakesdk.streaming.kafka.worker import SinkWorker
     w = SinkWorker(cfg)
     t = threading.Thread(target=w.run, args=(stop,), name="lakesdk-kafka-sink", daemon=True)

@@ -15,16 +15,35 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakesdk.engine.tasks import conform
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.schema import with_meta_fields
 from lakesdk.merge.ordering import KEY, OP, OP_DELETE, OP_UPSERT, PART, SEQ
 from lakesdk.merge.slice_merge import merge_versions
 from lakesdk.storage import Storage
 
-__all__ = ["SliceReadContext", "read_slice", "slice_versions"]
+__all__ = ["SliceReadContext", "conform", "read_slice", "slice_versions"]
 
 IS_DELETED = "_hoodie_is_deleted"
+
+
+def conform(table: pa.Table, schema: pa.Schema, *, keep: Iterable[str] = ()) -> pa.Table:
+    """Project/cast ``table`` onto ``schema`` (missing columns become nulls); extra
+    columns named in ``keep`` are carried along at the end."""
+    cols, fields = [], []
+    for f in schema:
+        if f.name in table.column_names:
+            c = table.column(f.name)
+            if c.type != f.type:
+                c = c.cast(f.type)
+            cols.append(c)
+        else:
+            cols.append(pa.nulls(table.num_rows, f.type))
+        fields.append(pa.field(f.name, f.type, nullable=True))
+    for k in keep:
+        if k in table.column_names and k not in schema.names:
+            cols.append(table.column(k))
+            fields.append(table.schema.field(k))
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
 @dataclass(frozen=True)

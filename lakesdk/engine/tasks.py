@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakesdk import _faults as faults
+from lakesdk.engine.slice_reader import conform, read_slice
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id
 from lakesdk.format.keys import HUDI_ENCODING, partition_paths, record_keys
@@ -113,26 +114,6 @@ def add_key_columns(ctx: WriteContext, batch: pa.Table) -> pa.Table:
             batch = batch.drop_columns([name])
         batch = batch.append_column(name, col)
     return batch
-
-
-def conform(table: pa.Table, schema: pa.Schema, *, keep: Iterable[str] = ()) -> pa.Table:
-    """Project/cast ``table`` onto ``schema`` (missing columns become nulls); extra
-    columns named in ``keep`` are carried along at the end."""
-    cols, fields = [], []
-    for f in schema:
-        if f.name in table.column_names:
-            c = table.column(f.name)
-            if c.type != f.type:
-                c = c.cast(f.type)
-            cols.append(c)
-        else:
-            cols.append(pa.nulls(table.num_rows, f.type))
-        fields.append(pa.field(f.name, f.type, nullable=True))
-    for k in keep:
-        if k in table.column_names and k not in schema.names:
-            cols.append(table.column(k))
-            fields.append(table.schema.field(k))
-    return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
 def keep_stored(ctx: WriteContext, new: pa.Table, stored: pa.Table | None) -> pa.Table:
@@ -362,7 +343,6 @@ def slice_keys(storage: Storage, sl: Any, slice_ctx: Any = None,
     with ``ordering`` (field, type), each key's current ordering value (else None)."""
     cols = [KEY] if ordering is None else [KEY, ordering[0]]
     if sl.log_files:
-        from lakesdk.engine.slice_reader import read_slice
         t = read_slice(slice_ctx, sl, columns=cols)
     else:
         try:
@@ -450,7 +430,6 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
     chunks = []
     if ups.num_rows:
         if ctx.keep_columns and target.slice is not None and ctx.slice_ctx is not None:
-            from lakesdk.engine.slice_reader import read_slice
             stored = read_slice(ctx.slice_ctx, target.slice, columns=[KEY, *ctx.keep_columns])
             ups = keep_stored(ctx, ups, stored)
         rows = _with_meta(ctx, ups, target.file_id, task, 0)
@@ -483,8 +462,6 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
 
 def compact_file_slice(ctx: WriteContext, slice_ctx: Any, sl: Any, task: TaskInfo) -> WriteStat:
     """Compaction: merge one file slice (base + logs) into a new base file at ``ctx.instant``."""
-    from lakesdk.engine.slice_reader import read_slice
-
     t0 = time.perf_counter()
     merged = read_slice(slice_ctx, sl)
     name = BaseFile(sl.file_id, task.write_token, ctx.instant).name
@@ -524,7 +501,6 @@ def cluster_group(ctx: WriteContext, slice_ctx: Any, partition: str, slices: lis
                   sort_by: tuple[str, ...], task: TaskInfo) -> list[WriteStat]:
     """Clustering: read the group's file slices merged, sort the rows by ``sort_by`` (when
     given), split them evenly into ``num_output`` new file groups and write those."""
-    from lakesdk.engine.slice_reader import read_slice
     from lakesdk.format.file_naming import new_file_id
 
     parts = [conform(read_slice(slice_ctx, sl), ctx.file_schema) for sl in slices]

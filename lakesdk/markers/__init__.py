@@ -8,8 +8,8 @@ Two flavours share the :class:`WriteMarkers` interface:
   which batches them into ``.hoodie/.temp/<instant>/MARKERS<n>`` files plus
   ``MARKERS.type`` (text ``TIMELINE_SERVER_BASED``).
 
-The grammar of marker names is in :mod:`lakesdk.markers.base`; the server's protocol and
-batching in :mod:`lakesdk.markers.server`.
+The grammar of marker names is in :mod:`lakesdk.markers.base`; the server's protocol in
+:mod:`lakesdk.markers.http_api` and its batching in :mod:`lakesdk.markers.server`.
 
 >>> from lakesdk.storage import Storage
 >>> s = Storage("memory://doctest-markers-pkg")

@@ -13,7 +13,7 @@ A create request the server refuses because early conflict detection found a con
 When the server is gone (the writer stopped), :meth:`all_markers` reads the ``MARKERS*``
 files directly from storage (Hudi's ``readTimelineServerBasedMarkersFromFileSystem``), and
 :meth:`exists` / :meth:`delete_all` act on storage directly.  Creating markers needs
-the server.  See :mod:`lakesdk.markers.server` for the protocol and the on-disk layout.
+the server.  See :mod:`lakesdk.markers.http_api` for the protocol and :mod:`lakesdk.markers.server` for the on-disk layout.
 """
 
 from __future__ import annotations

@@ -26,16 +26,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakesdk.merge.columns import KEY, OP, OP_DELETE, OP_UPSERT, PART, ROW, SEQ
+from lakesdk.merge.slice_merge import merge_partial
+
 __all__ = ["MergeCounts", "merge_into_base", "combine_batch", "combine_deletes", "event_time_wins", "OP", "SEQ", "OP_UPSERT",
            "OP_DELETE", "event_time_field", "null_ordering_error"]
 
-OP = "_lk_op"
-SEQ = "_lk_seq"
-ROW = "_lk_row"   # optional: the row of the record's key in its file group's base file
-OP_UPSERT = 0
-OP_DELETE = 1
-KEY = "_hoodie_record_key"
-PART = "_hoodie_partition_path"
 
 
 @dataclass
@@ -146,7 +142,6 @@ def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str,
     if batch.num_rows <= 1:
         return batch
     if merge_mode == "PARTIAL_UPDATE" and column_groups:
-        from lakesdk.merge.slice_merge import merge_partial
         if OP not in batch.column_names:
             return batch
         return merge_partial(batch, column_groups=column_groups)

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakesdk.merge.ordering import KEY, OP, OP_DELETE, SEQ
+from lakesdk.merge.columns import KEY, OP, OP_DELETE, SEQ
 
 __all__ = ["merge_versions", "merge_partial"]
 

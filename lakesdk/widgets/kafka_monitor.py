@@ -25,6 +25,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from lakesdk.streaming.kafka.status import SinkStatus
 from lakesdk.widgets._common import LiveMixin, TableWidgetBase, esc, go, html_table, ipywidgets, sync_figure
 
 __all__ = ["KafkaMonitorWidget"]
@@ -59,7 +60,6 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
     title = "Kafka sink"
 
     def __init__(self, source: Any, *, table: Any = None, live: bool = False, interval_s: float = 2.0) -> None:
-        from lakesdk.streaming.kafka.sink import SinkStatus
         if isinstance(source, SinkStatus):
             snapshot = source
             self._read: Callable[[], Any] = lambda: snapshot

@@ -37,9 +37,9 @@ _LAZY = {
     "TransactionParticipant": "lakesdk.streaming.kafka.participant",
     "SinkConfig": "lakesdk.streaming.kafka.config",
     "KafkaSink": "lakesdk.streaming.kafka.sink",
-    "SinkStatus": "lakesdk.streaming.kafka.sink",
-    "PartitionStatus": "lakesdk.streaming.kafka.sink",
-    "CommittedRound": "lakesdk.streaming.kafka.sink",
+    "SinkStatus": "lakesdk.streaming.kafka.status",
+    "PartitionStatus": "lakesdk.streaming.kafka.status",
+    "CommittedRound": "lakesdk.streaming.kafka.status",
     "SinkWorker": "lakesdk.streaming.kafka.worker",
 }
 

@@ -1,0 +1,264 @@
+"""The namespaces of a table handle: ``table.inspect`` (:class:`Inspect`: files, partitions,
+commit metadata, integrity check, transactions) and ``table.maintenance``
+(:class:`Maintenance`: the table services).  Both are re-exported by :mod:`lakesdk.table.table`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lakesdk.table.query import _moment
+
+if TYPE_CHECKING:
+    from lakesdk.table.table import Table
+
+__all__ = ["Inspect", "Maintenance"]
+
+
+class Inspect:
+    """``table.inspect``: the table's files and partitions."""
+
+    def __init__(self, table: Table) -> None:
+        self._t = table
+
+    def _view(self, as_of: Any = None) -> Any:
+        from lakesdk.read.view import FileSystemView
+        store = self._t._store()
+        return FileSystemView(self._t.storage, self._t.config, store, store.load(), as_of=_moment(as_of))
+
+    def file_groups(self, as_of: Any = None) -> Any:
+        """pandas DataFrame of file groups with their latest slice."""
+        import pandas as pd
+        rows = []
+        for g in self._view(as_of).file_groups:
+            s = g.latest
+            rows.append({"partition": g.partition, "file_id": g.file_id, "slices": len(g.slices),
+                         "base_instant": s.base_instant if s else None, "base_file": s.base_path if s else None,
+                         "base_bytes": s.base_size if s else 0, "log_files": len(s.log_files) if s else 0})
+        return pd.DataFrame(rows, columns=["partition", "file_id", "slices", "base_instant", "base_file",
+                                           "base_bytes", "log_files"])
+
+    def partitions(self, as_of: Any = None) -> list[str]:
+        return self._view(as_of).partitions()
+
+    def commit_metadata(self, instant: Any) -> Any:
+        """The CommitMetadata of a completed write instant (requested time or Instant)."""
+        store = self._t._store()
+        req = instant.requested if hasattr(instant, "requested") else instant.instant if hasattr(instant, "instant") else instant
+        timeline = store.load()
+        writes = [i for i in timeline.commits if i.requested == req]   # another action may share the time
+        return store.commit_metadata(writes[0] if writes else timeline.get(req))
+
+    def check(self) -> Any:
+        """Check the table's integrity: ``hoodie.properties`` (keys, checksum), the timeline
+        (every instant parses), the data files (every file of every file slice a reader can reach
+        exists with the size its write stat records) and orphans (data files outside every commit
+        and pending write).  Returns a :class:`~lakesdk.read.check.CheckReport` (``.ok``,
+        ``.problems``), as ``lakesdk check PATH`` prints it."""
+        from lakesdk.read.check import check_table
+        return check_table(self._t.storage, name=self._t.name)
+
+    def transactions(self) -> Any:
+        """The transaction journal: one record per write under optimistic concurrency
+        (committed, conflict, schema_conflict, early_conflict or failed), oldest first."""
+        from lakesdk.concurrency.journal import Transactions, read_transactions
+        return Transactions(read_transactions(self._t.storage), table=self._t.name)
+
+    def __repr__(self) -> str:
+        return f"<Inspect {self._t.name!r}: file_groups(), partitions(), commit_metadata(instant), transactions(), check()>"
+
+
+class Maintenance:
+    """``table.maintenance``: table services.  Each shows its plan before it runs."""
+
+    def __init__(self, table: Table) -> None:
+        self._t = table
+
+    def plan_compaction(self, *, min_log_files: int = 1) -> Any:
+        """What a compaction would merge now (nothing is written)."""
+        from lakesdk.services.compaction import plan_compaction
+        return plan_compaction(self._t, min_log_files=min_log_files)
+
+    def schedule_compaction(self, *, min_log_files: int = 1, trigger: str | None = None, max_delta_commits: int = 5,
+                            max_delta_seconds: float = 3600) -> Any:
+        """Write a compaction plan as a requested instant; returns the plan (``None`` if no
+        slice has log files).  With ``trigger`` (``hoodie.compact.inline.trigger.strategy``:
+        NUM_COMMITS, NUM_COMMITS_AFTER_LAST_REQUEST, TIME_ELAPSED, NUM_OR_TIME, NUM_AND_TIME)
+        a plan is only scheduled when ``max_delta_commits`` / ``max_delta_seconds`` say it is
+        due.  File groups under a pending compaction are left out."""
+        from lakesdk.services.compaction import compaction_due, schedule_compaction
+        if trigger is not None and not compaction_due(self._t.timeline, trigger=trigger,
+                                                      max_delta_commits=max_delta_commits,
+                                                      max_delta_seconds=max_delta_seconds):
+            return None
+        plan = self.plan_compaction(min_log_files=min_log_files)
+        if not len(plan):
+            return None
+        scheduled = schedule_compaction(self._t, plan)   # planned again as of its instant time
+        return scheduled if scheduled.instant else None
+
+    def compact(self, instant: str | None = None, *, min_log_files: int = 1) -> Any:
+        """Execute the pending compaction ``instant``, or plan, schedule and execute one now.
+        Returns the compaction's WriteResult, or ``None`` when there was nothing to compact.
+        Without ``instant``, pending compactions that another process is executing are left
+        to it (``None`` when it takes the one this call picked); with ``instant``, that raises
+        CompactionConflictError."""
+        from lakesdk.exceptions import CompactionConflictError
+        from lakesdk.services.compaction import execute_compaction, running_elsewhere
+        if instant is not None:
+            return execute_compaction(self._t, instant)
+        pending = [i for i in self._t.timeline.pending if i.action == "compaction"
+                   and not running_elsewhere(self._t, i)]
+        if pending:
+            instant = pending[0].requested
+        else:
+            plan = self.schedule_compaction(min_log_files=min_log_files)
+            if plan is None:
+                return None
+            instant = plan.instant
+        try:
+            return execute_compaction(self._t, instant)
+        except CompactionConflictError:
+            return None   # another process took it first
+
+    def plan_rollback(self, instant: Any, *, force: bool = False) -> Any:
+        """What :meth:`rollback` of ``instant`` would delete (nothing is written): a
+        RollbackPlan with the data files, their sizes and the expected effect.  Raises the
+        same RollbackNotAllowedError as :meth:`rollback` when the instant cannot be rolled back."""
+        from lakesdk.services.rollback import plan_rollback
+        req = instant.instant if hasattr(instant, "instant") and not hasattr(instant, "requested") else instant
+        return plan_rollback(self._t, req, force=force)
+
+    def rollback(self, instant: Any, *, force: bool = False) -> Any:
+        """Roll back a failed (pending) write, or the latest completed write: its files are
+        deleted and a rollback instant records what was removed.  A pending write whose
+        writer is alive (fresh heartbeat) is refused unless ``force=True``; a completed write
+        that later writes followed is refused (the error names them): roll those back first,
+        or :meth:`restore` a savepoint.  Returns a RollbackResult."""
+        from lakesdk.services.rollback import rollback
+        req = instant.instant if hasattr(instant, "instant") and not hasattr(instant, "requested") else instant
+        return rollback(self._t, req, force=force)
+
+    def rollback_failed_writes(self) -> list[Any]:
+        """Roll back every pending write whose writer is gone (heartbeat expired)."""
+        from lakesdk.services.rollback import rollback_failed_writes
+        return rollback_failed_writes(self._t, policy="lazy")
+
+    def upgrade_key_encoding(self) -> Any:
+        """Rewrite the record keys an earlier lakesdk wrote for empty composite-key values
+        (``id:1,name:``) as Apache Hudi writes them (``id:1,name:__empty__``), so that upserts
+        and deletes by lakesdk and by Hudi find those rows instead of adding second copies.
+
+        One ``insert_overwrite`` (a replacecommit) rewrites the partitions holding such keys
+        with their current rows (their commit time becomes this commit's); a row stored under
+        both keys keeps the one a merge keeps (greatest ordering value, then the later
+        commit).  Returns its WriteResult, or None when no key needs rewriting.  Run it while
+        no other writer writes to the table.  An empty single-field key has no Hudi encoding
+        (Hudi refuses it): such rows raise NullKeyError; delete them first (``t.delete([""])``)."""
+        from lakesdk.services.key_encoding import upgrade_key_encoding
+        return upgrade_key_encoding(self._t)
+
+    def pending_compactions(self) -> list[Any]:
+        return [i for i in self._t.timeline.pending if i.action == "compaction"]
+
+    # -- clustering (lakesdk.services.clustering) ---------------------------------------------------
+    def plan_clustering(self, *, small_file_limit: int = 300 * 1024 * 1024,
+                        max_bytes_per_group: int = 2048 * 1024 * 1024, target_file_size: int = 1024 * 1024 * 1024,
+                        max_groups: int = 30, sort_by: str | list[str] | None = None, single_group: bool = False,
+                        partitions: list[str] | None = None) -> Any:
+        """What a clustering would rewrite now (nothing is written): a ClusteringPlan of groups
+        of small file groups (base file under ``small_file_limit``) per partition, each at most
+        ``max_bytes_per_group``, rewritten into files of about ``target_file_size`` (sorted by
+        ``sort_by`` when given).  File groups under a pending compaction or clustering are left
+        out; a lone small file group only with ``sort_by`` or ``single_group=True``."""
+        from lakesdk.services.clustering import plan_clustering
+        return plan_clustering(self._t, small_file_limit=small_file_limit, max_bytes_per_group=max_bytes_per_group,
+                               target_file_size=target_file_size, max_groups=max_groups, sort_by=sort_by,
+                               single_group=single_group, partitions=partitions)
+
+    def schedule_clustering(self, **plan_options: Any) -> Any:
+        """Plan a clustering and write it as a requested instant (``T.clustering.requested``),
+        leaving it pending; returns the plan with ``instant`` set (``None`` when nothing needs
+        clustering).  Takes the options of :meth:`plan_clustering`.  While it is pending,
+        updates and deletes of its file groups fail with ClusteringConflictError."""
+        from lakesdk.services.clustering import schedule_clustering
+        plan = self.plan_clustering(**plan_options)
+        return schedule_clustering(self._t, plan) if len(plan) else None
+
+    def cluster(self, instant: str | None = None, **plan_options: Any) -> Any:
+        """Execute the pending clustering ``instant``; without one, finish the pending
+        clusterings (re-executing an interrupted one), or else plan, schedule and execute one
+        now (options of :meth:`plan_clustering`).  Returns a ClusteringResult, or ``None`` when
+        nothing needed clustering."""
+        from lakesdk.services.clustering import cluster
+        req = getattr(instant, "instant", None) or getattr(instant, "requested", None) or instant
+        return cluster(self._t, req, **plan_options)
+
+    def pending_clusterings(self) -> list[Any]:
+        """Plans of scheduled, not yet completed clusterings (each with ``.instant``), oldest first."""
+        from lakesdk.services.clustering import pending_clusterings
+        return pending_clusterings(self._t)
+
+    # -- clean, savepoint/restore, archival (lakesdk.services.clean / savepoint / archival) --------
+    def plan_clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retain_commits: int = 10, retain_versions: int = 3,
+                   retain_hours: float = 24) -> Any:
+        """What a clean would delete now (nothing is written): a CleanPlan with the files,
+        their bytes, the expected effect and the earliest retained instant.  ``policy`` is
+        KEEP_LATEST_COMMITS (retain ``retain_commits``), KEEP_LATEST_FILE_VERSIONS (retain
+        ``retain_versions`` per file group) or KEEP_LATEST_BY_HOURS (``retain_hours``)."""
+        from lakesdk.services.clean import plan_clean
+        return plan_clean(self._t, policy=policy, retain_commits=retain_commits, retain_versions=retain_versions,
+                          retain_hours=retain_hours)
+
+    def clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retain_commits: int = 10, retain_versions: int = 3,
+              retain_hours: float = 24) -> Any:
+        """Plan, schedule (``T.clean.requested``) and execute a clean; returns a CleanResult,
+        or ``None`` when nothing needed deleting.  Pending cleans are finished first."""
+        from lakesdk.services.clean import clean
+        return clean(self._t, policy=policy, retain_commits=retain_commits, retain_versions=retain_versions,
+                     retain_hours=retain_hours)
+
+    def savepoint(self, instant: Any = None, *, user: str = "", comment: str = "") -> Any:
+        """Savepoint a completed commit (default: the latest): its files are kept by cleans,
+        archival stops before it, and :meth:`restore` can go back to it."""
+        from lakesdk.services.savepoint import savepoint
+        return savepoint(self._t, instant, user=user, comment=comment)
+
+    def savepoints(self) -> list[Any]:
+        """Completed savepoints, oldest first."""
+        from lakesdk.services.savepoint import savepoints
+        return savepoints(self._t)
+
+    def delete_savepoint(self, instant: Any) -> bool:
+        """Delete the savepoint of ``instant``; False when there was none."""
+        from lakesdk.services.savepoint import delete_savepoint
+        return delete_savepoint(self._t, instant)
+
+    def plan_restore(self, savepoint_instant: Any) -> Any:
+        """What :meth:`restore` would roll back (nothing is written)."""
+        from lakesdk.services.savepoint import plan_restore
+        return plan_restore(self._t, savepoint_instant)
+
+    def restore(self, savepoint_instant: Any) -> Any:
+        """Roll back every write after the savepoint (newest first) as one restore instant;
+        returns a RestoreResult.  The table then holds exactly the savepointed rows."""
+        from lakesdk.services.savepoint import restore
+        return restore(self._t, savepoint_instant)
+
+    def plan_archive(self, *, min_commits: int = 20, max_commits: int = 30, beyond_savepoint: bool = False) -> Any:
+        """The instants :meth:`archive` would move into the timeline history (nothing is written)."""
+        from lakesdk.services.archival import plan_archive
+        return plan_archive(self._t, min_commits=min_commits, max_commits=max_commits,
+                            beyond_savepoint=beyond_savepoint)
+
+    def archive(self, *, min_commits: int = 20, max_commits: int = 30, beyond_savepoint: bool = False) -> Any:
+        """Move old completed instants into the timeline history (``.hoodie/timeline/history``)
+        once more than ``max_commits`` commits are active, keeping the newest ``min_commits``
+        (never past a pending instant or the earliest savepoint); returns an ArchiveResult."""
+        from lakesdk.services.archival import archive
+        return archive(self._t, min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
+
+    def __repr__(self) -> str:
+        return (f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact(), "
+                "plan_clustering(), schedule_clustering(), cluster(), pending_clusterings(), plan_clean(), "
+                "clean(), savepoint(), savepoints(), delete_savepoint(), plan_restore(), restore(), plan_archive(), "
+                "archive(), plan_rollback(), rollback(), rollback_failed_writes(), upgrade_key_encoding()>")

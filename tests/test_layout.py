@@ -1,0 +1,177 @@
+"""The package layout: no module is too long, and the modules import each other without cycles.
+
+The import graph counts every ``import`` / ``from ... import`` of a lakesdk module at any depth
+(inside functions too, since an import inside a function only hides a cycle), resolves relative
+imports, and counts an import of a package as an import of its ``__init__``. Imports under
+``if TYPE_CHECKING:`` are left out: they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "lakesdk"
+MAX_LINES = 600
+# Modules still over the limit. Open work (the module-size part of the architecture issue): the
+# write operation is one class; its input preparation is to move out of table/write.py.
+TOO_LONG_FOR_NOW = {"lakesdk/table/write.py"}
+
+# Cycles still allowed. Open work (the table context of the architecture issue): the table and the
+# services import each other (a table runs its services, a service reads and writes tables).
+# ``lakesdk/__init__`` re-exports names lazily from the modules below it, which may import it.
+ALLOWED_PACKAGES = ({"lakesdk.table", "lakesdk.services"},)
+ALLOWED_MODULES = {"lakesdk"}
+
+
+def _modules() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The lakesdk modules ``name`` (at ``path``) imports."""
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def resolve(target: str) -> None:
+        # the longest lakesdk module that ``target`` names (a name inside a module counts as the module)
+        while target:
+            if target in modules:
+                found.add(target)
+                return
+            target = target.rpartition(".")[0]
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "lakesdk":
+                    resolve(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module.split(".")[0] == "lakesdk":
+                for alias in node.names:
+                    full = f"{module}.{alias.name}"
+                    if full in modules:
+                        found.add(full)
+                    else:
+                        resolve(module)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+    found.discard(name)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imported(name, path, modules) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+
+    def connect(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return out
+
+
+def _package_of(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _allowed_edge(a: str, b: str) -> bool:
+    if a in ALLOWED_MODULES or b in ALLOWED_MODULES:
+        return True
+    pair = {_package_of(a), _package_of(b)}
+    return any(pair == allowed for allowed in ALLOWED_PACKAGES)
+
+
+def _disallowed_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles left once the allowed edges (between table and services, to and from the
+    package root) are taken out of the graph."""
+    kept = {a: {b for b in bs if not _allowed_edge(a, b)} for a, bs in graph.items()}
+    return _cycles(kept)
+
+
+def test_no_module_is_too_long():
+    long = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        with path.open(encoding="utf-8") as f:
+            n = sum(1 for _ in f)
+        name = path.relative_to(ROOT).as_posix()
+        if n > MAX_LINES and name not in TOO_LONG_FOR_NOW:
+            long[name] = n
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_the_import_graph_is_read():
+    graph = _graph()
+    # a relative import, a function-level import and a package import are all seen
+    assert "lakesdk.format" in graph["lakesdk.table.table"] or any(
+        m.startswith("lakesdk.format.") for m in graph["lakesdk.table.table"])
+    assert graph["lakesdk"], "lakesdk/__init__ imports lakesdk.exceptions"
+
+
+def test_no_import_cycle():
+    cycles = _disallowed_cycles(_graph())
+    assert not cycles, "import cycles among lakesdk modules:\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _disallowed_cycles({"lakesdk.table.x": {"lakesdk.services.y"},
+                               "lakesdk.services.y": {"lakesdk.table.x"}}) == []
