@@ -14,9 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lakesdk"
 MAX_LINES = 600
-# Modules still over the limit. Open work (the module-size part of the architecture issue): the
-# write operation is one class; its input preparation is to move out of table/write.py.
-TOO_LONG_FOR_NOW = {"lakesdk/table/write.py"}
+# Modules still over the limit (none): a module that outgrows it is split, not listed here.
+TOO_LONG_FOR_NOW: set[str] = set()
 
 # Cycles still allowed. Open work (the table context of the architecture issue): the table and the
 # services import each other (a table runs its services, a service reads and writes tables).

@@ -4,249 +4,32 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk import _faults as faults
-from lakesdk.engine.tasks import FileGroupTarget, WriteContext, add_key_columns
-from lakesdk.exceptions import CorruptTimelineError, MissingColumnError, OptionsError, SchemaError, WriteError
+from lakesdk.engine.tasks import FileGroupTarget, WriteContext
+from lakesdk.exceptions import CorruptTimelineError, WriteError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import Instant
-from lakesdk.format.keys import HUDI_ENCODING, has_missing_key_parts
-from lakesdk.format.schema import (
-    META_FIELDS,
-    arrow_to_avro,
-    cast_to_schema,
-    concrete_type,
-    data_schema,
-    invalid_avro_names,
-    normalize_input,
-    normalize_type,
-    nullable,
-    unify_schemas,
-)
 from lakesdk.format.timeline import InstantClock
-from lakesdk.merge.ordering import (
-    OP,
-    OP_DELETE,
-    OP_UPSERT,
-    PART,
-    SEQ,
-    MergeCounts,
-    event_time_field,
-    null_ordering_error,
-)
+from lakesdk.merge.ordering import OP_DELETE, OP_UPSERT, MergeCounts
 from lakesdk.read.view import FileSystemView
-from lakesdk.table.data import keys_to_arrow, to_arrow_or_spark
 from lakesdk.table.results import WriteResult
 from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
+from lakesdk.table.write_input import _OPERATION_TYPE, MISSING_COLUMNS, PARTITION_METAFILE, Operation, WriteInput
 
-if TYPE_CHECKING:
-    from lakesdk.table.table import Table
-
-__all__ = ["WriteOperation", "Operation"]
-
-Operation = Literal["upsert", "insert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table", "merge"]
-_OPERATION_TYPE = {"upsert": "UPSERT", "merge": "UPSERT", "insert": "INSERT", "bulk_insert": "BULK_INSERT", "delete": "DELETE",
-                   "insert_overwrite": "INSERT_OVERWRITE", "insert_overwrite_table": "INSERT_OVERWRITE_TABLE"}
-PARTITION_METAFILE = ".hoodie_partition_metadata"
-MISSING_COLUMNS = ("error", "null", "keep")
-# operations that merge incoming records into stored ones: only there can a missing column keep its value
-_MERGING = ("upsert", "merge")
+__all__ = ["WriteOperation", "Operation", "MISSING_COLUMNS", "PARTITION_METAFILE"]
 
 
-@dataclass
-class _Prepared:
-    ctx: WriteContext
-    arrow: pa.Table | None
-    sdf: Any
-    store: Any
-    timeline: Any
-    partitions: list[str] | None
-    global_delete: bool
-    target_schema: pa.Schema
-    table_schema: pa.Schema | None = None
-
-
-@dataclass
-class WriteOperation:
+class WriteOperation(WriteInput):
     """One staged write; nothing happens until :meth:`execute`."""
-
-    table: "Table"
-    operation: Operation
-    data: Any
-    missing_columns: str = "error"       # a table column the data lacks: "error", "null" or "keep"
-    truncate_nanoseconds: bool = False   # timestamp[ns] values with digits below the microsecond
-    key_encoding: str | None = None      # how null/empty key values are written; None: the table's (see _prepare)
-
-    def __post_init__(self) -> None:
-        if self.missing_columns not in MISSING_COLUMNS:
-            raise OptionsError(f"missing_columns must be one of {list(MISSING_COLUMNS)}, not {self.missing_columns!r}")
-        if self.missing_columns == "keep" and self.operation not in _MERGING:
-            raise OptionsError(
-                f"missing_columns='keep' keeps stored values of columns the data lacks, which only an upsert "
-                f"(or merge) does; {self.operation} does not merge with stored records: "
-                "pass missing_columns='null' or add the columns")
 
     def __repr__(self) -> str:
         return f"<WriteOperation {self.operation} into {self.table.name!r} (call .execute())>"
-
-    # -- validation ---------------------------------------------------------------------------
-    def _prepare_input(self) -> tuple[pa.Table | None, Any, pa.Schema]:
-        cfg = self.table.config
-        if not cfg.record_key_fields:
-            from lakesdk.exceptions import TableConfigError
-            raise TableConfigError(
-                f"{cfg.name!r} has no record key (hoodie.table.recordkey.fields is not set): lakesdk writes keyed "
-                "tables only; set the key in hoodie.properties if the file lost it", key="hoodie.table.recordkey.fields")
-        if self.operation == "delete":
-            arrow, sdf = keys_to_arrow(self.data, cfg.record_key_fields)
-        else:
-            arrow, sdf = to_arrow_or_spark(self.data)
-        if arrow is not None:
-            if self.operation != "delete":
-                arrow = normalize_input(arrow, truncate_nanoseconds=self.truncate_nanoseconds)
-            schema = arrow.schema
-        else:
-            from lakesdk.engine.spark import spark_arrow_schema
-            schema = spark_arrow_schema(sdf)
-        names = set(schema.names)
-        for f in cfg.record_key_fields:
-            if f not in names:
-                raise MissingColumnError(
-                    f"record key field {f!r} is missing from the data (columns: {', '.join(schema.names)}); "
-                    f"the table {cfg.name!r} is keyed by {list(cfg.record_key_fields)}")
-        if self.operation != "delete":
-            for f in cfg.partition_fields:
-                if f not in names:
-                    raise MissingColumnError(
-                        f"partition field {f!r} is missing from the data (columns: {', '.join(schema.names)}); "
-                        f"the table is partitioned by {list(cfg.partition_fields)}")
-            groups = cfg.column_groups
-            if groups and self.operation in ("upsert", "insert") and not any(g in names for g in groups):
-                raise MissingColumnError(
-                    f"none of the ordering fields {list(groups)} is in the data (columns: {', '.join(schema.names)}); "
-                    f"each stream of {cfg.name!r} writes its ordering field with the columns it guards")
-            o = cfg.ordering_field
-            # under event-time ordering every written record needs its ordering value (Hudi's rule;
-            # the values are checked for nulls in _prepare), for overwrites and bulk inserts too
-            if o and o not in names and (self.operation in ("upsert", "insert", "merge")
-                                         or event_time_field(o, cfg.merge_mode)):
-                raise MissingColumnError(
-                    f"ordering field {o!r} is missing from the data (columns: {', '.join(schema.names)}); "
-                    f"upserts into {cfg.name!r} decide between versions of a record by {o!r}: add it to every row")
-        bad = [n for n in schema.names if n in META_FIELDS or (n.startswith("_lk_") and not (
-            self.operation == "merge" and n == OP))]
-        if bad and self.operation != "delete":
-            if arrow is not None:
-                arrow = arrow.drop_columns(bad)
-                schema = arrow.schema
-            else:
-                sdf = sdf.drop(*bad)
-                schema = pa.schema([f for f in schema if f.name not in bad])
-        if OP in schema.names:   # merge: the per-row op is not a table column
-            schema = pa.schema([f for f in schema if f.name != OP])
-        return arrow, sdf, schema
-
-    # -- execution ------------------------------------------------------------------------------
-    def _prepare(self) -> "_Prepared | None":
-        """Validate the input and compute keys and the target schema; None when there is
-        nothing to write.  Reads the timeline, writes nothing."""
-        t = self.table
-        cfg = t.config
-        arrow, sdf, in_schema = self._prepare_input()
-        store = t._store()
-        timeline = store.load()
-        table_schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
-        keep: tuple[str, ...] = ()
-        if self.operation == "delete":
-            if table_schema is None:
-                return None
-            target_schema = table_schema
-        else:
-            target_schema = unify_schemas(table_schema, in_schema) if table_schema is not None else data_schema(in_schema)
-            keep = self._missing_columns(table_schema, in_schema)
-            if len(target_schema) == 0:
-                raise SchemaError("the data has no columns to write")
-        # every schema check before the instant exists: the table's types as files carry them
-        # (microsecond timestamps, ...), every column nullable (Hudi's Avro schema), each
-        # column's values checked against its type, the Avro schema derivable
-        target_schema = nullable(pa.schema([  # a column (or nested field) of nulls only is a string, as its Avro type says
-            f.with_type(concrete_type(normalize_type(f.type, f.name))) for f in target_schema]))
-        arrow_to_avro(target_schema, cfg.name)
-        new_fields = [f for f in target_schema if table_schema is None or f.name not in table_schema.names]
-        bad_names = invalid_avro_names(new_fields)
-        if bad_names:
-            raise SchemaError(
-                f"column name(s) {bad_names} are not valid Avro names (letters, digits and underscores, not starting "
-                "with a digit), so Hudi's table schema cannot hold them and Hudi readers could not read the table; "
-                "rename the columns before writing")
-        if arrow is not None and self.operation != "delete":
-            arrow = cast_to_schema(arrow, target_schema)
-            _check_ordering_values(arrow, cfg.ordering_field, cfg.merge_mode, cfg.name, self.operation)
-        elif sdf is not None and self.operation != "delete":
-            from lakesdk.engine.spark import check_spark_casts
-            sdf = check_spark_casts(sdf, target_schema)
-        is_delete = self.operation == "delete"
-        global_delete = is_delete and not all(f in in_schema.names for f in cfg.partition_fields)
-        ctx = WriteContext(
-            storage=t.storage, instant="", schema=target_schema, key_fields=cfg.record_key_fields,
-            partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
-            ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, column_groups=cfg.column_groups,
-            merger=t._merger(),
-            target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
-            operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor, keep_columns=keep,
-            key_encoding=self.key_encoding or cfg.key_encoding or HUDI_ENCODING,
-        )
-        # a table that does not name its key encoding: its stored keys tell, read only when a
-        # row has a null or empty key value (the only rows the encodings write differently)
-        resolve = t._key_encoding if self.key_encoding is None and cfg.key_encoding is None else None
-        op_code = OP_DELETE if is_delete else OP_UPSERT
-        if sdf is not None:
-            from lakesdk.engine.spark import check_key_values_spark
-            check_key_values_spark(sdf, ctx, resolve)   # refuse rows without a key, values that cannot round-trip
-        partitions: list[str] | None = None
-        if arrow is not None:
-            if arrow.num_rows == 0:
-                return None
-            if resolve is not None and has_missing_key_parts(arrow, cfg.record_key_fields):
-                ctx.key_encoding = resolve()
-            if global_delete:
-                ctx_keys = WriteContext(**{**ctx.__dict__, "partition_fields": ()})
-                arrow = add_key_columns(ctx_keys, arrow)
-            else:
-                arrow = add_key_columns(ctx, arrow)
-                partitions = sorted(set(pc.unique(arrow.column(PART)).to_pylist()))
-            n = arrow.num_rows
-            if OP in arrow.column_names:   # merge: each row says whether it is an upsert or a delete
-                arrow = arrow.set_column(arrow.column_names.index(OP), OP, pc.cast(arrow.column(OP), pa.int8()))
-            else:
-                arrow = arrow.append_column(OP, pa.repeat(pa.scalar(op_code, pa.int8()), n))
-            arrow = arrow.append_column(SEQ, pa.array(np.arange(n, dtype=np.int64)))
-        return _Prepared(ctx, arrow, sdf, store, timeline, partitions, global_delete, target_schema, table_schema)
-
-    def _missing_columns(self, table_schema: pa.Schema | None, in_schema: pa.Schema) -> tuple[str, ...]:
-        """Table columns the data lacks: an error (Hudi rejects such a batch), unless the caller
-        opted in; returns the columns whose stored values an upsert keeps (``"keep"``)."""
-        cfg = self.table.config
-        if table_schema is None or (cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups):
-            return ()   # a partial-update table: each stream writes its own column groups
-        missing = [f.name for f in table_schema if f.name not in META_FIELDS and f.name not in in_schema.names]
-        if not missing or self.missing_columns == "null":
-            return ()
-        if self.missing_columns == "keep":
-            return tuple(missing)
-        raise MissingColumnError(
-            f"{self.operation} into {cfg.name!r}: the data lacks table column(s) {missing} (data columns: "
-            f"{', '.join(in_schema.names)}); Hudi rejects such a batch, and writing it would set those columns "
-            "to null in every written record. Add the columns, or pass missing_columns='null' to write nulls"
-            + (" or missing_columns='keep' to keep the stored values of updated records (a partial update)"
-               if self.operation in _MERGING else ""))
 
     def write_files(self, instant: str, *, markers: Any = None) -> tuple[list[WriteStat], MergeCounts, pa.Schema]:
         """Write this batch's files for an instant opened elsewhere (a transaction, the
@@ -480,14 +263,6 @@ class WriteOperation:
     def _empty_result(self, t0: float) -> WriteResult:
         return WriteResult(self.table.name, self.operation, "", None, "commit", seconds=time.perf_counter() - t0)
 
-    @staticmethod
-    def _record_size(store: Any, timeline: Any, default: int) -> int:
-        for inst in reversed(timeline.commits.by_completion()):
-            tot = store.commit_metadata(inst).totals()
-            if tot["written"] > 0 and tot["bytes"] > 0:
-                return max(1, tot["bytes"] // tot["written"])
-        return default
-
     def _engine(self) -> str:
         """``local`` for driver-side data when Spark is (or would be) local; else ``spark``."""
         choice = self.table.options.engine
@@ -601,21 +376,6 @@ class WriteOperation:
     @staticmethod
     def _completed_exists(store: Any, instant: Instant) -> bool:
         return any("_" in n.split(".")[0] for n in store.all_states(instant.requested, instant.action))
-
-
-def _check_ordering_values(arrow: pa.Table, ordering: str | None, merge_mode: str, table: str, operation: str) -> None:
-    """Under event-time ordering, refuse records written as data (every row; a merge's
-    upserts) whose ordering value is null, before the instant exists (Hudi refuses them)."""
-    o = event_time_field(ordering, merge_mode)
-    if not o or o not in arrow.column_names:
-        return
-    col = arrow.column(o)
-    what = operation
-    if OP in arrow.column_names:   # a merge: its deletes may go without an ordering value
-        col = col.filter(pc.equal(arrow.column(OP), OP_UPSERT))
-        what = "merge's updates and inserts"
-    if col.null_count:
-        raise null_ordering_error(o, col.null_count, len(col), table, what)
 
 
 def _marker_names(markers: Any) -> set[str]:
