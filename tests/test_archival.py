@@ -364,3 +364,34 @@ def test_reads_take_archived_commits_after_the_start_of_the_active_timeline_as_c
     late = str(int(results[1].instant) + 1)       # between two archived commits
     open(f"{t.path}/.hoodie/timeline/{late}.commit.requested", "wb").close()
     assert rows(lk.open_table(t.path).read()) == [(1, "v4"), (2, "v3")]
+
+
+def test_time_travel_into_a_hole_archival_beyond_a_savepoint_left_is_guarded(tmp_path):
+    """Archival beyond a savepoint keeps the savepointed commit active and archives later ones;
+    once the savepoints are deleted, that commit starts the active timeline before archived
+    commits.  A clean without a window (KEEP_LATEST_FILE_VERSIONS) then deletes their files:
+    time travel to them must be refused; it answered with the older commit's rows (found by
+    the soak)."""
+    import pandas as pd
+    t = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", markers="direct")).create_table(
+        "t", key="k", partition_by="p", ordering="ts")
+
+    def df(keys, ts):
+        return pd.DataFrame({"k": keys, "p": ["a"] * len(keys), "ts": [ts] * len(keys)})
+    c1 = t.bulk_insert(df(["x"], 1))
+    t.maintenance.savepoint(c1.instant)
+    c2 = t.upsert(df(["0", "y"], 3))
+    t.delete(["zz"])
+    t.maintenance.savepoint(c2.instant)
+    t.maintenance.archive(min_commits=1, max_commits=2, beyond_savepoint=True)
+    t.delete(["x"])
+    t.insert_overwrite(df(["q1", "q2"], 5), scope="table")
+    t.maintenance.delete_savepoint(c2.instant)
+    res = t.maintenance.archive(min_commits=1, max_commits=2, beyond_savepoint=True)
+    assert c2.instant in {i.requested for i in res.archived}
+    assert t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1).deleted
+    t.maintenance.delete_savepoint(c1.instant)
+    assert t.timeline.instants[0].requested == c1.instant      # active, before the archived c2
+    with pytest.raises(lk.TimeTravelError, match="reaches commits archived after the active commit"):
+        t.as_of(c2.instant).to_arrow()
+    assert sorted(t.as_of(c1.instant).to_pandas().k) == ["x"]

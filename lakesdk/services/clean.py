@@ -558,8 +558,15 @@ def check_time_travel(table: "Table", moment: str, *, store: TimelineStore | Non
     # the start of the active timeline, savepointed commits aside (archival beyond a savepoint
     # keeps them active while it archives the commits after them)
     first = next((c.requested for c in timeline.commits if c.requested not in sps), None)
-    if first is None or moment < first:
-        cleans += _archived_cleans(table)
+    history = _history(table) if first is None or moment < first or _has_history(table) else []
+    # the read reaches archived commits: the moment is before the active timeline, or after an
+    # active commit that archival beyond a savepoint kept active while it archived later ones
+    # (a hole once that savepoint is gone); the view checks the files of active commits only
+    reaches_history = first is None or moment < first or any(
+        a.instant.completed_action in WRITE_ACTIONS and first < a.instant.requested <= moment for a in history)
+    if reaches_history:
+        cleans += [(a.instant.requested, CleanMetadataData.parse(a.metadata or b"")) for a in history
+                   if a.action == "clean"]
     if not cleans:
         return
     # every clean counts, not the last one alone: a later clean without an earliest commit to
@@ -573,21 +580,29 @@ def check_time_travel(table: "Table", moment: str, *, store: TimelineStore | Non
                 f"commit clean {by} retained ({ectr}). Please ensure sufficient commits "
                 "are retained with cleaner for Timestamp as of query to work (or savepoint the instant)")
     unbounded = [c for c, md in cleans if not md.earliest_commit_to_retain and moment < c]
-    if unbounded and (first is None or moment < first):
-        where = f"the first active commit {first}" if first else "the active timeline (it holds no commit)"
+    if unbounded and reaches_history:
+        if first is None:
+            where = f"{moment} is before the active timeline (it holds no commit)"
+        elif moment < first:
+            where = f"{moment} is before the first active commit {first}"
+        else:
+            where = f"a read as of {moment} reaches commits archived after the active commit {first}"
         raise TimeTravelError(
             f"Please ensure sufficient commits are retained (uncleaned and un-archived) for timestamp as of query "
-            f"to work: {moment} is before {where}, and clean {unbounded[-1]} kept no window of commits "
+            f"to work: {where}, and clean {unbounded[-1]} kept no window of commits "
             "(KEEP_LATEST_FILE_VERSIONS): it may have deleted files that moment needs")
 
 
-def _archived_cleans(table: "Table") -> list[tuple[str, CleanMetadataData]]:
-    """(requested time, metadata) of the completed cleans in the timeline history (layout 2)."""
+def _has_history(table: "Table") -> bool:
     if table.config.layout_version < 2:
+        return False
+    from lakesdk.format.lsm_timeline import LSMTimeline
+    return bool(LSMTimeline(table.storage, table.config).manifest())
+
+
+def _history(table: "Table") -> list[Any]:
+    """The archived instants of the timeline history (layout 2), with their metadata."""
+    if not _has_history(table):
         return []
     from lakesdk.format.lsm_timeline import LSMTimeline
-    lsm = LSMTimeline(table.storage, table.config)
-    if not lsm.manifest():
-        return []
-    return [(a.instant.requested, CleanMetadataData.parse(a.metadata or b""))
-            for a in lsm.load() if a.action == "clean"]
+    return LSMTimeline(table.storage, table.config).load()
