@@ -42,11 +42,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 from lakesdk._display import human_bytes as _human
 from lakesdk._progress import progress as show_progress
-from lakesdk.exceptions import InstantNotFoundError, LakeError, TimeTravelError
+from lakesdk.exceptions import InstantNotFoundError, LakeError
 from lakesdk.format.file_group import FileGroup, FileSlice
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
 from lakesdk.format.service_metadata import CleanerPlanData, CleanMetadataData, SavepointMetadataData
 from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.services.time_travel import check_time_travel
 
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
@@ -532,77 +533,3 @@ def clean_after_write(table: "Table") -> CleanResult | None:
     except Exception:  # noqa: BLE001
         log.warning("inline clean of %r failed; the write itself committed", table.name, exc_info=True)
         return None
-
-
-def check_time_travel(table: "Table", moment: str, *, store: TimelineStore | None = None,
-                      timeline: Timeline | None = None) -> None:
-    """Raise when a time-travel read as of ``moment`` may miss files a clean deleted
-    (Hudi's ``TimelineUtils.validateTimestampAsOf``): ``moment`` must not be before the
-    earliest commit to retain of any clean (Hudi looks at the last clean only; a later
-    KEEP_LATEST_FILE_VERSIONS clean, which records none, does not make older moments readable
-    again); a savepointed instant is always readable.  A clean without an earliest commit to
-    retain refuses the moments before it that are older than the first active commit: the
-    file-system view checks the files of a read of an active commit against its write stats
-    (:meth:`lakesdk.read.view.FileSystemView.verify`), not those of an archived one.
-
-    Cleans archived into the timeline history count too (a moment before the active
-    timeline reads them from there): Hudi's archiver keeps the latest cleans active, lakesdk's
-    archives a clean with the commits before it, and the guard must not leave with it."""
-    store = store or table._store()
-    timeline = timeline if timeline is not None else store.load()
-    sps = {i.requested for i in timeline.instants if i.action == "savepoint" and i.is_completed}
-    if moment in sps:
-        return
-    cleans = [(c.requested, CleanMetadataData.parse(store.read_bytes(c)))
-              for c in timeline.instants if c.action == "clean" and c.is_completed]
-    # the start of the active timeline, savepointed commits aside (archival beyond a savepoint
-    # keeps them active while it archives the commits after them)
-    first = next((c.requested for c in timeline.commits if c.requested not in sps), None)
-    history = _history(table) if first is None or moment < first or _has_history(table) else []
-    # the read reaches archived commits: the moment is before the active timeline, or after an
-    # active commit that archival beyond a savepoint kept active while it archived later ones
-    # (a hole once that savepoint is gone); the view checks the files of active commits only
-    reaches_history = first is None or moment < first or any(
-        a.instant.completed_action in WRITE_ACTIONS and first < a.instant.requested <= moment for a in history)
-    if reaches_history:
-        cleans += [(a.instant.requested, CleanMetadataData.parse(a.metadata or b"")) for a in history
-                   if a.action == "clean"]
-    if not cleans:
-        return
-    # every clean counts, not the last one alone: a later clean without an earliest commit to
-    # retain (KEEP_LATEST_FILE_VERSIONS) does not bring back what an earlier one deleted
-    with_ectr = [(md.earliest_commit_to_retain, c) for c, md in cleans if md.earliest_commit_to_retain]
-    if with_ectr:
-        ectr, by = max(with_ectr)
-        if moment < ectr:
-            raise TimeTravelError(
-                f"Cleaner cleaned up the timestamp of interest: time travel to {moment} is before the earliest "
-                f"commit clean {by} retained ({ectr}). Please ensure sufficient commits "
-                "are retained with cleaner for Timestamp as of query to work (or savepoint the instant)")
-    unbounded = [c for c, md in cleans if not md.earliest_commit_to_retain and moment < c]
-    if unbounded and reaches_history:
-        if first is None:
-            where = f"{moment} is before the active timeline (it holds no commit)"
-        elif moment < first:
-            where = f"{moment} is before the first active commit {first}"
-        else:
-            where = f"a read as of {moment} reaches commits archived after the active commit {first}"
-        raise TimeTravelError(
-            f"Please ensure sufficient commits are retained (uncleaned and un-archived) for timestamp as of query "
-            f"to work: {where}, and clean {unbounded[-1]} kept no window of commits "
-            "(KEEP_LATEST_FILE_VERSIONS): it may have deleted files that moment needs")
-
-
-def _has_history(table: "Table") -> bool:
-    if table.config.layout_version < 2:
-        return False
-    from lakesdk.format.lsm_timeline import LSMTimeline
-    return bool(LSMTimeline(table.storage, table.config).manifest())
-
-
-def _history(table: "Table") -> list[Any]:
-    """The archived instants of the timeline history (layout 2), with their metadata."""
-    if not _has_history(table):
-        return []
-    from lakesdk.format.lsm_timeline import LSMTimeline
-    return LSMTimeline(table.storage, table.config).load()
