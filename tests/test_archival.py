@@ -247,11 +247,13 @@ def test_rollback_refused_when_it_would_leave_no_active_commit_after_archival(la
     assert results[-1].instant == last
 
 
-@pytest.mark.parametrize("engine", ["local", "spark"])
-def test_time_travel_to_an_archived_commit_reads_the_schema_of_that_commit(tmp_path, spark, engine):
+def evolved_table(tmp_path, engine: str, name: str):
+    """A table whose first commit has columns of types a data file's footer does not keep exactly
+    (a list's item name, a zone, a nested naive timestamp), and whose later commits add a column:
+    (table, first schema, later schema, first commit)."""
     import pyarrow as pa
     lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine=engine))
-    t = lake.create_table("a_schema", key="k", ordering="ts")
+    t = lake.create_table(name, key="k", ordering="ts")
     s = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("l", pa.list_(pa.int16())),
                    ("at", pa.timestamp("us", "Asia/Tokyo")), ("n", pa.struct([("q", pa.timestamp("us"))]))])
     first = t.upsert(pa.table({"k": ["a"], "ts": [1], "l": [[1]], "at": [1], "n": [{"q": 1}]}, schema=s))
@@ -259,6 +261,12 @@ def test_time_travel_to_an_archived_commit_reads_the_schema_of_that_commit(tmp_p
     for i in range(3):
         t.upsert(pa.table({"k": [f"b{i}"], "ts": [1], "l": [[2]], "at": [2], "n": [{"q": 2}], "extra": [i]},
                           schema=later))
+    return t, s, later, first
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_time_travel_to_an_archived_commit_reads_the_schema_of_that_commit(tmp_path, spark, engine):
+    t, s, later, first = evolved_table(tmp_path, engine, "a_schema")
     before = t.as_of(first.instant).to_arrow()
     assert str(before.schema) == str(s)                 # str: == ignores a list's item name
     t.maintenance.archive(min_commits=1, max_commits=2)
@@ -290,16 +298,7 @@ def test_time_travel_stays_guarded_after_the_clean_is_archived(lake, policy):
 
 
 def test_incremental_read_ending_at_an_archived_commit_reads_the_schema_of_that_commit(tmp_path):
-    import pyarrow as pa
-    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
-    t = lake.create_table("a_inc_schema", key="k", ordering="ts")
-    s = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("l", pa.list_(pa.int16())),
-                   ("at", pa.timestamp("us", "Asia/Tokyo")), ("n", pa.struct([("q", pa.timestamp("us"))]))])
-    first = t.upsert(pa.table({"k": ["a"], "ts": [1], "l": [[1]], "at": [1], "n": [{"q": 1}]}, schema=s))
-    later = s.append(pa.field("extra", pa.int32()))
-    for i in range(3):
-        t.upsert(pa.table({"k": [f"b{i}"], "ts": [1], "l": [[2]], "at": [2], "n": [{"q": 2}], "extra": [i]},
-                          schema=later))
+    t, s, _, first = evolved_table(tmp_path, "local", "a_inc_schema")
     before = t.incremental(None, first.completed, meta_fields=False).to_arrow()
     assert str(before.schema) == str(s) and before.num_rows == 1
     t.maintenance.archive(min_commits=1, max_commits=2)
