@@ -25,9 +25,10 @@ def check_time_travel(table: "Table", moment: str, *, store: TimelineStore | Non
     earliest commit to retain of any clean (Hudi looks at the last clean only; a later
     KEEP_LATEST_FILE_VERSIONS clean, which records none, does not make older moments readable
     again); a savepointed instant is always readable.  A clean without an earliest commit to
-    retain refuses the moments before it that are older than the first active commit: the
-    file-system view checks the files of a read of an active commit against its write stats
-    (:meth:`lakesdk.read.view.FileSystemView.verify`), not those of an archived one.
+    retain refuses the moments before it whose read reaches archived commits (before the first
+    active commit, or after an active commit archived ones follow): the file-system view checks
+    the files of active commits against their write stats
+    (:meth:`lakesdk.read.view.FileSystemView.verify`), not those of archived ones.
 
     Cleans archived into the timeline history count too (a moment before the active
     timeline reads them from there): Hudi's archiver keeps the latest cleans active, lakesdk's
