@@ -394,3 +394,32 @@ def test_time_travel_into_a_hole_archival_beyond_a_savepoint_left_is_guarded(tmp
     with pytest.raises(lk.TimeTravelError, match="reaches commits archived after the active commit"):
         t.as_of(c2.instant).to_arrow()
     assert sorted(t.as_of(c1.instant).to_pandas().k) == ["x"]
+
+
+def test_archival_plans_before_the_lock_and_plans_again_when_another_archived_meanwhile(lake, monkeypatch):
+    """The plan (the costly listing) is made before the table lock; under it the plan is
+    checked against the timeline.  An archival that ran in between makes it stale: the
+    instants it would move are gone, so it plans again instead of moving them twice."""
+    from lakesdk.services import archival
+    t = lake.create_table("replan", key="id", partition_by="p", ordering="ts")
+    results = [t.upsert(batch(i, ids=(i, 10 + i))) for i in range(8)]
+    original = archival.plan_archive
+    calls = []
+
+    def plan_then_another_archives(table, **kw):
+        plan = original(table, **kw)
+        calls.append(len(plan))
+        if len(calls) == 1:
+            other = lk.open_table(t.path)
+            assert len(other.maintenance.archive(min_commits=5, max_commits=6).archived) == 3
+        return plan
+    monkeypatch.setattr(archival, "plan_archive", plan_then_another_archives)
+    res = t.maintenance.archive(min_commits=3, max_commits=4)
+    monkeypatch.undo()
+    assert calls == [5, 3, 2]                       # the stale plan, the other's, the new one
+    assert [i.requested for i in res.archived] == [r.instant for r in results[3:5]]
+    hist = [a.instant.requested for a in archival.archived_instants(t)]
+    assert sorted(hist) == [r.instant for r in results[:5]]             # each instant once
+    assert active(t) == [r.instant for r in results[5:]]
+    expected = sorted([(k, f"v{k}") for k in range(8)] + [(10 + k, f"v{k}") for k in range(8)])
+    assert rows(t.read()) == expected == hudi_rows(t.path)

@@ -60,6 +60,7 @@ class ArchivePlan:
     min_commits: int
     max_commits: int
     bounds: tuple[str, ...] = ()          # why archival stops where it does
+    basis: tuple[tuple[str, str, str], ...] = field(default=(), repr=False, compare=False)
 
     @property
     def commits(self) -> int:
@@ -213,7 +214,13 @@ def plan_archive(table: "Table", *, min_commits: int = 20, max_commits: int = 30
     stop = [k for k, v in sorted(bounds.items(), key=lambda kv: kv[1]) if v > last][:1]
     if len(chosen) == n:
         stop.insert(0, f"the newest min_commits={min_commits} commits")
-    return ArchivePlan(instants=instants, bounds=tuple(stop), **base)
+    return ArchivePlan(instants=instants, bounds=tuple(stop), basis=_basis(timeline, last), **base)
+
+
+def _basis(timeline: Timeline, last: str) -> tuple[tuple[str, str, str], ...]:
+    """The instants up to ``last`` (the newest one a plan archives), with their states: while
+    these stay the same, the plan stays valid (see :func:`archive`)."""
+    return tuple(sorted((i.requested, i.action, i.state) for i in timeline.instants if i.requested <= last))
 
 
 def _state_files(store: TimelineStore, inst: Instant) -> tuple[list[str], str]:
@@ -226,17 +233,28 @@ def _state_files(store: TimelineStore, inst: Instant) -> tuple[list[str], str]:
 
 def archive(table: "Table", *, min_commits: int = 20, max_commits: int = 30,
             beyond_savepoint: bool = False) -> ArchiveResult:
-    """Plan and run an archival (see module doc), under the table lock with several writers:
-    a new instant is created under it too, later than every instant then on the timeline, so
-    none can appear before an archived commit (:mod:`lakesdk.concurrency.instants`)."""
+    """Plan and run an archival (see module doc).
+
+    With several writers the move runs under the table lock.  The plan (which lists the file
+    groups, the costly part) is made before it, and checked under it: a new instant is created
+    under the lock too, at a time later than every instant then on the timeline
+    (:mod:`lakesdk.concurrency.instants`), so an instant that appeared since the plan is later
+    than everything the plan moves and cannot change it.  Only a change among the instants up
+    to the newest one moved (another archival, a savepoint, a restore) can; then the plan is
+    made again, under the lock."""
     from lakesdk.concurrency.instants import holding
-    with holding(table._lock()):
-        return _archive(table, min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
-
-
-def _archive(table: "Table", *, min_commits: int, max_commits: int, beyond_savepoint: bool) -> ArchiveResult:
     t0 = time.perf_counter()
-    plan = plan_archive(table, min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
+    kw: dict[str, Any] = dict(min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
+    plan = plan_archive(table, **kw)
+    if not plan.instants:
+        return ArchiveResult(table.name, (), None, plan.active_instants, time.perf_counter() - t0)
+    with holding(table._lock()):
+        if _basis(table._store().load(), plan.instants[-1].requested) != plan.basis:
+            plan = plan_archive(table, **kw)
+        return _archive(table, plan, t0)
+
+
+def _archive(table: "Table", plan: ArchivePlan, t0: float) -> ArchiveResult:
     store = table._store()
     if not plan.instants:
         return ArchiveResult(table.name, (), None, plan.active_instants, time.perf_counter() - t0)
