@@ -20,7 +20,7 @@ _LAZY = {
     "Table": "lakesdk.table.table",
     "TableOptions": "lakesdk.table.table",
     "Query": "lakesdk.table.query",
-    "WriteResult": "lakesdk.table.results",
+    "WriteResult": "lakesdk.commit.results",
     "Instant": "lakesdk.format.instant",
     "Timeline": "lakesdk.format.timeline",
     "get_spark": "lakesdk.engine.session",

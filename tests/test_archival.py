@@ -12,7 +12,8 @@ import pytest
 
 import lakesdk as lk
 from lakesdk.format.instant import Instant
-from lakesdk.format.lsm_timeline import ArchivedInstant, LSMTimeline, parse_history_file_name
+from lakesdk.format.lsm_timeline import ArchivedInstant, parse_history_file_name
+from lakesdk.timeline.history import LSMTimeline
 
 from .test_clean import batch, hudi_rows, rows
 

@@ -30,7 +30,7 @@ SETUP = textwrap.dedent("""\
     t.upsert(rides.assign(ts=2, fare=rides.fare * 2).head(4))
     t.delete(["r5"])
     # a write that is still running: requested -> inflight, not completed
-    store = t._store()
+    store = t.context.store
     pending = Instant("commit", "requested", InstantClock.next(after=t.timeline.max_time()))
     store.create(pending)
     pending = store.transition(pending, "inflight", CommitMetadata(operation_type="UPSERT").to_avro())

@@ -60,7 +60,7 @@ def test_missing_latest_base_file_is_an_error_at_read_write_and_check(lake, tabl
 
 def test_missing_data_file_refuses_the_write_before_rolling_back_a_failed_write(lake):
     t = _table(lake, "dmg_failed", "cow")
-    t._store().create_new("commit")   # an earlier writer failed: its instant stays requested
+    t.context.store.create_new("commit")   # an earlier writer failed: its instant stays requested
     os.remove(_latest_base(t))
     before = _state(t)
     with pytest.raises(lk.DataFileMissingError):

@@ -313,7 +313,7 @@ def test_60_upserts_with_inline_clean_stay_bounded(lake):
     R + 1 slices (R newer than the ECTR, one before it) after each write's inline clean."""
     R = 3
     t = lake.create_table("c6", key="id", partition_by="p", ordering="ts")
-    t.options = lk.TableOptions(engine=t.options.engine, clean_after_write=True, clean_retain_commits=R)
+    t = t.with_options(lk.TableOptions(engine=t.options.engine, clean_after_write=True, clean_retain_commits=R))
     model: dict[int, str] = {}
     counts = []
     for i in range(60):

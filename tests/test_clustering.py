@@ -125,7 +125,7 @@ def test_T55_max_groups_caps_the_plan(lake):
 
 def test_T50_inline_clustering_waits_for_cluster_every_commits(lake):
     t = lake.create_table("inl", key="id", partition_by="p", ordering="ts")
-    t.options = lk.TableOptions(engine="local", markers="direct", cluster_every=4, cluster_small_file_limit=MB)
+    t = t.with_options(lk.TableOptions(engine="local", markers="direct", cluster_every=4, cluster_small_file_limit=MB))
     for i in range(3):
         t.bulk_insert(batch(range(10 * i, 10 * i + 3)))
     assert commits_since_clustering(t.timeline) == 3
@@ -317,7 +317,7 @@ def test_interrupted_clustering_is_re_executed_without_losing_rows(lake, point, 
     assert t.maintenance.cluster() is None
     with pytest.raises(ClusteringConflictError, match="another process"):
         t.maintenance.cluster(plan.instant)
-    t.options = lk.TableOptions(engine="local", markers="direct", heartbeat_interval_s=0.05, heartbeat_misses=1)
+    t = t.with_options(lk.TableOptions(engine="local", markers="direct", heartbeat_interval_s=0.05, heartbeat_misses=1))
     time.sleep(0.2)                                        # the dead process's heartbeat expires
     res = t.maintenance.cluster()
     assert res.instant == plan.instant and res.new_file_groups == 2
@@ -352,7 +352,7 @@ def test_cluster_on_the_spark_engine(tmp_path, spark, table_type):
     t = table_with_small_files(lake, f"sp{table_type}", table_type=table_type, n_files=3)
     t.upsert(batch([0, 101], v=8.0, ts=2))
     before = rows(t)
-    t.options = lk.TableOptions(engine="spark")          # the data was written locally; cluster on Spark
+    t = t.with_options(lk.TableOptions(engine="spark"))          # the data was written locally; cluster on Spark
     plan = t.maintenance.schedule_clustering(small_file_limit=MB, sort_by="v")
     with pytest.raises(ClusteringConflictError):          # the Spark write path rejects the update too
         t.upsert(batch([1], v=3.0, ts=5))

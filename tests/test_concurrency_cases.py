@@ -255,7 +255,7 @@ def test_c10_inflight_compaction_during_a_write_is_no_candidate(tmp_path):
     ha = handle(t)
     a = Held(ha, lambda: ha.upsert(pd.concat([df([0, 1], "a", ts=3), df([10], "new", ts=3)])))
     plan = t.maintenance.schedule_compaction()
-    store = t._store()
+    store = t.context.store
     req = next(i for i in store.load().pending if i.requested == plan.instant)
     store.transition(req, "inflight")                 # the compaction runs: requested -> inflight
     a.finish()

@@ -49,7 +49,7 @@ def new_table(tmp_path, markers: str, **kw):
 def loser_file_attempts(t, instant: str) -> int:
     """Data files the loser created or was about to create: its rollback plan lists every file
     its markers named (a marker precedes its data file) plus any file named with its instant."""
-    store = t._store()
+    store = t.context.store
     plans = []
     for rb in store.load().filter(actions=["rollback"]):
         plan = RollbackPlanData.parse(t.storage.read(store.path(Instant("rollback", "requested", rb.requested))))
@@ -148,9 +148,9 @@ def test_later_writer_stops_before_writing_threads(tmp_path, monkeypatch, marker
     assert_no_orphans(t)
     assert_hudi_agrees(t)
     if markers == "timeline_server":
-        assert b._marker_server.stats.early_conflicts == 1
-        assert b._marker_server.dir_state(loser) is None    # the server forgot the stopped instant
-        assert b._marker_server.early_conflict(loser) is None
+        assert b.context.resources.server_of(b.storage).stats.early_conflicts == 1
+        assert b.context.resources.server_of(b.storage).dir_state(loser) is None    # the server forgot the stopped instant
+        assert b.context.resources.server_of(b.storage).early_conflict(loser) is None
     # the retry, once the winner committed, lands on top of it
     retry = b.upsert(rows(range(3, 8), "B"))
     assert {i.requested for i in t.timeline.commits} == {first.requested, winner, retry.instant}
@@ -301,7 +301,7 @@ class FakeWriter:
 
     def __init__(self, t, instant: str, names: list[str], *, heartbeat: bool = True, server_markers: bool = True,
                  action: str = "commit"):
-        store = t._store()
+        store = t.context.store
         req = Instant(action, "requested", instant)
         store.create(req)
         store.transition(req, "inflight")

@@ -48,7 +48,7 @@ from lakesdk.format.log_block import (
     encode_rollback_block,
     scan_log_file,
 )
-from lakesdk.format.lsm_timeline import ArchivedInstant, LSMTimeline, parse_manifest
+from lakesdk.format.lsm_timeline import ArchivedInstant, parse_manifest
 from lakesdk.format.plans import (
     ClusteringGroupData,
     ClusteringPlanData,
@@ -69,6 +69,7 @@ from lakesdk.format.service_metadata import (
 )
 from lakesdk.format.table_config import TableConfig
 from lakesdk.storage import Storage
+from lakesdk.timeline.history import LSMTimeline
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFORMANCE = Path(os.environ.get("LAKESDK_SHARED", ROOT.parent / "shared")) / "conformance"
@@ -765,7 +766,7 @@ def test_avro_schema_that_is_not_a_record_schema_is_a_schema_error(schema: objec
 
 
 def test_damaged_plan_read_from_the_timeline_names_its_file() -> None:
-    from lakesdk.format.timeline import TimelineStore
+    from lakesdk.timeline.store import TimelineStore
     storage = Storage("memory://fuzz-plan")
     try:
         store = TimelineStore(storage, TableConfig.new(name="t", table_type="COPY_ON_WRITE", record_key_fields=("id",)))

@@ -41,36 +41,55 @@ def lake_local(tmp_path):
 
 
 def test_table_handles_release_marker_servers_and_threads(lake_local):
+    """The lake owns what its handles' writes start: 30 handles that write share one marker
+    server for their table, and ``lake.close()`` leaves no listening socket and no lakesdk
+    thread.  A table opened alone owns its own, which ``close()``, a ``with`` block or the
+    garbage collector ends."""
     import gc
     import threading
     gc.collect()
     base_threads, base_listening = set(threading.enumerate()), _listening()
-    # closed explicitly
     handles = [lake_local.table("t") for _ in range(30)]
     for i, t in enumerate(handles):
         assert t.upsert(_rows(i)).inserted == 2
-    assert _listening() >= base_listening + 30
-    for t in handles:
-        t.close()
-        t.close()   # idempotent
+    assert _listening() == base_listening + 1 and lake_local.resources.running == 1   # one per table
+    lake_local.close()
+    lake_local.close()   # idempotent
     assert _listening() == base_listening and _new_threads(base_threads) == []
-    # dropped without closing: garbage collection stops the servers
-    handles = [lake_local.table("t") for _ in range(30)]
-    for i, t in enumerate(handles):
-        t.upsert(_rows(i))
+    # a handle of a closed lake still writes (a new server), which the next close ends
+    assert handles[0].upsert(_rows(0)).updated == 2 and _listening() == base_listening + 1
+    with lake_local:
+        assert handles[1].upsert(_rows(1)).updated == 2
+    assert _listening() == base_listening and _new_threads(base_threads) == []
+    # tables opened alone: each owns its server; dropped without closing, the collector ends them
+    path = handles[0].path
     del handles, t
+    alone = [lk.open_table(path, options=lake_local.options) for _ in range(5)]
+    for i, t in enumerate(alone):
+        t.upsert(_rows(i))
+    assert _listening() == base_listening + 5
+    del alone, t
     gc.collect()
     assert _listening() == base_listening and _new_threads(base_threads) == []
-    # a with block; a closed handle still writes (a new server), and closes again
-    with lk.open_table(lake_local.table("t").path, options=lake_local.options) as t:
+    # a with block; a closed handle still writes (a new server), and closes again; a refreshed
+    # handle and one with other options share their owner
+    with lk.open_table(path, options=lake_local.options) as t:
         assert t.upsert(_rows(1)).updated == 2
     assert _listening() == base_listening and _new_threads(base_threads) == []
     assert t.upsert(_rows(2)).updated == 2 and _listening() == base_listening + 1
+    t2 = t.refresh().with_options(marker_threads=2)
+    assert t2.context.resources is t.context.resources and t2.options.marker_threads == 2
+    assert t2.upsert(_rows(3)).updated == 2 and _listening() == base_listening + 1
     t.close()
-    # the lake closes the handles it handed out
-    with lake_local as lake:
-        kept = [lake.table("t") for _ in range(3)]
-        for k in kept:
-            k.upsert(_rows(3))
     assert _listening() == base_listening and _new_threads(base_threads) == []
     assert len(lake_local.table("t").to_pandas()) == 2 * 30
+
+
+def test_a_handle_is_a_value(lake_local):
+    t = lake_local.table("t")
+    with pytest.raises(AttributeError, match="with_options"):
+        t.options = lk.TableOptions()
+    t2 = t.with_options(engine="local", compact_every=3)
+    assert t.options.compact_every != 3 and t2.options.compact_every == 3 and t2.context is not t.context
+    with pytest.raises(lk.OptionsError):
+        t.with_options(engine="gpu")

@@ -106,7 +106,7 @@ def assert_exactly_once(t, topic: str, bootstrap: str, ids, *, group: str | None
     df = t.read().to_pandas()
     assert len(df) == len(ids), f"{len(df)} rows for {len(ids)} records"
     assert sorted(df.id.tolist()) == ids
-    store = t._store()
+    store = t.context.store
     tl = store.load()
     inserted = updated = 0
     for inst in tl.commits:

@@ -195,7 +195,7 @@ def test_compaction_keeps_rows_before_during_and_after(lake):
 
 def test_inline_compaction_every_n_deltacommits(lake):
     t = lake.create_table("inl", key="id", ordering="ts", table_type="mor")
-    t.options = lk.TableOptions(compact_every=2, engine=t.options.engine)
+    t = t.with_options(lk.TableOptions(compact_every=2, engine=t.options.engine))
     r1 = t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["a", "b"]}))
     assert r1.compaction is None
     r2 = t.upsert(pd.DataFrame({"id": [1], "ts": [2], "v": ["a2"]}))

@@ -151,8 +151,8 @@ def test_restore_order_T73_T74():
 
 def test_restore_after_10_commits_with_cleaning_gives_savepointed_rows(lake):
     t = lake.create_table("s6", key="id", partition_by="p", ordering="ts", table_type="mor")
-    t.options = lk.TableOptions(engine=t.options.engine, clean_after_write=True, clean_retain_commits=2,
-                                compact_every=3)
+    t = t.with_options(lk.TableOptions(engine=t.options.engine, clean_after_write=True, clean_retain_commits=2,
+                                compact_every=3))
     t.upsert(batch(0, ids=range(12)))
     t.upsert(batch(1, ids=(1, 2, 3)))
     sp = t.maintenance.savepoint()
@@ -163,7 +163,7 @@ def test_restore_after_10_commits_with_cleaning_gives_savepointed_rows(lake):
         else:
             t.upsert(batch(i, ids=(i % 4, 20 + i)))
     assert any(i.action == "compaction" for i in t.timeline)
-    store = t._store()
+    store = t.context.store
     cleaned = [CleanMetadataData.parse(store.read_bytes(i)) for i in t.timeline if i.action == "clean"]
     assert sum(md.total_deleted for md in cleaned) > 0                 # cleans deleted file versions in between
     assert rows(t.as_of(sp.instant)) == expected                       # time travel to the savepoint after cleans
@@ -191,6 +191,6 @@ def test_t72_pending_restore_blocks_writes(lake):
     from lakesdk.format.instant import Instant
     t = lake.create_table("t72", key="id")
     t.upsert(pd.DataFrame({"id": [1], "v": ["a"]}))
-    t._store().create(Instant("restore", "requested", "20990101000000000"))
+    t.context.store.create(Instant("restore", "requested", "20990101000000000"))
     with pytest.raises(WriteError, match="restore is in progress"):
         t.upsert(pd.DataFrame({"id": [2], "v": ["b"]}))

@@ -198,7 +198,7 @@ def test_s14_clustering_completing_after_a_schema_change_keeps_it(tmp_path, monk
 # -- M1-M21: TestHoodieClientMultiWriter.testHoodieClientWithSchemaConflictResolution ------------
 def empty_commit(t, schema_attr: str | None = None) -> None:
     """A completed commit whose metadata carries no schema (null, or an empty string)."""
-    store = t._store()
+    store = t.context.store
     action = "deltacommit" if t.config.is_mor else "commit"
     inst = store.create_new(action, after=store.load().max_time())
     inst = store.transition(inst, "inflight", CommitMetadata(operation_type="UPSERT").to_avro())

@@ -20,9 +20,10 @@ import lakesdk as lk
 from lakesdk.exceptions import CorruptTimelineError, LakeError, TimeTravelError
 from lakesdk.format.instant import format_instant_time, parse_instant_time
 from lakesdk.format.plans import CompactionOperation
-from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.format.timeline import Timeline
 from lakesdk.services.compaction import compaction_due, order_operations
 from lakesdk.services.rollback import RollbackNotAllowedError
+from lakesdk.timeline.store import TimelineStore
 
 from .conftest import conformance_table
 from .test_clean import batch, data_files, hudi_rows, rows
@@ -80,7 +81,7 @@ def plus_ms(instant: str, ms: int = 1) -> str:
 # == compaction scheduling (T34-T49) ===================================================================
 def test_t34_t35_inline_compaction_after_max_delta_commits(lake):
     t = lake.create_table("t34", key="id", ordering="ts", table_type="mor")
-    t.options = lk.TableOptions(engine=t.options.engine, compact_every=3)
+    t = t.with_options(lk.TableOptions(engine=t.options.engine, compact_every=3))
     t.upsert(batch(0))
     r2 = t.upsert(batch(1, ids=(1,)))
     assert r2.compaction is None and [i.action for i in t.timeline.commits] == ["deltacommit"] * 2   # T34
@@ -183,8 +184,8 @@ def test_t41_inflight_compaction_is_retried_by_the_next_inline_compaction(lake):
     t.upsert(batch(1, ids=(1,)))
     plan = t.maintenance.schedule_compaction()
     inst = next(i for i in t.timeline if i.requested == plan.instant)
-    t._store().transition(inst, "inflight")              # its executor died after starting
-    t.options = lk.TableOptions(engine=t.options.engine, compact_every=2)
+    t.context.store.transition(inst, "inflight")              # its executor died after starting
+    t = t.with_options(lk.TableOptions(engine=t.options.engine, compact_every=2))
     r = t.upsert(batch(2, ids=(2,)))
     assert r.compaction is not None and r.compaction.instant == plan.instant
     writes = list(t.timeline.commits)
@@ -305,10 +306,10 @@ def test_t63_lazy_leaves_failed_writes_eager_rolls_them_back(lake):
         stray = f"{t.path}/p=a/{'0' * 8}-0000-0000-0000-{inst[-12:]}-0_0-1-1_{inst}.parquet"
         open(stray, "wb").close()                        # a file the dead writer left behind
         strays.append(stray)
-    t.options = lk.TableOptions(engine=t.options.engine, failed_writes="lazy")
+    t = t.with_options(lk.TableOptions(engine=t.options.engine, failed_writes="lazy"))
     t.upsert(batch(4, ids=(1,)))                         # lazy: young failed writes may be alive
     assert [i.requested for i in t.timeline.pending] == [c2, c3] and all(map(os.path.exists, strays))
-    t.options = lk.TableOptions(engine=t.options.engine, failed_writes="eager")
+    t = t.with_options(lk.TableOptions(engine=t.options.engine, failed_writes="eager"))
     t.upsert(batch(5, ids=(2,)))                         # eager: every pending write is rolled back first
     assert not t.timeline.pending and not any(map(os.path.exists, strays))
     assert [i.action for i in t.timeline].count("rollback") == 2

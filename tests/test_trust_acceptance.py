@@ -349,7 +349,7 @@ def test_marker_server_refuses_unauthenticated_bodies_unread_and_stops_on_close(
     base = threading.active_count()
     t = _lake(tmp_path).create_table("t", key="k")
     t.upsert(pd.DataFrame({"k": ["1"], "v": [1]}))
-    srv = t._marker_server
+    srv = t.context.resources.server_of(t.storage)
     for headers, status in [({}, 401), ({"X-Lakesdk-Marker-Token": "wrong"}, 403),
                             ({"X-Lakesdk-Marker-Token": srv.token}, 413)]:
         c = http.client.HTTPConnection(srv.host, srv.port, timeout=30)
@@ -366,7 +366,7 @@ def test_marker_server_refuses_unauthenticated_bodies_unread_and_stops_on_close(
     with t:
         t.upsert(pd.DataFrame({"k": ["2"], "v": [1]}))
     assert t.read().to_arrow().num_rows == 2
-    assert t._marker_server is None
+    assert t.context.resources.server_of(t.storage) is None
 
 
 # 16: the demo

@@ -46,7 +46,7 @@ def click(figure, trace_index: int, point_index: int) -> None:
 
 
 def start_pending_write(t, action: str = "commit") -> Instant:
-    store = t._store()
+    store = t.context.store
     inst = Instant(action, "requested", InstantClock.next(after=t.timeline.max_time()))
     store.create(inst)
     # as a writer does: the inflight file names the operation
@@ -186,7 +186,7 @@ def test_markers_of_a_simulated_failed_write(trips):
     assert preview == sorted(parse_marker_name(n).data_path for n in made)
     for p in preview:
         assert p in w.preview_output.value
-    assert f"{t._store().dir}/{pending.file_name()}" in w.preview_output.value
+    assert f"{t.context.store.dir}/{pending.file_name()}" in w.preview_output.value
     assert t.storage.exists(f"city=ams/f1-0_0-1-1_{pending.requested}.parquet")
     assert len(t.storage.find(f"{TEMP_DIR}/{pending.requested}")) == 3
     assert t.timeline.get(pending.requested).state == "inflight"
@@ -247,7 +247,7 @@ def test_file_layout_matches_inspect(lake):
                                   check_dtype=False)
     # log bytes are the sizes of the latest slices' log files on storage
     from lakesdk.read.view import FileSystemView
-    store = t._store()
+    store = t.context.store
     view = FileSystemView(t.storage, t.config, store, store.load())
     sizes = {(g.partition, g.file_id): sum(t.storage.size(p) for p in g.latest.log_paths) for g in view.file_groups}
     assert {(r.partition, r.file_id): r.log_bytes for r in w.groups.itertuples()} == sizes

@@ -42,7 +42,7 @@ def click(figure, trace_index: int, point_index: int) -> None:
 
 
 def pending_write(t) -> Instant:
-    store = t._store()
+    store = t.context.store
     inst = Instant("commit", "requested", InstantClock.next(after=t.timeline.max_time()))
     store.create(inst)
     return store.transition(inst, "inflight", CommitMetadata(operation_type="UPSERT").to_avro())

@@ -130,8 +130,8 @@ def test_insert_keeps_duplicate_keys_as_hudi_does(lake):
 
 def test_inserts_fill_small_files_then_new_file_groups(lake):
     t = lake.create_table("sized", key="uuid", ordering="ts")
-    t.options = lk.TableOptions(target_file_size=40_000, small_file_limit=30_000, record_size_estimate=50,
-                                engine=t.options.engine)
+    t = t.with_options(lk.TableOptions(target_file_size=40_000, small_file_limit=30_000, record_size_estimate=50,
+                                engine=t.options.engine))
     t.upsert(trips(200))
     fg1 = t.inspect.file_groups()
     assert len(fg1) == 1

@@ -32,8 +32,9 @@ from lakesdk.exceptions import WriteConflictError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_naming import BaseFile
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
-from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.format.timeline import Timeline
 from lakesdk.storage import Storage
+from lakesdk.timeline.store import TimelineStore
 
 __all__ = ["FileGroupConflict", "ensure_still_pending", "find_conflicts", "raise_on_conflict"]
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from lakesdk.format.instant import Instant
-from lakesdk.format.timeline import TimelineStore
+from lakesdk.timeline.store import TimelineStore
 
 __all__ = ["holding", "create_instant"]
 
@@ -39,6 +39,6 @@ def create_instant(store: TimelineStore, lock: Any, action: str, data: bytes = b
                    claim: Callable[[str], Callable[[], None] | None] | None = None) -> Instant:
     """Create a requested ``action`` instant holding ``data`` at a time no other instant
     holds, later than every time on the timeline; under ``lock`` when given.  ``claim``: see
-    :meth:`~lakesdk.format.timeline.TimelineStore.create_new`."""
+    :meth:`~lakesdk.timeline.store.TimelineStore.create_new`."""
     with holding(lock):
         return store.create_new(action, data, after=store.load().max_time(), claim=claim)

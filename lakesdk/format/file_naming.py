@@ -22,10 +22,11 @@ import re
 import uuid
 from dataclasses import dataclass
 
-__all__ = ["BaseFile", "LogFile", "new_file_id", "make_write_token", "is_base_file", "is_log_file",
+__all__ = ["PARTITION_METAFILE", "BaseFile", "LogFile", "new_file_id", "make_write_token", "is_base_file", "is_log_file",
            "UNKNOWN_WRITE_TOKEN"]
 
 UNKNOWN_WRITE_TOKEN = "1-0-1"
+PARTITION_METAFILE = ".hoodie_partition_metadata"   # a partition folder's metadata file (not a data file)
 _BASE_RE = re.compile(r"^(?P<fid>[^._][^_]*)_(?P<tok>\d+-\d+-\d+)_(?P<inst>\d{14,17})\.(?P<ext>[a-z]+)$")
 _LOG_RE = re.compile(r"^\.(?P<fid>[^_]+)_(?P<inst>\d{14,17})\.(?P<ext>log)\.(?P<ver>\d+)(?:_(?P<tok>\d+-\d+-\d+))?(?P<cdc>-cdc)?$")
 

@@ -3,7 +3,7 @@
 Layout 1 (table v6) keeps timeline files directly in ``.hoodie/``; layout 2 (v8+) in
 ``.hoodie/timeline/`` and names completed instants ``<requested>_<completed>.<action>``.
 A :class:`Timeline` is an immutable value: loading it reads the file names only; commit
-metadata is read on demand and cached by :class:`TimelineStore`.
+metadata is read on demand and cached by :class:`lakesdk.timeline.store.TimelineStore`.
 """
 
 from __future__ import annotations
@@ -12,16 +12,12 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
-from lakesdk.format.avro_file import FileBytes
-from lakesdk.format.commit_metadata import CommitMetadata
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
-from lakesdk.format.table_config import TableConfig
-from lakesdk.storage import Storage
 
-__all__ = ["Timeline", "TimelineStore", "InstantClock", "corrupt_commit_error"]
+__all__ = ["Timeline", "InstantClock", "corrupt_commit_error"]
 
 
 @dataclass(frozen=True)
@@ -188,119 +184,3 @@ class InstantClock:
                     cls._last = now
                     return now
                 time.sleep(0.001)
-
-
-class TimelineStore:
-    """Reads and writes timeline files of one table."""
-
-    def __init__(self, storage: Storage, config: TableConfig) -> None:
-        self.storage = storage
-        self.config = config
-        self.layout = config.layout_version
-        self.dir = config.timeline_dir
-        self._cache: dict[tuple[str, str], CommitMetadata] = {}
-
-    def load(self) -> Timeline:
-        names = [e.name for e in self.storage.list(self.dir) if not e.is_dir]
-        return Timeline.from_file_names(names, layout=self.layout)
-
-    def path(self, instant: Instant) -> str:
-        return f"{self.dir}/{instant.file_name(layout=self.layout)}"
-
-    def read_bytes(self, instant: Instant) -> bytes:
-        """The bytes of the instant's file; parsers that fail on them name the file."""
-        return FileBytes(self.storage.read(self.path(instant)), self.storage.url(self.path(instant)))
-
-    def commit_metadata(self, instant: Instant) -> CommitMetadata:
-        """Commit metadata of a completed write instant (cached)."""
-        key = (instant.requested, instant.completed or "")
-        m = self._cache.get(key)
-        if m is None:
-            try:
-                data = self.read_bytes(instant)
-            except FileNotFoundError:
-                raise InstantNotFoundError(f"timeline file of {instant!r} is missing",
-                                           instant=instant.requested) from None
-            try:
-                m = CommitMetadata.parse(data, layout=self.layout, replace=instant.completed_action == "replacecommit")
-            except CorruptTimelineError as exc:
-                raise corrupt_commit_error(self.storage.url(self.path(instant)), instant, self.layout, exc) from None
-            self._cache[key] = m
-        return m
-
-    # -- writing ----------------------------------------------------------------------------
-    def create(self, instant: Instant, data: bytes = b"") -> None:
-        if not self.storage.create_exclusive(self.path(instant), data):
-            raise CorruptTimelineError(f"timeline file {self.path(instant)} already exists")
-
-    def create_new(self, action: str, data: bytes = b"", *, after: str | None = None,
-                   claim: Callable[[str], Callable[[], None] | None] | None = None) -> Instant:
-        """Create a requested instant of ``action`` at a new time (after ``after``) that no
-        other instant of any action holds.
-
-        An instant time names one instant of the timeline (its data files, markers and
-        heartbeat are keyed by it): two processes taking the same millisecond for different
-        actions (a write and a clustering) would clean up each other's files.  The exclusive
-        create only excludes the same file name, so after it the timeline is listed: when
-        another instant holds the time, this one backs off (its file is deleted) and the next
-        millisecond is tried.  Of two creators of one time, the later one always sees the
-        earlier one's file, so at most one keeps it (both may back off, and retry).
-
-        ``claim(time)``, when given, runs before the file is created (a writer starts its
-        heartbeat there) and returns what undoes it when this time is given up."""
-        for _ in range(50):
-            instant = Instant(action, "requested", InstantClock.next(after=after))
-            undo = claim(instant.requested) if claim is not None else None
-            if self.storage.create_exclusive(self.path(instant), data):
-                if not self.time_taken(instant):
-                    return instant
-                self.storage.delete(self.path(instant))
-            if undo is not None:
-                undo()
-            after = instant.requested
-        raise CorruptTimelineError(f"could not create a new {action} instant in {self.dir} after 50 attempts")
-
-    def time_taken(self, instant: Instant) -> bool:
-        """Whether an instant other than ``instant`` (any action, any state) holds its time."""
-        mine = instant.file_name(layout=self.layout)
-        prefix = instant.requested
-        for e in self.storage.list(self.dir):
-            name = e.name
-            if name != mine and name.startswith(prefix) and name[len(prefix):len(prefix) + 1] in (".", "_"):
-                return True
-        return False
-
-    def transition(self, instant: Instant, state: str, data: bytes = b"", *, after: str | None = None) -> Instant:
-        """Write the next state's file and return the new instant value.  A completion time
-        is later than the requested time and than ``after`` (the latest time on the timeline
-        a committer read under the table lock: completion times then grow in commit order
-        even across machines whose clocks differ)."""
-        if state == "completed":
-            completed = InstantClock.next(after=max(instant.requested, after or ""))
-            new = instant.to("completed", completed)
-        else:
-            new = instant.to(state)  # type: ignore[arg-type]
-        self.create(new, data)
-        return new
-
-    def delete(self, instant: Instant) -> None:
-        self.storage.delete(self.path(instant))
-
-    def all_states(self, requested: str, action: str | None = None) -> list[str]:
-        """Timeline file names of the instant ``requested`` (any state); with ``action``, only
-        that instant's (another action may share the time, written by another writer)."""
-        out = []
-        for e in self.storage.list(self.dir):
-            # "<name>.<random>.tmp" is what a crash inside an atomic local write leaves behind
-            name = e.name.rsplit(".", 2)[0] if e.name.endswith(".tmp") else e.name
-            if not name.startswith(requested) or not Instant.is_timeline_file(name):
-                continue
-            inst = Instant.parse_file_name(name)
-            if inst.requested != requested:
-                continue
-            if action is not None and _family(inst) != _family(Instant(action, "requested", requested)):
-                continue
-            out.append(e.name)
-        return out
-
-

@@ -169,7 +169,8 @@ def _history(storage: Storage, config: TableConfig, problems: list[Problem]) -> 
     """(instant, metadata bytes) of the timeline history (layout 2)."""
     if config.layout_version < 2:
         return []
-    from lakesdk.format.lsm_timeline import LSMTimeline, history_dir
+    from lakesdk.format.lsm_timeline import history_dir
+    from lakesdk.timeline.history import LSMTimeline
     try:
         return [(a.instant, a.metadata) for a in LSMTimeline(storage, config).load()]
     except Exception as e:  # noqa: BLE001 - reported, the check goes on
@@ -181,8 +182,9 @@ def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
     """Check the table at ``storage`` (see the module doc)."""
     from lakesdk.format.commit_metadata import CommitMetadata
     from lakesdk.format.service_metadata import CleanMetadataData
-    from lakesdk.format.timeline import Timeline, TimelineStore
+    from lakesdk.format.timeline import Timeline
     from lakesdk.read.view import FileSystemView, list_data_files
+    from lakesdk.timeline.store import TimelineStore
 
     problems: list[Problem] = []
     config = _check_properties(storage, problems)

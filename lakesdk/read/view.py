@@ -12,8 +12,9 @@ from lakesdk.format.file_group import FileGroup, FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file
 from lakesdk.format.keys import parse_partition_path
 from lakesdk.format.table_config import TableConfig
-from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.format.timeline import Timeline
 from lakesdk.storage import FileInfo, Storage
+from lakesdk.timeline.store import TimelineStore
 
 __all__ = ["FileSystemView", "ExpectedFile", "list_data_files"]
 
@@ -141,7 +142,7 @@ class FileSystemView:
             self._archived = {}
             if self.config.layout_version >= 2:
                 from lakesdk.format.instant import WRITE_ACTIONS
-                from lakesdk.format.lsm_timeline import LSMTimeline
+                from lakesdk.timeline.history import LSMTimeline
                 lsm = LSMTimeline(self.storage, self.config)
                 if lsm.manifest():
                     self._archived = {i.requested: i.completed or i.requested for i in lsm.instants()

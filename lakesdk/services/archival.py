@@ -34,14 +34,17 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakesdk.commit.context import context_of
 from lakesdk.exceptions import LakeError
 from lakesdk.format.file_group import FileGroup
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
-from lakesdk.format.lsm_timeline import ArchivedInstant, LSMTimeline
-from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.format.lsm_timeline import ArchivedInstant
+from lakesdk.format.timeline import Timeline
+from lakesdk.timeline.history import LSMTimeline
+from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
-    from lakesdk.table.table import Table
+    from lakesdk.commit.context import TableContext
 
 __all__ = ["ArchivePlan", "ArchiveResult", "plan_archive", "archive", "archived_instants"]
 
@@ -119,7 +122,7 @@ class ArchiveResult:
         return f"<div><b>ArchiveResult</b> {html.escape(repr(self))}</div>"
 
 
-def _groups(table: "Table", store: TimelineStore, timeline: Timeline) -> list[FileGroup]:
+def _groups(table: "TableContext", store: TimelineStore, timeline: Timeline) -> list[FileGroup]:
     from lakesdk.read.view import FileSystemView
     view = FileSystemView(table.storage, table.config, store, timeline)
     view.replaced = set()       # replaced groups too: their files and logs
@@ -145,9 +148,10 @@ def _needed(groups: list[FileGroup], retained: list[str]) -> tuple[set[str], set
     return bases, logs
 
 
-def plan_archive(table: "Table", *, min_commits: int = 20, max_commits: int = 30,
+def plan_archive(table: "TableContext", *, min_commits: int = 20, max_commits: int = 30,
                  beyond_savepoint: bool = False) -> ArchivePlan:
     """What :func:`archive` would move now."""
+    table = context_of(table)
     if table.config.layout_version < 2:
         raise LakeError(f"{table.name!r} is a table version {table.config.version} table: lakesdk archives the v8 "
                         "LSM timeline only")
@@ -156,7 +160,7 @@ def plan_archive(table: "Table", *, min_commits: int = 20, max_commits: int = 30
     if max_commits <= min_commits:
         raise ValueError(f"max_commits ({max_commits}) must be greater than min_commits ({min_commits}): "
                          "Increase hoodie.keep.max.commits")
-    store = table._store()
+    store = table.store
     timeline = store.load()
     commits = list(timeline.commits)          # completed writes, by requested time
     base: dict[str, Any] = dict(table=table.name, active_commits=len(commits), active_instants=len(timeline),
@@ -231,7 +235,7 @@ def _state_files(store: TimelineStore, inst: Instant) -> tuple[list[str], str]:
     return pending, inst.file_name(layout=layout)
 
 
-def archive(table: "Table", *, min_commits: int = 20, max_commits: int = 30,
+def archive(table: "TableContext", *, min_commits: int = 20, max_commits: int = 30,
             beyond_savepoint: bool = False) -> ArchiveResult:
     """Plan and run an archival (see module doc).
 
@@ -242,20 +246,21 @@ def archive(table: "Table", *, min_commits: int = 20, max_commits: int = 30,
     than everything the plan moves and cannot change it.  Only a change among the instants up
     to the newest one moved (another archival, a savepoint, a restore) can; then the plan is
     made again, under the lock."""
+    table = context_of(table)
     from lakesdk.concurrency.instants import holding
     t0 = time.perf_counter()
     kw: dict[str, Any] = dict(min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
     plan = plan_archive(table, **kw)
     if not plan.instants:
         return ArchiveResult(table.name, (), None, plan.active_instants, time.perf_counter() - t0)
-    with holding(table._lock()):
-        if _basis(table._store().load(), plan.instants[-1].requested) != plan.basis:
+    with holding(table.lock()):
+        if _basis(table.store.load(), plan.instants[-1].requested) != plan.basis:
             plan = plan_archive(table, **kw)
         return _archive(table, plan, t0)
 
 
-def _archive(table: "Table", plan: ArchivePlan, t0: float) -> ArchiveResult:
-    store = table._store()
+def _archive(table: "TableContext", plan: ArchivePlan, t0: float) -> ArchiveResult:
+    store = table.store
     if not plan.instants:
         return ArchiveResult(table.name, (), None, plan.active_instants, time.perf_counter() - t0)
     storage = table.storage
@@ -283,9 +288,10 @@ def _archive(table: "Table", plan: ArchivePlan, t0: float) -> ArchiveResult:
     return ArchiveResult(table.name, plan.instants, name, len(store.load()), time.perf_counter() - t0)
 
 
-def archived_instants(table: "Table") -> list[ArchivedInstant]:
+def archived_instants(table: "TableContext") -> list[ArchivedInstant]:
     """The instants in the timeline history (empty for table version 6 tables, whose
     ``.hoodie/archived`` log files lakesdk does not read)."""
+    table = context_of(table)
     if table.config.layout_version < 2:
         return []
     return LSMTimeline(table.storage, table.config).load()

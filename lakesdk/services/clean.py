@@ -42,15 +42,17 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 from lakesdk._display import human_bytes as _human
 from lakesdk._progress import progress as show_progress
+from lakesdk.commit.context import context_of
 from lakesdk.exceptions import InstantNotFoundError, LakeError
 from lakesdk.format.file_group import FileGroup, FileSlice
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
 from lakesdk.format.service_metadata import CleanerPlanData, CleanMetadataData, SavepointMetadataData
-from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.format.timeline import Timeline
 from lakesdk.services.time_travel import check_time_travel
+from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
-    from lakesdk.table.table import Table
+    from lakesdk.commit.context import TableContext
 
 __all__ = ["CleanPolicy", "CleanFile", "CleanPlan", "CleanResult", "earliest_commit_to_retain",
            "slices_to_clean", "replaced_group_cleanable", "partitions_to_clean", "needs_cleaning",
@@ -376,15 +378,16 @@ def _check_retention(pol: CleanPolicy, *, retain_commits: int, retain_versions: 
                            "(the other retention options are not used by this policy)")
 
 
-def plan_clean(table: "Table", *, policy: str = COMMITS, retain_commits: int = 10, retain_versions: int = 3,
+def plan_clean(table: "TableContext", *, policy: str = COMMITS, retain_commits: int = 10, retain_versions: int = 3,
                retain_hours: float = 24, incremental: bool = True) -> CleanPlan:
     """The files a clean would delete now (nothing is written)."""
+    table = context_of(table)
     from lakesdk.read.view import FileSystemView
     pol = _policy(policy)
     _check_retention(pol, retain_commits=retain_commits, retain_versions=retain_versions, retain_hours=retain_hours)
     retain = {COMMITS: f"{retain_commits} commits", FILE_VERSIONS: f"{retain_versions} file versions",
               BY_HOURS: f"{retain_hours:g} hours"}[pol]
-    store = table._store()
+    store = table.store
     timeline = store.load()
     writes = timeline.commits
     last_commit = writes[-1].requested if len(writes) else ""
@@ -434,9 +437,10 @@ def plan_clean(table: "Table", *, policy: str = COMMITS, retain_commits: int = 1
                      note="" if files else "every file version is still needed", **base)
 
 
-def schedule_clean(table: "Table", plan: CleanPlan) -> CleanPlan:
+def schedule_clean(table: "TableContext", plan: CleanPlan) -> CleanPlan:
     """Write the plan as ``T.clean.requested``; returns the plan with its instant."""
-    store = table._store()
+    table = context_of(table)
+    store = table.store
     by_part: dict[str, list[str]] = {}
     for f in plan.files:
         by_part.setdefault(f.partition, []).append(table.storage.url(f.path))
@@ -444,14 +448,15 @@ def schedule_clean(table: "Table", plan: CleanPlan) -> CleanPlan:
                            plan.earliest.action if plan.earliest else None, plan.last_completed_commit,
                            {p: tuple(v) for p, v in sorted(by_part.items())}, plan.savepoints)
     from lakesdk.concurrency.instants import create_instant
-    instant = create_instant(store, table._lock(), "clean", data.to_avro())
+    instant = create_instant(store, table.lock(), "clean", data.to_avro())
     return replace(plan, instant=instant.requested)
 
 
-def execute_clean(table: "Table", instant: str) -> CleanResult:
+def execute_clean(table: "TableContext", instant: str) -> CleanResult:
     """Execute a scheduled clean: inflight, delete the planned files, complete."""
+    table = context_of(table)
     t0 = time.perf_counter()
-    store = table._store()
+    store = table.store
     timeline = store.load()
     try:
         inst = next(i for i in timeline if i.action == "clean" and i.requested == instant)
@@ -461,8 +466,9 @@ def execute_clean(table: "Table", instant: str) -> CleanResult:
     if inst.is_completed:
         raise LakeError(f"clean {instant} is already completed")
     plan = CleanerPlanData.parse(store.read_bytes(Instant("clean", "requested", instant)))
-    if inst.state == "requested":
-        inst = store.transition(inst, "inflight")
+    from lakesdk.services.transaction import InstantTransaction
+    txn = InstantTransaction.resume(table, inst, operation="clean")
+    inst = txn.start()
     # a savepoint taken after planning protects its files too
     _, sp_files = savepointed_files(store, timeline)
     deleted: dict[str, list[str]] = {}
@@ -492,22 +498,24 @@ def execute_clean(table: "Table", instant: str) -> CleanResult:
                            plan.earliest_instant or "", plan.last_completed_commit,
                            {p: tuple(v) for p, v in deleted.items()}, {p: tuple(v) for p, v in failed.items()},
                            savepointed=plan.savepointed)
-    done = store.transition(inst, "completed", md.to_avro())
+    done = txn.commit(md.to_avro())
+    txn.finish()
     return CleanResult(table.name, inst.requested, done.completed, plan.policy, plan.earliest_instant,
                        tuple(paths), tuple(f"{p}/{n}" if p else n for p, v in failed.items() for n in v),
                        nbytes, time.perf_counter() - t0)
 
 
-def clean(table: "Table", *, policy: str = COMMITS, retain_commits: int = 10, retain_versions: int = 3,
+def clean(table: "TableContext", *, policy: str = COMMITS, retain_commits: int = 10, retain_versions: int = 3,
           retain_hours: float = 24, max_commits: int | None = None) -> CleanResult | None:
     """Finish pending cleans, then plan, schedule and execute a clean.  Returns the result
     of the clean this call ran (``None`` when there was nothing to delete).  With
     ``max_commits`` set, a clean is only planned when that many commits completed since the
     last clean (``hoodie.clean.max.commits``)."""
+    table = context_of(table)
     result = None
     for p in store_pending_cleans(table):
         result = execute_clean(table, p)
-    store = table._store()
+    store = table.store
     if max_commits is not None:
         timeline = store.load()
         prev = last_clean(store, timeline)
@@ -520,14 +528,16 @@ def clean(table: "Table", *, policy: str = COMMITS, retain_commits: int = 10, re
     return execute_clean(table, schedule_clean(table, plan).instant)  # type: ignore[arg-type]
 
 
-def store_pending_cleans(table: "Table") -> list[str]:
-    return [i.requested for i in table._store().load().pending if i.action == "clean"]
+def store_pending_cleans(table: "TableContext") -> list[str]:
+    table = context_of(table)
+    return [i.requested for i in table.store.load().pending if i.action == "clean"]
 
 
-def clean_after_write(table: "Table") -> CleanResult | None:
+def clean_after_write(table: "TableContext") -> CleanResult | None:
     """Inline clean after a commit (``TableOptions.clean_after_write``): KEEP_LATEST_COMMITS
     retaining ``TableOptions.clean_retain_commits``.  A failure is logged, never raised: the
     write it follows has already committed."""
+    table = context_of(table)
     try:
         return clean(table, retain_commits=table.options.clean_retain_commits, max_commits=1)
     except Exception:  # noqa: BLE001

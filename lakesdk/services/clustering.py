@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakesdk.commit.context import context_of
 from lakesdk.concurrency.heartbeat import Heartbeat
 from lakesdk.exceptions import (
     ClusteringConflictError,
@@ -51,7 +52,6 @@ from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.instant import Instant
 from lakesdk.format.plans import ClusteringPlanData
-from lakesdk.format.timeline import TimelineStore
 from lakesdk.services.clustering_plan import MAX_BYTES_PER_GROUP as MAX_BYTES_PER_GROUP
 from lakesdk.services.clustering_plan import MAX_GROUPS as MAX_GROUPS
 from lakesdk.services.clustering_plan import SMALL_FILE_LIMIT as SMALL_FILE_LIMIT
@@ -73,9 +73,10 @@ from lakesdk.services.clustering_plan import (
 from lakesdk.services.clustering_plan import MiB as MiB
 from lakesdk.services.clustering_plan import plan_of_instant as plan_of_instant
 from lakesdk.services.compaction import running_elsewhere
+from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
-    from lakesdk.table.table import Table
+    from lakesdk.commit.context import TableContext
 
 __all__ = ["ClusteringGroup", "ClusteringPlan", "ClusteringResult", "plan_clustering", "pack_slices",
            "eligible_slices", "schedule_clustering", "execute_clustering", "cluster", "cluster_after_write", "pending_clusterings",
@@ -85,7 +86,7 @@ log = logging.getLogger(__name__)
 
 
 # -- execution --------------------------------------------------------------------------------------
-def _discard_failed_attempt(table: "Table", store: TimelineStore, inst: Instant, partitions: set[str]) -> None:
+def _discard_failed_attempt(table: "TableContext", store: TimelineStore, inst: Instant, partitions: set[str]) -> None:
     """Delete what an interrupted earlier execution of ``inst`` wrote (its file ids are
     random: left behind, they would appear as extra file groups once it completes)."""
     from lakesdk.services.rollback import _written_by, files_written_by
@@ -99,12 +100,12 @@ def _discard_failed_attempt(table: "Table", store: TimelineStore, inst: Instant,
     table.storage.delete_dir(f".hoodie/.temp/{inst.requested}")
 
 
-def _changed_inputs(table: "Table", data: ClusteringPlanData) -> list[tuple[str, str]]:
+def _changed_inputs(table: "TableContext", data: ClusteringPlanData) -> list[tuple[str, str]]:
     """Input file groups whose latest slice is no longer the one the plan names (a write
     that planned before the clustering was scheduled changed them since): clustering them
     now would drop that write's changes."""
     from lakesdk.read.view import FileSystemView
-    store = table._store()
+    store = table.store
     timeline = store.load()
     view = FileSystemView(table.storage, table.config, store, timeline)
     latest = {(s.partition, s.file_id): s for s in view.latest_slices()}
@@ -117,7 +118,7 @@ def _changed_inputs(table: "Table", data: ClusteringPlanData) -> list[tuple[str,
     return out
 
 
-def _abort_if_changed(table: "Table", instant: str, data: ClusteringPlanData) -> None:
+def _abort_if_changed(table: "TableContext", instant: str, data: ClusteringPlanData) -> None:
     changed = _changed_inputs(table, data)
     if not changed:
         return
@@ -131,11 +132,12 @@ def _abort_if_changed(table: "Table", instant: str, data: ClusteringPlanData) ->
         instant=instant, file_groups=tuple(changed))
 
 
-def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
+def execute_clustering(table: "TableContext", instant: str) -> ClusteringResult:
     """Execute a scheduled clustering and commit its replacecommit (a heartbeat marks it as
     running meanwhile; an inflight one whose heartbeat expired is re-executed)."""
+    table = context_of(table)
     t0 = time.perf_counter()
-    store = table._store()
+    store = table.store
     timeline = store.load()
     inst = next((i for i in timeline if i.requested == instant and i.action == "clustering"), None)
     if inst is None:
@@ -151,23 +153,26 @@ def execute_clustering(table: "Table", instant: str) -> ClusteringResult:
             instant=instant)
     data = plan_of(store, inst)
     _abort_if_changed(table, instant, data)
+    from lakesdk.services.transaction import InstantTransaction
     opts = table.options
     heartbeat = Heartbeat(table.storage, instant, opts.heartbeat_interval_s, opts.heartbeat_misses).start()
+    txn = InstantTransaction.resume(table, inst, operation="cluster", heartbeat=heartbeat)
     try:
-        return _execute(table, store, inst, data, t0)
+        return _execute(table, store, txn, data, t0)
     finally:
-        heartbeat.stop()
+        txn.stop_heartbeat()
 
 
-def _execute(table: "Table", store: TimelineStore, inst: Instant, data: ClusteringPlanData,
+def _execute(table: "TableContext", store: TimelineStore, txn: Any, data: ClusteringPlanData,
              t0: float) -> ClusteringResult:
     from lakesdk import _faults as faults
+    from lakesdk.commit.schema_store import resolve_schema, schema_extra_metadata
     from lakesdk.engine.local import _task, run_parallel
     from lakesdk.engine.slice_reader import SliceReadContext
     from lakesdk.engine.tasks import WriteContext, cluster_group
-    from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
 
     cfg = table.config
+    inst = txn.instant
     instant = inst.requested
     timeline = store.load()
     groups = slices_of(table, data)
@@ -175,7 +180,7 @@ def _execute(table: "Table", store: TimelineStore, inst: Instant, data: Clusteri
         _discard_failed_attempt(table, store, inst, {p for p, _, _ in groups})
     else:
         try:
-            inst = store.transition(inst, "inflight")
+            inst = txn.start()
         except CorruptTimelineError:
             raise ClusteringConflictError(
                 f"clustering {instant} of {table.name!r} was started by another process at the same moment; "
@@ -185,14 +190,13 @@ def _execute(table: "Table", store: TimelineStore, inst: Instant, data: Clusteri
     ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
                        partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
                        ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, table_name=cfg.name,
-                       column_groups=cfg.column_groups, merger=table._merger(), operation="cluster")
+                       column_groups=cfg.column_groups, merger=table.merger(), operation="cluster")
     visible = frozenset(i.requested for i in timeline.commits if i.requested < instant)
     slice_ctx = SliceReadContext(table.storage, schema, cfg.ordering_field, cfg.merge_mode, visible,
-                                 column_groups=cfg.column_groups, merger=table._merger())
-    ctx.markers = table._markers(instant)
+                                 column_groups=cfg.column_groups, merger=table.merger())
+    ctx.markers = txn.markers()
     sort_by = data.sort_columns
-    engine = table.options.engine if table.options.engine != "auto" else (
-        "local" if table._spark_is_local() else "spark")
+    engine = table.engine()
     if engine == "local":
         stats: list[WriteStat] = [st for sts in run_parallel(
             lambda g: cluster_group(ctx, slice_ctx, g[0], g[1], g[2], sort_by, _task(0)), groups) for st in sts]
@@ -216,17 +220,10 @@ def _execute(table: "Table", store: TimelineStore, inst: Instant, data: Clusteri
         _ensure_partition_metafile(table, p, instant)
     md = CommitMetadata(partition_to_write_stats=parts, extra_metadata=schema_extra_metadata(schema, cfg.name),
                         operation_type="CLUSTER", partition_to_replace_file_ids=replaced)
-    lock = table._lock()   # several writers: check and commit under the table lock
-    if lock is not None:
-        lock.acquire()
-    try:
-        _abort_if_changed(table, instant, data)
-        done = store.transition(inst, "completed", md.to_avro())
-    finally:
-        if lock is not None:
-            lock.release()
+    # the input must not have changed since the plan (checked under the lock with several writers)
+    done = txn.commit(md.to_avro(), checks=[lambda now: _abort_if_changed(table, instant, data)], always=True)
     faults.crash_point("after_commit")
-    ctx.markers.delete_all()
+    txn.finish()
     return ClusteringResult(cfg.name, instant, done.completed, sum(len(v) for v in replaced.values()), len(stats),
                             rows_total, bytes_read, sum(s.totalWriteBytes for s in stats), len(replaced),
                             time.perf_counter() - t0, tuple(s.path for s in stats), sort_by)
@@ -255,18 +252,19 @@ def _cluster_groups_spark(spark: Any, ctx: Any, slice_ctx: Any, groups: list[tup
     return [WriteStat.from_dict(json.loads(r["stat"])) for r in src.mapInArrow(fn, _stat_schema()).collect()]
 
 
-def _ensure_partition_metafile(table: "Table", partition: str, instant: str) -> None:
-    from lakesdk.table.write import PARTITION_METAFILE
+def _ensure_partition_metafile(table: "TableContext", partition: str, instant: str) -> None:
+    from lakesdk.format.file_naming import PARTITION_METAFILE
     if partition and not table.storage.exists(f"{partition}/{PARTITION_METAFILE}"):
         text = f"#partition metadata\ncommitTime={instant}\npartitionDepth={len(partition.split('/'))}\n"
         table.storage.create_exclusive(f"{partition}/{PARTITION_METAFILE}", text.encode())
 
 
-def cluster(table: "Table", instant: str | None = None, **plan_options: Any) -> ClusteringResult | None:
+def cluster(table: "TableContext", instant: str | None = None, **plan_options: Any) -> ClusteringResult | None:
     """Execute the pending clustering ``instant``; without one, finish every pending
     clustering (an interrupted one is re-executed; one another live process executes is left
     to it), or else plan, schedule and execute a new one.  Returns the result of the last clustering run (``None`` when nothing needed
     clustering)."""
+    table = context_of(table)
     if instant is not None:
         return execute_clustering(table, instant)
     result = None
@@ -282,10 +280,11 @@ def cluster(table: "Table", instant: str | None = None, **plan_options: Any) -> 
     return execute_clustering(table, schedule_clustering(table, plan).instant)  # type: ignore[arg-type]
 
 
-def cluster_after_write(table: "Table") -> ClusteringResult | None:
+def cluster_after_write(table: "TableContext") -> ClusteringResult | None:
     """Inline clustering (``TableOptions.cluster_every``): once that many commits completed
     since the last replacecommit, finish pending clusterings and run one with the options'
     limits.  A failure is logged, never raised: the write it follows has already committed."""
+    table = context_of(table)
     o = table.options
     every = getattr(o, "cluster_every", None)
     if not every:

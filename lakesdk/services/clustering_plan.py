@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from lakesdk._display import human_bytes as _human
+from lakesdk.commit.context import context_of
 from lakesdk.exceptions import (
     InstantNotFoundError,
     LakeError,
@@ -37,10 +38,11 @@ from lakesdk.format.plans import (
     ClusteringSliceInfo,
     CompactionPlanData,
 )
-from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.format.timeline import Timeline
+from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
-    from lakesdk.table.table import Table
+    from lakesdk.commit.context import TableContext
 
 __all__ = ["ClusteringGroup", "ClusteringPlan", "ClusteringResult", "plan_clustering", "pack_slices",
            "eligible_slices", "schedule_clustering", "pending_clusterings", "plan_of_instant", "plan_of", "slices_of",
@@ -331,11 +333,12 @@ def eligible_slices(slices: Iterable[FileSlice], *, small_file_limit: int,
     return by_part, {k: v for k, v in skipped.items() if v}
 
 
-def plan_clustering(table: "Table", *, small_file_limit: int = SMALL_FILE_LIMIT,
+def plan_clustering(table: "TableContext", *, small_file_limit: int = SMALL_FILE_LIMIT,
                     max_bytes_per_group: int = MAX_BYTES_PER_GROUP, target_file_size: int = TARGET_FILE_SIZE,
                     max_groups: int = MAX_GROUPS, sort_by: str | Iterable[str] | None = None,
                     single_group: bool = False, partitions: Iterable[str] | None = None) -> ClusteringPlan:
     """The file groups a clustering would rewrite now (nothing is written); see the module doc."""
+    table = context_of(table)
     from lakesdk.read.view import FileSystemView
     for name, v in (("small_file_limit", small_file_limit), ("max_bytes_per_group", max_bytes_per_group),
                     ("target_file_size", target_file_size), ("max_groups", max_groups)):
@@ -348,7 +351,7 @@ def plan_clustering(table: "Table", *, small_file_limit: int = SMALL_FILE_LIMIT,
         if missing:
             raise MissingColumnError(f"sort_by column(s) {missing} are not in the table {table.name!r} "
                                      f"(columns: {', '.join(sorted(names))})")
-    store = table._store()
+    store = table.store
     timeline = store.load()
     view = FileSystemView(table.storage, table.config, store, timeline)
     wanted = set(partitions) if partitions is not None else None
@@ -369,11 +372,12 @@ def plan_clustering(table: "Table", *, small_file_limit: int = SMALL_FILE_LIMIT,
                           target_file_size, None, skipped)
 
 
-def schedule_clustering(table: "Table", plan: ClusteringPlan) -> ClusteringPlan:
+def schedule_clustering(table: "TableContext", plan: ClusteringPlan) -> ClusteringPlan:
     """Write the plan as a requested clustering instant (``T.clustering.requested``)."""
+    table = context_of(table)
     if not plan.groups:
         raise LakeError(f"the clustering plan of {table.name!r} is empty: nothing to schedule")
-    store = table._store()
+    store = table.store
     timeline = store.load()
     busy = pending_clustering_file_groups(store, timeline)
     taken = [fg for fg in plan.file_groups if fg in busy]
@@ -382,15 +386,16 @@ def schedule_clustering(table: "Table", plan: ClusteringPlan) -> ClusteringPlan:
                         "plan again (table.maintenance.plan_clustering()) or finish it with table.maintenance.cluster()")
     data = plan.to_plan_data().to_avro(table.storage.base_url)
     from lakesdk.concurrency.instants import create_instant
-    instant = create_instant(store, table._lock(), "clustering", data)
+    instant = create_instant(store, table.lock(), "clustering", data)
     return ClusteringPlan(plan.table, plan.groups, plan.sort_by, plan.small_file_limit, plan.max_bytes_per_group,
                           plan.target_file_size, instant.requested, plan.skipped)
 
 
-def slices_of(table: "Table", data: ClusteringPlanData, *,
+def slices_of(table: "TableContext", data: ClusteringPlanData, *,
                strict: bool = True) -> list[tuple[str, list[FileSlice], int]]:
     """The plan's input slices with their file sizes.  ``strict``: a missing input file is an
     error (the clustering cannot run); otherwise it counts as 0 bytes (for display)."""
+    table = context_of(table)
     def size(path: str) -> int:
         try:
             return table.storage.size(path)
@@ -414,9 +419,10 @@ def slices_of(table: "Table", data: ClusteringPlanData, *,
     return out
 
 
-def plan_of_instant(table: "Table", instant: str) -> ClusteringPlan:
+def plan_of_instant(table: "TableContext", instant: str) -> ClusteringPlan:
     """The plan of a scheduled (pending or completed) clustering instant."""
-    store = table._store()
+    table = context_of(table)
+    store = table.store
     timeline = store.load()
     inst = next((i for i in timeline if i.requested == instant and i.action == "clustering"), None)
     if inst is None:
@@ -427,6 +433,7 @@ def plan_of_instant(table: "Table", instant: str) -> ClusteringPlan:
     return ClusteringPlan(table.name, groups, data.sort_columns, instant=instant)
 
 
-def pending_clusterings(table: "Table") -> list[ClusteringPlan]:
+def pending_clusterings(table: "TableContext") -> list[ClusteringPlan]:
     """Plans of the clusterings scheduled but not completed, oldest first (``.instant`` set)."""
+    table = context_of(table)
     return [plan_of_instant(table, i.requested) for i in table.timeline.pending if i.action == "clustering"]

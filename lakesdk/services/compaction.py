@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from lakesdk._display import human_bytes as _human
+from lakesdk.commit.context import context_of
 from lakesdk.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
 from lakesdk.exceptions import CompactionConflictError, CorruptTimelineError, InstantNotFoundError, LakeError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
@@ -26,7 +27,7 @@ from lakesdk.format.plans import CompactionOperation, CompactionPlanData
 from lakesdk.format.timeline import InstantClock, Timeline
 
 if TYPE_CHECKING:
-    from lakesdk.table.table import Table
+    from lakesdk.commit.context import TableContext
 
 __all__ = ["CompactionPlan", "plan_compaction", "schedule_compaction", "execute_compaction",
            "deltacommits_since_compaction", "compaction_due", "order_operations", "running_elsewhere", "TRIGGERS"]
@@ -144,7 +145,8 @@ class CompactionPlan:
                 f"<th>base size</th><th>log files</th><th>log bytes</th></tr>{rows}</table></div>")
 
 
-def deltacommits_since_compaction(table: "Table") -> int:
+def deltacommits_since_compaction(table: "TableContext") -> int:
+    table = context_of(table)
     n = 0
     for inst in reversed(table.timeline.completed.by_completion()):
         if inst.action == "compaction":
@@ -180,7 +182,7 @@ def _pending_clustering_file_ids(store: Any, timeline: Timeline) -> set[str]:
     return out
 
 
-def _operations(table: "Table", store: Any, timeline: Timeline, *, before: str | None = None,
+def _operations(table: "TableContext", store: Any, timeline: Timeline, *, before: str | None = None,
                 file_groups: set[tuple[str, str]] | None = None, min_log_files: int = 1) -> list[CompactionOperation]:
     """One operation per latest file slice with log files, except file groups that a pending
     compaction or clustering already covers.  With ``before`` (the compaction's instant time)
@@ -216,23 +218,24 @@ def _operations(table: "Table", store: Any, timeline: Timeline, *, before: str |
     return ops
 
 
-def plan_compaction(table: "Table", *, min_log_files: int = 1, log_size_threshold: int = 0,
+def plan_compaction(table: "TableContext", *, min_log_files: int = 1, log_size_threshold: int = 0,
                     target_io_mb: float = 512000) -> CompactionPlan:
     """The slices a compaction would merge now (nothing is written): the latest slice of
     every file group with at least ``min_log_files`` log files of completed delta commits,
     except file groups that a pending compaction or clustering already covers; ordered and
     bounded by :func:`order_operations`.  :func:`schedule_compaction` takes the log files
     again as of the compaction's instant time."""
+    table = context_of(table)
     if not table.config.is_mor:
         raise LakeError(f"Can only compact table of type MERGE_ON_READ: {table.name!r} is a copy-on-write table, "
                         "there are no log files to compact")
-    store = table._store()
+    store = table.store
     ops = _operations(table, store, store.load(), min_log_files=min_log_files)
     return CompactionPlan(table.name, tuple(order_operations(ops, log_size_threshold=log_size_threshold,
                                                              target_io_mb=target_io_mb)))
 
 
-def schedule_compaction(table: "Table", plan: CompactionPlan) -> CompactionPlan:
+def schedule_compaction(table: "TableContext", plan: CompactionPlan) -> CompactionPlan:
     """Write the plan as a requested compaction instant ``T``.
 
     ``T`` is taken first, then the plan's file groups are planned again as of ``T``: each
@@ -244,10 +247,11 @@ def schedule_compaction(table: "Table", plan: CompactionPlan) -> CompactionPlan:
     between ``T`` and the plan and every later one completes after ``T``.  File groups that
     another compaction or a clustering took meanwhile are left out; when none is left, the
     plan is returned unscheduled (``instant`` None, no operations)."""
-    store = table._store()
+    table = context_of(table)
+    store = table.store
     wanted = {(o.partition, o.file_id) for o in plan.operations}
     order = {key: n for n, key in enumerate((o.partition, o.file_id) for o in plan.operations)}
-    lock = table._lock()
+    lock = table.lock()
     if lock is not None:
         lock.acquire()
     try:
@@ -271,11 +275,12 @@ def schedule_compaction(table: "Table", plan: CompactionPlan) -> CompactionPlan:
             lock.release()
 
 
-def execute_compaction(table: "Table", instant: str) -> Any:
+def execute_compaction(table: "TableContext", instant: str) -> Any:
     """Execute a scheduled compaction and commit it; returns a WriteResult.  Raises
     :class:`CompactionConflictError` when another process is executing it."""
+    table = context_of(table)
     t0 = time.perf_counter()
-    store = table._store()
+    store = table.store
     timeline = store.load()
     try:
         inst = next(i for i in timeline if i.requested == instant and i.action == "compaction")
@@ -286,28 +291,31 @@ def execute_compaction(table: "Table", instant: str) -> Any:
     # the plan is in the requested file (the inflight one is empty), also when resuming a
     # compaction whose executor died after it went inflight
     plan = CompactionPlanData.parse(store.read_bytes(Instant("compaction", "requested", instant)))
+    from lakesdk.services.transaction import InstantTransaction
     inst, heartbeat = _claim(table, store, instant)
+    txn = InstantTransaction.resume(table, inst, operation="compact", heartbeat=heartbeat)
     try:
-        return _execute(table, store, timeline, inst, plan, t0)
+        return _execute(table, store, timeline, txn, plan, t0)
     finally:
-        heartbeat.stop()
+        txn.stop_heartbeat()
 
 
-def running_elsewhere(table: "Table", inst: Instant) -> bool:
+def running_elsewhere(table: "TableContext", inst: Instant) -> bool:
     """An inflight table-service instant (compaction, clustering) whose heartbeat is fresh is
     being executed by a live process."""
+    table = context_of(table)
     o = table.options
     return inst.state == "inflight" and table.storage.exists(heartbeat_path(inst.requested)) and \
         not is_expired(table.storage, inst.requested, o.heartbeat_interval_s, o.heartbeat_misses)
 
 
-def _claim(table: "Table", store: Any, instant: str) -> tuple[Instant, Heartbeat]:
+def _claim(table: "TableContext", store: Any, instant: str) -> tuple[Instant, Heartbeat]:
     """Take the compaction ``instant`` for this process: requested -> inflight, or an inflight
     one whose executor is gone (expired heartbeat), with this process's heartbeat beating.
     Under the table lock with several writers, so two processes never execute it at once
     (each would delete the other's base files as leftovers)."""
     o = table.options
-    lock = table._lock()
+    lock = table.lock()
     if lock is not None:
         lock.acquire()
     try:
@@ -331,15 +339,15 @@ def _claim(table: "Table", store: Any, instant: str) -> tuple[Instant, Heartbeat
     return inst, heartbeat   # type: ignore[return-value]
 
 
-def _execute(table: "Table", store: Any, timeline: Timeline, inst: Instant, plan: CompactionPlanData,
+def _execute(table: "TableContext", store: Any, timeline: Timeline, txn: Any, plan: CompactionPlanData,
              t0: float) -> Any:
+    from lakesdk.commit.results import WriteResult
+    from lakesdk.commit.schema_store import resolve_schema, schema_extra_metadata
     from lakesdk.engine.slice_reader import SliceReadContext
     from lakesdk.engine.tasks import WriteContext
-    from lakesdk.table.results import WriteResult
-    from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
 
     cfg = table.config
-    instant = inst.requested
+    instant = txn.instant.requested
     schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
     slices = []
     for op in plan.operations:
@@ -352,14 +360,13 @@ def _execute(table: "Table", store: Any, timeline: Timeline, inst: Instant, plan
     ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
                        partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
                        ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, table_name=cfg.name,
-                       column_groups=cfg.column_groups, merger=table._merger(),
+                       column_groups=cfg.column_groups, merger=table.merger(),
                        operation="compact")
     visible = frozenset(i.requested for i in timeline.commits if i.requested < instant)
     slice_ctx = SliceReadContext(table.storage, schema, cfg.ordering_field, cfg.merge_mode, visible,
-                                 column_groups=cfg.column_groups, merger=table._merger())
-    ctx.markers = table._markers(instant)
-    engine = table.options.engine if table.options.engine != "auto" else (
-        "local" if table._spark_is_local() else "spark")
+                                 column_groups=cfg.column_groups, merger=table.merger())
+    ctx.markers = txn.markers()
+    engine = table.engine()
     if engine == "local":
         from lakesdk.engine.local import run_parallel
         from lakesdk.engine.tasks import TaskInfo, compact_file_slice
@@ -379,8 +386,8 @@ def _execute(table: "Table", store: Any, timeline: Timeline, inst: Instant, plan
         parts.setdefault(s.partitionPath, []).append(s)
     md = CommitMetadata(partition_to_write_stats=parts, extra_metadata=schema_extra_metadata(schema, cfg.name),
                         operation_type="COMPACT", compacted=True)
-    done = store.transition(inst, "completed", md.to_avro())
-    ctx.markers.delete_all()
+    done = txn.commit(md.to_avro())
+    txn.finish()
     return WriteResult(table=cfg.name, operation="compact", instant=instant, completed=done.completed,
                        action="compaction", files=len(stats), bytes=sum(s.totalWriteBytes for s in stats),
                        partitions=len(parts), seconds=time.perf_counter() - t0,

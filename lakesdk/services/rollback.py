@@ -22,15 +22,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakesdk._display import human_bytes as _human
+from lakesdk.commit.context import context_of
 from lakesdk.concurrency.instants import create_instant
-from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError, LakeError, RollbackNotAllowedError
+from lakesdk.exceptions import (
+    CorruptTimelineError,
+    InstantNotFoundError,
+    LakeError,
+    RollbackNotAllowedError,
+    WriteConflictError,
+)
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.plans import RollbackMetadataData, RollbackPlanData, RollbackRequest
-from lakesdk.format.timeline import TimelineStore
 from lakesdk.storage import Storage
+from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
-    from lakesdk.table.table import Table
+    from lakesdk.commit.context import TableContext
 
 __all__ = ["RollbackPlan", "RollbackResult", "plan_rollback", "rollback", "rollback_failed_writes",
            "files_written_by", "RollbackNotAllowedError"]
@@ -136,12 +143,19 @@ def files_written_by(storage: Storage, store: TimelineStore, inst: Instant, *, s
     return files
 
 
-def _execute(table: "Table", store: TimelineStore, target: Instant, plan: RollbackPlanData,
+def _execute(table: "TableContext", store: TimelineStore, target: Instant, plan: RollbackPlanData,
              rollback_instant: Instant) -> RollbackResult:
+    from lakesdk.services.transaction import InstantTransaction
     t0 = time.perf_counter()
     storage = table.storage
-    if rollback_instant.state == "requested":
-        rollback_instant = store.transition(rollback_instant, "inflight")
+    # a pending rollback may be executed by two processes at once (a writer aborting itself while
+    # another writer rolls it back as failed): deleting the planned files twice is harmless, and
+    # the commit point lets one of them complete it
+    txn = InstantTransaction.resume(table, rollback_instant, operation="rollback")
+    try:
+        rollback_instant = txn.start()
+    except CorruptTimelineError:        # made inflight by the other executor
+        rollback_instant = txn.instant = rollback_instant.to("inflight")
     deleted: dict[str, list[str]] = {}
     failed: dict[str, list[str]] = {}
     for req in plan.requests:
@@ -154,7 +168,13 @@ def _execute(table: "Table", store: TimelineStore, target: Instant, plan: Rollba
     md = RollbackMetadataData(rollback_instant.requested, int((time.perf_counter() - t0) * 1000),
                               ((target.requested, target.action),),
                               {p: tuple(v) for p, v in deleted.items()}, {p: tuple(v) for p, v in failed.items()})
-    store.transition(rollback_instant, "completed", md.to_avro())
+    try:
+        txn.commit(md.to_avro())
+    except WriteConflictError:
+        if not any(i.action == "rollback" and i.requested == rollback_instant.requested and i.is_completed
+                   for i in store.load()):
+            raise
+    txn.finish()
     # the rolled-back instant leaves the timeline: completed file first, requested last
     names = store.all_states(target.requested, target.action)
     for name in sorted(names, key=lambda n: (0 if "_" in n.split(".")[0] else 1 if "inflight" in n else 2)):
@@ -165,7 +185,7 @@ def _execute(table: "Table", store: TimelineStore, target: Instant, plan: Rollba
                           tuple(p for v in deleted.values() for p in v), time.perf_counter() - t0)
 
 
-def _target(table: "Table", timeline: Any, req: str, *, force: bool, allow_alive: bool) -> Instant:
+def _target(table: "TableContext", timeline: Any, req: str, *, force: bool, allow_alive: bool) -> Instant:
     """The instant to roll back, after the rules: a completed write only when it is the
     latest and not savepointed; a pending write only when its writer is gone."""
     from lakesdk.concurrency.heartbeat import is_expired
@@ -202,16 +222,17 @@ def _target(table: "Table", timeline: Any, req: str, *, force: bool, allow_alive
     return target
 
 
-def check_previous_files_left(table: "Table", timeline: Any, target: Instant) -> None:
+def check_previous_files_left(table: "TableContext", timeline: Any, target: Instant) -> None:
     """Refuse to roll back a completed commit when the file versions it superseded are gone: a
     clean (KEEP_LATEST_FILE_VERSIONS, or KEEP_LATEST_COMMITS after more commits) deleted the
     previous version of a file group it rewrote, or the file groups a replacecommit (clustering,
     insert_overwrite) replaced. The rollback would leave those file groups pointing at deleted
     files, and every read would then fail."""
+    table = context_of(table)
     from dataclasses import replace as _replace
 
     from lakesdk.read.view import FileSystemView
-    store = table._store()
+    store = table.store
     md = store.commit_metadata(target)
     groups = {(part, fid) for part, fids in (md.partition_to_replace_file_ids or {}).items() for fid in fids}
     groups |= {(part, st.fileId) for part, sts in (md.partition_to_write_stats or {}).items() for st in sts if st.fileId}
@@ -227,10 +248,11 @@ def check_previous_files_left(table: "Table", timeline: Any, target: Instant) ->
             "restore the table to a savepoint taken before it", instant=target.requested)
 
 
-def check_active_commit_left(table: "Table", timeline: Any, removed: set[str], what: str) -> None:
+def check_active_commit_left(table: "TableContext", timeline: Any, removed: set[str], what: str) -> None:
     """Refuse to leave the active timeline without a completed write while the timeline history
     holds some: Hudi's file-system view then trusts only files older than the first active
     commit, so Hudi readers would see an empty table."""
+    table = context_of(table)
     if any(i.requested not in removed for i in timeline.commits):
         return
     from lakesdk.services.archival import archived_instants
@@ -256,7 +278,7 @@ def _pending_rollback_of(store: TimelineStore, timeline: Any, req: str) -> tuple
     return None
 
 
-def _plan_data(table: "Table", store: TimelineStore, target: Instant) -> RollbackPlanData:
+def _plan_data(table: "TableContext", store: TimelineStore, target: Instant) -> RollbackPlanData:
     files = files_written_by(table.storage, store, target)
     by_part: dict[str, list[str]] = {}
     for f in sorted(files):
@@ -265,10 +287,11 @@ def _plan_data(table: "Table", store: TimelineStore, target: Instant) -> Rollbac
                             tuple(RollbackRequest(p, None, tuple(v)) for p, v in sorted(by_part.items())))
 
 
-def plan_rollback(table: "Table", instant: str | Instant, *, force: bool = False) -> RollbackPlan:
+def plan_rollback(table: "TableContext", instant: str | Instant, *, force: bool = False) -> RollbackPlan:
     """What rolling back ``instant`` would delete (nothing is written); raises
     :class:`RollbackNotAllowedError` when :func:`rollback` would refuse it."""
-    store = table._store()
+    table = context_of(table)
+    store = table.store
     timeline = store.load()
     req = instant.requested if isinstance(instant, Instant) else str(instant)
     target = _target(table, timeline, req, force=force, allow_alive=False)
@@ -284,21 +307,22 @@ def plan_rollback(table: "Table", instant: str | Instant, *, force: bool = False
     return RollbackPlan(table.name, target, files, tuple(sizes), pending[0].requested if pending else None)
 
 
-def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
+def rollback(table: "TableContext", instant: str | Instant, *, force: bool = False,
              _allow_alive: bool = False, _only_pending: bool = False) -> RollbackResult:
     """Roll back ``instant``: a pending write (its writer failed or died), or the latest
     completed write.  A pending write whose heartbeat is fresh belongs to a live writer and
     is refused unless ``force=True``.  A completed write with later completed writes is
     refused (roll back the later ones first, or restore a savepoint).  A rollback of the
     same instant that a crash interrupted is resumed (same rollback instant)."""
-    store = table._store()
+    table = context_of(table)
+    store = table.store
     req = instant.requested if isinstance(instant, Instant) else str(instant)
     # Rolling back another writer's pending write: decide and write the plan under the table
     # lock, which that writer holds while it checks that it is still pending and completes.
     # Either it completed first (seen here: nothing to roll back) or it sees the plan and
     # refuses to complete; without the lock a slow writer could complete between this check and
     # the plan, and the rollback would then delete the files of a landed commit.
-    lock = table._lock() if _only_pending else None
+    lock = table.lock() if _only_pending else None
     if lock is not None:
         lock.acquire()
     try:
@@ -311,7 +335,7 @@ def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
         pending = _pending_rollback_of(store, timeline, req)
         if pending is None:
             plan = _plan_data(table, store, target)
-            rb = create_instant(store, table._lock(), "rollback", plan.to_avro())
+            rb = create_instant(store, table.lock(), "rollback", plan.to_avro())
     finally:
         if lock is not None:
             lock.release()
@@ -320,11 +344,12 @@ def rollback(table: "Table", instant: str | Instant, *, force: bool = False,
     return _execute(table, store, target, plan, rb)
 
 
-def resume_pending_rollbacks(table: "Table", *, min_age_s: float = 0.0) -> list[RollbackResult]:
+def resume_pending_rollbacks(table: "TableContext", *, min_age_s: float = 0.0) -> list[RollbackResult]:
     """Finish rollbacks that a crash interrupted (with several writers: only those older
     than ``min_age_s``, since a young one belongs to a writer that is still at it)."""
+    table = context_of(table)
     from datetime import datetime, timezone
-    store = table._store()
+    store = table.store
     out = []
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     for rb in store.load().pending.filter(actions=["rollback"]):
@@ -339,7 +364,7 @@ def resume_pending_rollbacks(table: "Table", *, min_age_s: float = 0.0) -> list[
     return out
 
 
-def _remove_stale_markers_and_heartbeats(table: "Table", timeline: Any) -> None:
+def _remove_stale_markers_and_heartbeats(table: "TableContext", timeline: Any) -> None:
     """Markers and heartbeats of completed instants (a writer that died right after its
     commit) or of instants no longer on the timeline are garbage."""
     completed = {i.requested for i in timeline.completed}
@@ -359,7 +384,7 @@ def _remove_stale_markers_and_heartbeats(table: "Table", timeline: Any) -> None:
                 table.storage.delete(e.path)
 
 
-def _dead(table: "Table", inst: Instant, is_expired: Any) -> bool:
+def _dead(table: "TableContext", inst: Instant, is_expired: Any) -> bool:
     """A pending write belongs to a dead writer when its heartbeat expired, and (so that a
     writer that has just created its instant is not mistaken for a dead one) the instant is
     older than the heartbeat tolerance."""
@@ -370,13 +395,14 @@ def _dead(table: "Table", inst: Instant, is_expired: Any) -> bool:
                                           table.options.heartbeat_misses)
 
 
-def rollback_failed_writes(table: "Table", *, policy: Literal["eager", "lazy"] = "eager",
+def rollback_failed_writes(table: "TableContext", *, policy: Literal["eager", "lazy"] = "eager",
                            exclude: str | None = None) -> list[RollbackResult]:
     """Roll back pending writes left by failed or dead writers (see module doc)."""
+    table = context_of(table)
     from lakesdk.concurrency.heartbeat import is_expired
     tolerance = table.options.heartbeat_interval_s * table.options.heartbeat_misses
     out = resume_pending_rollbacks(table, min_age_s=tolerance if policy == "lazy" else 0.0)
-    timeline = table._store().load()
+    timeline = table.store.load()
     _remove_stale_markers_and_heartbeats(table, timeline)
     for inst in timeline.pending:
         if inst.action not in ("commit", "deltacommit", "replacecommit") or inst.requested == exclude:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakesdk._display import human_bytes as _human
+from lakesdk.commit.context import context_of
 from lakesdk.concurrency.instants import create_instant
 from lakesdk.exceptions import LakeError, RestoreError, SavepointError
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
@@ -47,10 +48,11 @@ from lakesdk.format.service_metadata import (
     SavepointMetadataData,
     avro_record,
 )
-from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.format.timeline import Timeline
+from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
-    from lakesdk.table.table import Table
+    from lakesdk.commit.context import TableContext
 
 __all__ = ["Savepoint", "SavepointError", "RestoreError", "RestorePlan", "RestoreResult", "savepoint",
            "savepoints", "delete_savepoint", "plan_restore", "restore", "restore_order"]
@@ -102,14 +104,15 @@ def _savepoint_instants(timeline: Timeline) -> list[Instant]:
     return [i for i in timeline.instants if i.action == "savepoint" and i.is_completed]
 
 
-def _load(table: "Table", store: TimelineStore, inst: Instant) -> Savepoint:
+def _load(table: "TableContext", store: TimelineStore, inst: Instant) -> Savepoint:
     md = SavepointMetadataData.parse(store.read_bytes(inst))
     return Savepoint(table.name, inst.requested, inst.completed, md.user, md.comment, md.savepointed_at, md.files)
 
 
-def savepoints(table: "Table") -> list[Savepoint]:
+def savepoints(table: "TableContext") -> list[Savepoint]:
     """Completed savepoints, oldest first."""
-    store = table._store()
+    table = context_of(table)
+    store = table.store
     return [_load(table, store, i) for i in _savepoint_instants(store.load())]
 
 
@@ -127,10 +130,11 @@ def _lookup_window(store: TimelineStore, timeline: Timeline) -> str | None:
     return writes[0].requested if len(writes) else None
 
 
-def savepoint(table: "Table", instant: Any = None, *, user: str = "", comment: str = "") -> Savepoint:
+def savepoint(table: "TableContext", instant: Any = None, *, user: str = "", comment: str = "") -> Savepoint:
     """Savepoint the completed commit ``instant`` (default: the latest completed commit)."""
+    table = context_of(table)
     from lakesdk.read.view import FileSystemView
-    store = table._store()
+    store = table.store
     timeline = store.load()
     writes = timeline.commits
     if instant is None:
@@ -156,17 +160,21 @@ def savepoint(table: "Table", instant: Any = None, *, user: str = "", comment: s
         names = ([s.base_file.name] if s.base_file else []) + [lf.name for lf in s.log_files]
         files.setdefault(s.partition, []).extend(names)
     md = SavepointMetadataData(user, int(time.time() * 1000), comment, {p: tuple(v) for p, v in files.items()})
+    from lakesdk.services.transaction import InstantTransaction
     inflight = Instant("savepoint", "inflight", target.requested)
     if not table.storage.exists(store.path(inflight)):
         store.create(inflight)
-    done = store.transition(inflight, "completed", md.to_avro())
+    txn = InstantTransaction.resume(table, inflight, operation="savepoint")
+    done = txn.commit(md.to_avro())
+    txn.finish()
     return Savepoint(table.name, target.requested, done.completed, user, comment, md.savepointed_at, md.files)
 
 
-def delete_savepoint(table: "Table", instant: Any) -> bool:
+def delete_savepoint(table: "TableContext", instant: Any) -> bool:
     """Delete the savepoint of ``instant`` (completed file first, then the inflight file).
     Returns False (and logs a warning) when there is none."""
-    store = table._store()
+    table = context_of(table)
+    store = table.store
     req = _requested(instant)
     names = [n for n in store.all_states(req) if n.endswith((".savepoint", ".savepoint.inflight"))]
     if not names:
@@ -282,13 +290,13 @@ class RestoreResult:
         return f"<div><b>RestoreResult</b> {html.escape(repr(self))}</div>"
 
 
-def _targets(table: "Table", timeline: Timeline, sp: str) -> list[Instant]:
+def _targets(table: "TableContext", timeline: Timeline, sp: str) -> list[Instant]:
     later = [i for i in timeline.instants if i.requested > sp and i.action in _ROLLBACK_TARGETS
              and (i.is_completed and i.completed_action in WRITE_ACTIONS or not i.is_completed)]
     return restore_order(later, merge_on_read=table.config.is_mor)
 
 
-def _check_restorable(table: "Table", store: TimelineStore, timeline: Timeline, sp: str) -> None:
+def _check_restorable(table: "TableContext", store: TimelineStore, timeline: Timeline, sp: str) -> None:
     sps = [i.requested for i in _savepoint_instants(timeline)]
     if sp not in sps:
         raise RestoreError(f"No savepoint for instantTime {sp} on {table.name!r} "
@@ -299,7 +307,7 @@ def _check_restorable(table: "Table", store: TimelineStore, timeline: Timeline, 
         raise RestoreError(f"savepoints {', '.join(later)} are later than {sp}: restoring would roll back their "
                            "commits; delete them first with table.maintenance.delete_savepoint(...)", savepoint=sp)
     if table.config.layout_version >= 2:
-        from lakesdk.format.lsm_timeline import LSMTimeline
+        from lakesdk.timeline.history import LSMTimeline
         archived = [i.requested for i in LSMTimeline(table.storage, table.config).instants() if i.requested > sp]
         if archived:
             raise RestoreError(f"instants after savepoint {sp} were archived (archival beyond savepoint, e.g. "
@@ -310,12 +318,13 @@ def _check_restorable(table: "Table", store: TimelineStore, timeline: Timeline, 
                              f"restoring to savepoint {sp}")
 
 
-def plan_restore(table: "Table", savepoint_instant: Any) -> RestorePlan:
+def plan_restore(table: "TableContext", savepoint_instant: Any) -> RestorePlan:
     """The instants restoring ``savepoint_instant`` would roll back, and their files
     (nothing is written)."""
+    table = context_of(table)
     from lakesdk.services.rollback import files_written_by
     sp = _requested(savepoint_instant)
-    store = table._store()
+    store = table.store
     timeline = store.load()
     _check_restorable(table, store, timeline, sp)
     steps = []
@@ -331,14 +340,15 @@ def plan_restore(table: "Table", savepoint_instant: Any) -> RestorePlan:
     return RestorePlan(table.name, sp, tuple(steps))
 
 
-def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
+def restore(table: "TableContext", savepoint_instant: Any) -> RestoreResult:
     """Restore the table to ``savepoint_instant``: roll back every later write instant
     (newest first) as one restore instant.  Resumes a pending restore of the same savepoint."""
+    table = context_of(table)
     from lakesdk.format.plans import RollbackPlanData, RollbackRequest
     from lakesdk.services.rollback import _execute, files_written_by, resume_pending_rollbacks
     t0 = time.perf_counter()
     sp = _requested(savepoint_instant)
-    store = table._store()
+    store = table.store
     resume_pending_rollbacks(table)
     timeline = store.load()
     pending = [i for i in timeline.pending if i.action == "restore"]
@@ -351,9 +361,10 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
     else:
         _check_restorable(table, store, timeline, sp)
         plan = RestorePlanData(tuple((i.requested, i.action) for i in _targets(table, timeline, sp)), sp)
-        rinst = create_instant(store, table._lock(), "restore", plan.to_avro())
-    if rinst.state == "requested":
-        rinst = store.transition(rinst, "inflight")
+        rinst = create_instant(store, table.lock(), "restore", plan.to_avro())
+    from lakesdk.services.transaction import InstantTransaction
+    txn = InstantTransaction.resume(table, rinst, operation="restore")
+    rinst = txn.start()
     rollbacks: dict[str, list[dict[str, Any]]] = {}
     deleted = 0
     paths: list[str] = []
@@ -373,14 +384,15 @@ def restore(table: "Table", savepoint_instant: Any) -> RestoreResult:
             by_part.setdefault(posixpath.dirname(f), []).append(f)
         rplan = RollbackPlanData(target.requested, target.action,
                                  tuple(RollbackRequest(p, None, tuple(v)) for p, v in sorted(by_part.items())))
-        rb = create_instant(store, table._lock(), "rollback", rplan.to_avro())
+        rb = create_instant(store, table.lock(), "rollback", rplan.to_avro())
         res = _execute(table, store, target, rplan, rb)
         deleted += len(res.deleted_files)
         paths += res.deleted_files
         done_rb = next(i for i in store.load().instants if i.action == "rollback" and i.requested == rb.requested)
         rollbacks[req] = [avro_record(store.read_bytes(done_rb), "rollback metadata")]
     md = RestoreMetadataData(rinst.requested, int((time.perf_counter() - t0) * 1000), plan.instants, rollbacks)
-    done = store.transition(rinst, "completed", md.to_avro())
+    done = txn.commit(md.to_avro())
+    txn.finish()
     # the rollback instants after the savepoint are not needed any more (their targets are gone)
     for r in store.load().instants:
         if r.action == "rollback" and r.is_completed and r.requested > sp:

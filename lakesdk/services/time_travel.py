@@ -6,19 +6,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from lakesdk.commit.context import context_of
 from lakesdk.exceptions import TimeTravelError
 from lakesdk.format.instant import WRITE_ACTIONS
-from lakesdk.format.lsm_timeline import LSMTimeline
 from lakesdk.format.service_metadata import CleanMetadataData
-from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.format.timeline import Timeline
+from lakesdk.timeline.history import LSMTimeline
+from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
-    from lakesdk.table.table import Table
+    from lakesdk.commit.context import TableContext
 
 __all__ = ["check_time_travel"]
 
 
-def check_time_travel(table: "Table", moment: str, *, store: TimelineStore | None = None,
+def check_time_travel(table: "TableContext", moment: str, *, store: TimelineStore | None = None,
                       timeline: Timeline | None = None) -> None:
     """Raise when a time-travel read as of ``moment`` may miss files a clean deleted
     (Hudi's ``TimelineUtils.validateTimestampAsOf``): ``moment`` must not be before the
@@ -33,7 +35,8 @@ def check_time_travel(table: "Table", moment: str, *, store: TimelineStore | Non
     Cleans archived into the timeline history count too (a moment before the active
     timeline reads them from there): Hudi's archiver keeps the latest cleans active, lakesdk's
     archives a clean with the commits before it, and the guard must not leave with it."""
-    store = store or table._store()
+    table = context_of(table)
+    store = store or table.store
     timeline = timeline if timeline is not None else store.load()
     sps = {i.requested for i in timeline.instants if i.action == "savepoint" and i.is_completed}
     if moment in sps:

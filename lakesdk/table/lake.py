@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-import weakref
 from typing import Any, Literal, Sequence
 
 import pyarrow as pa
 
+from lakesdk.commit.context import Resources
 from lakesdk.exceptions import SchemaError, TableExistsError
 from lakesdk.format.schema import arrow_to_avro
 from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
@@ -36,8 +36,9 @@ class Lake:
     >>> t
     <Table 'trips' cow v8 at 'memory://doctest-lake/trips' key=uuid partition_by=city ordering=ts>
 
-    ``with Lake(...) as lake:`` (or :meth:`close`) closes every table handle the lake
-    handed out (see :meth:`Table.close`).
+    The lake owns what the writes of its table handles start (marker servers and their
+    threads, lock providers, open heartbeats): ``with Lake(...) as lake:`` (or :meth:`close`)
+    ends them all.  A handle stays usable after it: a later write starts what it needs again.
     """
 
     def __init__(self, root: str, *, spark: Any = None, storage_options: dict[str, Any] | None = None,
@@ -46,16 +47,12 @@ class Lake:
         self.storage = Storage(str(root), storage_options)
         self._spark = spark
         self.options = validate_options(_with_concurrency(options or TableOptions(), concurrency, lock, lock_options))
-        self._handles: weakref.WeakSet[Table] = weakref.WeakSet()   # handles to close with the lake
-
-    def _track(self, table: Table) -> Table:
-        self._handles.add(table)
-        return table
+        self.resources = Resources()     # what the writes of the lake's handles start
 
     def close(self) -> None:
-        """Close every table handle this lake handed out that is still alive (idempotent)."""
-        for t in list(self._handles):
-            t.close()
+        """End what the writes of the lake's table handles started: marker servers, their
+        threads and sockets, open heartbeats (idempotent)."""
+        self.resources.close()
 
     def __enter__(self) -> "Lake":
         return self
@@ -155,11 +152,11 @@ class Lake:
             raise TableExistsError(f"a table already exists at {ts.base_url!r}; open it with lake.table({name!r}) "
                                    "or pass exist_ok=True", path=ts.base_url)
         ts.makedirs(".hoodie/timeline/history")
-        return self._track(Table(ts, cfg, spark=self._spark, options=self.options))
+        return Table(ts, cfg, spark=self._spark, options=self.options, resources=self.resources)
 
     def table(self, name: str) -> Table:
         """Open the table ``<root>/<name>``."""
-        return self._track(Table(self.storage.child(name), spark=self._spark, options=self.options))
+        return Table(self.storage.child(name), spark=self._spark, options=self.options, resources=self.resources)
 
     __getitem__ = table
 
@@ -196,6 +193,7 @@ def open_table(url: str, *, spark: Any = None, storage_options: dict[str, Any] |
     ``concurrency="optimistic"`` lets several writers (threads, processes, machines) write
     at once; ``lock`` ("in_process", "storage" or "zookeeper") and ``lock_options`` choose
     the lock that guards commits.  A write that loses a race raises
-    :class:`lakesdk.WriteConflictError` and leaves no trace."""
+    :class:`lakesdk.WriteConflictError` and leaves no trace.  The handle owns what its writes
+    start (see :meth:`Table.close`)."""
     return Table(Storage(str(url), storage_options), spark=spark,
                  options=_with_concurrency(options or TableOptions(), concurrency, lock, lock_options))

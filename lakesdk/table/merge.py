@@ -28,7 +28,7 @@ from lakesdk.exceptions import MergeConflictError, MissingColumnError, OptionsEr
 from lakesdk.merge.ordering import event_time_field, null_ordering_error
 
 if TYPE_CHECKING:
-    from lakesdk.table.results import WriteResult
+    from lakesdk.commit.results import WriteResult
     from lakesdk.table.table import Table
 
 __all__ = ["MergeBuilder", "MergeResult", "MergeConflictError"]
@@ -265,7 +265,7 @@ class MergeBuilder:
         write = None
         if acted:
             from lakesdk.table.write import WriteOperation
-            data = changes.toArrow() if t._spark_is_local() else changes
+            data = changes.toArrow() if t.context.spark_is_local() else changes   # local Spark: the rows are here
             if data is not None and hasattr(data, "num_rows"):
                 data = _fix_types(data, t, arrow.schema if arrow is not None else None)
             write = WriteOperation(t, "merge", data).execute()

@@ -22,7 +22,7 @@ class Inspect:
 
     def _view(self, as_of: Any = None) -> Any:
         from lakesdk.read.view import FileSystemView
-        store = self._t._store()
+        store = self._t.context.store
         return FileSystemView(self._t.storage, self._t.config, store, store.load(), as_of=_moment(as_of))
 
     def file_groups(self, as_of: Any = None) -> Any:
@@ -42,7 +42,7 @@ class Inspect:
 
     def commit_metadata(self, instant: Any) -> Any:
         """The CommitMetadata of a completed write instant (requested time or Instant)."""
-        store = self._t._store()
+        store = self._t.context.store
         req = instant.requested if hasattr(instant, "requested") else instant.instant if hasattr(instant, "instant") else instant
         timeline = store.load()
         writes = [i for i in timeline.commits if i.requested == req]   # another action may share the time
@@ -76,7 +76,7 @@ class Maintenance:
     def plan_compaction(self, *, min_log_files: int = 1) -> Any:
         """What a compaction would merge now (nothing is written)."""
         from lakesdk.services.compaction import plan_compaction
-        return plan_compaction(self._t, min_log_files=min_log_files)
+        return plan_compaction(self._t.context, min_log_files=min_log_files)
 
     def schedule_compaction(self, *, min_log_files: int = 1, trigger: str | None = None, max_delta_commits: int = 5,
                             max_delta_seconds: float = 3600) -> Any:
@@ -93,7 +93,7 @@ class Maintenance:
         plan = self.plan_compaction(min_log_files=min_log_files)
         if not len(plan):
             return None
-        scheduled = schedule_compaction(self._t, plan)   # planned again as of its instant time
+        scheduled = schedule_compaction(self._t.context, plan)   # planned again as of its instant time
         return scheduled if scheduled.instant else None
 
     def compact(self, instant: str | None = None, *, min_log_files: int = 1) -> Any:
@@ -105,9 +105,9 @@ class Maintenance:
         from lakesdk.exceptions import CompactionConflictError
         from lakesdk.services.compaction import execute_compaction, running_elsewhere
         if instant is not None:
-            return execute_compaction(self._t, instant)
+            return execute_compaction(self._t.context, instant)
         pending = [i for i in self._t.timeline.pending if i.action == "compaction"
-                   and not running_elsewhere(self._t, i)]
+                   and not running_elsewhere(self._t.context, i)]
         if pending:
             instant = pending[0].requested
         else:
@@ -116,7 +116,7 @@ class Maintenance:
                 return None
             instant = plan.instant
         try:
-            return execute_compaction(self._t, instant)
+            return execute_compaction(self._t.context, instant)
         except CompactionConflictError:
             return None   # another process took it first
 
@@ -126,7 +126,7 @@ class Maintenance:
         same RollbackNotAllowedError as :meth:`rollback` when the instant cannot be rolled back."""
         from lakesdk.services.rollback import plan_rollback
         req = instant.instant if hasattr(instant, "instant") and not hasattr(instant, "requested") else instant
-        return plan_rollback(self._t, req, force=force)
+        return plan_rollback(self._t.context, req, force=force)
 
     def rollback(self, instant: Any, *, force: bool = False) -> Any:
         """Roll back a failed (pending) write, or the latest completed write: its files are
@@ -136,12 +136,12 @@ class Maintenance:
         or :meth:`restore` a savepoint.  Returns a RollbackResult."""
         from lakesdk.services.rollback import rollback
         req = instant.instant if hasattr(instant, "instant") and not hasattr(instant, "requested") else instant
-        return rollback(self._t, req, force=force)
+        return rollback(self._t.context, req, force=force)
 
     def rollback_failed_writes(self) -> list[Any]:
         """Roll back every pending write whose writer is gone (heartbeat expired)."""
         from lakesdk.services.rollback import rollback_failed_writes
-        return rollback_failed_writes(self._t, policy="lazy")
+        return rollback_failed_writes(self._t.context, policy="lazy")
 
     def upgrade_key_encoding(self) -> Any:
         """Rewrite the record keys an earlier lakesdk wrote for empty composite-key values
@@ -154,7 +154,7 @@ class Maintenance:
         commit).  Returns its WriteResult, or None when no key needs rewriting.  Run it while
         no other writer writes to the table.  An empty single-field key has no Hudi encoding
         (Hudi refuses it): such rows raise NullKeyError; delete them first (``t.delete([""])``)."""
-        from lakesdk.services.key_encoding import upgrade_key_encoding
+        from lakesdk.table.key_encoding import upgrade_key_encoding
         return upgrade_key_encoding(self._t)
 
     def pending_compactions(self) -> list[Any]:
@@ -171,7 +171,7 @@ class Maintenance:
         ``sort_by`` when given).  File groups under a pending compaction or clustering are left
         out; a lone small file group only with ``sort_by`` or ``single_group=True``."""
         from lakesdk.services.clustering import plan_clustering
-        return plan_clustering(self._t, small_file_limit=small_file_limit, max_bytes_per_group=max_bytes_per_group,
+        return plan_clustering(self._t.context, small_file_limit=small_file_limit, max_bytes_per_group=max_bytes_per_group,
                                target_file_size=target_file_size, max_groups=max_groups, sort_by=sort_by,
                                single_group=single_group, partitions=partitions)
 
@@ -182,7 +182,7 @@ class Maintenance:
         updates and deletes of its file groups fail with ClusteringConflictError."""
         from lakesdk.services.clustering import schedule_clustering
         plan = self.plan_clustering(**plan_options)
-        return schedule_clustering(self._t, plan) if len(plan) else None
+        return schedule_clustering(self._t.context, plan) if len(plan) else None
 
     def cluster(self, instant: str | None = None, **plan_options: Any) -> Any:
         """Execute the pending clustering ``instant``; without one, finish the pending
@@ -191,12 +191,12 @@ class Maintenance:
         nothing needed clustering."""
         from lakesdk.services.clustering import cluster
         req = getattr(instant, "instant", None) or getattr(instant, "requested", None) or instant
-        return cluster(self._t, req, **plan_options)
+        return cluster(self._t.context, req, **plan_options)
 
     def pending_clusterings(self) -> list[Any]:
         """Plans of scheduled, not yet completed clusterings (each with ``.instant``), oldest first."""
         from lakesdk.services.clustering import pending_clusterings
-        return pending_clusterings(self._t)
+        return pending_clusterings(self._t.context)
 
     # -- clean, savepoint/restore, archival (lakesdk.services.clean / savepoint / archival) --------
     def plan_clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retain_commits: int = 10, retain_versions: int = 3,
@@ -206,7 +206,7 @@ class Maintenance:
         KEEP_LATEST_COMMITS (retain ``retain_commits``), KEEP_LATEST_FILE_VERSIONS (retain
         ``retain_versions`` per file group) or KEEP_LATEST_BY_HOURS (``retain_hours``)."""
         from lakesdk.services.clean import plan_clean
-        return plan_clean(self._t, policy=policy, retain_commits=retain_commits, retain_versions=retain_versions,
+        return plan_clean(self._t.context, policy=policy, retain_commits=retain_commits, retain_versions=retain_versions,
                           retain_hours=retain_hours)
 
     def clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retain_commits: int = 10, retain_versions: int = 3,
@@ -214,40 +214,40 @@ class Maintenance:
         """Plan, schedule (``T.clean.requested``) and execute a clean; returns a CleanResult,
         or ``None`` when nothing needed deleting.  Pending cleans are finished first."""
         from lakesdk.services.clean import clean
-        return clean(self._t, policy=policy, retain_commits=retain_commits, retain_versions=retain_versions,
+        return clean(self._t.context, policy=policy, retain_commits=retain_commits, retain_versions=retain_versions,
                      retain_hours=retain_hours)
 
     def savepoint(self, instant: Any = None, *, user: str = "", comment: str = "") -> Any:
         """Savepoint a completed commit (default: the latest): its files are kept by cleans,
         archival stops before it, and :meth:`restore` can go back to it."""
         from lakesdk.services.savepoint import savepoint
-        return savepoint(self._t, instant, user=user, comment=comment)
+        return savepoint(self._t.context, instant, user=user, comment=comment)
 
     def savepoints(self) -> list[Any]:
         """Completed savepoints, oldest first."""
         from lakesdk.services.savepoint import savepoints
-        return savepoints(self._t)
+        return savepoints(self._t.context)
 
     def delete_savepoint(self, instant: Any) -> bool:
         """Delete the savepoint of ``instant``; False when there was none."""
         from lakesdk.services.savepoint import delete_savepoint
-        return delete_savepoint(self._t, instant)
+        return delete_savepoint(self._t.context, instant)
 
     def plan_restore(self, savepoint_instant: Any) -> Any:
         """What :meth:`restore` would roll back (nothing is written)."""
         from lakesdk.services.savepoint import plan_restore
-        return plan_restore(self._t, savepoint_instant)
+        return plan_restore(self._t.context, savepoint_instant)
 
     def restore(self, savepoint_instant: Any) -> Any:
         """Roll back every write after the savepoint (newest first) as one restore instant;
         returns a RestoreResult.  The table then holds exactly the savepointed rows."""
         from lakesdk.services.savepoint import restore
-        return restore(self._t, savepoint_instant)
+        return restore(self._t.context, savepoint_instant)
 
     def plan_archive(self, *, min_commits: int = 20, max_commits: int = 30, beyond_savepoint: bool = False) -> Any:
         """The instants :meth:`archive` would move into the timeline history (nothing is written)."""
         from lakesdk.services.archival import plan_archive
-        return plan_archive(self._t, min_commits=min_commits, max_commits=max_commits,
+        return plan_archive(self._t.context, min_commits=min_commits, max_commits=max_commits,
                             beyond_savepoint=beyond_savepoint)
 
     def archive(self, *, min_commits: int = 20, max_commits: int = 30, beyond_savepoint: bool = False) -> Any:
@@ -255,7 +255,7 @@ class Maintenance:
         once more than ``max_commits`` commits are active, keeping the newest ``min_commits``
         (never past a pending instant or the earliest savepoint); returns an ArchiveResult."""
         from lakesdk.services.archival import archive
-        return archive(self._t, min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
+        return archive(self._t.context, min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
 
     def __repr__(self) -> str:
         return (f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact(), "

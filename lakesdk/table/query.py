@@ -9,13 +9,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from lakesdk.commit.schema_store import resolve_schema
 from lakesdk.exceptions import InvalidFilterError, TimeTravelError
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.instant import Instant, to_instant_time
 from lakesdk.format.schema import META_FIELDS, with_meta_fields
 from lakesdk.read.predicate import Predicate, from_filters, parse_where
 from lakesdk.read.view import FileSystemView
-from lakesdk.table.schema_store import resolve_schema
 
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
@@ -95,7 +95,7 @@ class Query:
     # -- planning --------------------------------------------------------------------------------
     def plan(self) -> ReadPlan:
         t = self.table
-        store = t._store()
+        store = t.context.store
         timeline = store.load()
         if self.kind == "incremental":
             return self._plan_incremental(store, timeline)
@@ -125,7 +125,7 @@ class Query:
         from lakesdk.format.instant import WRITE_ACTIONS
         from lakesdk.services.archival import archived_instants
         active = {(i.requested, i.completed_action) for i in timeline}
-        return [a for a in archived_instants(self.table)
+        return [a for a in archived_instants(self.table.context)
                 if a.instant.is_completed and a.instant.completed_action in WRITE_ACTIONS
                 and a.instant.requested <= moment
                 and (a.instant.requested, a.instant.completed_action) not in active]
@@ -148,7 +148,7 @@ class Query:
             raise TimeTravelError(f"incremental range ({self.start}, {self.end}] is empty: start is after end")
         if self.end is not None:
             from lakesdk.services.clean import check_time_travel
-            check_time_travel(t, self.end, store=store, timeline=timeline)
+            check_time_travel(t.context, self.end, store=store, timeline=timeline)
         in_range = list(timeline.in_range(self.start, self.end, start_inclusive=self.start_inclusive))
         if t.config.layout_version < 2 and in_range:
             _check_hollow(t, timeline, self.start, in_range[-1].requested)
@@ -180,8 +180,8 @@ class Query:
         t = self.table
         if t.config.layout_version < 2:
             return []
-        from lakesdk.format.lsm_timeline import LSMTimeline
         from lakesdk.format.timeline import Timeline
+        from lakesdk.timeline.history import LSMTimeline
         lsm = LSMTimeline(t.storage, t.config)
         if not lsm.manifest():
             return []
@@ -211,7 +211,7 @@ class Query:
         return SliceReadContext(self.table.storage, plan.schema, cfg.ordering_field, cfg.merge_mode,
                                 plan.log_instants if plan.log_instants is not None
                                 else frozenset(i.requested for i in plan.visible), column_groups=cfg.column_groups,
-                                merger=self.table._merger())
+                                merger=self.table.context.merger())
 
     def _filter_merged(self, t: pa.Table, plan: ReadPlan, cols: list[str]) -> pa.Table:
         if plan.commit_times is not None:
@@ -319,7 +319,7 @@ def _check_as_of(table: "Table", store: Any, timeline: Any, moment: str) -> None
             f"'{first.requested}' ({first.action} {first.state} on {table.name!r}): the read could change when it "
             "completes. Pick an earlier moment, wait for the write, or roll back a failed one "
             "(table.maintenance.rollback_failed_writes())")
-    check_time_travel(table, moment, store=store, timeline=timeline)
+    check_time_travel(table.context, moment, store=store, timeline=timeline)
 
 
 def _check_hollow(table: "Table", timeline: Any, start: str | None, last: str) -> None:

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import warnings
-import weakref
 from typing import Any
 
 import pyarrow as pa
 
+from lakesdk.commit.context import Resources, TableContext
+from lakesdk.commit.results import WriteResult
 from lakesdk.config.options import TableOptions
 from lakesdk.exceptions import StorageError, TableConfigError, TableNotFoundError, UnsupportedTableVersionError
 from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
-from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.format.timeline import Timeline
 from lakesdk.storage import Storage
 from lakesdk.table.namespaces import Inspect, Maintenance
 from lakesdk.table.query import Query, _moment
-from lakesdk.table.results import WriteResult
-from lakesdk.table.schema_store import resolve_schema
 from lakesdk.table.write import WriteOperation
 
 __all__ = ["Table", "TableOptions", "load_config", "validate_options"]
@@ -111,27 +110,59 @@ class Table:
 
     The handle is a reference: every query resolves the table's latest state when it runs
     (so a cell that reads after a write sees the write), and :meth:`as_of` pins a moment.
-    Writes return a :class:`~lakesdk.table.results.WriteResult`.
+    Writes return a :class:`~lakesdk.commit.results.WriteResult`.
 
-    The first write of a handle starts its marker server (a local HTTP server and its
-    threads); :meth:`close`, the end of a ``with`` block, or the handle being garbage
-    collected stops it.  A closed handle stays usable: a later write starts a new server.
+    A handle is a value around a :class:`~lakesdk.commit.context.TableContext`:
+    :meth:`refresh` and :meth:`with_options` return new handles.  What its writes start (the
+    marker server, a local HTTP server and its threads) belongs to the owner of the handle:
+    the :class:`~lakesdk.Lake` that handed it out (``lake.close()`` ends it), or the handle
+    itself when opened alone.  :meth:`close` (or the end of a ``with`` block) stops this
+    table's marker server; a later write starts a new one.
     """
 
     def __init__(self, storage: Storage, config: TableConfig | None = None, *, spark: Any = None,
-                 options: TableOptions | None = None) -> None:
-        self.storage = storage
-        self.config = config or load_config(storage)
-        self._spark = spark
-        self.options = validate_options(options or TableOptions())
-        self._timeline_store: TimelineStore | None = None
-        self._marker_server: Any = None
-        self._server_finalizer: weakref.finalize | None = None   # stops the server when the handle goes
-        self._lock_provider: Any = None
-        self._open_heartbeats: dict[str, Any] = {}
+                 options: TableOptions | None = None, resources: Resources | None = None) -> None:
+        self._ctx = TableContext(storage, config or load_config(storage), validate_options(options or TableOptions()),
+                                 resources if resources is not None else Resources(), spark)
         self._stored_key_encoding: str | None = None   # what the stored keys showed (Hudi's encoding only)
 
+    @classmethod
+    def _of(cls, ctx: TableContext) -> "Table":
+        t = cls.__new__(cls)
+        t._ctx = ctx
+        t._stored_key_encoding = None
+        return t
+
     # -- identity ---------------------------------------------------------------------------
+    @property
+    def context(self) -> TableContext:
+        """The table context that services, streaming and engines take (internal API)."""
+        return self._ctx
+
+    @property
+    def storage(self) -> Storage:
+        return self._ctx.storage
+
+    @property
+    def config(self) -> TableConfig:
+        return self._ctx.config
+
+    @property
+    def options(self) -> TableOptions:
+        return self._ctx.options
+
+    @options.setter
+    def options(self, value: TableOptions) -> None:
+        raise AttributeError("a table handle is a value: t = t.with_options(...) returns a handle with other options")
+
+    def with_options(self, options: TableOptions | None = None, **changes: Any) -> "Table":
+        """A new handle on the same table (and owner) with ``options``, or with the current
+        options changed by keyword (``t.with_options(engine="local")``)."""
+        from dataclasses import replace
+        opts = validate_options(replace(options or self.options, **changes))
+        c = self._ctx
+        return Table._of(TableContext(c.storage, c.config, opts, c.resources, c.spark_session))
+
     @property
     def name(self) -> str:
         return self.config.name
@@ -158,33 +189,7 @@ class Table:
 
     @property
     def spark(self) -> Any:
-        from lakesdk.engine.session import get_spark
-        if self._spark is None:
-            self._spark = get_spark()
-        return self._spark
-
-    def _spark_is_local(self) -> bool:
-        """True when Spark runs (or would start) in this process with a local master."""
-        import os
-        if self._spark is None:
-            from pyspark.sql import SparkSession
-            active = SparkSession.getActiveSession()
-            if active is None:
-                return not os.environ.get("LAKESDK_SPARK_REMOTE") and \
-                    os.environ.get("LAKESDK_SPARK_MASTER", "local").startswith("local")
-            self._spark = active
-        try:
-            return str(self._spark.sparkContext.master).startswith("local")
-        except Exception:  # noqa: BLE001 - Spark Connect: the cluster is elsewhere
-            return False
-
-    def _merger(self) -> Any:
-        """The user-defined merger function of a custom-merge table (looked up by name)."""
-        name = self.config.merger_name
-        if not name:
-            return None
-        from lakesdk.merge.registry import get_merger
-        return get_merger(name)
+        return self._ctx.spark
 
     def _key_encoding(self) -> str:
         """How this table's record keys write a null or empty key value (see
@@ -202,56 +207,12 @@ class Table:
             self._stored_key_encoding = enc
         return enc
 
-    def _lock(self) -> Any:
-        """The table lock of optimistic concurrency (None for a single writer)."""
-        if self.options.concurrency != "optimistic":
-            return None
-        if self._lock_provider is None:
-            from lakesdk.concurrency.locks import lock_provider
-            self._lock_provider = lock_provider(self.options.lock, self.storage, dict(self.options.lock_options))
-        return self._lock_provider
-
-    def _markers(self, instant: str, *, detector: Any = None) -> Any:
-        """WriteMarkers for ``instant``: timeline-server based (a server this handle starts on
-        first use) unless direct markers are configured or Spark runs over Spark Connect.
-        With an early-conflict ``detector``, every marker is checked before it is created."""
-        from lakesdk.markers import DirectWriteMarkers, write_markers
-        kind = self.options.markers
-        if kind == "timeline_server" and self._spark is not None and "connect" in type(self._spark).__module__:
-            kind = "direct"   # executors of a remote Connect server may not reach this process
-        if kind == "direct":
-            return DirectWriteMarkers(self.storage, instant, detector=detector)
-        if self._marker_server is None or not self._marker_server.running:
-            from lakesdk.markers import MarkerServer
-            host = "127.0.0.1"
-            if self._spark is not None:   # executors reach the driver at its advertised host
-                try:
-                    host = self._spark.conf.get("spark.driver.host") or host
-                except Exception:  # noqa: BLE001
-                    pass
-            if self._server_finalizer is not None:
-                self._server_finalizer()   # a server that stopped by itself: release what is left
-            self._marker_server = MarkerServer(self.storage, host=host,
-                                               batch_interval_ms=self.options.marker_batch_interval_ms,
-                                               num_threads=self.options.marker_threads,
-                                               early_conflict_interval_ms=self.options.early_conflict_check_interval_ms
-                                               ).start()
-            # the finalizer holds the server, never the handle: dropping the handle (or the
-            # interpreter exiting) stops the server
-            self._server_finalizer = weakref.finalize(self, self._marker_server.stop)
-        if detector is not None:
-            self._marker_server.watch(instant, detector)
-        return write_markers(self.storage, instant, "TIMELINE_SERVER_BASED", server=self._marker_server)
-
     def close(self) -> None:
-        """Stop what the handle started for its writes: the marker server, its threads and
-        its listening socket (idempotent).  Reads and later writes still work: a write
-        starts a new server, which the next ``close()`` stops.  Do not close a handle while
-        one of its writes runs."""
-        fin, self._server_finalizer = self._server_finalizer, None
-        self._marker_server = None
-        if fin is not None:
-            fin()
+        """Stop what writes started for this table in the handle's owner: the marker server,
+        its threads and its listening socket (idempotent).  Reads and later writes still work:
+        a write starts a new server, which the next ``close()`` stops.  Do not close a handle
+        while a write of the table runs."""
+        self._ctx.resources.close(self.storage)
 
     def __enter__(self) -> "Table":
         return self
@@ -259,38 +220,20 @@ class Table:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _early_detector(self, instant: str, timeline: Any) -> Any:
-        """The early-conflict detector of a write at ``instant`` (None unless enabled)."""
-        o = self.options
-        if not (o.early_conflict_detection and o.concurrency == "optimistic"):
-            return None
-        from lakesdk.concurrency.early import EarlyConflictDetector
-        return EarlyConflictDetector(
-            self.storage, instant, self.config.timeline_dir, self.config.layout_version,
-            heartbeat_interval_s=o.heartbeat_interval_s, heartbeat_misses=o.heartbeat_misses,
-            interval_s=o.early_conflict_check_interval_ms / 1000.0, check_commits=o.early_conflict_check_commits,
-            completed_at_start=frozenset((i.requested, i.action) for i in timeline.completed), table_name=self.name)
-
-    def _store(self) -> TimelineStore:
-        if self._timeline_store is None:
-            self._timeline_store = TimelineStore(self.storage, self.config)
-        return self._timeline_store
-
     def refresh(self) -> "Table":
-        """A new handle with the table config re-read from storage."""
-        return Table(self.storage, load_config(self.storage), spark=self._spark, options=self.options)
+        """A new handle with the table config re-read from storage (same options and owner)."""
+        return Table._of(self._ctx.with_config(load_config(self.storage)))
 
     # -- state ------------------------------------------------------------------------------
     @property
     def timeline(self) -> Timeline:
         """The active timeline, read now."""
-        return self._store().load()
+        return self._ctx.timeline
 
     @property
     def schema(self) -> pa.Schema:
         """The table's data schema (without meta fields) at the latest commit."""
-        store = self._store()
-        return resolve_schema(store, store.load(), create_schema=self.config.create_schema) or pa.schema([])
+        return self._ctx.schema
 
     def history(self) -> Any:
         """pandas DataFrame: one row per completed instant, newest last, with write stats;
@@ -299,11 +242,11 @@ class Table:
 
         from lakesdk.format.commit_metadata import CommitMetadata
         from lakesdk.services.archival import archived_instants
-        store = self._store()
+        store = self._ctx.store
         active = store.load().by_completion()
         # archived instants (timeline history) first; an instant in both places is the active one
         keys = {(i.requested, i.completed_action) for i in active}
-        entries = [(a.instant, a.metadata, True) for a in archived_instants(self)
+        entries = [(a.instant, a.metadata, True) for a in archived_instants(self._ctx)
                    if (a.instant.requested, a.instant.completed_action) not in keys]
         entries += [(i, None, False) for i in active]
         entries.sort(key=lambda e: (e[0].completed or e[0].requested, e[0].requested))

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakesdk.commit.results import WriteResult
 from lakesdk.exceptions import InstantNotFoundError, WriteConflictError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import Instant
-from lakesdk.table.results import WriteResult
 
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
@@ -50,16 +50,15 @@ class OpenInstant:
 def begin(table: "Table", *, operation: str = "upsert") -> OpenInstant:
     """Open an instant (requested -> inflight) for files that other processes will write."""
     from lakesdk.services.rollback import rollback_failed_writes
-    from lakesdk.table.write import WriteOperation
-    store = table._store()
+    from lakesdk.services.transaction import InstantTransaction
+    ctx = table.context
     policy = "lazy" if table.options.concurrency == "optimistic" else table.options.failed_writes
-    rollback_failed_writes(table, policy=policy)
+    rollback_failed_writes(ctx, policy=policy)
     action = "deltacommit" if table.config.is_mor else "commit"
-    op = WriteOperation(table, operation, None)  # type: ignore[arg-type]
-    instant, heartbeat = op._new_instant(store, action, store.load())
-    store.transition(instant, "inflight", CommitMetadata(operation_type=operation.upper()).to_avro())
-    table._open_heartbeats[instant.requested] = heartbeat
-    return OpenInstant(instant.requested, action, operation)
+    txn = InstantTransaction.begin(ctx, action, operation=operation)
+    txn.start(CommitMetadata(operation_type=operation.upper()).to_avro())
+    ctx.heartbeats()[txn.instant.requested] = txn.heartbeat
+    return OpenInstant(txn.instant.requested, action, operation)
 
 
 def write_batch(table: "Table", txn: OpenInstant, data: Any) -> tuple[list[dict[str, Any]], str]:
@@ -85,10 +84,10 @@ def commit(table: "Table", txn: OpenInstant, stats: list[dict[str, Any]], *, sch
            extra_metadata: dict[str, str] | None = None) -> WriteResult:
     """Complete ``txn`` with every participant's stats (files markers show but no stat names
     are removed first)."""
+    from lakesdk.commit.schema_store import schema_extra_metadata
     from lakesdk.markers import DirectWriteMarkers
-    from lakesdk.table.schema_store import schema_extra_metadata
     t0 = time.perf_counter()
-    store = table._store()
+    store = table.context.store
     ws = [WriteStat.from_dict(s) for s in stats]
     if not table.config.is_mor:
         seen: dict[tuple[str, str], int] = {}
@@ -112,34 +111,27 @@ def commit(table: "Table", txn: OpenInstant, stats: list[dict[str, Any]], *, sch
     md = CommitMetadata(partition_to_write_stats=parts,
                         extra_metadata={**schema_extra_metadata(arrow_schema, table.config.name), **(extra_metadata or {})},
                         operation_type=txn.operation.upper())
-    inflight = Instant(txn.action, "inflight", txn.instant)
-    lock = table._lock()   # several writers: conflict check and commit under the table lock
-    if lock is not None:
-        lock.acquire()
+    from lakesdk.services.transaction import InstantTransaction
+    hb = table.context.heartbeats().pop(txn.instant, None)
+    itx = InstantTransaction.resume(table.context, Instant(txn.action, "inflight", txn.instant),
+                                    operation=txn.operation, heartbeat=hb, markers=markers)
+
+    def file_groups(now: Any) -> None:
+        from lakesdk.concurrency.conflicts import find_conflicts, raise_on_conflict
+        raise_on_conflict(table.name, itx.instant, find_conflicts(store, now, itx.instant, ws))
     try:
-        try:
-            if lock is not None:
-                from lakesdk.concurrency.conflicts import ensure_still_pending, find_conflicts, raise_on_conflict
-                now = store.load()
-                ensure_still_pending(table.name, now, inflight, store)
-                raise_on_conflict(table.name, inflight, find_conflicts(store, now, inflight, ws))
-            done = store.transition(inflight, "completed", md.to_avro(),
-                                    after=now.max_time() if lock is not None else None)
-        finally:
-            if lock is not None:
-                lock.release()
+        done = itx.commit(md.to_avro(), checks=[file_groups])
     except WriteConflictError as err:   # lost a race (or was rolled back as dead): nothing committed
+        if hb is not None:
+            table.context.heartbeats()[txn.instant] = hb     # abort stops it
         if any(i.requested == txn.instant and not i.is_completed for i in store.load()):
             try:
                 abort(table, txn, reason=str(err), outcome="conflict")
             except InstantNotFoundError:
                 pass    # the writer that took this one for dead finished its rollback meanwhile
         raise
-    markers.delete_all()
-    hb = table._open_heartbeats.pop(txn.instant, None)
-    if hb is not None:
-        hb.stop()
-    else:
+    itx.finish()
+    if hb is None:      # opened by another process: its heartbeat file is left
         table.storage.delete(f".hoodie/.heartbeat/{txn.instant}")
     tot = md.totals()
     _journal(table, txn, "committed", groups={(s.partitionPath or "", s.fileId) for s in ws if s.fileId},
@@ -154,7 +146,7 @@ def abort(table: "Table", txn: OpenInstant, *, reason: str = "aborted", outcome:
     """Roll back everything written for ``txn``."""
     from lakesdk.markers import read_markers
     from lakesdk.services.rollback import rollback
-    hb = table._open_heartbeats.pop(txn.instant, None)
+    hb = table.context.heartbeats().pop(txn.instant, None)
     if hb is not None:
         hb.stop()
     try:
@@ -162,7 +154,7 @@ def abort(table: "Table", txn: OpenInstant, *, reason: str = "aborted", outcome:
     except Exception:  # noqa: BLE001 - only feeds the journal
         names = set()
     try:
-        return rollback(table, txn.instant, force=True)
+        return rollback(table.context, txn.instant, force=True)
     finally:
         from lakesdk.concurrency.early import planned_groups
         _journal(table, txn, outcome, groups=set(planned_groups(names)), reason=reason)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 from datetime import datetime, timezone
 from typing import Any
 
@@ -11,15 +10,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk import _faults as faults
+from lakesdk.commit.results import WriteResult
+from lakesdk.commit.schema_store import resolve_schema, schema_extra_metadata
 from lakesdk.engine.tasks import FileGroupTarget, WriteContext
-from lakesdk.exceptions import CorruptTimelineError, WriteError
+from lakesdk.exceptions import WriteError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import Instant
-from lakesdk.format.timeline import InstantClock
 from lakesdk.merge.ordering import OP_DELETE, OP_UPSERT, MergeCounts
 from lakesdk.read.view import FileSystemView
-from lakesdk.table.results import WriteResult
-from lakesdk.table.schema_store import resolve_schema, schema_extra_metadata
 from lakesdk.table.write_input import _OPERATION_TYPE, MISSING_COLUMNS, PARTITION_METAFILE, Operation, WriteInput
 
 __all__ = ["WriteOperation", "Operation", "MISSING_COLUMNS", "PARTITION_METAFILE"]
@@ -72,9 +70,9 @@ class WriteOperation(WriteInput):
         self._view = FileSystemView(t.storage, cfg, store, timeline)
         self._view.verify()
         # -- failed writes of earlier writers are rolled back first ------------------------------
-        from lakesdk.services.rollback import rollback, rollback_failed_writes
+        from lakesdk.services.rollback import rollback_failed_writes
         policy = "lazy" if t.options.concurrency == "optimistic" else t.options.failed_writes
-        if rollback_failed_writes(t, policy=policy):
+        if rollback_failed_writes(t.context, policy=policy):
             timeline = store.load()
             self._view = FileSystemView(t.storage, cfg, store, timeline)
 
@@ -83,17 +81,17 @@ class WriteOperation(WriteInput):
             action = "replacecommit"
         else:
             action = "deltacommit" if cfg.is_mor else "commit"
-        instant, heartbeat = self._new_instant(store, action, timeline)
+        from lakesdk.services.transaction import InstantTransaction
+        txn = InstantTransaction.begin(t.context, action, operation=self.operation)
+        instant = txn.instant
         ctx.instant = instant.requested
         faults.crash_point("after_requested")
-        inflight = store.transition(instant, "inflight",
-                                    CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).to_avro())
-        completed: Instant | None = None
+        txn.start(CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).to_avro())
         stats: list[WriteStat] = []
         replaced: dict[str, list[str]] = {}
         self._schemas: tuple[Any, Any] = (prep.table_schema, None)
         try:
-            ctx.markers = t._markers(instant.requested, detector=t._early_detector(instant.requested, timeline))
+            ctx.markers = txn.markers(detector=t.context.early_detector(instant.requested, timeline))
             try:
                 stats, counts, replaced = self._run(ctx, arrow, sdf, timeline, store, partitions, global_delete)
             except Exception as err:
@@ -110,85 +108,45 @@ class WriteOperation(WriteInput):
                 operation_type=_OPERATION_TYPE[self.operation],
                 partition_to_replace_file_ids=replaced if action == "replacecommit" else None,
             )
-            data = md.to_avro()
-            lock = t._lock()   # multi-writer: conflict check and commit under the table lock
-            if lock is not None:
-                lock.acquire()
-            try:
-                if lock is not None:
-                    from lakesdk.concurrency.conflicts import ensure_still_pending, find_conflicts, raise_on_conflict
-                    seen = frozenset((i.requested, i.action) for i in timeline.completed)
-                    now = store.load()
-                    ensure_still_pending(cfg.name, now, instant, store)
-                    record = self._resolve_schema(store, timeline, now, target_schema, instant)
-                    overwrite = replaced if action == "replacecommit" else None
-                    raise_on_conflict(cfg.name, instant, find_conflicts(store, now, instant, stats,
-                                                                        overwrite, seen=seen))
-                    if not record.equals(target_schema):
-                        md.extra_metadata.update(schema_extra_metadata(record, cfg.name))
-                        data = md.to_avro()
-                if faults.armed("during_commit"):  # leave what a crash inside the commit-file write leaves
-                    done = inflight.to("completed", InstantClock.next(after=instant.requested))
-                    t.storage.write(f"{store.path(done)}.{uuid.uuid4().hex}.tmp", data[: len(data) // 2])
-                    faults.crash_point("during_commit")
-                if lock is not None and hasattr(lock, "ensure_held"):
-                    from lakesdk.concurrency.locks import LockLostError
-                    try:
-                        lock.ensure_held()   # a lost lease or ZooKeeper session: do not commit blind
-                    except LockLostError as err:
-                        from lakesdk.exceptions import WriteConflictError
-                        lost = WriteConflictError(
-                            f"write {instant.requested} to {cfg.name!r} lost the table lock before its commit "
-                            f"({err}); it was rolled back: retry it", other_instant=None)
-                        raise lost from err
-                completed = store.transition(inflight, "completed", data,
-                                             after=now.max_time() if lock is not None else None)
-            finally:
-                if lock is not None:
-                    lock.release()
+            txn.commit(lambda now: md.to_avro(), checks=self._commit_checks(store, timeline, instant, stats, md,
+                                                                            replaced if action == "replacecommit" else None,
+                                                                            target_schema))
             faults.crash_point("after_commit")
         except BaseException as err:
-            heartbeat.stop()
-            landed = completed is not None or self._completed_exists(store, instant)
+            txn.stop_heartbeat()
+            landed = txn.landed()
             journaled = t.options.concurrency == "optimistic"
             names = _marker_names(ctx.markers) if journaled else set()   # before the rollback removes them
             cleaned = landed
             try:
                 if not landed:
-                    from lakesdk.exceptions import InstantNotFoundError
-                    try:
-                        rollback(t, instant.requested, _allow_alive=True)
-                    except InstantNotFoundError:
-                        # rolled back already by another writer that took this one for dead; a
-                        # file finished after that rollback is still here: delete it too
-                        from lakesdk.services.rollback import files_written_by
-                        for path in files_written_by(t.storage, store, instant, scan=True):
-                            t.storage.delete(path)
+                    txn.abort()
                     cleaned = True
             finally:
                 if cleaned:
                     _release_markers(ctx.markers)   # the marker server forgets the instant, detection stops
-                elif t._marker_server is not None:
-                    t._marker_server.unwatch(instant.requested)   # markers stay for the next rollback
+                else:
+                    t.context.unwatch_markers(instant.requested)   # markers stay for the next rollback
                 self._journal(store, instant, action, started_ms, target_schema, stats=stats, replaced=replaced,
                               names=names, err=None if landed else err)
             raise
-        ctx.markers.delete_all()
-        heartbeat.stop()
+        txn.finish()
+        completed = txn.completed
+        assert completed is not None
         self._journal(store, instant, action, started_ms, target_schema, stats=stats, replaced=replaced)
         compaction = None
         if cfg.is_mor and t.options.compact_every and action == "deltacommit":
             from lakesdk.services.compaction import deltacommits_since_compaction
-            if deltacommits_since_compaction(t) >= t.options.compact_every:
+            if deltacommits_since_compaction(t.context) >= t.options.compact_every:
                 compaction = t.maintenance.compact()
         # -- inline clustering (TableOptions.cluster_every; lakesdk.services.clustering) -----------
         if getattr(t.options, "cluster_every", None):
             from lakesdk.services.clustering import cluster_after_write
-            cluster_after_write(t)
+            cluster_after_write(t.context)
         # -- inline clean (TableOptions.clean_after_write; lakesdk.services.clean) ------------------
         if getattr(t.options, "clean_after_write", False):
             from lakesdk.services.clean import clean_after_write
-            clean_after_write(t)
+            clean_after_write(t.context)
         return WriteResult(
             table=cfg.name, operation=self.operation, instant=instant.requested, completed=completed.completed,
             action=action, inserted=counts.inserted, updated=counts.updated, deleted=counts.deleted,
@@ -212,6 +170,24 @@ class WriteOperation(WriteInput):
         self._schemas = (s0, s1)
         return resolve_concurrent_schema(s0, s1, writer, table=t.name, instant=instant.requested,
                                          reconcile=t.options.schema_reconcile)
+
+    def _commit_checks(self, store: Any, start: Any, instant: Instant, stats: list[WriteStat], md: CommitMetadata,
+                       overwrite: dict[str, list[str]] | None, writer: pa.Schema) -> list[Any]:
+        """The preconditions of this write's commit, run on the timeline read under the lock:
+        the schema to record (concurrent schema evolution, or a schema conflict), then the
+        file-group conflicts with the commits that completed since the write started."""
+        from lakesdk.concurrency.conflicts import find_conflicts, raise_on_conflict
+        name = self.table.config.name
+        seen = frozenset((i.requested, i.action) for i in start.completed)
+
+        def schema(now: Any) -> None:
+            record = self._resolve_schema(store, start, now, writer, instant)
+            if not record.equals(writer):
+                md.extra_metadata.update(schema_extra_metadata(record, name))
+
+        def file_groups(now: Any) -> None:
+            raise_on_conflict(name, instant, find_conflicts(store, now, instant, stats, overwrite, seen=seen))
+        return [schema, file_groups]
 
     def _journal(self, store: Any, instant: Instant, action: str, started_ms: int, writer_schema: pa.Schema, *,
                  stats: list[WriteStat], replaced: dict[str, list[str]] | None, names: Any = (),
@@ -242,33 +218,12 @@ class WriteOperation(WriteInput):
         except Exception:  # noqa: BLE001 - the journal is advisory: it never changes a write's outcome
             pass
 
-    def _new_instant(self, store: Any, action: str, timeline: Any) -> tuple[Instant, Any]:
-        """Create the requested instant at a time no other instant holds, its heartbeat
-        beating first (so no other writer takes it for a dead one)."""
-        from lakesdk.concurrency.heartbeat import Heartbeat
-        from lakesdk.concurrency.instants import create_instant
-        opts = self.table.options
-        beats: dict[str, Any] = {}
-
-        def claim(time: str) -> Any:
-            hb = beats[time] = Heartbeat(store.storage, time, opts.heartbeat_interval_s, opts.heartbeat_misses).start()
-            # another instant may hold this time and its heartbeat file: stop beating, leave the file
-            return hb.abandon
-        try:
-            instant = create_instant(store, self.table._lock(), action, claim=claim)
-        except CorruptTimelineError:
-            raise WriteError("could not create a requested instant after 50 attempts: is the timeline writable?") from None
-        return instant, beats[instant.requested]
-
     def _empty_result(self, t0: float) -> WriteResult:
         return WriteResult(self.table.name, self.operation, "", None, "commit", seconds=time.perf_counter() - t0)
 
     def _engine(self) -> str:
         """``local`` for driver-side data when Spark is (or would be) local; else ``spark``."""
-        choice = self.table.options.engine
-        if choice != "auto":
-            return choice
-        return "local" if self.table._spark_is_local() else "spark"
+        return self.table.context.engine()
 
     def _run(self, ctx: WriteContext, arrow: pa.Table | None, sdf: Any, timeline: Any, store: Any,
              partitions: list[str] | None, global_delete: bool) -> tuple[list[WriteStat], MergeCounts, dict[str, list[str]]]:
@@ -372,10 +327,6 @@ class WriteOperation(WriteInput):
                 text = (f"#partition metadata\n#{now.strftime('%a %b %d %H:%M:%S UTC %Y')}\n"
                         f"commitTime={ctx.instant}\npartitionDepth={depth}\n")
                 t.storage.create_exclusive(f"{p}/{PARTITION_METAFILE}", text.encode())
-
-    @staticmethod
-    def _completed_exists(store: Any, instant: Instant) -> bool:
-        return any("_" in n.split(".")[0] for n in store.all_states(instant.requested, instant.action))
 
 
 def _marker_names(markers: Any) -> set[str]:

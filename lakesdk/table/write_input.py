@@ -11,8 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakesdk.commit.schema_store import resolve_schema
 from lakesdk.engine.tasks import WriteContext, add_key_columns
 from lakesdk.exceptions import MissingColumnError, OptionsError, SchemaError
+from lakesdk.format.file_naming import PARTITION_METAFILE
 from lakesdk.format.keys import HUDI_ENCODING, has_missing_key_parts
 from lakesdk.format.schema import (
     META_FIELDS,
@@ -36,7 +38,6 @@ from lakesdk.merge.ordering import (
     null_ordering_error,
 )
 from lakesdk.table.data import keys_to_arrow, to_arrow_or_spark
-from lakesdk.table.schema_store import resolve_schema
 
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
@@ -46,7 +47,6 @@ __all__ = ["WriteInput", "Operation", "MISSING_COLUMNS", "PARTITION_METAFILE"]
 Operation = Literal["upsert", "insert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table", "merge"]
 _OPERATION_TYPE = {"upsert": "UPSERT", "merge": "UPSERT", "insert": "INSERT", "bulk_insert": "BULK_INSERT", "delete": "DELETE",
                    "insert_overwrite": "INSERT_OVERWRITE", "insert_overwrite_table": "INSERT_OVERWRITE_TABLE"}
-PARTITION_METAFILE = ".hoodie_partition_metadata"
 MISSING_COLUMNS = ("error", "null", "keep")
 # operations that merge incoming records into stored ones: only there can a missing column keep its value
 _MERGING = ("upsert", "merge")
@@ -151,7 +151,7 @@ class WriteInput:
         t = self.table
         cfg = t.config
         arrow, sdf, in_schema = self._prepare_input()
-        store = t._store()
+        store = t.context.store
         timeline = store.load()
         table_schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
         keep: tuple[str, ...] = ()
@@ -189,7 +189,7 @@ class WriteInput:
             storage=t.storage, instant="", schema=target_schema, key_fields=cfg.record_key_fields,
             partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
             ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, column_groups=cfg.column_groups,
-            merger=t._merger(),
+            merger=t.context.merger(),
             target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
             operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor, keep_columns=keep,
             key_encoding=self.key_encoding or cfg.key_encoding or HUDI_ENCODING,

@@ -68,7 +68,7 @@ class FileLayoutWidget(TableWidgetBase):
         from lakesdk.read.view import FileSystemView
         from lakesdk.table.query import _moment
         t = self.table
-        store = t._store()
+        store = t.context.store
         view = FileSystemView(t.storage, t.config, store, store.load(), as_of=_moment(self.as_of))
         groups, slices = [], []
         for g in view.file_groups:

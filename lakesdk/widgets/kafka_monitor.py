@@ -143,7 +143,7 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
         t = self.sink_table()
         rows: list[dict[str, Any]] = []
         if t is not None:
-            store = t._store()
+            store = t.context.store
             topic = self.topic
             for inst in store.load().commits.by_completion():
                 if inst.action not in ("deltacommit", "commit"):

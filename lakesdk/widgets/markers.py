@@ -112,7 +112,7 @@ class MarkersWidget(TableWidgetBase):
         from lakesdk.concurrency.heartbeat import is_expired, last_beat
         from lakesdk.markers import TEMP_DIR
         t = self.table
-        timeline = t._store().load()
+        timeline = t.context.store.load()
         dirs = {e.name for e in t.storage.list(TEMP_DIR) if e.is_dir}
         by_req: dict[str, Instant] = {}
         for i in timeline:
@@ -241,7 +241,7 @@ class MarkersWidget(TableWidgetBase):
             raise ValueError(f"{cand.requested} is completed: its markers are stale and a rollback of a failed "
                              "write does not apply (the next writer removes stale markers)")
         t = self.table
-        store = t._store()
+        store = t.context.store
         files = sorted(files_written_by(t.storage, store, cand.as_instant()))
         timeline_files = sorted(f"{store.dir}/{n}" for n in store.all_states(cand.requested))
         extra = [p for p in (marker_dir(cand.requested) + "/", heartbeat_path(cand.requested))

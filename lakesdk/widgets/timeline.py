@@ -103,7 +103,7 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
     def refresh(self) -> "TimelineWidget":
         """Re-read the timeline and update the figure in place (pending bars grow to now)."""
         with self._lock:
-            timeline = self.table._store().load()
+            timeline = self.table.context.store.load()
             now = _utcnow()
             rows_order = list(ACTION_ROWS) + sorted({i.action for i in timeline} - set(ACTION_ROWS))
             per_state: dict[str, list[Instant]] = {s: [] for s in STATES}
@@ -167,7 +167,7 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
         return d
 
     def _read_details(self, inst: Instant) -> dict[str, Any]:
-        store = self.table._store()
+        store = self.table.context.store
         d: dict[str, Any] = {}
         try:
             if inst.is_completed and inst.completed_action in WRITE_ACTIONS:

@@ -203,7 +203,7 @@ class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
         t = self.table
         now = now or _utcnow()
         records = read_transactions(t.storage)
-        timeline = t._store().load()
+        timeline = t.context.store.load()
         completions = {i.requested: i.completed for i in timeline if i.is_completed}
         todo: list[tuple[datetime, str, Any]] = []
         for r in records:
@@ -242,7 +242,7 @@ class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
         cached = self._metadata_cache.get(inst.requested)
         if cached is None:     # completed instants do not change: read their metadata once
             try:
-                md = self.table._store().commit_metadata(inst)
+                md = self.table.context.store.commit_metadata(inst)
                 cached = (tuple(sorted({(s.partitionPath or "", s.fileId) for s in md.write_stats if s.fileId})),
                           (md.operation_type or "").lower())
             except Exception:  # noqa: BLE001 - a bar without file groups is better than no widget

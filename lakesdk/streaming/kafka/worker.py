@@ -61,7 +61,7 @@ def latest_commit_offsets(table: Any, topic: str | None = None) -> tuple[dict[in
 
     Hudi reads only the very latest commit; lakesdk skips commits of other writers (no
     offsets) so a compaction or a batch upsert in between does not reset the sink to 0."""
-    store = table._store()
+    store = table.context.store
     for inst in reversed(store.load().commits.by_completion()):
         if inst.action not in ("deltacommit", "commit"):
             continue
@@ -83,7 +83,7 @@ def latest_commit_offsets(table: Any, topic: str | None = None) -> tuple[dict[in
 def sink_commit_history(table: Any, topic: str | None = None, limit: int = 20) -> list[tuple[str, dict[int, int], int]]:
     """The latest ``limit`` completed commits that carry Kafka offsets (for ``topic``), oldest
     first: (instant, offsets, records written per the commit statistics)."""
-    store = table._store()
+    store = table.context.store
     out: list[tuple[str, dict[int, int], int]] = []
     for inst in reversed(store.load().commits.by_completion()):
         if len(out) >= limit:

@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 from lakesdk.format.commit_metadata import CommitMetadata
 from lakesdk.format.damaged import damaged_file
 from lakesdk.format.schema import arrow_to_avro, avro_to_arrow, data_schema
-from lakesdk.format.timeline import Timeline, TimelineStore
+from lakesdk.format.timeline import Timeline
+from lakesdk.timeline.store import TimelineStore
 
 __all__ = ["ARROW_SCHEMA_KEY", "schema_extra_metadata", "resolve_schema"]
 
