@@ -163,7 +163,8 @@ class _Binder:
                 shown = ", ".join(n for n in names if i > 0 or not n.startswith("_hoodie_"))
                 raise InvalidFilterError(
                     f"the filter {self.text!r} names unknown column {c.name!r}: {where} has no field {part!r} "
-                    f"(it has: {shown}){hint}. Back-quote names with spaces or dots: `my col`", column=c.name)
+                    f"(it has: {shown}){hint}. Back-quote names with spaces or dots: `my col`. See docs/filters.md",
+                    column=c.name)
             f = fields[names.index(match)]
             path.append(f.name)
             t = f.type
@@ -171,13 +172,18 @@ class _Binder:
                 if not pa.types.is_struct(t):
                     raise InvalidFilterError(
                         f"the filter {self.text!r} reads field {c.path[i + 1]!r} of column {'.'.join(path)!r}, which "
-                        f"is {t}, not a struct; back-quote the whole name if it is one column: `{c.name}`",
+                        f"is {t}, not a struct; back-quote the whole name if it is one column: `{c.name}`. "
+                        "See docs/filters.md",
                         column=c.name, column_type=str(t))
                 fields = list(t)
         assert t is not None
         return BCol(tuple(path), t)
 
     # -- literals ------------------------------------------------------------------------------------
+    @staticmethod
+    def against(col: BCol | None) -> str:
+        return f"it compares {col.name!r} ({col.type}) with " if col is not None else "it reads "
+
     def timestamp(self, lit: Lit, naive: bool, col: BCol | None) -> _dt.datetime:
         v = lit.value
         if isinstance(v, _dt.datetime):
@@ -187,7 +193,7 @@ class _Binder:
         else:
             m = _TS.fullmatch(str(v))
             if not m:
-                raise self.error(f"{lit.sql()} is not a timestamp", col, lit, _FIX["timestamp"])
+                raise self.error(f"{self.against(col)}{lit.sql()}, which is not a timestamp", col, lit, _FIX["timestamp"])
             y, mo, da, h, mi, s, frac, zone = m.groups()
             try:
                 d = _dt.datetime(int(y), int(mo or 1), int(da or 1), int(h or 0), int(mi or 0), int(s or 0),
@@ -195,7 +201,8 @@ class _Binder:
                 if zone:
                     d = d.replace(tzinfo=_zone(zone))
             except (ValueError, KeyError, LookupError) as err:
-                raise self.error(f"{lit.sql()} is not a timestamp ({err})", col, lit, _FIX["timestamp"]) from None
+                raise self.error(f"{self.against(col)}{lit.sql()}, which is not a timestamp ({err})", col, lit,
+                                 _FIX["timestamp"]) from None
         if d.tzinfo is None:
             if naive:
                 return d
@@ -213,7 +220,8 @@ class _Binder:
                 raise ValueError("expected yyyy-mm-dd")
             return _dt.date(int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1))
         except ValueError as err:
-            raise self.error(f"{lit.sql()} is not a date ({err})", col, lit, _FIX["date"]) from None
+            raise self.error(f"{self.against(col)}{lit.sql()}, which is not a date ({err})", col, lit,
+                             _FIX["date"]) from None
 
     def literal(self, lit: Lit) -> BLit:
         """A literal compared with another literal: its own type."""
@@ -327,7 +335,12 @@ class _Binder:
                 x = self.literal(x)
             items = []
             for v in a[1]:
-                items.append(self.compare("=", x, self.value(v)).args[1])
+                try:
+                    items.append(self.compare("=", x, self.value(v)).args[1])
+                except InvalidFilterError as err:
+                    shown = "[" + ", ".join(i.sql() if isinstance(i, Lit) else "..." for i in a[1]) + "]"
+                    raise InvalidFilterError(f"{err} (in the list {shown})", column=err.column,
+                                             column_type=err.column_type, value_type=err.value_type) from None
             return BNode("in", (x, tuple(items)))
         if op == "like":
             x, p = self.value(a[0]), self.value(a[1])
