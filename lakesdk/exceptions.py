@@ -210,7 +210,17 @@ class InvalidPartitionValueError(SchemaError):
 
 
 class InvalidFilterError(LakeError, ValueError):
-    """A ``where`` expression or filter cannot be parsed or names an unknown column."""
+    """A ``where`` expression or filter cannot be parsed, names an unknown column, or compares
+    types that do not compare (raised before any file is read).  ``column`` names the column
+    (``a.b`` for a struct field) when the problem is one column's, ``column_type`` its type
+    and ``value_type`` the type of what it was compared with, when known."""
+
+    def __init__(self, message: str, *, column: str | None = None, column_type: str | None = None,
+                 value_type: str | None = None) -> None:
+        super().__init__(message)
+        self.column = column
+        self.column_type = column_type
+        self.value_type = value_type
 
 
 class TimeTravelError(LakeError, ValueError):

@@ -183,6 +183,9 @@ SAMPLES = {
     "extra": "someextra",
     "feature": "Some feature",
     "searched": ("/venv/bin/noida-db",),
+    "column": "rider.tier",
+    "column_type": "int64",
+    "value_type": "string",
 }
 
 

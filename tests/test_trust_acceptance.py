@@ -403,7 +403,7 @@ def test_demo_refuses_to_remove_what_it_did_not_create(tmp_path, kind):
 
 # 17: typed errors
 
-@pytest.mark.parametrize("where", ["s = 1", "d = '2'", "o = 1", "l = 1", "n = 'x'", "ts > 5", "ts > 'garbage'",
+@pytest.mark.parametrize("where", ["s = 1", "d = 'x'", "o = 1", "l = 1", "n = 'x'", "ts > 5", "ts > 'garbage'",
                                    "k IN (1, 2)", "nope = 1", "n = "])
 def test_filters_that_cannot_evaluate_raise_invalid_filter_error(tmp_path, where):
     import decimal

@@ -1,4 +1,5 @@
-"""Row predicates: a small SQL ``WHERE`` dialect and DNF filter tuples.
+"""Row predicates: Spark SQL's ``WHERE`` syntax (a subset) and DNF filter tuples, parsed once
+into one tree.
 
 Grammar (case-insensitive keywords)::
 
@@ -6,91 +7,167 @@ Grammar (case-insensitive keywords)::
     and     := not (AND not)*
     not     := NOT not | cmp
     cmp     := term [ (= | == | != | <> | < | <= | > | >=) term
-                    | IS [NOT] NULL | [NOT] IN ( lit, ... ) | [NOT] BETWEEN term AND term ]
+                    | IS [NOT] NULL | [NOT] IN ( term, ... ) | [NOT] BETWEEN term AND term
+                    | [NOT] LIKE term ]
     term    := column | literal | ( expr )
-    column  := identifier | `quoted identifier`
-    literal := number | 'text' | TRUE | FALSE | NULL | DATE 'yyyy-mm-dd' | TIMESTAMP '...'
+    column  := name (. name)*             name: identifier or `back-quoted identifier`
+    literal := [-]number | 'text' | "text" | TRUE | FALSE | NULL | DATE 'text' | TIMESTAMP 'text'
 
-A parsed :class:`Predicate` converts to a pyarrow compute expression, evaluates on
-partition values for pruning, and names the columns it uses.
+Quoting follows Spark SQL: ``'x'`` and ``"x"`` are text, `` `x` `` is a column; inside text
+``\\'``, ``''`` and the usual backslash escapes work.  Numbers read as Spark reads them: ``1``
+an integer, ``1.5`` an exact decimal, ``1e3`` / ``1.5D`` a double, ``1L`` a long, ``1BD`` a
+decimal.
+
+A parsed :class:`Predicate` is bound to the table's schema (:mod:`lakesdk.read.bind`) before
+it is evaluated: every literal is then a value of the type it is compared with, and the bound
+tree renders to a pyarrow expression, a partition-pruning check and a Spark ``Column``.
 
 >>> p = parse_where("fare > 20 AND city IN ('sf', 'nyc')")
 >>> sorted(p.columns)
 ['city', 'fare']
->>> p.prune({"city": "sf"}), p.prune({"city": "la"})
-(True, False)
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import decimal as _decimal
-import itertools
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence, cast
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Any, Iterable, Sequence, cast
 
 from lakesdk.exceptions import InvalidFilterError
-from lakesdk.format.keys import DEFAULT_PARTITION
 
-__all__ = ["Predicate", "parse_where", "from_filters"]
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-_TOKEN = re.compile(r"""
-    \s*(?:
-      (?P<num>-?\d+\.\d*(?:[eE][-+]?\d+)?|-?\d*\.\d+(?:[eE][-+]?\d+)?|-?\d+(?:[eE][-+]?\d+)?)
-    | '(?P<str>(?:[^']|'')*)'
-    | `(?P<qid>[^`]+)`
-    | "(?P<dqid>[^"]+)"
-    | (?P<id>[A-Za-z_][A-Za-z0-9_.]*)
-    | (?P<op><=|>=|<>|!=|==|=|<|>|\(|\)|,)
-    )""", re.VERBOSE)
+    from lakesdk.read.bind import Bound
 
-_KEYWORDS = {"AND", "OR", "NOT", "IS", "NULL", "IN", "BETWEEN", "TRUE", "FALSE", "DATE", "TIMESTAMP", "LIKE"}
+__all__ = ["Predicate", "parse_where", "from_filters", "Col", "Lit", "Node"]
 
 
 @dataclass(frozen=True)
 class Col:
-    name: str
+    """A column, or a field of a struct column (``path`` = ``("a", "b")`` for ``a.b``)."""
+
+    path: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.path)
 
 
 @dataclass(frozen=True)
 class Lit:
+    """A literal as written: ``kind`` is int, decimal, double, string, bool, null, date or
+    timestamp (DATE '...' / TIMESTAMP '...' keep their text until bound to a time zone)."""
+
     value: Any
+    kind: str
+
+    def sql(self) -> str:
+        if self.kind == "null":
+            return "NULL"
+        if self.kind == "bool":
+            return "TRUE" if self.value else "FALSE"
+        if self.kind == "string":
+            return "'" + str(self.value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+        if self.kind == "date":
+            return f"DATE '{self.value}'"
+        if self.kind == "timestamp":
+            return f"TIMESTAMP '{self.value}'"
+        if self.kind == "double":
+            return f"{self.value!r}D"
+        if self.kind == "decimal":
+            return f"{self.value}BD"
+        return str(self.value)
 
 
 @dataclass(frozen=True)
 class Node:
-    op: str            # cmp ops, and, or, not, isnull, notnull, in
+    """``op``: = != < <= > >= (two operands), and, or, not, isnull, notnull, in (an operand and
+    a tuple of terms), like (an operand and a pattern)."""
+
+    op: str
     args: tuple
 
 
-def _tokenize(text: str) -> list[tuple[str, Any]]:
+_TOKEN = re.compile(r"""
+    \s*(?:
+      (?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?:BD|bd|[LlSsYyDdFf])?(?![A-Za-z0-9_]))
+    | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+    | `(?P<qid>(?:[^`]|``)+)`
+    | (?P<id>[A-Za-z_][A-Za-z0-9_]*)
+    | (?P<op><=|>=|<>|!=|==|=|<|>|\(|\)|,|\.|-)
+    )""", re.VERBOSE | re.DOTALL)
+
+_KEYWORDS = {"AND", "OR", "NOT", "IS", "NULL", "IN", "BETWEEN", "TRUE", "FALSE", "DATE", "TIMESTAMP", "LIKE"}
+_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "%": "\\%", "_": "\\_"}
+
+
+def _unescape(body: str, quote: str) -> str:
+    """A Spark SQL string literal's text: backslash escapes, a doubled quote is one quote."""
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            n = body[i + 1]
+            if n == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", body[i + 2:i + 6]):
+                out.append(chr(int(body[i + 2:i + 6], 16)))
+                i += 6
+                continue
+            out.append(_ESCAPES.get(n, n))
+            i += 2
+            continue
+        if c == quote and body[i + 1:i + 2] == quote:
+            out.append(quote)
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _number(text: str) -> Lit:
+    t = text.upper()
+    if t.endswith("BD"):
+        return Lit(_decimal.Decimal(t[:-2]), "decimal")
+    if t[-1] in "DF":
+        return Lit(float(t[:-1]), "double")
+    if t[-1] in "LSY":
+        return Lit(int(t[:-1]), "int")
+    if "E" in t:
+        return Lit(float(t), "double")
+    if "." in t:
+        return Lit(_decimal.Decimal(t), "decimal")
+    n = int(t)
+    return Lit(n, "int") if n < 2 ** 63 else Lit(_decimal.Decimal(n), "decimal")
+
+
+def _tokenize(text: str) -> list[tuple[str, Any, int]]:
     pos = 0
-    out: list[tuple[str, Any]] = []
+    out: list[tuple[str, Any, int]] = []
     text = text.rstrip()
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            raise InvalidFilterError(f"cannot parse the filter {text!r} at position {pos}: {text[pos:pos + 20]!r}")
+            raise InvalidFilterError(
+                f"cannot parse the filter {text!r} at position {pos}: {text[pos:pos + 20]!r} is not a column, value "
+                "or operator. Write text in quotes ('sf'), columns bare or in back quotes (`my col`)")
+        start = m.start(m.lastindex or 0)
         pos = m.end()
         kind = cast(str, m.lastgroup)   # every alternative of _TOKEN is a named group
         val = m.group(kind)
         if kind == "id" and val.upper() in _KEYWORDS:
-            out.append(("kw", val.upper()))
-        elif kind in ("qid", "dqid"):
-            out.append(("id", val))
+            out.append(("kw", val.upper(), start))
+        elif kind == "qid":
+            out.append(("id", val.replace("``", "`"), start))
         elif kind == "str":
-            out.append(("str", val.replace("''", "'")))
+            out.append(("str", _unescape(val[1:-1], val[0]), start))
         elif kind == "num":
-            num: int | float | _decimal.Decimal = float(val) if any(c in val for c in ".eE") else int(val)
-            if isinstance(num, int) and not -2 ** 63 <= num < 2 ** 63:
-                num = _decimal.Decimal(num)   # beyond BIGINT: Spark SQL reads it as a DECIMAL literal
-            out.append(("num", num))
+            out.append(("num", _number(val), start))
         else:
-            out.append((kind, val))
+            out.append((kind, val, start))
     return out
 
 
@@ -100,23 +177,30 @@ class _Parser:
         self.toks = _tokenize(text)
         self.i = 0
 
-    def peek(self, kind: str | None = None, val: Any = None) -> bool:
-        if self.i >= len(self.toks):
+    def fail(self, expected: str) -> InvalidFilterError:
+        if self.i < len(self.toks):
+            got = f"{self.toks[self.i][1]!r} at position {self.toks[self.i][2]}"
+        else:
+            got = "the end of the text"
+        return InvalidFilterError(f"cannot parse the filter {self.text!r}: expected {expected}, found {got}. "
+                                  "See docs/filters.md for the syntax (Spark SQL's WHERE)")
+
+    def peek(self, kind: str | None = None, val: Any = None, ahead: int = 0) -> bool:
+        if self.i + ahead >= len(self.toks):
             return False
-        k, v = self.toks[self.i]
+        k, v, _ = self.toks[self.i + ahead]
         return (kind is None or k == kind) and (val is None or v == val)
 
-    def take(self, kind: str | None = None, val: Any = None) -> Any:
+    def take(self, kind: str | None = None, val: Any = None, expected: str | None = None) -> Any:
         if not self.peek(kind, val):
-            got = self.toks[self.i][1] if self.i < len(self.toks) else "end of text"
-            raise InvalidFilterError(f"cannot parse the filter {self.text!r}: expected {val or kind}, found {got!r}")
+            raise self.fail(expected or repr(val) if val else expected or kind or "more")
         self.i += 1
         return self.toks[self.i - 1][1]
 
     def parse(self) -> Any:
         e = self.or_()
         if self.i != len(self.toks):
-            raise InvalidFilterError(f"cannot parse the filter {self.text!r}: unexpected {self.toks[self.i][1]!r}")
+            raise self.fail("AND, OR or the end of the condition")
         return e
 
     def or_(self) -> Any:
@@ -145,110 +229,90 @@ class _Parser:
             op = self.take()
             op = {"==": "=", "<>": "!="}.get(op, op)
             return Node(op, (left, self.term()))
-        negate = False
         if self.peek("kw", "IS"):
             self.take()
-            if self.peek("kw", "NOT"):
-                self.take()
-                negate = True
-            self.take("kw", "NULL")
+            negate = bool(self.peek("kw", "NOT") and self.take())
+            self.take("kw", "NULL", expected="NULL after IS / IS NOT")
             return Node("notnull" if negate else "isnull", (left,))
-        if self.peek("kw", "NOT"):
-            self.take()
-            negate = True
+        negate = bool(self.peek("kw", "NOT") and self.take())
+        n: Any
         if self.peek("kw", "IN"):
             self.take()
-            self.take("op", "(")
-            vals = [self.literal()]
+            self.take("op", "(", expected="'(' after IN")
+            vals = [self.term()]
             while self.peek("op", ","):
                 self.take()
-                vals.append(self.literal())
-            self.take("op", ")")
-            n = Node("in", (left, tuple(v.value for v in vals)))
-            return Node("not", (n,)) if negate else n
-        if self.peek("kw", "BETWEEN"):
+                vals.append(self.term())
+            self.take("op", ")", expected="',' or ')' closing the IN list")
+            n = Node("in", (left, tuple(vals)))
+        elif self.peek("kw", "BETWEEN"):
             self.take()
             lo = self.term()
-            self.take("kw", "AND")
-            hi = self.term()
-            n = Node("and", (Node(">=", (left, lo)), Node("<=", (left, hi))))
-            return Node("not", (n,)) if negate else n
-        if self.peek("kw", "LIKE"):
-            raise InvalidFilterError("LIKE is not supported in lakesdk filters; use .to_spark().filter(...) for it")
-        if negate:
-            raise InvalidFilterError(f"cannot parse the filter {self.text!r}: NOT must precede IN or BETWEEN here")
-        return left
-
-    def literal(self) -> Lit:
-        t = self.term()
-        if not isinstance(t, Lit):
-            raise InvalidFilterError(f"cannot parse the filter {self.text!r}: IN lists hold literals only")
-        return t
+            self.take("kw", "AND", expected="AND in BETWEEN ... AND ...")
+            n = Node("and", (Node(">=", (left, lo)), Node("<=", (left, self.term()))))
+        elif self.peek("kw", "LIKE"):
+            self.take()
+            n = Node("like", (left, self.term()))
+        elif negate:
+            raise self.fail("IN, BETWEEN or LIKE after NOT")
+        else:
+            return left
+        return Node("not", (n,)) if negate else n
 
     def term(self) -> Any:
         if self.peek("op", "("):
             self.take()
             e = self.or_()
-            self.take("op", ")")
+            self.take("op", ")", expected="')'")
             return e
+        if self.peek("op", "-") and self.peek("num", ahead=1):
+            self.take()
+            lit = self.take()
+            return Lit(-lit.value, lit.kind)
         if self.peek("num"):
-            return Lit(self.take())
+            return self.take()
         if self.peek("str"):
-            return Lit(self.take())
+            s = self.take()
+            while self.peek("str"):   # Spark SQL: adjacent text literals are one literal
+                s += self.take()
+            return Lit(s, "string")
         if self.peek("id"):
-            return Col(self.take())
+            path = [self.take()]
+            while self.peek("op", "."):
+                self.take()
+                path.append(self.take("id", expected="a field name after '.'"))
+            return Col(tuple(path))
         if self.peek("kw"):
-            kw = self.take()
+            kw = self.toks[self.i][1]
             if kw in ("TRUE", "FALSE"):
-                return Lit(kw == "TRUE")
+                self.take()
+                return Lit(kw == "TRUE", "bool")
             if kw == "NULL":
-                return Lit(None)
-            if kw == "DATE":
-                return Lit(_dt.date.fromisoformat(self.take("str")))
-            if kw == "TIMESTAMP":
-                return Lit(_dt.datetime.fromisoformat(self.take("str")))
-        got = self.toks[self.i][1] if self.i < len(self.toks) else "end of text"
-        raise InvalidFilterError(f"cannot parse the filter {self.text!r}: unexpected {got!r}")
+                self.take()
+                return Lit(None, "null")
+            if kw in ("DATE", "TIMESTAMP"):
+                self.take()
+                if not self.peek("str"):   # a column named date / timestamp
+                    return Col((self.toks[self.i - 1][1].lower(),))
+                return Lit(self.take(), kw.lower())
+        raise self.fail("a column, a value or '('")
 
 
-def _coerce(text: str | None, like: Any) -> Any:
-    """Partition value text -> the literal's Python type (for pruning)."""
-    if text is None:
-        return None
-    try:
-        if isinstance(like, bool):
-            return text.lower() == "true"
-        if isinstance(like, int):
-            return int(text)
-        if isinstance(like, float):
-            return float(text)
-        if isinstance(like, _dt.datetime):
-            return _dt.datetime.fromisoformat(text)
-        if isinstance(like, _dt.date):
-            return _dt.date.fromisoformat(text)
-    except ValueError:
-        return text
-    return text
-
-
-_UNKNOWN = object()
-
-
-def _comparable(x: Any, y: Any) -> bool:
-    """Both text, both numbers, both booleans, or both dates/times."""
-    def kind(v: Any) -> str:
-        if isinstance(v, bool):
-            return "bool"
-        if isinstance(v, (int, float, _decimal.Decimal)):
-            return "num"
-        if isinstance(v, (_dt.date, _dt.datetime)):
-            return "time"
-        return type(v).__name__
-    return kind(x) == kind(y)
+def _columns(n: Any, out: set[str]) -> set[str]:
+    if isinstance(n, Col):
+        out.add(n.name)
+    elif isinstance(n, Node):
+        for a in n.args:
+            if isinstance(a, tuple):
+                for x in a:
+                    _columns(x, out)
+            else:
+                _columns(a, out)
+    return out
 
 
 class Predicate:
-    """A parsed row predicate."""
+    """A parsed row predicate (not yet bound to a schema)."""
 
     def __init__(self, tree: Any, text: str) -> None:
         self.tree = tree
@@ -259,240 +323,24 @@ class Predicate:
 
     @property
     def columns(self) -> set[str]:
-        out: set[str] = set()
+        """The columns (and ``a.b`` struct fields) the predicate names."""
+        return _columns(self.tree, set())
 
-        def walk(n: Any) -> None:
-            if isinstance(n, Col):
-                out.add(n.name)
-            elif isinstance(n, Node):
-                for a in n.args:
-                    walk(a)
-        walk(self.tree)
-        return out
+    def bind(self, schema: "pa.Schema", time_zone: str | None = None) -> "Bound":
+        """This predicate with every column resolved in ``schema`` and every literal cast to
+        the type it is compared with (text read as a timestamp in ``time_zone``, Spark's
+        session time zone, UTC by default).  Raises InvalidFilterError before anything is
+        read when a column is unknown or two types cannot be compared."""
+        from lakesdk.read.bind import bind
+        return bind(self, schema, time_zone or "UTC")
 
     def validate(self, names: Iterable[str]) -> None:
         names = list(names)
-        missing = sorted(self.columns - set(names))
+        missing = sorted(c for c in self.columns if c.split(".")[0] not in names)
         if missing:
             raise InvalidFilterError(
                 f"the filter {self.text!r} names unknown column(s) {', '.join(map(repr, missing))}; "
-                f"the table has: {', '.join(names)}")
-
-    def to_arrow(self, schema: pa.Schema | None = None) -> pc.Expression:
-        """A pyarrow compute expression; with the table's ``schema``, literals are read as the
-        type of the column they are compared with where Spark SQL would cast them (an integer
-        for a decimal column, ``'2024-01-01'`` for a date column)."""
-        def lit_for(col: Any, value: Any) -> Any:
-            if schema is None or not isinstance(col, Col) or col.name not in schema.names or value is None:
-                return value
-            t = schema.field(col.name).type
-            if pa.types.is_decimal(t) and isinstance(value, int) and not isinstance(value, bool):
-                return pa.scalar(_decimal.Decimal(value))
-            if (pa.types.is_temporal(t) and isinstance(value, (str, _dt.date))
-                    and not pa.types.is_duration(t) and not pa.types.is_interval(t)):
-                try:
-                    return pa.scalar(value).cast(t)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
-                    raise InvalidFilterError(
-                        f"the filter {self.text!r} compares column {col.name!r} ({t}) with {value!r}, which cannot be "
-                        f"read as {t} ({err}); write the value as {t} text, e.g. DATE '2024-01-31' or "
-                        f"TIMESTAMP '2024-01-31 12:00:00'") from None
-            return value
-
-        def in_values(col: Col, values: tuple) -> Any:
-            if schema is None or col.name not in schema.names:
-                return values
-            t = schema.field(col.name).type
-            if not (pa.types.is_decimal(t) or pa.types.is_temporal(t)):
-                return values
-            if pa.types.is_decimal(t):
-                if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values):
-                    return values
-                values = tuple(None if v is None else _decimal.Decimal(str(v)) for v in values)
-            try:
-                return pa.array(list(values)).cast(t)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-                return values   # check_types names the mismatch
-
-        def conv(n: Any) -> Any:
-            if isinstance(n, Col):
-                return pc.field(n.name)
-            if isinstance(n, Lit):
-                return n.value
-            a = n.args
-            if n.op not in ("and", "or", "not", "isnull", "notnull", "in"):
-                if isinstance(a[0], Col) and isinstance(a[1], Lit):
-                    a = (a[0], Lit(lit_for(a[0], a[1].value)))
-                elif isinstance(a[1], Col) and isinstance(a[0], Lit):
-                    a = (Lit(lit_for(a[1], a[0].value)), a[1])
-            if n.op == "in" and isinstance(a[0], Col):
-                a = (a[0], in_values(a[0], a[1]))
-            if n.op == "and":
-                return expr(a[0]) & expr(a[1])
-            if n.op == "or":
-                return expr(a[0]) | expr(a[1])
-            if n.op == "not":
-                return ~expr(a[0])
-            if n.op == "isnull":
-                return expr(a[0]).is_null()
-            if n.op == "notnull":
-                return expr(a[0]).is_valid()
-            if n.op == "in":
-                return expr(a[0]).isin(a[1] if isinstance(a[1], pa.Array) else list(a[1]))
-            lhs, rhs = conv(a[0]), conv(a[1])
-            if not isinstance(lhs, pc.Expression) and not isinstance(rhs, pc.Expression):
-                lhs = pc.scalar(lhs)
-            ops = {"=": "__eq__", "!=": "__ne__", "<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
-            if not isinstance(lhs, pc.Expression):
-                flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
-                return getattr(rhs, ops[flip[n.op]])(lhs)
-            return getattr(lhs, ops[n.op])(rhs)
-
-        def expr(n: Any) -> pc.Expression:
-            e = conv(n)
-            return e if isinstance(e, pc.Expression) else pc.scalar(e)
-        return expr(self.tree)
-
-    def to_spark(self) -> Any:
-        """A Spark Column built from the parsed tree, so Spark sees the literals this parser
-        read (Spark SQL text would read backslashes in string literals as escapes)."""
-        from pyspark.sql import functions as F
-
-        def conv(n: Any) -> Any:
-            if isinstance(n, Col):
-                return F.col(f"`{n.name.replace('`', '``')}`")
-            if isinstance(n, Lit):
-                return F.lit(n.value)
-            a = n.args
-            if n.op == "and":
-                return conv(a[0]) & conv(a[1])
-            if n.op == "or":
-                return conv(a[0]) | conv(a[1])
-            if n.op == "not":
-                return ~conv(a[0])
-            if n.op == "isnull":
-                return conv(a[0]).isNull()
-            if n.op == "notnull":
-                return conv(a[0]).isNotNull()
-            if n.op == "in":
-                return conv(a[0]).isin(*[F.lit(v) for v in a[1]])
-            lhs, rhs = conv(a[0]), conv(a[1])
-            return {"=": lhs.__eq__, "!=": lhs.__ne__, "<": lhs.__lt__, "<=": lhs.__le__, ">": lhs.__gt__,
-                    ">=": lhs.__ge__}[n.op](rhs)
-        return conv(self.tree)
-
-    def check_types(self, schema: pa.Schema) -> None:
-        """Raise InvalidFilterError when a condition cannot be evaluated on columns of these
-        types (text compared with a number, a struct with a literal, NOT of a text column...);
-        checked on no rows, before anything is read."""
-        empty = schema.empty_table()
-
-        def leaves(n: Any) -> Iterable[Any]:
-            if isinstance(n, Node) and n.op in ("and", "or"):
-                for x in n.args:
-                    yield from leaves(x)
-            elif isinstance(n, Node) and n.op == "not" and not isinstance(n.args[0], Col):
-                yield from leaves(n.args[0])
-                yield n
-            else:
-                yield n
-
-        def describe(n: Any) -> str:
-            if isinstance(n, Col):
-                return f"column {n.name!r} ({schema.field(n.name).type})" if n.name in schema.names else repr(n.name)
-            if isinstance(n, Lit):
-                return f"{n.value!r} ({type(n.value).__name__})"
-            if isinstance(n, Node) and n.op == "in":
-                return describe(n.args[0]) + " and the list " + repr(list(n.args[1]))
-            return " and ".join(describe(a) for a in n.args if isinstance(a, (Col, Lit, Node)))
-
-        for leaf in [*leaves(self.tree), self.tree]:
-            try:
-                empty.filter(Predicate(leaf, self.text).to_arrow(schema))
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError) as err:
-                what = describe(leaf) if isinstance(leaf, (Col, Node)) else repr(leaf)
-                if isinstance(leaf, Col) or (isinstance(leaf, Node) and leaf.op == "not"):
-                    what += " used as a condition (expected a boolean)"
-                else:
-                    what = "it compares " + what + ", types that do not compare"
-                raise InvalidFilterError(
-                    f"the filter {self.text!r} cannot be evaluated: {what} "
-                    f"({str(err).splitlines()[0]}). Compare a column with a literal of its type (text in quotes, "
-                    "numbers bare, DATE '...'/TIMESTAMP '...'), or use .to_spark().filter(...) for SQL casts") from None
-
-    def prune(self, values: dict[str, str | None]) -> bool:
-        """False only if no row of a partition with these values can match.
-
-        ``None`` is the default partition (``__HIVE_DEFAULT_PARTITION__``), which holds the
-        rows whose value is null, empty or literally ``__HIVE_DEFAULT_PARTITION__``: the
-        partition is kept if any of them can match."""
-        defaults = [k for k, v in values.items() if v is None]
-        if not defaults:
-            return self._prune_one(values)
-        for combo in itertools.product((None, "", DEFAULT_PARTITION), repeat=len(defaults)):
-            if self._prune_one({**values, **dict(zip(defaults, combo))}):
-                return True
-        return False
-
-    def _prune_one(self, values: dict[str, str | None]) -> bool:
-        def truth(n: Any) -> Any:
-            """``n`` as a condition: True, False, None (SQL NULL) or unknown."""
-            x = ev(n)
-            if isinstance(n, Col) and isinstance(x, str):   # a boolean partition column used bare
-                return {"true": True, "false": False}.get(x.lower(), _UNKNOWN)
-            return x if x is None or x is _UNKNOWN or isinstance(x, bool) else _UNKNOWN
-
-        def ev(n: Any) -> Any:
-            if isinstance(n, Col):
-                return values[n.name] if n.name in values else _UNKNOWN
-            if isinstance(n, Lit):
-                return n.value
-            a = n.args
-            if n.op in ("and", "or"):
-                x, y = truth(a[0]), truth(a[1])
-                if n.op == "and":
-                    if x is False or y is False:
-                        return False
-                    return True if x is True and y is True else _UNKNOWN
-                if x is True or y is True:
-                    return True
-                return False if x is False and y is False else _UNKNOWN
-            if n.op == "not":
-                x = truth(a[0])
-                return x if x is _UNKNOWN or x is None else not x
-            if n.op in ("isnull", "notnull"):
-                x = ev(a[0])
-                if x is _UNKNOWN:
-                    return _UNKNOWN
-                return (x is None) == (n.op == "isnull")
-            if n.op == "in":
-                x = ev(a[0])
-                if x is _UNKNOWN:
-                    return _UNKNOWN
-                vals = a[1]
-                x = _coerce(x, vals[0]) if vals else x
-                if x is None:
-                    return None
-                if any(not _comparable(x, v) for v in vals if v is not None):
-                    return _UNKNOWN
-                return x in vals
-            x, y = ev(a[0]), ev(a[1])
-            if x is _UNKNOWN or y is _UNKNOWN:
-                return _UNKNOWN
-            if isinstance(a[0], Col) and isinstance(x, str):
-                x = _coerce(x, y)
-            if isinstance(a[1], Col) and isinstance(y, str):
-                y = _coerce(y, x)
-            if x is None or y is None:
-                return None
-            if not _comparable(x, y):   # the row filter decides (or raises InvalidFilterError)
-                return _UNKNOWN
-            try:
-                return {"=": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[n.op]
-            except TypeError:
-                return _UNKNOWN
-        r = truth(self.tree)
-        return r is not False and r is not None
+                f"the table has: {', '.join(names)}", column=missing[0])
 
     def __and__(self, other: "Predicate") -> "Predicate":
         return Predicate(Node("and", (self.tree, other.tree)), f"({self.text}) AND ({other.text})")
@@ -504,25 +352,85 @@ def parse_where(text: str) -> Predicate:
     return Predicate(_Parser(text).parse(), text)
 
 
-def from_filters(filters: Sequence[tuple[str, str, Any]]) -> Predicate:
-    """``[(column, op, value), ...]`` (ANDed, as in pyarrow/deltalake/hudi) -> Predicate."""
+def _python_literal(value: Any) -> Lit:
+    """A filter tuple's Python value as a literal."""
+    if value is None:
+        return Lit(None, "null")
+    if isinstance(value, bool):
+        return Lit(value, "bool")
+    if isinstance(value, int):
+        return Lit(value, "int") if -2 ** 63 <= value < 2 ** 63 else Lit(_decimal.Decimal(value), "decimal")
+    if isinstance(value, float):
+        return Lit(value, "double")
+    if isinstance(value, _decimal.Decimal):
+        return Lit(value, "decimal")
+    if isinstance(value, str):
+        return Lit(value, "string")
+    if isinstance(value, _dt.datetime):
+        return Lit(value, "timestamp")
+    if isinstance(value, _dt.date):
+        return Lit(value, "date")
+    if hasattr(value, "to_pydatetime"):   # a pandas Timestamp
+        return Lit(value.to_pydatetime(), "timestamp")
+    if hasattr(value, "item"):            # a numpy scalar
+        return _python_literal(value.item())
+    raise InvalidFilterError(
+        f"filter value {value!r} ({type(value).__name__}) is not a value lakesdk filters compare with; "
+        "use None, bool, int, float, Decimal, str, date or datetime")
+
+
+_TUPLE_OPS = ("=", "==", "!=", "<>", "<", "<=", ">", ">=", "IN", "NOT IN", "LIKE", "NOT LIKE", "IS", "IS NOT")
+
+
+def _tuple_node(f: Any) -> Any:
+    if not (isinstance(f, (tuple, list)) and len(f) == 3 and isinstance(f[0], str) and isinstance(f[1], str)):
+        raise InvalidFilterError(f"filter {f!r} is not a (column, op, value) triple such as ('city', '=', 'sf')")
+    col, op, val = f
+    c = Col(tuple(col.split(".")) if "." in col and "`" not in col else (col.strip("`"),))
+    op = " ".join(op.upper().split())
+    if op not in _TUPLE_OPS:
+        raise InvalidFilterError(f"filter operator {op!r} in {f!r} is not supported; use one of {', '.join(_TUPLE_OPS)}")
+    if op in ("IN", "NOT IN"):
+        if isinstance(val, (str, bytes)) or not hasattr(val, "__iter__"):
+            raise InvalidFilterError(f"filter {f!r}: {op} takes a list of values, found {type(val).__name__}")
+        n: Any = Node("in", (c, tuple(_python_literal(v) for v in val)))
+    elif op in ("LIKE", "NOT LIKE"):
+        n = Node("like", (c, _python_literal(val)))
+    elif op in ("IS", "IS NOT"):
+        if val is not None:
+            raise InvalidFilterError(f"filter {f!r}: {op} takes None (IS NULL), found {val!r}")
+        return Node("isnull" if op == "IS" else "notnull", (c,))
+    else:
+        return Node({"==": "=", "<>": "!="}.get(op, op), (c, _python_literal(val)))
+    return Node("not", (n,)) if op.startswith("NOT") else n
+
+
+def _tuple_text(f: Sequence[Any]) -> str:
+    col, op, val = f
+    if isinstance(val, (list, tuple, set, frozenset)):
+        v = "(" + ", ".join(_python_literal(x).sql() for x in val) + ")"
+    else:
+        v = _python_literal(val).sql()
+    return f"{col} {op.upper()} {v}"
+
+
+def from_filters(filters: Sequence[Any]) -> Predicate:
+    """DNF filter tuples, as pyarrow / deltalake take them, as a predicate:
+    ``[(column, op, value), ...]`` is an AND of conditions; a list of such lists is an OR of
+    them.  Builds the same tree as the equivalent ``where`` text."""
+    if not filters:
+        raise InvalidFilterError("filters is empty; pass [(column, op, value), ...]")
+    groups = filters if all(isinstance(g, list) and g and isinstance(g[0], (tuple, list)) for g in filters) else [filters]
     tree: Any = None
-    parts = []
-    for f in filters:
-        if not (isinstance(f, (tuple, list)) and len(f) == 3):
-            raise InvalidFilterError(f"filter {f!r} is not a (column, op, value) triple")
-        col, op, val = f
-        op = op.upper().strip()
-        if op in ("IN", "NOT IN"):
-            n: Any = Node("in", (Col(col), tuple(val)))
-            if op == "NOT IN":
-                n = Node("not", (n,))
-        elif op in ("=", "==", "!=", "<>", "<", "<=", ">", ">="):
-            n = Node({"==": "=", "<>": "!="}.get(op, op), (Col(col), Lit(val)))
-        else:
-            raise InvalidFilterError(f"filter operator {op!r} is not supported (use = != < <= > >= IN NOT IN)")
-        tree = n if tree is None else Node("and", (tree, n))
-        parts.append(f"{col} {op} {val!r}")
-    if tree is None:
-        raise InvalidFilterError("filters is empty")
-    return Predicate(tree, " AND ".join(parts))
+    texts = []
+    for g in groups:
+        conj: Any = None
+        for f in g:
+            n = _tuple_node(f)
+            conj = n if conj is None else Node("and", (conj, n))
+        if conj is None:
+            raise InvalidFilterError("filters holds an empty group; each group is [(column, op, value), ...]")
+        tree = conj if tree is None else Node("or", (tree, conj))
+        texts.append(" AND ".join(_tuple_text(f) for f in g))
+    text = texts[0] if len(texts) == 1 else " OR ".join(f"({t})" for t in texts)
+    return Predicate(tree, text)

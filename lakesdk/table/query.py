@@ -14,6 +14,7 @@ from lakesdk.exceptions import InvalidFilterError, TimeTravelError
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.instant import Instant, to_instant_time
 from lakesdk.format.schema import META_FIELDS, with_meta_fields
+from lakesdk.read.bind import Bound, session_time_zone
 from lakesdk.read.predicate import Predicate, from_filters, parse_where
 from lakesdk.read.view import FileSystemView
 
@@ -106,9 +107,9 @@ class Query:
                                 base_file=self._any_base(view), history=self._archived_as_of(timeline, self.as_of_time))
         if schema is None:
             schema = pa.schema([])
-        self._validate(schema)
+        bound = self._validate(schema)
         parts = view.partitions()
-        pf = self.predicate.prune if self.predicate is not None and t.config.partition_fields else None
+        pf = bound.prune if bound is not None and t.config.partition_fields else None
         slices = view.latest_slices(pf)
         if self.read_optimized:
             slices = [_base_only(s) for s in slices if s.base_file is not None]
@@ -160,14 +161,14 @@ class Query:
         schema = resolve_schema(store, view.visible, create_schema=t.config.create_schema,
                                 base_file=self._any_base(view),
                                 history=self._archived_as_of(timeline, end)) or pa.schema([])
-        self._validate(schema)
+        bound = self._validate(schema)
         touched: set[tuple[str, str]] = set()
         for inst in in_range:
             md = store.commit_metadata(inst)
             for st in md.write_stats:
                 if st.fileId:
                     touched.add((st.partitionPath or "", st.fileId))
-        pf = self.predicate.prune if self.predicate is not None and t.config.partition_fields else None
+        pf = bound.prune if bound is not None and t.config.partition_fields else None
         slices = view.latest_slices(pf, file_groups=None if archived else touched)
         parts = view.partitions()
         selected = sorted(archived + in_range, key=lambda i: (i.completed or i.requested, i.requested))
@@ -189,15 +190,21 @@ class Query:
         history = Timeline(tuple(i for i in lsm.instants() if i.requested not in active), timeline.layout)
         return list(history.in_range(self.start, self.end, start_inclusive=self.start_inclusive))
 
-    def _validate(self, schema: pa.Schema) -> None:
+    def _bound(self, schema: pa.Schema, spark: Any = None) -> Bound | None:
+        """The filter bound to the table's schema (literals cast to their columns' types, text
+        read as timestamps in Spark's session time zone, UTC without a session)."""
+        if self.predicate is None:
+            return None
+        return self.predicate.bind(with_meta_fields(schema), session_time_zone(spark))
+
+    def _validate(self, schema: pa.Schema) -> Bound | None:
         names = list(META_FIELDS) + schema.names
-        if self.predicate is not None:
-            self.predicate.validate(names)
-            self.predicate.check_types(with_meta_fields(schema))
+        bound = self._bound(schema)
         if self.columns:
             missing = [c for c in self.columns if c not in names]
             if missing:
                 raise InvalidFilterError(f"unknown column(s) {missing} in columns=; the table has: {', '.join(schema.names)}")
+        return bound
 
     # -- execution --------------------------------------------------------------------------------
     def _out_columns(self, schema: pa.Schema) -> list[str]:
@@ -213,11 +220,11 @@ class Query:
                                 else frozenset(i.requested for i in plan.visible), column_groups=cfg.column_groups,
                                 merger=self.table.context.merger())
 
-    def _filter_merged(self, t: pa.Table, plan: ReadPlan, cols: list[str]) -> pa.Table:
+    def _filter_merged(self, t: pa.Table, plan: ReadPlan, cols: list[str], expr: Any) -> pa.Table:
         if plan.commit_times is not None:
             t = t.filter(pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times)))
-        if self.predicate is not None:
-            t = t.filter(self.predicate.to_arrow(with_meta_fields(plan.schema)))
+        if expr is not None:
+            t = t.filter(expr)
         return t.select(cols)
 
     def to_arrow(self) -> pa.Table:
@@ -226,6 +233,8 @@ class Query:
         plan = self.plan()
         full = with_meta_fields(plan.schema)
         cols = self._out_columns(plan.schema)
+        bound = self._bound(plan.schema)
+        expr = bound.to_arrow() if bound is not None else None
         if any(s.log_files for s in plan.slices):
             from concurrent.futures import ThreadPoolExecutor
 
@@ -233,7 +242,7 @@ class Query:
             from lakesdk.engine.slice_reader import read_slice
             ctx = self._slice_context(plan)
             with ThreadPoolExecutor(max_workers=8) as pool:
-                tables = list(show_progress(pool.map(lambda sl: self._filter_merged(read_slice(ctx, sl), plan, cols),
+                tables = list(show_progress(pool.map(lambda sl: self._filter_merged(read_slice(ctx, sl), plan, cols, expr),
                                                      plan.slices), total=len(plan.slices), desc="reading file slices",
                                             setting=self.table.options.progress))
             return pa.concat_tables(tables) if tables else full.empty_table().select(cols)
@@ -242,7 +251,6 @@ class Query:
             return full.empty_table().select(cols)
         storage = self.table.storage
         fs, paths = _arrow_fs(storage, files)
-        expr = self.predicate.to_arrow(full) if self.predicate is not None else None
         if plan.commit_times is not None:
             inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
             expr = inc if expr is None else (expr & inc)
@@ -270,8 +278,9 @@ class Query:
             df = read_files_spark(spark, self.table.storage, plan.files, full)
         if plan.commit_times is not None:
             df = df.filter(F.col("_hoodie_commit_time").isin(sorted(plan.commit_times)))
-        if self.predicate is not None:
-            df = df.filter(self.predicate.to_spark())
+        bound = self._bound(plan.schema, spark)
+        if bound is not None:
+            df = df.filter(bound.to_spark())
         return df.select(*self._out_columns(plan.schema))
 
     def count(self) -> int:
