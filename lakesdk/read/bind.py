@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from lakesdk.exceptions import InvalidFilterError
 from lakesdk.format.keys import DEFAULT_PARTITION
-from lakesdk.read.predicate import Col, Lit
+from lakesdk.read.expr import Col, Lit
 
 if TYPE_CHECKING:
     from lakesdk.read.predicate import Predicate

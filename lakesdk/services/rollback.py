@@ -414,3 +414,20 @@ def rollback_failed_writes(table: "TableContext", *, policy: Literal["eager", "l
         except InstantNotFoundError:
             continue   # another writer rolled it back (or its writer completed it) first
     return out
+
+
+def abort(txn: Any) -> bool:
+    """End an :class:`~lakesdk.services.transaction.InstantTransaction` that failed: stop its
+    heartbeat; roll the instant back (its files, markers and timeline files) unless it landed
+    (its completed file exists: the commit point passed).  Returns whether it was rolled back."""
+    txn.stop_heartbeat()
+    if txn.landed():
+        return False
+    try:
+        rollback(txn.ctx, txn.instant.requested, _allow_alive=True)
+    except InstantNotFoundError:
+        # rolled back already by another writer that took this one for dead; a file finished
+        # after that rollback is still here: delete it too
+        for path in files_written_by(txn.ctx.storage, txn.ctx.store, txn.instant, scan=True):
+            txn.ctx.storage.delete(path)
+    return True

@@ -27,7 +27,8 @@ several writers (optimistic concurrency) it runs under the table lock, as Hudi's
 
 A single writer has no lock; steps 1-3 are then skipped.  :meth:`abort` rolls the instant
 back only when the failure proves it did not land (no completed file), as pyiceberg's
-``Transaction`` cleans up only when the commit is known to have failed.
+``Transaction`` cleans up only when the commit is known to have failed; it lives beside the
+rollback (:func:`lakesdk.services.rollback.abort`), which commits through this module.
 """
 
 from __future__ import annotations
@@ -172,23 +173,6 @@ class InstantTransaction:
             return True
         inst = self.instant
         return any("_" in n.split(".")[0] for n in self.ctx.store.all_states(inst.requested, inst.action))
-
-    def abort(self) -> bool:
-        """After a failure: stop the heartbeat; roll the instant back (its files, markers
-        and timeline files) unless it landed.  Returns whether it was rolled back."""
-        self.stop_heartbeat()
-        if self.landed():
-            return False
-        from lakesdk.exceptions import InstantNotFoundError
-        from lakesdk.services.rollback import files_written_by, rollback
-        try:
-            rollback(self.ctx, self.instant.requested, _allow_alive=True)
-        except InstantNotFoundError:
-            # rolled back already by another writer that took this one for dead; a file
-            # finished after that rollback is still here: delete it too
-            for path in files_written_by(self.ctx.storage, self.ctx.store, self.instant, scan=True):
-                self.ctx.storage.delete(path)
-        return True
 
     def journal(self, outcome: str, *, started_ms: int | None = None, groups: Iterable[tuple[str, str]] = (),
                 reason: str = "", **fields: Any) -> None:

@@ -81,6 +81,7 @@ class WriteOperation(WriteInput):
             action = "replacecommit"
         else:
             action = "deltacommit" if cfg.is_mor else "commit"
+        from lakesdk.services.rollback import abort
         from lakesdk.services.transaction import InstantTransaction
         txn = InstantTransaction.begin(t.context, action, operation=self.operation)
         instant = txn.instant
@@ -120,7 +121,7 @@ class WriteOperation(WriteInput):
             cleaned = landed
             try:
                 if not landed:
-                    txn.abort()
+                    abort(txn)
                     cleaned = True
             finally:
                 if cleaned:
