@@ -24,6 +24,8 @@ from typing import Any, Iterable
 import pyarrow as pa
 from hypothesis import strategies as st
 
+from lakesdk.testing.assertions import canonical
+
 __all__ = [
     "ALL_FEATURES", "column_types", "values", "partition_values", "key_values", "key_part_values", "arrow_table",
     "canonical",
@@ -214,21 +216,3 @@ def _array(vals: list[Any], t: pa.DataType) -> pa.Array:
     return pa.array(vals, t)
 
 
-def canonical(arr: pa.Array | pa.ChunkedArray) -> list[Any]:
-    """Values of a column as exactly comparable Python values: timestamps as integers in
-    their unit, floats by bit pattern (NaN equals NaN, -0.0 differs from 0.0), structs as
-    tuples of (name, value)."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks else pa.array([], arr.type)
-    t = arr.type
-    if pa.types.is_timestamp(t):
-        return arr.cast(pa.int64()).to_pylist()
-    if pa.types.is_floating(t):
-        return [None if v is None else ("nan" if v != v else float(v).hex()) for v in arr.to_pylist()]
-    if pa.types.is_struct(t):
-        children = [canonical(arr.field(i)) for i in range(t.num_fields)]
-        valid = arr.is_valid().to_pylist()
-        names = [t.field(i).name for i in range(t.num_fields)]
-        return [tuple(zip(names, vs)) if ok else None for ok, *vs in zip(valid, *children)] if children else \
-            [() if ok else None for ok in valid]
-    return arr.to_pylist()
