@@ -277,10 +277,10 @@ def test_t62_interrupted_rollback_is_resumed_with_the_same_instant(lake, monkeyp
     c2 = t.upsert(batch(2))
     real = TimelineStore.transition
 
-    def crash(self, instant, state, data=b""):
+    def crash(self, instant, state, data=b"", **kw):
         if instant.action == "rollback" and state == "completed":
             raise RuntimeError("crash before the rollback completes")
-        return real(self, instant, state, data)
+        return real(self, instant, state, data, **kw)
 
     monkeypatch.setattr(TimelineStore, "transition", crash)
     with pytest.raises(RuntimeError, match="crash"):

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 from lakesdk.format.instant import Instant
 from lakesdk.timeline.store import TimelineStore
 
-__all__ = ["holding", "create_instant"]
+__all__ = ["holding", "create_instant", "create_planned_instant"]
 
 
 @contextmanager
@@ -42,3 +42,11 @@ def create_instant(store: TimelineStore, lock: Any, action: str, data: bytes = b
     :meth:`~lakesdk.timeline.store.TimelineStore.create_new`."""
     with holding(lock):
         return store.create_new(action, data, after=store.load().max_time(), claim=claim)
+
+
+def create_planned_instant(store: TimelineStore, lock: Any, action: str,
+                           plan: Callable[[str], bytes | None]) -> Instant | None:
+    """As :func:`create_instant`, with the requested file's bytes made by ``plan(time)`` for
+    the time taken, under the lock (None when ``plan`` finds nothing to do)."""
+    with holding(lock):
+        return store.create_new(action, after=store.load().max_time(), plan=plan)

@@ -24,7 +24,7 @@ from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
 from lakesdk.format.instant import Instant, parse_instant_time
 from lakesdk.format.plans import CompactionOperation, CompactionPlanData
-from lakesdk.format.timeline import InstantClock, Timeline
+from lakesdk.format.timeline import Timeline
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
@@ -251,28 +251,18 @@ def schedule_compaction(table: "TableContext", plan: CompactionPlan) -> Compacti
     store = table.store
     wanted = {(o.partition, o.file_id) for o in plan.operations}
     order = {key: n for n, key in enumerate((o.partition, o.file_id) for o in plan.operations)}
-    lock = table.lock()
-    if lock is not None:
-        lock.acquire()
-    try:
-        after = None
-        for _ in range(50):
-            timeline = store.load()
-            requested = InstantClock.next(after=max(filter(None, (after, timeline.max_time())), default=None))
-            ops = _operations(table, store, timeline, before=requested, file_groups=wanted)
-            ops.sort(key=lambda o: order[(o.partition, o.file_id)])
-            if not ops:
-                return CompactionPlan(plan.table, ())
-            instant = Instant("compaction", "requested", requested)
-            if store.storage.create_exclusive(store.path(instant), CompactionPlanData(tuple(ops)).to_avro()):
-                if not store.time_taken(instant):
-                    return CompactionPlan(plan.table, tuple(ops), requested)
-                store.storage.delete(store.path(instant))   # an instant of another action holds this time
-            after = requested   # another writer took this millisecond
-        raise CorruptTimelineError(f"could not create a new compaction instant in {store.dir} after 50 attempts")
-    finally:
-        if lock is not None:
-            lock.release()
+    from lakesdk.concurrency.instants import create_planned_instant
+    planned: list[Any] = []
+
+    def plan_at(requested: str) -> bytes | None:
+        ops = _operations(table, store, store.load(), before=requested, file_groups=wanted)
+        ops.sort(key=lambda o: order[(o.partition, o.file_id)])
+        planned[:] = ops
+        return CompactionPlanData(tuple(ops)).to_avro() if ops else None
+    instant = create_planned_instant(store, table.lock(), "compaction", plan_at)
+    if instant is None:
+        return CompactionPlan(plan.table, ())
+    return CompactionPlan(plan.table, tuple(planned), instant.requested)
 
 
 def execute_compaction(table: "TableContext", instant: str) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, overload
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
 from lakesdk.format.avro_file import FileBytes
@@ -58,8 +58,18 @@ class TimelineStore:
         if not self.storage.create_exclusive(self.path(instant), data):
             raise CorruptTimelineError(f"timeline file {self.path(instant)} already exists")
 
+    @overload
     def create_new(self, action: str, data: bytes = b"", *, after: str | None = None,
-                   claim: Callable[[str], Callable[[], None] | None] | None = None) -> Instant:
+                   claim: Callable[[str], Callable[[], None] | None] | None = None, plan: None = None) -> Instant: ...
+
+    @overload
+    def create_new(self, action: str, data: bytes = b"", *, after: str | None = None,
+                   claim: Callable[[str], Callable[[], None] | None] | None = None,
+                   plan: Callable[[str], bytes | None]) -> Instant | None: ...
+
+    def create_new(self, action: str, data: bytes = b"", *, after: str | None = None,
+                   claim: Callable[[str], Callable[[], None] | None] | None = None,
+                   plan: Callable[[str], bytes | None] | None = None) -> Instant | None:
         """Create a requested instant of ``action`` at a new time (after ``after``) that no
         other instant of any action holds.
 
@@ -72,9 +82,16 @@ class TimelineStore:
         earlier one's file, so at most one keeps it (both may back off, and retry).
 
         ``claim(time)``, when given, runs before the file is created (a writer starts its
-        heartbeat there) and returns what undoes it when this time is given up."""
+        heartbeat there) and returns what undoes it when this time is given up.  ``plan(time)``,
+        when given, makes the file's bytes for that time (a compaction plans its log files as
+        of its instant time); when it returns None nothing is created and None is returned."""
         for _ in range(50):
             instant = Instant(action, "requested", InstantClock.next(after=after))
+            if plan is not None:
+                planned = plan(instant.requested)
+                if planned is None:
+                    return None
+                data = planned
             undo = claim(instant.requested) if claim is not None else None
             if self.storage.create_exclusive(self.path(instant), data):
                 if not self.time_taken(instant):
