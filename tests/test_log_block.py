@@ -31,7 +31,9 @@ from lakesdk.format.log_block import (
     _delete_schema,
     encode_avro_data_block,
     encode_block,
+    encode_data_block,
     encode_delete_block,
+    encode_parquet_data_block,
     encode_rollback_block,
     read_log_file,
     scan_log_file,
@@ -244,6 +246,44 @@ def test_empty_avro_data_block():
     b = only_block(encode_avro_data_block(t, arrow_to_avro(t.schema, "e"), {HeaderKey.INSTANT_TIME: INSTANT}))
     assert b.content == b"\x00\x00\x00\x03\x00\x00\x00\x00"  # version 3, 0 records
     assert b.records().num_rows == 0
+
+
+def test_parquet_data_block_round_trip_rich_types():
+    t = rich_table()
+    schema = arrow_to_avro(t.schema, "rich")
+    b = only_block(encode_parquet_data_block(t, schema, {HeaderKey.INSTANT_TIME: INSTANT}))
+    assert b.block_type is BlockType.PARQUET_DATA and b.instant == INSTANT
+    assert b.avro_schema == schema and b.footer == {}
+    assert b.content[:4] == b"PAR1" and b.content[-4:] == b"PAR1"   # a whole Parquet file, as Hudi writes
+    back = b.records()
+    assert back.schema == avro_to_arrow(schema)   # the types the SCHEMA header describes
+    assert back.to_pylist() == t.cast(back.schema).to_pylist()
+    # the same records as the Avro block of the same table
+    avro = only_block(encode_avro_data_block(t, schema, {HeaderKey.INSTANT_TIME: INSTANT})).records()
+    assert back.equals(avro)
+
+
+def test_empty_parquet_data_block_has_empty_content():
+    t = rich_table().slice(0, 0)
+    schema = arrow_to_avro(t.schema, "e")
+    b = only_block(encode_data_block(t, schema, {HeaderKey.INSTANT_TIME: INSTANT}, block_format="parquet"))
+    assert b.block_type is BlockType.PARQUET_DATA and b.content == b""   # Hudi writes no file for no records
+    assert b.records().schema == avro_to_arrow(schema) and b.records().num_rows == 0
+
+
+def test_parquet_data_block_matches_columns_by_name_and_truncates_nanoseconds():
+    t = pa.table({"extra": [1], "ts": pa.array([1_000_001_999], pa.timestamp("ns")), "name": ["a"]})
+    schema = arrow_to_avro(pa.schema([("name", pa.string()), ("ts", pa.timestamp("us")),
+                                      ("gone", pa.int64())]), "x")
+    back = only_block(encode_parquet_data_block(t, schema, {HeaderKey.INSTANT_TIME: INSTANT})).records()
+    assert back.column_names == ["name", "ts", "gone"]
+    assert back.to_pylist() == [{"name": "a", "ts": dt.datetime(1970, 1, 1, 0, 0, 1, 1), "gone": None}]
+
+
+def test_data_block_format_is_checked():
+    t = pa.table({"a": [1]})
+    with pytest.raises(LogBlockError, match="orc"):
+        encode_data_block(t, arrow_to_avro(t.schema, "x"), {HeaderKey.INSTANT_TIME: INSTANT}, block_format="orc")
 
 
 def test_undecodable_avro_content_raises_a_clear_error():

@@ -15,9 +15,13 @@ from .test_conformance import FIRST3, ROWS4, rows
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(params=["local", "spark"])
+@pytest.fixture(params=[("local", "parquet"), ("local", "avro"), ("spark", "parquet")],
+                ids=["local-parquet", "local-avro", "spark-parquet"])
 def lake(request, tmp_path, spark):
-    return lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine=request.param))
+    """Both engines, and both log data block formats (hoodie.logfile.data.block.format)."""
+    engine, block_format = request.param
+    return lk.Lake(str(tmp_path / "lake"), spark=spark,
+                   options=lk.TableOptions(engine=engine, log_block_format=block_format))
 
 
 # -- Hudi-written merge-on-read tables -----------------------------------------------------------

@@ -18,14 +18,19 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lakesdk.exceptions import LogBlockError, SchemaError
 from lakesdk.format.avro_file import check_writer_schema
 from lakesdk.format.log_framing import CONTENT_VERSION, I32, I32X2, BlockType, HeaderKey, encode_block
 from lakesdk.format.schema import avro_to_arrow
 
-__all__ = ["DELETE_KEY_COLUMNS", "encode_avro_data_block", "encode_delete_block", "decode_avro_records",
+__all__ = ["DELETE_KEY_COLUMNS", "DATA_BLOCK_FORMATS", "encode_avro_data_block", "encode_parquet_data_block",
+           "encode_data_block", "encode_delete_block", "decode_avro_records", "decode_parquet_records",
            "decode_delete_content"]
+
+#: the values of ``hoodie.logfile.data.block.format`` lakesdk writes
+DATA_BLOCK_FORMATS = ("parquet", "avro")
 
 DELETE_KEY_COLUMNS = ("_hoodie_record_key", "_hoodie_partition_path", "ordering_value")
 
@@ -205,6 +210,67 @@ def encode_avro_data_block(records: pa.Table, avro_schema: dict, header: Mapping
         parts.append(data[start:stop])
         start = stop
     return encode_block(BlockType.AVRO_DATA, header, b"".join(parts))
+
+
+# -- Parquet data blocks ------------------------------------------------------------------------
+# Data columns of few distinct values stay dictionary-encoded; the per-record meta columns
+# (sequence number, record key) only cost time as dictionaries.
+_PARQUET_NO_DICT = ("_hoodie_commit_seqno", "_hoodie_record_key")
+
+
+def encode_parquet_data_block(records: pa.Table, avro_schema: dict, header: Mapping[HeaderKey, str], *,
+                              compression: str = "snappy") -> bytes:
+    """A PARQUET_DATA block holding ``records``: the block content is one complete Parquet
+    file (what Hudi's ``HoodieParquetDataBlock`` writes for ``hoodie.logfile.data.block.format
+    = parquet``), and the header carries SCHEMA as for Avro blocks.
+
+    The records are cast to the Arrow form of ``avro_schema`` first (columns matched by
+    name, missing ones null, timestamps finer than the schema truncated), so the file holds
+    exactly the types the SCHEMA header describes, as an Avro block would.  No records:
+    empty content, as Hudi writes.
+    """
+    from lakesdk.format.schema import avro_to_arrow
+
+    header = _header_with_schema(header, avro_schema)
+    if records.num_rows == 0:
+        return encode_block(BlockType.PARQUET_DATA, header, b"")
+    target = avro_to_arrow(avro_schema)
+    cols = []
+    for f in target:
+        if f.name in records.column_names:
+            c = records.column(f.name)
+            cols.append(c if c.type == f.type else pc.cast(c, f.type, safe=not pa.types.is_timestamp(f.type)))
+        else:
+            cols.append(pa.nulls(records.num_rows, f.type))
+    table = pa.Table.from_arrays(cols, schema=target)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression=compression, write_statistics=True,
+                   use_dictionary=[n for n in target.names if n not in _PARQUET_NO_DICT],
+                   dictionary_pagesize_limit=64 * 1024)
+    return encode_block(BlockType.PARQUET_DATA, header, sink.getvalue().to_pybytes())
+
+
+def decode_parquet_records(content: bytes, avro_schema: dict | None) -> pa.Table:
+    """The records of a PARQUET_DATA block's content (the embedded Parquet file, read as it
+    is); empty content is a block without records, typed by the SCHEMA header."""
+    if not content:
+        if avro_schema is None:
+            return pa.table({})
+        from lakesdk.format.schema import avro_to_arrow
+        return avro_to_arrow(avro_schema).empty_table()
+    table = pq.read_table(pa.BufferReader(content), use_threads=False)
+    table.validate(full=True)  # Parquet readers do not check that strings are UTF-8
+    return table
+
+
+def encode_data_block(records: pa.Table, avro_schema: dict, header: Mapping[HeaderKey, str], *,
+                      block_format: str = "parquet", compression: str = "snappy") -> bytes:
+    """A data block of ``block_format`` (one of :data:`DATA_BLOCK_FORMATS`)."""
+    if block_format == "parquet":
+        return encode_parquet_data_block(records, avro_schema, header, compression=compression)
+    if block_format == "avro":
+        return encode_avro_data_block(records, avro_schema, header)
+    raise LogBlockError(f"log data block format {block_format!r} is not one of {list(DATA_BLOCK_FORMATS)}")
 
 
 def _header_with_schema(header: Mapping[HeaderKey, str], avro_schema: dict) -> dict[HeaderKey, str]:
