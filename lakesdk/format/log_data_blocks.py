@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakesdk.exceptions import LogBlockError, SchemaError
+from lakesdk.format import avro_columnar
 from lakesdk.format.avro_file import check_writer_schema
 from lakesdk.format.log_framing import CONTENT_VERSION, I32, I32X2, BlockType, HeaderKey, encode_block
 from lakesdk.format.schema import avro_to_arrow
@@ -88,6 +89,27 @@ def _physical(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def _record_spans(content: bytes, count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(start, length) of each record of an Avro data block's content, or None when the
+    length prefixes do not tile the content exactly (the record-at-a-time decoder then tells
+    what is wrong)."""
+    starts = np.empty(count, dtype=np.int64)
+    lengths = np.empty(count, dtype=np.int64)
+    unpack = I32.unpack_from
+    end = len(content)
+    pos = 8
+    for i in range(count):
+        if pos + 4 > end:
+            return None
+        (n,) = unpack(content, pos)
+        if n < 0:
+            return None
+        starts[i] = pos + 4
+        lengths[i] = n
+        pos += 4 + n
+    return (starts, lengths) if pos == end else None
+
+
 def decode_avro_records(content: bytes, avro_schema: dict) -> pa.Table:
     target = avro_to_arrow(avro_schema)
     physical = pa.schema([f.with_type(_physical(f.type)) for f in target])
@@ -100,10 +122,23 @@ def decode_avro_records(content: bytes, avro_schema: dict) -> pa.Table:
         raise LogBlockError(f"Avro data block says it holds {count} records, but its {len(content)} bytes "
                             "cannot hold that many")
     check_writer_schema(avro_schema)
+    stripped = _strip_temporal(copy.deepcopy(avro_schema))
     try:
-        parsed = fastavro.parse_schema(_strip_temporal(copy.deepcopy(avro_schema)))
+        parsed = fastavro.parse_schema(copy.deepcopy(stripped))
     except Exception as exc:  # noqa: BLE001 - fastavro raises several kinds for bad schemas
         raise LogBlockError(f"the SCHEMA header is not a valid Avro schema: {type(exc).__name__}: {exc}") from None
+    spans = _record_spans(content, count)
+    if spans is not None:
+        try:
+            table = avro_columnar.decode_records(content, spans[0], spans[1], stripped, physical)
+            return table.cast(target) if physical != target else table
+        except avro_columnar.Unsupported:
+            pass   # a schema the columnar codec does not handle, or damaged bytes: record by record
+    return _decode_record_by_record(content, count, parsed, physical, target)
+
+
+def _decode_record_by_record(content: bytes, count: int, parsed: Any, physical: pa.Schema,
+                             target: pa.Schema) -> pa.Table:
     buf = io.BytesIO(content)
     reader = fastavro.schemaless_reader
     rows = []
@@ -192,6 +227,12 @@ def encode_avro_data_block(records: pa.Table, avro_schema: dict, header: Mapping
     for f in write_schema.get("fields", []):
         if f["name"] in records.column_names:
             columns[f["name"]], f["type"] = _prepare_column(records.column(f["name"]), f["type"])
+    try:
+        data = avro_columnar.encode_records({k: v.combine_chunks() for k, v in columns.items()},
+                                            write_schema, records.num_rows)
+        return encode_block(BlockType.AVRO_DATA, header, I32X2.pack(CONTENT_VERSION, records.num_rows) + data)
+    except avro_columnar.Unsupported:
+        pass   # a schema the columnar codec does not handle: record by record
     rows = (pa.table(columns).to_pylist(maps_as_pydicts="strict") if columns
             else [{} for _ in range(records.num_rows)])
     parsed = fastavro.parse_schema(write_schema)
