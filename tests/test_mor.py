@@ -227,3 +227,36 @@ def test_spark_reads_and_merges_mor_slices_with_millisecond_timestamps(tmp_path,
     out = t.read().to_arrow().sort_by("k")
     assert out.schema == s
     assert out.column("at").cast(pa.int64()).to_pylist() == [10, 2, 11]
+
+
+def test_snapshot_merges_only_the_keys_the_logs_touch(tmp_path):
+    """Base rows without a log version pass through untouched, in base file order; a touched
+    key's winner takes its base row's place (or the key is gone); keys new in the logs follow.
+    A custom merger sees only the versions of touched keys."""
+    seen: list[set] = []
+
+    def latest(versions: pa.Table) -> pa.Table:
+        seen.append(set(versions.column("_hoodie_record_key").to_pylist()))
+        keys = versions.column("_hoodie_record_key").to_pylist()
+        seq = versions.column("_lk_seq").to_pylist()
+        op = versions.column("_lk_op").to_pylist()
+        best: dict = {}
+        for i, k in enumerate(keys):
+            if k not in best or seq[i] >= seq[best[k]]:
+                best[k] = i
+        keep = sorted(i for i in best.values() if op[i] == 0)
+        return versions.take(pa.array(keep, pa.int64()))
+
+    lk.register_merger("latest_for_slice_test", latest)
+    lake = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local"))
+    for mode, kw in (("event", {"ordering": "ts"}), ("custom", {"merge_mode": "custom", "merger": "latest_for_slice_test"})):
+        t = lake.create_table(f"order_{mode}", key="id", table_type="mor", **kw)
+        t.bulk_insert(pa.table({"id": list(range(10)), "ts": [1] * 10, "v": [f"b{i}" for i in range(10)]}))
+        t.upsert(pa.table({"id": [7, 3, 42], "ts": [2, 2, 2], "v": ["u7", "u3", "n42"]}))
+        t.delete([5])
+        seen.clear()
+        got = t.read().to_arrow()
+        assert got.column("id").to_pylist() == [0, 1, 2, 3, 4, 6, 7, 8, 9, 42]
+        assert got.column("v").to_pylist() == ["b0", "b1", "b2", "u3", "b4", "b6", "u7", "b8", "b9", "n42"]
+        if mode == "custom":
+            assert seen and all(keys <= {"3", "5", "7", "42"} for keys in seen)
