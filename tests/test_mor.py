@@ -256,7 +256,10 @@ def test_snapshot_merges_only_the_keys_the_logs_touch(tmp_path):
         t.delete([5])
         seen.clear()
         got = t.read().to_arrow()
-        assert got.column("id").to_pylist() == [0, 1, 2, 3, 4, 6, 7, 8, 9, 42]
-        assert got.column("v").to_pylist() == ["b0", "b1", "b2", "u3", "b4", "b6", "u7", "b8", "b9", "n42"]
+        rows = list(zip(got.column("id").to_pylist(), got.column("v").to_pylist()))
+        # (key 42 may sit in a file group of its own, read before or after the base's)
+        assert [r for r in rows if r[0] != 42] == [(0, "b0"), (1, "b1"), (2, "b2"), (3, "u3"), (4, "b4"),
+                                                   (6, "b6"), (7, "u7"), (8, "b8"), (9, "b9")]
+        assert (42, "n42") in rows
         if mode == "custom":
             assert seen and all(keys <= {"3", "5", "7", "42"} for keys in seen)
