@@ -78,16 +78,26 @@ def _projected_schema(ctx: SliceReadContext, columns: Iterable[str] | None) -> p
     return full
 
 
+def _read_base_file(ctx: SliceReadContext, path: str, names: list[str] | None) -> pa.Table:
+    """A base file's columns among ``names`` (None: all); local files through Arrow's own
+    file I/O (no Python file object in the way, as the copy-on-write read)."""
+    from lakesdk.format.damaged import damaged_file
+    with damaged_file(path):
+        if ctx.storage.is_local:
+            pf = pq.ParquetFile(ctx.storage.url(path))
+            cols = None if names is None else [c for c in names if c in pf.schema_arrow.names]
+            return pf.read(columns=cols)
+        with ctx.storage.open_input(path) as f:
+            pf = pq.ParquetFile(f)
+            cols = None if names is None else [c for c in names if c in pf.schema_arrow.names]
+            return pf.read(columns=cols)
+
+
 def _base_rows(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema) -> pa.Table | None:
     """The slice's base file in ``full`` (None: the slice has no base file)."""
-    from lakesdk.format.damaged import damaged_file
     if not sl.base_path:
         return None
-    with ctx.storage.open_input(sl.base_path) as f, damaged_file(sl.base_path):
-        base_cols = [c for c in full.names if c in pq.read_schema(f).names]
-        f.seek(0)
-        base = pq.read_table(f, columns=base_cols)
-    return conform(base, full)
+    return conform(_read_base_file(ctx, sl.base_path, full.names), full)
 
 
 def _log_versions(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema) -> list[pa.Table]:
@@ -168,11 +178,7 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
     in its base row's place; keys new in the logs follow, in log order.
     """
     if not sl.log_files and sl.base_path:
-        full = ctx.full_schema
-        from lakesdk.format.damaged import damaged_file
-        with ctx.storage.open_input(sl.base_path) as f, damaged_file(sl.base_path):
-            t = pq.read_table(f)
-        out = conform(t, full)
+        out = conform(_read_base_file(ctx, sl.base_path, None), ctx.full_schema)
         if IS_DELETED in out.column_names:
             out = out.filter(pc.invert(pc.fill_null(out.column(IS_DELETED), False)))
         return out.select(list(columns)) if columns is not None else out
