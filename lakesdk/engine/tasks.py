@@ -26,7 +26,7 @@ from lakesdk.merge.ordering import KEY, OP, OP_DELETE, PART, SEQ, MergeCounts, e
 from lakesdk.storage import Storage
 
 __all__ = ["WriteContext", "TaskInfo", "FileGroupTarget", "write_file_group", "write_new_files",
-           "add_key_columns", "conform", "read_key_index", "write_log_group", "write_clustered_file",
+           "add_key_columns", "compacted_file", "conform", "read_key_index", "write_log_group", "write_clustered_file",
            "cluster_group", "STORED_ORDERING", "stored_ordering_type"]
 
 # merge-on-read upserts and deletes: the stored record's ordering value, carried by the key
@@ -463,11 +463,18 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
     return stat, counts
 
 
+def compacted_file(ctx: WriteContext, sl: Any, task: TaskInfo) -> tuple[str, str, str]:
+    """(partition, file name, io type) of the base file a compaction task writes for ``sl``:
+    its marker, for :meth:`WriteMarkers.create_many`."""
+    return sl.partition, BaseFile(sl.file_id, task.write_token, ctx.instant).name, "CREATE"
+
+
 def compact_file_slice(ctx: WriteContext, slice_ctx: Any, sl: Any, task: TaskInfo) -> WriteStat:
-    """Compaction: merge one file slice (base + logs) into a new base file at ``ctx.instant``."""
+    """Compaction: merge one file slice (base + logs) into a new base file at ``ctx.instant``
+    (its marker is made first unless ``ctx.markers`` is None: the caller made it)."""
     t0 = time.perf_counter()
     merged = read_slice(slice_ctx, sl)
-    name = BaseFile(sl.file_id, task.write_token, ctx.instant).name
+    name = compacted_file(ctx, sl, task)[1]
     path = f"{sl.partition}/{name}" if sl.partition else name
     out = conform(merged, ctx.file_schema)
     _mark(ctx, path, "CREATE")

@@ -361,11 +361,9 @@ def _execute(table: "Table", store: Any, timeline: Timeline, inst: Instant, plan
     engine = table.options.engine if table.options.engine != "auto" else (
         "local" if table._spark_is_local() else "spark")
     if engine == "local":
-        from lakesdk.engine.local import run_parallel
-        from lakesdk.engine.tasks import TaskInfo, compact_file_slice
-        stats: list[WriteStat] = run_parallel(
-            lambda a: compact_file_slice(ctx, slice_ctx, a[1], TaskInfo(a[0], 0, a[0])), list(enumerate(slices)),
-            desc=f"compacting {instant}", progress=table.options.progress)
+        from lakesdk.engine.local import compact_slices_local
+        stats: list[WriteStat] = compact_slices_local(ctx, slice_ctx, slices, desc=f"compacting {instant}",
+                                                      progress=table.options.progress)
     else:
         from lakesdk.engine.spark import compact_slices_spark
         stats = compact_slices_spark(table.spark, ctx, slice_ctx, slices)
