@@ -34,7 +34,7 @@ MOR snapshot read and compaction on a fresh table.
 The last line printed is the summary::
 
     mor: rows=N mor_upsert_vs_cow=X mor_upsert_vs_deltalake=X mor_read_vs_cow=X
-         mor_read_vs_deltalake=X mor_read_vs_hudi_rs=X compaction_s=X
+         mor_read_vs_deltalake=X mor_read_vs_hudi_rs=X compaction_s=X compaction_vs_cow_upsert=X
 
 (one line; ratios are lakesdk MOR time / peer time; ``mor_read`` is the MOR snapshot read
 after the upsert, before the compaction).
@@ -284,7 +284,7 @@ def report(res: Results, args: argparse.Namespace) -> str:
         ("", "", "deltalake to_pyarrow_table", s("delta_read"), r("mor_read", "delta_read")),
         ("", "", "hudi-rs read (MOR table)", s("hudi_rs_read"), r("mor_read", "hudi_rs_read")),
         ("", "", "lakesdk MOR read_optimized", s("mor_ro_read"), r("mor_read", "mor_ro_read")),
-        ("compaction (s)", s("compaction"), "", "", ""),
+        ("compaction (s)", s("compaction"), "lakesdk COW upsert", s("cow_upsert"), r("compaction", "cow_upsert")),
         ("snapshot read after compaction (s)", s("mor_read_compacted"), "lakesdk COW read", s("cow_read"),
          r("mor_read_compacted", "cow_read")),
         ("", "", "hudi-rs read (compacted)", s("hudi_rs_read_compacted"),
@@ -314,7 +314,8 @@ def report(res: Results, args: argparse.Namespace) -> str:
             f"mor_read_vs_cow={r('mor_read', 'cow_read')} "
             f"mor_read_vs_deltalake={r('mor_read', 'delta_read')} "
             f"mor_read_vs_hudi_rs={r('mor_read', 'hudi_rs_read')} "
-            f"compaction_s={'n/a' if c is None else f'{c:.2f}'}")
+            f"compaction_s={'n/a' if c is None else f'{c:.2f}'} "
+            f"compaction_vs_cow_upsert={r('compaction', 'cow_upsert')}")
 
 
 # ---------------------------------------------------------------------------------- main

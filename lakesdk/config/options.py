@@ -197,6 +197,9 @@ OPTIONS: tuple[Option, ...] = (
            1000, "early conflict detection: how long a listing of direct markers is reused (ms)", minimum=1),
     Option("early_conflict_check_commits", "hoodie.write.concurrency.early.conflict.check.commit.conflict", bool,
            False, "early conflict detection: also check commits completed since the write started"),
+    Option("log_block_format", "hoodie.logfile.data.block.format", str, "parquet",
+           "merge-on-read: format of the data blocks of log files (Parquet: columnar, fast to write and "
+           "read; Avro: Hudi's own default)", choices={"parquet": "parquet", "avro": "avro"}),
 )
 
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -256,6 +259,7 @@ class TableOptions:
     early_conflict_detection: bool = False
     early_conflict_check_interval_ms: int = 1000
     early_conflict_check_commits: bool = False
+    log_block_format: Literal["parquet", "avro"] = "parquet"   # hoodie.logfile.data.block.format
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -25,6 +25,8 @@ from lakesdk.engine.tasks import (
     FileGroupTarget,
     TaskInfo,
     WriteContext,
+    compact_file_slice,
+    compacted_file,
     new_file_path,
     planned_file,
     read_key_index,
@@ -39,7 +41,7 @@ from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import new_file_id
 from lakesdk.merge.ordering import KEY, PART, ROW, MergeCounts, combine_batch, positions
 
-__all__ = ["LocalWriteJob", "run_parallel"]
+__all__ = ["LocalWriteJob", "compact_slices_local", "run_parallel"]
 
 FID = "_lk_fid"
 T = TypeVar("T")
@@ -52,6 +54,19 @@ _STAGE = (os.getpid() * 7919 + random.randrange(1 << 16)) % 1_000_000
 
 def _threads() -> int:
     return max(1, min(8, int(os.environ.get("LAKESDK_THREADS", 0)) or (os.cpu_count() or 2)))
+
+
+def compact_slices_local(ctx: WriteContext, slice_ctx: Any, slices: list[Any], *, desc: str = "",
+                         progress: Any = "auto") -> list[WriteStat]:
+    """Compaction on the driver: every compacted file's marker in one request, then one
+    task per file slice on the thread pool."""
+    jobs = [(sl, TaskInfo(i, 0, i)) for i, sl in enumerate(slices)]
+    if ctx.markers is not None and jobs:
+        ctx.markers.create_many([compacted_file(ctx, sl, task) for sl, task in jobs])
+        faults.crash_point("after_markers")
+    unmarked = replace(ctx, markers=None)
+    return run_parallel(lambda j: compact_file_slice(unmarked, slice_ctx, j[0], j[1]), jobs, desc=desc,
+                        progress=progress)
 
 
 def run_parallel(fn: Callable[[T], R], items: Iterable[T], *, desc: str = "", progress: Any = "auto") -> list[R]:

@@ -70,22 +70,43 @@ def _tag(t: pa.Table, seq: int, op: int | np.ndarray) -> pa.Table:
     return t.append_column(SEQ, pa.repeat(pa.scalar(seq, pa.int64()), n)).append_column(OP, ops)
 
 
-def slice_versions(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | None = None) -> pa.Table:
-    """Every version of every record of the slice, in the full schema plus ``_lk_seq``/``_lk_op``."""
-    from lakesdk.format.damaged import damaged_file
-    from lakesdk.format.log_block import BlockType, read_log_file
-
+def _projected_schema(ctx: SliceReadContext, columns: Iterable[str] | None) -> pa.Schema:
     full = ctx.full_schema
     if columns is not None:
         need = list(dict.fromkeys([*columns, KEY, PART, *([ctx.ordering] if ctx.ordering else [])]))
         full = pa.schema([f for f in full if f.name in need])
+    return full
+
+
+def _read_base_file(ctx: SliceReadContext, path: str, names: list[str] | None) -> pa.Table:
+    """A base file's columns among ``names`` (None: all); local files through Arrow's own
+    file I/O (no Python file object in the way, as the copy-on-write read)."""
+    from lakesdk.format.damaged import damaged_file
+    with damaged_file(path):
+        if ctx.storage.is_local:
+            pf = pq.ParquetFile(ctx.storage.url(path))
+            cols = None if names is None else [c for c in names if c in pf.schema_arrow.names]
+            return pf.read(columns=cols)
+        with ctx.storage.open_input(path) as f:
+            pf = pq.ParquetFile(f)
+            cols = None if names is None else [c for c in names if c in pf.schema_arrow.names]
+            return pf.read(columns=cols)
+
+
+def _base_rows(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema) -> pa.Table | None:
+    """The slice's base file in ``full`` (None: the slice has no base file)."""
+    if not sl.base_path:
+        return None
+    return conform(_read_base_file(ctx, sl.base_path, full.names), full)
+
+
+def _log_versions(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema) -> list[pa.Table]:
+    """The record versions of the slice's visible log blocks, in ``full`` plus
+    ``_lk_seq``/``_lk_op`` (1, 2, ... in block order)."""
+    from lakesdk.format.damaged import damaged_file
+    from lakesdk.format.log_block import BlockType, read_log_file
+
     parts: list[pa.Table] = []
-    if sl.base_path:
-        with ctx.storage.open_input(sl.base_path) as f, damaged_file(sl.base_path):
-            base_cols = [c for c in full.names if c in pq.read_schema(f).names]
-            f.seek(0)
-            base = pq.read_table(f, columns=base_cols)
-        parts.append(_tag(conform(base, full), 0, OP_UPSERT))
     blocks = []
     paths = []
     for path in sl.log_paths:
@@ -123,24 +144,77 @@ def slice_versions(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] 
             flag = pc.fill_null(recs.column(IS_DELETED), False)
             ops = np.where(np.asarray(flag.to_numpy(zero_copy_only=False), dtype=bool), OP_DELETE, OP_UPSERT).astype(np.int8)
         parts.append(_tag(conform(recs, full), seq, ops))
+    return parts
+
+
+def slice_versions(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | None = None) -> pa.Table:
+    """Every version of every record of the slice, in the full schema plus ``_lk_seq``/``_lk_op``."""
+    full = _projected_schema(ctx, columns)
+    base = _base_rows(ctx, sl, full)
+    parts = ([_tag(base, 0, OP_UPSERT)] if base is not None else []) + _log_versions(ctx, sl, full)
     if not parts:
         return _tag(full.empty_table(), 0, OP_UPSERT)
     return pa.concat_tables(parts)
 
 
+def _merge(ctx: SliceReadContext, versions: pa.Table) -> pa.Table:
+    merged = merge_versions(versions, ordering=ctx.ordering, merge_mode=ctx.merge_mode,
+                            column_groups=ctx.column_groups, merger=ctx.merger)
+    return merged.drop_columns([c for c in (SEQ, OP) if c in merged.column_names])
+
+
+def _as_rows_of(merged: pa.Table, schema: pa.Schema) -> pa.Table:
+    if merged.schema == schema:
+        return merged
+    return conform(merged, schema)
+
+
 def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | None = None) -> pa.Table:
-    """The merged rows of one file slice (full schema, or ``columns`` plus key fields)."""
+    """The merged rows of one file slice (full schema, or ``columns`` plus key fields).
+
+    Only the keys that have a version in the log blocks are merged: the base rows of the
+    other keys pass through untouched (as in Hudi's file group reader, a merger only sees
+    keys with more than the base version).  Rows keep the base file's order, a key's winner
+    in its base row's place; keys new in the logs follow, in log order.
+    """
     if not sl.log_files and sl.base_path:
-        full = ctx.full_schema
-        from lakesdk.format.damaged import damaged_file
-        with ctx.storage.open_input(sl.base_path) as f, damaged_file(sl.base_path):
-            t = pq.read_table(f)
-        out = conform(t, full)
+        out = conform(_read_base_file(ctx, sl.base_path, None), ctx.full_schema)
         if IS_DELETED in out.column_names:
             out = out.filter(pc.invert(pc.fill_null(out.column(IS_DELETED), False)))
         return out.select(list(columns)) if columns is not None else out
-    versions = slice_versions(ctx, sl, None if (ctx.column_groups or ctx.merger) else columns)
-    merged = merge_versions(versions, ordering=ctx.ordering, merge_mode=ctx.merge_mode,
-                            column_groups=ctx.column_groups, merger=ctx.merger)
-    merged = merged.drop_columns([SEQ, OP])
+    full = _projected_schema(ctx, None if (ctx.column_groups or ctx.merger) else columns)
+    base = _base_rows(ctx, sl, full)
+    logs = _log_versions(ctx, sl, full)
+    if base is None or not logs:
+        versions = pa.concat_tables(([_tag(base, 0, OP_UPSERT)] if base is not None else []) + logs) \
+            if (base is not None or logs) else _tag(full.empty_table(), 0, OP_UPSERT)
+        merged = _merge(ctx, versions) if logs else versions.drop_columns([SEQ, OP])
+    else:
+        merged = _merge_touched(ctx, base, pa.concat_tables(logs))
     return merged.select(list(columns)) if columns is not None else merged
+
+
+def _merge_touched(ctx: SliceReadContext, base: pa.Table, logs: pa.Table) -> pa.Table:
+    """Base rows merged with log versions, merging only the keys the logs touch."""
+    n = base.num_rows
+    log_keys = pc.unique(logs.column(KEY))
+    hit = np.asarray(pc.is_in(base.column(KEY), value_set=log_keys).to_numpy(zero_copy_only=False), dtype=bool)
+    hit_rows = np.flatnonzero(hit)
+    touched = base.take(pa.array(hit_rows))
+    merged = _as_rows_of(_merge(ctx, pa.concat_tables([_tag(touched, 0, OP_UPSERT), logs])), base.schema)
+    if merged.num_rows == 0 and len(hit_rows) == 0:
+        return base
+    # each touched base row: its key's winner (dropped when the key was deleted)
+    where = pc.index_in(touched.column(KEY), value_set=merged.column(KEY))
+    won = np.asarray(pc.is_valid(where).to_numpy(zero_copy_only=False), dtype=bool)
+    idx = np.arange(n, dtype=np.int64)
+    idx[hit_rows] = n + np.asarray(pc.fill_null(where, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    keep = ~hit
+    keep[hit_rows[won]] = True
+    # winners of keys the base file does not hold, after the base rows
+    new = np.flatnonzero(~np.asarray(pc.is_in(merged.column(KEY), value_set=touched.column(KEY))
+                                     .to_numpy(zero_copy_only=False), dtype=bool))
+    order = np.concatenate([idx[keep], n + new])
+    if len(hit_rows) == 0:
+        return pa.concat_tables([base, merged])
+    return pa.concat_tables([base, merged]).take(pa.array(order))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -516,8 +516,9 @@ def _for_spark_exchange(schema: pa.Schema) -> pa.Schema:
 
 
 def compact_slices_spark(spark: Any, ctx: WriteContext, slice_ctx: Any, slices: list[Any]) -> list[WriteStat]:
-    """Run one compaction task per file slice; collect the write stats."""
-    from lakesdk.engine.tasks import compact_file_slice
+    """Run the compaction of the file slices in Spark tasks (each makes its files' markers in
+    one request); collect the write stats."""
+    from lakesdk.engine.tasks import compact_file_slice, compacted_file
     if not slices:
         return []
     n = max(1, min(len(slices), parallelism(spark) * 2))
@@ -525,9 +526,12 @@ def compact_slices_spark(spark: Any, ctx: WriteContext, slice_ctx: Any, slices: 
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         info = _task_info()
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                stat = compact_file_slice(ctx, slice_ctx, slices[i], info)
-                yield pa.RecordBatch.from_pydict({"stat": [json.dumps(asdict(stat))], "counts": ["{}"]})
+        mine = [slices[i] for b in batches for i in b.column(0).to_pylist()]
+        if ctx.markers is not None and mine:   # the task's markers in one request
+            ctx.markers.create_many([compacted_file(ctx, sl, info) for sl in mine])
+        unmarked = replace(ctx, markers=None)
+        for sl in mine:
+            stat = compact_file_slice(unmarked, slice_ctx, sl, info)
+            yield pa.RecordBatch.from_pydict({"stat": [json.dumps(asdict(stat))], "counts": ["{}"]})
     rows = src.mapInArrow(fn, _stat_schema()).collect()
     return [WriteStat.from_dict(json.loads(r["stat"])) for r in rows]

@@ -26,7 +26,7 @@ from lakesdk.merge.ordering import KEY, OP, OP_DELETE, PART, SEQ, MergeCounts, e
 from lakesdk.storage import Storage
 
 __all__ = ["WriteContext", "TaskInfo", "FileGroupTarget", "write_file_group", "write_new_files",
-           "add_key_columns", "conform", "read_key_index", "write_log_group", "write_clustered_file",
+           "add_key_columns", "compacted_file", "conform", "read_key_index", "write_log_group", "write_clustered_file",
            "cluster_group", "STORED_ORDERING", "stored_ordering_type"]
 
 # merge-on-read upserts and deletes: the stored record's ordering value, carried by the key
@@ -86,6 +86,7 @@ class WriteContext:
     keep_columns: tuple[str, ...] = ()      # columns the data lacks: updated records keep their stored values
     slice_ctx: Any = None                   # SliceReadContext for keep_columns on merge-on-read
     key_encoding: str = HUDI_ENCODING        # how null and empty key values are written (lakesdk.format.keys)
+    log_block_format: str = "parquet"        # hoodie.logfile.data.block.format: merge-on-read data blocks
 
     @property
     def file_schema(self) -> pa.Schema:
@@ -414,10 +415,11 @@ def _log_counts(ctx: WriteContext, incoming: pa.Table, ops: np.ndarray) -> Merge
 
 
 def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Table, task: TaskInfo) -> tuple[WriteStat, MergeCounts]:
-    """Merge-on-read: append the incoming upserts (an Avro data block) and deletes (a delete
-    block) to a new log file of the file group's latest slice."""
+    """Merge-on-read: append the incoming upserts (a data block: Parquet or Avro, by
+    ``ctx.log_block_format``) and deletes (a delete block) to a new log file of the file
+    group's latest slice."""
     from lakesdk.format.file_naming import LogFile
-    from lakesdk.format.log_block import HeaderKey, encode_avro_data_block, encode_delete_block
+    from lakesdk.format.log_block import HeaderKey, encode_data_block, encode_delete_block
     from lakesdk.format.schema import arrow_to_avro
 
     t0 = time.perf_counter()
@@ -434,7 +436,8 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
             ups = keep_stored(ctx, ups, stored)
         rows = _with_meta(ctx, ups, target.file_id, task, 0)
         avro = arrow_to_avro(rows.schema, ctx.table_name, meta=True)
-        chunks.append(encode_avro_data_block(rows, avro, {**header, HeaderKey.SCHEMA: json.dumps(avro)}))
+        chunks.append(encode_data_block(rows, avro, {**header, HeaderKey.SCHEMA: json.dumps(avro)},
+                                        block_format=ctx.log_block_format, compression=ctx.compression))
     if dels.num_rows:
         keys = {KEY: dels.column(KEY), PART: dels.column(PART)}
         if ctx.ordering and ctx.ordering in dels.column_names:
@@ -460,11 +463,18 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
     return stat, counts
 
 
+def compacted_file(ctx: WriteContext, sl: Any, task: TaskInfo) -> tuple[str, str, str]:
+    """(partition, file name, io type) of the base file a compaction task writes for ``sl``:
+    its marker, for :meth:`WriteMarkers.create_many`."""
+    return sl.partition, BaseFile(sl.file_id, task.write_token, ctx.instant).name, "CREATE"
+
+
 def compact_file_slice(ctx: WriteContext, slice_ctx: Any, sl: Any, task: TaskInfo) -> WriteStat:
-    """Compaction: merge one file slice (base + logs) into a new base file at ``ctx.instant``."""
+    """Compaction: merge one file slice (base + logs) into a new base file at ``ctx.instant``
+    (its marker is made first unless ``ctx.markers`` is None: the caller made it)."""
     t0 = time.perf_counter()
     merged = read_slice(slice_ctx, sl)
-    name = BaseFile(sl.file_id, task.write_token, ctx.instant).name
+    name = compacted_file(ctx, sl, task)[1]
     path = f"{sl.partition}/{name}" if sl.partition else name
     out = conform(merged, ctx.file_schema)
     _mark(ctx, path, "CREATE")

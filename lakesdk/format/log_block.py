@@ -19,7 +19,8 @@ versions 6 and 8.  All integers are big-endian (Java ``DataOutputStream``)::
         AVRO_DATA, CDC_DATA := int32 version (3), int32 record count,
                                count * (int32 n, n bytes: one record, Avro binary,
                                         writer schema = header SCHEMA)
-        PARQUET_DATA        := a complete Parquet file
+        PARQUET_DATA        := a complete Parquet file (empty: no records); header
+                               SCHEMA as for Avro blocks
         DELETE              := int32 version (3), int32 n,
                                n bytes: Avro binary of HoodieDeleteRecordList
         COMMAND             := empty; header COMMAND_BLOCK_TYPE "0" = rollback of the
@@ -69,15 +70,17 @@ import json
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakesdk.exceptions import LakeError, LogBlockError, _CorruptLogBlock
 from lakesdk.format.log_data_blocks import (
     DELETE_KEY_COLUMNS,
     decode_avro_records,
     decode_delete_content,
+    decode_parquet_records,
     encode_avro_data_block,
+    encode_data_block,
     encode_delete_block,
+    encode_parquet_data_block,
 )
 from lakesdk.format.log_data_blocks import _delete_schema as _delete_schema
 from lakesdk.format.log_framing import (
@@ -106,6 +109,8 @@ __all__ = [
     "scan_log_file",
     "encode_block",
     "encode_avro_data_block",
+    "encode_parquet_data_block",
+    "encode_data_block",
     "encode_delete_block",
     "encode_rollback_block",
     "DELETE_KEY_COLUMNS",
@@ -178,9 +183,7 @@ class LogBlock:
         """
         if self.block_type == BlockType.PARQUET_DATA:
             try:
-                table = pq.read_table(pa.BufferReader(self.content))
-                table.validate(full=True)  # Parquet readers do not check that strings are UTF-8
-                return table
+                return decode_parquet_records(self.content, self.avro_schema)
             except (pa.ArrowException, OSError, ValueError) as exc:
                 raise LogBlockError(f"the PARQUET_DATA block at offset {self.offset} does not hold a readable "
                                     f"Parquet file ({len(self.content)} bytes): {exc}") from None

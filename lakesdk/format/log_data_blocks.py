@@ -18,14 +18,20 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lakesdk.exceptions import LogBlockError, SchemaError
+from lakesdk.format import avro_columnar
 from lakesdk.format.avro_file import check_writer_schema
 from lakesdk.format.log_framing import CONTENT_VERSION, I32, I32X2, BlockType, HeaderKey, encode_block
 from lakesdk.format.schema import avro_to_arrow
 
-__all__ = ["DELETE_KEY_COLUMNS", "encode_avro_data_block", "encode_delete_block", "decode_avro_records",
+__all__ = ["DELETE_KEY_COLUMNS", "DATA_BLOCK_FORMATS", "encode_avro_data_block", "encode_parquet_data_block",
+           "encode_data_block", "encode_delete_block", "decode_avro_records", "decode_parquet_records",
            "decode_delete_content"]
+
+#: the values of ``hoodie.logfile.data.block.format`` lakesdk writes
+DATA_BLOCK_FORMATS = ("parquet", "avro")
 
 DELETE_KEY_COLUMNS = ("_hoodie_record_key", "_hoodie_partition_path", "ordering_value")
 
@@ -83,6 +89,27 @@ def _physical(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def _record_spans(content: bytes, count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(start, length) of each record of an Avro data block's content, or None when the
+    length prefixes do not tile the content exactly (the record-at-a-time decoder then tells
+    what is wrong)."""
+    starts = np.empty(count, dtype=np.int64)
+    lengths = np.empty(count, dtype=np.int64)
+    unpack = I32.unpack_from
+    end = len(content)
+    pos = 8
+    for i in range(count):
+        if pos + 4 > end:
+            return None
+        (n,) = unpack(content, pos)
+        if n < 0:
+            return None
+        starts[i] = pos + 4
+        lengths[i] = n
+        pos += 4 + n
+    return (starts, lengths) if pos == end else None
+
+
 def decode_avro_records(content: bytes, avro_schema: dict) -> pa.Table:
     target = avro_to_arrow(avro_schema)
     physical = pa.schema([f.with_type(_physical(f.type)) for f in target])
@@ -95,10 +122,23 @@ def decode_avro_records(content: bytes, avro_schema: dict) -> pa.Table:
         raise LogBlockError(f"Avro data block says it holds {count} records, but its {len(content)} bytes "
                             "cannot hold that many")
     check_writer_schema(avro_schema)
+    stripped = _strip_temporal(copy.deepcopy(avro_schema))
     try:
-        parsed = fastavro.parse_schema(_strip_temporal(copy.deepcopy(avro_schema)))
+        parsed = fastavro.parse_schema(copy.deepcopy(stripped))
     except Exception as exc:  # noqa: BLE001 - fastavro raises several kinds for bad schemas
         raise LogBlockError(f"the SCHEMA header is not a valid Avro schema: {type(exc).__name__}: {exc}") from None
+    spans = _record_spans(content, count)
+    if spans is not None:
+        try:
+            table = avro_columnar.decode_records(content, spans[0], spans[1], stripped, physical)
+            return table.cast(target) if physical != target else table
+        except avro_columnar.Unsupported:
+            pass   # a schema the columnar codec does not handle, or damaged bytes: record by record
+    return _decode_record_by_record(content, count, parsed, physical, target)
+
+
+def _decode_record_by_record(content: bytes, count: int, parsed: Any, physical: pa.Schema,
+                             target: pa.Schema) -> pa.Table:
     buf = io.BytesIO(content)
     reader = fastavro.schemaless_reader
     rows = []
@@ -187,6 +227,12 @@ def encode_avro_data_block(records: pa.Table, avro_schema: dict, header: Mapping
     for f in write_schema.get("fields", []):
         if f["name"] in records.column_names:
             columns[f["name"]], f["type"] = _prepare_column(records.column(f["name"]), f["type"])
+    try:
+        data = avro_columnar.encode_records({k: v.combine_chunks() for k, v in columns.items()},
+                                            write_schema, records.num_rows)
+        return encode_block(BlockType.AVRO_DATA, header, I32X2.pack(CONTENT_VERSION, records.num_rows) + data)
+    except avro_columnar.Unsupported:
+        pass   # a schema the columnar codec does not handle: record by record
     rows = (pa.table(columns).to_pylist(maps_as_pydicts="strict") if columns
             else [{} for _ in range(records.num_rows)])
     parsed = fastavro.parse_schema(write_schema)
@@ -205,6 +251,67 @@ def encode_avro_data_block(records: pa.Table, avro_schema: dict, header: Mapping
         parts.append(data[start:stop])
         start = stop
     return encode_block(BlockType.AVRO_DATA, header, b"".join(parts))
+
+
+# -- Parquet data blocks ------------------------------------------------------------------------
+# Data columns of few distinct values stay dictionary-encoded; the per-record meta columns
+# (sequence number, record key) only cost time as dictionaries.
+_PARQUET_NO_DICT = ("_hoodie_commit_seqno", "_hoodie_record_key")
+
+
+def encode_parquet_data_block(records: pa.Table, avro_schema: dict, header: Mapping[HeaderKey, str], *,
+                              compression: str = "snappy") -> bytes:
+    """A PARQUET_DATA block holding ``records``: the block content is one complete Parquet
+    file (what Hudi's ``HoodieParquetDataBlock`` writes for ``hoodie.logfile.data.block.format
+    = parquet``), and the header carries SCHEMA as for Avro blocks.
+
+    The records are cast to the Arrow form of ``avro_schema`` first (columns matched by
+    name, missing ones null, timestamps finer than the schema truncated), so the file holds
+    exactly the types the SCHEMA header describes, as an Avro block would.  No records:
+    empty content, as Hudi writes.
+    """
+    from lakesdk.format.schema import avro_to_arrow
+
+    header = _header_with_schema(header, avro_schema)
+    if records.num_rows == 0:
+        return encode_block(BlockType.PARQUET_DATA, header, b"")
+    target = avro_to_arrow(avro_schema)
+    cols = []
+    for f in target:
+        if f.name in records.column_names:
+            c = records.column(f.name)
+            cols.append(c if c.type == f.type else pc.cast(c, f.type, safe=not pa.types.is_timestamp(f.type)))
+        else:
+            cols.append(pa.nulls(records.num_rows, f.type))
+    table = pa.Table.from_arrays(cols, schema=target)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression=compression, write_statistics=True,
+                   use_dictionary=[n for n in target.names if n not in _PARQUET_NO_DICT],
+                   dictionary_pagesize_limit=64 * 1024)
+    return encode_block(BlockType.PARQUET_DATA, header, sink.getvalue().to_pybytes())
+
+
+def decode_parquet_records(content: bytes, avro_schema: dict | None) -> pa.Table:
+    """The records of a PARQUET_DATA block's content (the embedded Parquet file, read as it
+    is); empty content is a block without records, typed by the SCHEMA header."""
+    if not content:
+        if avro_schema is None:
+            return pa.table({})
+        from lakesdk.format.schema import avro_to_arrow
+        return avro_to_arrow(avro_schema).empty_table()
+    table = pq.read_table(pa.BufferReader(content), use_threads=False)
+    table.validate(full=True)  # Parquet readers do not check that strings are UTF-8
+    return table
+
+
+def encode_data_block(records: pa.Table, avro_schema: dict, header: Mapping[HeaderKey, str], *,
+                      block_format: str = "parquet", compression: str = "snappy") -> bytes:
+    """A data block of ``block_format`` (one of :data:`DATA_BLOCK_FORMATS`)."""
+    if block_format == "parquet":
+        return encode_parquet_data_block(records, avro_schema, header, compression=compression)
+    if block_format == "avro":
+        return encode_avro_data_block(records, avro_schema, header)
+    raise LogBlockError(f"log data block format {block_format!r} is not one of {list(DATA_BLOCK_FORMATS)}")
 
 
 def _header_with_schema(header: Mapping[HeaderKey, str], avro_schema: dict) -> dict[HeaderKey, str]:

@@ -28,9 +28,23 @@ __all__ = ["merge_versions", "merge_partial"]
 
 
 def _rank(col: pa.ChunkedArray) -> np.ndarray:
-    """Dense ranks of ordering values (nulls lowest) as int64, comparable across rows."""
+    """Ranks of ordering values (nulls lowest) as int64, comparable across rows: integer,
+    boolean and temporal values are their own ranks (no sort); other types get dense ranks.
+    The smallest rank is always above the int64 minimum plus one (room for a sentinel)."""
     if col.null_count == len(col):
         return np.zeros(len(col), dtype=np.int64)
+    t = col.type
+    if (pa.types.is_integer(t) and t != pa.uint64()) or pa.types.is_boolean(t) or pa.types.is_temporal(t):
+        try:
+            ints = pc.cast(col, pa.int64()) if not (pa.types.is_date32(t) or pa.types.is_time32(t)) \
+                else pc.cast(pc.cast(col, pa.int32()), pa.int64())
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+            ints = None
+        if ints is not None:
+            low = pc.min(ints).as_py()
+            if low is not None and low > np.iinfo(np.int64).min + 2:   # room for nulls and a sentinel below
+                filled = pc.fill_null(ints, low - 1) if ints.null_count else ints
+                return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.int64)
     idx = pc.rank(col, sort_keys="ascending", tiebreaker="dense")  # 1..k
     idx = pc.if_else(pc.is_null(col), 0, idx)
     return np.asarray(idx.to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -66,7 +80,7 @@ def merge_versions(versions: pa.Table, *, ordering: str | None, merge_mode: str,
             np.maximum.at(last_reset, code[reset], seq[reset])
         alive = seq >= last_reset[code]  # the reset itself stays as a candidate (it is a delete)
         # a reset delete outranks everything before it; among later versions, (rank, seq) decides
-        eff_rank = np.where(reset, np.int64(-1), rank)
+        eff_rank = np.where(reset, rank.min() - 1, rank)   # below every rank, nulls included
         order = np.lexsort((seq, eff_rank, alive, code))  # the last row of each key's run wins
     else:
         order = np.lexsort((seq, code))

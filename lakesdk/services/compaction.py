@@ -358,11 +358,9 @@ def _execute(table: "TableContext", store: Any, timeline: Timeline, txn: Any, pl
     ctx.markers = txn.markers()
     engine = table.engine()
     if engine == "local":
-        from lakesdk.engine.local import run_parallel
-        from lakesdk.engine.tasks import TaskInfo, compact_file_slice
-        stats: list[WriteStat] = run_parallel(
-            lambda a: compact_file_slice(ctx, slice_ctx, a[1], TaskInfo(a[0], 0, a[0])), list(enumerate(slices)),
-            desc=f"compacting {instant}", progress=table.options.progress)
+        from lakesdk.engine.local import compact_slices_local
+        stats: list[WriteStat] = compact_slices_local(ctx, slice_ctx, slices, desc=f"compacting {instant}",
+                                                      progress=table.options.progress)
     else:
         from lakesdk.engine.spark import compact_slices_spark
         stats = compact_slices_spark(table.spark, ctx, slice_ctx, slices)
