@@ -221,3 +221,21 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _disallowed_cycles({"lakesdk.table.x": {"lakesdk.services.y"},
                                "lakesdk.services.y": {"lakesdk.table.x"}}) == [["lakesdk.services.y", "lakesdk.table.x"]]
+
+
+def test_no_module_outside_table_uses_a_private_name_of_table():
+    """Services, streaming, widgets and the rest take the table context
+    (``lakesdk.commit.context.TableContext``) or the public API, never a handle's insides."""
+    import lakesdk.table.table as table_module
+    private = {n for n in vars(table_module.Table) if n.startswith("_") and not n.startswith("__")}
+    private |= {"_ctx", "_stored_key_encoding"}                  # instance attributes
+    private -= {"_repr_html_", "_ipython_display_"}               # IPython's display protocol
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("lakesdk/table/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in private:
+                found.append(f"{rel}:{node.lineno}: .{node.attr}")
+    assert private and not found, "private names of Table used outside lakesdk/table:\n" + "\n".join(found)
