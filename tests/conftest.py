@@ -1,4 +1,5 @@
-"""Shared fixtures: one local SparkSession per test run, table folders, conformance tables."""
+"""Shared fixtures: one local SparkSession per test run, table folders, conformance tables, a
+ZooKeeper server, held writes.  Plain helper functions are in tests/helpers.py."""
 
 from __future__ import annotations
 
@@ -58,6 +59,36 @@ def conformance_dir(tmp_path_factory) -> Path:
             zf.extractall(dest)
         shutil.rmtree(dest / "__MACOSX", ignore_errors=True)
     return out
+
+
+@pytest.fixture(scope="module")
+def zk(tmp_path_factory):
+    """A real standalone ZooKeeper server for the tests of one module (skips where it is not installed)."""
+    from .helpers import ZK_JAR, ZooKeeperServer
+    if shutil.which("java") is None or not ZK_JAR.exists():
+        pytest.skip("ZooKeeper is not installed: run scripts/system-deps.sh (Debian packages 'zookeeper' and a JRE)")
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def gates(monkeypatch):
+    """Writes of a handle given to ``helpers.Held`` are held before their commit until it lets them go;
+    a module opts in with ``pytestmark = pytest.mark.usefixtures("gates")``."""
+    from .helpers import install_gates, release_gates
+    install_gates(monkeypatch)
+    yield
+    release_gates()
+
+
+@pytest.fixture
+def spawn_path(monkeypatch):
+    """Spawned children import test modules by name: make sure the repository root is importable."""
+    monkeypatch.syspath_prepend(str(ROOT))
 
 
 def conformance_table(root: Path, rel: str) -> str:

@@ -15,7 +15,7 @@ from lakesdk.format.instant import Instant
 from lakesdk.format.lsm_timeline import ArchivedInstant, parse_history_file_name
 from lakesdk.timeline.history import LSMTimeline
 
-from .test_clean import batch, hudi_rows, rows
+from .helpers import batch, hudi_rows, rows
 
 pytestmark = pytest.mark.spark
 

@@ -13,7 +13,7 @@ import pytest
 import lakesdk as lk
 from lakesdk.cli.main import main
 
-from .test_clean import batch, rows
+from .helpers import batch, rows
 
 pytestmark = pytest.mark.spark
 

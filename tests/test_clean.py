@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta
 
-import pandas as pd
-import pyarrow as pa
 import pytest
 
 import lakesdk as lk
@@ -29,6 +27,8 @@ from lakesdk.services.clean import (
     replaced_group_cleanable,
     slices_to_clean,
 )
+
+from .helpers import batch, data_files, hudi_rows, rows
 
 pytestmark = pytest.mark.spark
 
@@ -52,35 +52,6 @@ def timeline(completed=(), pending=(), actions=None) -> Timeline:
 def fslice(inst: str, fid: str = "fg1", logs: tuple[str, ...] = ()) -> FileSlice:
     return FileSlice("p1", fid, inst, BaseFile(fid, "0-1-1", inst), 100,
                      tuple(LogFile(fid, lg, 1, "0-1-1") for lg in logs), tuple(10 for _ in logs))
-
-
-def rows(q) -> list[tuple]:
-    df = q.to_pandas()
-    return sorted(zip(df["id"], df["v"]))
-
-
-def hudi_rows(path: str, as_of: str | None = None) -> list[tuple]:
-    hudi = pytest.importorskip("hudi")
-    ht = hudi.HudiTableBuilder.from_base_uri(path).build()
-    opts = hudi.HudiReadOptions()
-    if as_of:
-        opts = opts.with_as_of_timestamp(as_of)
-    b = ht.read(opts)
-    return sorted((r["id"], r["v"]) for r in pa.Table.from_batches(b).to_pylist()) if b else []
-
-
-def data_files(t) -> list[str]:
-    out = []
-    for root, _dirs, files in os.walk(t.path):
-        if "/.hoodie" in root + "/":
-            continue
-        out += [os.path.join(root, f) for f in files if f.endswith(".parquet") or ".log." in f]
-    return out
-
-
-def batch(i: int, ids=(1, 2, 3)) -> pd.DataFrame:
-    return pd.DataFrame({"id": list(ids), "p": ["a" if k % 2 else "b" for k in ids], "ts": [i] * len(ids),
-                         "v": [f"v{i}"] * len(ids)})
 
 
 # -- T1..T8: earliest commit to retain ------------------------------------------------------------------

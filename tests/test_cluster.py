@@ -27,6 +27,8 @@ from typing import Any, Callable
 
 import pytest
 
+from .helpers import free_port
+
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
 PYTHON = sys.executable
@@ -39,12 +41,6 @@ FAST_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 
 # -- process helpers ----------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _spark_home() -> str:
     import pyspark
     return os.path.dirname(pyspark.__file__)
@@ -159,7 +155,7 @@ def spark_cluster(tmp_path_factory):
         pytest.skip(f"{spark_class} not found")
     d = tmp_path_factory.mktemp("spark-cluster")
     env = _spark_env()
-    port = _free_port()
+    port = free_port()
     master_log, worker_log = d / "master.log", d / "worker.log"
     procs: dict[str, tuple[subprocess.Popen, Path]] = {}
     try:
@@ -197,7 +193,7 @@ def s3_server(tmp_path_factory):
         exe = Path(found)
     s3fs = pytest.importorskip("s3fs")
     d = tmp_path_factory.mktemp("moto")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
     log = d / "moto.log"
     p = _start([str(exe), "-H", "127.0.0.1", "-p", str(port)], log, env, d)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from functools import partial
 
 import fastavro
 import pandas as pd
@@ -23,6 +24,13 @@ from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile
 from lakesdk.format.plans import ClusteringPlanData
 from lakesdk.services.clustering import commits_since_clustering, eligible_slices, pack_slices
+
+from . import helpers
+from .helpers import data_files
+
+ID_P_V = ("id", "p", "v")
+rows = partial(helpers.rows, cols=ID_P_V)           # this module's rows: (id, p, v)
+hudi_rows = partial(helpers.hudi_rows, cols=ID_P_V)
 
 MB = 1024 * 1024
 
@@ -47,32 +55,6 @@ def table_with_small_files(lake, name="t", table_type="cow", n_files=4, parts=("
             base = 100 * f + 50 * j
             t.bulk_insert(batch(range(base, base + 3), part=p, v=lambda i: i % 7))
     return t
-
-
-def rows(t_or_query):
-    df = t_or_query.to_pandas() if hasattr(t_or_query, "to_pandas") else t_or_query
-    return sorted(zip(df["id"], df["p"], df["v"]))
-
-
-def hudi_rows(path, as_of=None):
-    hudi = pytest.importorskip("hudi")
-    ht = hudi.HudiTableBuilder.from_base_uri(path).build()
-    opts = hudi.HudiReadOptions()
-    if as_of is not None:
-        opts = opts.with_as_of_timestamp(as_of)
-    batches = ht.read(opts)
-    if not batches or sum(b.num_rows for b in batches) == 0:
-        return []
-    t = pa.Table.from_batches(batches)
-    return sorted(zip(t.column("id").to_pylist(), t.column("p").to_pylist(), t.column("v").to_pylist()))
-
-
-def data_files(t):
-    out = []
-    for root, dirs, files in os.walk(t.path):
-        dirs[:] = [d for d in dirs if d != ".hoodie"]
-        out += [os.path.join(root, f) for f in files if f.endswith(".parquet") or ".log." in f]
-    return out
 
 
 def fslice(fid, size, part="p1", base=True):

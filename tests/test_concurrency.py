@@ -4,10 +4,6 @@ table equal to the fold of exactly the commits that landed."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 import threading
 
@@ -15,14 +11,12 @@ import pandas as pd
 import pytest
 
 import lakesdk as lk
-from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file
 from lakesdk.table.write import WriteOperation
 
+from .helpers import check_no_leftovers, stress
+from .helpers import city_batch as rows
+
 pytestmark = pytest.mark.spark
-
-
-def rows(keys, value, city="sf"):
-    return pd.DataFrame({"id": list(keys), "city": [city] * len(keys), "v": [value] * len(keys)})
 
 
 def test_conflict_on_same_file_group_fails_typed(tmp_path, monkeypatch):
@@ -114,22 +108,6 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def stress(path: str, lock: str, *, writers=4, commits=25, lock_options=None, env=None, script=WRITER, args=()):
-    """Run ``writers`` processes of ``script`` (argv: path, writer id, lock, commits, lock
-    options as JSON, then ``args``); each prints ``RESULT`` and its commits as JSON."""
-    procs = [subprocess.Popen([sys.executable, "-c", script, path, str(w), lock, str(commits),
-                               json.dumps(lock_options or {}), *map(str, args)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or os.environ.copy())
-             for w in range(writers)]
-    results = []
-    for p in procs:
-        out, err = p.communicate(timeout=600)
-        line = [x for x in out.splitlines() if x.startswith("RESULT")]
-        assert p.returncode == 0 and line, err[-3000:]
-        results += json.loads(line[0][6:])
-    return results
-
-
 def check_fold(t, results, *, init: str):
     """Every commit landed or failed with WriteConflictError; the table is the fold of
     exactly the landed commits in completion order; nothing is left behind."""
@@ -155,18 +133,6 @@ def check_fold(t, results, *, init: str):
     return landed
 
 
-def check_no_leftovers(t, completed: set[str]) -> None:
-    """No markers or heartbeats are left, and every data file belongs to a commit in ``completed``."""
-    for f in t.storage.find(""):
-        name = f.path.rsplit("/", 1)[-1]
-        if f.path.startswith(".hoodie/.temp/") or f.path.startswith(".hoodie/.heartbeat/"):
-            raise AssertionError(f"left behind: {f.path}")   # markers or a heartbeat of a finished write
-        if f.path.startswith(".hoodie") or name == ".hoodie_partition_metadata":
-            continue
-        inst = BaseFile.parse(name).instant if is_base_file(name) else LogFile.parse(name).instant
-        assert inst in completed, f"orphan file {f.path}"
-
-
 def stress_table(tmp_path, table_type="cow"):
     t = lk.Lake(str(tmp_path)).create_table("s", key="id", partition_by="city", table_type=table_type)
     first = t.upsert(pd.DataFrame({"id": [0], "city": ["a"], "v": ["init"]}))
@@ -185,7 +151,7 @@ def test_stress_four_writer_processes(tmp_path, table_type):
     """Storage lock.  Merge-on-read: updates are non-blocking log appends, so only writers
     inserting the same new key collide there."""
     t, init = stress_table(tmp_path, table_type)
-    results = stress(t.path, "storage", lock_options={"timeout_s": 120})
+    results = stress(t.path, "storage", script=WRITER, lock_options={"timeout_s": 120})
     check_fold(lk.open_table(t.path), results, init=init)
     check_outcomes(results)
 
@@ -221,12 +187,9 @@ def test_stress_threads_in_process_lock(tmp_path, table_type):
     check_outcomes(results)
 
 
-from .test_locks_zookeeper import zk  # noqa: E402,F401 - the real ZooKeeper server fixture
-
-
 @pytest.mark.zookeeper
-def test_stress_four_writer_processes_zookeeper_lock(tmp_path, zk):  # noqa: F811 - the fixture
+def test_stress_four_writer_processes_zookeeper_lock(tmp_path, zk):
     t, init = stress_table(tmp_path)
-    results = stress(t.path, "zookeeper", lock_options={"zk_connect": zk.connect, "timeout_s": 120})
+    results = stress(t.path, "zookeeper", script=WRITER, lock_options={"zk_connect": zk.connect, "timeout_s": 120})
     check_fold(lk.open_table(t.path), results, init=init)
     check_outcomes(results)

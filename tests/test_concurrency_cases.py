@@ -12,99 +12,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
-from typing import Any, Callable
+from functools import partial
 
 import pandas as pd
 import pytest
 
 import lakesdk as lk
-from lakesdk.concurrency.heartbeat import Heartbeat, is_expired
-from lakesdk.table.write import WriteOperation
+from lakesdk.concurrency.heartbeat import is_expired
 
+from .helpers import HEARTBEATS, Held, handle, values
+
+pytestmark = pytest.mark.usefixtures("gates")       # every write given to Held is held before its commit
 OCC = dict(concurrency="optimistic", lock="in_process")
-
-
-class Gate:
-    """Where a held write waits: ``reached`` when its files are written, ``go`` to commit."""
-
-    def __init__(self) -> None:
-        self.reached = threading.Event()
-        self.go = threading.Event()
-        self.instant = ""
-
-
-_GATES: dict[int, Gate] = {}
-_HEARTBEATS: dict[str, Heartbeat] = {}
-
-
-@pytest.fixture(autouse=True)
-def gates(monkeypatch):
-    original = WriteOperation._finalize
-    original_start = Heartbeat.start
-
-    def gated(self, ctx, stats, partitions):
-        gate = _GATES.get(id(self.table))
-        if gate is not None:
-            gate.instant = ctx.instant
-            gate.reached.set()
-            assert gate.go.wait(60), "the case never let the write go"
-        return original(self, ctx, stats, partitions)
-
-    def start(self):
-        _HEARTBEATS[self.instant] = self
-        return original_start(self)
-    monkeypatch.setattr(WriteOperation, "_finalize", gated)
-    monkeypatch.setattr(Heartbeat, "start", start)
-    yield
-    for g in _GATES.values():
-        g.go.set()
-    _GATES.clear()
-    _HEARTBEATS.clear()
-
-
-class Held:
-    """A write running in its own thread, held before its commit until :meth:`finish`."""
-
-    def __init__(self, handle: Any, write: Callable[[], Any]) -> None:
-        self.gate = _GATES[id(handle)] = Gate()
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(write,), daemon=True)
-        self.thread.start()
-        assert self.gate.reached.wait(60)
-        if self.error is not None:
-            raise self.error
-        assert self.gate.instant, "the write was not held: is the autouse fixture `gates` in scope?"
-
-    def _run(self, write: Callable[[], Any]) -> None:
-        try:
-            self.result = write()
-        except BaseException as e:  # noqa: BLE001 - handed to finish()
-            self.error = e
-        finally:
-            self.gate.reached.set()
-
-    @property
-    def instant(self) -> str:
-        return self.gate.instant
-
-    def release(self) -> "Held":
-        self.gate.go.set()
-        return self
-
-    def finish(self) -> Any:
-        self.release()
-        self.thread.join(60)
-        assert not self.thread.is_alive()
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-def handle(t, **kw):
-    return lk.open_table(t.path, options=t.options, **kw)
 
 
 def table(tmp_path, *, name="t", table_type="cow", ordering=None, partition_by="p", options=None, **kw):
@@ -121,10 +41,7 @@ def df(keys, v, p="a", ts=None):
     return out
 
 
-def values(t) -> dict:
-    got = t.read().to_pandas()
-    assert got.id.is_unique, f"duplicate keys: {got.id[got.id.duplicated()].tolist()}"
-    return dict(zip(got.id, got.v))
+values = partial(values, unique=True)      # every read of a case also checks that no key is read twice
 
 
 def clean_state(t) -> None:
@@ -434,7 +351,7 @@ def fast_heartbeats(**kw):
 
 def stop_heartbeat(w: Held) -> None:
     """The writer of ``w`` stops beating, as if its process died (its thread stays held)."""
-    _HEARTBEATS[w.instant].stop()
+    HEARTBEATS[w.instant].stop()
 
 
 def wait_expired(t, *instants: str) -> None:
@@ -505,7 +422,7 @@ def test_c63_lazy_rollback_rechecks_after_the_heartbeat_check(tmp_path, monkeypa
     y = Held(hy, lambda: hy.upsert(df([2], "y", "y")))
     z = Held(hz, lambda: hz.upsert(df([3], "z", "z")))
     stop_heartbeat(y)
-    _HEARTBEATS[z.instant].stop()
+    HEARTBEATS[z.instant].stop()
     wait_expired(t, y.instant, z.instant)
     original = rb._dead
 

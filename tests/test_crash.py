@@ -11,10 +11,11 @@ import sys
 import textwrap
 
 import pandas as pd
-import pyarrow as pa
 import pytest
 
 from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file
+
+from .helpers import hudi_read
 
 pytestmark = [pytest.mark.spark, pytest.mark.crash]
 
@@ -58,9 +59,7 @@ def rows(t) -> dict[str, tuple]:
 
 
 def hudi_rows(path) -> dict[str, tuple]:
-    hudi = pytest.importorskip("hudi")
-    b = hudi.HudiTableBuilder.from_base_uri(path).build().read()
-    return {r["uuid"]: (r["city"], r["ts"], r["fare"]) for r in pa.Table.from_batches(b).to_pylist()} if b else {}
+    return {r["uuid"]: (r["city"], r["ts"], r["fare"]) for r in hudi_read(path)}
 
 
 def data_file_instants(t) -> set[str]:

@@ -27,11 +27,10 @@ from lakesdk.format.plans import RollbackPlanData
 from lakesdk.markers import DirectWriteMarkers, MarkerServer, write_markers
 from lakesdk.table.write import WriteOperation
 
+from .helpers import city_batch as rows
+from .helpers import values
+
 MARKERS = ["direct", "timeline_server"]
-
-
-def rows(keys, value, city="sf"):
-    return pd.DataFrame({"id": list(keys), "city": [city] * len(keys), "v": [value] * len(keys)})
 
 
 def options(markers: str, **kw) -> lk.TableOptions:
@@ -91,11 +90,6 @@ def assert_hudi_agrees(t) -> None:
     theirs = sorted(tuple(r.values()) for r in pa.Table.from_batches(batches).select(["id", "v"]).to_pylist())
     ours = sorted(tuple(r.values()) for r in t.read().to_arrow().select(["id", "v"]).to_pylist())
     assert ours == theirs
-
-
-def values(t) -> dict:
-    df = t.read().to_pandas()
-    return dict(zip(df.id, df.v))
 
 
 # -- C25 / C26: a real race in threads -------------------------------------------------------------

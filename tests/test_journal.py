@@ -15,9 +15,7 @@ from lakesdk.concurrency.journal import JOURNAL_DIR, TransactionRecord, Transact
 from lakesdk.table import transaction as txn_mod
 from lakesdk.table.write import WriteOperation
 
-
-def rows(keys, value, city="sf"):
-    return pd.DataFrame({"id": list(keys), "city": [city] * len(keys), "v": [value] * len(keys)})
+from .helpers import city_batch as rows
 
 
 def occ_table(tmp_path, **kw):

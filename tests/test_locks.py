@@ -41,6 +41,8 @@ from lakesdk.concurrency.locks import (
 from lakesdk.exceptions import LakeError, MissingDependencyError
 from lakesdk.storage import Storage
 
+from .helpers import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 FAST = {"retry_initial_s": 0.005, "retry_max_s": 0.05}
@@ -156,12 +158,6 @@ def _expired_lock_bytes(owner: str = "dead-host/1/MainThread/0000", ago: float =
     now = time.time()
     return json.dumps({"owner": owner, "nonce": uuid.uuid4().hex, "acquired_at": now - 100, "expires_at": now - ago,
                        "renewed_at": None, "lease_s": 60, "version": 1}).encode()
-
-
-@pytest.fixture
-def spawn_path(monkeypatch):
-    """Spawned children import this module by name: make sure the repository root is importable."""
-    monkeypatch.syspath_prepend(str(ROOT))
 
 
 @pytest.fixture
@@ -617,12 +613,6 @@ def test_storage_sigstopped_holder_learns_it_lost_the_lock(local, spawn_path):
 
 
 # == storage provider on a real S3-compatible server (moto) =======================================
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     exe = VENV_BIN / "moto_server"
@@ -633,7 +623,7 @@ def s3(tmp_path_factory):
         exe = Path(found)
     s3fs = pytest.importorskip("s3fs")
     d = tmp_path_factory.mktemp("moto")
-    port = _free_port()
+    port = free_port()
     log = open(d / "moto.log", "wb")
     proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT,
                             env={**os.environ, "AWS_DEFAULT_REGION": "us-east-1"})

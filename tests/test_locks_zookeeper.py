@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import shutil
 import signal
-import socket
-import subprocess
 import threading
 import time
 import traceback
@@ -34,104 +31,17 @@ from lakesdk.concurrency.locks import (
 )
 from lakesdk.storage import Storage
 
+from .helpers import ZooKeeperServer, free_port
+
 pytestmark = pytest.mark.zookeeper
 kazoo_client = pytest.importorskip("kazoo.client")
 
 ROOT = Path(__file__).resolve().parents[1]
 SPAWN = mp.get_context("spawn")
-ZK_JAR = Path("/usr/share/java/zookeeper.jar")
-LOG_JARS = [Path("/usr/share/java/slf4j-simple.jar")]      # optional: server log lines instead of NOP
 FAST = {"retry_initial_s": 0.01, "retry_max_s": 0.1}
 
 
-# -- the server -------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _four_letter(port: int, word: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-        s.sendall(word)
-        chunks = []
-        while True:
-            b = s.recv(4096)
-            if not b:
-                return b"".join(chunks)
-            chunks.append(b)
-
-
-class ZooKeeperServer:
-    """One standalone ZooKeeper server in the foreground (a child process of the test run)."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.dir = workdir
-        self.port = _free_port()
-        self.connect = f"127.0.0.1:{self.port}"
-        (workdir / "data").mkdir(parents=True, exist_ok=True)
-        self.cfg = workdir / "zoo.cfg"
-        self.cfg.write_text("\n".join([
-            "tickTime=200",                       # session timeouts are multiples of ticks: 0.4 s .. 60 s
-            f"dataDir={workdir / 'data'}",
-            f"clientPort={self.port}",
-            "clientPortAddress=127.0.0.1",
-            "admin.enableServer=false",
-            "4lw.commands.whitelist=ruok,srvr",
-            "minSessionTimeout=400",
-            "maxSessionTimeout=60000",
-            "",
-        ]))
-        self.proc: subprocess.Popen | None = None
-        self.log = workdir / "zookeeper.log"
-
-    def start(self, timeout: float = 30.0) -> None:
-        cp = ":".join(str(p) for p in [ZK_JAR, *LOG_JARS] if p.exists())
-        cmd = [shutil.which("java") or "java", "-Xms32m", "-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-               "-Dzookeeper.admin.enableServer=false", "-Dzookeeper.jmx.log4j.disable=true", "-cp", cp,
-               "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.cfg)]
-        self.proc = subprocess.Popen(cmd, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, cwd=self.dir)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if b"Mode: standalone" in _four_letter(self.port, b"srvr"):
-                    return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"ZooKeeper did not start:\n{self.log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        p, self.proc = self.proc, None
-        if p is None:
-            return
-        p.terminate()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def zk(tmp_path_factory):
-    if shutil.which("java") is None or not ZK_JAR.exists():
-        pytest.skip("ZooKeeper is not installed: run scripts/system-deps.sh (Debian packages 'zookeeper' and a JRE)")
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def spawn_path(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT))
-
-
+# -- the server: the fixture `zk` (conftest.py) runs a helpers.ZooKeeperServer for the module ---------
 @pytest.fixture
 def table(tmp_path) -> Storage:
     return Storage(str(tmp_path / f"table-{uuid.uuid4().hex[:6]}"))
@@ -332,7 +242,7 @@ def test_zk_killed_holder_is_released_after_its_session_timeout(zk, table, spawn
 
 
 def test_zk_unreachable_server_times_out_with_advice(table):
-    port = _free_port()                                   # nobody listens there
+    port = free_port()                                   # nobody listens there
     p = lock_provider("zookeeper", table, {"zk_connect": f"127.0.0.1:{port}", "zk_connection_timeout_s": 0.5,
                                            "timeout_s": 1.0, **FAST})
     t0 = time.monotonic()

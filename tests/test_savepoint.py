@@ -20,7 +20,7 @@ from lakesdk.format.service_metadata import (
 )
 from lakesdk.services.savepoint import RestoreError, SavepointError, restore_order
 
-from .test_clean import batch, data_files, hudi_rows, rows
+from .helpers import batch, data_files, hudi_rows, rows
 
 pytestmark = pytest.mark.spark
 

@@ -2,8 +2,9 @@
 the unit cases S1-S17 and the multi-writer cases M1-M21 of the schema-conflict case table
 (docs/concurrency-cases.md maps each case to its test), and the reconcile option.
 
-The racing writers run as in tests/test_concurrency_cases.py: each in its own thread, held
-after its data files are written and before its commit until the case lets it go."""
+The racing writers run as in tests/test_concurrency_cases.py (``helpers.Held`` and the fixture
+``gates``): each in its own thread, held after its data files are written and before its commit
+until the case lets it go."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ import lakesdk as lk
 from lakesdk.concurrency.schema_conflicts import SchemaEvolutionConflictError, resolve_concurrent_schema
 from lakesdk.format.commit_metadata import CommitMetadata
 
-from .test_concurrency_cases import Held, gates, handle  # noqa: F401 - gates: the autouse fixture
+from .helpers import Held, handle
+
+pytestmark = pytest.mark.usefixtures("gates")       # every write given to Held is held before its commit
 
 S1 = pa.schema([("field1", pa.string())])
 S2 = pa.schema([("field1", pa.string()), ("field2", pa.int32())])

@@ -24,8 +24,7 @@ import pytest
 import lakesdk as lk
 from lakesdk.services.archival import archived_instants
 
-from .test_clean import hudi_rows
-from .test_concurrency import check_no_leftovers, stress
+from .helpers import check_no_leftovers, hudi_rows, stress, values
 
 PARTITIONS = 4
 
@@ -166,11 +165,6 @@ def mor_table(tmp_path):
     t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["base", "base"]}))
     t.upsert(pd.DataFrame({"id": [1], "ts": [2], "v": ["first update"]}))   # a log file to compact
     return t, lk.open_table(t.path, concurrency="optimistic", lock="in_process")
-
-
-def values(t) -> dict:
-    df = t.read().to_pandas()
-    return dict(zip(df.id, df.v))
 
 
 def test_delta_commit_completing_while_a_compaction_is_planned_is_not_lost(tmp_path, monkeypatch):

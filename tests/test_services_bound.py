@@ -6,29 +6,20 @@ cleans and clusterings.  Local engine, tiny batches; the reference is a plain di
 from __future__ import annotations
 
 import os
+from functools import partial
 
 import pandas as pd
-import pyarrow as pa
 import pytest
 
 import lakesdk as lk
 
+from . import helpers
+
+ID_P_V = ("id", "p", "v")
+rows = partial(helpers.rows, cols=ID_P_V)           # this module's rows: (id, p, v)
+hudi_rows = partial(helpers.hudi_rows, cols=ID_P_V)
+
 PARTS = ("a", "b")
-
-
-def hudi_rows(path):
-    hudi = pytest.importorskip("hudi")
-    ht = hudi.HudiTableBuilder.from_base_uri(path).build()
-    batches = ht.read(hudi.HudiReadOptions())
-    if not batches or sum(b.num_rows for b in batches) == 0:
-        return []
-    t = pa.Table.from_batches(batches)
-    return sorted(zip(t.column("id").to_pylist(), t.column("p").to_pylist(), t.column("v").to_pylist()))
-
-
-def rows(q):
-    df = q.to_pandas()
-    return sorted(zip(df["id"], df["p"], df["v"]))
 
 
 def ref_rows(ref):

@@ -26,7 +26,7 @@ from lakesdk.services.rollback import RollbackNotAllowedError
 from lakesdk.timeline.store import TimelineStore
 
 from .conftest import conformance_table
-from .test_clean import batch, data_files, hudi_rows, rows
+from .helpers import batch, data_files, hudi_rows, rows
 
 pytestmark = pytest.mark.spark
 

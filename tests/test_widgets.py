@@ -23,26 +23,14 @@ from lakesdk.format.instant import Instant, parse_instant_time  # noqa: E402
 from lakesdk.format.timeline import InstantClock  # noqa: E402
 from lakesdk.markers import TEMP_DIR, DirectWriteMarkers, parse_marker_name  # noqa: E402
 
+from .helpers import click, rides  # noqa: E402
+
 pytestmark = pytest.mark.spark
-
-
-def rides(n: int, ts: int = 1, start: int = 0) -> pd.DataFrame:
-    return pd.DataFrame({"uuid": [f"r{i}" for i in range(start, start + n)],
-                         "city": [("ams", "bcn", "cph")[i % 3] for i in range(start, start + n)],
-                         "ts": [ts] * n, "fare": [float(i) for i in range(start, start + n)]})
 
 
 def plotly_date(ts: str) -> str:
     t = parse_instant_time(ts)
     return t.strftime("%Y-%m-%d %H:%M:%S.") + f"{t.microsecond // 1000:03d}"
-
-
-def click(figure, trace_index: int, point_index: int) -> None:
-    """What the browser sends when a bar is clicked: a points-callback message."""
-    figure._js2py_pointsCallback = {
-        "event_type": "plotly_click",
-        "points": {"xs": [0], "ys": [""], "point_indexes": [point_index], "trace_indexes": [trace_index]},
-    }
 
 
 def start_pending_write(t, action: str = "commit") -> Instant:

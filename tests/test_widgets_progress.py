@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import io
 
-import pandas as pd
 import pytest
 
 import lakesdk as lk
 from lakesdk import _progress
 from lakesdk._progress import progress, progress_enabled
 
-
-def rides(n: int, ts: int = 1, start: int = 0) -> pd.DataFrame:
-    return pd.DataFrame({"uuid": [f"r{i}" for i in range(start, start + n)],
-                         "city": [("ams", "bcn", "cph")[i % 3] for i in range(start, start + n)],
-                         "ts": [ts] * n, "fare": [float(i) for i in range(start, start + n)]})
+from .helpers import rides
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ writes the journal does not know, overlaps = shared file groups at overlapping t
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
 pytest.importorskip("ipywidgets")
@@ -18,11 +17,7 @@ from lakesdk.format.instant import Instant, parse_instant_time  # noqa: E402
 from lakesdk.format.timeline import InstantClock  # noqa: E402
 from lakesdk.widgets.transactions import LANE_WRITES, OUTCOMES  # noqa: E402
 
-
-def rides(n: int, ts: int = 1, start: int = 0) -> pd.DataFrame:
-    return pd.DataFrame({"uuid": [f"r{i}" for i in range(start, start + n)],
-                         "city": [("ams", "bcn", "cph")[i % 3] for i in range(start, start + n)],
-                         "ts": [ts] * n, "fare": [float(i) for i in range(start, start + n)]})
+from .helpers import click, rides  # noqa: E402
 
 
 def ms(instant: str) -> int:
@@ -32,13 +27,6 @@ def ms(instant: str) -> int:
 def plotly_date(ms_: int) -> str:
     from lakesdk.widgets._common import fmt_time, utc_from_ms
     return fmt_time(utc_from_ms(ms_))
-
-
-def click(figure, trace_index: int, point_index: int) -> None:
-    figure._js2py_pointsCallback = {
-        "event_type": "plotly_click",
-        "points": {"xs": [0], "ys": [""], "point_indexes": [point_index], "trace_indexes": [trace_index]},
-    }
 
 
 def pending_write(t) -> Instant:
