@@ -229,18 +229,18 @@ def test_upsert_racing_a_compaction_and_a_clean_does_not_duplicate_keys(tmp_path
     and a clean deletes the slice the write's timeline still takes for the latest one.  The
     listing must not be taken for that timeline's state (the file group would look empty
     and the updated key would be inserted a second time)."""
-    from lakesdk.table.write import WriteOperation
+    from lakesdk.services.transaction import InstantTransaction
     t, other = mor_table(tmp_path)
-    original = WriteOperation._new_instant
+    original = InstantTransaction.begin.__func__      # the write opens its instant after listing the files
     served = []
 
-    def services_run_meanwhile(self, store, action, timeline):
-        if not served and self.table is t:
+    def services_run_meanwhile(cls, ctx, action, **kw):
+        if not served and ctx is t.context:
             other.maintenance.compact()
             other.upsert(pd.DataFrame({"id": [1], "ts": [4], "v": ["after the compaction"]}))
             served.append(other.maintenance.clean(retain_commits=1))   # the pre-compaction slice goes
-        return original(self, store, action, timeline)
-    monkeypatch.setattr(WriteOperation, "_new_instant", services_run_meanwhile)
+        return original(cls, ctx, action, **kw)
+    monkeypatch.setattr(InstantTransaction, "begin", classmethod(services_run_meanwhile))
     t.upsert(pd.DataFrame({"id": [2], "ts": [5], "v": ["racing write"]}))
     assert served[0] is not None and served[0].deleted
     want = {1: "after the compaction", 2: "racing write"}
