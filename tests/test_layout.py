@@ -30,8 +30,8 @@ LAYERS = [
     ["lakesdk.merge", "lakesdk.markers"],
     ["lakesdk.concurrency"],
     ["lakesdk.engine"],
-    ["lakesdk.read"],
     ["lakesdk.commit"],
+    ["lakesdk.read"],      # read planning takes a TableContext; the engine executes its plans
     ["lakesdk.services"],
     ["lakesdk.table"],
     ["lakesdk.streaming"],
@@ -239,3 +239,35 @@ def test_no_module_outside_table_uses_a_private_name_of_table():
             if isinstance(node, ast.Attribute) and node.attr in private:
                 found.append(f"{rel}:{node.lineno}: .{node.attr}")
     assert private and not found, "private names of Table used outside lakesdk/table:\n" + "\n".join(found)
+
+
+def _pyspark_imports(path: Path) -> list[int]:
+    """Lines of ``path`` importing pyspark (at any depth, under ``if TYPE_CHECKING:`` too;
+    a mention in a docstring or comment is no import)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] if not node.level else []
+        else:
+            continue
+        if any(n.split(".")[0] == "pyspark" for n in names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_spark_code_is_under_engine_only():
+    """The engine seam: pyspark is imported under ``lakesdk/engine/`` only; the other layers
+    reach Spark through the engine's functions (reads, writes, merges, filters, the session)."""
+    engine = PACKAGE / "engine"
+    found = [f"{p.relative_to(ROOT).as_posix()}:{n}" for p in sorted(PACKAGE.rglob("*.py"))
+             if engine not in p.parents for n in _pyspark_imports(p)]
+    assert not found, "pyspark imported outside lakesdk/engine/:\n" + "\n".join(found)
+
+
+def test_the_pyspark_import_finder_sees_function_level_imports(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text('"""import pyspark in a docstring"""\n\ndef g():\n    from pyspark.sql import functions as F\n'
+                 '    import pyspark.sql.types\n    return F\n', encoding="utf-8")
+    assert _pyspark_imports(f) == [4, 5]

@@ -17,7 +17,6 @@ latest when the interpreter exits.
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -198,17 +197,8 @@ class TableContext:
 
     def spark_is_local(self) -> bool:
         """True when Spark runs (or would start) in this process with a local master."""
-        spark = self.spark_session
-        if spark is None:
-            from pyspark.sql import SparkSession
-            spark = SparkSession.getActiveSession()
-            if spark is None:
-                return not os.environ.get("LAKESDK_SPARK_REMOTE") and \
-                    os.environ.get("LAKESDK_SPARK_MASTER", "local").startswith("local")
-        try:
-            return str(spark.sparkContext.master).startswith("local")
-        except Exception:  # noqa: BLE001 - Spark Connect: the cluster is elsewhere
-            return False
+        from lakesdk.engine.session import spark_is_local
+        return spark_is_local(self.spark_session)
 
     def engine(self) -> str:
         """The engine of driver-side data (the one chooser of writes, merges and services):

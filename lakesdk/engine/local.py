@@ -278,5 +278,10 @@ class LocalWriteJob:
         return run_parallel(lambda j: write_new_file(unmarked, j[0], j[1], j[2], j[3]), jobs,
                             desc=f"writing {ctx.instant}", progress=self.progress)
 
+    def tagged_file_ids(self, t: pa.Table, fids: set[str]) -> set[str]:
+        """Which of ``fids`` the tagged incoming records update or delete."""
+        col = t.column(FID)
+        return set(pc.unique(col.filter(pc.is_in(col, value_set=pa.array(sorted(fids), pa.string())))).to_pylist())
+
     def release(self, t: Any) -> None:
         pass

@@ -10,7 +10,7 @@ from typing import Any
 
 from lakesdk.exceptions import MissingDependencyError
 
-__all__ = ["get_spark", "local_spark_conf"]
+__all__ = ["get_spark", "local_spark_conf", "active_session", "spark_is_local", "session_time_zone"]
 
 _LOCK = threading.Lock()
 
@@ -66,3 +66,43 @@ def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, s
         s = b.getOrCreate()
         s.sparkContext.setLogLevel("ERROR")
         return s
+
+
+def active_session(*, if_imported: bool = False) -> Any:
+    """The active SparkSession, or None.  ``if_imported``: None without importing pyspark
+    when nothing imported it yet (no session can be active then)."""
+    if if_imported and "pyspark.sql" not in sys.modules:
+        return None
+    try:
+        from pyspark.sql import SparkSession
+        return SparkSession.getActiveSession()
+    except Exception:   # noqa: BLE001 - no usable session
+        if if_imported:
+            return None
+        raise
+
+
+def spark_is_local(spark: Any = None) -> bool:
+    """True when Spark runs (or would start) in this process with a local master: the
+    session given, else the active one, else what :func:`get_spark` would start."""
+    if spark is None:
+        spark = active_session()
+        if spark is None:
+            return not os.environ.get("LAKESDK_SPARK_REMOTE") and \
+                os.environ.get("LAKESDK_SPARK_MASTER", "local").startswith("local")
+    try:
+        return str(spark.sparkContext.master).startswith("local")
+    except Exception:  # noqa: BLE001 - Spark Connect: the cluster is elsewhere
+        return False
+
+
+def session_time_zone(spark: Any = None) -> str:
+    """Spark's session time zone (of ``spark`` or the active session), else UTC."""
+    if spark is None:
+        spark = active_session(if_imported=True)
+    if spark is not None:
+        try:
+            return str(spark.conf.get("spark.sql.session.timeZone") or "UTC")
+        except Exception:   # noqa: BLE001
+            return "UTC"
+    return "UTC"

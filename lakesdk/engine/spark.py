@@ -327,6 +327,11 @@ class SparkWriteJob:
         df.persist()
         return {r[0]: int(r[1]) for r in df.filter(F.col(FID).isNull()).groupBy(PART).count().collect()}
 
+    def tagged_file_ids(self, df: Any, fids: set[str]) -> set[str]:
+        """Which of ``fids`` the tagged incoming records update or delete."""
+        from pyspark.sql import functions as F
+        return {r[0] for r in df.filter(F.col(FID).isin(sorted(fids))).select(FID).distinct().collect()}
+
     def release(self, df: Any) -> None:
         try:
             df.unpersist()

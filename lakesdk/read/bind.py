@@ -17,7 +17,6 @@ import datetime as _dt
 import decimal as _decimal
 import difflib
 import re
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,18 +65,8 @@ class BNode:
 
 def session_time_zone(spark: Any = None) -> str:
     """Spark's session time zone (of ``spark`` or the active session), else UTC."""
-    if spark is None and "pyspark.sql" in sys.modules:
-        try:
-            from pyspark.sql import SparkSession
-            spark = SparkSession.getActiveSession()
-        except Exception:   # noqa: BLE001 - no usable session: the default applies
-            spark = None
-    if spark is not None:
-        try:
-            return str(spark.conf.get("spark.sql.session.timeZone") or "UTC")
-        except Exception:   # noqa: BLE001
-            return "UTC"
-    return "UTC"
+    from lakesdk.engine.session import session_time_zone as zone
+    return zone(spark)
 
 
 def _zone(name: str) -> _dt.tzinfo:
@@ -444,56 +433,6 @@ def _widen_ts(e: pc.Expression, t: pa.DataType, other: pa.DataType) -> pc.Expres
     return e if t.unit == unit and t.tz == other.tz else e.cast(pa.timestamp(unit, tz=other.tz if t.tz else None))
 
 
-def _spark_type(t: pa.DataType) -> str:
-    fam = _family(t)
-    if fam == "int":
-        return {8: "tinyint", 16: "smallint", 32: "int"}.get(t.bit_width, "bigint")
-    if fam == "float":
-        return "float" if t.bit_width == 32 else "double"
-    if fam == "decimal":
-        return f"decimal({t.precision},{t.scale})"
-    if fam == "timestamp":
-        return "timestamp" if t.tz else "timestamp_ntz"
-    return {"string": "string", "bool": "boolean", "date": "date", "null": "string"}.get(fam, "string")
-
-
-def _spark(n: Any) -> Any:
-    from pyspark.sql import functions as F
-    if isinstance(n, BCol):
-        return F.col(".".join("`" + p.replace("`", "``") + "`" for p in n.path))
-    if isinstance(n, BLit):
-        v, t, fam = n.value, n.type, _family(n.type)
-        if v is None:
-            return F.lit(None).cast(_spark_type(t) if fam != "null" else "boolean")
-        if fam == "decimal":
-            return F.lit(str(v)).cast(_spark_type(t))
-        if fam == "timestamp":
-            if t.tz:
-                us = (v - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)) // _dt.timedelta(microseconds=1)
-                return F.timestamp_micros(F.lit(us))
-            return F.lit(v.isoformat(sep=" ")).cast("timestamp_ntz")
-        if fam == "int":
-            return F.lit(v).cast("bigint")
-        return F.lit(v)
-    op, a = n.op, n.args
-    if op == "and":
-        return _spark(a[0]) & _spark(a[1])
-    if op == "or":
-        return _spark(a[0]) | _spark(a[1])
-    if op == "not":
-        return ~_spark(a[0])
-    if op == "isnull":
-        return _spark(a[0]).isNull()
-    if op == "notnull":
-        return _spark(a[0]).isNotNull()
-    if op == "like":
-        return _spark(a[0]).like(a[1].value) if a[1].value is not None else F.lit(None).cast("boolean")
-    if op == "in":
-        return _spark(a[0]).isin(*[_spark(v) for v in a[1]])
-    x, y = _spark(a[0]), _spark(a[1])
-    return {"=": x.__eq__, "!=": x.__ne__, "<": x.__lt__, "<=": x.__le__, ">": x.__gt__, ">=": x.__ge__}[op](y)
-
-
 _UNKNOWN = object()
 
 
@@ -523,7 +462,9 @@ class Bound:
         return _arrow(self.tree)
 
     def to_spark(self) -> Any:
-        return _spark(self.tree)
+        """A Spark ``Column`` (:func:`lakesdk.engine.spark_filter.to_spark_column`)."""
+        from lakesdk.engine.spark_filter import to_spark_column
+        return to_spark_column(self.tree)
 
     def prune(self, values: dict[str, str | None]) -> bool:
         """False only if no row of a partition with these values can match.

@@ -7,7 +7,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakesdk import _faults as faults
 from lakesdk.commit.results import WriteResult
@@ -16,7 +15,7 @@ from lakesdk.engine.tasks import FileGroupTarget, WriteContext
 from lakesdk.exceptions import WriteError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import Instant
-from lakesdk.merge.ordering import OP_DELETE, OP_UPSERT, MergeCounts
+from lakesdk.merge.ordering import MergeCounts
 from lakesdk.read.view import FileSystemView
 from lakesdk.table.write_input import _OPERATION_TYPE, MISSING_COLUMNS, PARTITION_METAFILE, Operation, WriteInput
 
@@ -238,18 +237,9 @@ class WriteOperation(WriteInput):
         elif arrow is not None and op == "delete":   # a key named twice is deleted (and counted) once
             from lakesdk.merge.ordering import combine_deletes
             arrow = combine_deletes(arrow, ordering=ctx.ordering, merge_mode=ctx.merge_mode)
-        if arrow is not None and self._engine() == "local":
-            from lakesdk.engine.local import LocalWriteJob
-            job: Any = LocalWriteJob(ctx, progress=t.options.progress)
-            data = job.prepare(arrow)
-        else:
-            from lakesdk.engine.spark import SparkWriteJob
-            job = SparkWriteJob(t.spark, ctx)
-            data = job.prepare(arrow, sdf, OP_DELETE if op == "delete" else OP_UPSERT, global_keys=global_delete)
-            if arrow is None and op not in ("bulk_insert", "delete"):
-                data = job.combine(data)
-            elif arrow is None and op == "delete":
-                data = job.combine_deletes(data)
+        from lakesdk.engine.jobs import write_job
+        job, data = write_job(t.context, ctx, arrow, sdf, deletes=op == "delete", global_keys=global_delete,
+                              combine=op not in ("bulk_insert", "delete"))
         # listed now, not reused from the check before the instant: a clean that ran since then
         # (after a compaction) makes the view list again against the newer timeline
         view = FileSystemView(t.storage, t.config, store, timeline)
@@ -290,7 +280,7 @@ class WriteOperation(WriteInput):
             data = job.tag(data, job.key_index(slices, slice_ctx), global_keys=global_delete)
             clustered = {s.file_id: s.partition for s in slices if (s.partition, s.file_id) in busy}
             if clustered:
-                hit = _tagged_file_ids(data, set(clustered))
+                hit = job.tagged_file_ids(data, set(clustered))
                 _reject_clustered(t.name, op, busy, {(clustered[f], f) for f in hit})
         else:
             data = job.untagged(data)
@@ -379,15 +369,6 @@ def _raise_if_cleaned(table: Any, store: Any, timeline: Any, instant: Instant, e
         "This write was rolled back; retry it (it then reads the newer slices), or retain more versions in cleans",
         other_instant=other.requested)
     raise lost from err
-
-
-def _tagged_file_ids(data: Any, fids: set[str]) -> set[str]:
-    """Which of ``fids`` the tagged incoming records (``_lk_fid``) update or delete."""
-    if isinstance(data, pa.Table):
-        col = data.column("_lk_fid")
-        return set(pc.unique(col.filter(pc.is_in(col, value_set=pa.array(sorted(fids), pa.string())))).to_pylist())
-    from pyspark.sql import functions as F
-    return {r[0] for r in data.filter(F.col("_lk_fid").isin(sorted(fids))).select("_lk_fid").distinct().collect()}
 
 
 def _reject_clustered(table: str, op: str, busy: dict[tuple[str, str], str], touched: set[tuple[str, str]]) -> None:

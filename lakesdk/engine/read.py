@@ -1,0 +1,113 @@
+"""Executing a read plan: what a query reads (:class:`ReadPlan`, built by
+:mod:`lakesdk.read.plan`) into a pyarrow Table on the driver.  The Spark executor is
+:mod:`lakesdk.engine.spark_read`.
+
+The plan is the contract between the read layer's planner and the engine's executors, so it
+is defined here, where both can import it (the read layer sits above the engine)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakesdk.format.file_group import FileSlice
+from lakesdk.format.instant import Instant
+from lakesdk.format.schema import with_meta_fields
+
+if TYPE_CHECKING:
+    from lakesdk.commit.context import TableContext
+    from lakesdk.engine.slice_reader import SliceReadContext
+
+__all__ = ["ReadPlan", "read_arrow", "slice_context"]
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What a query will read: file slices, the instants it covers, and the schema."""
+
+    slices: tuple[FileSlice, ...]
+    schema: pa.Schema
+    instants: tuple[Instant, ...]        # snapshot: the visible commits; incremental: those in range
+    commit_times: frozenset[str] | None   # incremental: requested times whose rows to keep
+    pruned_partitions: int
+    total_partitions: int
+    visible: tuple[Instant, ...] = ()     # commits visible to the read
+    log_instants: frozenset[str] | None = None  # requested times whose log blocks apply (default: visible)
+
+    @property
+    def files(self) -> list[str]:
+        return [s.base_path for s in self.slices if s.base_path]
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.total_size for s in self.slices)
+
+    @property
+    def merges(self) -> bool:
+        """True when a file slice has log files to merge (merge-on-read)."""
+        return any(s.log_files for s in self.slices)
+
+    def __repr__(self) -> str:
+        return (f"<ReadPlan {len(self.slices)} file slices, {self.bytes} bytes, "
+                f"{self.total_partitions - self.pruned_partitions}/{self.total_partitions} partitions>")
+
+
+def slice_context(table: "TableContext", plan: ReadPlan) -> "SliceReadContext":
+    """How the plan's merge-on-read slices are merged: the merger the writer uses."""
+    from lakesdk.engine.slice_reader import SliceReadContext
+    cfg = table.config
+    return SliceReadContext(table.storage, plan.schema, cfg.ordering_field, cfg.merge_mode,
+                            plan.log_instants if plan.log_instants is not None
+                            else frozenset(i.requested for i in plan.visible), column_groups=cfg.column_groups,
+                            merger=table.merger())
+
+
+def _filter_merged(t: pa.Table, plan: ReadPlan, cols: list[str], expr: Any) -> pa.Table:
+    if plan.commit_times is not None:
+        t = t.filter(pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times)))
+    if expr is not None:
+        t = t.filter(expr)
+    return t.select(cols)
+
+
+def read_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], expr: pc.Expression | None) -> pa.Table:
+    """The rows of ``plan`` (``columns`` of those ``expr`` keeps) as a pyarrow Table: the
+    Arrow-native reader on the driver; merge-on-read slices are merged by the same merger
+    the writer uses, a thread per slice."""
+    import pyarrow.dataset as ds
+    full = with_meta_fields(plan.schema)
+    cols = columns
+    if plan.merges:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from lakesdk._progress import progress as show_progress
+        from lakesdk.engine.slice_reader import read_slice
+        ctx = slice_context(table, plan)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            tables = list(show_progress(pool.map(lambda sl: _filter_merged(read_slice(ctx, sl), plan, cols, expr),
+                                                 plan.slices), total=len(plan.slices), desc="reading file slices",
+                                        setting=table.options.progress))
+        return pa.concat_tables(tables) if tables else full.empty_table().select(cols)
+    files = plan.files
+    if not files:
+        return full.empty_table().select(cols)
+    storage = table.storage
+    fs, paths = _arrow_fs(storage, files)
+    if plan.commit_times is not None:
+        inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
+        expr = inc if expr is None else (expr & inc)
+    from lakesdk.format.damaged import damaged_files
+    with damaged_files(list(paths)):
+        dataset = ds.dataset(paths, schema=full, format="parquet", filesystem=fs)
+        return dataset.to_table(columns=cols, filter=expr)
+
+
+def _arrow_fs(storage: Any, files: list[str]) -> tuple[Any, list[str]]:
+    import pyarrow.fs as pafs
+    if storage.is_local:
+        return pafs.LocalFileSystem(), [storage.url(f) for f in files]
+    handler = pafs.PyFileSystem(pafs.FSSpecHandler(storage.fs))
+    return handler, [f"{storage.root}/{f}" for f in files]

@@ -1,0 +1,87 @@
+"""A bound filter rendered as a Spark ``Column`` (:meth:`lakesdk.read.bind.Bound.to_spark`).
+
+The tree is the one :mod:`lakesdk.read.bind` builds (the read layer sits above the engine, so
+its nodes are read by shape here): a column has ``path`` and ``type``, a literal ``value`` and
+``type`` (a pyarrow type, the literal already cast to it), a node ``op`` and ``args``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+import pyarrow as pa
+
+__all__ = ["to_spark_column", "spark_type"]
+
+
+def _family(t: pa.DataType) -> str:
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_floating(t):
+        return "float"
+    if pa.types.is_decimal(t):
+        return "decimal"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    if pa.types.is_null(t):
+        return "null"
+    return "other"
+
+
+def spark_type(t: pa.DataType) -> str:
+    """The Spark SQL type name a literal of Arrow type ``t`` is cast to."""
+    fam = _family(t)
+    if fam == "int":
+        return {8: "tinyint", 16: "smallint", 32: "int"}.get(t.bit_width, "bigint")
+    if fam == "float":
+        return "float" if t.bit_width == 32 else "double"
+    if fam == "decimal":
+        return f"decimal({t.precision},{t.scale})"
+    if fam == "timestamp":
+        return "timestamp" if t.tz else "timestamp_ntz"
+    return {"string": "string", "bool": "boolean", "date": "date", "null": "string"}.get(fam, "string")
+
+
+def to_spark_column(n: Any) -> Any:
+    """The Spark ``Column`` of a bound filter tree (SQL's three-valued logic, as Spark has it)."""
+    from pyspark.sql import functions as F
+    if hasattr(n, "path"):
+        return F.col(".".join("`" + p.replace("`", "``") + "`" for p in n.path))
+    if hasattr(n, "value"):
+        v, t, fam = n.value, n.type, _family(n.type)
+        if v is None:
+            return F.lit(None).cast(spark_type(t) if fam != "null" else "boolean")
+        if fam == "decimal":
+            return F.lit(str(v)).cast(spark_type(t))
+        if fam == "timestamp":
+            if t.tz:
+                us = (v - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)) // _dt.timedelta(microseconds=1)
+                return F.timestamp_micros(F.lit(us))
+            return F.lit(v.isoformat(sep=" ")).cast("timestamp_ntz")
+        if fam == "int":
+            return F.lit(v).cast("bigint")
+        return F.lit(v)
+    op, a = n.op, n.args
+    if op == "and":
+        return to_spark_column(a[0]) & to_spark_column(a[1])
+    if op == "or":
+        return to_spark_column(a[0]) | to_spark_column(a[1])
+    if op == "not":
+        return ~to_spark_column(a[0])
+    if op == "isnull":
+        return to_spark_column(a[0]).isNull()
+    if op == "notnull":
+        return to_spark_column(a[0]).isNotNull()
+    if op == "like":
+        return to_spark_column(a[0]).like(a[1].value) if a[1].value is not None else F.lit(None).cast("boolean")
+    if op == "in":
+        return to_spark_column(a[0]).isin(*[to_spark_column(v) for v in a[1]])
+    x, y = to_spark_column(a[0]), to_spark_column(a[1])
+    return {"=": x.__eq__, "!=": x.__ne__, "<": x.__lt__, "<=": x.__le__, ">": x.__gt__, ">=": x.__ge__}[op](y)

@@ -1,0 +1,208 @@
+"""Planning a read: which file slices a query reads, as of which commits, with which schema.
+
+Each plan is pinned to one load of the timeline: the file-system view, the schema, the
+time-travel guard and the incremental range all see the same instants.  The plan
+(:class:`~lakesdk.engine.read.ReadPlan`) is executed by the engine
+(:func:`lakesdk.engine.read.read_arrow`, :func:`lakesdk.engine.spark_read.read_spark`);
+:class:`lakesdk.table.query.Query` is the builder calling both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Literal
+
+import pyarrow as pa
+
+from lakesdk.commit.schema_store import resolve_schema
+from lakesdk.engine.read import ReadPlan
+from lakesdk.exceptions import InvalidFilterError, TimeTravelError
+from lakesdk.format.file_group import FileSlice
+from lakesdk.format.instant import WRITE_ACTIONS, Instant
+from lakesdk.format.schema import META_FIELDS, with_meta_fields
+from lakesdk.format.timeline import Timeline
+from lakesdk.read.bind import Bound, session_time_zone
+from lakesdk.read.predicate import Predicate
+from lakesdk.read.view import FileSystemView
+from lakesdk.timeline.history import LSMTimeline
+
+if TYPE_CHECKING:
+    from lakesdk.commit.context import TableContext
+
+__all__ = ["ReadPlan", "ReadRequest", "plan_read", "bind_filter"]
+
+#: the time-travel guard (:func:`lakesdk.services.time_travel.check_time_travel` bound to the
+#: table, passed in by the caller: services sit above the read layer):
+#: ``guard(moment, store=..., timeline=...)`` raises when a read as of ``moment`` may miss files
+Guard = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    """What a query asks for (:class:`lakesdk.table.query.Query` without its table)."""
+
+    kind: Literal["snapshot", "incremental"] = "snapshot"
+    columns: tuple[str, ...] | None = None
+    predicate: Predicate | None = None
+    as_of: str | None = None
+    start: str | None = None
+    end: str | None = None
+    read_optimized: bool = False
+    start_inclusive: bool = False
+
+
+def bind_filter(predicate: Predicate | None, schema: pa.Schema, spark: Any = None) -> Bound | None:
+    """The filter bound to the table's schema (literals cast to their columns' types, text
+    read as timestamps in Spark's session time zone, UTC without a session)."""
+    if predicate is None:
+        return None
+    return predicate.bind(with_meta_fields(schema), session_time_zone(spark))
+
+
+def plan_read(table: "TableContext", request: ReadRequest, *, guard: Guard | None = None) -> ReadPlan:
+    """The plan of ``request`` against one load of ``table``'s timeline."""
+    store = table.store
+    timeline = store.load()
+    if request.kind == "incremental":
+        return _plan_incremental(table, request, store, timeline, guard)
+    if request.as_of is not None:
+        _check_as_of(table, store, timeline, request.as_of, guard)
+    view = FileSystemView(table.storage, table.config, store, timeline, as_of=request.as_of)
+    schema = resolve_schema(store, view.visible, create_schema=table.config.create_schema,
+                            base_file=_any_base(view), history=_archived_as_of(table, timeline, request.as_of))
+    if schema is None:
+        schema = pa.schema([])
+    bound = _validate(request, schema)
+    parts = view.partitions()
+    pf = bound.prune if bound is not None and table.config.partition_fields else None
+    slices = view.latest_slices(pf)
+    if request.read_optimized:
+        slices = [_base_only(s) for s in slices if s.base_file is not None]
+    kept_parts = {s.partition for s in slices}
+    return ReadPlan(tuple(slices), schema, tuple(view.visible), None, len(parts) - len(kept_parts), len(parts),
+                    tuple(view.visible), view.log_instants)
+
+
+def _archived(table: "TableContext") -> list[Any]:
+    """The instants of the timeline history (none for table version 6 tables)."""
+    if table.config.layout_version < 2:
+        return []
+    return LSMTimeline(table.storage, table.config).load()
+
+
+def _archived_as_of(table: "TableContext", timeline: Any, moment: str | None) -> list[Any]:
+    """Archived write instants a read as of ``moment`` sees (a time-travel read, or an
+    incremental read ending there): the schema as of an archived commit comes from its
+    metadata in the timeline history, not from a data file."""
+    if moment is None or table.config.layout_version < 2:
+        return []
+    active = {(i.requested, i.completed_action) for i in timeline}
+    return [a for a in _archived(table)
+            if a.instant.is_completed and a.instant.completed_action in WRITE_ACTIONS
+            and a.instant.requested <= moment
+            and (a.instant.requested, a.instant.completed_action) not in active]
+
+
+def _any_base(view: FileSystemView) -> str | None:
+    for s in view.latest_slices():
+        if s.base_path:
+            return s.base_path
+    return None
+
+
+def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, timeline: Any,
+                      guard: Guard | None) -> ReadPlan:
+    cfg = table.config
+    start, end = request.start, request.end
+    if not cfg.populate_meta_fields:
+        raise TimeTravelError(
+            f"Incremental queries are not supported when meta fields are disabled: {table.name!r} has "
+            "hoodie.populate.meta.fields=false, so its rows carry no _hoodie_commit_time to select changes by; "
+            "read a snapshot or time travel with as_of() instead")
+    if start is not None and end is not None and start > end:
+        raise TimeTravelError(f"incremental range ({start}, {end}] is empty: start is after end")
+    if end is not None and guard is not None:
+        guard(end, store=store, timeline=timeline)
+    in_range = list(timeline.in_range(start, end, start_inclusive=request.start_inclusive))
+    if cfg.layout_version < 2 and in_range:
+        _check_hollow(table, timeline, start, in_range[-1].requested)
+    # commits archived into the timeline history: their rows are still in the latest file
+    # slices (upserts keep _hoodie_commit_time of untouched rows), found by a full scan
+    archived = _archived_in_range(table, request, timeline)
+    view = FileSystemView(table.storage, cfg, store, timeline, as_of=end)
+    schema = resolve_schema(store, view.visible, create_schema=cfg.create_schema,
+                            base_file=_any_base(view),
+                            history=_archived_as_of(table, timeline, end)) or pa.schema([])
+    bound = _validate(request, schema)
+    touched: set[tuple[str, str]] = set()
+    for inst in in_range:
+        md = store.commit_metadata(inst)
+        for st in md.write_stats:
+            if st.fileId:
+                touched.add((st.partitionPath or "", st.fileId))
+    pf = bound.prune if bound is not None and cfg.partition_fields else None
+    slices = view.latest_slices(pf, file_groups=None if archived else touched)
+    parts = view.partitions()
+    selected = sorted(archived + in_range, key=lambda i: (i.completed or i.requested, i.requested))
+    return ReadPlan(tuple(slices), schema, tuple(selected), frozenset(i.requested for i in selected),
+                    len(parts) - len({s.partition for s in slices}), len(parts), tuple(view.visible),
+                    view.log_instants)
+
+
+def _archived_in_range(table: "TableContext", request: ReadRequest, timeline: Any) -> list[Instant]:
+    """Write instants of the timeline history (table version 8+) inside the range."""
+    if table.config.layout_version < 2:
+        return []
+    lsm = LSMTimeline(table.storage, table.config)
+    if not lsm.manifest():
+        return []
+    active = {i.requested for i in timeline.commits}
+    history = Timeline(tuple(i for i in lsm.instants() if i.requested not in active), timeline.layout)
+    return list(history.in_range(request.start, request.end, start_inclusive=request.start_inclusive))
+
+
+def _validate(request: ReadRequest, schema: pa.Schema) -> Bound | None:
+    names = list(META_FIELDS) + schema.names
+    bound = bind_filter(request.predicate, schema)
+    if request.columns:
+        missing = [c for c in request.columns if c not in names]
+        if missing:
+            raise InvalidFilterError(f"unknown column(s) {missing} in columns=; the table has: {', '.join(schema.names)}")
+    return bound
+
+
+def _base_only(s: FileSlice) -> FileSlice:
+    return FileSlice(s.partition, s.file_id, s.base_instant, s.base_file, s.base_size)
+
+
+#: pending actions that make a time-travel read unrepeatable (a clustering or compaction
+#: rewrites rows without changing them, so it does not count)
+_INCOMPLETE_WRITES = frozenset({"commit", "deltacommit", "replacecommit"})
+
+
+def _check_as_of(table: "TableContext", store: Any, timeline: Any, moment: str, guard: Guard | None) -> None:
+    """Hudi's ``TimelineUtils.validateTimestampAsOf``: a time-travel moment must be before
+    the first incomplete write (else the read could change once it completes) and not
+    before what the last clean retained (the ``guard``:
+    :func:`lakesdk.services.time_travel.check_time_travel`)."""
+    first = next((i for i in timeline.pending if i.action in _INCOMPLETE_WRITES), None)
+    if first is not None and moment >= first.requested:
+        raise TimeTravelError(
+            f"Time travel's timestamp '{moment}' must be earlier than the first incomplete commit timestamp "
+            f"'{first.requested}' ({first.action} {first.state} on {table.name!r}): the read could change when it "
+            "completes. Pick an earlier moment, wait for the write, or roll back a failed one "
+            "(table.maintenance.rollback_failed_writes())")
+    if guard is not None:
+        guard(moment, store=store, timeline=timeline)
+
+
+def _check_hollow(table: "TableContext", timeline: Any, start: str | None, last: str) -> None:
+    """Table version 6 (requested-time ranges): a write still pending inside the range is a
+    hole that would be read later with rows of an instant already passed (Hudi's
+    ``hoodie.read.timeline.holes.resolution.policy=FAIL``)."""
+    hollow = [i for i in timeline.pending if i.action in _INCOMPLETE_WRITES
+              and (start is None or i.requested > start) and i.requested < last]
+    if hollow:
+        raise TimeTravelError(
+            f"Found hollow commit: '{hollow[0].requested}' ({hollow[0].action} {hollow[0].state}) on {table.name!r} is "
+            f"pending but completed commits up to {last} follow it in the incremental range: end the range before "
+            f"{hollow[0].requested}, or wait for that write (or roll it back) and read again")
