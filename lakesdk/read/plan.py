@@ -78,8 +78,32 @@ def plan_read(table: "TableContext", request: ReadRequest, *, guard: Guard | Non
     if request.read_optimized:
         slices = [_base_only(s) for s in slices if s.base_file is not None]
     kept_parts = {s.partition for s in slices}
+    exact = bound is not None and _decided_by_partitions(table, view, bound, request, kept_parts)
     return ReadPlan(tuple(slices), schema, tuple(view.visible), None, len(parts) - len(kept_parts), len(parts),
-                    tuple(view.visible), view.log_instants)
+                    tuple(view.visible), view.log_instants, filter_exact=exact)
+
+
+#: partition column types whose partition path text is the column's value, exactly
+_EXACT_FAMILIES = ("string", "int", "date")
+
+
+def _decided_by_partitions(table: "TableContext", view: FileSystemView, bound: Bound, request: ReadRequest,
+                           partitions: set[str]) -> bool:
+    """True when every row of the kept ``partitions`` matches the filter: it names partition
+    columns only, each written as its value into the partition path (the simple and complex
+    key generators, columns kept in the data files, types whose text is exact) and each kept
+    partition's values make it true.  Unsure is False: the rows are read then."""
+    cfg = table.config
+    fields = cfg.partition_fields
+    if (not fields or cfg.keygen_type not in ("SIMPLE", "COMPLEX") or cfg.drop_partition_columns
+            or request.predicate is None or not request.predicate.columns <= set(fields)):
+        return False
+    from lakesdk.read.bind import _family
+    schema = bound.schema
+    if any(c not in schema.names or _family(schema.field(c).type) not in _EXACT_FAMILIES
+           for c in request.predicate.columns):
+        return False
+    return all(bound.holds_for(view.partition_values(p)) for p in partitions)
 
 
 def _archived(table: "TableContext") -> list[Any]:
