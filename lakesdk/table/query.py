@@ -37,7 +37,7 @@ class Query:
     """A read of a table.  Chained calls return new queries; nothing runs until
     ``to_arrow()``, ``to_pandas()``, ``to_polars()``, ``to_batches()``, ``to_spark()`` or
     ``count()``.  A query is an Arrow stream (``__arrow_c_stream__``): ``pa.table(q)``,
-    ``pl.from_arrow(q)`` and duckdb read it batch by batch."""
+    ``pl.DataFrame(q)`` and other Arrow stream consumers read it batch by batch."""
 
     table: "Table"
     kind: Literal["snapshot", "incremental"] = "snapshot"
@@ -126,7 +126,7 @@ class Query:
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         """The Arrow PyCapsule stream protocol: ``pa.table(q)``, ``pa.RecordBatchReader.from_stream(q)``,
-        polars and duckdb read the query as a stream (:meth:`to_batches`)."""
+        ``pl.DataFrame(q)`` read the query as a stream (:meth:`to_batches`)."""
         return self.to_batches().__arrow_c_stream__(requested_schema)
 
     def to_pandas(self) -> Any:
