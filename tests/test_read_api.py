@@ -105,6 +105,11 @@ def test_limit_stops_reading_copy_on_write_files(tmp_path):
     assert t.read(where="v >= 0").limit(3).to_batches().read_all().num_rows == 3
     with pytest.raises(lk.CorruptFileError):
         t.read().to_arrow()
+    with pytest.raises(lk.CorruptFileError):   # the stream raises the typed error too
+        t.read().to_batches().read_all()
+    # through the C stream interface an error is text: the consumer's error carries lakesdk's message
+    with pytest.raises(pa.ArrowInvalid, match="the Parquet file cannot be read, its bytes are damaged"):
+        pa.table(t.read())
 
 
 def test_limit_to_spark_and_hudi(tables, spark):
