@@ -36,9 +36,6 @@ class ReadPlan:
     total_partitions: int
     visible: tuple[Instant, ...] = ()     # commits visible to the read
     log_instants: frozenset[str] | None = None  # requested times whose log blocks apply (default: visible)
-    #: every row of the planned slices matches the filter: it names partition columns only and
-    #: each kept partition's values decide it (so a count needs no data read)
-    filter_exact: bool = False
 
     @property
     def files(self) -> list[str]:

@@ -160,9 +160,11 @@ class Query:
         the row counts of its base files' Parquet footers.  Otherwise (log files to merge,
         row filters, incremental reads) the rows are read, one column of them."""
         from lakesdk.engine.read import count_rows, read_arrow
+        from lakesdk.read.plan import decided_by_partitions
         plan = self.plan()
         ctx = self.table.context
-        n = count_rows(ctx, plan) if self.predicate is None or plan.filter_exact else None
+        exact = self.predicate is None or decided_by_partitions(ctx, self._request(), plan)
+        n = count_rows(ctx, plan) if exact else None
         if n is None:
             bound = self._bound(plan.schema)
             cols = plan.schema.names[:1] or ["_hoodie_record_key"]
