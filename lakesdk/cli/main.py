@@ -112,9 +112,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         s = sub.add_parser(name, help=hlp)
         s.add_argument("table", help="table path or URL")
         if name == "read":
-            s.add_argument("--where", default=None)
-            s.add_argument("--as-of", default=None)
-            s.add_argument("--limit", type=int, default=20)
+            s.add_argument("--where", default=None, help="a filter: \"city = 'sf' AND fare > 40\"")
+            s.add_argument("--as-of", default=None, help="time travel to this instant time or ISO moment")
+            s.add_argument("--columns", default=None, help="comma-separated columns to print (default: all)")
+            s.add_argument("--limit", type=_limit, default=None,
+                           help="at most N rows, reading stops there (default: 20 for the table output, "
+                                "all rows for --output json)")
+            s.add_argument("--output", choices=("table", "json"), default="table",
+                           help="table (default), or json: one JSON object per line")
     c = sub.add_parser("check", help="check a table's integrity (properties, timeline, data files, orphans); "
                                      "exit status 0 when clean, 1 when a problem is found")
     c.add_argument("table", help="table path or URL")
@@ -148,11 +153,71 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif a.cmd == "history":
             _print_frame("history", t.history())
         elif a.cmd == "read":
-            _print_frame("rows", t.read(where=a.where, as_of=a.as_of).to_pandas().head(a.limit))
+            return read(t, a)
     except lk.LakeError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2
     return 0
+
+
+def _limit(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, found {text!r}")
+    return n
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+def _json_value(v: Any) -> Any:
+    """A value JSON cannot hold as is: moments and days in ISO 8601, decimals as their exact
+    text, bytes as hex, anything else as its text."""
+    import datetime as dt
+    if isinstance(v, (dt.datetime, dt.date, dt.time)):
+        return v.isoformat()
+    if isinstance(v, dt.timedelta):
+        return v.total_seconds()
+    if isinstance(v, (bytes, bytearray)):
+        return v.hex()
+    return str(v)
+
+
+def read(t: Any, a: argparse.Namespace) -> int:
+    """``lakesdk read``: stream the rows (up to the limit, which stops the reading) as a table
+    or as JSON lines.  A closed pipe (``| head -1``) ends the command quietly."""
+    import json
+    columns = [c.strip() for c in a.columns.split(",") if c.strip()] if a.columns else None
+    limit = a.limit if a.limit is not None else (20 if a.output == "table" else None)
+    q = t.read(columns=columns, where=a.where, as_of=a.as_of, limit=limit)
+    try:
+        if a.output == "table":
+            _print_frame("rows", q.to_arrow().to_pandas())
+        else:
+            reader = q.to_batches()
+            out = sys.stdout
+            for batch in reader:
+                for row in batch.to_pylist():
+                    out.write(json.dumps(row, default=_json_value, ensure_ascii=False) + "\n")
+            out.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+    return 0
+
+
+def _quiet_stdout() -> None:
+    """After the reader of stdout went away: point stdout at /dev/null so that the flush at exit
+    does not raise again (Python's advice for SIGPIPE)."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

@@ -484,6 +484,14 @@ class Bound:
                 return True
         return False
 
+    def holds_for(self, values: dict[str, str | None]) -> bool:
+        """True only if every row of a partition with these values matches (the filter is
+        decided by the partition values alone); False when unsure.  A default partition
+        (``None``) is never decided: its rows may be null, empty or the marker text."""
+        if any(v is None for v in values.values()):
+            return False
+        return self._truth(self.tree, values) is True
+
     def _truth(self, n: Any, values: dict[str, str | None]) -> Any:
         """True, False, None (NULL) or _UNKNOWN (depends on columns other than these)."""
         if isinstance(n, BNode) and n.op in ("and", "or"):

@@ -28,7 +28,7 @@ from lakesdk.timeline.history import LSMTimeline
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
 
-__all__ = ["ReadPlan", "ReadRequest", "plan_read", "bind_filter"]
+__all__ = ["ReadPlan", "ReadRequest", "plan_read", "bind_filter", "decided_by_partitions"]
 
 #: the time-travel guard (:func:`lakesdk.services.time_travel.check_time_travel` bound to the
 #: table, passed in by the caller: services sit above the read layer):
@@ -80,6 +80,32 @@ def plan_read(table: "TableContext", request: ReadRequest, *, guard: Guard | Non
     kept_parts = {s.partition for s in slices}
     return ReadPlan(tuple(slices), schema, tuple(view.visible), None, len(parts) - len(kept_parts), len(parts),
                     tuple(view.visible), view.log_instants)
+
+
+#: partition column types whose partition path text is the column's value, exactly
+_EXACT_FAMILIES = ("string", "int", "date")
+
+
+def decided_by_partitions(table: "TableContext", request: ReadRequest, plan: ReadPlan) -> bool:
+    """True when every row of the plan's file slices matches the request's filter: it names
+    partition columns only, each written as its value into the partition path (the simple and
+    complex key generators, columns kept in the data files, types whose text is exact) and
+    each kept partition's values make it true (so a count needs no data read).  Unsure is
+    False: the rows are read then."""
+    cfg = table.config
+    fields = cfg.partition_fields
+    pred = request.predicate
+    if (pred is None or request.kind != "snapshot" or not fields or cfg.keygen_type not in ("SIMPLE", "COMPLEX")
+            or cfg.drop_partition_columns or not pred.columns <= set(fields)):
+        return False
+    from lakesdk.format.keys import parse_partition_path
+    from lakesdk.read.bind import _family
+    if any(c not in plan.schema.names or _family(plan.schema.field(c).type) not in _EXACT_FAMILIES
+           for c in pred.columns):
+        return False
+    bound = bind_filter(pred, plan.schema)
+    return bound is not None and all(bound.holds_for(parse_partition_path(p, fields, hive_style=cfg.hive_style, urlencoded=cfg.urlencode))
+               for p in {s.partition for s in plan.slices})
 
 
 def _archived(table: "TableContext") -> list[Any]:

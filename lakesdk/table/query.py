@@ -35,7 +35,9 @@ def _moment(value: Any) -> str | None:
 @dataclass(frozen=True)
 class Query:
     """A read of a table.  Chained calls return new queries; nothing runs until
-    ``to_arrow()``, ``to_pandas()``, ``to_spark()`` or ``count()``."""
+    ``to_arrow()``, ``to_pandas()``, ``to_polars()``, ``to_batches()``, ``to_spark()`` or
+    ``count()``.  A query is an Arrow stream (``__arrow_c_stream__``): ``pa.table(q)``,
+    ``pl.DataFrame(q)`` and other Arrow stream consumers read it batch by batch."""
 
     table: "Table"
     kind: Literal["snapshot", "incremental"] = "snapshot"
@@ -47,6 +49,7 @@ class Query:
     meta: bool = False
     read_optimized: bool = False
     start_inclusive: bool = False
+    row_limit: int | None = None
 
     # -- builders -------------------------------------------------------------------------------
     def select(self, *columns: str) -> "Query":
@@ -56,6 +59,14 @@ class Query:
     def where(self, condition: str | Sequence[tuple[str, str, Any]]) -> "Query":
         p = parse_where(condition) if isinstance(condition, str) else from_filters(condition)
         return replace(self, predicate=p if self.predicate is None else self.predicate & p)
+
+    def limit(self, n: int | None) -> "Query":
+        """At most ``n`` rows (``None``: all): reading stops once they are found (copy-on-write:
+        no further base files are read; merge-on-read: no further file slices are merged).
+        With a filter, the rows are ``n`` of the matching ones; which ones is unspecified."""
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+            raise ValueError(f"limit must be a whole number >= 0 (or None for all rows), found {n!r}")
+        return replace(self, row_limit=n)
 
     def as_of(self, moment: Any) -> "Query":
         return replace(self, as_of_time=_moment(moment))
@@ -98,11 +109,38 @@ class Query:
         plan = self.plan()
         bound = self._bound(plan.schema)
         return read_arrow(self.table.context, plan, self._out_columns(plan.schema),
-                          bound.to_arrow() if bound is not None else None)
+                          bound.to_arrow() if bound is not None else None, limit=self.row_limit)
+
+    def to_batches(self) -> pa.RecordBatchReader:
+        """A stream of the rows as a ``pyarrow.RecordBatchReader``: planned now, read as it is
+        consumed, file by file (copy-on-write) or file slice by file slice (merge-on-read,
+        a few slices merged ahead), so memory stays bounded by a few files, not the table.
+        The limit, if any, stops the reading."""
+        from lakesdk.engine.read import iter_arrow, output_schema
+        plan = self.plan()
+        bound = self._bound(plan.schema)
+        cols = self._out_columns(plan.schema)
+        batches = iter_arrow(self.table.context, plan, cols, bound.to_arrow() if bound is not None else None,
+                             limit=self.row_limit)
+        return pa.RecordBatchReader.from_batches(output_schema(plan, cols), batches)
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        """The Arrow PyCapsule stream protocol: ``pa.table(q)``, ``pa.RecordBatchReader.from_stream(q)``,
+        ``pl.DataFrame(q)`` read the query as a stream (:meth:`to_batches`)."""
+        return self.to_batches().__arrow_c_stream__(requested_schema)
 
     def to_pandas(self) -> Any:
         """Read into a pandas DataFrame."""
         return self.to_arrow().to_pandas()
+
+    def to_polars(self) -> Any:
+        """Read into a polars DataFrame (``pip install 'lakesdk[polars]'``)."""
+        try:
+            import polars as pl
+        except ImportError:
+            from lakesdk.exceptions import MissingDependencyError
+            raise MissingDependencyError("polars", "polars", "Query.to_polars()") from None
+        return pl.from_arrow(self.to_arrow())
 
     def to_spark(self) -> Any:
         """A Spark DataFrame over the planned files (Spark's Parquet reader for local files)."""
@@ -110,11 +148,29 @@ class Query:
         plan = self.plan()
         spark = self.table.spark
         bound = self._bound(plan.schema, spark)
-        return read_spark(self.table.context, spark, plan, self._out_columns(plan.schema),
-                          bound.to_spark() if bound is not None else None)
+        df = read_spark(self.table.context, spark, plan, self._out_columns(plan.schema),
+                        bound.to_spark() if bound is not None else None)
+        return df.limit(self.row_limit) if self.row_limit is not None else df
 
     def count(self) -> int:
-        return self.to_arrow().num_rows
+        """The number of rows the query returns.  Answered from metadata where it answers
+        exactly, without reading data: a snapshot whose file slices have no log files to merge
+        (copy-on-write, merge-on-read after compaction, read-optimized), unfiltered or
+        filtered on partition columns alone that each kept partition decides, is the sum of
+        the row counts of its base files' Parquet footers.  Otherwise (log files to merge,
+        row filters, incremental reads) the rows are read, one column of them."""
+        from lakesdk.engine.read import count_rows, read_arrow
+        from lakesdk.read.plan import decided_by_partitions
+        plan = self.plan()
+        ctx = self.table.context
+        exact = self.predicate is None or decided_by_partitions(ctx, self._request(), plan)
+        n = count_rows(ctx, plan) if exact else None
+        if n is None:
+            bound = self._bound(plan.schema)
+            cols = plan.schema.names[:1] or ["_hoodie_record_key"]
+            n = read_arrow(ctx, plan, cols, bound.to_arrow() if bound is not None else None,
+                           limit=self.row_limit).num_rows
+        return n if self.row_limit is None else min(n, self.row_limit)
 
     def __repr__(self) -> str:
         parts: list[str] = [self.kind]
@@ -126,4 +182,6 @@ class Query:
             parts.append(f"columns={list(self.columns)}")
         if self.predicate is not None:
             parts.append(f"where={self.predicate.text!r}")
+        if self.row_limit is not None:
+            parts.append(f"limit={self.row_limit}")
         return f"<Query {self.table.name!r} {' '.join(parts)}>"

@@ -300,11 +300,30 @@ class Table:
         return self.write(data, operation="bulk_insert", missing_columns=missing_columns,
                           truncate_nanoseconds=truncate_nanoseconds).execute()
 
-    def delete(self, keys: Any) -> WriteResult:
+    def delete(self, keys: Any = None, *, where: Any = None) -> WriteResult:
         """Delete records by key: a list of key values (tuples for composite keys), or rows
         (pandas, Arrow, Spark, dicts) holding the key fields (and the partition fields, which
-        narrow the lookup)."""
+        narrow the lookup).
+
+        Or by predicate: ``where=`` takes the filters of :meth:`read` (text such as
+        ``"city = 'sf' AND fare < 10"``, or ``[(column, op, value), ...]``); the keys (and
+        partition fields) of the rows matching it in the latest snapshot are read, then
+        deleted in one commit.  ``deleted`` of the result is the number of rows removed; a
+        predicate matching nothing makes no commit (an empty result)."""
+        if keys is not None and where is not None:
+            raise TypeError("delete() takes keys or where=, not both: pass the keys to delete, or a predicate "
+                            "selecting the rows to delete (t.delete(where=\"city = 'sf'\"))")
+        if where is not None:
+            keys = self._keys_where(where)
+        elif keys is None:
+            raise TypeError("delete() needs the keys to delete or where=: t.delete(['k1', 'k2']) or "
+                            "t.delete(where=\"city = 'sf'\")")
         return self.write(keys, operation="delete").execute()
+
+    def _keys_where(self, where: Any) -> pa.Table:
+        """The key and partition fields of the rows of the latest snapshot matching ``where``."""
+        cols = list(dict.fromkeys([*self.key, *self.partition_by]))
+        return self.read(columns=cols, where=where).to_arrow()
 
     def insert_overwrite(self, data: Any, *, scope: str = "partitions", missing_columns: str = "error",
                          truncate_nanoseconds: bool = False) -> WriteResult:
@@ -332,12 +351,14 @@ class Table:
 
     # -- reads -------------------------------------------------------------------------------
     def read(self, columns: list[str] | None = None, *, where: Any = None, filters: Any = None,
-             as_of: Any = None, meta_fields: bool = False, read_optimized: bool = False) -> Query:
-        """A snapshot query (optionally projected, filtered and pinned to a moment).
+             as_of: Any = None, meta_fields: bool = False, read_optimized: bool = False,
+             limit: int | None = None) -> Query:
+        """A snapshot query (optionally projected, filtered, limited to ``limit`` rows and
+        pinned to a moment).
 
         ``read_optimized=True`` reads only base files of a merge-on-read table (what the
         last compaction produced), skipping log merging."""
-        q = Query(self, meta=meta_fields, read_optimized=read_optimized)
+        q = Query(self, meta=meta_fields, read_optimized=read_optimized).limit(limit)
         if columns is not None:
             q = q.select(*columns)
         if where is not None:
