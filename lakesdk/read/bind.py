@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from lakesdk.exceptions import InvalidFilterError
 from lakesdk.format.keys import DEFAULT_PARTITION
-from lakesdk.read.expr import Col, Lit
+from lakesdk.read.expr import Col, Lit, Node
 
 if TYPE_CHECKING:
     from lakesdk.read.predicate import Predicate
@@ -61,6 +61,25 @@ class BLit:
 class BNode:
     op: str
     args: tuple
+
+
+@dataclass(frozen=True)
+class BCall:
+    """A typed value computed from others: ``+ - * /`` (``neg``), ``||``, ``coalesce``; its
+    operands are already of ``type`` (the type Spark SQL gives the result)."""
+
+    op: str
+    args: tuple
+    type: pa.DataType
+    text: str = "an expression"
+
+    @property
+    def name(self) -> str:
+        return self.text
+
+
+_ARITH = ("+", "-", "*", "/", "neg", "||", "coalesce")
+_INT32 = 2 ** 31
 
 
 def session_time_zone(spark: Any = None) -> str:
@@ -222,7 +241,7 @@ class _Binder:
             return BLit(self.timestamp(lit, False, None), pa.timestamp("us", tz="UTC"))
         return BLit(lit.value, _LIT_TYPES[lit.kind])
 
-    def cast(self, lit: Lit, col: BCol) -> BLit:
+    def cast(self, lit: Lit, col: Any) -> BLit:
         """``lit`` as a value of ``col``'s type (Spark's implicit cast of a literal)."""
         t, fam, k, v = col.type, _family(col.type), lit.kind, lit.value
         if k == "null":
@@ -292,13 +311,82 @@ class _Binder:
             return self.column(n)
         if isinstance(n, Lit):
             return n
+        if n.op in _ARITH:
+            return self.arith(n)
         return self.condition(n)
 
     @staticmethod
     def type_of(x: Any) -> pa.DataType:
-        return x.type if isinstance(x, (BCol, BLit)) else pa.bool_()
+        return x.type if isinstance(x, (BCol, BLit, BCall)) else pa.bool_()
+
+    def unsupported(self, what: str) -> InvalidFilterError:
+        return InvalidFilterError(
+            f"the expression {self.text!r} cannot be evaluated by lakesdk: {what}; lakesdk evaluates column "
+            "references, literals, + - * / on integer and floating-point numbers, || on text and coalesce() "
+            "of values of one kind. Run it on Spark (TableOptions(engine='spark')) or rewrite it. "
+            "See docs/filters.md")
+
+    def typed(self, x: Any, other_type: pa.DataType | None = None) -> Any:
+        """An operand of arithmetic as a typed value: a literal gets Spark SQL's type for it
+        (an integer fits int, else bigint; ``1.5`` a decimal, as a double beside a floating-point value)."""
+        if not isinstance(x, Lit):
+            return x
+        if x.kind == "int":
+            return BLit(x.value, pa.int32() if -_INT32 <= x.value < _INT32 else pa.int64())
+        if x.kind == "decimal" and other_type is not None and _family(other_type) == "float":
+            return BLit(float(x.value), pa.float64())
+        if x.kind == "null":
+            return BLit(None, other_type if other_type is not None else pa.null())
+        return self.literal(x)
+
+    def arith(self, n: Any) -> BCall:
+        op, a = n.op, n.args
+        if op == "neg":
+            x = self.typed(self.value(a[0]))
+            if _family(self.type_of(x)) not in ("int", "float"):
+                raise self.unsupported(f"-x of {self.describe(x)}")
+            return BCall("neg", (x,), self.type_of(x), self.text)
+        if op == "coalesce":
+            vals = [self.value(v) for v in a]
+            known = [self.type_of(v) for v in vals if not isinstance(v, Lit)]
+            ref = known[0] if known else None
+            vals = [self.typed(v, ref) for v in vals]
+            t = self.common([self.type_of(v) for v in vals], "coalesce()")
+            return BCall("coalesce", tuple(vals), t, self.text)
+        x0, y0 = self.value(a[0]), self.value(a[1])
+        x = self.typed(x0, None if isinstance(y0, Lit) else self.type_of(y0))
+        y = self.typed(y0, None if isinstance(x0, Lit) else self.type_of(x0))
+        tx, ty = self.type_of(x), self.type_of(y)
+        if op == "||":
+            if {_family(tx), _family(ty)} - {"string", "null"}:
+                raise self.unsupported(f"|| of {self.describe(x)} and {self.describe(y)} (text only)")
+            return BCall("||", (x, y), pa.string(), self.text)
+        for v in (x, y):
+            if _family(self.type_of(v)) not in ("int", "float", "null"):
+                raise self.unsupported(f"{op} on {self.describe(v)} (integer and floating-point numbers only)")
+        t = pa.float64() if op == "/" else self.common([tx, ty], op)
+        if pa.types.is_null(t):
+            raise self.unsupported(f"{op} of two NULLs")
+        return BCall(op, (x, y), t, self.text)
+
+    def common(self, types: list[pa.DataType], what: str) -> pa.DataType:
+        """The type Spark SQL widens ``types`` to, where lakesdk widens the same way."""
+        real = [t for t in types if not pa.types.is_null(t)]
+        if not real:
+            return pa.null()
+        fams = {_family(t) for t in real}
+        if len({str(t) for t in real}) == 1 and fams <= {"int", "float", "string", "bool", "date"}:
+            return real[0]
+        if fams <= {"int"}:
+            return max(real, key=lambda t: t.bit_width)
+        if fams <= {"int", "float"}:   # Spark: float beside an integer is float, beside a double double
+            return pa.float64() if any(pa.types.is_float64(t) for t in real) else pa.float32()
+        raise self.unsupported(f"{what} of values of types {', '.join(map(str, types))}")
 
     def condition(self, n: Any) -> Any:
+        if isinstance(n, Node) and n.op in _ARITH:
+            raise self.error("a value (arithmetic, || or coalesce) is used as a condition, which needs a boolean",
+                             fix="compare it with a value (x + 1 > ...)")
         if isinstance(n, Col):
             c = self.column(n)
             if _family(c.type) != "bool":
@@ -348,10 +436,10 @@ class _Binder:
         if isinstance(x, Lit) and isinstance(y, Lit):
             x, y = self.literal(x), self.literal(y)
         elif isinstance(y, Lit):
-            y = self.cast(y, x) if isinstance(x, BCol) else self.literal(y) if isinstance(x, BLit) else \
+            y = self.cast(y, x) if isinstance(x, (BCol, BCall)) else self.literal(y) if isinstance(x, BLit) else \
                 self.cast(y, BCol(("(condition)",), pa.bool_()))
         elif isinstance(x, Lit):
-            x = self.cast(x, y) if isinstance(y, BCol) else self.literal(x) if isinstance(y, BLit) else \
+            x = self.cast(x, y) if isinstance(y, (BCol, BCall)) else self.literal(x) if isinstance(y, BLit) else \
                 self.cast(x, BCol(("(condition)",), pa.bool_()))
         fx, fy = _family(self.type_of(x)), _family(self.type_of(y))
         ok = fx == fy or "null" in (fx, fy) or (fx in _NUMERIC and fy in _NUMERIC) or {fx, fy} == {"date", "timestamp"}
@@ -366,14 +454,25 @@ class _Binder:
     def describe(x: Any) -> str:
         if isinstance(x, BCol):
             return f"column {x.name!r} ({x.type})"
+        if isinstance(x, BCall):
+            return f"{x.op} ({x.type})"
+        if isinstance(x, Lit):
+            return f"{x.sql()} ({x.kind})"
         if isinstance(x, BLit):
             return f"{x.value!r} ({x.type})"
         return "a condition (boolean)"
 
 
-def bind(pred: "Predicate", schema: pa.Schema, time_zone: str = "UTC") -> "Bound":
+def bind(pred: "Predicate", schema: pa.Schema, time_zone: str = "UTC", *, value: bool = False) -> "Bound":
+    """``pred`` bound as a condition, or (``value=True``) as a value: a column, a literal
+    (typed as Spark SQL types it), arithmetic, ``||`` or ``coalesce``."""
     b = _Binder(pred, schema, time_zone)
-    return Bound(b.condition(pred.tree), pred.text, schema, time_zone)
+    if not value:
+        return Bound(b.condition(pred.tree), pred.text, schema, time_zone)
+    tree = b.value(pred.tree)
+    if isinstance(tree, Lit):
+        tree = b.typed(tree)
+    return Bound(tree, pred.text, schema, time_zone)
 
 
 # -- rendering ---------------------------------------------------------------------------------------
@@ -387,6 +486,8 @@ def _arrow(n: Any) -> pc.Expression:
         return pc.field(*n.path)
     if isinstance(n, BLit):
         return _arrow_scalar(n)
+    if isinstance(n, BCall):
+        return _arrow_call(n)
     op, a = n.op, n.args
     if op == "and":
         return pc.and_kleene(_arrow(a[0]), _arrow(a[1]))
@@ -428,6 +529,23 @@ def _arrow(n: Any) -> pc.Expression:
             ">=": pc.greater_equal}[op](ex, ey)
 
 
+def _arrow_call(n: BCall) -> pc.Expression:
+    """Arithmetic as Spark SQL (ANSI mode) computes it: an overflow or a division by zero is
+    an error (pyarrow's checked kernels), NULL in gives NULL out."""
+    op, t = n.op, n.type
+    args = [_arrow(x) if pa.types.is_null(_Binder.type_of(x)) or _Binder.type_of(x) == t or op == "||"
+            else _arrow(x).cast(t) for x in n.args]
+    if op == "neg":
+        return pc.negate_checked(args[0])
+    if op == "coalesce":
+        return pc.coalesce(*[a if not pa.types.is_null(_Binder.type_of(x)) else a.cast(t)
+                             for a, x in zip(args, n.args)]) if not pa.types.is_null(t) else args[0]
+    if op == "||":
+        return pc.binary_join_element_wise(*[a.cast(pa.string()) for a in args], "")
+    fn = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked, "/": pc.divide_checked}[op]
+    return fn(*[a.cast(t) for a in args])
+
+
 def _widen_ts(e: pc.Expression, t: pa.DataType, other: pa.DataType) -> pc.Expression:
     unit = "ns" if "ns" in (t.unit, other.unit) else "us"
     return e if t.unit == unit and t.tz == other.tz else e.cast(pa.timestamp(unit, tz=other.tz if t.tz else None))
@@ -439,7 +557,7 @@ _UNKNOWN = object()
 def _cols(n: Any, out: list[BCol]) -> list[BCol]:
     if isinstance(n, BCol):
         out.append(n)
-    elif isinstance(n, BNode):
+    elif isinstance(n, (BNode, BCall)):
         for a in n.args:
             for x in (a if isinstance(a, tuple) else (a,)):
                 _cols(x, out)
