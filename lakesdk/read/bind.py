@@ -26,6 +26,9 @@ import pyarrow.compute as pc
 from lakesdk.exceptions import InvalidFilterError
 from lakesdk.format.keys import DEFAULT_PARTITION
 from lakesdk.read.expr import Col, Lit, Node
+from lakesdk.read.values import ARITH as _ARITH
+from lakesdk.read.values import BCall, BLit, arith, arrow_call, typed
+from lakesdk.read.values import family as _family
 
 if TYPE_CHECKING:
     from lakesdk.read.predicate import Predicate
@@ -52,34 +55,9 @@ class BCol:
 
 
 @dataclass(frozen=True)
-class BLit:
-    value: Any
-    type: pa.DataType
-
-
-@dataclass(frozen=True)
 class BNode:
     op: str
     args: tuple
-
-
-@dataclass(frozen=True)
-class BCall:
-    """A typed value computed from others: ``+ - * /`` (``neg``), ``||``, ``coalesce``; its
-    operands are already of ``type`` (the type Spark SQL gives the result)."""
-
-    op: str
-    args: tuple
-    type: pa.DataType
-    text: str = "an expression"
-
-    @property
-    def name(self) -> str:
-        return self.text
-
-
-_ARITH = ("+", "-", "*", "/", "neg", "||", "coalesce")
-_INT32 = 2 ** 31
 
 
 def session_time_zone(spark: Any = None) -> str:
@@ -97,26 +75,6 @@ def _zone(name: str) -> _dt.tzinfo:
         return _dt.timezone(delta if m.group(1) == "+" else -delta)
     from zoneinfo import ZoneInfo
     return ZoneInfo(name)
-
-
-def _family(t: pa.DataType) -> str:
-    if pa.types.is_integer(t):
-        return "int"
-    if pa.types.is_floating(t):
-        return "float"
-    if pa.types.is_decimal(t):
-        return "decimal"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "string"
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    if pa.types.is_null(t):
-        return "null"
-    return "other"
 
 
 _NUMERIC = ("int", "float", "decimal")
@@ -312,76 +270,12 @@ class _Binder:
         if isinstance(n, Lit):
             return n
         if n.op in _ARITH:
-            return self.arith(n)
+            return arith(self, n)
         return self.condition(n)
 
     @staticmethod
     def type_of(x: Any) -> pa.DataType:
         return x.type if isinstance(x, (BCol, BLit, BCall)) else pa.bool_()
-
-    def unsupported(self, what: str) -> InvalidFilterError:
-        return InvalidFilterError(
-            f"the expression {self.text!r} cannot be evaluated by lakesdk: {what}; lakesdk evaluates column "
-            "references, literals, + - * / on integer and floating-point numbers, || on text and coalesce() "
-            "of values of one kind. Run it on Spark (TableOptions(engine='spark')) or rewrite it. "
-            "See docs/filters.md")
-
-    def typed(self, x: Any, other_type: pa.DataType | None = None) -> Any:
-        """An operand of arithmetic as a typed value: a literal gets Spark SQL's type for it
-        (an integer fits int, else bigint; ``1.5`` a decimal, as a double beside a floating-point value)."""
-        if not isinstance(x, Lit):
-            return x
-        if x.kind == "int":
-            return BLit(x.value, pa.int32() if -_INT32 <= x.value < _INT32 else pa.int64())
-        if x.kind == "decimal" and other_type is not None and _family(other_type) == "float":
-            return BLit(float(x.value), pa.float64())
-        if x.kind == "null":
-            return BLit(None, other_type if other_type is not None else pa.null())
-        return self.literal(x)
-
-    def arith(self, n: Any) -> BCall:
-        op, a = n.op, n.args
-        if op == "neg":
-            x = self.typed(self.value(a[0]))
-            if _family(self.type_of(x)) not in ("int", "float"):
-                raise self.unsupported(f"-x of {self.describe(x)}")
-            return BCall("neg", (x,), self.type_of(x), self.text)
-        if op == "coalesce":
-            vals = [self.value(v) for v in a]
-            known = [self.type_of(v) for v in vals if not isinstance(v, Lit)]
-            ref = known[0] if known else None
-            vals = [self.typed(v, ref) for v in vals]
-            t = self.common([self.type_of(v) for v in vals], "coalesce()")
-            return BCall("coalesce", tuple(vals), t, self.text)
-        x0, y0 = self.value(a[0]), self.value(a[1])
-        x = self.typed(x0, None if isinstance(y0, Lit) else self.type_of(y0))
-        y = self.typed(y0, None if isinstance(x0, Lit) else self.type_of(x0))
-        tx, ty = self.type_of(x), self.type_of(y)
-        if op == "||":
-            if {_family(tx), _family(ty)} - {"string", "null"}:
-                raise self.unsupported(f"|| of {self.describe(x)} and {self.describe(y)} (text only)")
-            return BCall("||", (x, y), pa.string(), self.text)
-        for v in (x, y):
-            if _family(self.type_of(v)) not in ("int", "float", "null"):
-                raise self.unsupported(f"{op} on {self.describe(v)} (integer and floating-point numbers only)")
-        t = pa.float64() if op == "/" else self.common([tx, ty], op)
-        if pa.types.is_null(t):
-            raise self.unsupported(f"{op} of two NULLs")
-        return BCall(op, (x, y), t, self.text)
-
-    def common(self, types: list[pa.DataType], what: str) -> pa.DataType:
-        """The type Spark SQL widens ``types`` to, where lakesdk widens the same way."""
-        real = [t for t in types if not pa.types.is_null(t)]
-        if not real:
-            return pa.null()
-        fams = {_family(t) for t in real}
-        if len({str(t) for t in real}) == 1 and fams <= {"int", "float", "string", "bool", "date"}:
-            return real[0]
-        if fams <= {"int"}:
-            return max(real, key=lambda t: t.bit_width)
-        if fams <= {"int", "float"}:   # Spark: float beside an integer is float, beside a double double
-            return pa.float64() if any(pa.types.is_float64(t) for t in real) else pa.float32()
-        raise self.unsupported(f"{what} of values of types {', '.join(map(str, types))}")
 
     def condition(self, n: Any) -> Any:
         if isinstance(n, Node) and n.op in _ARITH:
@@ -471,7 +365,7 @@ def bind(pred: "Predicate", schema: pa.Schema, time_zone: str = "UTC", *, value:
         return Bound(b.condition(pred.tree), pred.text, schema, time_zone)
     tree = b.value(pred.tree)
     if isinstance(tree, Lit):
-        tree = b.typed(tree)
+        tree = typed(b, tree)
     return Bound(tree, pred.text, schema, time_zone)
 
 
@@ -487,7 +381,7 @@ def _arrow(n: Any) -> pc.Expression:
     if isinstance(n, BLit):
         return _arrow_scalar(n)
     if isinstance(n, BCall):
-        return _arrow_call(n)
+        return arrow_call(n, _arrow)
     op, a = n.op, n.args
     if op == "and":
         return pc.and_kleene(_arrow(a[0]), _arrow(a[1]))
@@ -527,23 +421,6 @@ def _arrow(n: Any) -> pc.Expression:
         ey = ey.cast(pa.timestamp("us")) if fy == "date" else ey
     return {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
             ">=": pc.greater_equal}[op](ex, ey)
-
-
-def _arrow_call(n: BCall) -> pc.Expression:
-    """Arithmetic as Spark SQL (ANSI mode) computes it: an overflow or a division by zero is
-    an error (pyarrow's checked kernels), NULL in gives NULL out."""
-    op, t = n.op, n.type
-    args = [_arrow(x) if pa.types.is_null(_Binder.type_of(x)) or _Binder.type_of(x) == t or op == "||"
-            else _arrow(x).cast(t) for x in n.args]
-    if op == "neg":
-        return pc.negate_checked(args[0])
-    if op == "coalesce":
-        return pc.coalesce(*[a if not pa.types.is_null(_Binder.type_of(x)) else a.cast(t)
-                             for a, x in zip(args, n.args)]) if not pa.types.is_null(t) else args[0]
-    if op == "||":
-        return pc.binary_join_element_wise(*[a.cast(pa.string()) for a in args], "")
-    fn = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked, "/": pc.divide_checked}[op]
-    return fn(*[a.cast(t) for a in args])
 
 
 def _widen_ts(e: pc.Expression, t: pa.DataType, other: pa.DataType) -> pc.Expression:
