@@ -10,6 +10,13 @@ from lakesdk.table.merge import MergeConflictError
 pytestmark = pytest.mark.spark
 
 
+@pytest.fixture(params=["local", "spark"])
+def lake(request, tmp_path, spark):
+    """Every merge test on both engines: the local merge (pyarrow) and the Spark merge."""
+    import lakesdk as lk
+    return lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine=request.param))
+
+
 def target_rows():
     return pd.DataFrame({"id": list(range(10)), "city": ["x", "y"] * 5, "ts": [100] * 10,
                          "fare": [float(i) for i in range(10)]})
@@ -61,6 +68,7 @@ def test_merge_clauses_match_pandas_reference(lake, table_type):
     assert [n for _, n in res.per_clause] == [1, 2, 4, 3]
     assert (res.updated, res.inserted, res.deleted, res.source_rows, res.unchanged) == (2, 4, 4, 10, 3)  # 5, 8, 12
     assert "MergeResult(10 source rows" in repr(res) and "<table>" in res._repr_html_()
+    assert res.engine == t.context.engine() and (res.instant, res.completed) == (res.write.instant, res.write.completed)
     assert before_groups <= set(t.inspect.file_groups().file_id) | before_groups
 
 

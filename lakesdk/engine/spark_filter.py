@@ -69,6 +69,16 @@ def to_spark_column(n: Any) -> Any:
             return F.lit(v).cast("bigint")
         return F.lit(v)
     op, a = n.op, n.args
+    if hasattr(n, "type"):   # a typed value: arithmetic, || or coalesce (operands cast to its type)
+        t = spark_type(n.type)
+        args = [to_spark_column(x) if op == "||" else to_spark_column(x).cast(t) for x in a]
+        if op == "neg":
+            return -args[0]
+        if op == "coalesce":
+            return F.coalesce(*args)
+        if op == "||":
+            return F.concat(*args)
+        return {"+": args[0].__add__, "-": args[0].__sub__, "*": args[0].__mul__, "/": args[0].__truediv__}[op](args[1])
     if op == "and":
         return to_spark_column(a[0]) & to_spark_column(a[1])
     if op == "or":

@@ -25,7 +25,10 @@ import pyarrow.compute as pc
 
 from lakesdk.exceptions import InvalidFilterError
 from lakesdk.format.keys import DEFAULT_PARTITION
-from lakesdk.read.expr import Col, Lit
+from lakesdk.read.expr import Col, Lit, Node
+from lakesdk.read.values import ARITH as _ARITH
+from lakesdk.read.values import BCall, BLit, arith, arrow_call, typed
+from lakesdk.read.values import family as _family
 
 if TYPE_CHECKING:
     from lakesdk.read.predicate import Predicate
@@ -52,12 +55,6 @@ class BCol:
 
 
 @dataclass(frozen=True)
-class BLit:
-    value: Any
-    type: pa.DataType
-
-
-@dataclass(frozen=True)
 class BNode:
     op: str
     args: tuple
@@ -78,26 +75,6 @@ def _zone(name: str) -> _dt.tzinfo:
         return _dt.timezone(delta if m.group(1) == "+" else -delta)
     from zoneinfo import ZoneInfo
     return ZoneInfo(name)
-
-
-def _family(t: pa.DataType) -> str:
-    if pa.types.is_integer(t):
-        return "int"
-    if pa.types.is_floating(t):
-        return "float"
-    if pa.types.is_decimal(t):
-        return "decimal"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "string"
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    if pa.types.is_null(t):
-        return "null"
-    return "other"
 
 
 _NUMERIC = ("int", "float", "decimal")
@@ -222,7 +199,7 @@ class _Binder:
             return BLit(self.timestamp(lit, False, None), pa.timestamp("us", tz="UTC"))
         return BLit(lit.value, _LIT_TYPES[lit.kind])
 
-    def cast(self, lit: Lit, col: BCol) -> BLit:
+    def cast(self, lit: Lit, col: Any) -> BLit:
         """``lit`` as a value of ``col``'s type (Spark's implicit cast of a literal)."""
         t, fam, k, v = col.type, _family(col.type), lit.kind, lit.value
         if k == "null":
@@ -292,13 +269,18 @@ class _Binder:
             return self.column(n)
         if isinstance(n, Lit):
             return n
+        if n.op in _ARITH:
+            return arith(self, n)
         return self.condition(n)
 
     @staticmethod
     def type_of(x: Any) -> pa.DataType:
-        return x.type if isinstance(x, (BCol, BLit)) else pa.bool_()
+        return x.type if isinstance(x, (BCol, BLit, BCall)) else pa.bool_()
 
     def condition(self, n: Any) -> Any:
+        if isinstance(n, Node) and n.op in _ARITH:
+            raise self.error("a value (arithmetic, || or coalesce) is used as a condition, which needs a boolean",
+                             fix="compare it with a value (x + 1 > ...)")
         if isinstance(n, Col):
             c = self.column(n)
             if _family(c.type) != "bool":
@@ -348,10 +330,10 @@ class _Binder:
         if isinstance(x, Lit) and isinstance(y, Lit):
             x, y = self.literal(x), self.literal(y)
         elif isinstance(y, Lit):
-            y = self.cast(y, x) if isinstance(x, BCol) else self.literal(y) if isinstance(x, BLit) else \
+            y = self.cast(y, x) if isinstance(x, (BCol, BCall)) else self.literal(y) if isinstance(x, BLit) else \
                 self.cast(y, BCol(("(condition)",), pa.bool_()))
         elif isinstance(x, Lit):
-            x = self.cast(x, y) if isinstance(y, BCol) else self.literal(x) if isinstance(y, BLit) else \
+            x = self.cast(x, y) if isinstance(y, (BCol, BCall)) else self.literal(x) if isinstance(y, BLit) else \
                 self.cast(x, BCol(("(condition)",), pa.bool_()))
         fx, fy = _family(self.type_of(x)), _family(self.type_of(y))
         ok = fx == fy or "null" in (fx, fy) or (fx in _NUMERIC and fy in _NUMERIC) or {fx, fy} == {"date", "timestamp"}
@@ -366,14 +348,25 @@ class _Binder:
     def describe(x: Any) -> str:
         if isinstance(x, BCol):
             return f"column {x.name!r} ({x.type})"
+        if isinstance(x, BCall):
+            return f"{x.op} ({x.type})"
+        if isinstance(x, Lit):
+            return f"{x.sql()} ({x.kind})"
         if isinstance(x, BLit):
             return f"{x.value!r} ({x.type})"
         return "a condition (boolean)"
 
 
-def bind(pred: "Predicate", schema: pa.Schema, time_zone: str = "UTC") -> "Bound":
+def bind(pred: "Predicate", schema: pa.Schema, time_zone: str = "UTC", *, value: bool = False) -> "Bound":
+    """``pred`` bound as a condition, or (``value=True``) as a value: a column, a literal
+    (typed as Spark SQL types it), arithmetic, ``||`` or ``coalesce``."""
     b = _Binder(pred, schema, time_zone)
-    return Bound(b.condition(pred.tree), pred.text, schema, time_zone)
+    if not value:
+        return Bound(b.condition(pred.tree), pred.text, schema, time_zone)
+    tree = b.value(pred.tree)
+    if isinstance(tree, Lit):
+        tree = typed(b, tree)
+    return Bound(tree, pred.text, schema, time_zone)
 
 
 # -- rendering ---------------------------------------------------------------------------------------
@@ -387,6 +380,8 @@ def _arrow(n: Any) -> pc.Expression:
         return pc.field(*n.path)
     if isinstance(n, BLit):
         return _arrow_scalar(n)
+    if isinstance(n, BCall):
+        return arrow_call(n, _arrow)
     op, a = n.op, n.args
     if op == "and":
         return pc.and_kleene(_arrow(a[0]), _arrow(a[1]))
@@ -439,7 +434,7 @@ _UNKNOWN = object()
 def _cols(n: Any, out: list[BCol]) -> list[BCol]:
     if isinstance(n, BCol):
         out.append(n)
-    elif isinstance(n, BNode):
+    elif isinstance(n, (BNode, BCall)):
         for a in n.args:
             for x in (a if isinstance(a, tuple) else (a,)):
                 _cols(x, out)

@@ -6,10 +6,13 @@ Grammar (case-insensitive keywords)::
     expr    := and (OR and)*
     and     := not (AND not)*
     not     := NOT not | cmp
-    cmp     := term [ (= | == | != | <> | < | <= | > | >=) term
-                    | IS [NOT] NULL | [NOT] IN ( term, ... ) | [NOT] BETWEEN term AND term
-                    | [NOT] LIKE term ]
-    term    := column | literal | ( expr )
+    cmp     := sum [ (= | == | != | <> | < | <= | > | >=) sum
+                    | IS [NOT] NULL | [NOT] IN ( sum, ... ) | [NOT] BETWEEN sum AND sum
+                    | [NOT] LIKE sum ]
+    sum     := prod ((+ | - | '||') prod)*
+    prod    := unary ((* | /) unary)*
+    unary   := - unary | term
+    term    := column | literal | ( expr ) | COALESCE ( expr, ... )
     column  := name (. name)*             name: identifier or `back-quoted identifier`
     literal := [-]number | 'text' | "text" | TRUE | FALSE | NULL | DATE 'text' | TIMESTAMP 'text'
 
@@ -42,7 +45,7 @@ if TYPE_CHECKING:
 
     from lakesdk.read.bind import Bound
 
-__all__ = ["Predicate", "parse_where", "from_filters", "Col", "Lit", "Node"]
+__all__ = ["Predicate", "parse_where", "parse_expression", "from_filters", "Col", "Lit", "Node"]
 
 
 _TOKEN = re.compile(r"""
@@ -51,10 +54,11 @@ _TOKEN = re.compile(r"""
     | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
     | `(?P<qid>(?:[^`]|``)+)`
     | (?P<id>[A-Za-z_][A-Za-z0-9_]*)
-    | (?P<op><=|>=|<>|!=|==|=|<|>|\(|\)|,|\.|-)
+    | (?P<op><=|>=|<>|!=|==|=|<|>|\(|\)|,|\.|-|\+|\*|/|\|\|)
     )""", re.VERBOSE | re.DOTALL)
 
 _KEYWORDS = {"AND", "OR", "NOT", "IS", "NULL", "IN", "BETWEEN", "TRUE", "FALSE", "DATE", "TIMESTAMP", "LIKE"}
+_FUNCTIONS = ("coalesce",)
 _ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "%": "\\%", "_": "\\_"}
 
 
@@ -178,11 +182,11 @@ class _Parser:
         return self.cmp()
 
     def cmp(self) -> Any:
-        left = self.term()
+        left = self.sum()
         if self.peek("op") and self.toks[self.i][1] in ("=", "==", "!=", "<>", "<", "<=", ">", ">="):
             op = self.take()
             op = {"==": "=", "<>": "!="}.get(op, op)
-            return Node(op, (left, self.term()))
+            return Node(op, (left, self.sum()))
         if self.peek("kw", "IS"):
             self.take()
             negate = bool(self.peek("kw", "NOT") and self.take())
@@ -193,25 +197,46 @@ class _Parser:
         if self.peek("kw", "IN"):
             self.take()
             self.take("op", "(", expected="'(' after IN")
-            vals = [self.term()]
+            vals = [self.sum()]
             while self.peek("op", ","):
                 self.take()
-                vals.append(self.term())
+                vals.append(self.sum())
             self.take("op", ")", expected="',' or ')' closing the IN list")
             n = Node("in", (left, tuple(vals)))
         elif self.peek("kw", "BETWEEN"):
             self.take()
-            lo = self.term()
+            lo = self.sum()
             self.take("kw", "AND", expected="AND in BETWEEN ... AND ...")
-            n = Node("and", (Node(">=", (left, lo)), Node("<=", (left, self.term()))))
+            n = Node("and", (Node(">=", (left, lo)), Node("<=", (left, self.sum()))))
         elif self.peek("kw", "LIKE"):
             self.take()
-            n = Node("like", (left, self.term()))
+            n = Node("like", (left, self.sum()))
         elif negate:
             raise self.fail("IN, BETWEEN or LIKE after NOT")
         else:
             return left
         return Node("not", (n,)) if negate else n
+
+    def sum(self) -> Any:
+        e = self.prod()
+        while self.peek("op") and self.toks[self.i][1] in ("+", "-", "||"):
+            e = Node(self.take(), (e, self.prod()))
+        return e
+
+    def prod(self) -> Any:
+        e = self.unary()
+        while self.peek("op") and self.toks[self.i][1] in ("*", "/"):
+            e = Node(self.take(), (e, self.unary()))
+        return e
+
+    def unary(self) -> Any:
+        if self.peek("op", "-"):
+            self.take()
+            if self.peek("num"):
+                lit = self.take()
+                return Lit(-lit.value, lit.kind)
+            return Node("neg", (self.unary(),))
+        return self.term()
 
     def term(self) -> Any:
         if self.peek("op", "("):
@@ -219,10 +244,19 @@ class _Parser:
             e = self.or_()
             self.take("op", ")", expected="')'")
             return e
-        if self.peek("op", "-") and self.peek("num", ahead=1):
+        if self.peek("id") and self.peek("op", "(", ahead=1):
+            name = self.toks[self.i][1]
+            if name.lower() not in _FUNCTIONS:
+                raise self.fail(f"a column, a value or one of the functions {', '.join(_FUNCTIONS)} "
+                                f"({name}() is not one lakesdk evaluates)")
             self.take()
-            lit = self.take()
-            return Lit(-lit.value, lit.kind)
+            self.take()
+            args = [self.or_()]
+            while self.peek("op", ","):
+                self.take()
+                args.append(self.or_())
+            self.take("op", ")", expected="',' or ')' closing the arguments")
+            return Node(name.lower(), tuple(args))
         if self.peek("num"):
             return self.take()
         if self.peek("str"):
@@ -288,6 +322,13 @@ class Predicate:
         from lakesdk.read.bind import bind
         return bind(self, schema, time_zone or "UTC")
 
+    def bind_value(self, schema: "pa.Schema", time_zone: str | None = None) -> "Bound":
+        """This text as a value (not a condition) over ``schema``: a column, a literal, arithmetic
+        (``+ - * /`` on numbers), ``||`` on text or ``coalesce(...)``.  Raises InvalidFilterError
+        for what lakesdk does not evaluate as Spark SQL does."""
+        from lakesdk.read.bind import bind
+        return bind(self, schema, time_zone or "UTC", value=True)
+
     def validate(self, names: Iterable[str]) -> None:
         names = list(names)
         missing = sorted(c for c in self.columns if c.split(".")[0] not in names)
@@ -303,6 +344,14 @@ class Predicate:
 def parse_where(text: str) -> Predicate:
     if not isinstance(text, str) or not text.strip():
         raise InvalidFilterError("the filter is empty; pass a SQL condition such as \"fare > 20\"")
+    return Predicate(_Parser(text).parse(), text)
+
+
+def parse_expression(text: str) -> Predicate:
+    """A value expression (a merge's ``set=`` / ``values=``): the same grammar as a filter,
+    bound with :meth:`Predicate.bind_value` rather than as a condition."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidFilterError(f"the expression {text!r} is empty; pass a SQL expression such as \"s.fare\"")
     return Predicate(_Parser(text).parse(), text)
 
 

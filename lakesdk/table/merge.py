@@ -2,8 +2,12 @@
 
 Semantics follow Delta Lake's MERGE: clauses are tried in the order given and the first
 whose condition holds applies to a row; ``s.`` names the source and ``t.`` the target.
-Conditions and ``set`` values are Spark SQL expressions, evaluated by Spark over the join of
-the source with the table's current snapshot.  The changed rows are then written as one
+Conditions and ``set`` values are Spark SQL expressions.  With the local engine and a pandas
+or Arrow source they are evaluated by pyarrow (:mod:`lakesdk.table.local_merge`: the same
+typed tree as filters, with Spark SQL's semantics) over the join of the source with the
+target rows of its keys, without Spark; an expression outside what lakesdk evaluates
+(docs/api/merge.md) runs the merge on Spark, as the spark engine and Spark sources always
+do, over the join of the source with the table's snapshot.  The changed rows are then written as one
 commit through the table's write path, which touches only the file groups that hold
 matched keys.  As with every write to an event-time table, a row whose ordering value is
 lower than the stored one does not replace it (Hudi's MERGE INTO behaves the same), and a
@@ -69,6 +73,17 @@ class MergeResult:
     write: "WriteResult | None"
     seconds: float
     skipped: int = 0
+    engine: str = "spark"   # where the clauses were evaluated: "local" (pyarrow) or "spark"
+
+    @property
+    def instant(self) -> str | None:
+        """The commit's instant time, as :attr:`WriteResult.instant` (None when nothing changed)."""
+        return self.write.instant if self.write is not None else None
+
+    @property
+    def completed(self) -> str | None:
+        """The commit's completion time, as :attr:`WriteResult.completed` (None when nothing changed)."""
+        return self.write.completed if self.write is not None else None
 
     def __repr__(self) -> str:
         at = f" @ {self.write.instant}" if self.write and self.write.instant else " (no changes)"
@@ -126,13 +141,11 @@ class MergeBuilder:
 
     # -- execution -------------------------------------------------------------------------------
     def execute(self) -> MergeResult:
-        from lakesdk.engine.spark_merge import spark_merge_changes
         from lakesdk.table.data import to_arrow_or_spark
         t0 = time.perf_counter()
         if not self.clauses:
             raise SchemaError("the merge has no clauses: add when_matched_... or when_not_matched_...")
         t = self.table
-        spark = t.spark
         arrow, sdf = to_arrow_or_spark(self.source)
         if arrow is not None:
             # the types a write stores (nanoseconds as micros, refusing lost digits; unsigned
@@ -147,14 +160,29 @@ class MergeBuilder:
                 and arrow.column(ordering).null_count:
             raise null_ordering_error(ordering, arrow.column(ordering).null_count, arrow.num_rows, cfg.name,
                                       "merge source")
-        m = spark_merge_changes(spark, arrow, sdf, on=self.on, clauses=self.clauses, config=cfg, key=t.key,
-                                target_columns=t.schema.names, read_target=lambda: t.read().to_spark(),
-                                lacking_columns=self._lacking_columns, ordering=ordering)
+        m: Any = None
+        engine = "spark"
+        if arrow is not None and t.context.engine() == "local":
+            from lakesdk.table.local_merge import LocalMergeUnsupported, local_merge_plan
+            try:
+                run = local_merge_plan(t, arrow, on=self.on, clauses=self.clauses, lacking_columns=self._lacking_columns)
+            except LocalMergeUnsupported as err:
+                if not _spark_installed():
+                    raise err.cause from None
+                run = None   # an expression lakesdk does not evaluate: Spark does
+            if run is not None:
+                m = run()
+                engine = "local"
+        if m is None:
+            from lakesdk.engine.spark_merge import spark_merge_changes
+            m = spark_merge_changes(t.spark, arrow, sdf, on=self.on, clauses=self.clauses, config=cfg, key=t.key,
+                                    target_columns=t.schema.names, read_target=lambda: t.read().to_spark(),
+                                    lacking_columns=self._lacking_columns, ordering=ordering)
         counts, source_rows, unchanged, acted = m.counts, m.source_rows, m.unchanged, m.acted
         write = None
         if acted:
             from lakesdk.table.write import WriteOperation
-            data = m.rows(local=t.context.spark_is_local())   # local Spark: the rows are here
+            data = m.changes if engine == "local" else m.rows(local=t.context.spark_is_local())
             if data is not None and hasattr(data, "num_rows"):
                 data = _fix_types(data, t, arrow.schema if arrow is not None else None)
             write = WriteOperation(t, "merge", data).execute()
@@ -162,7 +190,8 @@ class MergeBuilder:
         # what happened to the table is what the commit did: a selected row whose ordering
         # value is lower than the stored one changes nothing (skipped)
         upd, ins, dele, skipped = (write.updated, write.inserted, write.deleted, write.skipped) if write else (0, 0, 0, 0)
-        return MergeResult(source_rows, upd, ins, dele, unchanged, per, write, time.perf_counter() - t0, skipped)
+        return MergeResult(source_rows, upd, ins, dele, unchanged, per, write, time.perf_counter() - t0, skipped,
+                           engine)
 
 
     def _lacking_columns(self, source_columns: list[str]) -> set[str]:
@@ -187,6 +216,11 @@ class MergeBuilder:
             "when_not_matched_insert_all would insert nulls. Add the columns to the source, or pass "
             "missing_columns='null' (write nulls) or missing_columns='keep' (updated rows keep their stored "
             "values, inserted rows get nulls) to t.merge(...), or name the columns in explicit clauses")
+
+
+def _spark_installed() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("pyspark") is not None
 
 
 def _fix_types(data: Any, t: "Table", source: Any = None) -> Any:
