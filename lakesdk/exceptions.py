@@ -502,6 +502,20 @@ class _CorruptLogBlock(LakeError):
     well-formed block; the reader skips to the next block."""
 
 
+class _ColumnarUnsupported(LakeError):
+    """Internal (:mod:`lakesdk.format.avro_columnar`): the schema or the data is not for the
+    columnar Avro codec; the caller uses the record-at-a-time one."""
+
+
+class _LocalMergeUnsupported(LakeError):
+    """Internal (:mod:`lakesdk.table.local_merge`): an expression lakesdk does not evaluate
+    locally; the merge runs on Spark.  ``cause`` is the InvalidFilterError saying which."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class _MarkerHTTPError(LakeError):
     """Internal (:mod:`lakesdk.markers.server`): a marker request fails with HTTP ``status``;
     the server answers it with ``{"error": message, **extra}``."""

@@ -277,7 +277,7 @@ def test_compaction_executed_by_another_process_is_left_to_it(tmp_path, monkeypa
     """Two processes compacting (two writers compacting inline) must not both execute one
     pending compaction: each would take the other's base files for leftovers of a failed
     attempt and delete them, or overwrite a completed base file while it is read."""
-    from lakesdk.engine import tasks
+    from lakesdk.engine import local, tasks
     t, other = mor_table(tmp_path)
     original = tasks.compact_file_slice
     meanwhile: list = []
@@ -292,6 +292,7 @@ def test_compaction_executed_by_another_process_is_left_to_it(tmp_path, monkeypa
             meanwhile.append(e.value)
         return original(*a, **kw)
     monkeypatch.setattr(tasks, "compact_file_slice", other_process_compacts_too)
+    monkeypatch.setattr(local, "compact_file_slice", other_process_compacts_too)   # the local engine's name
     plan = t.maintenance.schedule_compaction()
     res = t.maintenance.compact(plan.instant)
     assert meanwhile[0] is None and plan.instant in str(meanwhile[1]) and res.instant == plan.instant

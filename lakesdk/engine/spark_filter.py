@@ -12,27 +12,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakesdk.format.schema import type_family as _family
+
 __all__ = ["to_spark_column", "spark_type"]
-
-
-def _family(t: pa.DataType) -> str:
-    if pa.types.is_integer(t):
-        return "int"
-    if pa.types.is_floating(t):
-        return "float"
-    if pa.types.is_decimal(t):
-        return "decimal"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "string"
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    if pa.types.is_null(t):
-        return "null"
-    return "other"
 
 
 def spark_type(t: pa.DataType) -> str:

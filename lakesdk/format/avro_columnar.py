@@ -23,11 +23,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakesdk.exceptions import _ColumnarUnsupported
+
 __all__ = ["Unsupported", "decode_records", "encode_records"]
 
 
-class Unsupported(Exception):
-    """The schema or the data is not for the columnar codec; use the record-at-a-time one."""
+Unsupported = _ColumnarUnsupported   # the schema or the data is not for the columnar codec
 
 
 _PAD = 16                         # zero bytes after the content: a varint read never runs off

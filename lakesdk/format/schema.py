@@ -24,6 +24,7 @@ import pyarrow as pa
 from lakesdk.exceptions import IncompatibleSchemaError, SchemaError
 
 __all__ = [
+    "type_family",
     "META_FIELDS",
     "META_SCHEMA",
     "arrow_to_avro",
@@ -42,6 +43,28 @@ __all__ = [
 META_FIELDS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
                "_hoodie_partition_path", "_hoodie_file_name")
 META_SCHEMA = pa.schema([(f, pa.string()) for f in META_FIELDS])
+
+
+def type_family(t: pa.DataType) -> str:
+    """The family of an Arrow type for comparisons and casts: int, float, decimal, string,
+    bool, date, timestamp, null or other (SQL's type families, as filters and merges use them)."""
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_floating(t):
+        return "float"
+    if pa.types.is_decimal(t):
+        return "decimal"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    if pa.types.is_null(t):
+        return "null"
+    return "other"
 
 
 def _decimal_size(precision: int) -> int:

@@ -12,29 +12,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk.exceptions import InvalidFilterError
+from lakesdk.format.schema import type_family
 from lakesdk.read.expr import Lit
 
 __all__ = ["BCall", "BLit", "arith", "typed", "arrow_call", "family", "ARITH"]
 
 
-def family(t: pa.DataType) -> str:
-    if pa.types.is_integer(t):
-        return "int"
-    if pa.types.is_floating(t):
-        return "float"
-    if pa.types.is_decimal(t):
-        return "decimal"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "string"
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    if pa.types.is_null(t):
-        return "null"
-    return "other"
+family = type_family      # the name this module and the binder use
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakesdk.exceptions import InvalidFilterError, MergeConflictError, SchemaError
+from lakesdk.exceptions import InvalidFilterError, MergeConflictError, SchemaError, _LocalMergeUnsupported
 from lakesdk.read.expr import Col, Node
 
 if TYPE_CHECKING:
@@ -33,12 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalMergeUnsupported", "LocalMergeChanges", "local_merge_plan"]
 
 
-class LocalMergeUnsupported(Exception):
-    """An expression lakesdk does not evaluate locally (internal: the merge runs on Spark)."""
-
-    def __init__(self, cause: InvalidFilterError) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
+LocalMergeUnsupported = _LocalMergeUnsupported   # an expression not evaluated locally: the merge runs on Spark
 
 
 @dataclass(frozen=True)
