@@ -38,7 +38,8 @@ def _rows(t: pa.Table, cols=("id", "p")) -> list[tuple]:
 
 
 def _quote(v: str) -> str:
-    return "'" + v.replace("'", "''") + "'"
+    """A Spark SQL string literal of ``v`` (backslashes escape, as in Spark SQL)."""
+    return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _data_files(path: str) -> list[str]:
