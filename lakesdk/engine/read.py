@@ -81,16 +81,7 @@ def read_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], expr: 
     full = with_meta_fields(plan.schema)
     cols = columns
     if plan.merges:
-        from concurrent.futures import ThreadPoolExecutor
-
-        from lakesdk._progress import progress as show_progress
-        from lakesdk.engine.slice_reader import read_slice
-        ctx = slice_context(table, plan)
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            tables = list(show_progress(pool.map(lambda sl: _filter_merged(read_slice(ctx, sl), plan, cols, expr),
-                                                 plan.slices), total=len(plan.slices), desc="reading file slices",
-                                        setting=table.options.progress))
-        return pa.concat_tables(tables) if tables else full.empty_table().select(cols)
+        return _read_merged(table, plan, cols, expr)
     files = plan.files
     if not files:
         return full.empty_table().select(cols)
@@ -103,6 +94,63 @@ def read_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], expr: 
     with damaged_files(list(paths)):
         dataset = ds.dataset(paths, schema=full, format="parquet", filesystem=fs)
         return dataset.to_table(columns=cols, filter=expr)
+
+
+def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: pc.Expression | None) -> pa.Table:
+    """Merge-on-read: one multi-threaded dataset scan of every slice's base file (as the
+    copy-on-write read), the slices' log blocks read meanwhile, and one merge of the keys the
+    logs touch.  The filter applies after the merge (a base row's log version may match it
+    where the base row does not, or the other way round); rows keep no particular order:
+    the untouched base rows first, then the merged ones."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow.dataset as ds
+
+    from lakesdk.engine.slice_reader import FG, IS_DELETED, _log_versions, merge_slices
+    from lakesdk.format.damaged import damaged_files
+    from lakesdk.merge.ordering import KEY, PART
+
+    ctx = slice_context(table, plan)
+    full = pa.schema([f.with_nullable(True) for f in with_meta_fields(plan.schema)])
+    post = expr
+    if plan.commit_times is not None:
+        inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
+        post = inc if post is None else (post & inc)
+    if ctx.merger is not None or ctx.column_groups or expr is not None:
+        need = set(full.names)     # a merger sees whole rows; a filter's columns are not known
+    else:
+        need = {*cols, KEY, PART, *([ctx.ordering] if ctx.ordering else []),
+                *(["_hoodie_commit_time"] if plan.commit_times is not None else [])}
+    if IS_DELETED in full.names:
+        need.add(IS_DELETED)
+    proj = pa.schema([f for f in full if f.name in need])
+    slices = list(plan.slices)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {i: pool.submit(_log_versions, ctx, sl, proj) for i, sl in enumerate(slices) if sl.log_files}
+        based = [(i, sl.base_path) for i, sl in enumerate(slices) if sl.base_path]
+        base = None
+        if based:
+            fs, paths = _arrow_fs(table.storage, [p for _, p in based])
+            fmt = ds.ParquetFileFormat()
+            frags = [fmt.make_fragment(p, filesystem=fs, partition_expression=(ds.field(FG) == pa.scalar(i, pa.int32())))
+                     for (i, _), p in zip(based, paths)]
+            with damaged_files(list(paths)):
+                dataset = ds.FileSystemDataset(frags, schema=full.append(pa.field(FG, pa.int32())), format=fmt,
+                                               filesystem=fs)
+                base = dataset.to_table(columns=[*proj.names, FG])
+        logs = {i: f.result() for i, f in futures.items()}
+    untouched, merged = merge_slices(ctx, slices, base, logs)
+    if untouched is not None and IS_DELETED in untouched.column_names:
+        untouched = untouched.filter(pc.invert(pc.fill_null(untouched.column(IS_DELETED), False)))
+    out = [t for t in (untouched, merged) if t is not None]
+    if not out:
+        return full.empty_table().select(cols)
+    if len(out) == 2 and merged is not None and untouched is not None and merged.schema != untouched.schema:
+        out[1] = merged.cast(untouched.schema)
+    rows = pa.concat_tables(out)
+    if post is not None:
+        rows = rows.filter(post)
+    return rows.select(cols)
 
 
 def _arrow_fs(storage: Any, files: list[str]) -> tuple[Any, list[str]]:

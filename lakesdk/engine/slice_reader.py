@@ -218,3 +218,66 @@ def _merge_touched(ctx: SliceReadContext, base: pa.Table, logs: pa.Table) -> pa.
     if len(hit_rows) == 0:
         return pa.concat_tables([base, merged])
     return pa.concat_tables([base, merged]).take(pa.array(order))
+
+
+FG = "_lk_fg"   # the file slice a row was read from (an index into the read's slices)
+
+
+def merge_slices(ctx: SliceReadContext, slices: list[FileSlice], base: pa.Table | None,
+                 logs: dict[int, list[pa.Table]]) -> tuple[pa.Table | None, pa.Table | None]:
+    """The merge of many file slices at once: ``base`` holds the base rows of the slices
+    (in ``schema`` plus :data:`FG`, the index in ``slices`` of each row's slice) and ``logs``
+    the record versions of each slice's visible log blocks (:func:`_log_versions`).
+
+    Returns (the base rows no log block touches, the merged rows of the touched keys), both
+    without :data:`FG`.  A key is touched when a log block of its own file slice has a
+    version of it; only those keys are merged, all slices in one merge when no key has log
+    versions in two slices and the merger is not a user's (it sees one slice at a time)."""
+    parts = [(i, t) for i, ts in logs.items() for t in ts if t.num_rows]
+    if not parts:
+        return (base.drop_columns([FG]) if base is not None else None), None
+    log_t = pa.concat_tables([t.append_column(FG, pa.repeat(pa.scalar(i, pa.int32()), t.num_rows)) for i, t in parts])
+    enc = pc.dictionary_encode(log_t.column(KEY)).combine_chunks()
+    ukeys = enc.dictionary
+    code = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    log_fg = np.asarray(log_t.column(FG).to_numpy(), dtype=np.int32)
+    fg_of = np.empty(len(ukeys), dtype=np.int32)
+    fg_of[code] = log_fg
+    disjoint = bool(np.array_equal(fg_of[code], log_fg))   # no key has log versions in two slices
+    untouched = touched = None
+    if base is not None and base.num_rows:
+        where = pc.index_in(base.column(KEY), value_set=ukeys)
+        if where.null_count < len(where):
+            w = np.asarray(pc.fill_null(where, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+            cand = np.flatnonzero(w >= 0)
+            cfg = np.asarray(base.column(FG).to_numpy(), dtype=np.int32)[cand]
+            if disjoint:    # each log key belongs to one slice: the candidate's slice must be it
+                exact = fg_of[w[cand]] == cfg
+            else:
+                pairs = set(zip(code.tolist(), log_fg.tolist()))
+                exact = np.fromiter(((c, f) in pairs for c, f in zip(w[cand].tolist(), cfg.tolist())),
+                                    dtype=bool, count=len(cand))
+            rows = cand[exact]
+        else:
+            rows = np.empty(0, dtype=np.int64)
+        if len(rows):
+            drop = np.zeros(base.num_rows, dtype=bool)
+            drop[rows] = True
+            untouched = base.filter(pa.array(~drop))
+            picked = base.take(pa.array(rows))
+            log_schema = pa.schema([f for f in parts[0][1].schema if f.name not in (SEQ, OP)])
+            touched = _tag(conform(picked.drop_columns([FG]), log_schema), 0, OP_UPSERT) \
+                .append_column(FG, picked.column(FG))
+        else:
+            untouched = base
+    untouched = untouched.drop_columns([FG]) if untouched is not None else None
+    versions = pa.concat_tables(([touched] if touched is not None else []) + [log_t])
+    schema = versions.schema.remove(versions.schema.get_field_index(FG))
+    schema = pa.schema([f for f in schema if f.name not in (SEQ, OP)])
+    if disjoint and ctx.merger is None:
+        groups = [versions]
+    else:
+        fgs = versions.column(FG)
+        groups = [versions.filter(pc.equal(fgs, pa.scalar(i, pa.int32()))) for i in sorted(logs)]
+    merged = [_as_rows_of(_merge(ctx, g.drop_columns([FG])), schema) for g in groups if g.num_rows]
+    return untouched, (pa.concat_tables(merged) if merged else schema.empty_table())
