@@ -97,17 +97,19 @@ def read_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], expr: 
 
 
 def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: pc.Expression | None) -> pa.Table:
-    """Merge-on-read: one multi-threaded dataset scan of every slice's base file (as the
-    copy-on-write read), the slices' log blocks read meanwhile, and one merge of the keys the
-    logs touch.  The filter applies after the merge (a base row's log version may match it
-    where the base row does not, or the other way round); rows keep no particular order:
-    the untouched base rows first, then the merged ones."""
+    """Merge-on-read: a task per file slice reads its log blocks and its base file (Arrow's
+    dataset reader, as the copy-on-write read) and splits off the base rows of the keys the
+    logs touch, merges only those, all slices at once on the threads of a pool.  The filter
+    applies to a slice without logs as it is read, otherwise after the merge (a base row's
+    log version may match it where the base row does not, or the other way round).  Each
+    slice's untouched base rows come first, then its merged ones."""
     from concurrent.futures import ThreadPoolExecutor
 
     import pyarrow.dataset as ds
 
-    from lakesdk.engine.slice_reader import FG, IS_DELETED, _log_versions, merge_slices
-    from lakesdk.format.damaged import damaged_files
+    from lakesdk._progress import progress as show_progress
+    from lakesdk.engine.slice_reader import IS_DELETED, _log_versions, merge_touched, split_touched
+    from lakesdk.format.damaged import damaged_file
     from lakesdk.merge.ordering import KEY, PART
 
     ctx = slice_context(table, plan)
@@ -124,33 +126,40 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     if IS_DELETED in full.names:
         need.add(IS_DELETED)
     proj = pa.schema([f for f in full if f.name in need])
-    slices = list(plan.slices)
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {i: pool.submit(_log_versions, ctx, sl, proj) for i, sl in enumerate(slices) if sl.log_files}
-        based = [(i, sl.base_path) for i, sl in enumerate(slices) if sl.base_path]
+    slices = [sl for sl in plan.slices if sl.base_path or sl.log_files]
+    bases = [sl.base_path for sl in slices if sl.base_path]
+    fs, paths = _arrow_fs(table.storage, bases)
+    where = dict(zip(bases, paths))
+    fmt = ds.ParquetFileFormat()
+
+    def one(sl: FileSlice) -> list[pa.Table]:
+        logs = _log_versions(ctx, sl, proj) if sl.log_files else []
         base = None
-        if based:
-            fs, paths = _arrow_fs(table.storage, [p for _, p in based])
-            fmt = ds.ParquetFileFormat()
-            frags = [fmt.make_fragment(p, filesystem=fs, partition_expression=(ds.field(FG) == pa.scalar(i, pa.int32())))
-                     for (i, _), p in zip(based, paths)]
-            with damaged_files(list(paths)):
-                dataset = ds.FileSystemDataset(frags, schema=full.append(pa.field(FG, pa.int32())), format=fmt,
-                                               filesystem=fs)
-                base = dataset.to_table(columns=[*proj.names, FG])
-        logs = {i: f.result() for i, f in futures.items()}
-    untouched, merged = merge_slices(ctx, slices, base, logs)
-    if untouched is not None and IS_DELETED in untouched.column_names:
-        untouched = untouched.filter(pc.invert(pc.fill_null(untouched.column(IS_DELETED), False)))
-    out = [t for t in (untouched, merged) if t is not None]
+        if sl.base_path:
+            with damaged_file(sl.base_path):
+                frag = fmt.make_fragment(where[sl.base_path], filesystem=fs)
+                base = frag.to_table(schema=full, columns=proj.names, filter=None if sl.log_files else post)
+            if IS_DELETED in base.column_names:
+                base = base.filter(pc.invert(pc.fill_null(base.column(IS_DELETED), False)))
+        if not sl.log_files:
+            return [base.select(cols)] if base is not None else []
+        untouched, touched, n = split_touched(base, logs)
+        merged = merge_touched(ctx, [(touched, logs, n)])
+        out = [t for t in (untouched, merged) if t is not None]
+        if post is not None:
+            out = [t.filter(post) for t in out]
+        out = [t.select(cols) for t in out]
+        if len(out) == 2 and out[1].schema != out[0].schema:
+            out[1] = out[1].cast(out[0].schema)
+        return out
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = list(show_progress(pool.map(one, slices), total=len(slices), desc="reading file slices",
+                                  setting=table.options.progress))
+    out = [t for ts in done for t in ts]
     if not out:
         return full.empty_table().select(cols)
-    if len(out) == 2 and merged is not None and untouched is not None and merged.schema != untouched.schema:
-        out[1] = merged.cast(untouched.schema)
-    rows = pa.concat_tables(out)
-    if post is not None:
-        rows = rows.filter(post)
-    return rows.select(cols)
+    return pa.concat_tables([t if t.schema == out[0].schema else t.cast(out[0].schema) for t in out])
 
 
 def _arrow_fs(storage: Any, files: list[str]) -> tuple[Any, list[str]]:

@@ -174,8 +174,8 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
 
     Only the keys that have a version in the log blocks are merged: the base rows of the
     other keys pass through untouched (as in Hudi's file group reader, a merger only sees
-    keys with more than the base version).  Rows keep the base file's order, a key's winner
-    in its base row's place; keys new in the logs follow, in log order.
+    keys with more than the base version).  The untouched base rows come first, in the base
+    file's order, then the winners of the touched keys (no particular order).
     """
     if not sl.log_files and sl.base_path:
         out = conform(_read_base_file(ctx, sl.base_path, None), ctx.full_schema)
@@ -185,99 +185,51 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
     full = _projected_schema(ctx, None if (ctx.column_groups or ctx.merger) else columns)
     base = _base_rows(ctx, sl, full)
     logs = _log_versions(ctx, sl, full)
-    if base is None or not logs:
-        versions = pa.concat_tables(([_tag(base, 0, OP_UPSERT)] if base is not None else []) + logs) \
-            if (base is not None or logs) else _tag(full.empty_table(), 0, OP_UPSERT)
-        merged = _merge(ctx, versions) if logs else versions.drop_columns([SEQ, OP])
+    untouched, touched, n = split_touched(base, logs)
+    merged = merge_touched(ctx, [(touched, logs, n)])
+    if merged is None:
+        out = untouched if untouched is not None else full.empty_table()
+    elif untouched is None:
+        out = merged
     else:
-        merged = _merge_touched(ctx, base, pa.concat_tables(logs))
-    return merged.select(list(columns)) if columns is not None else merged
+        out = pa.concat_tables([untouched, _as_rows_of(merged, untouched.schema)])
+    return out.select(list(columns)) if columns is not None else out
 
 
-def _merge_touched(ctx: SliceReadContext, base: pa.Table, logs: pa.Table) -> pa.Table:
-    """Base rows merged with log versions, merging only the keys the logs touch."""
-    n = base.num_rows
-    log_keys = pc.unique(logs.column(KEY))
-    hit = np.asarray(pc.is_in(base.column(KEY), value_set=log_keys).to_numpy(zero_copy_only=False), dtype=bool)
-    hit_rows = np.flatnonzero(hit)
-    touched = base.take(pa.array(hit_rows))
-    merged = _as_rows_of(_merge(ctx, pa.concat_tables([_tag(touched, 0, OP_UPSERT), logs])), base.schema)
-    if merged.num_rows == 0 and len(hit_rows) == 0:
-        return base
-    # each touched base row: its key's winner (dropped when the key was deleted)
-    where = pc.index_in(touched.column(KEY), value_set=merged.column(KEY))
-    won = np.asarray(pc.is_valid(where).to_numpy(zero_copy_only=False), dtype=bool)
-    idx = np.arange(n, dtype=np.int64)
-    idx[hit_rows] = n + np.asarray(pc.fill_null(where, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
-    keep = ~hit
-    keep[hit_rows[won]] = True
-    # winners of keys the base file does not hold, after the base rows
-    new = np.flatnonzero(~np.asarray(pc.is_in(merged.column(KEY), value_set=touched.column(KEY))
-                                     .to_numpy(zero_copy_only=False), dtype=bool))
-    order = np.concatenate([idx[keep], n + new])
-    if len(hit_rows) == 0:
-        return pa.concat_tables([base, merged])
-    return pa.concat_tables([base, merged]).take(pa.array(order))
+def split_touched(base: pa.Table | None, logs: list[pa.Table]) -> tuple[pa.Table | None, pa.Table | None, int]:
+    """(the base rows no log version touches, the touched ones as versions of sequence 0 in
+    the logs' schema, the number of keys the logs touch) of one file slice."""
+    logs = [t for t in logs if t.num_rows]
+    if not logs:
+        return base, None, 0
+    keys = pc.unique(pa.chunked_array([c for t in logs for c in t.column(KEY).chunks], type=logs[0].schema.field(KEY).type))
+    if base is None or base.num_rows == 0:
+        return base, None, len(keys)
+    hit = pc.is_in(base.column(KEY), value_set=keys)
+    if not pc.any(hit).as_py():
+        return base, None, len(keys)
+    touched = base.filter(hit)
+    schema = pa.schema([f for f in logs[0].schema if f.name not in (SEQ, OP)])
+    if touched.schema != schema:
+        touched = conform(touched, schema)
+    return base.filter(pc.invert(hit)), _tag(touched, 0, OP_UPSERT), len(keys)
 
 
-FG = "_lk_fg"   # the file slice a row was read from (an index into the read's slices)
-
-
-def merge_slices(ctx: SliceReadContext, slices: list[FileSlice], base: pa.Table | None,
-                 logs: dict[int, list[pa.Table]]) -> tuple[pa.Table | None, pa.Table | None]:
-    """The merge of many file slices at once: ``base`` holds the base rows of the slices
-    (in ``schema`` plus :data:`FG`, the index in ``slices`` of each row's slice) and ``logs``
-    the record versions of each slice's visible log blocks (:func:`_log_versions`).
-
-    Returns (the base rows no log block touches, the merged rows of the touched keys), both
-    without :data:`FG`.  A key is touched when a log block of its own file slice has a
-    version of it; only those keys are merged, all slices in one merge when no key has log
-    versions in two slices and the merger is not a user's (it sees one slice at a time)."""
-    parts = [(i, t) for i, ts in logs.items() for t in ts if t.num_rows]
-    if not parts:
-        return (base.drop_columns([FG]) if base is not None else None), None
-    log_t = pa.concat_tables([t.append_column(FG, pa.repeat(pa.scalar(i, pa.int32()), t.num_rows)) for i, t in parts])
-    enc = pc.dictionary_encode(log_t.column(KEY)).combine_chunks()
-    ukeys = enc.dictionary
-    code = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    log_fg = np.asarray(log_t.column(FG).to_numpy(), dtype=np.int32)
-    fg_of = np.empty(len(ukeys), dtype=np.int32)
-    fg_of[code] = log_fg
-    disjoint = bool(np.array_equal(fg_of[code], log_fg))   # no key has log versions in two slices
-    untouched = touched = None
-    if base is not None and base.num_rows:
-        where = pc.index_in(base.column(KEY), value_set=ukeys)
-        if where.null_count < len(where):
-            w = np.asarray(pc.fill_null(where, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-            cand = np.flatnonzero(w >= 0)
-            cfg = np.asarray(base.column(FG).to_numpy(), dtype=np.int32)[cand]
-            if disjoint:    # each log key belongs to one slice: the candidate's slice must be it
-                exact = fg_of[w[cand]] == cfg
-            else:
-                pairs = set(zip(code.tolist(), log_fg.tolist()))
-                exact = np.fromiter(((c, f) in pairs for c, f in zip(w[cand].tolist(), cfg.tolist())),
-                                    dtype=bool, count=len(cand))
-            rows = cand[exact]
-        else:
-            rows = np.empty(0, dtype=np.int64)
-        if len(rows):
-            drop = np.zeros(base.num_rows, dtype=bool)
-            drop[rows] = True
-            untouched = base.filter(pa.array(~drop))
-            picked = base.take(pa.array(rows))
-            log_schema = pa.schema([f for f in parts[0][1].schema if f.name not in (SEQ, OP)])
-            touched = _tag(conform(picked.drop_columns([FG]), log_schema), 0, OP_UPSERT) \
-                .append_column(FG, picked.column(FG))
-        else:
-            untouched = base
-    untouched = untouched.drop_columns([FG]) if untouched is not None else None
-    versions = pa.concat_tables(([touched] if touched is not None else []) + [log_t])
-    schema = versions.schema.remove(versions.schema.get_field_index(FG))
-    schema = pa.schema([f for f in schema if f.name not in (SEQ, OP)])
-    if disjoint and ctx.merger is None:
-        groups = [versions]
-    else:
-        fgs = versions.column(FG)
-        groups = [versions.filter(pc.equal(fgs, pa.scalar(i, pa.int32()))) for i in sorted(logs)]
-    merged = [_as_rows_of(_merge(ctx, g.drop_columns([FG])), schema) for g in groups if g.num_rows]
-    return untouched, (pa.concat_tables(merged) if merged else schema.empty_table())
+def merge_touched(ctx: SliceReadContext, parts: list[tuple[pa.Table | None, list[pa.Table], int]]) -> pa.Table | None:
+    """The winners of the touched keys of many file slices: ``parts`` holds, per slice, its
+    touched base versions, its log versions and the number of keys its logs touch
+    (:func:`split_touched`).  One merge of all slices when no key has log versions in two
+    slices and the merger is not a user's (a user's merger sees one slice at a time)."""
+    groups = [[*([touched] if touched is not None else []), *[t for t in logs if t.num_rows]]
+              for touched, logs, _ in parts]
+    groups = [g for g in groups if g]
+    if not groups:
+        return None
+    if len(groups) > 1 and ctx.merger is None:
+        keys = pa.chunked_array([c for _, logs, _ in parts for t in logs for c in t.column(KEY).chunks],
+                                type=groups[0][0].schema.field(KEY).type)
+        if pc.count_distinct(keys).as_py() == sum(n for _, _, n in parts):
+            groups = [[t for g in groups for t in g]]
+    schema = pa.schema([f for f in groups[0][0].schema if f.name not in (SEQ, OP)])
+    merged = [_as_rows_of(_merge(ctx, pa.concat_tables(g)), schema) for g in groups]
+    return pa.concat_tables(merged)
