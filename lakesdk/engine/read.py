@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ReadPlan", "read_arrow", "slice_context"]
 
+_SLICE_THREADS = 4   # file slices of a merge-on-read read at once (each read is multi-threaded too)
+
 
 @dataclass(frozen=True)
 class ReadPlan:
@@ -126,6 +128,18 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     if IS_DELETED in full.names:
         need.add(IS_DELETED)
     proj = pa.schema([f for f in full if f.name in need])
+    # a simple key that is the text of an integer field: base rows are matched to log keys by
+    # that field, and their record key column (plain text, the costliest column to decode) is
+    # not read unless asked for
+    cfg = table.config
+    fields = cfg.record_key_fields
+    key_field = fields[0] if (len(fields) == 1 and cfg.keygen_type in ("SIMPLE", "NON_PARTITION")
+                              and KEY not in cols and expr is None and ctx.merger is None
+                              and not ctx.column_groups and fields[0] in plan.schema.names
+                              and pa.types.is_integer(plan.schema.field(fields[0]).type)) else None
+    base_names = [n for n in proj.names if not (key_field and n == KEY)]
+    if key_field and key_field not in base_names:
+        base_names.append(key_field)
     slices = [sl for sl in plan.slices if sl.base_path or sl.log_files]
     bases = [sl.base_path for sl in slices if sl.base_path]
     fs, paths = _arrow_fs(table.storage, bases)
@@ -138,12 +152,21 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
         if sl.base_path:
             with damaged_file(sl.base_path):
                 frag = fmt.make_fragment(where[sl.base_path], filesystem=fs)
-                base = frag.to_table(schema=full, columns=proj.names, filter=None if sl.log_files else post)
+                base = frag.to_table(schema=full, columns=base_names, filter=None if sl.log_files else post)
             if IS_DELETED in base.column_names:
                 base = base.filter(pc.invert(pc.fill_null(base.column(IS_DELETED), False)))
         if not sl.log_files:
             return [base.select(cols)] if base is not None else []
-        untouched, touched, n = split_touched(base, logs)
+        try:
+            untouched, touched, n = split_touched(base, logs, key_field)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            if not key_field or not sl.base_path:
+                raise
+            with damaged_file(sl.base_path):   # keys that are not the field's text: by the record key
+                base = fmt.make_fragment(where[sl.base_path], filesystem=fs).to_table(schema=full, columns=proj.names)
+            if IS_DELETED in base.column_names:
+                base = base.filter(pc.invert(pc.fill_null(base.column(IS_DELETED), False)))
+            untouched, touched, n = split_touched(base, logs)
         merged = merge_touched(ctx, [(touched, logs, n)])
         out = [t for t in (untouched, merged) if t is not None]
         if post is not None:
@@ -153,7 +176,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
             out[1] = out[1].cast(out[0].schema)
         return out
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    with ThreadPoolExecutor(max_workers=_SLICE_THREADS) as pool:
         done = list(show_progress(pool.map(one, slices), total=len(slices), desc="reading file slices",
                                   setting=table.options.progress))
     out = [t for ts in done for t in ts]

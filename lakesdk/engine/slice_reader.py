@@ -196,19 +196,32 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
     return out.select(list(columns)) if columns is not None else out
 
 
-def split_touched(base: pa.Table | None, logs: list[pa.Table]) -> tuple[pa.Table | None, pa.Table | None, int]:
+def split_touched(base: pa.Table | None, logs: list[pa.Table],
+                  key_field: str | None = None) -> tuple[pa.Table | None, pa.Table | None, int]:
     """(the base rows no log version touches, the touched ones as versions of sequence 0 in
-    the logs' schema, the number of keys the logs touch) of one file slice."""
+    the logs' schema, the number of keys the logs touch) of one file slice.
+
+    ``key_field``: the base rows carry no record key column but the one integer key field
+    the record key is the text of (a simple key generator); log keys that are not such
+    text raise ``ArrowInvalid``."""
     logs = [t for t in logs if t.num_rows]
     if not logs:
         return base, None, 0
     keys = pc.unique(pa.chunked_array([c for t in logs for c in t.column(KEY).chunks], type=logs[0].schema.field(KEY).type))
     if base is None or base.num_rows == 0:
         return base, None, len(keys)
-    hit = pc.is_in(base.column(KEY), value_set=keys)
+    if key_field is not None:
+        typed = pc.cast(keys, base.schema.field(key_field).type)
+        if not pc.equal(pc.cast(typed, pa.string()), keys).to_numpy(zero_copy_only=False).all():
+            raise pa.ArrowInvalid("record keys that are not the text of the key field")
+        hit = pc.is_in(base.column(key_field), value_set=typed)
+    else:
+        hit = pc.is_in(base.column(KEY), value_set=keys)
     if not pc.any(hit).as_py():
         return base, None, len(keys)
     touched = base.filter(hit)
+    if key_field is not None:
+        touched = touched.append_column(pa.field(KEY, pa.string()), pc.cast(touched.column(key_field), pa.string()))
     schema = pa.schema([f for f in logs[0].schema if f.name not in (SEQ, OP)])
     if touched.schema != schema:
         touched = conform(touched, schema)
