@@ -112,7 +112,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     from lakesdk._progress import progress as show_progress
     from lakesdk.engine.slice_reader import IS_DELETED, _log_versions, merge_touched, split_touched
     from lakesdk.format.damaged import damaged_file
-    from lakesdk.merge.ordering import KEY, PART
+    from lakesdk.merge.ordering import KEY
 
     ctx = slice_context(table, plan)
     full = pa.schema([f.with_nullable(True) for f in with_meta_fields(plan.schema)])
@@ -123,7 +123,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     if ctx.merger is not None or ctx.column_groups or expr is not None:
         need = set(full.names)     # a merger sees whole rows; a filter's columns are not known
     else:
-        need = {*cols, KEY, PART, *([ctx.ordering] if ctx.ordering else []),
+        need = {*cols, KEY, *([ctx.ordering] if ctx.ordering else []),
                 *(["_hoodie_commit_time"] if plan.commit_times is not None else [])}
     if IS_DELETED in full.names:
         need.add(IS_DELETED)
