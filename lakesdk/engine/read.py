@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ReadPlan", "count_rows", "iter_arrow", "read_arrow", "slice_context"]
 
+_SLICE_THREADS = 4   # file slices of a merge-on-read read at once (each read is multi-threaded too)
+
 
 @dataclass(frozen=True)
 class ReadPlan:
@@ -86,16 +88,7 @@ def read_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], expr: 
     full = with_meta_fields(plan.schema)
     cols = columns
     if plan.merges:
-        from concurrent.futures import ThreadPoolExecutor
-
-        from lakesdk._progress import progress as show_progress
-        from lakesdk.engine.slice_reader import read_slice
-        ctx = slice_context(table, plan)
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            tables = list(show_progress(pool.map(lambda sl: _filter_merged(read_slice(ctx, sl), plan, cols, expr),
-                                                 plan.slices), total=len(plan.slices), desc="reading file slices",
-                                        setting=table.options.progress))
-        return pa.concat_tables(tables) if tables else full.empty_table().select(cols)
+        return _read_merged(table, plan, cols, expr)
     files = plan.files
     if not files:
         return full.empty_table().select(cols)
@@ -214,6 +207,93 @@ def _footer_rows(storage: Any, path: str) -> int:
             return int(pq.ParquetFile(storage.url(path)).metadata.num_rows)
         with storage.open_input(path) as f:
             return int(pq.ParquetFile(f).metadata.num_rows)
+
+
+def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: pc.Expression | None) -> pa.Table:
+    """Merge-on-read: a task per file slice reads its log blocks and its base file (Arrow's
+    dataset reader, as the copy-on-write read) and splits off the base rows of the keys the
+    logs touch, merges only those, all slices at once on the threads of a pool.  The filter
+    applies to a slice without logs as it is read, otherwise after the merge (a base row's
+    log version may match it where the base row does not, or the other way round).  Each
+    slice's untouched base rows come first, then its merged ones."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow.dataset as ds
+
+    from lakesdk._progress import progress as show_progress
+    from lakesdk.engine.slice_reader import IS_DELETED, _log_versions, merge_touched, split_touched
+    from lakesdk.format.damaged import damaged_file
+    from lakesdk.merge.ordering import KEY
+
+    ctx = slice_context(table, plan)
+    full = pa.schema([f.with_nullable(True) for f in with_meta_fields(plan.schema)])
+    post = expr
+    if plan.commit_times is not None:
+        inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
+        post = inc if post is None else (post & inc)
+    if ctx.merger is not None or ctx.column_groups or expr is not None:
+        need = set(full.names)     # a merger sees whole rows; a filter's columns are not known
+    else:
+        need = {*cols, KEY, *([ctx.ordering] if ctx.ordering else []),
+                *(["_hoodie_commit_time"] if plan.commit_times is not None else [])}
+    if IS_DELETED in full.names:
+        need.add(IS_DELETED)
+    proj = pa.schema([f for f in full if f.name in need])
+    # a simple key that is the text of an integer field: base rows are matched to log keys by
+    # that field, and their record key column (plain text, the costliest column to decode) is
+    # not read unless asked for
+    cfg = table.config
+    fields = cfg.record_key_fields
+    key_field = fields[0] if (len(fields) == 1 and cfg.keygen_type in ("SIMPLE", "NON_PARTITION")
+                              and KEY not in cols and expr is None and ctx.merger is None
+                              and not ctx.column_groups and fields[0] in plan.schema.names
+                              and pa.types.is_integer(plan.schema.field(fields[0]).type)) else None
+    base_names = [n for n in proj.names if not (key_field and n == KEY)]
+    if key_field and key_field not in base_names:
+        base_names.append(key_field)
+    slices = [sl for sl in plan.slices if sl.base_path or sl.log_files]
+    bases = [sl.base_path for sl in slices if sl.base_path]
+    fs, paths = _arrow_fs(table.storage, bases)
+    where = dict(zip(bases, paths))
+    fmt = ds.ParquetFileFormat()
+
+    def one(sl: FileSlice) -> list[pa.Table]:
+        logs = _log_versions(ctx, sl, proj) if sl.log_files else []
+        base = None
+        if sl.base_path:
+            with damaged_file(sl.base_path):
+                frag = fmt.make_fragment(where[sl.base_path], filesystem=fs)
+                base = frag.to_table(schema=full, columns=base_names, filter=None if sl.log_files else post)
+            if IS_DELETED in base.column_names:
+                base = base.filter(pc.invert(pc.fill_null(base.column(IS_DELETED), False)))
+        if not sl.log_files:
+            return [base.select(cols)] if base is not None else []
+        try:
+            untouched, touched, n = split_touched(base, logs, key_field)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            if not key_field or not sl.base_path:
+                raise
+            with damaged_file(sl.base_path):   # keys that are not the field's text: by the record key
+                base = fmt.make_fragment(where[sl.base_path], filesystem=fs).to_table(schema=full, columns=proj.names)
+            if IS_DELETED in base.column_names:
+                base = base.filter(pc.invert(pc.fill_null(base.column(IS_DELETED), False)))
+            untouched, touched, n = split_touched(base, logs)
+        merged = merge_touched(ctx, [(touched, logs, n)])
+        out = [t for t in (untouched, merged) if t is not None]
+        if post is not None:
+            out = [t.filter(post) for t in out]
+        out = [t.select(cols) for t in out]
+        if len(out) == 2 and out[1].schema != out[0].schema:
+            out[1] = out[1].cast(out[0].schema)
+        return out
+
+    with ThreadPoolExecutor(max_workers=_SLICE_THREADS) as pool:
+        done = list(show_progress(pool.map(one, slices), total=len(slices), desc="reading file slices",
+                                  setting=table.options.progress))
+    out = [t for ts in done for t in ts]
+    if not out:
+        return full.empty_table().select(cols)
+    return pa.concat_tables([t if t.schema == out[0].schema else t.cast(out[0].schema) for t in out])
 
 
 def _arrow_fs(storage: Any, files: list[str]) -> tuple[Any, list[str]]:

@@ -174,8 +174,8 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
 
     Only the keys that have a version in the log blocks are merged: the base rows of the
     other keys pass through untouched (as in Hudi's file group reader, a merger only sees
-    keys with more than the base version).  Rows keep the base file's order, a key's winner
-    in its base row's place; keys new in the logs follow, in log order.
+    keys with more than the base version).  The untouched base rows come first, in the base
+    file's order, then the winners of the touched keys (no particular order).
     """
     if not sl.log_files and sl.base_path:
         out = conform(_read_base_file(ctx, sl.base_path, None), ctx.full_schema)
@@ -185,36 +185,64 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
     full = _projected_schema(ctx, None if (ctx.column_groups or ctx.merger) else columns)
     base = _base_rows(ctx, sl, full)
     logs = _log_versions(ctx, sl, full)
-    if base is None or not logs:
-        versions = pa.concat_tables(([_tag(base, 0, OP_UPSERT)] if base is not None else []) + logs) \
-            if (base is not None or logs) else _tag(full.empty_table(), 0, OP_UPSERT)
-        merged = _merge(ctx, versions) if logs else versions.drop_columns([SEQ, OP])
+    untouched, touched, n = split_touched(base, logs)
+    merged = merge_touched(ctx, [(touched, logs, n)])
+    if merged is None:
+        out = untouched if untouched is not None else full.empty_table()
+    elif untouched is None:
+        out = merged
     else:
-        merged = _merge_touched(ctx, base, pa.concat_tables(logs))
-    return merged.select(list(columns)) if columns is not None else merged
+        out = pa.concat_tables([untouched, _as_rows_of(merged, untouched.schema)])
+    return out.select(list(columns)) if columns is not None else out
 
 
-def _merge_touched(ctx: SliceReadContext, base: pa.Table, logs: pa.Table) -> pa.Table:
-    """Base rows merged with log versions, merging only the keys the logs touch."""
-    n = base.num_rows
-    log_keys = pc.unique(logs.column(KEY))
-    hit = np.asarray(pc.is_in(base.column(KEY), value_set=log_keys).to_numpy(zero_copy_only=False), dtype=bool)
-    hit_rows = np.flatnonzero(hit)
-    touched = base.take(pa.array(hit_rows))
-    merged = _as_rows_of(_merge(ctx, pa.concat_tables([_tag(touched, 0, OP_UPSERT), logs])), base.schema)
-    if merged.num_rows == 0 and len(hit_rows) == 0:
-        return base
-    # each touched base row: its key's winner (dropped when the key was deleted)
-    where = pc.index_in(touched.column(KEY), value_set=merged.column(KEY))
-    won = np.asarray(pc.is_valid(where).to_numpy(zero_copy_only=False), dtype=bool)
-    idx = np.arange(n, dtype=np.int64)
-    idx[hit_rows] = n + np.asarray(pc.fill_null(where, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
-    keep = ~hit
-    keep[hit_rows[won]] = True
-    # winners of keys the base file does not hold, after the base rows
-    new = np.flatnonzero(~np.asarray(pc.is_in(merged.column(KEY), value_set=touched.column(KEY))
-                                     .to_numpy(zero_copy_only=False), dtype=bool))
-    order = np.concatenate([idx[keep], n + new])
-    if len(hit_rows) == 0:
-        return pa.concat_tables([base, merged])
-    return pa.concat_tables([base, merged]).take(pa.array(order))
+def split_touched(base: pa.Table | None, logs: list[pa.Table],
+                  key_field: str | None = None) -> tuple[pa.Table | None, pa.Table | None, int]:
+    """(the base rows no log version touches, the touched ones as versions of sequence 0 in
+    the logs' schema, the number of keys the logs touch) of one file slice.
+
+    ``key_field``: the base rows carry no record key column but the one integer key field
+    the record key is the text of (a simple key generator); log keys that are not such
+    text raise ``ArrowInvalid``."""
+    logs = [t for t in logs if t.num_rows]
+    if not logs:
+        return base, None, 0
+    keys = pc.unique(pa.chunked_array([c for t in logs for c in t.column(KEY).chunks], type=logs[0].schema.field(KEY).type))
+    if base is None or base.num_rows == 0:
+        return base, None, len(keys)
+    if key_field is not None:
+        typed = pc.cast(keys, base.schema.field(key_field).type)
+        if not pc.equal(pc.cast(typed, pa.string()), keys).to_numpy(zero_copy_only=False).all():
+            raise pa.ArrowInvalid("record keys that are not the text of the key field")
+        hit = pc.is_in(base.column(key_field), value_set=typed)
+    else:
+        hit = pc.is_in(base.column(KEY), value_set=keys)
+    if not pc.any(hit).as_py():
+        return base, None, len(keys)
+    touched = base.filter(hit)
+    if key_field is not None:
+        touched = touched.append_column(pa.field(KEY, pa.string()), pc.cast(touched.column(key_field), pa.string()))
+    schema = pa.schema([f for f in logs[0].schema if f.name not in (SEQ, OP)])
+    if touched.schema != schema:
+        touched = conform(touched, schema)
+    return base.filter(pc.invert(hit)), _tag(touched, 0, OP_UPSERT), len(keys)
+
+
+def merge_touched(ctx: SliceReadContext, parts: list[tuple[pa.Table | None, list[pa.Table], int]]) -> pa.Table | None:
+    """The winners of the touched keys of many file slices: ``parts`` holds, per slice, its
+    touched base versions, its log versions and the number of keys its logs touch
+    (:func:`split_touched`).  One merge of all slices when no key has log versions in two
+    slices and the merger is not a user's (a user's merger sees one slice at a time)."""
+    groups = [[*([touched] if touched is not None else []), *[t for t in logs if t.num_rows]]
+              for touched, logs, _ in parts]
+    groups = [g for g in groups if g]
+    if not groups:
+        return None
+    if len(groups) > 1 and ctx.merger is None:
+        keys = pa.chunked_array([c for _, logs, _ in parts for t in logs for c in t.column(KEY).chunks],
+                                type=groups[0][0].schema.field(KEY).type)
+        if pc.count_distinct(keys).as_py() == sum(n for _, _, n in parts):
+            groups = [[t for g in groups for t in g]]
+    schema = pa.schema([f for f in groups[0][0].schema if f.name not in (SEQ, OP)])
+    merged = [_as_rows_of(_merge(ctx, pa.concat_tables(g)), schema) for g in groups]
+    return pa.concat_tables(merged)

@@ -81,17 +81,26 @@ def merge_versions(versions: pa.Table, *, ordering: str | None, merge_mode: str,
         alive = seq >= last_reset[code]  # the reset itself stays as a candidate (it is a delete)
         # a reset delete outranks everything before it; among later versions, (rank, seq) decides
         eff_rank = np.where(reset, rank.min() - 1, rank)   # below every rank, nulls included
-        order = np.lexsort((seq, eff_rank, alive, code))  # the last row of each key's run wins
+        winners = _argmax_per_code(code, *(([alive.astype(np.int64)] if reset.any() else []) + [eff_rank, seq]))
     else:
-        order = np.lexsort((seq, code))
-    c_sorted = code[order]
-    last = np.ones(n, dtype=bool)
-    last[:-1] = c_sorted[1:] != c_sorted[:-1]
-    winners = order[last]
+        winners = _argmax_per_code(code, seq)
     win_ops = op[winners]
     keep = winners[win_ops != OP_DELETE]
     keep.sort()
     return versions.take(pa.array(keep))
+
+
+def _argmax_per_code(code: np.ndarray, *keys: np.ndarray) -> np.ndarray:
+    """The row of each code (0..k-1, all present) with the greatest ``keys`` (most significant
+    first; ties: the last row), as the last row of each code's run after a stable
+    ``np.lexsort((*reversed(keys), code))``, in O(n) instead of a sort."""
+    ncodes = int(code.max()) + 1
+    cand = np.ones(len(code), dtype=bool)
+    for k in (*keys, np.arange(len(code), dtype=np.int64)):
+        best = np.full(ncodes, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(best, code[cand], k[cand])
+        cand &= k == best[code]
+    return np.flatnonzero(cand)
 
 
 def _last_per_code(code: np.ndarray, *keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
