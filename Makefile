@@ -26,11 +26,14 @@ java:
 demo: $(DEMO_STAMP) java
 	$(BIN)/lakesdk demo
 
-# The tests: system packages, the pinned development environment, lakesdk itself.
-$(STAMP): pyproject.toml requirements-dev.txt | $(BIN)/python
+# The tests: system packages, then every extra and the `dev` dependency group at the versions
+# and hashes of uv.lock (uv is installed into .venv from PyPI), lakesdk itself in editable mode.
+# --locked stops when uv.lock does not match pyproject.toml (run `uv lock` after editing it);
+# --inexact keeps pip and uv in .venv.
+$(STAMP): pyproject.toml uv.lock | $(BIN)/python
 	@bash scripts/system-deps.sh
-	$(BIN)/python -m pip install -q -r requirements-dev.txt
-	$(BIN)/python -m pip install -q --no-deps -e .
+	$(BIN)/python -m pip install -q "uv>=0.8"
+	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/uv sync -q --locked --inexact --active --all-extras --group dev
 	@touch $(STAMP)
 
 setup: $(STAMP)

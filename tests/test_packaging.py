@@ -48,8 +48,17 @@ def test_storage_extras_exist():
 def test_all_holds_every_user_extra():
     (spec,) = PYPROJECT["project"]["optional-dependencies"]["all"]
     inner = set(re.fullmatch(r"lakesdk\[(.*)\]", spec).group(1).split(","))
-    dev_only = {"all", "test", "bench", "docs", "dev"}
-    assert inner == EXTRAS - dev_only
+    assert inner == EXTRAS - {"all"}
+
+
+def test_development_tools_are_dependency_groups_not_extras():
+    groups = PYPROJECT["dependency-groups"]
+    assert not EXTRAS & {"test", "bench", "docs", "dev", "lint"}
+    assert {"test", "bench", "docs", "lint", "dev"} <= set(groups)
+    for name, reqs in groups.items():
+        for r in reqs:
+            assert isinstance(r, dict) or "==" not in r, f"{name}: {r} is a pin; uv.lock pins"
+    assert (ROOT / "uv.lock").is_file()
 
 
 def test_core_dependency_error_names_no_extra():
