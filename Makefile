@@ -1,24 +1,42 @@
 # lakesdk: `make demo` runs the demo, `make test` runs the test suite.
-# Both create .venv and install everything on first use (Python 3.10+ and Java 17).
+# `make demo` needs Python 3.11+ and Java 17 only: it creates .venv and installs lakesdk with its
+# dependencies. `make setup` (and test, lint, bench) also installs the development tools and,
+# on Debian/Ubuntu as root, the system packages the tests use (scripts/system-deps.sh).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+STAMP      := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast lint bench clean
+.PHONY: setup demo test test-fast lint bench clean java
 
-$(STAMP): pyproject.toml requirements-dev.txt
-	@bash scripts/system-deps.sh
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -r requirements-dev.txt
-	$(BIN)/python -m pip install -q --no-deps -e .
+
+# The demo: lakesdk and its dependencies (pyproject.toml's ranges), nothing else.
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	@touch $(DEMO_STAMP)
+
+java:
+	@command -v java >/dev/null 2>&1 || { echo "The demo needs Java 17 (Spark's runtime): install a JDK or JRE 17+" \
+	  "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless) and run make demo again." >&2; exit 1; }
+
+demo: $(DEMO_STAMP) java
+	$(BIN)/lakesdk demo
+
+# The tests: system packages, then every extra and the `dev` dependency group at the versions
+# and hashes of uv.lock (uv is installed into .venv from PyPI), lakesdk itself in editable mode.
+# --locked stops when uv.lock does not match pyproject.toml (run `uv lock` after editing it);
+# --inexact keeps pip and uv in .venv.
+$(STAMP): pyproject.toml uv.lock | $(BIN)/python
+	@bash scripts/system-deps.sh
+	$(BIN)/python -m pip install -q "uv>=0.8"
+	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/uv sync -q --locked --inexact --active --all-extras --group dev
 	@touch $(STAMP)
 
 setup: $(STAMP)
-
-demo: $(STAMP)
-	$(BIN)/lakesdk demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -1,5 +1,11 @@
 """Fault injection for crash and failure tests (off unless the environment asks for it).
 
+Inert by default: every hook below returns without doing anything unless the test (or the
+tutorial that demonstrates a crash) sets its environment switch for the process, and no
+code in lakesdk sets one (tests/test_packaging.py checks both). ``LAKESDK_CRASH_AT`` must name
+the exact point; ``LAKESDK_CRASH_PID`` alone does nothing. :func:`hold_at` acts only in the
+process that calls it.
+
 * ``LAKESDK_CRASH_AT=<point>``: the process reaching ``<point>`` sends SIGKILL to
   ``LAKESDK_CRASH_PID`` (default: itself), so a Spark task can kill its driver.  Points of
   the write protocol: ``after_requested``, ``after_markers``, ``mid_data_file``,

@@ -314,13 +314,12 @@ class StorageError(LakeError, OSError):
 
 
 class MissingDependencyError(LakeError, ImportError):
-    """An optional dependency is needed for this feature."""
+    """An optional dependency is needed for this feature; ``extra`` names the lakesdk extra
+    that installs it (``""`` for a package that is a dependency of lakesdk itself)."""
 
     def __init__(self, package: str, extra: str, feature: str) -> None:
-        super().__init__(
-            f"{feature} needs the package {package!r}, which is not installed. "
-            f"Install it with: pip install 'lakesdk[{extra}]'"
-        )
+        how = f"pip install 'lakesdk[{extra}]'" if extra else f"pip install {package}"
+        super().__init__(f"{feature} needs the package {package!r}, which is not installed. Install it with: {how}")
         self.package = package
         self.extra = extra
         self.feature = feature
@@ -482,7 +481,7 @@ class BrokerNotFoundError(MissingDependencyError):
                                  f"which was not found (looked at {', '.join(searched)} and PATH). "
                                  f"Install it with: pip install {package}")
         self.package = package
-        self.extra = "test"
+        self.extra = ""
         self.feature = "LocalBroker"
         self.searched = tuple(searched)
 

@@ -43,3 +43,11 @@ def test_demo_refuses_to_remove_a_folder_it_did_not_create(tmp_path, capsys):
     (tmp_path / "link" / "trips").symlink_to(mine)
     assert main(["demo", "--path", str(tmp_path / "link")]) == 2
     assert (mine / "thesis.txt").exists()
+
+
+def test_version(capsys):
+    import lakesdk as lk
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"lakesdk {lk.__version__}"

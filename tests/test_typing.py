@@ -13,7 +13,7 @@ import pytest
 try:
     import mypy  # noqa: F401
 except ImportError:  # pragma: no cover - mypy is part of the dev requirements
-    pytest.skip("mypy is not installed: pip install -r requirements-dev.txt", allow_module_level=True)
+    pytest.skip("mypy is not installed: make setup (uv sync --group dev)", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parents[1]
 

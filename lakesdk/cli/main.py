@@ -102,7 +102,9 @@ def demo(path: str, master: str | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from lakesdk import __version__
     p = argparse.ArgumentParser(prog="lakesdk", description="Apache Hudi tables from Python, with Spark.")
+    p.add_argument("--version", action="version", version=f"lakesdk {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("demo", help="create a table, write, time-travel and read incrementally")
     d.add_argument("--path", default="demo-lake", help="lake folder (default: ./demo-lake)")

@@ -47,7 +47,7 @@ def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, s
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - pyspark is a core dependency
-        raise MissingDependencyError("pyspark", "spark", "Running Spark jobs") from exc
+        raise MissingDependencyError("pyspark", "", "Running Spark jobs") from exc
     remote = master if master and master.startswith("sc://") else os.environ.get("LAKESDK_SPARK_REMOTE")
     with _LOCK:
         if remote:

@@ -1,0 +1,106 @@
+"""Package metadata a user relies on: every extra an error message or docstring names exists,
+one version, an SPDX licence, and fault hooks that do nothing unless a test switches them on."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import tomllib
+
+import lakesdk
+from lakesdk import _faults
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+EXTRAS = set(PYPROJECT["project"]["optional-dependencies"])
+
+
+def _named_extras() -> dict[str, set[str]]:
+    """``{extra: {file, ...}}`` for every ``lakesdk[...]`` and ``MissingDependencyError(pkg, extra, ...)``
+    in the package's source and docs."""
+    found: dict[str, set[str]] = {}
+    files = [*(ROOT / "lakesdk").rglob("*.py"), ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        names = [n.strip() for m in re.finditer(r"lakesdk\[([a-z0-9_,\- ]+)\]", text) for n in m.group(1).split(",")]
+        names += re.findall(r"MissingDependencyError\(\s*\"[^\"]+\",\s*\"([^\"]*)\"", text)
+        for n in names:
+            if n:
+                found.setdefault(n, set()).add(str(f.relative_to(ROOT)))
+    return found
+
+
+def test_every_extra_named_in_the_code_exists():
+    named = _named_extras()
+    assert {"s3", "notebook", "zookeeper", "polars", "kafka", "connect"} <= set(named)   # the scan finds them
+    missing = {n: sorted(fs) for n, fs in named.items() if n not in EXTRAS}
+    assert not missing, f"extras named but not defined in pyproject.toml: {missing}"
+
+
+def test_storage_extras_exist():
+    from lakesdk.storage.fs import _EXTRAS
+    assert {extra for _, extra in _EXTRAS.values()} <= EXTRAS
+    assert "all" in EXTRAS   # the fall-back for other fsspec protocols
+
+
+def test_all_holds_every_user_extra():
+    (spec,) = PYPROJECT["project"]["optional-dependencies"]["all"]
+    inner = set(re.fullmatch(r"lakesdk\[(.*)\]", spec).group(1).split(","))
+    assert inner == EXTRAS - {"all"}
+
+
+def test_development_tools_are_dependency_groups_not_extras():
+    groups = PYPROJECT["dependency-groups"]
+    assert not EXTRAS & {"test", "bench", "docs", "dev", "lint"}
+    assert {"test", "bench", "docs", "lint", "dev"} <= set(groups)
+    for name, reqs in groups.items():
+        for r in reqs:
+            assert isinstance(r, dict) or "==" not in r, f"{name}: {r} is a pin; uv.lock pins"
+    assert (ROOT / "uv.lock").is_file()
+
+
+def test_core_dependency_error_names_no_extra():
+    e = lakesdk.MissingDependencyError("pyspark", "", "Running Spark jobs")
+    assert "lakesdk[" not in str(e) and "pip install pyspark" in str(e)
+    assert "pip install 'lakesdk[s3]'" in str(lakesdk.MissingDependencyError("s3fs", "s3", "Storage"))
+
+
+def test_one_version_source():
+    assert "version" not in PYPROJECT["project"] and "version" in PYPROJECT["project"]["dynamic"]
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "lakesdk.__version__"}
+    assert re.fullmatch(r"\d+\.\d+\.\d+([ab]|rc|\.dev)?\d*", lakesdk.__version__)
+
+
+def test_licence_is_an_spdx_expression_with_its_file():
+    assert PYPROJECT["project"]["license"] == "Apache-2.0"
+    for pattern in PYPROJECT["project"]["license-files"]:
+        assert list(ROOT.glob(pattern)), pattern
+
+
+FAULT_ENV = ("LAKESDK_CRASH_AT", "LAKESDK_CRASH_PID", "LAKESDK_FAIL_FIRST_ATTEMPT", "LAKESDK_FAULT_LOG")
+POINTS = ("after_requested", "after_markers", "mid_data_file", "after_data", "during_commit", "after_commit")
+
+
+def test_fault_hooks_are_inert_without_their_environment_switch(monkeypatch, tmp_path):
+    for name in FAULT_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    for point in POINTS:
+        assert not _faults.armed(point)
+        _faults.crash_point(point)        # returns: no hold, nothing armed
+    assert not _faults.fail_first_attempt()
+    _faults.record("event")
+    assert list(tmp_path.iterdir()) == []
+    # armed only for the very point named
+    monkeypatch.setenv("LAKESDK_CRASH_AT", "after_commit")
+    assert _faults.armed("after_commit") and not _faults.armed("after_data")
+
+
+def test_nothing_in_the_package_sets_the_fault_switches():
+    for f in (ROOT / "lakesdk").rglob("*.py"):
+        text = f.read_text(encoding="utf-8")
+        for name in FAULT_ENV:
+            for m in re.finditer(rf"environ\[[\"']{name}[\"']\]\s*=|setenv\([\"']{name}|environ\.setdefault\([\"']{name}", text):
+                pytest.fail(f"{f.relative_to(ROOT)} sets {name}: {m.group(0)}")
