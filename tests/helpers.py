@@ -211,11 +211,16 @@ def stress(path: str, lock: str, *, script: str, writers=4, commits=25, lock_opt
              for w in range(writers)]
     results = []
     for p in procs:
-        out, err = p.communicate(timeout=600)
-        line = [x for x in out.splitlines() if x.startswith("RESULT")]
-        assert p.returncode == 0 and line, err[-3000:]
-        results += json.loads(line[0][6:])
+        results += result_of(p)
     return results
+
+
+def result_of(p: subprocess.Popen, timeout: float = 600) -> Any:
+    """What a script process printed after ``RESULT`` (JSON), once it exited successfully."""
+    out, err = p.communicate(timeout=timeout)
+    line = [x for x in out.splitlines() if x.startswith("RESULT")]
+    assert p.returncode == 0 and line, err[-3000:]
+    return json.loads(line[0][6:])
 
 
 def check_no_leftovers(t, completed: set[str]) -> None:

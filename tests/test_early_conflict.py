@@ -5,7 +5,6 @@ and in separate processes."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from lakesdk.format.plans import RollbackPlanData
 from lakesdk.markers import DirectWriteMarkers, MarkerServer, write_markers
 from lakesdk.table.write import WriteOperation
 
+from . import helpers
 from .helpers import city_batch as rows
 from .helpers import values
 
@@ -198,10 +198,7 @@ def run_script(code: str, *args: str) -> subprocess.Popen:
 
 
 def result_of(p: subprocess.Popen) -> dict:
-    out, err = p.communicate(timeout=300)
-    line = [x for x in out.splitlines() if x.startswith("RESULT")]
-    assert p.returncode == 0 and line, err[-3000:]
-    return json.loads(line[0][6:])
+    return helpers.result_of(p, timeout=300)
 
 
 @pytest.mark.parametrize("markers", MARKERS)
@@ -637,10 +634,7 @@ def test_stress_writer_processes_with_early_detection(tmp_path, markers):
     procs = [run_script(STRESS, t.path, str(w), markers, "8") for w in range(3)]
     results = []
     for p in procs:
-        out, err = p.communicate(timeout=600)
-        line = [x for x in out.splitlines() if x.startswith("RESULT")]
-        assert p.returncode == 0 and line, err[-3000:]
-        results += json.loads(line[0][6:])
+        results += helpers.result_of(p)
     landed = sorted((r for r in results if r["ok"]), key=lambda r: r["completed"])
     expect = {0: "init"}
     for r in landed:

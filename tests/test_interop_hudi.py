@@ -9,6 +9,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from . import helpers
+
 hudi = pytest.importorskip("hudi")
 
 pytestmark = [pytest.mark.spark, pytest.mark.interop]
@@ -31,20 +33,8 @@ DATA_COLS = ["uuid", "city", "ts", "fare"]
 
 def hudi_rows(path: str, *, as_of: str | None = None, start: str | None = None, end: str | None = None,
               cols=DATA_COLS) -> list[tuple]:
-    table = hudi.HudiTableBuilder.from_base_uri(path).build()
-    opts = hudi.HudiReadOptions()
-    if start is not None or end is not None:
-        opts = opts.with_query_type(hudi.HudiQueryType.Incremental)
-        opts = opts.with_start_timestamp(start or "19700101000000000")
-        if end is not None:
-            opts = opts.with_end_timestamp(end)
-    elif as_of is not None:
-        opts = opts.with_as_of_timestamp(as_of)
-    batches = table.read(opts)
-    if not batches or sum(b.num_rows for b in batches) == 0:
-        return []
-    t = pa.Table.from_batches(batches).select(cols)
-    return sorted(tuple(r.values()) for r in t.to_pylist())
+    """Sorted tuples of ``cols`` as the ``hudi`` reader reads the table (:func:`tests.helpers.hudi_rows`)."""
+    return helpers.hudi_rows(path, as_of, cols=cols, start=start, end=end)
 
 
 def our_rows(query, cols=DATA_COLS) -> list[tuple]:

@@ -7,9 +7,10 @@ service claims a planned one) to its end::
     txn.start(inflight_bytes)                                           requested -> inflight
     markers = txn.markers()                                             files written under them
     txn.commit(metadata, checks=[...])                                  the commit point
-    txn.finish()                                                        markers, heartbeat, journal
+    txn.finish()                                                        markers deleted, heartbeat stopped
   or
-    txn.abort(err)                                                      rollback unless it landed
+    abort(txn)                                                          rollback unless it landed
+                                                                        (lakesdk.services.rollback)
 
 The commit point (:meth:`InstantTransaction.commit`) is the same for every action.  With
 several writers (optimistic concurrency) it runs under the table lock, as Hudi's
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from lakesdk import _faults as faults
 from lakesdk.concurrency.instants import create_instant, holding
@@ -173,21 +174,6 @@ class InstantTransaction:
             return True
         inst = self.instant
         return any("_" in n.split(".")[0] for n in self.ctx.store.all_states(inst.requested, inst.action))
-
-    def journal(self, outcome: str, *, started_ms: int | None = None, groups: Iterable[tuple[str, str]] = (),
-                reason: str = "", **fields: Any) -> None:
-        """One transaction-journal record of this instant (optimistic concurrency only;
-        advisory: never raises)."""
-        if self.ctx.options.concurrency != "optimistic":
-            return
-        try:
-            from lakesdk.concurrency.journal import TransactionRecord, instant_ms, now_ms, record_transaction, writer_id
-            record_transaction(self.ctx.storage, TransactionRecord(
-                instant=self.instant.requested, action=self.instant.action, outcome=outcome, operation=self.operation,
-                writer=writer_id(), started_ms=started_ms if started_ms is not None else instant_ms(self.instant.requested),
-                ended_ms=now_ms(), file_groups=tuple(sorted(set(groups))), reason=reason, **fields))
-        except Exception:  # noqa: BLE001 - the journal is advisory: it never changes an outcome
-            pass
 
     def __repr__(self) -> str:
         return f"<InstantTransaction {self.instant.requested} {self.instant.action} {self.instant.state} on {self.ctx.name!r}>"

@@ -165,11 +165,11 @@ class Table:
 
     @property
     def name(self) -> str:
-        return self.config.name
+        return self._ctx.name
 
     @property
     def path(self) -> str:
-        return self.storage.base_url
+        return self._ctx.path
 
     @property
     def table_type(self) -> str:
