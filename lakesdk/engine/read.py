@@ -210,19 +210,24 @@ def _footer_rows(storage: Any, path: str) -> int:
 
 
 def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: pc.Expression | None) -> pa.Table:
-    """Merge-on-read: a task per file slice reads its log blocks and its base file (Arrow's
-    dataset reader, as the copy-on-write read) and splits off the base rows of the keys the
-    logs touch, merges only those, all slices at once on the threads of a pool.  The filter
-    applies to a slice without logs as it is read, otherwise after the merge (a base row's
-    log version may match it where the base row does not, or the other way round).  Each
-    slice's untouched base rows come first, then its merged ones."""
+    """Merge-on-read: the log blocks of every slice first (a task per slice, only the columns
+    the read needs), then every base file in one Arrow dataset scan, as the copy-on-write
+    read scans them: the base files of slices without logs with the filter, the others
+    without it, each batch split into the rows of keys no log touches (kept as they are)
+    and the touched ones.  The touched rows and the log versions are merged at the end, by
+    the merger the writer uses.  The filter applies to the merged rows (a base row's log
+    version may match it where the base row does not, or the other way round)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import pyarrow.dataset as ds
-
     from lakesdk._progress import progress as show_progress
-    from lakesdk.engine.slice_reader import IS_DELETED, _log_versions, merge_touched, split_touched
-    from lakesdk.format.damaged import damaged_file
+    from lakesdk.engine.slice_reader import (
+        IS_DELETED,
+        _log_versions,
+        keys_as,
+        merge_touched,
+        split_base,
+        touched_keys,
+    )
     from lakesdk.merge.ordering import KEY
 
     ctx = slice_context(table, plan)
@@ -239,6 +244,17 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     if IS_DELETED in full.names:
         need.add(IS_DELETED)
     proj = pa.schema([f for f in full if f.name in need])
+    slices = [sl for sl in plan.slices if sl.base_path or sl.log_files]
+    merging = [sl for sl in slices if sl.log_files]
+
+    with ThreadPoolExecutor(max_workers=_SLICE_THREADS) as pool:
+        logs_of = dict(zip((id(sl) for sl in merging),
+                           show_progress(pool.map(lambda sl: [t for t in _log_versions(ctx, sl, proj) if t.num_rows],
+                                                  merging),
+                                         total=len(merging), desc="reading log blocks",
+                                         setting=table.options.progress)))
+    keys_of = {k: touched_keys(logs) for k, logs in logs_of.items()}
+
     # a simple key that is the text of an integer field: base rows are matched to log keys by
     # that field, and their record key column (plain text, the costliest column to decode) is
     # not read unless asked for
@@ -248,52 +264,75 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
                               and KEY not in cols and expr is None and ctx.merger is None
                               and not ctx.column_groups and fields[0] in plan.schema.names
                               and pa.types.is_integer(plan.schema.field(fields[0]).type)) else None
+    if key_field is not None:
+        key_type = plan.schema.field(key_field).type
+        try:
+            keys_of = {k: keys_as(keys, key_type) for k, keys in keys_of.items()}
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            key_field = None      # keys that are not the field's text: match by the record key
     base_names = [n for n in proj.names if not (key_field and n == KEY)]
     if key_field and key_field not in base_names:
         base_names.append(key_field)
-    slices = [sl for sl in plan.slices if sl.base_path or sl.log_files]
-    bases = [sl.base_path for sl in slices if sl.base_path]
-    fs, paths = _arrow_fs(table.storage, bases)
-    where = dict(zip(bases, paths))
-    fmt = ds.ParquetFileFormat()
 
-    def one(sl: FileSlice) -> list[pa.Table]:
-        logs = _log_versions(ctx, sl, proj) if sl.log_files else []
-        base = None
-        if sl.base_path:
-            with damaged_file(sl.base_path):
-                frag = fmt.make_fragment(where[sl.base_path], filesystem=fs)
-                base = frag.to_table(schema=full, columns=base_names, filter=None if sl.log_files else post)
-            if IS_DELETED in base.column_names:
-                base = base.filter(pc.invert(pc.fill_null(base.column(IS_DELETED), False)))
-        if not sl.log_files:
-            return [base.select(cols)] if base is not None else []
-        try:
-            untouched, touched, n = split_touched(base, logs, key_field)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            if not key_field or not sl.base_path:
-                raise
-            with damaged_file(sl.base_path):   # keys that are not the field's text: by the record key
-                base = fmt.make_fragment(where[sl.base_path], filesystem=fs).to_table(schema=full, columns=proj.names)
-            if IS_DELETED in base.column_names:
-                base = base.filter(pc.invert(pc.fill_null(base.column(IS_DELETED), False)))
-            untouched, touched, n = split_touched(base, logs)
-        merged = merge_touched(ctx, [(touched, logs, n)])
-        out = [t for t in (untouched, merged) if t is not None]
-        if post is not None:
-            out = [t.filter(post) for t in out]
-        out = [t.select(cols) for t in out]
-        if len(out) == 2 and out[1].schema != out[0].schema:
-            out[1] = out[1].cast(out[0].schema)
-        return out
-
+    out: list[pa.Table] = []
+    # slices without logs: their base files as the copy-on-write read reads them
+    plain = [sl.base_path for sl in slices if not sl.log_files and sl.base_path]
+    if plain:
+        out.append(_scan(table, plain, full, cols, post))
+    # slices with logs: split each batch of their base files by the keys the logs touch
+    touched: dict[int, list[pa.Table]] = {}
+    by_path = {sl.base_path: sl for sl in merging if sl.base_path}
+    if by_path:
+        for path, batch in _scan_tagged(table, list(by_path), full, base_names):
+            if IS_DELETED in batch.schema.names:
+                batch = batch.filter(pc.invert(pc.fill_null(batch.column(IS_DELETED), False)))
+            sl = by_path[path]
+            logs = logs_of[id(sl)]
+            if not logs or batch.num_rows == 0:
+                out.append(pa.Table.from_batches([batch]).select(cols) if post is None else
+                           pa.Table.from_batches([batch]).filter(post).select(cols))
+                continue
+            untouched, part = split_base(batch, keys_of[id(sl)], key_field, logs[0].schema)
+            out.append(untouched.select(cols) if post is None else untouched.filter(post).select(cols))
+            if part is not None:
+                touched.setdefault(id(sl), []).append(part)
+    parts = [(pa.concat_tables(touched[id(sl)]) if id(sl) in touched else None, logs_of[id(sl)],
+              len(keys_of[id(sl)])) for sl in merging]
     with ThreadPoolExecutor(max_workers=_SLICE_THREADS) as pool:
-        done = list(show_progress(pool.map(one, slices), total=len(slices), desc="reading file slices",
-                                  setting=table.options.progress))
-    out = [t for ts in done for t in ts]
+        merged = merge_touched(ctx, parts, pool.map)
+    if merged is not None:
+        if post is not None:
+            merged = merged.filter(post)
+        out.append(merged.select(cols))
+    out = [t for t in out if t.num_rows] or out[:1]
     if not out:
         return full.empty_table().select(cols)
     return pa.concat_tables([t if t.schema == out[0].schema else t.cast(out[0].schema) for t in out])
+
+
+def _scan(table: "TableContext", files: list[str], schema: pa.Schema, columns: list[str],
+          expr: pc.Expression | None) -> pa.Table:
+    """``columns`` of the rows of base ``files`` that ``expr`` keeps: one dataset scan."""
+    import pyarrow.dataset as ds
+
+    from lakesdk.format.damaged import damaged_files
+    fs, paths = _arrow_fs(table.storage, files)
+    with damaged_files(list(paths)):
+        return ds.dataset(paths, schema=schema, format="parquet", filesystem=fs).to_table(columns=columns, filter=expr)
+
+
+def _scan_tagged(table: "TableContext", files: list[str], schema: pa.Schema,
+                 columns: list[str]) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """(file, batch) of ``columns`` of every row of base ``files``: one dataset scan."""
+    import pyarrow.dataset as ds
+
+    from lakesdk.format.damaged import damaged_files
+    fs, paths = _arrow_fs(table.storage, files)
+    file_of = dict(zip(paths, files))
+    with damaged_files(list(paths)):
+        dataset = ds.dataset(paths, schema=schema, format="parquet", filesystem=fs)
+        for tagged in dataset.scanner(columns=columns).scan_batches():
+            yield file_of[tagged.fragment.path], tagged.record_batch
 
 
 def _arrow_fs(storage: Any, files: list[str]) -> tuple[Any, list[str]]:

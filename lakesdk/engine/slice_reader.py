@@ -8,7 +8,7 @@ the read's moment) are skipped, and so are blocks that a rollback command block 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +21,8 @@ from lakesdk.merge.ordering import KEY, OP, OP_DELETE, OP_UPSERT, PART, SEQ
 from lakesdk.merge.slice_merge import merge_versions
 from lakesdk.storage import Storage
 
-__all__ = ["SliceReadContext", "conform", "read_slice", "slice_versions"]
+__all__ = ["SliceReadContext", "conform", "is_in", "merge_touched", "read_slice", "slice_versions", "split_base",
+           "split_touched", "touched_keys", "keys_as"]
 
 IS_DELETED = "_hoodie_is_deleted"
 
@@ -114,6 +115,7 @@ def _log_versions(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema) -> list
         blocks.extend(found)
         paths.extend([path] * len(found))
     voided = {b.target_instant for b in blocks if b.is_rollback}
+    wanted = [*full.names, IS_DELETED]   # only these columns of a data block are read
     seq = 0
     for b, path in zip(blocks, paths):
         if b.block_type not in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE):
@@ -138,7 +140,7 @@ def _log_versions(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema) -> list
             parts.append(_tag(conform(pa.table(cols), full), seq, OP_DELETE))
             continue
         with damaged_file(path, f"{b.block_type.name} block at offset {b.offset} of the log file"):
-            recs = b.records()
+            recs = b.records(wanted)
         ops: int | np.ndarray = OP_UPSERT
         if IS_DELETED in recs.column_names:
             flag = pc.fill_null(recs.column(IS_DELETED), False)
@@ -207,42 +209,124 @@ def split_touched(base: pa.Table | None, logs: list[pa.Table],
     logs = [t for t in logs if t.num_rows]
     if not logs:
         return base, None, 0
-    keys = pc.unique(pa.chunked_array([c for t in logs for c in t.column(KEY).chunks], type=logs[0].schema.field(KEY).type))
+    keys = touched_keys(logs)
     if base is None or base.num_rows == 0:
         return base, None, len(keys)
     if key_field is not None:
-        typed = pc.cast(keys, base.schema.field(key_field).type)
-        if not pc.equal(pc.cast(typed, pa.string()), keys).to_numpy(zero_copy_only=False).all():
-            raise pa.ArrowInvalid("record keys that are not the text of the key field")
-        hit = pc.is_in(base.column(key_field), value_set=typed)
-    else:
-        hit = pc.is_in(base.column(KEY), value_set=keys)
+        keys = keys_as(keys, base.schema.field(key_field).type)
+    untouched, touched = split_base(base, keys, key_field, logs[0].schema)
+    return untouched, touched, len(keys)
+
+
+def touched_keys(logs: list[pa.Table]) -> pa.Array:
+    """The distinct record keys of a slice's log versions."""
+    logs = [t for t in logs if t.num_rows]
+    if not logs:
+        return pa.array([], pa.string())
+    return pc.unique(pa.chunked_array([c for t in logs for c in t.column(KEY).chunks],
+                                      type=logs[0].schema.field(KEY).type))
+
+
+def keys_as(keys: pa.Array, key_type: pa.DataType) -> pa.Array:
+    """Record keys as values of the integer key field's ``key_type``, raising
+    ``ArrowInvalid`` unless every key is the text of its value."""
+    typed = pc.cast(keys, key_type)
+    if not pc.equal(pc.cast(typed, pa.string()), keys).to_numpy(zero_copy_only=False).all():
+        raise pa.ArrowInvalid("record keys that are not the text of the key field")
+    return typed
+
+
+def split_base(base: pa.Table | pa.RecordBatch, keys: pa.Array, key_field: str | None,
+               log_schema: pa.Schema) -> tuple[pa.Table, pa.Table | None]:
+    """(the rows of ``base`` whose key is not in ``keys``, those whose key is, as versions of
+    sequence 0 in ``log_schema``) - by the record key column, or by ``key_field`` (then
+    ``keys`` are of its type)."""
+    if isinstance(base, pa.RecordBatch):
+        base = pa.Table.from_batches([base])
+    hit = is_in(base.column(key_field), keys) if key_field is not None else \
+        pc.is_in(base.column(KEY), value_set=keys)
     if not pc.any(hit).as_py():
-        return base, None, len(keys)
+        return base, None
     touched = base.filter(hit)
     if key_field is not None:
         touched = touched.append_column(pa.field(KEY, pa.string()), pc.cast(touched.column(key_field), pa.string()))
-    schema = pa.schema([f for f in logs[0].schema if f.name not in (SEQ, OP)])
+    schema = pa.schema([f for f in log_schema if f.name not in (SEQ, OP)])
     if touched.schema != schema:
         touched = conform(touched, schema)
-    return base.filter(pc.invert(hit)), _tag(touched, 0, OP_UPSERT), len(keys)
+    return base.filter(pc.invert(hit)), _tag(touched, 0, OP_UPSERT)
 
 
-def merge_touched(ctx: SliceReadContext, parts: list[tuple[pa.Table | None, list[pa.Table], int]]) -> pa.Table | None:
+#: a lookup table of booleans is used for integer membership up to this many slots per value
+_DENSE_SLOTS_PER_VALUE = 64
+
+
+def is_in(values: pa.ChunkedArray | pa.Array, keys: pa.Array) -> pa.Array | pa.ChunkedArray:
+    """``pc.is_in(values, value_set=keys)`` (nulls are not in), faster for integer values
+    whose range is dense: one boolean per integer of the keys' range, indexed by value."""
+    if (not pa.types.is_integer(values.type) or values.type == pa.uint64() or values.null_count
+            or len(keys) == 0 or keys.type != values.type):
+        return pc.is_in(values, value_set=keys)
+    k = np.asarray(keys.drop_null().to_numpy(zero_copy_only=False), dtype=np.int64)
+    if k.size == 0:
+        return pc.is_in(values, value_set=keys)
+    lo, hi = int(k.min()), int(k.max())
+    span = hi - lo + 1
+    if span > _DENSE_SLOTS_PER_VALUE * (len(values) + k.size):
+        return pc.is_in(values, value_set=keys)
+    slots = np.zeros(span, dtype=bool)
+    slots[k - lo] = True
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    out = []
+    for chunk in chunks:
+        v = np.asarray(chunk.to_numpy(zero_copy_only=False), dtype=np.int64)
+        inside = (v >= lo) & (v <= hi)
+        hit = np.zeros(len(v), dtype=bool)
+        hit[inside] = slots[v[inside] - lo]
+        out.append(pa.array(hit))
+    return pa.chunked_array(out, type=pa.bool_()) if isinstance(values, pa.ChunkedArray) else out[0]
+
+
+#: slices whose versions add up to fewer rows than this are merged together (fewer calls);
+#: larger merges are slower per row than several small ones (hash tables out of cache)
+_MERGE_BATCH_ROWS = 32_768
+
+
+def merge_touched(ctx: SliceReadContext, parts: list[tuple[pa.Table | None, list[pa.Table], int]],
+                  map_: Callable[..., Iterable[Any]] = map) -> pa.Table | None:
     """The winners of the touched keys of many file slices: ``parts`` holds, per slice, its
     touched base versions, its log versions and the number of keys its logs touch
-    (:func:`split_touched`).  One merge of all slices when no key has log versions in two
-    slices and the merger is not a user's (a user's merger sees one slice at a time)."""
-    groups = [[*([touched] if touched is not None else []), *[t for t in logs if t.num_rows]]
-              for touched, logs, _ in parts]
-    groups = [g for g in groups if g]
-    if not groups:
+    (:func:`split_touched`).  Small slices are merged together when no key has log versions
+    in two of them and the merger is not a user's (a user's merger sees one slice at a
+    time).  ``map_``: how the merges run (``map``, or a pool's)."""
+    slices = [([*([touched] if touched is not None else []), *[t for t in logs if t.num_rows]], logs, n)
+              for touched, logs, n in parts]
+    slices = [s for s in slices if s[0]]
+    if not slices:
         return None
-    if len(groups) > 1 and ctx.merger is None:
-        keys = pa.chunked_array([c for _, logs, _ in parts for t in logs for c in t.column(KEY).chunks],
-                                type=groups[0][0].schema.field(KEY).type)
-        if pc.count_distinct(keys).as_py() == sum(n for _, _, n in parts):
-            groups = [[t for g in groups for t in g]]
-    schema = pa.schema([f for f in groups[0][0].schema if f.name not in (SEQ, OP)])
-    merged = [_as_rows_of(_merge(ctx, pa.concat_tables(g)), schema) for g in groups]
+    batches: list[list[pa.Table]] = []
+    run: list[tuple[list[pa.Table], list[pa.Table], int]] = []
+
+    def flush() -> None:
+        if len(run) > 1:
+            keys = pa.chunked_array([c for _, logs, _ in run for t in logs for c in t.column(KEY).chunks],
+                                    type=run[0][0][0].schema.field(KEY).type)
+            if pc.count_distinct(keys).as_py() == sum(n for _, _, n in run):
+                batches.append([t for g, _, _ in run for t in g])
+                run.clear()
+                return
+        batches.extend(g for g, _, _ in run)
+        run.clear()
+
+    for s in slices:
+        rows = sum(t.num_rows for t in s[0])
+        if ctx.merger is not None or rows >= _MERGE_BATCH_ROWS:
+            flush()
+            batches.append(s[0])
+            continue
+        if run and sum(t.num_rows for g, _, _ in run for t in g) + rows > _MERGE_BATCH_ROWS:
+            flush()
+        run.append(s)
+    flush()
+    schema = pa.schema([f for f in slices[0][0][0].schema if f.name not in (SEQ, OP)])
+    merged = list(map_(lambda g: _as_rows_of(_merge(ctx, pa.concat_tables(g)), schema), batches))
     return pa.concat_tables(merged)

@@ -67,6 +67,7 @@ a good block in between count as one corrupt stretch.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -174,16 +175,17 @@ class LogBlock:
                                 "is not an Avro record schema")
         return schema
 
-    def records(self) -> pa.Table:
+    def records(self, columns: Iterable[str] | None = None) -> pa.Table:
         """The data records of an AVRO_DATA, CDC_DATA or PARQUET_DATA block as an Arrow table.
 
         Avro blocks are decoded with the SCHEMA header as writer schema; the Arrow schema is
         :func:`lakesdk.format.schema.avro_to_arrow` of it.  A Parquet block is the embedded
-        Parquet file, read as it is.
+        Parquet file, read as it is.  ``columns``: a Parquet block reads only those of them
+        it has (an Avro block decodes whole records, then drops the others).
         """
         if self.block_type == BlockType.PARQUET_DATA:
             try:
-                return decode_parquet_records(self.content, self.avro_schema)
+                return decode_parquet_records(self.content, self.avro_schema, columns)
             except (pa.ArrowException, OSError, ValueError) as exc:
                 raise LogBlockError(f"the PARQUET_DATA block at offset {self.offset} does not hold a readable "
                                     f"Parquet file ({len(self.content)} bytes): {exc}") from None
@@ -193,7 +195,11 @@ class LogBlock:
                 raise LogBlockError(f"the {self.block_type.name} block at offset {self.offset} has no SCHEMA "
                                     "header, so its records cannot be decoded")
             try:
-                return decode_avro_records(self.content, schema)
+                out = decode_avro_records(self.content, schema)
+                if columns is not None:
+                    wanted = set(columns)
+                    out = out.select([c for c in out.column_names if c in wanted])
+                return out
             except LakeError:
                 raise
             except (pa.ArrowException, ValueError, TypeError, KeyError, IndexError, AttributeError,

@@ -291,15 +291,23 @@ def encode_parquet_data_block(records: pa.Table, avro_schema: dict, header: Mapp
     return encode_block(BlockType.PARQUET_DATA, header, sink.getvalue().to_pybytes())
 
 
-def decode_parquet_records(content: bytes, avro_schema: dict | None) -> pa.Table:
+def decode_parquet_records(content: bytes, avro_schema: dict | None,
+                           columns: Iterable[str] | None = None) -> pa.Table:
     """The records of a PARQUET_DATA block's content (the embedded Parquet file, read as it
-    is); empty content is a block without records, typed by the SCHEMA header."""
+    is); empty content is a block without records, typed by the SCHEMA header.
+    ``columns``: only those of them the block has (None: all), in the file's order."""
     if not content:
         if avro_schema is None:
             return pa.table({})
         from lakesdk.format.schema import avro_to_arrow
-        return avro_to_arrow(avro_schema).empty_table()
-    table = pq.read_table(pa.BufferReader(content), use_threads=False)
+        empty = avro_to_arrow(avro_schema).empty_table()
+        return empty if columns is None else empty.select([c for c in empty.column_names if c in set(columns)])
+    pf = pq.ParquetFile(pa.BufferReader(content))
+    names = None
+    if columns is not None:
+        wanted = set(columns)
+        names = [n for n in pf.schema_arrow.names if n in wanted]
+    table = pf.read(columns=names, use_threads=False)
     table.validate(full=True)  # Parquet readers do not check that strings are UTF-8
     return table
 
