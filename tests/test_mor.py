@@ -284,3 +284,31 @@ def test_split_touched_by_an_integer_key_field_matches_the_record_key_split():
     odd = _tag(pa.table({KEY: ["007"], "id": pa.array([7], pa.int64()), "v": ["q"]}), 1, OP_UPSERT)
     with pytest.raises(pa.ArrowInvalid):
         split_touched(base.drop_columns([KEY]), [odd], "id")
+
+
+def test_read_matches_by_the_record_key_where_log_keys_are_not_the_key_fields_text(tmp_path, monkeypatch):
+    """A merge-on-read read matches base rows to log keys by the integer key field; a slice
+    whose log keys are not that field's text is read again by the record key, with the same
+    rows."""
+    import lakesdk.engine.slice_reader as slice_reader
+
+    lake = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("t", key="id", ordering="ts", table_type="mor", partition_by="p")
+    n = 3000
+    t.bulk_insert(pa.table({"id": list(range(n)), "ts": [1] * n, "p": [f"p{i % 3}" for i in range(n)],
+                            "v": [f"b{i}" for i in range(n)]}))
+    t.upsert(pa.table({"id": list(range(0, n, 7)), "ts": [2] * len(range(0, n, 7)),
+                       "p": [f"p{i % 3}" for i in range(0, n, 7)], "v": [f"u{i}" for i in range(0, n, 7)]}))
+    t.delete(list(range(3, n, 11)))
+    expected = t.read().to_arrow().sort_by("id")
+
+    def refuse(keys, key_type):
+        raise pa.ArrowInvalid("record keys that are not the text of the key field")
+
+    monkeypatch.setattr(slice_reader, "keys_as", refuse)
+    got = t.read().to_arrow().sort_by("id")
+    assert got.equals(expected)
+    ids = set(range(n)) - set(range(3, n, 11))
+    assert got.column("id").to_pylist() == sorted(ids)
+    assert {i: v for i, v in zip(got.column("id").to_pylist(), got.column("v").to_pylist())} == {
+        i: (f"u{i}" if i % 7 == 0 else f"b{i}") for i in ids}

@@ -210,24 +210,18 @@ def _footer_rows(storage: Any, path: str) -> int:
 
 
 def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: pc.Expression | None) -> pa.Table:
-    """Merge-on-read: the log blocks of every slice first (a task per slice, only the columns
-    the read needs), then every base file in one Arrow dataset scan, as the copy-on-write
-    read scans them: the base files of slices without logs with the filter, the others
-    without it, each batch split into the rows of keys no log touches (kept as they are)
-    and the touched ones.  The touched rows and the log versions are merged at the end, by
-    the merger the writer uses.  The filter applies to the merged rows (a base row's log
-    version may match it where the base row does not, or the other way round)."""
-    from concurrent.futures import ThreadPoolExecutor
+    """Merge-on-read: the log blocks of every slice are read on the threads of a pool (only
+    the columns the read needs) while every base file is read in one Arrow dataset scan, as
+    the copy-on-write read reads them: the base files of slices without logs with the
+    filter, the others without it.  Each batch of the latter is split, on the pool, into
+    the rows of keys no log touches (kept as they are) and the touched ones; the touched
+    rows and the log versions are merged at the end by the merger the writer uses.  The
+    filter applies to the merged rows (a base row's log version may match it where the
+    base row does not, or the other way round)."""
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     from lakesdk._progress import progress as show_progress
-    from lakesdk.engine.slice_reader import (
-        IS_DELETED,
-        _log_versions,
-        keys_as,
-        merge_touched,
-        split_base,
-        touched_keys,
-    )
+    from lakesdk.engine.slice_reader import IS_DELETED, _log_versions, keys_as, merge_touched, split_base, touched_keys
     from lakesdk.merge.ordering import KEY
 
     ctx = slice_context(table, plan)
@@ -244,61 +238,77 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     if IS_DELETED in full.names:
         need.add(IS_DELETED)
     proj = pa.schema([f for f in full if f.name in need])
-    slices = [sl for sl in plan.slices if sl.base_path or sl.log_files]
-    merging = [sl for sl in slices if sl.log_files]
-
-    with ThreadPoolExecutor(max_workers=_SLICE_THREADS) as pool:
-        logs_of = dict(zip((id(sl) for sl in merging),
-                           show_progress(pool.map(lambda sl: [t for t in _log_versions(ctx, sl, proj) if t.num_rows],
-                                                  merging),
-                                         total=len(merging), desc="reading log blocks",
-                                         setting=table.options.progress)))
-    keys_of = {k: touched_keys(logs) for k, logs in logs_of.items()}
-
     # a simple key that is the text of an integer field: base rows are matched to log keys by
     # that field, and their record key column (plain text, the costliest column to decode) is
-    # not read unless asked for
+    # not read unless asked for (nor for a slice whose log keys are not such text)
     cfg = table.config
     fields = cfg.record_key_fields
     key_field = fields[0] if (len(fields) == 1 and cfg.keygen_type in ("SIMPLE", "NON_PARTITION")
                               and KEY not in cols and expr is None and ctx.merger is None
                               and not ctx.column_groups and fields[0] in plan.schema.names
                               and pa.types.is_integer(plan.schema.field(fields[0]).type)) else None
-    if key_field is not None:
-        key_type = plan.schema.field(key_field).type
-        try:
-            keys_of = {k: keys_as(keys, key_type) for k, keys in keys_of.items()}
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            key_field = None      # keys that are not the field's text: match by the record key
     base_names = [n for n in proj.names if not (key_field and n == KEY)]
     if key_field and key_field not in base_names:
         base_names.append(key_field)
 
-    out: list[pa.Table] = []
-    # slices without logs: their base files as the copy-on-write read reads them
-    plain = [sl.base_path for sl in slices if not sl.log_files and sl.base_path]
-    if plain:
-        out.append(_scan(table, plain, full, cols, post))
-    # slices with logs: split each batch of their base files by the keys the logs touch
-    touched: dict[int, list[pa.Table]] = {}
+    def logs_of(sl: FileSlice) -> tuple[list[pa.Table], pa.Array, pa.Array | None]:
+        """(log versions, their distinct keys, as values of the key field or None)"""
+        logs = [t for t in _log_versions(ctx, sl, proj) if t.num_rows]
+        keys = touched_keys(logs)
+        typed = None
+        if key_field is not None:
+            try:
+                typed = keys_as(keys, plan.schema.field(key_field).type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                typed = None
+        return logs, keys, typed
+
+    def split(batch: pa.RecordBatch, logs: list[pa.Table], keys: pa.Array,
+              field: str | None) -> tuple[pa.Table, pa.Table | None]:
+        if IS_DELETED in batch.schema.names:
+            batch = batch.filter(pc.invert(pc.fill_null(batch.column(IS_DELETED), False)))
+        if not logs or batch.num_rows == 0:
+            untouched, part = pa.Table.from_batches([batch]), None
+        else:
+            untouched, part = split_base(batch, keys, field, logs[0].schema)
+        return (untouched if post is None else untouched.filter(post)).select(cols), part
+
+    slices = [sl for sl in plan.slices if sl.base_path or sl.log_files]
+    merging = [sl for sl in slices if sl.log_files]
     by_path = {sl.base_path: sl for sl in merging if sl.base_path}
-    if by_path:
-        for path, batch in _scan_tagged(table, list(by_path), full, base_names):
-            if IS_DELETED in batch.schema.names:
-                batch = batch.filter(pc.invert(pc.fill_null(batch.column(IS_DELETED), False)))
+    plain = [sl.base_path for sl in slices if not sl.log_files and sl.base_path]
+    out: list[pa.Table] = []
+    splits: list[tuple[FileSlice, Future[tuple[pa.Table, pa.Table | None]]]] = []
+    with ThreadPoolExecutor(max_workers=_SLICE_THREADS) as pool:
+        logs = {id(sl): pool.submit(logs_of, sl) for sl in merging}
+        if plain:   # slices without logs, while the logs are read
+            out.append(_scan(table, plain, full, cols, post))
+        redo: list[str] = []   # base files to match by the record key after all
+        for path, batch in (_scan_tagged(table, list(by_path), full, base_names) if by_path else ()):
             sl = by_path[path]
-            logs = logs_of[id(sl)]
-            if not logs or batch.num_rows == 0:
-                out.append(pa.Table.from_batches([batch]).select(cols) if post is None else
-                           pa.Table.from_batches([batch]).filter(post).select(cols))
+            versions, keys, typed = logs[id(sl)].result()
+            if key_field is not None and typed is None and versions:
+                if path not in redo:
+                    redo.append(path)
                 continue
-            untouched, part = split_base(batch, keys_of[id(sl)], key_field, logs[0].schema)
-            out.append(untouched.select(cols) if post is None else untouched.filter(post).select(cols))
+            splits.append((sl, pool.submit(split, batch, versions, typed if key_field else keys, key_field)))
+        if redo:
+            names = [*base_names, KEY] if KEY not in base_names else base_names
+            for path, batch in _scan_tagged(table, redo, full, names):
+                sl = by_path[path]
+                versions, keys, _ = logs[id(sl)].result()
+                splits.append((sl, pool.submit(split, batch, versions, keys, None)))
+        touched: dict[int, list[pa.Table]] = {}
+        for sl, fut in show_progress(splits, desc="merging file slices", unit="batch",
+                                     setting=table.options.progress):
+            untouched, part = fut.result()
+            out.append(untouched)
             if part is not None:
                 touched.setdefault(id(sl), []).append(part)
-    parts = [(pa.concat_tables(touched[id(sl)]) if id(sl) in touched else None, logs_of[id(sl)],
-              len(keys_of[id(sl)])) for sl in merging]
-    with ThreadPoolExecutor(max_workers=_SLICE_THREADS) as pool:
+        parts = []
+        for sl in merging:
+            versions, keys, _ = logs[id(sl)].result()
+            parts.append((pa.concat_tables(touched[id(sl)]) if id(sl) in touched else None, versions, len(keys)))
         merged = merge_touched(ctx, parts, pool.map)
     if merged is not None:
         if post is not None:
