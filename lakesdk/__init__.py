@@ -27,14 +27,21 @@ _LAZY = {
     "register_merger": "lakesdk.merge.registry",
 }
 
-__all__ = ["__version__", *_LAZY, *_exc_all]
+#: submodules reached as attributes (``lk.spark.register(spark)``), imported on first use
+_SUBMODULES = {"spark": "lakesdk.spark"}
+
+__all__ = ["__version__", *_LAZY, *_SUBMODULES, *_exc_all]
 
 
 def __getattr__(name: str) -> Any:
+    import importlib
+    if name in _SUBMODULES:
+        value = importlib.import_module(_SUBMODULES[name])
+        globals()[name] = value
+        return value
     mod = _LAZY.get(name)
     if mod is None:
         raise AttributeError(f"module 'lakesdk' has no attribute {name!r}")
-    import importlib
     value = getattr(importlib.import_module(mod), name)
     globals()[name] = value
     return value

@@ -281,6 +281,19 @@ res["as_of_r2"] = rows(t.as_of(r2.instant).to_arrow())
 res["as_of_r3_spark"] = [[r[c] for c in COLS] for r in t.as_of(r3).to_spark().collect()]
 res["incremental_after_r3"] = rows(t.incremental(start=r3.completed).to_arrow(), ["_hoodie_commit_time"] + COLS)
 res["history"] = t.history()[["instant", "action", "operation"]].values.tolist()
+# Spark's own read API (the ``lakesdk`` data source): planned on the driver, read on the executors
+lk.spark.register(spark)
+src = lambda **o: spark.read.format("lakesdk").options(storage_options=json.dumps(cfg["storage_options"]), **o).load(t.path)
+srows = lambda df, cols=COLS: [[r[c] for c in cols] for r in df.collect()]
+res["source"] = {
+    "snapshot": [srows(src()), srows(t.read().to_spark())],
+    "as_of_r2": [srows(src(**{"as.of.instant": r2.instant})), srows(t.as_of(r2.instant).to_spark())],
+    "incremental_after_r1": [srows(src(**{"hoodie.datasource.query.type": "incremental",
+                                          "hoodie.datasource.read.begin.instanttime": r1.completed,
+                                          "hoodie.datasource.read.end.instanttime": r3.completed}),
+                                   ["_hoodie_commit_time"] + COLS),
+                             srows(t.incremental(r1.completed, r3.completed).to_spark(), ["_hoodie_commit_time"] + COLS)],
+}
 # one more job whose tasks report where they ran
 res["task_pids"] = sorted(set(sc.parallelize(range(4), 2).map(lambda _: os.getpid()).collect()))
 res["seconds"] = time.perf_counter() - t_start
@@ -449,6 +462,10 @@ def test_spark_cluster_writes_hudi_table_to_s3(spark_cluster, s3_server, tmp_pat
     assert _rows(res["as_of_r2"]) == after_r2
     assert _rows(res["as_of_r3_spark"]) == after_r3
     assert _rows(res["incremental_after_r3"]) == m.changed_since({inst["r4"]["instant"]})
+    for name, (got, want) in res["source"].items():   # spark.read.format("lakesdk") on the cluster
+        assert _rows(got) == _rows(want), name
+    assert _rows(res["source"]["snapshot"][0]) == final
+    assert _rows(res["source"]["as_of_r2"][0]) == after_r2
     assert [h[1:] for h in res["history"]] == [["commit", "UPSERT"], ["commit", "UPSERT"], ["commit", "DELETE"],
                                                ["replacecommit", "INSERT_OVERWRITE"]]
     meta = {r[0]: r for r in res["final_arrow_meta"]}

@@ -36,7 +36,7 @@ LAYERS = [
     ["lakesdk.table"],
     ["lakesdk.streaming"],
     ["lakesdk.widgets"],
-    ["lakesdk.cli", "lakesdk.testing", "lakesdk.__main__"],
+    ["lakesdk.cli", "lakesdk.testing", "lakesdk.spark", "lakesdk.__main__"],
 ]
 # Upward imports that stay, each a lazy hook from a handle to the widgets showing it
 # (``t.widgets``, ``display(t)``, ``sink.monitor()``): the widgets import nothing back from them.

@@ -66,6 +66,11 @@ SCRIPT = textwrap.dedent("""
         "counts": [(r.inserted, r.updated, r.deleted) for r in (r1, r2, r3)],
         "rows": sorted((r["uuid"], r["fare"]) for r in snap.collect()),
         "as_of_first": sorted(t.as_of(r1.instant).to_pandas().uuid),
+        # Spark's own read API: the Python data source registered over Connect
+        "source_rows": sorted((r["uuid"], r["fare"]) for r in
+                              lk.spark.register(spark).read.format("lakesdk").load(t.path).collect()),
+        "source_as_of": sorted(r["uuid"] for r in
+                               spark.read.format("lakesdk").option("as.of.instant", r1.instant).load(t.path).collect()),
     }
     print("RESULT" + json.dumps(out))
 """)
@@ -82,3 +87,5 @@ def test_writes_and_reads_over_spark_connect(connect_url, tmp_path):
     assert out["counts"] == [[3, 0, 0], [1, 1, 0], [0, 0, 1]]
     assert out["rows"] == [["a", 10.0], ["c", 3.0], ["d", 4.0]]
     assert out["as_of_first"] == ["a", "b", "c"]
+    assert out["source_rows"] == out["rows"]
+    assert out["source_as_of"] == ["a", "b", "c"]

@@ -8,7 +8,7 @@ is defined here, where both can import it (the read layer sits above the engine)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,8 +20,10 @@ from lakesdk.format.schema import with_meta_fields
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
     from lakesdk.engine.slice_reader import SliceReadContext
+    from lakesdk.storage import Storage
 
-__all__ = ["ReadPlan", "count_rows", "iter_arrow", "read_arrow", "slice_context"]
+__all__ = ["ReadPlan", "ScanPart", "count_rows", "iter_arrow", "iter_plan", "read_arrow", "read_part", "slice_context",
+           "split_plan"]
 
 _SLICE_THREADS = 4   # file slices of a merge-on-read read at once (each read is multi-threaded too)
 
@@ -125,11 +127,27 @@ def iter_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], expr: 
     (merge-on-read: at most :data:`READ_AHEAD` merged slices ahead of the consumer), so
     memory stays bounded by a few slices.  ``limit``: stop once that many rows are out
     (no more files or slices are read)."""
+    ctx = slice_context(table, plan) if plan.merges else None
+    yield from iter_plan(table.storage, ctx, plan, columns, expr, limit=limit)
+
+
+def iter_plan(storage: "Storage", ctx: "SliceReadContext | None", plan: ReadPlan, columns: Sequence[str],
+              expr: pc.Expression | None, *, limit: int | None = None) -> Iterator[pa.RecordBatch]:
+    """:func:`iter_arrow` without the table: the storage and, for a plan with log files to
+    merge, the slice context (:func:`slice_context`), both picklable, so a task elsewhere
+    reads a part of a plan made on the driver the same way."""
+    columns = list(columns)
     schema = output_schema(plan, columns)
     if limit is not None and limit <= 0:
         return
     left = limit
-    for batch in (_iter_merged(table, plan, columns, expr) if plan.merges else _iter_files(table, plan, columns, expr)):
+    if plan.merges:
+        if ctx is None:
+            raise ValueError("a plan with log files to merge needs its slice context (slice_context(table, plan))")
+        batches = _iter_merged(ctx, plan, columns, expr)
+    else:
+        batches = _iter_files(storage, plan, columns, expr)
+    for batch in batches:
         if batch.num_rows == 0:
             continue
         if left is not None and batch.num_rows >= left:
@@ -140,13 +158,54 @@ def iter_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], expr: 
         yield _conformed(batch, schema)
 
 
-def _iter_merged(table: "TableContext", plan: ReadPlan, columns: list[str],
+@dataclass(frozen=True)
+class ScanPart:
+    """A part of a read plan that one task reads (:func:`read_part`): a few of its file
+    slices, with what reading them needs.  Picklable and small: the plan keeps no instant
+    lists, only the slices, the schema and an incremental read's commit times."""
+
+    storage: "Storage"
+    plan: ReadPlan
+    columns: tuple[str, ...]
+    expr: pc.Expression | None = None
+    ctx: "SliceReadContext | None" = None
+
+    @property
+    def slices(self) -> tuple[FileSlice, ...]:
+        return self.plan.slices
+
+
+def split_plan(table: "TableContext", plan: ReadPlan, columns: Sequence[str], expr: pc.Expression | None, *,
+               part_bytes: int = 128 << 20) -> list[ScanPart]:
+    """The plan as parts of about ``part_bytes`` each (file slices packed in plan order;
+    a bigger slice is a part alone), for tasks that read them with :func:`read_part`."""
+    ctx = slice_context(table, plan) if plan.merges else None
+    groups: list[list[FileSlice]] = []
+    size = 0
+    for sl in plan.slices:
+        if not (sl.base_path or sl.log_files):
+            continue
+        if not groups or size + sl.total_size > part_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(sl)
+        size += sl.total_size
+    from dataclasses import replace
+    return [ScanPart(table.storage, replace(plan, slices=tuple(g), instants=(), visible=()), tuple(columns), expr,
+                     ctx if any(s.log_files for s in g) else None) for g in groups]
+
+
+def read_part(part: ScanPart) -> Iterator[pa.RecordBatch]:
+    """The rows of one part of a plan, as :func:`iter_arrow` reads the whole plan."""
+    yield from iter_plan(part.storage, part.ctx, part.plan, part.columns, part.expr)
+
+
+def _iter_merged(ctx: "SliceReadContext", plan: ReadPlan, columns: list[str],
                  expr: pc.Expression | None) -> Iterator[pa.RecordBatch]:
     from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 
     from lakesdk.engine.slice_reader import read_slice
-    ctx = slice_context(table, plan)
     todo = iter(plan.slices)
     pending: deque[Future[pa.Table]] = deque()
     pool = ThreadPoolExecutor(max_workers=READ_AHEAD)
@@ -167,13 +226,13 @@ def _iter_merged(table: "TableContext", plan: ReadPlan, columns: list[str],
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _iter_files(table: "TableContext", plan: ReadPlan, columns: list[str],
+def _iter_files(storage: "Storage", plan: ReadPlan, columns: list[str],
                 expr: pc.Expression | None) -> Iterator[pa.RecordBatch]:
     import pyarrow.dataset as ds
     files = plan.files
     if not files:
         return
-    fs, paths = _arrow_fs(table.storage, files)
+    fs, paths = _arrow_fs(storage, files)
     if plan.commit_times is not None:
         inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
         expr = inc if expr is None else (expr & inc)

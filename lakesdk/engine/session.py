@@ -6,13 +6,33 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from lakesdk.exceptions import MissingDependencyError
 
-__all__ = ["get_spark", "local_spark_conf", "active_session", "spark_is_local", "session_time_zone"]
+__all__ = ["get_spark", "local_spark_conf", "active_session", "spark_is_local", "session_time_zone", "on_session",
+           "announce_session"]
 
 _LOCK = threading.Lock()
+_HOOKS: list[Callable[[Any], None]] = []
+
+
+def on_session(hook: Callable[[Any], None]) -> None:
+    """Call ``hook(session)`` with every session :func:`get_spark` returns (the layers above
+    the engine register what a session needs, as the ``lakesdk`` data source); ``hook``
+    returns quickly for a session it has seen."""
+    if hook not in _HOOKS:
+        _HOOKS.append(hook)
+
+
+def announce_session(spark: Any) -> Any:
+    """Run the :func:`on_session` hooks for ``spark``; returns it."""
+    for hook in list(_HOOKS):
+        hook(spark)
+    return spark
+
+
+_announced = announce_session
 
 
 def local_spark_conf(master: str) -> dict[str, str]:
@@ -43,7 +63,7 @@ def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, s
     ``LAKESDK_SPARK_MASTER``, default ``local[*]``).
     """
     if spark is not None:
-        return spark
+        return _announced(spark)
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - pyspark is a core dependency
@@ -51,10 +71,10 @@ def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, s
     remote = master if master and master.startswith("sc://") else os.environ.get("LAKESDK_SPARK_REMOTE")
     with _LOCK:
         if remote:
-            return SparkSession.builder.remote(remote).getOrCreate()
+            return _announced(SparkSession.builder.remote(remote).getOrCreate())
         active = SparkSession.getActiveSession()
         if active is not None and master is None:
-            return active
+            return _announced(active)
         master = master or os.environ.get("LAKESDK_SPARK_MASTER", "local[*]")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -65,7 +85,7 @@ def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, s
             b = b.config(k, v)
         s = b.getOrCreate()
         s.sparkContext.setLogLevel("ERROR")
-        return s
+    return _announced(s)
 
 
 def active_session(*, if_imported: bool = False) -> Any:

@@ -10,6 +10,7 @@ import pyarrow as pa
 from lakesdk.commit.context import Resources, TableContext
 from lakesdk.commit.results import WriteResult
 from lakesdk.config.options import TableOptions
+from lakesdk.engine.session import announce_session
 from lakesdk.exceptions import StorageError, TableConfigError, TableNotFoundError, UnsupportedTableVersionError
 from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
 from lakesdk.format.timeline import Timeline
@@ -125,6 +126,8 @@ class Table:
         self._ctx = TableContext(storage, config or load_config(storage), validate_options(options or TableOptions()),
                                  resources if resources is not None else Resources(), spark)
         self._stored_key_encoding: str | None = None   # what the stored keys showed (Hudi's encoding only)
+        if spark is not None:
+            announce_session(spark)   # a session given to lakesdk knows the ``lakesdk`` data source
 
     @classmethod
     def _of(cls, ctx: TableContext) -> "Table":
