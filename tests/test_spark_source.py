@@ -165,6 +165,19 @@ def test_empty_table_and_bad_options(spark, lake):
     assert _source(spark, t, where="city = 'nowhere'").count() == 0
     with pytest.raises(Exception, match="snapshot, incremental or read_optimized"):
         _source(spark, t, **{"hoodie.datasource.query.type": "bogus"}).collect()
+    # a misspelt option is refused, never read as a snapshot
+    with pytest.raises(Exception, match="has no option 'as.of.instants'; did you mean 'as.of.instant'"):
+        _source(spark, t, **{"as.of.instants": "20200101000000000"}).collect()
+
+
+def test_unknown_options_are_refused_with_the_closest_known_one():
+    from lakesdk.exceptions import OptionsError
+    from lakesdk.table.spark_source import check_options
+
+    check_options({"path": "/x", "as.of.instant": "1", "hoodie.datasource.query.type": "snapshot"})
+    with pytest.raises(OptionsError, match="did you mean 'hoodie.datasource.read.begin.instanttime'") as e:
+        check_options({"hoodie.datasource.read.begin.instantime": "1"})
+    assert e.value.key == "hoodie.datasource.read.begin.instantime"
 
 
 def test_stream_picks_up_three_commits_in_order(spark, lake, tmp_path):

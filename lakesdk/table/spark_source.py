@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from lakesdk.engine.read import ScanPart, output_schema, split_plan
 from lakesdk.engine.spark_source import LakeDataSource, register_source
-from lakesdk.exceptions import InvalidFilterError
+from lakesdk.exceptions import InvalidFilterError, OptionsError
 from lakesdk.format.instant import to_instant_time
 from lakesdk.format.schema import type_family, with_meta_fields
 from lakesdk.read.predicate import from_filters
@@ -54,6 +54,27 @@ EARLIEST = "earliest"
 
 #: column families whose comparisons lakesdk's Arrow filter evaluates as Spark does
 _EXACT = ("string", "int", "bool", "date")
+
+
+PART_BYTES = "hoodie.lakesdk.read.partition.bytes"
+#: every option the source reads (lower case, as Spark hands them over); any other is refused,
+#: so that a misspelt time-travel or incremental option cannot silently read the snapshot
+KNOWN_OPTIONS = frozenset({
+    "path", QUERY_TYPE, AS_OF, "as_of", BEGIN, "start", END, "end", "start_inclusive", "read_optimized",
+    "meta_fields", "columns", "where", "storage_options", STREAM_START, "filterpushdown", PART_BYTES})
+
+
+def check_options(options: dict[str, str]) -> None:
+    """Refuse options the source does not read (an :class:`OptionsError` naming the closest
+    known one)."""
+    import difflib
+    for key in options:
+        if key.lower() in KNOWN_OPTIONS:
+            continue
+        near = difflib.get_close_matches(key.lower(), sorted(KNOWN_OPTIONS), n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise OptionsError(f'spark.read.format("lakesdk") has no option {key!r}{hint} '
+                           f"(it reads: {', '.join(sorted(KNOWN_OPTIONS - {'path'}))})", key=key)
 
 
 def _flag(options: dict[str, str], key: str) -> bool | None:
@@ -81,6 +102,7 @@ class TableBackend:
 
     def table(self, options: dict[str, str]) -> Any:
         from lakesdk.table.lake import open_table
+        check_options(options)
         path = options.get("path")
         if not path:
             raise ValueError('spark.read.format("lakesdk") needs the table\'s path: .load(path)')
@@ -133,7 +155,7 @@ class TableBackend:
     def _parts(self, q: Query, options: dict[str, str]) -> list[ScanPart]:
         plan = q.plan()
         bound = q._bound(plan.schema)
-        size = options.get("hoodie.lakesdk.read.partition.bytes")
+        size = options.get(PART_BYTES)
         return split_plan(q.table.context, plan, q._out_columns(plan.schema),
                           bound.to_arrow() if bound is not None else None,
                           **({"part_bytes": int(size)} if size else {}))
