@@ -1,0 +1,175 @@
+"""Spark data plane benchmark: lakesdk's Spark path against plain Spark doing the same work.
+
+    python bench/spark.py [--quick] [--big] [--rows N] [--repeat R] [--tmp DIR]
+
+One Spark session (``local[*]``, as lakesdk starts it), one process.  The input is a Spark
+DataFrame generated in Spark (``id`` unique bigint, ``ts``, ``part`` with 10 values, ``fare``,
+``name``; Spark infers which columns are ``NOT NULL``), cached and counted before any timing; the update batch
+is 10% of the ids (every tenth by a hash, so spread over every file group) with a higher
+``ts`` and a changed ``fare`` and ``name``, no new ids.  Each round, on fresh folders:
+
+1. plain Spark: ``df.write.parquet(p)`` (the bulk insert's peer), then the full rewrite an
+   upsert costs without a table format: read ``p``, anti-join the updates by ``id``, union
+   them, write the result to a new folder;
+2. lakesdk: ``create_table(..., key="id", ordering="ts", engine="spark")``, ``bulk_insert(df)``,
+   ``upsert(updates)``;
+3. reads of the result of both, best of 3: ``spark.read.parquet(p2)`` and
+   ``t.read().to_spark()``, each run to the end by Spark's ``noop`` sink (every column of
+   every row is read, nothing is collected).
+
+Every write runs ``--repeat`` times (default 2) and the best time counts.  Results are
+checked: both results hold exactly N rows and every id once, and they are equal on
+``(id, ts, fare, name)`` (a Spark ``exceptAll`` both ways is empty); otherwise the script
+prints the errors and exits 1 without a summary line.
+
+``--quick``: 100,000 rows; ``--big``: 5,000,000 rows; default 1,000,000.  The last line is::
+
+    spark: rows=N bulk_vs_spark=X upsert_vs_rewrite=X read_vs_spark=X
+
+(ratios are lakesdk time / plain Spark time).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import (  # noqa: E402 - measuring shared with the other benchmarks
+    ID_BASE,
+    N_PARTS,
+    TS_BASE,
+    OtherLoad,
+    Results,
+    base_parser,
+    best_of,
+    finish,
+    print_load_and_rounds,
+    ratio,
+    step,
+    timed,
+)
+
+READS = 3
+
+
+def make_frames(spark: Any, n: int) -> tuple[Any, Any]:
+    """(base rows, update batch) as cached Spark DataFrames."""
+    from pyspark.sql import functions as F
+    base = (spark.range(n, numPartitions=max(2, spark.sparkContext.defaultParallelism))
+            .select((F.col("id") + ID_BASE).alias("id"),
+                    (F.lit(TS_BASE) + F.abs(F.xxhash64("id") % 1_000_000_000)).alias("ts"),
+                    F.format_string("p%02d", (F.col("id") % N_PARTS).cast("int")).alias("part"),
+                    F.round(F.abs(F.xxhash64(F.col("id"), F.lit(7)) % 10_000).cast("double") / 100, 2).alias("fare"),
+                    F.concat(F.lit("name_"), F.col("id").cast("string")).alias("name")))
+    base = base.cache()
+    upd = (base.filter(F.abs(F.xxhash64("id")) % 10 == 0)
+           .select("id", (F.col("ts") + 1).alias("ts"), "part", (F.col("fare") * 1.1 + 1).alias("fare"),
+                   F.concat(F.lit("upd_"), F.col("id").cast("string")).alias("name")))
+    upd = upd.cache()
+    base.count()
+    upd.count()
+    return base, upd
+
+
+def plain_write(df: Any, path: str) -> None:
+    df.write.mode("overwrite").parquet(path)
+
+
+def plain_rewrite(spark: Any, src: str, upd: Any, dst: str) -> None:
+    """The upsert without a table format: the whole table read, the updated ids replaced."""
+    old = spark.read.parquet(src)
+    old.join(upd.select("id"), "id", "left_anti").unionByName(upd).write.mode("overwrite").parquet(dst)
+
+
+def drain(df: Any) -> None:
+    """Read every column of every row of ``df`` (Spark's noop sink: nothing collected)."""
+    df.write.format("noop").mode("overwrite").save()
+
+
+def check(res: Results, spark: Any, plain: str, t: Any, n: int) -> None:
+    from pyspark.sql import functions as F
+    cols = ["id", "ts", "fare", "name"]
+    a = spark.read.parquet(plain).select(*cols)
+    b = t.read().to_spark().select(*cols)
+    for label, df in (("plain Spark", a), ("lakesdk", b)):
+        got = df.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct("id").alias("ids")).collect()[0]
+        if got["rows"] != n or got["ids"] != n:
+            res.errors.append(f"{label}: {got['rows']} rows, {got['ids']} distinct ids, expected {n}")
+    if a.exceptAll(b).limit(1).count() or b.exceptAll(a).limit(1).count():
+        res.errors.append("lakesdk's table and plain Spark's rewrite differ on (id, ts, fare, name)")
+
+
+def one_round(res: Results, spark: Any, base: Any, upd: Any, root: str, rep: int, n: int) -> None:
+    import lakesdk as lk
+    p1, p2 = os.path.join(root, f"plain{rep}"), os.path.join(root, f"plain{rep}_upserted")
+    s, _ = timed(lambda: plain_write(base, p1))
+    res.time("spark_write", s)
+    s, _ = timed(lambda: plain_rewrite(spark, p1, upd, p2))
+    res.time("spark_rewrite", s)
+
+    lake = lk.Lake(os.path.join(root, f"lake{rep}"), spark=spark, options=lk.TableOptions(engine="spark"))
+    t = lake.create_table("s", key="id", ordering="ts")
+    s, r = timed(lambda: t.bulk_insert(base))
+    res.time("lakesdk_bulk", s)
+    if r.inserted != n:
+        res.errors.append(f"lakesdk bulk_insert: inserted={r.inserted}, expected {n}")
+    s, r = timed(lambda: t.upsert(upd))
+    res.time("lakesdk_upsert", s)
+    res.info["updates"] = r.updated
+    if r.inserted != 0 or r.updated != upd.count():
+        res.errors.append(f"lakesdk upsert: inserted={r.inserted} updated={r.updated}, expected 0 and {upd.count()}")
+
+    s, _ = best_of(READS, lambda: drain(spark.read.parquet(p2)))
+    res.time("spark_read", s)
+    s, _ = best_of(READS, lambda: drain(t.read().to_spark()))
+    res.time("lakesdk_read", s)
+    if rep == 0:
+        check(res, spark, p2, t, n)
+    lake.close()
+
+
+def main() -> int:
+    ap = base_parser(__doc__)
+    ap.add_argument("--big", action="store_true", help="5,000,000 rows")
+    args = ap.parse_args()
+    n = args.rows or (5_000_000 if args.big else 100_000 if args.quick else 1_000_000)
+    if args.repeat < 1 or n < 10:
+        ap.error("--repeat must be >= 1 and --rows >= 10")
+    from lakesdk.engine.session import get_spark
+    root = tempfile.mkdtemp(prefix="lakesdk-bench-spark-", dir=args.tmp)
+    res = Results(n)
+    spark = get_spark()
+    try:
+        step(f"generating {n:,} rows in Spark")
+        base, upd = make_frames(spark, n)
+        step("warm-up (every step once on 2% of the rows)")
+        small_b = base.limit(max(10, n // 50)).cache()
+        small_u = upd.limit(max(1, n // 500)).cache()
+        warm = Results(small_b.count())
+        one_round(warm, spark, small_b, small_u.join(small_b.select("id"), "id", "left_semi"),
+                  os.path.join(root, "warm"), 0, warm.rows)
+        with OtherLoad() as load:
+            for rep in range(args.repeat):
+                step(f"round {rep + 1} of {args.repeat}")
+                one_round(res, spark, base, upd, root, rep, n)
+        res.info["other_cores"] = load.cores
+    finally:
+        spark.catalog.clearCache()
+        shutil.rmtree(root, ignore_errors=True)
+    t = res.t
+    print(f"rows {n:,}, updates {res.info.get('updates', 0):,}; times in s (best of {args.repeat} rounds; reads best of {READS})")
+    print(f"  bulk insert: lakesdk {t['lakesdk_bulk']:.2f}  plain df.write.parquet {t['spark_write']:.2f}")
+    print(f"  upsert 10%:  lakesdk {t['lakesdk_upsert']:.2f}  plain full rewrite {t['spark_rewrite']:.2f}")
+    print(f"  read:        lakesdk {t['lakesdk_read']:.2f}  spark.read.parquet {t['spark_read']:.2f}")
+    print_load_and_rounds(res)
+    return finish(res, f"spark: rows={n} bulk_vs_spark={ratio(t['lakesdk_bulk'], t['spark_write'])} "
+                       f"upsert_vs_rewrite={ratio(t['lakesdk_upsert'], t['spark_rewrite'])} "
+                       f"read_vs_spark={ratio(t['lakesdk_read'], t['spark_read'])}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
