@@ -4,10 +4,10 @@ one version, an SPDX licence, and fault hooks that do nothing unless a test swit
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 import lakesdk
 from lakesdk import _faults

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pandas as pd
 import pytest
@@ -52,7 +52,7 @@ def trips(lake):
 def test_timeline_bars_are_the_instants(trips):
     t, results = trips
     pending = start_pending_write(t)
-    before = datetime.now(timezone.utc).replace(tzinfo=None)
+    before = datetime.now(UTC).replace(tzinfo=None)
     w = t.widgets.timeline()
     timeline = t.timeline
     fig = w.figure
@@ -76,7 +76,7 @@ def test_timeline_bars_are_the_instants(trips):
     assert w.bars["inflight"] == [pending]
     assert infl.base[0] == plotly_date(pending.requested)
     end = parse_instant_time(pending.requested).timestamp() + infl.x[0] / 1000
-    assert before.timestamp() - 1 <= end <= datetime.now(timezone.utc).replace(tzinfo=None).timestamp() + 1
+    assert before.timestamp() - 1 <= end <= datetime.now(UTC).replace(tzinfo=None).timestamp() + 1
     assert len(fig.data[0].x) == 0
     # hover text carries the commit metadata
     md = t.inspect.commit_metadata(results[0].instant).totals()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import threading
+from datetime import UTC
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from lakesdk._display import human_bytes as human_bytes  # re-exported for the widgets
@@ -232,8 +233,8 @@ class LiveMixin:
 
 def utc_from_ms(ms: float) -> "datetime":
     """Epoch milliseconds as a naive UTC datetime (the widgets' time axis, like instant times)."""
-    from datetime import datetime, timezone
-    return datetime.fromtimestamp(ms / 1000.0, timezone.utc).replace(tzinfo=None)
+    from datetime import datetime
+    return datetime.fromtimestamp(ms / 1000.0, UTC).replace(tzinfo=None)
 
 
 def fmt_time(t: "datetime") -> str:
