@@ -104,3 +104,11 @@ def test_nothing_in_the_package_sets_the_fault_switches():
         for name in FAULT_ENV:
             for m in re.finditer(rf"environ\[[\"']{name}[\"']\]\s*=|setenv\([\"']{name}|environ\.setdefault\([\"']{name}", text):
                 pytest.fail(f"{f.relative_to(ROOT)} sets {name}: {m.group(0)}")
+
+
+def test_pandas_has_no_cap_for_users():
+    """Users may have pandas 2 or 3 (``make test-pandas3`` runs the pandas paths on 3); only the
+    development lock keeps pandas 2, for pyspark's sake, as a uv constraint outside the metadata."""
+    (pandas,) = [d for d in PYPROJECT["project"]["dependencies"] if re.match(r"pandas\b", d)]
+    assert "<" not in pandas, pandas
+    assert "pandas<3" in PYPROJECT["tool"]["uv"]["constraint-dependencies"]
