@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP      := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast test-pandas3 lint bench clean java
+.PHONY: setup demo test test-fast test-pandas3 lint bench binder clean java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,9 +30,11 @@ demo: $(DEMO_STAMP) java
 # and hashes of uv.lock (uv is installed into .venv from PyPI), lakesdk itself in editable mode.
 # --locked stops when uv.lock does not match pyproject.toml (run `uv lock` after editing it);
 # --inexact keeps pip and uv in .venv.
-$(STAMP): pyproject.toml uv.lock | $(BIN)/python
-	@bash scripts/system-deps.sh
+$(BIN)/uv: | $(BIN)/python
 	$(BIN)/python -m pip install -q "uv>=0.8"
+
+$(STAMP): pyproject.toml uv.lock | $(BIN)/uv
+	@bash scripts/system-deps.sh
 	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/uv sync -q --locked --inexact --active --all-extras --group dev
 	@touch $(STAMP)
 
@@ -60,6 +62,14 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/write.py --quick
+
+# Binder's environment: the notebooks' packages at uv.lock's versions and hashes (lakesdk with the
+# notebook and kafka extras, the `tutorials` group; binder/postBuild installs lakesdk itself).
+# tests/test_packaging.py checks that binder/requirements.txt equals this export.
+BINDER_EXPORT := export --frozen --format requirements-txt --no-default-groups --group tutorials \
+                 --extra notebook --extra kafka --no-emit-project
+binder: | $(BIN)/uv
+	$(BIN)/uv $(BINDER_EXPORT) > binder/requirements.txt
 
 clean:
 	rm -rf $(VENV) demo-lake .pytest_cache

@@ -186,3 +186,24 @@ def test_declared_ranges_resolve_fresh_at_their_newest_and_their_floors():
                               cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, f"the declared ranges do not resolve ({resolution}):\n{proc.stderr[-4000:]}"
     assert (ROOT / "uv.lock").read_bytes() == before
+
+
+def _make_variable(name: str) -> list[str]:
+    """A variable of the Makefile (``NAME := ...`` with ``\\`` continuations), split into words."""
+    text = (ROOT / "Makefile").read_text(encoding="utf-8").replace("\\\n", " ")
+    (value,) = re.findall(rf"^{name}\s*:=(.*)$", text, flags=re.M)
+    return value.split()
+
+
+def test_binder_requirements_are_the_lock_exported():
+    """binder/requirements.txt is ``make binder``'s export of uv.lock (offline: ``--frozen``), so
+    Binder runs the notebooks on the versions and hashes the tests use."""
+    args = _make_variable("BINDER_EXPORT")
+    assert args[:2] == ["export", "--frozen"]
+    proc = subprocess.run([_uv(), *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    stored = (ROOT / "binder" / "requirements.txt").read_text(encoding="utf-8")
+    assert stored == proc.stdout, "binder/requirements.txt is stale: run `make binder`"
+    pins = dict(re.findall(r"^([a-z0-9-]+)==(\S+)", stored, flags=re.M))
+    assert {"pyspark", "pandas", "ipywidgets", "plotly", "hudi", "confluent-kafka", "noida-db"} <= set(pins)
+    assert "--hash=sha256:" in stored and "pytest" not in pins and "lakesdk" not in pins
