@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP      := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast test-pandas3 lint bench binder clean java
+.PHONY: setup demo test test-fast test-pandas3 lint bench binder notebooks clean java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,10 @@ BINDER_EXPORT := export --frozen --format requirements-txt --no-default-groups -
                  --extra notebook --extra kafka --no-emit-project
 binder: | $(BIN)/uv
 	$(BIN)/uv $(BINDER_EXPORT) > binder/requirements.txt
+
+# The tutorials' stored outputs (what the documentation site shows): run every notebook again.
+notebooks: $(STAMP)
+	$(BIN)/python scripts/run_notebooks.py
 
 clean:
 	rm -rf $(VENV) demo-lake .pytest_cache

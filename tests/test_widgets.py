@@ -146,6 +146,21 @@ def test_to_html_writes_a_static_figure(trips, tmp_path):
 
 
 # --------------------------------------------------------------------------------- markers
+def test_a_widget_displays_live_with_a_static_figure_beside(trips):
+    """Jupyter shows the live widget; nbconvert and the documentation site, which run no
+    widgets, show the static figure (the same bars)."""
+    t, results = trips
+    tl = t.widgets.timeline()
+    bundle = tl._repr_mimebundle_()
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == tl.model_id
+    html = bundle["text/html"]
+    assert "lakesdk-widget-static" in html and "cdn.plot.ly" in html and "Plotly.newPlot" in html
+    for state in ("requested", "inflight", "completed"):
+        assert f'"name":"{state}"' in html
+    assert results[0].instant in html
+    assert bundle["text/plain"] == repr(tl)
+
+
 def test_markers_of_a_simulated_failed_write(trips):
     t, _ = trips
     pending = start_pending_write(t)
