@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP      := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast lint bench clean java
+.PHONY: setup demo test test-fast test-pandas3 lint bench binder notebooks clean java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,9 +30,11 @@ demo: $(DEMO_STAMP) java
 # and hashes of uv.lock (uv is installed into .venv from PyPI), lakesdk itself in editable mode.
 # --locked stops when uv.lock does not match pyproject.toml (run `uv lock` after editing it);
 # --inexact keeps pip and uv in .venv.
-$(STAMP): pyproject.toml uv.lock | $(BIN)/python
-	@bash scripts/system-deps.sh
+$(BIN)/uv: | $(BIN)/python
 	$(BIN)/python -m pip install -q "uv>=0.8"
+
+$(STAMP): pyproject.toml uv.lock | $(BIN)/uv
+	@bash scripts/system-deps.sh
 	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/uv sync -q --locked --inexact --active --all-extras --group dev
 	@touch $(STAMP)
 
@@ -44,12 +46,34 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not cluster and not notebooks"
 
+# lakesdk's pandas paths on pandas 3. uv.lock keeps pandas 2 (pyspark 4 warns that it does not fully
+# support pandas 3, and the tests run Spark); users may have either. This layers the newest pandas 3
+# over .venv (uv run --with, nothing in .venv changes) and runs the tests of pandas input and output.
+PANDAS3_TESTS := tests/test_input.py tests/test_writes.py tests/test_read_api.py tests/test_merge_local.py \
+                 tests/test_trust_acceptance.py tests/test_cli.py
+PANDAS3_RUN   := VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/uv run -q --active --no-sync --with 'pandas>=3,<4'
+test-pandas3: $(STAMP)
+	$(PANDAS3_RUN) python -c 'import pandas; assert pandas.__version__ >= "3", pandas.__version__; print("pandas", pandas.__version__)'
+	$(PANDAS3_RUN) python -m pytest -m "not cluster and not notebooks" $(PANDAS3_TESTS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check lakesdk tests bench
 	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python bench/write.py --quick
+
+# Binder's environment: the notebooks' packages at uv.lock's versions and hashes (lakesdk with the
+# notebook and kafka extras, the `tutorials` group; binder/postBuild installs lakesdk itself).
+# tests/test_packaging.py checks that binder/requirements.txt equals this export.
+BINDER_EXPORT := export --frozen --format requirements-txt --no-default-groups --group tutorials \
+                 --extra notebook --extra kafka --no-emit-project
+binder: | $(BIN)/uv
+	$(BIN)/uv $(BINDER_EXPORT) > binder/requirements.txt
+
+# The tutorials' stored outputs (what the documentation site shows): run every notebook again.
+notebooks: $(STAMP)
+	$(BIN)/python scripts/run_notebooks.py
 
 clean:
 	rm -rf $(VENV) demo-lake .pytest_cache

@@ -4,7 +4,9 @@ the nav lists exists, and every one of them is rendered."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -102,4 +104,37 @@ def test_mkdocs_build_strict(tmp_path):
     # the notebooks are rendered with their code cells
     quickstart = (site / "notebooks" / "01_quickstart" / "index.html").read_text(encoding="utf-8")
     assert "create_table" in quickstart
+    # ... and with their stored outputs: the quickstart's tables are rendered HTML tables
+    assert '<table' in quickstart and 'class="dataframe"' in quickstart and "ride-9" in quickstart
+    # ... and the widgets as their static figures (plotly.js draws them)
+    tutorial = (site / "notebooks" / "02_time_travel_and_incremental" / "index.html").read_text(encoding="utf-8")
+    assert "lakesdk-widget-static" in tutorial and "Plotly.newPlot" in tutorial
     print(f"mkdocs build --strict: {seconds:.1f} s")
+
+
+def test_notebooks_store_a_whole_run_without_machine_details():
+    """The site shows the notebooks' stored outputs (``make notebooks`` refreshes them): each
+    notebook holds the outputs of one run top to bottom, with no paths of the machine that ran
+    it, no stderr and no widget state (a widget keeps its static figure); the quickstart's data
+    tables are checked by nbval."""
+    for name, path in _notebook_sources().items():
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        counts = [c.get("execution_count") for c in code]
+        assert counts == list(range(1, len(code) + 1)), f"{name}: not one whole run ({counts}); run make notebooks"
+        outputs = [o for c in code for o in c.get("outputs", [])]
+        assert any("text/html" in o.get("data", {}) for o in outputs), f"{name} stores no rendered output"
+        assert not [o for o in outputs if o.get("name") == "stderr"], f"{name} stores stderr"
+        assert not [o for o in outputs if o.get("output_type") == "error"], f"{name} stores an error"
+        text = json.dumps(outputs)
+        host = socket.gethostname()
+        for machine in (str(ROOT), "/tmp/", "/home/", "/root/", *([f">{host}:"] if host != "localhost" else [])):
+            assert machine not in text, f"{name}: an output names {machine}"
+        assert "widgets" not in nb["metadata"], f"{name} stores widget state"
+        assert not [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})], \
+            f"{name} stores a widget view without its state"
+    quickstart = json.loads((ROOT / "notebooks" / "01_quickstart.ipynb").read_text(encoding="utf-8"))
+    checked = [c for c in quickstart["cells"] if "nbval-check-output" in c["metadata"].get("tags", [])]
+    assert checked, "no quickstart cell is tagged nbval-check-output"
+    for c in checked:
+        assert any('class="dataframe"' in "".join(o.get("data", {}).get("text/html", "")) for o in c["outputs"])

@@ -144,7 +144,7 @@ def _records() -> pa.Table:
         "_hoodie_commit_time": ["20250101000000000"] * 2, "_hoodie_commit_seqno": ["a", "b"],
         "_hoodie_record_key": ["k1", "k2"], "_hoodie_partition_path": ["p", "p"], "_hoodie_file_name": ["f", "f"],
         "id": [1, 2], "name": ["x", None],
-        "ts": pa.array([datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc), None], pa.timestamp("us", "UTC")),
+        "ts": pa.array([datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC), None], pa.timestamp("us", "UTC")),
         "price": pa.array([decimal.Decimal("1.25"), decimal.Decimal("-3.50")], pa.decimal128(10, 2)),
         "tags": [["a", "b"], []],
     })

@@ -113,7 +113,7 @@ def test_hudi_reads_mor_log_blocks_of_every_type(mor_lake):
             "id": pa.array(ids, pa.int64()), "day": ["2026-11-01", "2026-11-02"] * (n // 2),
             "ts": pa.array([ts] * n, pa.int32()), "amount": pa.array([i * 1.5 for i in ids], pa.float64()),
             "flag": [i % 2 == 0 for i in ids], "tiny": pa.array([i % 100 for i in ids], pa.int8()),
-            "when": pa.array([dt.datetime(2026, 11, 1, 12, i % 60, tzinfo=dt.timezone.utc) if i % 3 else None
+            "when": pa.array([dt.datetime(2026, 11, 1, 12, i % 60, tzinfo=dt.UTC) if i % 3 else None
                               for i in ids], pa.timestamp("us", tz="UTC")),
             "date": pa.array([dt.date(2026, 11, 1 + i % 28) for i in ids]),
             "price": pa.array([pa_decimal(f"{i}.{ts:02d}") for i in ids], pa.decimal128(10, 2)),

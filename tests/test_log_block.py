@@ -206,7 +206,7 @@ def test_every_conformance_mor_log_file_parses(conformance_dir):
 
 # -- round trips ---------------------------------------------------------------------------------
 def rich_table() -> pa.Table:
-    utc = dt.timezone.utc
+    utc = dt.UTC
     return pa.table({
         "id": pa.array([1, 2, None], pa.int64()),
         "small": pa.array([1, None, -3], pa.int32()),
@@ -320,7 +320,7 @@ COLUMN_TYPES = {
     "binary": (pa.binary(), st.binary(max_size=12)),
     "ts": (pa.timestamp("us", tz="UTC"),
            st.datetimes(min_value=dt.datetime(1800, 1, 1), max_value=dt.datetime(2200, 1, 1),
-                        timezones=st.just(dt.timezone.utc))),
+                        timezones=st.just(dt.UTC))),
     "date": (pa.date32(), st.dates(min_value=dt.date(1, 1, 1))),
     "decimal": (pa.decimal128(12, 3),
                 st.decimals(min_value=-(10 ** 9) + 1, max_value=10 ** 9 - 1, places=3, allow_nan=False,
@@ -419,7 +419,7 @@ def test_columnar_avro_decoder_leaves_damage_to_the_record_at_a_time_decoder(rec
     ([dt.date(2024, 1, 1), None, dt.date(1970, 1, 1)], pa.date32(), pa.date32()),
     ([decimal.Decimal("1.5"), decimal.Decimal("-123456789012345.000000000000001"), None],
      pa.decimal128(30, 15), pa.decimal128(30, 15)),
-    ([dt.datetime(2024, 1, 1, 12, 0, 0, 1, tzinfo=dt.timezone.utc), None, None],
+    ([dt.datetime(2024, 1, 1, 12, 0, 0, 1, tzinfo=dt.UTC), None, None],
      pa.timestamp("us", tz="UTC"), pa.timestamp("us", tz="UTC")),
     ([dt.time(1, 2, 3, 4), None, dt.time(0)], pa.time64("us"), pa.time64("us")),
 ])

@@ -1,13 +1,19 @@
 """Package metadata a user relies on: every extra an error message or docstring names exists,
-one version, an SPDX licence, and fault hooks that do nothing unless a test switches them on."""
+one version, an SPDX licence, fault hooks that do nothing unless a test switches them on, and
+declared ranges that resolve fresh (``pip install ".[all]"`` and ``uv lock --upgrade``)."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import urllib.request
 from pathlib import Path
 
 import pytest
-import tomllib
 
 import lakesdk
 from lakesdk import _faults
@@ -104,3 +110,100 @@ def test_nothing_in_the_package_sets_the_fault_switches():
         for name in FAULT_ENV:
             for m in re.finditer(rf"environ\[[\"']{name}[\"']\]\s*=|setenv\([\"']{name}|environ\.setdefault\([\"']{name}", text):
                 pytest.fail(f"{f.relative_to(ROOT)} sets {name}: {m.group(0)}")
+
+
+def test_pandas_has_no_cap_for_users():
+    """Users may have pandas 2 or 3 (``make test-pandas3`` runs the pandas paths on 3); only the
+    development lock keeps pandas 2, for pyspark's sake, as a uv constraint outside the metadata."""
+    (pandas,) = [d for d in PYPROJECT["project"]["dependencies"] if re.match(r"pandas\b", d)]
+    assert "<" not in pandas, pandas
+    assert "pandas<3" in PYPROJECT["tool"]["uv"]["constraint-dependencies"]
+
+
+# -- the declared ranges, resolved fresh from PyPI ----------------------------------------------
+PYPI = "https://pypi.org/simple"
+# backports for Python 2 that an old release of a dependency may pull in when a resolver backtracks
+PY2_ONLY = {"functools32", "futures", "enum34", "subprocess32", "configparser", "typing", "trollius",
+            "ordereddict", "backports-functools-lru-cache", "backports-ssl-match-hostname", "pathlib2"}
+# what each user extra brings (one package each)
+EXTRA_PACKAGES = {"s3": "s3fs", "gcs": "gcsfs", "azure": "adlfs", "zookeeper": "kazoo", "notebook": "ipywidgets",
+                  "connect": "grpcio", "kafka": "confluent-kafka", "polars": "polars"}
+
+
+def _need_pypi() -> None:
+    try:
+        with urllib.request.urlopen(f"{PYPI}/pip/", timeout=15):
+            pass
+    except OSError as e:
+        pytest.skip(f"PyPI ({PYPI}) is unreachable, so the ranges cannot be resolved fresh: {e}")
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@pytest.mark.network
+def test_pip_install_all_resolves_fresh_without_backtracking(tmp_path):
+    """``pip install ".[all]"`` from the source tree, as a user runs it (pip's own defaults, PyPI,
+    no machine configuration), resolves at once: pip never reports backtracking, and picks no
+    Python-2-era backport."""
+    _need_pypi()
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--isolated", "install", "--dry-run", "--ignore-installed",
+         "--index-url", PYPI, "--report", str(report), ".[all]"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"pip could not resolve lakesdk[all]:\n{log[-4000:]}"
+    assert "looking at multiple versions" not in log, f"pip backtracked:\n{log[-4000:]}"
+    resolved = {_norm(i["metadata"]["name"]): i["metadata"]["version"]
+                for i in json.loads(report.read_text(encoding="utf-8"))["install"]}
+    assert "lakesdk" in resolved
+    missing = {extra: pkg for extra, pkg in EXTRA_PACKAGES.items() if pkg not in resolved}
+    assert not missing, f"extras whose packages lakesdk[all] does not install: {missing}"
+    assert set(EXTRA_PACKAGES) == EXTRAS - {"all"}   # this test knows every extra
+    assert not PY2_ONLY & set(resolved), sorted(PY2_ONLY & set(resolved))
+
+
+def _uv() -> str:
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed (make setup installs it into .venv)")
+    return uv
+
+
+@pytest.mark.network
+def test_declared_ranges_resolve_fresh_at_their_newest_and_their_floors():
+    """Every range of pyproject.toml (dependencies, extras, dependency groups; every Python from
+    3.11) resolves fresh from the index, both at the newest releases and with every direct
+    dependency at its floor, so the ranges say what works. Nothing is written: uv.lock moves
+    only with ``uv lock``."""
+    _need_pypi()
+    uv = _uv()
+    before = (ROOT / "uv.lock").read_bytes()
+    for resolution in ("highest", "lowest-direct"):
+        proc = subprocess.run([uv, "lock", "--dry-run", "--upgrade", "--resolution", resolution],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"the declared ranges do not resolve ({resolution}):\n{proc.stderr[-4000:]}"
+    assert (ROOT / "uv.lock").read_bytes() == before
+
+
+def _make_variable(name: str) -> list[str]:
+    """A variable of the Makefile (``NAME := ...`` with ``\\`` continuations), split into words."""
+    text = (ROOT / "Makefile").read_text(encoding="utf-8").replace("\\\n", " ")
+    (value,) = re.findall(rf"^{name}\s*:=(.*)$", text, flags=re.M)
+    return value.split()
+
+
+def test_binder_requirements_are_the_lock_exported():
+    """binder/requirements.txt is ``make binder``'s export of uv.lock (offline: ``--frozen``), so
+    Binder runs the notebooks on the versions and hashes the tests use."""
+    args = _make_variable("BINDER_EXPORT")
+    assert args[:2] == ["export", "--frozen"]
+    proc = subprocess.run([_uv(), *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    stored = (ROOT / "binder" / "requirements.txt").read_text(encoding="utf-8")
+    assert stored == proc.stdout, "binder/requirements.txt is stale: run `make binder`"
+    pins = dict(re.findall(r"^([a-z0-9-]+)==(\S+)", stored, flags=re.M))
+    assert {"pyspark", "pandas", "ipywidgets", "plotly", "hudi", "confluent-kafka", "noida-db"} <= set(pins)
+    assert "--hash=sha256:" in stored and "pytest" not in pins and "lakesdk" not in pins

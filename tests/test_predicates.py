@@ -19,7 +19,7 @@ from lakesdk.read.predicate import from_filters, parse_where
 
 pytestmark = pytest.mark.spark
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 D = decimal.Decimal
 SCHEMA = pa.schema([
     ("k", pa.string()), ("p", pa.string()), ("i", pa.int32()), ("l", pa.int64()), ("f", pa.float64()),

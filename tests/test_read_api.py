@@ -248,7 +248,7 @@ def typed_table(tmp_path_factory):
     n = 3000
     t.upsert(pa.table({
         "id": pa.array(range(n), pa.int64()),
-        "at": pa.array([dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)] * n, pa.timestamp("us", tz="UTC")),
+        "at": pa.array([dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)] * n, pa.timestamp("us", tz="UTC")),
         "day": pa.array([dt.date(2024, 1, 2)] * n, pa.date32()),
         "amount": pa.array([decimal.Decimal("12.50")] * n, pa.decimal128(10, 2)),
         "name": pa.array([f"name-{i}" for i in range(n)]),

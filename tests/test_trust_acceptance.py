@@ -71,7 +71,9 @@ def test_hostile_partition_values_round_trip_when_urlencoded(tmp_path, table_typ
     res = t.upsert(pd.DataFrame({"k": [str(i) for i in range(len(vals))], "p": vals, "v": list(range(len(vals)))}))
     assert res.inserted == len(vals)
     expected = sorted((str(i), v) for i, v in enumerate(vals))
-    assert sorted(map(tuple, t.read().to_pandas()[["k", "p"]].astype(object).values.tolist()),
+    got = t.read().to_pandas()[["k", "p"]]
+    got = got.astype(object).where(got.notna(), None)   # pandas 3's string dtype holds a missing value as NaN
+    assert sorted(map(tuple, got.values.tolist()),
                   key=str) == sorted(expected, key=str)
     assert len(_hudi_rows(t.path)) == len(vals)
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pandas as pd
 import pytest
@@ -52,7 +52,7 @@ def trips(lake):
 def test_timeline_bars_are_the_instants(trips):
     t, results = trips
     pending = start_pending_write(t)
-    before = datetime.now(timezone.utc).replace(tzinfo=None)
+    before = datetime.now(UTC).replace(tzinfo=None)
     w = t.widgets.timeline()
     timeline = t.timeline
     fig = w.figure
@@ -76,7 +76,7 @@ def test_timeline_bars_are_the_instants(trips):
     assert w.bars["inflight"] == [pending]
     assert infl.base[0] == plotly_date(pending.requested)
     end = parse_instant_time(pending.requested).timestamp() + infl.x[0] / 1000
-    assert before.timestamp() - 1 <= end <= datetime.now(timezone.utc).replace(tzinfo=None).timestamp() + 1
+    assert before.timestamp() - 1 <= end <= datetime.now(UTC).replace(tzinfo=None).timestamp() + 1
     assert len(fig.data[0].x) == 0
     # hover text carries the commit metadata
     md = t.inspect.commit_metadata(results[0].instant).totals()
@@ -146,6 +146,21 @@ def test_to_html_writes_a_static_figure(trips, tmp_path):
 
 
 # --------------------------------------------------------------------------------- markers
+def test_a_widget_displays_live_with_a_static_figure_beside(trips):
+    """Jupyter shows the live widget; nbconvert and the documentation site, which run no
+    widgets, show the static figure (the same bars)."""
+    t, results = trips
+    tl = t.widgets.timeline()
+    bundle = tl._repr_mimebundle_()
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == tl.model_id
+    html = bundle["text/html"]
+    assert "lakesdk-widget-static" in html and "cdn.plot.ly" in html and "Plotly.newPlot" in html
+    for state in ("requested", "inflight", "completed"):
+        assert f'"name":"{state}"' in html
+    assert results[0].instant in html
+    assert bundle["text/plain"] == repr(tl)
+
+
 def test_markers_of_a_simulated_failed_write(trips):
     t, _ = trips
     pending = start_pending_write(t)

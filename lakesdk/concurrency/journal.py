@@ -34,6 +34,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Any, Iterator, Sequence
 
 from lakesdk.storage.fs import Storage
@@ -156,11 +157,10 @@ def now_ms() -> int:
 
 def instant_ms(instant: str) -> int:
     """Epoch milliseconds of an instant time (``yyyyMMddHHmmss[SSS]``, UTC); 0 if it is not one."""
-    from datetime import timezone
 
     from lakesdk.format.instant import parse_instant_time
     try:
-        return int(parse_instant_time(instant).replace(tzinfo=timezone.utc).timestamp() * 1000)
+        return int(parse_instant_time(instant).replace(tzinfo=UTC).timestamp() * 1000)
     except (ValueError, TypeError):
         return 0
 

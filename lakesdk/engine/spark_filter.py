@@ -44,7 +44,7 @@ def to_spark_column(n: Any) -> Any:
             return F.lit(str(v)).cast(spark_type(t))
         if fam == "timestamp":
             if t.tz:
-                us = (v - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)) // _dt.timedelta(microseconds=1)
+                us = (v - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)) // _dt.timedelta(microseconds=1)
                 return F.timestamp_micros(F.lit(us))
             return F.lit(v.isoformat(sep=" ")).cast("timestamp_ntz")
         if fam == "int":

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from typing import Literal
 
 from lakesdk.exceptions import CorruptTimelineError, TimeTravelError
@@ -90,7 +90,7 @@ def parse_instant_time(ts: str) -> datetime:
     return base.replace(microsecond=int(ts[14:] or 0) * 1000)
 
 
-def to_instant_time(value: object, *, tz: timezone = timezone.utc) -> str:
+def to_instant_time(value: object, *, tz: timezone = UTC) -> str:
     """Normalise a user-given moment to a 17-digit instant time string.
 
     Accepts an instant time (14/17 digits), an :class:`Instant` (its completion time when

@@ -14,7 +14,7 @@ a trailing unescaped backslash continues a line; escapes ``\\:``, ``\\=``, ``\\\
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from lakesdk.exceptions import TableConfigError
 
@@ -139,7 +139,7 @@ def format_properties(props: dict[str, str], *, header: str | None = "Properties
     """Format properties as ``Properties.store`` does (two comment lines, then entries)."""
     lines = []
     if header is not None:
-        now = now or datetime.now(timezone.utc)
+        now = now or datetime.now(UTC)
         lines.append(f"#{header} on {now.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}")
         lines.append("#" + now.strftime("%a %b %d %H:%M:%S UTC %Y"))
     for k, v in props.items():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Iterable, Iterator
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
@@ -178,7 +178,7 @@ class InstantClock:
     def next(cls, after: str | None = None) -> str:
         with cls._lock:
             while True:
-                now = format_instant_time(datetime.now(timezone.utc).replace(tzinfo=None))
+                now = format_instant_time(datetime.now(UTC).replace(tzinfo=None))
                 floor = max(cls._last, after or "")
                 if now > floor:
                     cls._last = now

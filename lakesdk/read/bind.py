@@ -68,7 +68,7 @@ def session_time_zone(spark: Any = None) -> str:
 
 def _zone(name: str) -> _dt.tzinfo:
     if name.upper() in ("Z", "UTC", "GMT"):
-        return _dt.timezone.utc
+        return _dt.UTC
     m = re.fullmatch(r"(?:UTC|GMT)?([+-])(\d{1,2}):?(\d{2})?", name)
     if m:
         delta = _dt.timedelta(hours=int(m.group(2)), minutes=int(m.group(3) or 0))
@@ -175,7 +175,7 @@ class _Binder:
             d = d.replace(tzinfo=self.tz)
         if naive:   # a moment with a zone for a local (zone-less) column: its wall time in the session zone
             return d.astimezone(self.tz).replace(tzinfo=None)
-        return d.astimezone(_dt.timezone.utc)
+        return d.astimezone(_dt.UTC)
 
     def date(self, lit: Lit, col: BCol | None) -> _dt.date:
         if isinstance(lit.value, _dt.date):

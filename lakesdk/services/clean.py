@@ -37,7 +37,7 @@ import logging
 import posixpath
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 from lakesdk._display import human_bytes as _human
@@ -94,7 +94,7 @@ def earliest_commit_to_retain(timeline: Timeline, *, policy: str = COMMITS, reta
         return None
     completed = [i for i in timeline.instants if i.is_completed and i.completed_action in WRITE_ACTIONS]
     if policy == BY_HOURS:
-        now = now or datetime.now(timezone.utc).replace(tzinfo=None)
+        now = now or datetime.now(UTC).replace(tzinfo=None)
         floor = format_instant_time(now - timedelta(hours=retain_hours))
         return next((i for i in completed if i.requested >= floor), None)
     if len(completed) <= retain_commits:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lakesdk._display import human_bytes as _human
@@ -64,7 +64,7 @@ def compaction_due(timeline: Timeline, *, trigger: str = "NUM_COMMITS", max_delt
     last = done[-1].requested if done else None
     enough = sum(1 for d in deltas if last is None or d.requested > last) >= max_delta_commits
     start = parse_instant_time(last or deltas[0].requested)
-    end = parse_instant_time(now) if now else datetime.now(timezone.utc).replace(tzinfo=None)
+    end = parse_instant_time(now) if now else datetime.now(UTC).replace(tzinfo=None)
     late = (end - start).total_seconds() >= max_delta_seconds
     return {"NUM_COMMITS": enough, "TIME_ELAPSED": late, "NUM_OR_TIME": enough or late,
             "NUM_AND_TIME": enough and late}[trig]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import posixpath
 import time
 from dataclasses import dataclass
+from datetime import UTC
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakesdk._display import human_bytes as _human
@@ -348,10 +349,10 @@ def resume_pending_rollbacks(table: "TableContext", *, min_age_s: float = 0.0) -
     """Finish rollbacks that a crash interrupted (with several writers: only those older
     than ``min_age_s``, since a young one belongs to a writer that is still at it)."""
     table = context_of(table)
-    from datetime import datetime, timezone
+    from datetime import datetime
     store = table.store
     out = []
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    now = datetime.now(UTC).replace(tzinfo=None)
     for rb in store.load().pending.filter(actions=["rollback"]):
         if (now - rb.requested_at).total_seconds() < min_age_s:
             continue
@@ -388,9 +389,9 @@ def _dead(table: "TableContext", inst: Instant, is_expired: Any) -> bool:
     """A pending write belongs to a dead writer when its heartbeat expired, and (so that a
     writer that has just created its instant is not mistaken for a dead one) the instant is
     older than the heartbeat tolerance."""
-    from datetime import datetime, timezone
+    from datetime import datetime
     tolerance = table.options.heartbeat_interval_s * table.options.heartbeat_misses
-    age = (datetime.now(timezone.utc).replace(tzinfo=None) - inst.requested_at).total_seconds()
+    age = (datetime.now(UTC).replace(tzinfo=None) - inst.requested_at).total_seconds()
     return age > tolerance and is_expired(table.storage, inst.requested, table.options.heartbeat_interval_s,
                                           table.options.heartbeat_misses)
 

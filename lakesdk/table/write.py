@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -314,7 +314,7 @@ class WriteOperation(WriteInput):
         for p in {s.partitionPath for s in stats}:
             if p and not t.storage.exists(f"{p}/{PARTITION_METAFILE}"):
                 depth = len(p.split("/"))
-                now = datetime.now(timezone.utc)
+                now = datetime.now(UTC)
                 text = (f"#partition metadata\n#{now.strftime('%a %b %d %H:%M:%S UTC %Y')}\n"
                         f"commitTime={ctx.instant}\npartitionDepth={depth}\n")
                 t.storage.create_exclusive(f"{p}/{PARTITION_METAFILE}", text.encode())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import threading
+from datetime import UTC
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from lakesdk._display import human_bytes as human_bytes  # re-exported for the widgets
@@ -138,6 +139,22 @@ class TableWidgetBase(ipywidgets.VBox):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.table.name!r}>"
 
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The live widget, and beside it a static picture of its figure (``text/html``, plotly.js
+        from its CDN) for where widgets do not run: nbconvert, the documentation site, a notebook
+        saved without widget state. Jupyter shows the live widget when it can."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, dict) and self.figure is not None:
+            bundle["text/html"] = self.static_html()
+        return bundle
+
+    def static_html(self) -> str:
+        """The title and the figure as an HTML fragment that draws the figure (no controls)."""
+        import plotly.graph_objects as go_
+        figure = go_.Figure(self.figure).to_html(full_html=False, include_plotlyjs="cdn",
+                                                 config={"displayModeBar": False})
+        return f'<div class="lakesdk-widget-static">{self._title_html()}{figure}</div>'
+
 
 class BarClickMixin:
     """Selection by click for widgets whose figure traces are one per category (state,
@@ -232,8 +249,8 @@ class LiveMixin:
 
 def utc_from_ms(ms: float) -> "datetime":
     """Epoch milliseconds as a naive UTC datetime (the widgets' time axis, like instant times)."""
-    from datetime import datetime, timezone
-    return datetime.fromtimestamp(ms / 1000.0, timezone.utc).replace(tzinfo=None)
+    from datetime import datetime
+    return datetime.fromtimestamp(ms / 1000.0, UTC).replace(tzinfo=None)
 
 
 def fmt_time(t: "datetime") -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, parse_instant_time
@@ -44,7 +44,7 @@ _PENDING_WRITES = frozenset({"commit", "deltacommit", "replacecommit", "compacti
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):

@@ -35,7 +35,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Callable, Protocol
 
 from lakesdk.streaming.kafka.events import ControlEvent, EntityType, EventType
@@ -49,7 +49,7 @@ START_COMMIT_INIT_DELAY_S = 0.1     # Hudi START_COMMIT_INIT_DELAY_MS
 RESTART_COMMIT_DELAY_S = 0.5        # Hudi RESTART_COMMIT_DELAY_MS
 
 
-class CoordinatorState(str, Enum):
+class CoordinatorState(StrEnum):
     INIT = "INIT"
     IDLE = "IDLE"                                   # lakesdk: no new data, no round open
     STARTED_COMMIT = "STARTED_COMMIT"

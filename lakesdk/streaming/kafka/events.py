@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from lakesdk.exceptions import OffsetsFormatError
@@ -43,14 +43,14 @@ KAFKA_TOPIC_KEY = "kafka.commit.topic"
 KAFKA_GROUP_KEY = "kafka.commit.group"
 
 
-class EventType(str, Enum):
+class EventType(StrEnum):
     START_COMMIT = "START_COMMIT"
     END_COMMIT = "END_COMMIT"
     WRITE_STATUS = "WRITE_STATUS"
     ACK_COMMIT = "ACK_COMMIT"
 
 
-class EntityType(str, Enum):
+class EntityType(StrEnum):
     COORDINATOR = "COORDINATOR"
     PARTICIPANT = "PARTICIPANT"
 
