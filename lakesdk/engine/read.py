@@ -231,7 +231,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     if plan.commit_times is not None:
         inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
         post = inc if post is None else (post & inc)
-    if ctx.merger is not None or ctx.column_groups or expr is not None:
+    if ctx.merger is not None or ctx.column_groups is not None or expr is not None:
         need = set(full.names)     # a merger sees whole rows; a filter's columns are not known
     else:
         need = {*cols, KEY, *([ctx.ordering] if ctx.ordering else []),
@@ -246,7 +246,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     fields = cfg.record_key_fields
     key_field = fields[0] if (len(fields) == 1 and cfg.keygen_type in ("SIMPLE", "NON_PARTITION")
                               and KEY not in cols and expr is None and ctx.merger is None
-                              and not ctx.column_groups and fields[0] in plan.schema.names
+                              and ctx.column_groups is None and fields[0] in plan.schema.names
                               and pa.types.is_integer(plan.schema.field(fields[0]).type)) else None
     base_names = [n for n in proj.names if not (key_field and n == KEY)]
     if key_field and key_field not in base_names:

@@ -182,7 +182,7 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
         if IS_DELETED in out.column_names:
             out = out.filter(pc.invert(pc.fill_null(out.column(IS_DELETED), False)))
         return out.select(list(columns)) if columns is not None else out
-    full = _projected_schema(ctx, None if (ctx.column_groups or ctx.merger) else columns)
+    full = _projected_schema(ctx, None if (ctx.column_groups is not None or ctx.merger) else columns)
     base = _base_rows(ctx, sl, full)
     logs = _log_versions(ctx, sl, full)
     untouched, touched, n = split_touched(base, logs)

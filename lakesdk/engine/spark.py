@@ -271,7 +271,7 @@ class SparkWriteJob:
         if self.ctx.merger is not None:
             fn = self.ctx.merger
             return df.groupBy(KEY).applyInArrow(lambda t: fn(t), df.schema)
-        if self.ctx.merge_mode == "PARTIAL_UPDATE" and self.ctx.column_groups:
+        if self.ctx.merge_mode == "PARTIAL_UPDATE" and self.ctx.column_groups is not None:
             from lakesdk.merge.slice_merge import merge_partial
             groups = self.ctx.column_groups
             return df.groupBy(KEY).applyInArrow(lambda t: merge_partial(t, column_groups=groups), df.schema)

@@ -99,7 +99,7 @@ def stored_ordering_type(ctx: WriteContext) -> pa.DataType | None:
     Only merge-on-read writes under event-time ordering need it: a copy-on-write write
     reads the base file anyway, and the other merge modes have no record that loses."""
     if not (ctx.merge_on_read and ctx.ordering and ctx.merge_mode == "EVENT_TIME_ORDERING"
-            and not ctx.column_groups and ctx.merger is None and ctx.operation != "insert"):
+            and ctx.column_groups is None and ctx.merger is None and ctx.operation != "insert"):
         return None
     if ctx.ordering not in ctx.schema.names:
         return None
@@ -257,7 +257,7 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
         # Hudi's insert appends into small files without merging (duplicates are kept)
         kept, new = base, incoming
         counts = MergeCounts(inserted=incoming.num_rows)
-    elif (ctx.merge_mode == "PARTIAL_UPDATE" and ctx.column_groups) or ctx.merger is not None:
+    elif (ctx.merge_mode == "PARTIAL_UPDATE" and ctx.column_groups is not None) or ctx.merger is not None:
         kept, new, counts = _merge_partial_into_base(ctx, base, incoming)
     else:
         kept, new, _is_update, counts = merge_into_base(base, incoming, ordering=ctx.ordering,

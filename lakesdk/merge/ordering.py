@@ -141,7 +141,7 @@ def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str,
     """
     if batch.num_rows <= 1:
         return batch
-    if merge_mode == "PARTIAL_UPDATE" and column_groups:
+    if merge_mode == "PARTIAL_UPDATE" and column_groups is not None:
         if OP not in batch.column_names:
             return batch
         return merge_partial(batch, column_groups=column_groups)

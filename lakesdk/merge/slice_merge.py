@@ -55,7 +55,7 @@ def merge_versions(versions: pa.Table, *, ordering: str | None, merge_mode: str,
     """Reduce ``versions`` (all versions of the records of one file slice) to the winning
     upsert per key.  ``versions`` must have ``_hoodie_record_key``, ``_lk_seq`` and
     ``_lk_op`` columns (and the ordering field for event-time ordering)."""
-    if merge_mode == "PARTIAL_UPDATE" and column_groups:
+    if merge_mode == "PARTIAL_UPDATE" and column_groups is not None:
         return merge_partial(versions, column_groups=column_groups)
     if merger is not None:   # a user-defined merger (lakesdk.register_merger)
         return merger(versions) if versions.num_rows else versions

@@ -202,7 +202,7 @@ class MergeBuilder:
             return set()
         t = self.table
         cfg = t.config
-        if cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups:
+        if cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups is not None:
             return set()   # a partial-update table: each stream writes its own column groups
         from lakesdk.format.schema import META_FIELDS
         missing = [c for c in t.schema.names if c not in META_FIELDS and c not in source_columns]

@@ -226,7 +226,7 @@ class WriteInput:
         """Table columns the data lacks: an error (Hudi rejects such a batch), unless the caller
         opted in; returns the columns whose stored values an upsert keeps (``"keep"``)."""
         cfg = self.table.config
-        if table_schema is None or (cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups):
+        if table_schema is None or (cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups is not None):
             return ()   # a partial-update table: each stream writes its own column groups
         missing = [f.name for f in table_schema if f.name not in META_FIELDS and f.name not in in_schema.names]
         if not missing or self.missing_columns == "null":
