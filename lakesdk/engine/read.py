@@ -61,7 +61,7 @@ def slice_context(table: "TableContext", plan: ReadPlan) -> "SliceReadContext":
     """How the plan's merge-on-read slices are merged: the merger the writer uses."""
     from lakesdk.engine.slice_reader import SliceReadContext
     cfg = table.config
-    return SliceReadContext(table.storage, plan.schema, cfg.ordering_field, cfg.merge_mode,
+    return SliceReadContext(table.storage, plan.schema, cfg.ordering_key, cfg.merge_mode,
                             plan.log_instants if plan.log_instants is not None
                             else frozenset(i.requested for i in plan.visible), column_groups=cfg.column_groups,
                             merger=table.merger())
@@ -223,7 +223,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     from lakesdk._progress import progress as show_progress
     from lakesdk.engine.slice_reader import IS_DELETED, _log_versions, merge_touched, split_touched
     from lakesdk.format.damaged import damaged_file
-    from lakesdk.merge.ordering import KEY
+    from lakesdk.merge.ordering import KEY, fields_of
 
     ctx = slice_context(table, plan)
     full = pa.schema([f.with_nullable(True) for f in with_meta_fields(plan.schema)])
@@ -234,7 +234,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     if ctx.merger is not None or ctx.column_groups is not None or expr is not None:
         need = set(full.names)     # a merger sees whole rows; a filter's columns are not known
     else:
-        need = {*cols, KEY, *([ctx.ordering] if ctx.ordering else []),
+        need = {*cols, KEY, *fields_of(ctx.ordering),
                 *(["_hoodie_commit_time"] if plan.commit_times is not None else [])}
     if IS_DELETED in full.names:
         need.add(IS_DELETED)

@@ -436,6 +436,13 @@ class TableConfig:
         return f[0] if f else None
 
     @property
+    def ordering_key(self) -> str | tuple[str, ...] | None:
+        """What the mergers order by: None, the one ordering field, or a tuple of several
+        (compared field by field)."""
+        f = self.ordering_fields
+        return None if not f else f[0] if len(f) == 1 else f
+
+    @property
     def keygen_type(self) -> str:
         t = self.props.get("hoodie.table.keygenerator.type")
         if t:
