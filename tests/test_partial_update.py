@@ -143,9 +143,9 @@ def test_ignore_defaults_partial_updates(lake, tmp_path):
         want = [(1, None, 9.0), (2, "bob", 7.0), (3, "cy", None)]
         assert rows(t.read()) == want
 
-        def theirs():   # the `hudi` reader merges IGNORE_DEFAULTS itself (merge-on-read logs included)
+        def theirs(path=t.path):   # the `hudi` reader merges IGNORE_DEFAULTS itself (merge-on-read logs too)
             return [(i, n, None if s is None or s != s else s)
-                    for i, n, s in helpers.hudi_rows(t.path, cols=("id", "name", "score"))]
+                    for i, n, s in helpers.hudi_rows(path, cols=("id", "name", "score"))]
         assert theirs() == want
         if table_type == "mor":
             t.maintenance.compact()
