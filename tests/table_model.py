@@ -85,7 +85,7 @@ class Commit:
 class TableModel:
     key_fields: tuple[str, ...]
     partition_fields: tuple[str, ...]
-    ordering: str
+    ordering: str | tuple[str, ...]       # one ordering field, or several compared field by field
     schema: pa.Schema
     rows: dict[RowId, Row] = field(default_factory=dict)
     commits: list[Commit] = field(default_factory=list)
@@ -117,10 +117,18 @@ class TableModel:
 
     def newer(self, r: dict[str, Any], old: Row) -> bool:
         """Whether incoming row ``r`` replaces (or deletes) the stored ``old`` under event-time
-        ordering: its ordering value is at least the stored one; a stored null ranks lowest."""
-        new, stored = r[self.ordering], old.values[self.ordering]
-        assert new is not None, "a row without an ordering value is refused before it is written"
-        return stored is None or new >= stored
+        ordering: its ordering value is at least the stored one; a stored null ranks lowest.
+        Several ordering fields compare field by field: the first unequal field decides
+        (Hudi 1.1's rule); equal on every field is a tie, which the newer write wins."""
+        fields = (self.ordering,) if isinstance(self.ordering, str) else self.ordering
+        for f in fields:
+            new, stored = r[f], old.values.get(f)
+            assert new is not None, "a row without an ordering value is refused before it is written"
+            if stored is None or new > stored:
+                return True
+            if new < stored:
+                return False
+        return True
 
     def upsert(self, data: pa.Table, requested: str, completed: str, action: str, operation: str = "upsert") -> None:
         for r in self.rows_of(data):
@@ -176,6 +184,16 @@ class TableModel:
     def delete_rows(self, ids: list[RowId], requested: str, completed: str, action: str) -> None:
         for rid in ids:
             self.rows.pop(rid, None)
+        self._commit(requested, completed, action, "delete")
+
+    def delete_ordered(self, data: pa.Table, requested: str, completed: str, action: str) -> None:
+        """Deletes carrying ordering values (rows with the key, partition and ordering fields):
+        a delete older than the stored version is ignored (event-time ordering)."""
+        for r in self.rows_of(data):
+            rid = self.row_id(r)
+            old = self.rows.get(rid)
+            if old is not None and self.newer(r, old):
+                del self.rows[rid]
         self._commit(requested, completed, action, "delete")
 
     def insert_overwrite(self, data: pa.Table, requested: str, completed: str, action: str, *, table: bool) -> None:

@@ -150,13 +150,103 @@ def test_unsupported_versions():
     assert TableConfig.parse(base + "hoodie.table.version=9\nhoodie.timeline.layout.version=2\n").timeline_dir == ".hoodie/timeline"
 
 
-def test_new_v8_config_round_trips():
-    c = TableConfig.new(name="trips", table_type="COPY_ON_WRITE", record_key_fields=("uuid",),
+@pytest.mark.parametrize("version", [9, 8])
+def test_new_config_round_trips(version):
+    c = TableConfig.new(name="trips", table_type="COPY_ON_WRITE", record_key_fields=("uuid",), version=version,
                         partition_fields=("city",), ordering_field="ts", create_schema={"type": "record", "name": "r", "fields": []})
     back = TableConfig.parse(c.to_text())
     assert back.props["hoodie.table.checksum"] == str(table_checksum("default", "trips"))
-    assert (back.version, back.layout_version, back.merge_mode, back.hive_style) == (8, 2, "EVENT_TIME_ORDERING", True)
+    assert (back.version, back.layout_version, back.merge_mode, back.hive_style) == (version, 2, "EVENT_TIME_ORDERING", True)
     assert back.create_schema == {"type": "record", "name": "r", "fields": []}
+    assert back.ordering_fields == ("ts",)
+    if version == 9:   # Hudi 1.1's keys: ordering fields, the merge mode alone
+        assert back.props["hoodie.table.ordering.fields"] == "ts" and back.props["hoodie.table.format"] == "native"
+        assert not {"hoodie.table.precombine.field", "hoodie.record.merge.strategy.id",
+                    "hoodie.compaction.payload.class"} & set(back.props)
+    else:              # Hudi 1.0's: the precombine field, strategy id and payload class
+        assert back.props["hoodie.table.precombine.field"] == "ts" and "hoodie.table.ordering.fields" not in back.props
+        assert back.props["hoodie.record.merge.strategy.id"] == "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+        assert back.props["hoodie.compaction.payload.class"].endswith(".DefaultHoodieRecordPayload")
+
+
+def test_v9_several_ordering_fields_and_custom_merge_modes():
+    c = TableConfig.new(name="t", table_type="MERGE_ON_READ", record_key_fields=("id",), ordering_fields=("ts", "seq"))
+    assert c.props["hoodie.table.ordering.fields"] == "ts,seq" and c.ordering_fields == ("ts", "seq")
+    with pytest.raises(TableConfigError, match="version 9"):
+        TableConfig.new(name="t", table_type="MERGE_ON_READ", record_key_fields=("id",), ordering_fields=("ts", "seq"),
+                        version=8)
+    with pytest.raises(UnsupportedTableVersionError):
+        TableConfig.new(name="t", table_type="MERGE_ON_READ", record_key_fields=("id",), version=6)
+    # lakesdk's own mergers stay CUSTOM with their strategy id on version 9
+    g = TableConfig.new(name="t", table_type="MERGE_ON_READ", record_key_fields=("id",), merge_mode="PARTIAL_UPDATE",
+                        extra={"hoodie.lakesdk.partial.update.column.groups": '{"a_ts": ["a"]}'})
+    assert (g.props["hoodie.record.merge.mode"], g.merge_mode) == ("CUSTOM", "PARTIAL_UPDATE")
+    assert g.props["hoodie.record.merge.strategy.id"] == "5e1f0a52-7c1b-4bde-9b0c-1a2c3d4e5f60"
+    # version 9's IGNORE_DEFAULTS partial update mode under commit-time ordering: no merger class
+    p = TableConfig.new(name="t", table_type="MERGE_ON_READ", record_key_fields=("id",),
+                        partial_update_mode="IGNORE_DEFAULTS")
+    assert p.props["hoodie.table.partial.update.mode"] == "IGNORE_DEFAULTS"
+    assert p.props["hoodie.record.merge.mode"] == "COMMIT_TIME_ORDERING" and "hoodie.record.merge.strategy.id" not in p.props
+    assert (p.merge_mode, p.column_groups) == ("PARTIAL_UPDATE", {})
+    # partial update modes lakesdk does not merge are refused, not ignored
+    for mode, extra in (("FILL_UNAVAILABLE", {}), ("IGNORE_DEFAULTS", {"hoodie.record.merge.mode": "EVENT_TIME_ORDERING"})):
+        q = TableConfig({**p.props, "hoodie.table.partial.update.mode": mode, **extra})
+        with pytest.raises(TableConfigError, match="partial.update.mode"):
+            q.merge_mode  # noqa: B018
+    with pytest.raises(TableConfigError, match="partial update mode"):
+        TableConfig({**p.props, "hoodie.table.partial.update.mode": "SOMETIMES"}).validate()
+
+
+_V8_HUDI = """hoodie.table.name=trips
+hoodie.table.type=MERGE_ON_READ
+hoodie.table.version=8
+hoodie.table.initial.version=8
+hoodie.timeline.layout.version=2
+hoodie.table.recordkey.fields=uuid
+hoodie.table.precombine.field=ts
+hoodie.record.merge.mode={mode}
+hoodie.record.merge.strategy.id={strategy}
+hoodie.compaction.payload.class=org.apache.hudi.common.model.{payload}
+hoodie.database.name=default
+"""
+
+
+@pytest.mark.parametrize("mode, strategy, payload, want", [
+    ("EVENT_TIME_ORDERING", "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5", "DefaultHoodieRecordPayload",
+     {"hoodie.record.merge.mode": "EVENT_TIME_ORDERING", "hoodie.table.ordering.fields": "ts",
+      "hoodie.table.legacy.payload.class": "org.apache.hudi.common.model.DefaultHoodieRecordPayload"}),
+    ("COMMIT_TIME_ORDERING", "ce9acb64-bde0-424c-9b91-f6ebba25356d", "OverwriteWithLatestAvroPayload",
+     {"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING", "hoodie.table.ordering.fields": "ts",
+      "hoodie.table.legacy.payload.class": "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"}),
+    ("CUSTOM", "00000000-0000-0000-0000-00000000000a", "PartialUpdateAvroPayload",
+     {"hoodie.record.merge.mode": "EVENT_TIME_ORDERING", "hoodie.table.partial.update.mode": "IGNORE_DEFAULTS",
+      "hoodie.table.ordering.fields": "ts",
+      "hoodie.table.legacy.payload.class": "org.apache.hudi.common.model.PartialUpdateAvroPayload"}),
+    ("CUSTOM", "00000000-0000-0000-0000-00000000000b", "AWSDmsAvroPayload",
+     {"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING", "hoodie.table.ordering.fields": "ts",
+      "hoodie.record.merge.property.hoodie.payload.delete.field": "Op",
+      "hoodie.record.merge.property.hoodie.payload.delete.marker": "D",
+      "hoodie.table.legacy.payload.class": "org.apache.hudi.common.model.AWSDmsAvroPayload"}),
+])
+def test_upgrade_8_to_9_as_hudi_does(mode, strategy, payload, want):
+    old = TableConfig.parse(_V8_HUDI.format(mode=mode, strategy=strategy, payload=payload))
+    new = old.upgraded()
+    assert new.version == 9 and new.props["hoodie.table.initial.version"] == "8"
+    gone = {"hoodie.table.precombine.field", "hoodie.compaction.payload.class", "hoodie.record.merge.strategy.id"}
+    assert not gone & set(new.props)
+    assert {k: new.props[k] for k in want} == want
+    assert TableConfig.parse(new.to_text()).ordering_fields == ("ts",)
+    with pytest.raises(UnsupportedTableVersionError):
+        new.upgraded()
+
+
+def test_upgrade_keeps_a_custom_merger():
+    c = TableConfig.new(name="t", table_type="COPY_ON_WRITE", record_key_fields=("id",), version=8, merge_mode="CUSTOM",
+                        extra={"hoodie.lakesdk.merger.name": "m"})
+    new = c.upgraded()
+    assert (new.props["hoodie.record.merge.mode"], new.props["hoodie.record.merge.strategy.id"]) == \
+        ("CUSTOM", c.props["hoodie.record.merge.strategy.id"])
+    assert new.merge_mode == "CUSTOM" and new.version == 9
 
 
 # -- commit metadata ---------------------------------------------------------------------------------

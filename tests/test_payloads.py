@@ -33,7 +33,9 @@ def df(*r) -> pd.DataFrame:
 def test_event_time_ordering_e1_e10(lake, table_type):
     t = lake.create_table("et", key="id", ordering="ts", table_type=table_type)
     assert t.config.merge_mode == "EVENT_TIME_ORDERING"                                        # E1, I1
-    assert t.config.props["hoodie.record.merge.strategy.id"] == "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+    # table version 9: the built-in merge mode alone (no strategy id, no payload class)
+    assert t.config.props["hoodie.table.ordering.fields"] == "ts"
+    assert "hoodie.record.merge.strategy.id" not in t.config.props and "hoodie.compaction.payload.class" not in t.config.props
     t.upsert(df((1, "A", 10.0, 100), (2, "B", 20.0, 100)))
     t.upsert(df((1, "A_equal", 60.0, 100), (2, "B_equal", 70.0, 100)))                          # E2: ties replace
     assert rows(t) == [(1, "A_equal", 60.0, 100), (2, "B_equal", 70.0, 100)]
@@ -55,7 +57,7 @@ def test_event_time_ordering_e1_e10(lake, table_type):
 def test_commit_time_ordering_t1_t6(lake, table_type):
     t = lake.create_table("ct", key="id", table_type=table_type, merge_mode="commit_time")
     assert t.config.merge_mode == "COMMIT_TIME_ORDERING"                                       # T1
-    assert "hoodie.table.precombine.field" not in t.config.props
+    assert "hoodie.table.precombine.field" not in t.config.props and "hoodie.table.ordering.fields" not in t.config.props
     t.upsert(df((1, "A", 10.0, 100), (2, "B", 20.0, 100)))
     t.upsert(df((1, "A_equal", 60.0, 100), (2, "B_equal", 70.0, 100)))                          # T3
     t.upsert(df((1, "A", 30.0, 99), (2, "B", 40.0, 99)))                                        # T4: lower ts wins

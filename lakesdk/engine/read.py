@@ -63,7 +63,7 @@ def slice_context(table: "TableContext", plan: ReadPlan) -> "SliceReadContext":
     """How the plan's merge-on-read slices are merged: the merger the writer uses."""
     from lakesdk.engine.slice_reader import SliceReadContext
     cfg = table.config
-    return SliceReadContext(table.storage, plan.schema, cfg.ordering_field, cfg.merge_mode,
+    return SliceReadContext(table.storage, plan.schema, cfg.ordering_key, cfg.merge_mode,
                             plan.log_instants if plan.log_instants is not None
                             else frozenset(i.requested for i in plan.visible), column_groups=cfg.column_groups,
                             merger=table.merger())
@@ -281,7 +281,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
 
     from lakesdk._progress import progress as show_progress
     from lakesdk.engine.slice_reader import IS_DELETED, _log_versions, keys_as, merge_touched, split_base, touched_keys
-    from lakesdk.merge.ordering import KEY
+    from lakesdk.merge.ordering import KEY, fields_of
 
     ctx = slice_context(table, plan)
     full = pa.schema([f.with_nullable(True) for f in with_meta_fields(plan.schema)])
@@ -289,10 +289,10 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     if plan.commit_times is not None:
         inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
         post = inc if post is None else (post & inc)
-    if ctx.merger is not None or ctx.column_groups or expr is not None:
+    if ctx.merger is not None or ctx.column_groups is not None or expr is not None:
         need = set(full.names)     # a merger sees whole rows; a filter's columns are not known
     else:
-        need = {*cols, KEY, *([ctx.ordering] if ctx.ordering else []),
+        need = {*cols, KEY, *fields_of(ctx.ordering),
                 *(["_hoodie_commit_time"] if plan.commit_times is not None else [])}
     if IS_DELETED in full.names:
         need.add(IS_DELETED)
@@ -304,7 +304,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     fields = cfg.record_key_fields
     key_field = fields[0] if (len(fields) == 1 and cfg.keygen_type in ("SIMPLE", "NON_PARTITION")
                               and KEY not in cols and expr is None and ctx.merger is None
-                              and not ctx.column_groups and fields[0] in plan.schema.names
+                              and ctx.column_groups is None and fields[0] in plan.schema.names
                               and pa.types.is_integer(plan.schema.field(fields[0]).type)) else None
     base_names = [n for n in proj.names if not (key_field and n == KEY)]
     if key_field and key_field not in base_names:

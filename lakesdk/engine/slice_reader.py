@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.schema import with_meta_fields
-from lakesdk.merge.ordering import KEY, OP, OP_DELETE, OP_UPSERT, PART, SEQ
+from lakesdk.merge.ordering import KEY, OP, OP_DELETE, OP_UPSERT, PART, SEQ, Ordering, fields_of
 from lakesdk.merge.slice_merge import merge_versions
 from lakesdk.storage import Storage
 
@@ -53,7 +53,7 @@ class SliceReadContext:
 
     storage: Storage
     schema: pa.Schema                    # data schema (no meta fields)
-    ordering: str | None
+    ordering: Ordering                     # one ordering field, a tuple of several, or None
     merge_mode: str
     valid_instants: frozenset[str]       # requested times of the visible delta commits
     columns: tuple[str, ...] | None = None
@@ -74,7 +74,7 @@ def _tag(t: pa.Table, seq: int, op: int | np.ndarray) -> pa.Table:
 def _projected_schema(ctx: SliceReadContext, columns: Iterable[str] | None) -> pa.Schema:
     full = ctx.full_schema
     if columns is not None:
-        need = list(dict.fromkeys([*columns, KEY, PART, *([ctx.ordering] if ctx.ordering else [])]))
+        need = list(dict.fromkeys([*columns, KEY, PART, *fields_of(ctx.ordering)]))
         full = pa.schema([f for f in full if f.name in need])
     return full
 
@@ -128,15 +128,21 @@ def _log_versions(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema) -> list
                 d = b.delete_records()
             ordv = d.column("ordering_value") if "ordering_value" in d.column_names else None
             cols = {KEY: d.column(KEY), PART: d.column(PART)}
-            if ctx.ordering and ordv is not None and ctx.ordering in full.names:
-                target = full.field(ctx.ordering).type
+            fields = fields_of(ctx.ordering)
+            if ordv is not None and fields and all(f in full.names for f in fields):
                 # Hudi writes an int 0 (IntWrapper) for deletes that carry no ordering value
                 if ordv.type == pa.int32():
                     ordv = pc.if_else(pc.equal(ordv, 0), pa.scalar(None, ordv.type), ordv)
-                try:
-                    cols[ctx.ordering] = pc.cast(ordv, target)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                    cols[ctx.ordering] = pa.nulls(d.num_rows, target)
+                # several ordering fields: a struct of their values (ArrayWrapper), one child per field
+                parts_of = ([ordv.combine_chunks().field(i) if i < ordv.type.num_fields else None
+                             for i in range(len(fields))] if pa.types.is_struct(ordv.type)
+                            else [ordv] if len(fields) == 1 else [None] * len(fields))
+                for f, v in zip(fields, parts_of):
+                    target = full.field(f).type
+                    try:
+                        cols[f] = pc.cast(v, target) if v is not None else pa.nulls(d.num_rows, target)
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                        cols[f] = pa.nulls(d.num_rows, target)
             parts.append(_tag(conform(pa.table(cols), full), seq, OP_DELETE))
             continue
         with damaged_file(path, f"{b.block_type.name} block at offset {b.offset} of the log file"):
@@ -184,7 +190,7 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
         if IS_DELETED in out.column_names:
             out = out.filter(pc.invert(pc.fill_null(out.column(IS_DELETED), False)))
         return out.select(list(columns)) if columns is not None else out
-    full = _projected_schema(ctx, None if (ctx.column_groups or ctx.merger) else columns)
+    full = _projected_schema(ctx, None if (ctx.column_groups is not None or ctx.merger) else columns)
     base = _base_rows(ctx, sl, full)
     logs = _log_versions(ctx, sl, full)
     untouched, touched, n = split_touched(base, logs)

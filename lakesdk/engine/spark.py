@@ -31,7 +31,17 @@ from lakesdk.engine.tasks import (
 )
 from lakesdk.exceptions import LakeError
 from lakesdk.format.commit_metadata import WriteStat
-from lakesdk.merge.ordering import KEY, OP, OP_UPSERT, PART, SEQ, MergeCounts, event_time_field, null_ordering_error
+from lakesdk.merge.ordering import (
+    KEY,
+    OP,
+    OP_UPSERT,
+    PART,
+    SEQ,
+    MergeCounts,
+    event_time_fields,
+    fields_of,
+    null_ordering_error,
+)
 
 __all__ = ["spark_arrow_schema", "check_spark_casts", "SparkWriteJob", "reraise_task_error", "read_files_spark"]
 
@@ -83,12 +93,13 @@ def check_key_values_spark(df: Any, ctx: WriteContext, resolve_encoding: Callabl
     cols = [c for c in dict.fromkeys((*ctx.key_fields, *ctx.partition_fields)) if c in df.columns]
     aggs = [F.count(F.lit(1)).alias("_lk_rows")]
     aggs += [F.count(F.when(F.col(f"`{k}`").isNull(), 1)).alias(f"_lk_null{i}") for i, k in enumerate(keys)]
-    o = event_time_field(ctx.ordering, ctx.merge_mode) if ctx.operation != "delete" else None
-    o = o if o in df.columns else None
-    if o:   # a merge's deletes (the per-row op) may go without an ordering value
+    ords = [f for f in event_time_fields(ctx.ordering, ctx.merge_mode) if f in df.columns] \
+        if ctx.operation != "delete" else []
+    if ords:   # a merge's deletes (the per-row op) may go without an ordering value
         ups = F.col(OP) == OP_UPSERT if OP in df.columns else F.lit(True)
-        aggs += [F.count(F.when(ups, 1)).alias("_lk_ups"),
-                 F.count(F.when(ups & F.col(f"`{o}`").isNull(), 1)).alias("_lk_null_ord")]
+        aggs += [F.count(F.when(ups, 1)).alias("_lk_ups")]
+        aggs += [F.count(F.when(ups & F.col(f"`{f}`").isNull(), 1)).alias(f"_lk_null_ord{i}")
+                 for i, f in enumerate(ords)]
     missing = [F.col(f"`{k}`").isNull() | (F.col(f"`{k}`") == "") if k in text else F.col(f"`{k}`").isNull()
                for k in keys]
     if missing:
@@ -115,9 +126,10 @@ def check_key_values_spark(df: Any, ctx: WriteContext, resolve_encoding: Callabl
                 raise null_key_error(k, n, row["_lk_rows"], legacy_composite=composite)
     if hudi and missing and row["_lk_keyless"]:
         raise keyless_key_error(ctx.key_fields, row["_lk_keyless"], row["_lk_rows"])
-    if o and row["_lk_null_ord"]:
-        what = "merge's updates and inserts" if OP in df.columns else ctx.operation
-        raise null_ordering_error(o, row["_lk_null_ord"], row["_lk_ups"], ctx.table_name, what)
+    for i, f in enumerate(ords):
+        if row[f"_lk_null_ord{i}"]:
+            what = "merge's updates and inserts" if OP in df.columns else ctx.operation
+            raise null_ordering_error(f, row[f"_lk_null_ord{i}"], row["_lk_ups"], ctx.table_name, what)
     bad_row = row["_lk_bad"] if conds else None
     if bad_row is not None:
         sample = pa.Table.from_pylist([bad_row.asDict()], schema=pa.schema([spark_arrow_schema(df).field(c) for c in cols]))
@@ -271,15 +283,15 @@ class SparkWriteJob:
         if self.ctx.merger is not None:
             fn = self.ctx.merger
             return df.groupBy(KEY).applyInArrow(lambda t: fn(t), df.schema)
-        if self.ctx.merge_mode == "PARTIAL_UPDATE" and self.ctx.column_groups:
+        if self.ctx.merge_mode == "PARTIAL_UPDATE" and self.ctx.column_groups is not None:
             from lakesdk.merge.slice_merge import merge_partial
             groups = self.ctx.column_groups
             return df.groupBy(KEY).applyInArrow(lambda t: merge_partial(t, column_groups=groups), df.schema)
         from pyspark.sql import Window
         from pyspark.sql import functions as F
         order = []
-        if self.ctx.ordering and self.ctx.merge_mode == "EVENT_TIME_ORDERING":
-            order.append(F.col(self.ctx.ordering).desc_nulls_last())
+        if self.ctx.merge_mode == "EVENT_TIME_ORDERING":
+            order += [F.col(f"`{f}`").desc_nulls_last() for f in fields_of(self.ctx.ordering)]
         order.append(F.col(SEQ).desc())
         w = Window.partitionBy(PART, KEY).orderBy(*order)
         return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")
@@ -290,9 +302,13 @@ class SparkWriteJob:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
         order = []
-        o = self.ctx.ordering
-        if o and self.ctx.merge_mode == "EVENT_TIME_ORDERING" and o in df.columns:
-            order.append(F.col(o).desc_nulls_first())
+        fields = fields_of(self.ctx.ordering)
+        if fields and self.ctx.merge_mode == "EVENT_TIME_ORDERING" and all(f in df.columns for f in fields):
+            none = F.lit(True)
+            for f in fields:
+                none = none & F.col(f"`{f}`").isNull()
+            order.append(F.when(none, 0).otherwise(1))   # a delete without ordering values first
+            order += [F.col(f"`{f}`").desc() for f in fields]
         order.append(F.col(SEQ).desc())
         w = Window.partitionBy(PART, KEY).orderBy(*order)
         return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")

@@ -118,8 +118,8 @@ def spark_merge_changes(spark: Any, arrow: Any, sdf: Any, *, on: Sequence[str], 
             # INTO does): a delete older than the stored record is ignored on event-time tables
             # (a source row has one there, else it was refused above; a target row without a
             # source row carries its own, so its delete applies)
-            o = cfg.ordering_field
-            exprs = [(F.coalesce(F.col(f"__s_{k}"), F.col(f"__t_{k}")) if k == o and k in src.columns
+            o = set(cfg.ordering_fields)
+            exprs = [(F.coalesce(F.col(f"__s_{k}"), F.col(f"__t_{k}")) if k in o and k in src.columns
                       else F.col(f"__t_{k}")).alias(k) for k in target_cols]
             op = 1
         elif c.kind in ("matched_update_all", "not_matched_insert_all"):

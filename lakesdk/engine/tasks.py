@@ -22,7 +22,20 @@ from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id
 from lakesdk.format.keys import HUDI_ENCODING, partition_paths, record_keys
 from lakesdk.format.schema import META_FIELDS, with_meta_fields
-from lakesdk.merge.ordering import KEY, OP, OP_DELETE, PART, SEQ, MergeCounts, event_time_wins, merge_into_base
+from lakesdk.merge.ordering import (
+    KEY,
+    OP,
+    OP_DELETE,
+    PART,
+    SEQ,
+    MergeCounts,
+    Ordering,
+    event_time_wins,
+    fields_of,
+    has_ordering,
+    merge_into_base,
+    ordering_array,
+)
 from lakesdk.storage import Storage
 
 __all__ = ["WriteContext", "TaskInfo", "FileGroupTarget", "write_file_group", "write_new_files",
@@ -70,7 +83,7 @@ class WriteContext:
     partition_fields: tuple[str, ...]
     keygen: str
     hive_style: bool
-    ordering: str | None
+    ordering: Ordering                      # one ordering field, a tuple of several, or None
     merge_mode: str
     target_file_bytes: int = 120 * 1024 * 1024
     record_size_estimate: int = 1024
@@ -99,11 +112,14 @@ def stored_ordering_type(ctx: WriteContext) -> pa.DataType | None:
     Only merge-on-read writes under event-time ordering need it: a copy-on-write write
     reads the base file anyway, and the other merge modes have no record that loses."""
     if not (ctx.merge_on_read and ctx.ordering and ctx.merge_mode == "EVENT_TIME_ORDERING"
-            and not ctx.column_groups and ctx.merger is None and ctx.operation != "insert"):
+            and ctx.column_groups is None and ctx.merger is None and ctx.operation != "insert"):
         return None
-    if ctx.ordering not in ctx.schema.names:
+    fields = fields_of(ctx.ordering)
+    if not all(f in ctx.schema.names for f in fields):
         return None
-    return ctx.schema.field(ctx.ordering).type
+    if len(fields) > 1:   # several ordering fields: a struct of their values
+        return pa.struct([pa.field(f, ctx.schema.field(f).type) for f in fields])
+    return ctx.schema.field(fields[0]).type
 
 
 def add_key_columns(ctx: WriteContext, batch: pa.Table) -> pa.Table:
@@ -257,7 +273,7 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
         # Hudi's insert appends into small files without merging (duplicates are kept)
         kept, new = base, incoming
         counts = MergeCounts(inserted=incoming.num_rows)
-    elif (ctx.merge_mode == "PARTIAL_UPDATE" and ctx.column_groups) or ctx.merger is not None:
+    elif (ctx.merge_mode == "PARTIAL_UPDATE" and ctx.column_groups is not None) or ctx.merger is not None:
         kept, new, counts = _merge_partial_into_base(ctx, base, incoming)
     else:
         kept, new, _is_update, counts = merge_into_base(base, incoming, ordering=ctx.ordering,
@@ -339,10 +355,11 @@ def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskIn
 
 
 def slice_keys(storage: Storage, sl: Any, slice_ctx: Any = None,
-               ordering: tuple[str, pa.DataType] | None = None) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
+               ordering: tuple[Ordering, pa.DataType] | None = None) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
     """The record keys of one file slice (merged with its log blocks when it has any) and,
-    with ``ordering`` (field, type), each key's current ordering value (else None)."""
-    cols = [KEY] if ordering is None else [KEY, ordering[0]]
+    with ``ordering`` (field or fields, type: a struct for several), each key's current
+    ordering value (else None)."""
+    cols = [KEY] if ordering is None else [KEY, *fields_of(ordering[0])]
     if sl.log_files:
         t = read_slice(slice_ctx, sl, columns=cols)
     else:
@@ -355,6 +372,10 @@ def slice_keys(storage: Storage, sl: Any, slice_ctx: Any = None,
     if ordering is None:
         return t.column(KEY), None
     name, typ = ordering
+    if not isinstance(name, str):     # several fields: a struct (a field written later: nulls)
+        children = [(t.column(f.name).cast(f.type).combine_chunks() if f.name in t.column_names
+                     else pa.nulls(t.num_rows, f.type)) for f in typ]
+        return t.column(KEY), pa.chunked_array([pa.StructArray.from_arrays(children, fields=list(typ))])
     if name not in t.column_names:
         return t.column(KEY), pa.chunked_array([pa.nulls(t.num_rows, typ)])
     ordv = t.column(name)
@@ -364,7 +385,7 @@ def slice_keys(storage: Storage, sl: Any, slice_ctx: Any = None,
 
 
 def read_key_index(storage: Storage, slices: list[Any], slice_ctx: Any = None,
-                   ordering: tuple[str, pa.DataType] | None = None) -> pa.Table:
+                   ordering: tuple[Ordering, pa.DataType] | None = None) -> pa.Table:
     """Record keys of file slices (base file keys, merged with log blocks when the slice has
     any).  Returns columns ``_hoodie_record_key``, ``_hoodie_partition_path``, ``_lk_fid``,
     and with ``ordering`` (field, type) the stored ordering value (``_lk_stored_ord``)."""
@@ -401,7 +422,7 @@ def _log_counts(ctx: WriteContext, incoming: pa.Table, ops: np.ndarray) -> Merge
     n = incoming.num_rows
     wins = np.ones(n, dtype=bool)
     if STORED_ORDERING in incoming.column_names and stored_ordering_type(ctx) is not None:
-        inc = incoming.column(ctx.ordering) if ctx.ordering in incoming.column_names else \
+        inc = ordering_array(incoming, ctx.ordering) if has_ordering(incoming, ctx.ordering) else \
             pa.chunked_array([pa.nulls(n, incoming.column(STORED_ORDERING).type)])
         wins = event_time_wins(inc, incoming.column(STORED_ORDERING), ops)
     is_del = ops == OP_DELETE
@@ -440,8 +461,8 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
                                         block_format=ctx.log_block_format, compression=ctx.compression))
     if dels.num_rows:
         keys = {KEY: dels.column(KEY), PART: dels.column(PART)}
-        if ctx.ordering and ctx.ordering in dels.column_names:
-            keys["ordering_value"] = dels.column(ctx.ordering)
+        if has_ordering(dels, ctx.ordering):   # several fields: a struct, written as Hudi's ArrayWrapper
+            keys["ordering_value"] = ordering_array(dels, ctx.ordering)
         chunks.append(encode_delete_block(pa.table(keys), dict(header)))
     data = b"".join(chunks)
     _mark(ctx, path, "CREATE")   # table version 8: every log file is new, so CREATE (APPEND on v6)

@@ -377,8 +377,16 @@ def _wrapper_for(t: pa.DataType) -> str:
 
 
 def _ordering_values(col: pa.ChunkedArray) -> Iterable[Any]:
-    """(wrapper name, value) per row, ``None`` for a null cell."""
+    """(wrapper name, value) per row, ``None`` for a null cell.  A struct column (several
+    ordering fields) gives Hudi 1.1's ``ArrayWrapper`` of the fields' wrapped values; a row
+    whose fields are all null gets ``IntWrapper(0)`` (no ordering value: natural order)."""
     t = col.type
+    if pa.types.is_struct(t):
+        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        children = [list(_ordering_values(pa.chunked_array([arr.field(i)]))) for i in range(t.num_fields)]
+        natural = (_NS + "IntWrapper", {"value": 0})
+        return [natural if all(v is None for v in row) else (_NS + "ArrayWrapper", {"wrappedValues": list(row)})
+                for row in zip(*children)]
     if pa.types.is_dictionary(t):
         col = col.cast(t.value_type)
         t = t.value_type
@@ -466,8 +474,26 @@ def _unwrap(value: Any) -> tuple[str | None, Any]:
     short = name.rsplit(".", 1)[-1]
     if short == "ArrayWrapper":
         items = record.get("wrappedValues")
-        return short, None if items is None else [_unwrap(v)[1] for v in items]
+        return short, None if items is None else [_unwrap(v) for v in items]
     return short, record["value"]
+
+
+def _array_ordering(unwrapped: list[tuple[str | None, Any]]) -> pa.Array:
+    """Ordering values of a delete block holding ArrayWrappers (several ordering fields): a
+    struct array with one child per position (``f0``, ``f1``, ...); a natural-order delete
+    (``IntWrapper(0)``, no ordering value) is a row whose children are all null."""
+    rows = [v if name == "ArrayWrapper" and v is not None else None for name, v in unwrapped]
+    width = max((len(r) for r in rows if r is not None), default=0)
+    children = []
+    for i in range(width):
+        cells = [r[i] if r is not None and i < len(r) else (None, None) for r in rows]
+        typ = _ordering_type({n for n, _ in cells if n is not None})
+        if typ is None:
+            raise LogBlockError("the delete block nests ArrayWrappers in ArrayWrappers")
+        children.append(pa.array([v for _, v in cells], type=typ))
+    if not children:
+        return pa.nulls(len(rows), pa.int32())
+    return pa.StructArray.from_arrays(children, names=[f"f{i}" for i in range(width)])
 
 
 def _ordering_type(names: set[str]) -> pa.DataType | None:
@@ -500,9 +526,15 @@ def decode_delete_content(content: bytes) -> pa.Table:
         raise LogBlockError(f"the delete block's keys take {buf.tell()} of its {n} bytes (damaged lengths)")
     entries = decoded["deleteRecordList"]
     unwrapped = [_unwrap(e["orderingVal"]) for e in entries]
-    ordering_type = _ordering_type({name for name, _ in unwrapped if name is not None})
+    names = {name for name, _ in unwrapped if name is not None}
     try:
-        ordering = pa.array([v for _, v in unwrapped], type=ordering_type)
+        if "ArrayWrapper" in names:
+            if names - {"ArrayWrapper", "IntWrapper"} or any(n == "IntWrapper" and v != 0 for n, v in unwrapped):
+                raise LogBlockError(f"the delete block mixes ordering value types {sorted(names)}, "
+                                    "which cannot share one column")
+            ordering = _array_ordering(unwrapped)
+        else:
+            ordering = pa.array([v for _, v in unwrapped], type=_ordering_type(names))
     except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
         raise LogBlockError(f"the delete block's ordering values cannot be read: {exc}") from None
     return pa.table({

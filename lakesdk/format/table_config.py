@@ -3,7 +3,14 @@
 The file is Java properties text (see :mod:`lakesdk.format.properties`).  The last entry,
 ``hoodie.table.checksum``, is ``CRC32(UTF-8("<hoodie.database.name>.<hoodie.table.name>"))``.
 
-lakesdk writes table version 8 (timeline layout 2) and reads versions 6, 8 and 9.
+lakesdk writes table version 9 (Hudi 1.1+, the default) or 8 (Hudi 1.0), both timeline
+layout 2, and reads versions 6, 8 and 9.  What version 9 changes in this file (Hudi's
+``EightToNineUpgradeHandler``): ``hoodie.table.ordering.fields`` (comma-separated) replaces
+``hoodie.table.precombine.field``; the built-in merge modes carry no payload class and no
+``hoodie.record.merge.strategy.id`` (a CUSTOM merge mode keeps its strategy id); a legacy
+payload class moves to ``hoodie.table.legacy.payload.class``; ``hoodie.table.partial.update.mode``
+and ``hoodie.record.merge.property.*`` describe partial updates and delete markers.
+:meth:`TableConfig.upgraded` does that rewrite.
 """
 
 from __future__ import annotations
@@ -18,11 +25,19 @@ from lakesdk.exceptions import TableConfigError, UnsupportedTableVersionError
 from lakesdk.format.keys import HUDI_ENCODING, KEY_ENCODINGS
 from lakesdk.format.properties import format_properties, parse_properties
 
-__all__ = ["TableConfig", "table_checksum", "READABLE_VERSIONS", "WRITE_VERSION", "PROPERTIES_PATH"]
+__all__ = ["TableConfig", "table_checksum", "READABLE_VERSIONS", "WRITABLE_VERSIONS", "WRITE_VERSION",
+           "PROPERTIES_PATH", "PARTIAL_UPDATE_MODES"]
 
 PROPERTIES_PATH = ".hoodie/hoodie.properties"
 READABLE_VERSIONS = (6, 8, 9)
-WRITE_VERSION = 8
+#: the versions a new table can be created with (``create_table(table_version=...)``)
+WRITABLE_VERSIONS = (8, 9)
+WRITE_VERSION = 9
+#: ``hoodie.table.partial.update.mode`` values (Hudi 1.1's ``PartialUpdateMode``, NONE its default)
+PARTIAL_UPDATE_MODES = ("NONE", "IGNORE_DEFAULTS", "FILL_UNAVAILABLE")
+PARTIAL_UPDATE_MODE_KEY = "hoodie.table.partial.update.mode"
+LEGACY_PAYLOAD_KEY = "hoodie.table.legacy.payload.class"
+MERGE_PROPERTY_PREFIX = "hoodie.record.merge.property."
 _LAYOUT_FOR_VERSION = {6: 1, 7: 1, 8: 2, 9: 2}
 
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
@@ -42,6 +57,30 @@ COLUMN_GROUPS_KEY = "hoodie.lakesdk.partial.update.column.groups"
 CUSTOM_STRATEGY_ID = "9b0c1a2d-3e4f-4a5b-8c6d-7e8f90a1b2c3"
 MERGER_NAME_KEY = "hoodie.lakesdk.merger.name"
 COMMIT_TIME_STRATEGY_ID = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
+_MODEL = "org.apache.hudi.common.model."
+#: payload classes version 9 no longer uses: they move to hoodie.table.legacy.payload.class
+_DEPRECATED_PAYLOADS = {_MODEL + n for n in (
+    "AWSDmsAvroPayload", "DefaultHoodieRecordPayload", "EventTimeAvroPayload", "debezium.MySqlDebeziumAvroPayload",
+    "OverwriteNonDefaultsWithLatestAvroPayload", "OverwriteWithLatestAvroPayload", "PartialUpdateAvroPayload",
+    "debezium.PostgresDebeziumAvroPayload")}
+_TO_EVENT_TIME = {_MODEL + n for n in ("EventTimeAvroPayload", "debezium.MySqlDebeziumAvroPayload",
+                                        "PartialUpdateAvroPayload", "debezium.PostgresDebeziumAvroPayload")}
+_TO_COMMIT_TIME = {_MODEL + n for n in ("AWSDmsAvroPayload", "OverwriteNonDefaultsWithLatestAvroPayload")}
+_DELETE_KEY, _DELETE_MARKER = "hoodie.payload.delete.field", "hoodie.payload.delete.marker"
+#: what the upgrade to version 9 adds for a payload class (merge properties, partial update
+#: mode, ordering fields), as Hudi's EightToNineUpgradeHandler does
+_PAYLOAD_UPGRADE: dict[str, dict[str, str]] = {
+    _MODEL + "AWSDmsAvroPayload": {MERGE_PROPERTY_PREFIX + _DELETE_KEY: "Op", MERGE_PROPERTY_PREFIX + _DELETE_MARKER: "D"},
+    _MODEL + "debezium.PostgresDebeziumAvroPayload": {
+        MERGE_PROPERTY_PREFIX + "partial.update.unavailable.value": "__debezium_unavailable_value",
+        MERGE_PROPERTY_PREFIX + _DELETE_KEY: "_change_operation_type", MERGE_PROPERTY_PREFIX + _DELETE_MARKER: "d",
+        PARTIAL_UPDATE_MODE_KEY: "FILL_UNAVAILABLE", "hoodie.table.ordering.fields": "_event_lsn"},
+    _MODEL + "debezium.MySqlDebeziumAvroPayload": {
+        MERGE_PROPERTY_PREFIX + _DELETE_KEY: "_change_operation_type", MERGE_PROPERTY_PREFIX + _DELETE_MARKER: "d",
+        "hoodie.table.ordering.fields": "_event_bin_file,_event_pos"},
+    _MODEL + "OverwriteNonDefaultsWithLatestAvroPayload": {PARTIAL_UPDATE_MODE_KEY: "IGNORE_DEFAULTS"},
+    _MODEL + "PartialUpdateAvroPayload": {PARTIAL_UPDATE_MODE_KEY: "IGNORE_DEFAULTS"},
+}
 #: how the table's record keys write a null or empty key part (lakesdk.format.keys): "hudi"
 #: (Hudi's __null__/__empty__) or "legacy" (lakesdk's earlier keys); absent: told by the stored keys
 KEY_ENCODING_KEY = "hoodie.lakesdk.record.key.encoding"
@@ -138,25 +177,42 @@ class TableConfig:
         record_key_fields: tuple[str, ...],
         partition_fields: tuple[str, ...] = (),
         ordering_field: str | None = None,
+        ordering_fields: tuple[str, ...] = (),
         hive_style: bool = True,
         urlencode: bool = False,
         create_schema: dict | None = None,
         database: str = "default",
         merge_mode: str | None = None,
+        partial_update_mode: str | None = None,
+        version: int = WRITE_VERSION,
         extra: Mapping[str, str] | None = None,
     ) -> "TableConfig":
-        """A table-version-8 config as Hudi 1.0 writes it."""
+        """A new table's config as Hudi writes it: version 9 as Hudi 1.1+, version 8 as Hudi 1.0.
+
+        ``ordering_fields`` (or one ``ordering_field``): several fields are compared field by
+        field (Hudi 1.1), so they need version 9.  ``partial_update_mode`` (version 9's
+        ``hoodie.table.partial.update.mode``): ``IGNORE_DEFAULTS`` with commit-time ordering."""
+        if version not in WRITABLE_VERSIONS:
+            raise UnsupportedTableVersionError(
+                f"lakesdk creates tables of version {' or '.join(map(str, WRITABLE_VERSIONS))}, not {version}",
+                key="hoodie.table.version")
+        fields = tuple(ordering_fields) or ((ordering_field,) if ordering_field else ())
+        if len(fields) > 1 and version < 9:
+            raise TableConfigError(
+                f"several ordering fields {list(fields)} need table version 9 (Hudi 1.1 compares them field by "
+                "field; Hudi 1.0 reads one hoodie.table.precombine.field): create the table with table_version=9",
+                key="hoodie.table.precombine.field")
         if partition_fields:
             keygen = "SIMPLE" if len(record_key_fields) == 1 and len(partition_fields) == 1 else "COMPLEX"
         else:
             keygen = "NON_PARTITION"
         if merge_mode is None:
-            merge_mode = "EVENT_TIME_ORDERING" if ordering_field else "COMMIT_TIME_ORDERING"
+            merge_mode = "EVENT_TIME_ORDERING" if fields else "COMMIT_TIME_ORDERING"
         p: dict[str, str] = {
             "hoodie.table.name": name,
             "hoodie.table.type": table_type,
-            "hoodie.table.version": str(WRITE_VERSION),
-            "hoodie.table.initial.version": str(WRITE_VERSION),
+            "hoodie.table.version": str(version),
+            "hoodie.table.initial.version": str(version),
             "hoodie.timeline.layout.version": "2",
             "hoodie.timeline.path": "timeline",
             "hoodie.timeline.history.path": "history",
@@ -172,27 +228,68 @@ class TableConfig:
             "hoodie.record.merge.mode": merge_mode,
             KEY_ENCODING_KEY: HUDI_ENCODING,
         }
+        if version >= 9:
+            p["hoodie.table.format"] = "native"
         if partition_fields:
             p["hoodie.table.partition.fields"] = ",".join(partition_fields)
-        if ordering_field:
-            p["hoodie.table.precombine.field"] = ordering_field
-        if merge_mode == "EVENT_TIME_ORDERING":
-            p["hoodie.record.merge.strategy.id"] = EVENT_TIME_STRATEGY_ID
-            p["hoodie.compaction.payload.class"] = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
-        elif merge_mode == "CUSTOM":
+        if fields:
+            p["hoodie.table.ordering.fields" if version >= 9 else "hoodie.table.precombine.field"] = ",".join(fields)
+        if merge_mode in ("CUSTOM", "PARTIAL_UPDATE"):
+            # lakesdk's own mergers: CUSTOM to Hudi, named by a strategy id (both versions)
             p["hoodie.record.merge.mode"] = "CUSTOM"
-            p["hoodie.record.merge.strategy.id"] = CUSTOM_STRATEGY_ID
-        elif merge_mode == "PARTIAL_UPDATE":
-            p["hoodie.record.merge.mode"] = "CUSTOM"
-            p["hoodie.record.merge.strategy.id"] = PARTIAL_UPDATE_STRATEGY_ID
-        elif merge_mode == "COMMIT_TIME_ORDERING":
-            p["hoodie.record.merge.strategy.id"] = COMMIT_TIME_STRATEGY_ID
-            p["hoodie.compaction.payload.class"] = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+            p["hoodie.record.merge.strategy.id"] = (CUSTOM_STRATEGY_ID if merge_mode == "CUSTOM"
+                                                    else PARTIAL_UPDATE_STRATEGY_ID)
+        elif version < 9:   # version 8 names the built-in merger and its payload class too
+            if merge_mode == "EVENT_TIME_ORDERING":
+                p["hoodie.record.merge.strategy.id"] = EVENT_TIME_STRATEGY_ID
+                p["hoodie.compaction.payload.class"] = _MODEL + "DefaultHoodieRecordPayload"
+            elif merge_mode == "COMMIT_TIME_ORDERING":
+                p["hoodie.record.merge.strategy.id"] = COMMIT_TIME_STRATEGY_ID
+                p["hoodie.compaction.payload.class"] = _MODEL + "OverwriteWithLatestAvroPayload"
+        if partial_update_mode is not None and partial_update_mode.upper() != "NONE":
+            if version < 9:
+                raise TableConfigError(f"hoodie.table.partial.update.mode needs table version 9, not {version}",
+                                       key=PARTIAL_UPDATE_MODE_KEY)
+            p[PARTIAL_UPDATE_MODE_KEY] = partial_update_mode.upper()
         if create_schema is not None:
             p["hoodie.table.create.schema"] = json.dumps(create_schema, separators=(",", ":"))
         if extra:
             p.update(extra)
         cfg = cls(p)
+        cfg.validate()
+        return cfg
+
+    def upgraded(self) -> "TableConfig":
+        """This version 8 config rewritten as version 9, as Hudi's ``EightToNineUpgradeHandler``
+        does: ``hoodie.table.precombine.field`` becomes ``hoodie.table.ordering.fields``; the
+        built-in merge modes lose ``hoodie.record.merge.strategy.id``; a deprecated payload class
+        moves to ``hoodie.table.legacy.payload.class`` (and, for the payloads version 9 expresses
+        with merge modes, sets the merge mode, ``hoodie.table.partial.update.mode`` and
+        ``hoodie.record.merge.property.*``).  Every other entry stays."""
+        if self.version != 8:
+            raise UnsupportedTableVersionError(
+                f"only a version 8 table upgrades to version 9; {self.name!r} is version {self.version}",
+                key="hoodie.table.version")
+        p = {k: v for k, v in self.props.items() if k != "hoodie.table.checksum"}
+        payload = p.get("hoodie.compaction.payload.class", "").strip()
+        mode = (p.get("hoodie.record.merge.mode") or "").strip().upper()
+        if payload in _TO_COMMIT_TIME:
+            mode = "COMMIT_TIME_ORDERING"
+        elif payload in _TO_EVENT_TIME:
+            mode = "EVENT_TIME_ORDERING"
+        if mode:
+            p["hoodie.record.merge.mode"] = mode
+        if mode != "CUSTOM":
+            p.pop("hoodie.record.merge.strategy.id", None)
+        ordering = p.pop("hoodie.table.precombine.field", None)
+        if ordering:
+            p["hoodie.table.ordering.fields"] = ordering
+        p.update(_PAYLOAD_UPGRADE.get(payload, {}))
+        if payload in _DEPRECATED_PAYLOADS:
+            p[LEGACY_PAYLOAD_KEY] = payload
+            del p["hoodie.compaction.payload.class"]
+        p["hoodie.table.version"] = "9"
+        cfg = TableConfig(p)
         cfg.validate()
         return cfg
 
@@ -277,6 +374,7 @@ class TableConfig:
         self.create_schema  # noqa: B018 - validates
         self.column_groups  # noqa: B018 - validates
         self.key_encoding  # noqa: B018 - validates
+        self.partial_update_mode  # noqa: B018 - validates
 
     # -- typed accessors ----------------------------------------------------------------
     @property
@@ -338,6 +436,13 @@ class TableConfig:
         return f[0] if f else None
 
     @property
+    def ordering_key(self) -> str | tuple[str, ...] | None:
+        """What the mergers order by: None, the one ordering field, or a tuple of several
+        (compared field by field)."""
+        f = self.ordering_fields
+        return None if not f else f[0] if len(f) == 1 else f
+
+    @property
     def keygen_type(self) -> str:
         t = self.props.get("hoodie.table.keygenerator.type")
         if t:
@@ -367,9 +472,13 @@ class TableConfig:
 
     @property
     def column_groups(self) -> dict[str, list[str]] | None:
-        """Partial-update tables: ordering field -> the columns it guards."""
+        """Partial-update tables: ordering field -> the columns it guards.  A version 9 table
+        with ``hoodie.table.partial.update.mode=IGNORE_DEFAULTS`` has none (``{}``): every
+        column takes its latest non-null value."""
         raw = self.props.get(COLUMN_GROUPS_KEY)
         if not raw:
+            if (self.props.get(PARTIAL_UPDATE_MODE_KEY) or "").strip().upper() == "IGNORE_DEFAULTS":
+                return {}
             return None
         try:
             groups = json.loads(raw)
@@ -399,15 +508,38 @@ class TableConfig:
         return self.props.get(MERGER_NAME_KEY) or None
 
     @property
+    def partial_update_mode(self) -> str:
+        """``hoodie.table.partial.update.mode`` (version 9): NONE (absent), IGNORE_DEFAULTS or
+        FILL_UNAVAILABLE."""
+        raw = (self.props.get(PARTIAL_UPDATE_MODE_KEY) or "NONE").strip().upper()
+        if raw not in PARTIAL_UPDATE_MODES:
+            raise TableConfigError(
+                f"hoodie.properties: {PARTIAL_UPDATE_MODE_KEY}={self.props[PARTIAL_UPDATE_MODE_KEY]!r} is not a "
+                f"partial update mode (expected one of {', '.join(PARTIAL_UPDATE_MODES)})", key=PARTIAL_UPDATE_MODE_KEY)
+        return raw
+
+    @property
     def merge_mode(self) -> str:
+        """How versions of a record merge: EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING, CUSTOM
+        (a merger registered by name) or PARTIAL_UPDATE (column groups, or version 9's
+        ``IGNORE_DEFAULTS`` partial update mode under commit-time ordering: see
+        :attr:`column_groups`).  A partial update mode lakesdk does not implement raises
+        :class:`TableConfigError`: merging without it would answer wrong."""
         if self.props.get(COLUMN_GROUPS_KEY):
             return "PARTIAL_UPDATE"
         if self.props.get(MERGER_NAME_KEY):
             return "CUSTOM"
         m = self.props.get("hoodie.record.merge.mode")
-        if m:
-            return m.upper()
-        return "EVENT_TIME_ORDERING" if self.ordering_field else "COMMIT_TIME_ORDERING"
+        mode = m.upper() if m else ("EVENT_TIME_ORDERING" if self.ordering_field else "COMMIT_TIME_ORDERING")
+        partial = self.partial_update_mode
+        if partial == "NONE":
+            return mode
+        if partial == "IGNORE_DEFAULTS" and mode == "COMMIT_TIME_ORDERING":
+            return "PARTIAL_UPDATE"
+        raise TableConfigError(
+            f"{self.name!r} merges records with {PARTIAL_UPDATE_MODE_KEY}={partial} under {mode}, which lakesdk does "
+            "not implement (it merges IGNORE_DEFAULTS under COMMIT_TIME_ORDERING only); read and write it with "
+            "Apache Hudi", key=PARTIAL_UPDATE_MODE_KEY)
 
     @property
     def create_schema(self) -> dict | None:

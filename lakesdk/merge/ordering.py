@@ -13,6 +13,12 @@ Deletes may omit it: such a delete always applies (Hudi's natural-order delete).
 version without an ordering value (written by another writer) ranks below any value: an
 incoming version replaces it.
 
+Several ordering fields (table version 9, ``hoodie.table.ordering.fields=a,b``) are compared
+field by field, as Hudi 1.1 compares its ordering values: the first field decides unless the
+values are equal, then the second, and so on.  The functions here take ``ordering`` as one
+field name or a tuple of several (:data:`Ordering`); arrays of several ordering values are
+struct arrays (:func:`ordering_array`), one child per field.
+
 Incoming batches carry two internal columns: ``_lk_op`` (int8: 0 upsert, 1 delete) and
 ``_lk_seq`` (int64: arrival order, used to break ties inside one batch).
 """
@@ -20,7 +26,7 @@ Incoming batches carry two internal columns: ``_lk_op`` (int8: 0 upsert, 1 delet
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 import pyarrow as pa
@@ -29,9 +35,52 @@ import pyarrow.compute as pc
 from lakesdk.merge.columns import KEY, OP, OP_DELETE, OP_UPSERT, PART, ROW, SEQ
 from lakesdk.merge.slice_merge import merge_partial
 
-__all__ = ["MergeCounts", "merge_into_base", "combine_batch", "combine_deletes", "event_time_wins", "OP", "SEQ", "OP_UPSERT",
-           "OP_DELETE", "event_time_field", "null_ordering_error"]
+__all__ = ["Ordering", "fields_of", "ordering_array", "MergeCounts", "merge_into_base", "combine_batch", "combine_deletes", "event_time_wins", "OP", "SEQ", "OP_UPSERT",
+           "OP_DELETE", "event_time_field", "event_time_fields", "null_ordering_error", "has_ordering", "all_null"]
 
+
+
+#: the ordering of a table: None, one field name, or a tuple of several (compared field by field)
+Ordering = Union[str, tuple[str, ...], None]
+
+
+def fields_of(ordering: Ordering) -> tuple[str, ...]:
+    """The ordering fields of ``ordering``, as a tuple."""
+    if ordering is None:
+        return ()
+    return (ordering,) if isinstance(ordering, str) else tuple(ordering)
+
+
+def has_ordering(table: pa.Table | pa.Schema, ordering: Ordering) -> bool:
+    """Whether ``table`` (or a schema) holds every ordering field (False without ordering)."""
+    names = table.names if isinstance(table, pa.Schema) else table.column_names
+    fields = fields_of(ordering)
+    return bool(fields) and all(f in names for f in fields)
+
+
+def ordering_array(table: pa.Table, ordering: Ordering) -> pa.ChunkedArray:
+    """The ordering values of ``table``'s rows: the column of one field, or a struct array
+    (never null itself) with one child per field for several."""
+    fields = fields_of(ordering)
+    if len(fields) == 1:
+        return table.column(fields[0])
+    cols = [table.column(f).combine_chunks() for f in fields]
+    return pa.chunked_array([pa.StructArray.from_arrays(cols, names=list(fields))])
+
+
+def _children(a: pa.ChunkedArray | pa.Array) -> list[pa.Array]:
+    arr = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    return [arr.field(i) for i in range(arr.type.num_fields)]
+
+
+def all_null(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Rows without an ordering value: a null value, or (several fields) every field null."""
+    if pa.types.is_struct(values.type):
+        out = np.ones(len(values), dtype=bool)
+        for c in _children(values):
+            out &= np.asarray(pc.is_null(c).to_numpy(zero_copy_only=False), dtype=bool)
+        return out
+    return np.asarray(pc.is_null(values).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 @dataclass
@@ -49,11 +98,19 @@ class MergeCounts:
         return self
 
 
-def event_time_field(ordering: str | None, merge_mode: str) -> str | None:
-    """The ordering field whose values must not be null in written records: the table's
-    ordering field under event-time ordering, else None (commit-time ordering, partial
-    updates and custom mergers decide without it)."""
-    return ordering if ordering and merge_mode == "EVENT_TIME_ORDERING" else None
+def event_time_field(ordering: Ordering, merge_mode: str) -> str | None:
+    """The (first) ordering field whose values must not be null in written records: the
+    table's ordering field under event-time ordering, else None (commit-time ordering,
+    partial updates and custom mergers decide without it).  :func:`event_time_fields` names
+    every field."""
+    f = event_time_fields(ordering, merge_mode)
+    return f[0] if f else None
+
+
+def event_time_fields(ordering: Ordering, merge_mode: str) -> tuple[str, ...]:
+    """Every ordering field whose values must not be null in written records (see
+    :func:`event_time_field`)."""
+    return fields_of(ordering) if merge_mode == "EVENT_TIME_ORDERING" else ()
 
 
 def null_ordering_error(field: str, nulls: int, rows: int, table: str, what: str) -> Exception:
@@ -98,9 +155,31 @@ def _ge(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
     return np.asarray(r.to_numpy(zero_copy_only=False), dtype=bool)
 
 
+def _gt_eq(a: pa.Array, b: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(a > b, a == b) elementwise for one ordering field: a null value ranks below every value
+    and equals another null."""
+    if a.type != b.type:
+        try:
+            b = b.cast(a.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            a = a.cast(b.type)
+    an = np.asarray(pc.is_null(a).to_numpy(zero_copy_only=False), dtype=bool)
+    bn = np.asarray(pc.is_null(b).to_numpy(zero_copy_only=False), dtype=bool)
+    gt = np.asarray(pc.fill_null(pc.greater(a, b), False).to_numpy(zero_copy_only=False), dtype=bool)
+    eq = np.asarray(pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False), dtype=bool)
+    return gt | (~an & bn), eq | (an & bn)
+
+
 def event_time_wins(incoming: pa.ChunkedArray, stored: pa.ChunkedArray, ops: np.ndarray) -> np.ndarray:
     """Which incoming records replace (or delete) the stored ones under event-time ordering:
-    ordering value >= the stored one; a delete without an ordering value always applies."""
+    ordering value >= the stored one (several fields, struct arrays: compared field by
+    field); a delete without an ordering value always applies."""
+    if pa.types.is_struct(incoming.type) and pa.types.is_struct(stored.type):
+        ge = np.ones(len(incoming), dtype=bool)
+        for a, b in reversed(list(zip(_children(incoming), _children(stored)))):
+            gt, eq = _gt_eq(a, b)
+            ge = gt | (eq & ge)
+        return ge | ((ops == OP_DELETE) & all_null(incoming))
     if stored.type != incoming.type:
         try:
             stored = stored.cast(incoming.type)
@@ -111,7 +190,7 @@ def event_time_wins(incoming: pa.ChunkedArray, stored: pa.ChunkedArray, ops: np.
     return ge | ((ops == OP_DELETE) & null_ord)
 
 
-def combine_deletes(batch: pa.Table, *, ordering: str | None, merge_mode: str) -> pa.Table:
+def combine_deletes(batch: pa.Table, *, ordering: Ordering, merge_mode: str) -> pa.Table:
     """One delete per (partition path, record key): the one that applies if any of them
     does.  Under event-time ordering that is a delete without an ordering value (it always
     applies), else the greatest ordering value; otherwise the last arrival."""
@@ -120,9 +199,9 @@ def combine_deletes(batch: pa.Table, *, ordering: str | None, merge_mode: str) -
     has_ord = "_lk_has_ord"
     sort = [(PART, "ascending"), (KEY, "ascending")]
     work = batch
-    if ordering and merge_mode == "EVENT_TIME_ORDERING" and ordering in batch.column_names:
-        work = batch.append_column(has_ord, pc.cast(pc.is_valid(batch.column(ordering)), pa.int8()))
-        sort += [(has_ord, "ascending"), (ordering, "descending")]
+    if merge_mode == "EVENT_TIME_ORDERING" and has_ordering(batch, ordering):
+        work = batch.append_column(has_ord, pa.array(~all_null(ordering_array(batch, ordering)), pa.bool_()).cast(pa.int8()))
+        sort += [(has_ord, "ascending"), *((f, "descending") for f in fields_of(ordering))]
     sort.append((SEQ, "descending"))
     s = work.take(pc.sort_indices(work, sort_keys=sort))
     k = [s.column(c).to_numpy(zero_copy_only=False) for c in (PART, KEY)]
@@ -132,7 +211,7 @@ def combine_deletes(batch: pa.Table, *, ordering: str | None, merge_mode: str) -
     return out.drop_columns([has_ord]) if has_ord in out.column_names else out
 
 
-def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str,
+def combine_batch(batch: pa.Table, *, ordering: Ordering, merge_mode: str,
                   column_groups: dict[str, list[str]] | None = None, merger: Any = None) -> pa.Table:
     """De-duplicate one incoming batch by (partition path, record key).
 
@@ -141,7 +220,7 @@ def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str,
     """
     if batch.num_rows <= 1:
         return batch
-    if merge_mode == "PARTIAL_UPDATE" and column_groups:
+    if merge_mode == "PARTIAL_UPDATE" and column_groups is not None:
         if OP not in batch.column_names:
             return batch
         return merge_partial(batch, column_groups=column_groups)
@@ -151,8 +230,8 @@ def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str,
         return batch   # no key twice (the common case): one hash pass instead of a sort of the strings
     keys = [PART, KEY]
     sort = [(PART, "ascending"), (KEY, "ascending")]
-    if ordering and merge_mode == "EVENT_TIME_ORDERING" and ordering in batch.column_names:
-        sort.append((ordering, "descending"))
+    if merge_mode == "EVENT_TIME_ORDERING" and has_ordering(batch, ordering):
+        sort += [(f, "descending") for f in fields_of(ordering)]
     sort.append((SEQ, "descending"))
     idx = pc.sort_indices(batch, sort_keys=sort)
     s = batch.take(idx)
@@ -164,7 +243,7 @@ def combine_batch(batch: pa.Table, *, ordering: str | None, merge_mode: str,
     return s.filter(pa.array(first))
 
 
-def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: str | None,
+def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: Ordering,
                     merge_mode: str) -> tuple[pa.Table, pa.Table, np.ndarray, MergeCounts]:
     """Merge an incoming (de-duplicated) batch into one base file's records.
 
@@ -189,11 +268,11 @@ def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: str 
     matched = pos_np >= 0
     pos = pa.array(pos_np, mask=~matched)
     wins = np.ones(n_in, dtype=bool)
-    if matched.any() and ordering and merge_mode == "EVENT_TIME_ORDERING" and ordering in base.column_names \
-            and ordering in incoming.column_names:
+    if matched.any() and merge_mode == "EVENT_TIME_ORDERING" and has_ordering(base, ordering) \
+            and has_ordering(incoming, ordering):
         mpos = pc.fill_null(pos, 0)
-        stored = base.column(ordering).take(mpos)
-        wins = np.where(matched, event_time_wins(incoming.column(ordering), stored, ops), True)
+        stored = ordering_array(base, ordering).take(mpos)
+        wins = np.where(matched, event_time_wins(ordering_array(incoming, ordering), stored, ops), True)
     is_up = ops == OP_UPSERT
     is_del = ops == OP_DELETE
     # stored rows count once each (a delete batch may name a key twice)

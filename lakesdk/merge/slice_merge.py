@@ -50,12 +50,12 @@ def _rank(col: pa.ChunkedArray) -> np.ndarray:
     return np.asarray(idx.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def merge_versions(versions: pa.Table, *, ordering: str | None, merge_mode: str,
+def merge_versions(versions: pa.Table, *, ordering: str | tuple[str, ...] | None, merge_mode: str,
                    column_groups: dict[str, list[str]] | None = None, merger: Any = None) -> pa.Table:
     """Reduce ``versions`` (all versions of the records of one file slice) to the winning
     upsert per key.  ``versions`` must have ``_hoodie_record_key``, ``_lk_seq`` and
     ``_lk_op`` columns (and the ordering field for event-time ordering)."""
-    if merge_mode == "PARTIAL_UPDATE" and column_groups:
+    if merge_mode == "PARTIAL_UPDATE" and column_groups is not None:
         return merge_partial(versions, column_groups=column_groups)
     if merger is not None:   # a user-defined merger (lakesdk.register_merger)
         return merger(versions) if versions.num_rows else versions
@@ -65,23 +65,26 @@ def merge_versions(versions: pa.Table, *, ordering: str | None, merge_mode: str,
     keys = versions.column(KEY)
     seq = np.asarray(versions.column(SEQ).to_numpy(zero_copy_only=False), dtype=np.int64)
     op = np.asarray(versions.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
-    event = merge_mode == "EVENT_TIME_ORDERING" and ordering is not None and ordering in versions.column_names
+    fields = (ordering,) if isinstance(ordering, str) else tuple(ordering or ())
+    event = merge_mode == "EVENT_TIME_ORDERING" and bool(fields) and all(f in versions.column_names for f in fields)
     # group by key: codes via dictionary encoding
     enc = pc.dictionary_encode(keys).combine_chunks()
     code = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     if event:
-        ordcol = versions.column(ordering)
-        rank = _rank(ordcol)
-        is_null_ord = np.asarray(pc.is_null(ordcol).to_numpy(zero_copy_only=False), dtype=bool)
+        # several ordering fields: one rank per field, compared field by field (most significant first)
+        ranks = [_rank(versions.column(f)) for f in fields]
+        is_null_ord = np.ones(n, dtype=bool)
+        for f in fields:
+            is_null_ord &= np.asarray(pc.is_null(versions.column(f)).to_numpy(zero_copy_only=False), dtype=bool)
         reset = (op == OP_DELETE) & is_null_ord
         # last reset sequence per key
         last_reset = np.full(code.max() + 1, -1, dtype=np.int64)
         if reset.any():
             np.maximum.at(last_reset, code[reset], seq[reset])
         alive = seq >= last_reset[code]  # the reset itself stays as a candidate (it is a delete)
-        # a reset delete outranks everything before it; among later versions, (rank, seq) decides
-        eff_rank = np.where(reset, rank.min() - 1, rank)   # below every rank, nulls included
-        winners = _argmax_per_code(code, *(([alive.astype(np.int64)] if reset.any() else []) + [eff_rank, seq]))
+        # a reset delete outranks everything before it; among later versions, (ranks, seq) decides
+        eff = [np.where(reset, r.min() - 1, r) for r in ranks]   # below every rank, nulls included
+        winners = _argmax_per_code(code, *(([alive.astype(np.int64)] if reset.any() else []) + [*eff, seq]))
     else:
         winners = _argmax_per_code(code, seq)
     win_ops = op[winners]

@@ -189,10 +189,10 @@ def _execute(table: "TableContext", store: TimelineStore, txn: Any, data: Cluste
     schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
     ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
                        partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
-                       ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, table_name=cfg.name,
+                       ordering=cfg.ordering_key, merge_mode=cfg.merge_mode, table_name=cfg.name,
                        column_groups=cfg.column_groups, merger=table.merger(), operation="cluster")
     visible = frozenset(i.requested for i in timeline.commits if i.requested < instant)
-    slice_ctx = SliceReadContext(table.storage, schema, cfg.ordering_field, cfg.merge_mode, visible,
+    slice_ctx = SliceReadContext(table.storage, schema, cfg.ordering_key, cfg.merge_mode, visible,
                                  column_groups=cfg.column_groups, merger=table.merger())
     ctx.markers = txn.markers()
     sort_by = data.sort_columns

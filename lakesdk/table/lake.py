@@ -34,7 +34,7 @@ class Lake:
     >>> lake = lk.Lake("memory://doctest-lake")
     >>> t = lake.create_table("trips", key="uuid", partition_by="city", ordering="ts")
     >>> t
-    <Table 'trips' cow v8 at 'memory://doctest-lake/trips' key=uuid partition_by=city ordering=ts>
+    <Table 'trips' cow v9 at 'memory://doctest-lake/trips' key=uuid partition_by=city ordering=ts>
 
     The lake owns what the writes of its table handles start (marker servers and their
     threads, lock providers, open heartbeats): ``with Lake(...) as lake:`` (or :meth:`close`)
@@ -70,7 +70,7 @@ class Lake:
         *,
         key: str | Sequence[str],
         partition_by: str | Sequence[str] | None = None,
-        ordering: str | None = None,
+        ordering: str | Sequence[str] | None = None,
         table_type: Literal["cow", "mor"] = "cow",
         schema: pa.Schema | None = None,
         hive_style: bool = True,
@@ -78,9 +78,20 @@ class Lake:
         merge_mode: Literal["event_time", "commit_time", "partial_update", "custom"] | None = None,
         column_groups: dict[str, list[str]] | None = None,
         merger: str | None = None,
+        partial_update: Literal["ignore_defaults"] | None = None,
+        table_version: int = 9,
         exist_ok: bool = False,
     ) -> Table:
-        """Create a table version 8 (Hudi 1.0) in ``<root>/<name>``.
+        """Create a table in ``<root>/<name>``: table version 9 (Hudi 1.1+) by default,
+        ``table_version=8`` for Hudi 1.0 readers and writers.
+
+        ``ordering`` names the ordering field, or several (``["event_ts", "seq"]``, version 9):
+        versions of a record are compared field by field, the first field deciding unless the
+        values are equal (Hudi 1.1's rule).
+
+        ``partial_update="ignore_defaults"`` (version 9, commit-time ordering: no ``ordering``):
+        a null in an upserted record keeps the stored value of that column, as Hudi's
+        ``hoodie.table.partial.update.mode=IGNORE_DEFAULTS`` merges; a batch may leave columns out.
 
         ``merge_mode="partial_update"`` with ``column_groups={ordering_field: [columns...]}``
         makes a multi-stream table: each stream upserts the key, its ordering field and its
@@ -103,8 +114,29 @@ class Lake:
         if not keys:
             raise SchemaError("a table needs a record key: pass key='id' (or a list of fields)")
         parts = _fields(partition_by)
+        ordering_fields = _fields(ordering)
+        if len(set(ordering_fields)) != len(ordering_fields):
+            raise SchemaError(f"ordering names a field twice: {list(ordering_fields)}")
+        if table_version not in (8, 9):
+            raise SchemaError(f"table_version must be 9 (Hudi 1.1+, the default) or 8 (Hudi 1.0), not {table_version!r}")
+        if len(ordering_fields) > 1 and table_version < 9:
+            raise SchemaError(f"several ordering fields {list(ordering_fields)} need table_version=9: Hudi 1.0 "
+                              "(version 8) orders by one field")
+        pmode = None
+        if partial_update is not None:
+            if str(partial_update).lower() != "ignore_defaults":
+                raise SchemaError(f"partial_update must be 'ignore_defaults', not {partial_update!r}")
+            if table_version < 9:
+                raise SchemaError("partial_update='ignore_defaults' is version 9's "
+                                  "hoodie.table.partial.update.mode: create the table with table_version=9")
+            if ordering_fields or merge_mode not in (None, "commit_time"):
+                raise SchemaError("partial_update='ignore_defaults' merges under commit-time ordering (the later "
+                                  "write's non-null values win): pass no ordering= and no merge_mode; for several "
+                                  "streams ordered by their own fields use merge_mode='partial_update' with "
+                                  "column_groups")
+            pmode = "IGNORE_DEFAULTS"
         if schema is not None:
-            missing = [f for f in (*keys, *parts, *([ordering] if ordering else [])) if f not in schema.names]
+            missing = [f for f in (*keys, *parts, *ordering_fields) if f not in schema.names]
             if missing:
                 raise SchemaError(f"fields {missing} are not in the given schema ({', '.join(schema.names)})")
         mm = {None: None, "event_time": "EVENT_TIME_ORDERING", "commit_time": "COMMIT_TIME_ORDERING",
@@ -115,7 +147,7 @@ class Lake:
         if mm == "PARTIAL_UPDATE":
             if not column_groups:
                 raise SchemaError("merge_mode='partial_update' needs column_groups={ordering_field: [columns, ...]}")
-            if ordering:
+            if ordering_fields:
                 raise SchemaError("a partial-update table orders each column group by its own field; "
                                   "pass column_groups and no ordering=")
             seen: set[str] = set()
@@ -141,8 +173,8 @@ class Lake:
         elif merger:
             raise SchemaError("merger= needs merge_mode='custom'")
         cfg = TableConfig.new(
-            name=name, table_type=tt, record_key_fields=keys, partition_fields=parts, ordering_field=ordering,  # type: ignore[arg-type]
-            hive_style=hive_style, urlencode=partition_urlencode, create_schema=arrow_to_avro(schema, name) if schema is not None else None,
+            name=name, table_type=tt, record_key_fields=keys, partition_fields=parts, ordering_fields=ordering_fields,  # type: ignore[arg-type]
+            partial_update_mode=pmode, version=table_version, hive_style=hive_style, urlencode=partition_urlencode, create_schema=arrow_to_avro(schema, name) if schema is not None else None,
             merge_mode=mm, extra=extra,
         )
         ts = self.storage.child(name)

@@ -250,7 +250,7 @@ def _run(t: "Table", src: pa.Table, tschema: pa.Schema, has_target: bool, on: Se
     source_rows = src.num_rows
     unchanged = int(((action < 0) & s_present).sum())
     # one output row per acted-on row, in the target schema, with its op
-    o = cfg.ordering_field
+    o = set(cfg.ordering_fields)
     target_cols = list(tschema.names)
     all_cols = list(dict.fromkeys([*target_cols, *[c for c in src_cols if c not in target_cols]]))
     outs = []
@@ -262,7 +262,7 @@ def _run(t: "Table", src: pa.Table, tschema: pa.Schema, has_target: bool, on: Se
         exprs: dict[str, Any] = {}
         if c.kind.endswith("delete"):
             for k in target_cols:
-                exprs[k] = pc.coalesce(pc.field("s", k), pc.field("t", k)) if k == o and k in src_cols \
+                exprs[k] = pc.coalesce(pc.field("s", k), pc.field("t", k)) if k in o and k in src_cols \
                     else pc.field("t", k)
             op = 1
         elif c.kind in ("matched_update_all", "not_matched_insert_all"):

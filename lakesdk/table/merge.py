@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakesdk.exceptions import MergeConflictError, MissingColumnError, OptionsError, SchemaError
-from lakesdk.merge.ordering import event_time_field, null_ordering_error
+from lakesdk.merge.ordering import event_time_field, event_time_fields, null_ordering_error
 
 if TYPE_CHECKING:
     from lakesdk.commit.results import WriteResult
@@ -155,11 +155,10 @@ class MergeBuilder:
         cfg = t.config
         # event-time tables: every source row needs its ordering value, whichever clause takes
         # it (Hudi's MERGE INTO writes the source rows as records, and refuses a null one)
-        ordering = event_time_field(cfg.ordering_field, cfg.merge_mode)
-        if arrow is not None and ordering is not None and ordering in arrow.column_names \
-                and arrow.column(ordering).null_count:
-            raise null_ordering_error(ordering, arrow.column(ordering).null_count, arrow.num_rows, cfg.name,
-                                      "merge source")
+        ordering = event_time_field(cfg.ordering_key, cfg.merge_mode)
+        for f in event_time_fields(cfg.ordering_key, cfg.merge_mode):
+            if arrow is not None and f in arrow.column_names and arrow.column(f).null_count:
+                raise null_ordering_error(f, arrow.column(f).null_count, arrow.num_rows, cfg.name, "merge source")
         m: Any = None
         engine = "spark"
         if arrow is not None and t.context.engine() == "local":
@@ -202,7 +201,7 @@ class MergeBuilder:
             return set()
         t = self.table
         cfg = t.config
-        if cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups:
+        if cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups is not None:
             return set()   # a partial-update table: each stream writes its own column groups
         from lakesdk.format.schema import META_FIELDS
         missing = [c for c in t.schema.names if c not in META_FIELDS and c not in source_columns]

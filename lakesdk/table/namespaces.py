@@ -143,6 +143,19 @@ class Maintenance:
         from lakesdk.services.rollback import rollback_failed_writes
         return rollback_failed_writes(self._t.context, policy="lazy")
 
+    def upgrade(self) -> Any:
+        """Upgrade a table version 8 table (Hudi 1.0) to version 9 (Hudi 1.1+), as Apache Hudi's
+        upgrade does: ``hoodie.properties`` is rewritten (``hoodie.table.ordering.fields``
+        replaces ``hoodie.table.precombine.field``, the built-in merge modes lose their strategy
+        id and payload class) and the data stays as it is.  Returns the new TableConfig, or
+        None when the table is version 9 already; this handle then writes as version 9.
+        There is no downgrade in lakesdk: Apache Hudi downgrades (``hoodie.write.table.version=8``)."""
+        from lakesdk.services.upgrade import upgrade_table
+        new = upgrade_table(self._t.context)
+        if new is not None:
+            self._t._ctx = self._t.context.with_config(new)
+        return new
+
     def upgrade_key_encoding(self) -> Any:
         """Rewrite the record keys an earlier lakesdk wrote for empty composite-key values
         (``id:1,name:``) as Apache Hudi writes them (``id:1,name:__empty__``), so that upserts
@@ -261,4 +274,4 @@ class Maintenance:
         return (f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact(), "
                 "plan_clustering(), schedule_clustering(), cluster(), pending_clusterings(), plan_clean(), "
                 "clean(), savepoint(), savepoints(), delete_savepoint(), plan_restore(), restore(), plan_archive(), "
-                "archive(), plan_rollback(), rollback(), rollback_failed_writes(), upgrade_key_encoding()>")
+                "archive(), plan_rollback(), rollback(), rollback_failed_writes(), upgrade(), upgrade_key_encoding()>")

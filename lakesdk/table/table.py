@@ -188,7 +188,13 @@ class Table:
 
     @property
     def ordering(self) -> str | None:
+        """The (first) ordering field; :attr:`ordering_fields` names them all."""
         return self.config.ordering_field
+
+    @property
+    def ordering_fields(self) -> tuple[str, ...]:
+        """The ordering fields (``hoodie.table.ordering.fields``), compared field by field."""
+        return self.config.ordering_fields
 
     @property
     def spark(self) -> Any:
@@ -439,8 +445,8 @@ class Table:
         parts = [f"key={','.join(c.record_key_fields)}"]
         if c.partition_fields:
             parts.append(f"partition_by={','.join(c.partition_fields)}")
-        if c.ordering_field:
-            parts.append(f"ordering={c.ordering_field}")
+        if c.ordering_fields:
+            parts.append(f"ordering={','.join(c.ordering_fields)}")
         kind = "cow" if c.table_type == "COPY_ON_WRITE" else "mor"
         return f"<Table {c.name!r} {kind} v{c.props.get('hoodie.table.version')} at {self.path!r} {' '.join(parts)}>"
 
@@ -449,7 +455,7 @@ class Table:
         c = self.config
         rows = [("path", self.path), ("type", c.table_type), ("table version", c.props.get("hoodie.table.version")),
                 ("record key", ", ".join(c.record_key_fields)), ("partitioned by", ", ".join(c.partition_fields) or "-"),
-                ("ordering field", c.ordering_field or "-"), ("merge mode", c.merge_mode)]
+                ("ordering fields", ", ".join(c.ordering_fields) or "-"), ("merge mode", c.merge_mode)]
         body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
         return f"<div><b>lakesdk Table</b> <code>{html.escape(c.name)}</code><table>{body}</table></div>"
 

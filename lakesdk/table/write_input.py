@@ -34,7 +34,9 @@ from lakesdk.merge.ordering import (
     OP_UPSERT,
     PART,
     SEQ,
+    Ordering,
     event_time_field,
+    event_time_fields,
     null_ordering_error,
 )
 from lakesdk.table.data import keys_to_arrow, to_arrow_or_spark
@@ -123,11 +125,12 @@ class WriteInput:
                 raise MissingColumnError(
                     f"none of the ordering fields {list(groups)} is in the data (columns: {', '.join(schema.names)}); "
                     f"each stream of {cfg.name!r} writes its ordering field with the columns it guards")
-            o = cfg.ordering_field
-            # under event-time ordering every written record needs its ordering value (Hudi's rule;
+            # under event-time ordering every written record needs its ordering values (Hudi's rule;
             # the values are checked for nulls in _prepare), for overwrites and bulk inserts too
-            if o and o not in names and (self.operation in ("upsert", "insert", "merge")
-                                         or event_time_field(o, cfg.merge_mode)):
+            for o in cfg.ordering_fields:
+                if o in names or not (self.operation in ("upsert", "insert", "merge")
+                                      or event_time_field(o, cfg.merge_mode)):
+                    continue
                 raise MissingColumnError(
                     f"ordering field {o!r} is missing from the data (columns: {', '.join(schema.names)}); "
                     f"upserts into {cfg.name!r} decide between versions of a record by {o!r}: add it to every row")
@@ -179,7 +182,7 @@ class WriteInput:
                 "rename the columns before writing")
         if arrow is not None and self.operation != "delete":
             arrow = cast_to_schema(arrow, target_schema)
-            _check_ordering_values(arrow, cfg.ordering_field, cfg.merge_mode, cfg.name, self.operation)
+            _check_ordering_values(arrow, cfg.ordering_key, cfg.merge_mode, cfg.name, self.operation)
         elif sdf is not None and self.operation != "delete":
             from lakesdk.engine.spark import check_spark_casts
             sdf = check_spark_casts(sdf, target_schema)
@@ -188,7 +191,7 @@ class WriteInput:
         ctx = WriteContext(
             storage=t.storage, instant="", schema=target_schema, key_fields=cfg.record_key_fields,
             partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
-            ordering=cfg.ordering_field, merge_mode=cfg.merge_mode, column_groups=cfg.column_groups,
+            ordering=cfg.ordering_key, merge_mode=cfg.merge_mode, column_groups=cfg.column_groups,
             merger=t.context.merger(),
             target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
             operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor, keep_columns=keep,
@@ -226,7 +229,7 @@ class WriteInput:
         """Table columns the data lacks: an error (Hudi rejects such a batch), unless the caller
         opted in; returns the columns whose stored values an upsert keeps (``"keep"``)."""
         cfg = self.table.config
-        if table_schema is None or (cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups):
+        if table_schema is None or (cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups is not None):
             return ()   # a partial-update table: each stream writes its own column groups
         missing = [f.name for f in table_schema if f.name not in META_FIELDS and f.name not in in_schema.names]
         if not missing or self.missing_columns == "null":
@@ -249,16 +252,17 @@ class WriteInput:
         return default
 
 
-def _check_ordering_values(arrow: pa.Table, ordering: str | None, merge_mode: str, table: str, operation: str) -> None:
+def _check_ordering_values(arrow: pa.Table, ordering: Ordering, merge_mode: str, table: str, operation: str) -> None:
     """Under event-time ordering, refuse records written as data (every row; a merge's
-    upserts) whose ordering value is null, before the instant exists (Hudi refuses them)."""
-    o = event_time_field(ordering, merge_mode)
-    if not o or o not in arrow.column_names:
-        return
-    col = arrow.column(o)
-    what = operation
-    if OP in arrow.column_names:   # a merge: its deletes may go without an ordering value
-        col = col.filter(pc.equal(arrow.column(OP), OP_UPSERT))
-        what = "merge's updates and inserts"
-    if col.null_count:
-        raise null_ordering_error(o, col.null_count, len(col), table, what)
+    upserts) whose ordering value is null (any of several ordering fields), before the
+    instant exists (Hudi refuses them)."""
+    for o in event_time_fields(ordering, merge_mode):
+        if o not in arrow.column_names:
+            continue
+        col = arrow.column(o)
+        what = operation
+        if OP in arrow.column_names:   # a merge: its deletes may go without an ordering value
+            col = col.filter(pc.equal(arrow.column(OP), OP_UPSERT))
+            what = "merge's updates and inserts"
+        if col.null_count:
+            raise null_ordering_error(o, col.null_count, len(col), table, what)
