@@ -175,6 +175,8 @@ def test_writes_are_refused_before_anything_is_written(corpus, tmp_path):
     t = lk.open_table(str(path))
     row = {"ts": 1, "uuid": "u-new", "rider": "r", "driver": "d", "fare": 1.0, "city": "chennai"}
     for write in (lambda: t.upsert([row]), lambda: t.insert([row]), lambda: t.delete(["u-new"]),
+                  lambda: t.insert_overwrite([row]),
+                  lambda: t.merge([row], on="uuid").when_not_matched_insert_all().execute(),
                   lambda: t.maintenance.schedule_compaction(), lambda: t.maintenance.compact()):
         with pytest.raises(lk.TableConfigError, match="writes PARQUET ones only") as e:
             write()
