@@ -28,6 +28,9 @@ from lakesdk.format.timeline import Timeline
 from lakesdk.storage import Storage
 from lakesdk.timeline.store import TimelineStore
 
+#: actions whose instants write base files (the table's base file format must be one lakesdk writes)
+DATA_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit", "compaction", "clustering"})
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -199,6 +202,18 @@ class TableContext:
         """True when Spark runs (or would start) in this process with a local master."""
         from lakesdk.engine.session import spark_is_local
         return spark_is_local(self.spark_session)
+
+    def check_writes(self, action: str) -> None:
+        """Raise :class:`~lakesdk.TableConfigError` before an instant of ``action`` that writes
+        base files (a write, a compaction, a clustering) when lakesdk cannot write the table's
+        base file format: lakesdk reads LANCE base files and writes PARQUET ones only."""
+        fmt = self.config.base_file_format
+        if fmt != "PARQUET" and action in DATA_ACTIONS:
+            from lakesdk.exceptions import TableConfigError
+            raise TableConfigError(
+                f"{self.config.name!r} has hoodie.table.base.file.format={fmt}: lakesdk reads {fmt} base files but "
+                f"writes PARQUET ones only, so it does not start a {action} here (nothing was written); write the "
+                "table with Apache Hudi", key="hoodie.table.base.file.format")
 
     def engine(self) -> str:
         """The engine of driver-side data (the one chooser of writes, merges and services):

@@ -8,10 +8,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from lakesdk.engine.base_file import BASE_FILE_EXTENSIONS, file_schema
 from lakesdk.format.commit_metadata import CommitMetadata
-from lakesdk.format.damaged import damaged_file
 from lakesdk.format.schema import arrow_to_avro, avro_to_arrow, data_schema
 from lakesdk.format.timeline import Timeline
 from lakesdk.timeline.store import TimelineStore
@@ -64,17 +63,15 @@ def resolve_schema(store: TimelineStore, timeline: Timeline, *, create_schema: d
         if s is not None:
             return s
         for st in md.write_stats:
-            if st.path and st.path.endswith(".parquet"):
+            if st.path and st.path.endswith(BASE_FILE_EXTENSIONS):
                 try:
-                    with store.storage.open_input(st.path) as f, damaged_file(st.path):
-                        return data_schema(pq.read_schema(f).remove_metadata())
+                    return data_schema(file_schema(store.storage, st.path))
                 except FileNotFoundError:
                     continue
         if md.schema:
             return avro_to_arrow(md.schema)
     if base_file:
-        with store.storage.open_input(base_file) as f, damaged_file(base_file):
-            return data_schema(pq.read_schema(f).remove_metadata())
+        return data_schema(file_schema(store.storage, base_file))
     if create_schema:
         return data_schema(avro_to_arrow(create_schema))
     return None

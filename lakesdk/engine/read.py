@@ -83,7 +83,6 @@ def read_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], expr: 
     Arrow-native reader on the driver; merge-on-read slices are merged by the same merger
     the writer uses, a thread per slice.  ``limit``: at most that many rows, reading stops
     once they are found (:func:`iter_arrow`)."""
-    import pyarrow.dataset as ds
     if limit is not None:
         schema = output_schema(plan, columns)
         return pa.Table.from_batches(list(iter_arrow(table, plan, columns, expr, limit=limit)), schema)
@@ -94,15 +93,11 @@ def read_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], expr: 
     files = plan.files
     if not files:
         return full.empty_table().select(cols)
-    storage = table.storage
-    fs, paths = _arrow_fs(storage, files)
     if plan.commit_times is not None:
         inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
         expr = inc if expr is None else (expr & inc)
-    from lakesdk.format.damaged import damaged_files
-    with damaged_files(list(paths)):
-        dataset = ds.dataset(paths, schema=full, format="parquet", filesystem=fs)
-        return dataset.to_table(columns=cols, filter=expr)
+    from lakesdk.engine.base_file import scan_table
+    return scan_table(table.storage, files, full, cols, expr)
 
 
 def output_schema(plan: ReadPlan, columns: list[str]) -> pa.Schema:
@@ -228,22 +223,18 @@ def _iter_merged(ctx: "SliceReadContext", plan: ReadPlan, columns: list[str],
 
 def _iter_files(storage: "Storage", plan: ReadPlan, columns: list[str],
                 expr: pc.Expression | None) -> Iterator[pa.RecordBatch]:
-    import pyarrow.dataset as ds
+    from lakesdk.engine.base_file import scan_batches
     files = plan.files
     if not files:
         return
-    fs, paths = _arrow_fs(storage, files)
     if plan.commit_times is not None:
         inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
         expr = inc if expr is None else (expr & inc)
-    from lakesdk.format.damaged import damaged_files
-    with damaged_files(list(paths)):
-        dataset = ds.dataset(paths, schema=with_meta_fields(plan.schema), format="parquet", filesystem=fs)
-        yield from dataset.to_batches(columns=columns, filter=expr, fragment_readahead=2)
+    yield from scan_batches(storage, files, with_meta_fields(plan.schema), columns, expr)
 
 
 def count_rows(table: "TableContext", plan: ReadPlan) -> int | None:
-    """The number of rows of ``plan`` from the Parquet footers of its base files, without
+    """The number of rows of ``plan`` from the footers (metadata) of its base files, without
     reading data; None when the footers cannot tell (slices with log files to merge, an
     incremental read's commit-time filter).  The footers, not commit stats: they are what a
     read finds, whatever the stats say."""
@@ -253,19 +244,10 @@ def count_rows(table: "TableContext", plan: ReadPlan) -> int | None:
     if not files:
         return 0
     from concurrent.futures import ThreadPoolExecutor
+
+    from lakesdk.engine.base_file import file_rows
     with ThreadPoolExecutor(max_workers=min(8, len(files))) as pool:
-        return sum(pool.map(lambda f: _footer_rows(table.storage, f), files))
-
-
-def _footer_rows(storage: Any, path: str) -> int:
-    import pyarrow.parquet as pq
-
-    from lakesdk.format.damaged import damaged_file
-    with damaged_file(path):
-        if storage.is_local:
-            return int(pq.ParquetFile(storage.url(path)).metadata.num_rows)
-        with storage.open_input(path) as f:
-            return int(pq.ParquetFile(f).metadata.num_rows)
+        return sum(pool.map(lambda f: file_rows(table.storage, f), files))
 
 
 def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: pc.Expression | None) -> pa.Table:
@@ -381,32 +363,13 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
 
 def _scan(table: "TableContext", files: list[str], schema: pa.Schema, columns: list[str],
           expr: pc.Expression | None) -> pa.Table:
-    """``columns`` of the rows of base ``files`` that ``expr`` keeps: one dataset scan."""
-    import pyarrow.dataset as ds
-
-    from lakesdk.format.damaged import damaged_files
-    fs, paths = _arrow_fs(table.storage, files)
-    with damaged_files(list(paths)):
-        return ds.dataset(paths, schema=schema, format="parquet", filesystem=fs).to_table(columns=columns, filter=expr)
+    """``columns`` of the rows of base ``files`` that ``expr`` keeps: one dataset scan per format."""
+    from lakesdk.engine.base_file import scan_table
+    return scan_table(table.storage, files, schema, columns, expr)
 
 
 def _scan_tagged(table: "TableContext", files: list[str], schema: pa.Schema,
                  columns: list[str]) -> Iterator[tuple[str, pa.RecordBatch]]:
-    """(file, batch) of ``columns`` of every row of base ``files``: one dataset scan."""
-    import pyarrow.dataset as ds
-
-    from lakesdk.format.damaged import damaged_files
-    fs, paths = _arrow_fs(table.storage, files)
-    file_of = dict(zip(paths, files))
-    with damaged_files(list(paths)):
-        dataset = ds.dataset(paths, schema=schema, format="parquet", filesystem=fs)
-        for tagged in dataset.scanner(columns=columns).scan_batches():
-            yield file_of[tagged.fragment.path], tagged.record_batch
-
-
-def _arrow_fs(storage: Any, files: list[str]) -> tuple[Any, list[str]]:
-    import pyarrow.fs as pafs
-    if storage.is_local:
-        return pafs.LocalFileSystem(), [storage.url(f) for f in files]
-    handler = pafs.PyFileSystem(pafs.FSSpecHandler(storage.fs))
-    return handler, [f"{storage.root}/{f}" for f in files]
+    """(file, batch) of ``columns`` of every row of base ``files``: one dataset scan per format."""
+    from lakesdk.engine.base_file import scan_tagged
+    yield from scan_tagged(table.storage, files, schema, columns)

@@ -13,7 +13,6 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.schema import with_meta_fields
@@ -80,18 +79,10 @@ def _projected_schema(ctx: SliceReadContext, columns: Iterable[str] | None) -> p
 
 
 def _read_base_file(ctx: SliceReadContext, path: str, names: list[str] | None) -> pa.Table:
-    """A base file's columns among ``names`` (None: all); local files through Arrow's own
-    file I/O (no Python file object in the way, as the copy-on-write read)."""
-    from lakesdk.format.damaged import damaged_file
-    with damaged_file(path):
-        if ctx.storage.is_local:
-            pf = pq.ParquetFile(ctx.storage.url(path))
-            cols = None if names is None else [c for c in names if c in pf.schema_arrow.names]
-            return pf.read(columns=cols)
-        with ctx.storage.open_input(path) as f:
-            pf = pq.ParquetFile(f)
-            cols = None if names is None else [c for c in names if c in pf.schema_arrow.names]
-            return pf.read(columns=cols)
+    """A base file's columns among ``names`` (None: all), read by the reader of its format
+    (:mod:`lakesdk.engine.base_file`; local files through Arrow's own file I/O)."""
+    from lakesdk.engine.base_file import read_file
+    return read_file(ctx.storage, path, names)
 
 
 def _base_rows(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema) -> pa.Table | None:

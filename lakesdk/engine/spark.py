@@ -468,16 +468,17 @@ def _hadoop_path(local: str) -> str:
 
 def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Schema,
                      reader: Callable[[Any, str, pa.Schema], pa.Table] | None = None) -> Any:
-    """DataFrame over Parquet base files: Spark's own Parquet reader for local and Hadoop
-    paths, an Arrow reader task per file for fsspec-only stores."""
+    """DataFrame over base files: Spark's own Parquet reader for local Parquet files, an
+    Arrow reader task per file for fsspec-only stores and for formats Spark has no reader
+    for here (Lance: :mod:`lakesdk.engine.base_file`)."""
     from pyspark.sql.pandas.types import from_arrow_schema
+
+    from lakesdk.engine.base_file import needs_arrow_task, read_file
     sschema = from_arrow_schema(schema)
     if not paths:
         return spark.createDataFrame([], sschema)
-    if storage.is_local:
+    if storage.is_local and not needs_arrow_task(paths):
         return spark.read.schema(sschema).parquet(*[_hadoop_path(storage.url(p)) for p in paths])
-    import pyarrow.parquet as pq
-
     from lakesdk.engine.tasks import conform
     n = max(1, min(len(paths), parallelism(spark) * 2))
     src = spark.createDataFrame([(p,) for p in paths], "p string").repartition(n)
@@ -485,10 +486,7 @@ def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Sche
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             for p in b.column(0).to_pylist():
-                from lakesdk.format.damaged import damaged_file
-                with storage.open_input(p) as f, damaged_file(p):
-                    t = pq.read_table(f)
-                yield from conform(t, schema).to_batches()
+                yield from conform(read_file(storage, p), schema).to_batches()
     return src.mapInArrow(fn, sschema)
 
 

@@ -39,6 +39,8 @@ PARTIAL_UPDATE_MODE_KEY = "hoodie.table.partial.update.mode"
 LEGACY_PAYLOAD_KEY = "hoodie.table.legacy.payload.class"
 MERGE_PROPERTY_PREFIX = "hoodie.record.merge.property."
 _LAYOUT_FOR_VERSION = {6: 1, 7: 1, 8: 2, 9: 2}
+#: base file formats lakesdk reads (LANCE through the optional ``pylance`` package)
+BASE_FILE_FORMATS = ("PARQUET", "LANCE")
 
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 _TYPES = {"COPY_ON_WRITE": "COPY_ON_WRITE", "MERGE_ON_READ": "MERGE_ON_READ"}
@@ -344,11 +346,11 @@ class TableConfig:
             raise UnsupportedTableVersionError(
                 f"table version {version} expects timeline layout version {expected}, "
                 f"found hoodie.timeline.layout.version={layout}", key="hoodie.timeline.layout.version")
-        fmt = p.get("hoodie.table.base.file.format", "PARQUET").upper()
-        if fmt not in ("PARQUET",):
+        if self.base_file_format not in BASE_FILE_FORMATS:
             raise TableConfigError(
                 f"hoodie.properties: hoodie.table.base.file.format={p['hoodie.table.base.file.format']!r} "
-                "is not supported: lakesdk reads and writes PARQUET base files", key="hoodie.table.base.file.format")
+                "is not supported: lakesdk reads PARQUET and LANCE base files (and writes PARQUET)",
+                key="hoodie.table.base.file.format")
         for key in ("hoodie.datasource.write.drop.partition.columns",
                     "hoodie.datasource.write.hive_style_partitioning",
                     "hoodie.datasource.write.partitionpath.urlencode", "hoodie.populate.meta.fields"):
@@ -394,6 +396,11 @@ class TableConfig:
                 f"hoodie.properties: hoodie.table.type={raw!r} is not a table type "
                 "(expected COPY_ON_WRITE or MERGE_ON_READ)", key="hoodie.table.type")
         return t  # type: ignore[return-value]
+
+    @property
+    def base_file_format(self) -> str:
+        """``hoodie.table.base.file.format``: ``PARQUET`` (the default) or ``LANCE``."""
+        return (self.props.get("hoodie.table.base.file.format") or "PARQUET").strip().upper()
 
     @property
     def is_mor(self) -> bool:

@@ -375,6 +375,7 @@ def plan_clustering(table: "TableContext", *, small_file_limit: int = SMALL_FILE
 def schedule_clustering(table: "TableContext", plan: ClusteringPlan) -> ClusteringPlan:
     """Write the plan as a requested clustering instant (``T.clustering.requested``)."""
     table = context_of(table)
+    table.check_writes("clustering")
     if not plan.groups:
         raise LakeError(f"the clustering plan of {table.name!r} is empty: nothing to schedule")
     store = table.store

@@ -248,6 +248,7 @@ def schedule_compaction(table: "TableContext", plan: CompactionPlan) -> Compacti
     another compaction or a clustering took meanwhile are left out; when none is left, the
     plan is returned unscheduled (``instant`` None, no operations)."""
     table = context_of(table)
+    table.check_writes("compaction")
     store = table.store
     wanted = {(o.partition, o.file_id) for o in plan.operations}
     order = {key: n for n, key in enumerate((o.partition, o.file_id) for o in plan.operations)}

@@ -83,6 +83,7 @@ class InstantTransaction:
         (:mod:`lakesdk.concurrency.instants`).  Its heartbeat beats before the requested file
         exists, so no other writer takes it for a dead one."""
         from lakesdk.concurrency.heartbeat import Heartbeat
+        ctx.check_writes(action)
         opts = ctx.options
         beats: dict[str, Any] = {}
 
@@ -102,6 +103,7 @@ class InstantTransaction:
                markers: Any = None) -> "InstantTransaction":
         """A transaction for an instant already on the timeline (a planned table service
         claimed by this process, an instant opened by another process)."""
+        ctx.check_writes(instant.action)
         return cls(ctx, instant, operation=operation, heartbeat=heartbeat, markers=markers)
 
     def start(self, data: bytes = b"") -> Instant:

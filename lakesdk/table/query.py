@@ -157,8 +157,9 @@ class Query:
         exactly, without reading data: a snapshot whose file slices have no log files to merge
         (copy-on-write, merge-on-read after compaction, read-optimized), unfiltered or
         filtered on partition columns alone that each kept partition decides, is the sum of
-        the row counts of its base files' Parquet footers.  Otherwise (log files to merge,
-        row filters, incremental reads) the rows are read, one column of them."""
+        the row counts in its base files' footers (Parquet) or metadata (Lance).  Otherwise
+        (log files to merge, row filters, incremental reads) the rows are read, one column of
+        them."""
         from lakesdk.engine.read import count_rows, read_arrow
         from lakesdk.read.plan import decided_by_partitions
         plan = self.plan()
