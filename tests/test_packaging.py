@@ -127,7 +127,7 @@ PY2_ONLY = {"functools32", "futures", "enum34", "subprocess32", "configparser", 
             "ordereddict", "backports-functools-lru-cache", "backports-ssl-match-hostname", "pathlib2"}
 # what each user extra brings (one package each)
 EXTRA_PACKAGES = {"s3": "s3fs", "gcs": "gcsfs", "azure": "adlfs", "zookeeper": "kazoo", "notebook": "ipywidgets",
-                  "connect": "grpcio", "kafka": "confluent-kafka", "polars": "polars"}
+                  "connect": "grpcio", "kafka": "confluent-kafka", "polars": "polars", "lance": "pylance"}
 
 
 def _need_pypi() -> None:
