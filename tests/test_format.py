@@ -197,6 +197,26 @@ def test_v9_several_ordering_fields_and_custom_merge_modes():
         TableConfig({**p.props, "hoodie.table.partial.update.mode": "SOMETIMES"}).validate()
 
 
+def test_delete_markers_are_refused_where_records_merge():
+    """A table that marks deletes by a value (version 9's merge properties, or the AWS DMS and
+    Debezium payload classes of older tables) is refused where records merge: a merge that
+    ignored the marker would keep deleted rows."""
+    base = TableConfig.new(name="t", table_type="MERGE_ON_READ", record_key_fields=("id",), ordering_field="ts")
+    assert base.delete_marker is None
+    v9 = TableConfig({**base.props, "hoodie.record.merge.property.hoodie.payload.delete.field": "Op",
+                      "hoodie.record.merge.property.hoodie.payload.delete.marker": "D"})
+    dms = TableConfig({**base.props, "hoodie.table.version": "8",
+                       "hoodie.compaction.payload.class": "org.apache.hudi.common.model.AWSDmsAvroPayload"})
+    pg = TableConfig({**base.props,
+                      "hoodie.table.legacy.payload.class": "org.apache.hudi.common.model.debezium.PostgresDebeziumAvroPayload"})
+    for cfg, marker in ((v9, ("Op", "D")), (dms, ("Op", "D")), (pg, ("_change_operation_type", "d"))):
+        assert cfg.delete_marker == marker
+        cfg.validate()            # the table opens (its read-optimized view and timeline read)
+        with pytest.raises(TableConfigError, match="marks deleted records") as e:
+            cfg.merge_mode  # noqa: B018
+        assert e.value.key == "hoodie.record.merge.property.hoodie.payload.delete.field"
+
+
 _V8_HUDI = """hoodie.table.name=trips
 hoodie.table.type=MERGE_ON_READ
 hoodie.table.version=8

@@ -515,6 +515,23 @@ class TableConfig:
         return self.props.get(MERGER_NAME_KEY) or None
 
     @property
+    def delete_marker(self) -> tuple[str, str] | None:
+        """(field, value) marking a record as deleted: version 9's
+        ``hoodie.record.merge.property.hoodie.payload.delete.field`` / ``.marker``, or what an
+        older table's payload class implies (AWS DMS: ``Op`` = ``D``; Debezium:
+        ``_change_operation_type`` = ``d``).  None: no delete marker."""
+        field = (self.props.get(MERGE_PROPERTY_PREFIX + _DELETE_KEY) or "").strip()
+        value = self.props.get(MERGE_PROPERTY_PREFIX + _DELETE_MARKER)
+        if field and value is not None:
+            return field, value
+        for key in ("hoodie.compaction.payload.class", LEGACY_PAYLOAD_KEY):
+            implied = _PAYLOAD_UPGRADE.get((self.props.get(key) or "").strip(), {})
+            f, v = implied.get(MERGE_PROPERTY_PREFIX + _DELETE_KEY), implied.get(MERGE_PROPERTY_PREFIX + _DELETE_MARKER)
+            if f and v is not None:
+                return f, v
+        return None
+
+    @property
     def partial_update_mode(self) -> str:
         """``hoodie.table.partial.update.mode`` (version 9): NONE (absent), IGNORE_DEFAULTS or
         FILL_UNAVAILABLE."""
@@ -538,6 +555,14 @@ class TableConfig:
             return "CUSTOM"
         m = self.props.get("hoodie.record.merge.mode")
         mode = m.upper() if m else ("EVENT_TIME_ORDERING" if self.ordering_field else "COMMIT_TIME_ORDERING")
+        marker = self.delete_marker
+        if marker is not None:
+            raise TableConfigError(
+                f"{self.name!r} marks deleted records by a value ({marker[0]} = {marker[1]!r}, "
+                f"{MERGE_PROPERTY_PREFIX}{_DELETE_KEY} / {_DELETE_MARKER} or the payload class that implies them), "
+                "which lakesdk does not apply when it merges records: merging without it would keep deleted rows. "
+                "Read the read-optimized view (read_optimized=True), or read and write the table with Apache Hudi",
+                key=MERGE_PROPERTY_PREFIX + _DELETE_KEY)
         partial = self.partial_update_mode
         if partial == "NONE":
             return mode
