@@ -340,7 +340,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
                 versions, keys, _ = logs[id(sl)].result()
                 splits.append((sl, pool.submit(split, batch, versions, keys, None)))
         touched: dict[int, list[pa.Table]] = {}
-        for sl, fut in show_progress(splits, desc="merging file slices", unit="batch",
+        for sl, fut in show_progress(splits, desc="reading file slices",
                                      setting=table.options.progress):
             untouched, part = fut.result()
             out.append(untouched)
