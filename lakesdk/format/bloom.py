@@ -1,0 +1,483 @@
+"""Apache Hudi's record-key bloom filters and key ranges, as its base files carry them.
+
+Every Parquet base file Hudi writes holds, in its footer's key-value metadata:
+
+* ``hoodie_min_record_key`` / ``hoodie_max_record_key``: the least and greatest record key
+  (Java ``String`` order: UTF-16 code units);
+* ``org.apache.hudi.bloomfilter`` (``com.uber.hoodie.bloomfilter`` in old files): a bloom
+  filter of the record keys, serialized with Java's ``DataOutput`` (big-endian) and
+  Base64-encoded;
+* ``hoodie_bloom_filter_type_code``: ``DYNAMIC_V0`` (absent: ``SIMPLE``).
+
+A ``SIMPLE`` filter is one bit vector: ``int -1`` (the version), ``int nbHash``, ``byte
+hashType`` (1: MurmurHash), ``int vectorSize``, then ``ceil(vectorSize / 8)`` bytes, bit
+``i`` at byte ``i // 8``, bit ``i % 8`` (least significant first).  A ``DYNAMIC_V0`` filter
+(``hoodie.bloom.index.filter.type``, the default) is the same header, then ``int nr`` (keys
+per row: ``hoodie.index.bloom.num_entries``), ``int currentNbRecord`` (keys in the last row
+since it was added), ``int rows``, then every row as a ``SIMPLE`` filter.  Keys fill rows of
+``nr`` keys until ``rows * nr`` reaches ``hoodie.bloom.index.filter.dynamic.max.entries``;
+after that they go to the rows in turn.  A key may be in the filter when every one of its
+``nbHash`` bits is set in some row.
+
+A key's bits: its UTF-8 bytes hashed ``nbHash`` times with Hadoop's MurmurHash (the 32-bit
+MurmurHash2 of Hadoop and Hudi, whose tail bytes are sign-extended), each time seeded with
+the previous hash (0 first); bit ``|h % vectorSize|`` (Java's remainder of the signed hash).
+The vector size is ``ceil(n * -ln(fpp) / ln(2)^2)`` and ``nbHash = ceil(ln(2) * size / n)``
+for ``n = hoodie.index.bloom.num_entries`` (60000) and ``fpp = hoodie.index.bloom.fpp``
+(1e-9): 2,587,966 bits, 30 hashes.
+
+The hashing is vectorised with numpy over the keys' bytes (keys grouped by length; the
+per-block work of MurmurHash does not depend on the seed and is done once per key).  No I/O
+here: the engines read and write the footers (:mod:`lakesdk.engine.tasks`).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "BLOOM_FILTER_KEY", "OLD_BLOOM_FILTER_KEY", "TYPE_CODE_KEY", "MIN_KEY", "MAX_KEY", "SIMPLE", "DYNAMIC_V0",
+    "MURMUR_HASH", "JENKINS_HASH", "BloomConfig", "BloomFilter", "KeyRange", "FooterIndex", "FOOTER_KEYS",
+    "bit_size", "num_hashes", "murmur_hash", "key_positions", "build_filter", "file_footer", "footer_metadata",
+    "read_footer", "key_range", "in_range",
+]
+
+BLOOM_FILTER_KEY = "org.apache.hudi.bloomfilter"
+OLD_BLOOM_FILTER_KEY = "com.uber.hoodie.bloomfilter"
+TYPE_CODE_KEY = "hoodie_bloom_filter_type_code"
+MIN_KEY = "hoodie_min_record_key"
+MAX_KEY = "hoodie_max_record_key"
+SIMPLE = "SIMPLE"
+DYNAMIC_V0 = "DYNAMIC_V0"
+JENKINS_HASH = 0
+MURMUR_HASH = 1
+_VERSION = -1
+_M = np.uint32(0x5BD1E995)
+
+
+@dataclass(frozen=True)
+class BloomConfig:
+    """The writer's bloom filter settings (Hudi's names and defaults)."""
+
+    num_entries: int = 60000          # hoodie.index.bloom.num_entries
+    fpp: float = 1e-9                 # hoodie.index.bloom.fpp
+    filter_type: str = DYNAMIC_V0     # hoodie.bloom.index.filter.type
+    max_entries: int = 100000         # hoodie.bloom.index.filter.dynamic.max.entries
+
+    def __post_init__(self) -> None:
+        if self.num_entries <= 0 or not 0.0 < self.fpp < 1.0:
+            raise ValueError(f"bloom filter: num_entries must be > 0 and 0 < fpp < 1, got {self.num_entries}, {self.fpp}")
+        if self.filter_type.upper() not in (SIMPLE, DYNAMIC_V0):
+            raise ValueError(f"bloom filter type must be SIMPLE or DYNAMIC_V0, got {self.filter_type!r}")
+
+    @classmethod
+    def of(cls, options: Any) -> "BloomConfig":
+        """The settings of a :class:`~lakesdk.TableOptions` (``bloom_*``)."""
+        return cls(num_entries=options.bloom_num_entries, fpp=options.bloom_fpp,
+                   filter_type=str(options.bloom_filter_type).upper(), max_entries=options.bloom_max_entries)
+
+    @property
+    def vector_size(self) -> int:
+        return bit_size(self.num_entries, self.fpp)
+
+    @property
+    def nb_hash(self) -> int:
+        return num_hashes(self.vector_size, self.num_entries)
+
+
+def bit_size(num_entries: int, fpp: float) -> int:
+    return int(math.ceil(num_entries * (-math.log(fpp) / (math.log(2) * math.log(2)))))
+
+
+def num_hashes(vector_size: int, num_entries: int) -> int:
+    return int(math.ceil(math.log(2) * vector_size / num_entries))
+
+
+# ---------------------------------------------------------------------------------- hashing
+def _utf8(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes as uint8, offsets as int64 of n + 1) of string keys."""
+    if not isinstance(keys, (pa.Array, pa.ChunkedArray)):
+        keys = pa.array(list(keys), pa.string())
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
+    if pa.types.is_dictionary(keys.type):
+        keys = keys.cast(pa.string())
+    if pa.types.is_string_view(keys.type) or pa.types.is_binary_view(keys.type):
+        keys = keys.cast(pa.large_string())
+    if keys.null_count:
+        raise ValueError("a bloom filter holds no null key")
+    bufs = keys.buffers()
+    large = pa.types.is_large_string(keys.type) or pa.types.is_large_binary(keys.type)
+    off = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)[keys.offset: keys.offset + len(keys) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return data, off.astype(np.int64)
+
+
+def _groups(lengths: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """Key indices grouped by number of 4-byte blocks: [(blocks, indices)]."""
+    blocks = lengths >> 2
+    if blocks.size and blocks.min() == blocks.max():
+        return [(int(blocks[0]), np.arange(blocks.size))]
+    order = np.argsort(blocks, kind="stable")
+    cuts = np.flatnonzero(np.diff(blocks[order])) + 1
+    return [(int(blocks[g[0]]), g) for g in np.split(order, cuts) if g.size]
+
+
+class _Prepared:
+    """The seed-independent part of MurmurHash for one group of keys of equal block count:
+    the mixed 4-byte blocks (shape ``(blocks, n)``), the lengths and the tail bytes."""
+
+    __slots__ = ("blocks", "length", "tail", "tail_mul")
+
+    def __init__(self, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, nblocks: int) -> None:
+        m = _M
+        n = len(starts)
+        width = int(lengths[0]) if n else 0
+        # keys of one length stored back to back (a fixed-width id, a uuid): one matrix view
+        dense = n > 0 and bool((lengths == width).all()) and int(starts[-1]) - int(starts[0]) == (n - 1) * width \
+            and bool((np.diff(starts) == width).all())
+        with np.errstate(over="ignore"):
+            if dense:
+                mat = data[int(starts[0]): int(starts[0]) + n * width].reshape(n, width)
+                k = np.ascontiguousarray(mat[:, : 4 * nblocks]).view("<u4").T.copy() if nblocks else \
+                    np.zeros((0, n), np.uint32)
+            else:
+                k = np.empty((nblocks, n), np.uint32)
+                for j in range(nblocks):
+                    p = starts + 4 * j
+                    k[j] = (data[p].astype(np.uint32) | (data[p + 1].astype(np.uint32) << 8)
+                            | (data[p + 2].astype(np.uint32) << 16) | (data[p + 3].astype(np.uint32) << 24))
+            k *= m
+            k ^= k >> np.uint32(24)
+            k *= m
+            self.blocks = k
+            self.length = lengths.astype(np.uint32)
+            left = lengths - 4 * nblocks
+            if (left > 0).any():
+                last = len(data) - 1
+                base = starts + 4 * nblocks
+
+                def sx(i: int) -> np.ndarray:   # the tail byte i, sign-extended as a Java byte
+                    return data[np.minimum(base + i, last)].view(np.int8).astype(np.int32).view(np.uint32)
+                b0, b1, b2 = sx(0), sx(1), sx(2)
+                t3 = (b0 << np.uint32(16)) ^ (b1 << np.uint32(8)) ^ b2
+                t2 = (b0 << np.uint32(8)) ^ b1
+                self.tail: np.ndarray | None = np.where(left == 3, t3, np.where(left == 2, t2, np.where(
+                    left == 1, b0, np.uint32(0)))).astype(np.uint32)
+                self.tail_mul = np.where(left > 0, m, np.uint32(1)).astype(np.uint32)
+            else:
+                self.tail = None
+
+    def hash(self, seed: np.ndarray) -> np.ndarray:
+        m = _M
+        with np.errstate(over="ignore"):
+            h = seed ^ self.length
+            for k in self.blocks:
+                h *= m
+                h ^= k
+            if self.tail is not None:
+                h ^= self.tail
+                h *= self.tail_mul
+            h ^= h >> np.uint32(13)
+            h *= m
+            h ^= h >> np.uint32(15)
+        return h
+
+
+def murmur_hash(keys: pa.Array | pa.ChunkedArray | Sequence[str], seed: int = 0) -> np.ndarray:
+    """Hadoop's MurmurHash of each key's UTF-8 bytes, as int32 (for tests and tools)."""
+    data, off = _utf8(keys)
+    lengths = off[1:] - off[:-1]
+    out = np.zeros(len(lengths), np.uint32)
+    for nblocks, idx in _groups(lengths):
+        prep = _Prepared(data, off[:-1][idx], lengths[idx], nblocks)
+        out[idx] = prep.hash(np.full(len(idx), seed & 0xFFFFFFFF, np.uint32))
+    return out.view(np.int32)
+
+
+def key_positions(keys: pa.Array | pa.ChunkedArray | Sequence[str], vector_size: int, nb_hash: int) -> np.ndarray:
+    """The ``nb_hash`` bit positions of each key, shape ``(nb_hash, n)``, uint32.  Keys must
+    be non-empty (Hudi refuses to hash an empty key)."""
+    data, off = _utf8(keys)
+    lengths = off[1:] - off[:-1]
+    n = len(lengths)
+    out = np.empty((nb_hash, n), np.uint32)
+    if n == 0:
+        return out
+    if lengths.min() <= 0:
+        raise ValueError("a bloom filter holds no empty key")
+    vs = np.uint32(vector_size)
+    groups = _groups(lengths)
+    for nblocks, idx in groups:
+        prep = _Prepared(data, off[:-1][idx], lengths[idx], nblocks)
+        h = np.zeros(len(idx), np.uint32)
+        for i in range(nb_hash):
+            h = prep.hash(h)
+            # Java's |h % size| of the signed hash: |h| as unsigned, then the remainder
+            # (a division by a scalar: numpy's floor_divide is much faster than remainder)
+            a = np.abs(h.view(np.int32)).view(np.uint32)
+            q = a // vs
+            q *= vs
+            a -= q
+            if len(groups) == 1:
+                out[i] = a
+            else:
+                out[i, idx] = a
+    return out
+
+
+# ---------------------------------------------------------------------------------- filters
+@dataclass
+class BloomFilter:
+    """A decoded (or built) Hudi bloom filter: one bit vector per row (``SIMPLE``: one)."""
+
+    type_code: str
+    vector_size: int
+    nb_hash: int
+    hash_type: int = MURMUR_HASH
+    rows: list[np.ndarray] = field(default_factory=list)   # each: ceil(vector_size / 8) uint8
+    nr: int = 0                  # DYNAMIC_V0: keys per row
+    current: int = 0             # DYNAMIC_V0: keys in the last row since it was added
+
+    def might_contain(self, keys: pa.Array | pa.ChunkedArray | Sequence[str] | None = None, *,
+                      positions: np.ndarray | None = None) -> np.ndarray:
+        """Per key: may the filter hold it (False: it surely does not)?  ``positions``: the
+        keys' :func:`key_positions` under this filter's size and hash count, when known."""
+        if self.hash_type != MURMUR_HASH:
+            raise ValueError(f"bloom filter hash type {self.hash_type} is not supported (only MurmurHash)")
+        if positions is None:
+            positions = key_positions(keys if keys is not None else [], self.vector_size, self.nb_hash)
+        n = positions.shape[1]
+        found = np.zeros(n, bool)
+        for row in self.rows:
+            cand = np.flatnonzero(~found)
+            for i in range(self.nb_hash):
+                if not cand.size:
+                    break
+                p = positions[i, cand]
+                cand = cand[(row[p >> 3] >> (p & 7).astype(np.uint8)) & 1 == 1]
+            found[cand] = True
+            if found.all():
+                break
+        return found
+
+    def serialize(self) -> bytes:
+        """The filter as Hudi's ``serializeToString`` writes it (Base64 text, as bytes)."""
+        head = struct.pack(">iibi", _VERSION, self.nb_hash, self.hash_type, self.vector_size)
+        parts = [head]
+        if self.type_code == DYNAMIC_V0:
+            parts.append(struct.pack(">iii", self.nr, self.current, len(self.rows)))
+            for row in self.rows:
+                parts += [head, row.tobytes()]
+        else:
+            parts.append(self.rows[0].tobytes())
+        return base64.b64encode(b"".join(parts))
+
+    @classmethod
+    def deserialize(cls, text: bytes | str, type_code: str | None = None) -> "BloomFilter":
+        """A filter from its footer value (``type_code`` absent: ``SIMPLE``)."""
+        raw = base64.b64decode(text, validate=False)
+        code = (type_code or SIMPLE).upper()
+        if code not in (SIMPLE, DYNAMIC_V0):
+            raise ValueError(f"unknown bloom filter type code {type_code!r}")
+        pos = 0
+
+        def header() -> tuple[int, int, int]:
+            nonlocal pos
+            (ver,) = struct.unpack_from(">i", raw, pos)
+            if ver > 0:   # the old unversioned format: nbHash first, Jenkins hashing
+                nb, ht = ver, JENKINS_HASH
+                pos += 4
+            elif ver == _VERSION:
+                _, nb, ht = struct.unpack_from(">iib", raw, pos)
+                pos += 9
+            else:
+                raise ValueError(f"unsupported bloom filter version {ver}")
+            (vs,) = struct.unpack_from(">i", raw, pos)
+            pos += 4
+            if vs <= 0 or nb <= 0:
+                raise ValueError("bloom filter with no bits or no hashes")
+            return nb, ht, vs
+
+        def bits(vs: int) -> np.ndarray:
+            nonlocal pos
+            nbytes = (vs + 7) // 8
+            if pos + nbytes > len(raw):
+                raise ValueError("bloom filter bits cut short")
+            row = np.frombuffer(raw, np.uint8, nbytes, pos)
+            pos += nbytes
+            return row
+
+        nb, ht, vs = header()
+        if code == SIMPLE:
+            return cls(SIMPLE, vs, nb, ht, [bits(vs)])
+        nr, cur, nrows = struct.unpack_from(">iii", raw, pos)
+        pos += 12
+        rows = []
+        for _ in range(nrows):
+            rnb, rht, rvs = header()
+            if (rnb, rht, rvs) != (nb, ht, vs):
+                raise ValueError("bloom filter rows of different shapes")
+            rows.append(bits(rvs))
+        return cls(DYNAMIC_V0, vs, nb, ht, rows, nr, cur)
+
+
+def _dynamic_rows(n: int, nr: int, max_nr: int) -> tuple[int, int, int, np.ndarray]:
+    """Hudi's ``InternalDynamicBloomFilter.add`` for ``n`` keys in order: the number of rows,
+    the final ``currentNbRecord``, ``filled`` (keys ``i < filled`` go to row ``i // nr``) and
+    the row of each later key (once ``rows * nr`` reached the bound: the first to row 0, the
+    next ones to rows 0, 1, ... in turn)."""
+    cap = max(1, -(-max_nr // nr))    # rows once the bound is reached
+    filled = min(n, cap * nr)
+    rows = 1 if n == 0 else int(min(cap, -(-n // nr)))
+    current = n - (rows - 1) * nr
+    after = np.arange(n - filled, dtype=np.int64)
+    late = np.where(after == 0, 0, (after - 1) % cap)
+    return rows, int(current), filled, late
+
+
+def build_filter(keys: pa.Array | pa.ChunkedArray | Sequence[str], config: BloomConfig = BloomConfig()) -> BloomFilter:
+    """The filter Hudi writes for ``keys`` added in this order."""
+    vs, nb = config.vector_size, config.nb_hash
+    pos = key_positions(keys, vs, nb)
+    n = pos.shape[1]
+    code = SIMPLE if config.filter_type.upper() == SIMPLE else DYNAMIC_V0
+    if code == SIMPLE:
+        nrows, current, filled, late = 1, 0, n, np.zeros(0, np.int64)
+        nr = n or 1
+    else:
+        nr = config.num_entries
+        nrows, current, filled, late = _dynamic_rows(n, nr, config.max_entries)
+    rows = []
+    for r in range(nrows):
+        bitmap = np.zeros(vs, bool)
+        bitmap[pos[:, r * nr: min((r + 1) * nr, filled)]] = True
+        if late.size:
+            bitmap[pos[:, filled:][:, late == r]] = True
+        rows.append(np.packbits(bitmap, bitorder="little"))
+    return BloomFilter(code, vs, nb, MURMUR_HASH, rows, config.num_entries if code == DYNAMIC_V0 else 0, current)
+
+
+# ---------------------------------------------------------------------------------- key ranges
+@dataclass(frozen=True)
+class KeyRange:
+    """A file's least and greatest record key (Java ``String`` order)."""
+
+    min: str
+    max: str
+
+
+def _java_order_safe(s: str) -> bool:
+    """Java's String order (UTF-16 code units) and UTF-8 byte order agree on strings without
+    characters beyond the Basic Multilingual Plane."""
+    return all(ord(c) < 0x10000 for c in s) if not s.isascii() else True
+
+
+def key_range(keys: pa.Array | pa.ChunkedArray) -> KeyRange | None:
+    """The least and greatest key in Java's ``String`` order, as Hudi writes them."""
+    if len(keys) == 0:
+        return None
+    mm = pc.min_max(keys)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if lo is None or hi is None:
+        return None
+    if _has_astral(keys):   # UTF-16 order differs from byte order: compute it as Java does
+        vals = [k for k in keys.to_pylist() if k is not None]
+        lo = min(vals, key=lambda s: s.encode("utf-16-be"))
+        hi = max(vals, key=lambda s: s.encode("utf-16-be"))
+    return KeyRange(lo, hi)
+
+
+def _has_astral(keys: pa.Array | pa.ChunkedArray) -> bool:
+    """Does any key hold a character beyond U+FFFF (a 4-byte UTF-8 sequence)?"""
+    data, _ = _utf8(keys)
+    return bool(data.size) and bool((data >= 0xF0).any())
+
+
+def in_range(keys: pa.Array | pa.ChunkedArray, rng: KeyRange) -> np.ndarray:
+    """Per key: within ``rng`` (inclusive) in Java's order.  When the order cannot be decided
+    on bytes (characters beyond U+FFFF in the range or a key), the key counts as in range."""
+    n = len(keys)
+    if not (_java_order_safe(rng.min) and _java_order_safe(rng.max)):
+        return np.ones(n, bool)
+    inside = pc.and_(pc.greater_equal(keys, pa.scalar(rng.min, pa.string())),
+                     pc.less_equal(keys, pa.scalar(rng.max, pa.string())))
+    out = np.asarray(inside.to_numpy(zero_copy_only=False), dtype=bool) if n else np.zeros(0, bool)
+    if n and _has_astral(keys):
+        data, off = _utf8(keys)
+        astral = np.zeros(n, bool)
+        hits = np.flatnonzero(data >= 0xF0)
+        if hits.size:
+            astral[np.searchsorted(off[1:], hits, side="right")] = True
+        out |= astral
+    return out
+
+
+# ---------------------------------------------------------------------------------- footers
+@dataclass
+class FooterIndex:
+    """What a base file's footer tells the key index: its key range and bloom filter (either
+    may be missing: such a file's keys are read)."""
+
+    range: KeyRange | None = None
+    bloom: BloomFilter | None = None
+
+
+FOOTER_KEYS = frozenset(k.encode() for k in (BLOOM_FILTER_KEY, OLD_BLOOM_FILTER_KEY, TYPE_CODE_KEY, MIN_KEY, MAX_KEY))
+
+
+def file_footer(keys: pa.Array | pa.ChunkedArray,
+                config: BloomConfig | None = BloomConfig()) -> tuple[dict[bytes, bytes], FooterIndex]:
+    """The footer entries of a base file holding ``keys`` (in file order), and what they tell
+    the key index: key range and, with ``config``, the bloom filter and its type code (only
+    ``DYNAMIC_V0`` names it, as Hudi writes).  Without a bloom filter when a key is empty
+    (Hudi cannot hash it)."""
+    out: dict[bytes, bytes] = {}
+    rng = key_range(keys)
+    index = FooterIndex(rng)
+    if rng is not None:
+        out[MIN_KEY.encode()] = rng.min.encode()
+        out[MAX_KEY.encode()] = rng.max.encode()
+    if config is None or len(keys) == 0 or pc.min(pc.binary_length(keys)).as_py() == 0:
+        return out, index
+    bf = build_filter(keys, config)
+    out[BLOOM_FILTER_KEY.encode()] = bf.serialize()
+    if bf.type_code == DYNAMIC_V0:
+        out[TYPE_CODE_KEY.encode()] = DYNAMIC_V0.encode()
+    index.bloom = bf
+    return out, index
+
+
+def footer_metadata(keys: pa.Array | pa.ChunkedArray, config: BloomConfig | None = BloomConfig()) -> dict[bytes, bytes]:
+    """The footer entries of :func:`file_footer`."""
+    return file_footer(keys, config)[0]
+
+
+def read_footer(metadata: Mapping[bytes, bytes] | None) -> FooterIndex:
+    """Key range and bloom filter from a footer's key-value metadata (missing or unreadable
+    entries are left out: the file's keys are then read)."""
+    md = metadata or {}
+    out = FooterIndex()
+    lo, hi = md.get(MIN_KEY.encode()), md.get(MAX_KEY.encode())
+    if lo is not None and hi is not None:
+        try:
+            out.range = KeyRange(lo.decode("utf-8"), hi.decode("utf-8"))
+        except UnicodeDecodeError:
+            out.range = None
+    text = md.get(BLOOM_FILTER_KEY.encode()) or md.get(OLD_BLOOM_FILTER_KEY.encode())
+    if text:
+        code = md.get(TYPE_CODE_KEY.encode())
+        try:
+            bf = BloomFilter.deserialize(text, code.decode() if code else None)
+            out.bloom = bf if bf.hash_type == MURMUR_HASH else None
+        except (ValueError, struct.error, base64.binascii.Error):   # type: ignore[attr-defined]
+            out.bloom = None
+    return out
