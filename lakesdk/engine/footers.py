@@ -36,7 +36,7 @@ class _FooterCache:
             return hit[0]
 
     def put(self, url: str, index: FooterIndex) -> None:
-        nbytes = 256 + (sum(r.nbytes for r in index.bloom.rows) if index.bloom is not None else 0)
+        nbytes = 256 + index.nbytes
         if nbytes > self.limit:
             return
         with self._lock:

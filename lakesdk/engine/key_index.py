@@ -103,15 +103,18 @@ def _map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
 
 def _candidates(fi: FooterIndex, part: str | None, keys: pa.Array, positions: _Positions) -> np.ndarray | None:
     """Which incoming ``keys`` the file may hold (None: the footer cannot tell)."""
-    if fi.range is None and fi.bloom is None:
+    if fi.range is None and not fi.has_bloom:
         return None
     mask = np.ones(len(keys), bool)
     if fi.range is not None:
         mask &= in_range(keys, fi.range)
-    if fi.bloom is not None and mask.any():
+    if fi.has_bloom and mask.any():
+        bloom = fi.bloom
+        if bloom is None:   # unreadable: the key range alone, if any
+            return mask if fi.range is not None else None
         sub = np.flatnonzero(mask)
-        pos = positions.get(part, keys, fi.bloom.vector_size, fi.bloom.nb_hash)
-        mask[sub] = fi.bloom.might_contain(positions=pos[:, sub] if sub.size < len(keys) else pos)
+        pos = positions.get(part, keys, bloom.vector_size, bloom.nb_hash)
+        mask[sub] = bloom.might_contain(positions=pos[:, sub] if sub.size < len(keys) else pos)
     return mask
 
 

@@ -34,6 +34,7 @@ here: the engines read and write the footers (:mod:`lakesdk.engine.tasks`).
 from __future__ import annotations
 
 import base64
+import binascii
 import math
 import struct
 from dataclasses import dataclass, field
@@ -422,13 +423,45 @@ def in_range(keys: pa.Array | pa.ChunkedArray, rng: KeyRange) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------- footers
-@dataclass
 class FooterIndex:
     """What a base file's footer tells the key index: its key range and bloom filter (either
-    may be missing: such a file's keys are read)."""
+    may be missing: such a file's keys are read).  A filter read from a footer is decoded
+    when it is first asked for (a key range alone often rules the file out)."""
 
-    range: KeyRange | None = None
-    bloom: BloomFilter | None = None
+    def __init__(self, range: KeyRange | None = None, bloom: BloomFilter | None = None, *,
+                 text: bytes | None = None, type_code: str | None = None) -> None:
+        self.range = range
+        self._bloom = bloom
+        self._text = text
+        self._code = type_code
+
+    @property
+    def has_bloom(self) -> bool:
+        """Does the footer hold a bloom filter (not decoded yet, it may still be unreadable)?"""
+        return self._bloom is not None or self._text is not None
+
+    @property
+    def bloom(self) -> BloomFilter | None:
+        """The bloom filter (None: none, or one this module cannot read)."""
+        if self._text is not None:
+            text, self._text = self._text, None
+            try:
+                bf = BloomFilter.deserialize(text, self._code)
+                self._bloom = bf if bf.hash_type == MURMUR_HASH else None
+            except (ValueError, struct.error, binascii.Error):
+                self._bloom = None
+        return self._bloom
+
+    @bloom.setter
+    def bloom(self, value: BloomFilter | None) -> None:
+        self._bloom, self._text = value, None
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the filter takes, about."""
+        if self._text is not None:
+            return len(self._text)
+        return sum(r.nbytes for r in self._bloom.rows) if self._bloom is not None else 0
 
 
 FOOTER_KEYS = frozenset(k.encode() for k in (BLOOM_FILTER_KEY, OLD_BLOOM_FILTER_KEY, TYPE_CODE_KEY, MIN_KEY, MAX_KEY))
@@ -475,9 +508,5 @@ def read_footer(metadata: Mapping[bytes, bytes] | None) -> FooterIndex:
     text = md.get(BLOOM_FILTER_KEY.encode()) or md.get(OLD_BLOOM_FILTER_KEY.encode())
     if text:
         code = md.get(TYPE_CODE_KEY.encode())
-        try:
-            bf = BloomFilter.deserialize(text, code.decode() if code else None)
-            out.bloom = bf if bf.hash_type == MURMUR_HASH else None
-        except (ValueError, struct.error, base64.binascii.Error):   # type: ignore[attr-defined]
-            out.bloom = None
+        out = FooterIndex(out.range, text=text, type_code=code.decode("utf-8", "replace") if code else None)
     return out
