@@ -35,13 +35,17 @@ import pyarrow.compute as pc
 
 from lakesdk.engine.footers import footer_of
 from lakesdk.engine.tasks import STORED_ORDERING, read_parquet, slice_keys
-from lakesdk.format.bloom import FooterIndex, in_range, key_positions
+from lakesdk.format.bloom import FooterIndex, KeyProbe, in_range, key_positions
 from lakesdk.merge.ordering import KEY, PART, ROW
 from lakesdk.storage import Storage
 
 __all__ = ["pruned_key_index", "incoming_keys", "FID"]
 
 FID = "_lk_fid"
+#: a partition's incoming keys up to which the bloom filters are asked (each key's bit
+#: positions are held, 30 x 4 bytes by Hudi's defaults); beyond, most files would be
+#: candidates anyway and the key ranges alone prune
+BLOOM_PROBE_KEYS = 100_000
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -79,15 +83,15 @@ class _Positions:
     """Bloom bit positions of a partition's incoming keys, per filter shape, computed once."""
 
     def __init__(self) -> None:
-        self._done: dict[tuple[str | None, int, int], np.ndarray] = {}
+        self._done: dict[tuple[str | None, int, int], KeyProbe] = {}
         self._lock = threading.Lock()
 
-    def get(self, part: str | None, keys: pa.Array, vector_size: int, nb_hash: int) -> np.ndarray:
+    def get(self, part: str | None, keys: pa.Array, vector_size: int, nb_hash: int) -> KeyProbe:
         key = (part, vector_size, nb_hash)
         with self._lock:
             hit = self._done.get(key)
             if hit is None:
-                hit = self._done[key] = key_positions(keys, vector_size, nb_hash)
+                hit = self._done[key] = KeyProbe(key_positions(keys, vector_size, nb_hash))
             return hit
 
 
@@ -108,13 +112,12 @@ def _candidates(fi: FooterIndex, part: str | None, keys: pa.Array, positions: _P
     mask = np.ones(len(keys), bool)
     if fi.range is not None:
         mask &= in_range(keys, fi.range)
-    if fi.has_bloom and mask.any():
+    if fi.has_bloom and mask.any() and len(keys) <= BLOOM_PROBE_KEYS:
         bloom = fi.bloom
         if bloom is None:   # unreadable: the key range alone, if any
             return mask if fi.range is not None else None
-        sub = np.flatnonzero(mask)
-        pos = positions.get(part, keys, bloom.vector_size, bloom.nb_hash)
-        mask[sub] = bloom.might_contain(positions=pos[:, sub] if sub.size < len(keys) else pos)
+        probe = positions.get(part, keys, bloom.vector_size, bloom.nb_hash)
+        mask = bloom.might_contain(probe=probe, among=None if mask.all() else np.flatnonzero(mask))
     return mask
 
 

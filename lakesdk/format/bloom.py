@@ -37,7 +37,8 @@ import base64
 import binascii
 import math
 import struct
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -46,7 +47,7 @@ import pyarrow.compute as pc
 
 __all__ = [
     "BLOOM_FILTER_KEY", "OLD_BLOOM_FILTER_KEY", "TYPE_CODE_KEY", "MIN_KEY", "MAX_KEY", "SIMPLE", "DYNAMIC_V0",
-    "MURMUR_HASH", "JENKINS_HASH", "BloomConfig", "BloomFilter", "KeyRange", "FooterIndex", "FOOTER_KEYS",
+    "MURMUR_HASH", "JENKINS_HASH", "BloomConfig", "BloomFilter", "KeyProbe", "KeyRange", "FooterIndex", "FOOTER_KEYS",
     "bit_size", "num_hashes", "murmur_hash", "key_positions", "build_filter", "file_footer", "footer_metadata",
     "read_footer", "key_range", "in_range",
 ]
@@ -236,42 +237,125 @@ def key_positions(keys: pa.Array | pa.ChunkedArray | Sequence[str], vector_size:
 
 
 # ---------------------------------------------------------------------------------- filters
-@dataclass
-class BloomFilter:
-    """A decoded (or built) Hudi bloom filter: one bit vector per row (``SIMPLE``: one)."""
+_B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+# a character outside the alphabet reads as all bits set: a damaged filter may say "maybe", never "no"
+_B64_VALUE = np.full(256, 0xFF, np.uint8)
+_B64_VALUE[np.frombuffer(_B64_ALPHABET, np.uint8)] = np.arange(64, dtype=np.uint8)
 
-    type_code: str
-    vector_size: int
-    nb_hash: int
-    hash_type: int = MURMUR_HASH
-    rows: list[np.ndarray] = field(default_factory=list)   # each: ceil(vector_size / 8) uint8
-    nr: int = 0                  # DYNAMIC_V0: keys per row
-    current: int = 0             # DYNAMIC_V0: keys in the last row since it was added
+
+class KeyProbe:
+    """Keys to test against many filters of one shape: their bit positions and, computed
+    once per filter layout, where each bit of every row sits in the filter's buffer (its
+    bytes, or its Base64 text, where a bit lies in one 6-bit character)."""
+
+    def __init__(self, positions: np.ndarray) -> None:
+        self.positions = positions
+        self._layouts: dict[tuple[bool, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def n(self) -> int:
+        return int(self.positions.shape[1])
+
+    def locate(self, text: bool, starts: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(buffer index, bit shift), shape ``(nb_hash, rows * n)``: row ``r`` of key ``k``
+        at column ``r * n + k``, for rows whose bits start at byte ``starts[r]``."""
+        key = (text, tuple(starts))
+        with self._lock:
+            hit = self._layouts.get(key)
+            if hit is None:
+                idx, shift = [], []
+                byte = (self.positions >> 3).astype(np.int64)
+                bit_in_byte = (self.positions & 7).astype(np.int64)
+                for start in starts:
+                    if text:
+                        bit = (byte + start) * 8 + 7 - bit_in_byte
+                        idx.append((bit // 6).astype(np.int32))
+                        shift.append((5 - bit % 6).astype(np.uint8))
+                    else:
+                        idx.append((byte + start).astype(np.int32))
+                        shift.append(bit_in_byte.astype(np.uint8))
+                hit = self._layouts[key] = (np.concatenate(idx, axis=1), np.concatenate(shift, axis=1))
+            return hit
+
+
+class BloomFilter:
+    """A Hudi bloom filter: one bit vector per row (``SIMPLE``: one).  Built (rows of
+    bytes) or read from a footer, where the bits are tested in the Base64 text itself (a
+    bit lies in one character): reading a filter decodes only its header."""
+
+    def __init__(self, type_code: str, vector_size: int, nb_hash: int, hash_type: int = MURMUR_HASH,
+                 rows: list[np.ndarray] | None = None, nr: int = 0, current: int = 0, *,
+                 text: np.ndarray | None = None, starts: Sequence[int] = ()) -> None:
+        self.type_code = type_code
+        self.vector_size = vector_size
+        self.nb_hash = nb_hash
+        self.hash_type = hash_type
+        self.nr = nr                     # DYNAMIC_V0: keys per row
+        self.current = current           # DYNAMIC_V0: keys in the last row since it was added
+        self._rows = rows                # each: ceil(vector_size / 8) uint8
+        self._text = text                # the footer's Base64 text, when read from one
+        self._starts = list(starts)      # byte offset of each row's bits in the decoded text
+        self._flat: np.ndarray | None = None   # built rows back to back
+
+    @property
+    def num_rows(self) -> int:
+        return len(self._rows) if self._rows is not None else len(self._starts)
+
+    @property
+    def rows(self) -> list[np.ndarray]:
+        """Each row's bytes (decoded from the text when the filter was read)."""
+        if self._rows is None:
+            assert self._text is not None
+            raw = np.frombuffer(base64.b64decode(self._text.tobytes(), validate=True), np.uint8)
+            nbytes = (self.vector_size + 7) // 8
+            self._rows = [raw[s: s + nbytes] for s in self._starts]
+        return self._rows
+
+    @property
+    def nbytes(self) -> int:
+        return self._text.nbytes if self._text is not None else sum(r.nbytes for r in self.rows)
 
     def might_contain(self, keys: pa.Array | pa.ChunkedArray | Sequence[str] | None = None, *,
-                      positions: np.ndarray | None = None) -> np.ndarray:
-        """Per key: may the filter hold it (False: it surely does not)?  ``positions``: the
-        keys' :func:`key_positions` under this filter's size and hash count, when known."""
+                      positions: np.ndarray | None = None, probe: KeyProbe | None = None,
+                      among: np.ndarray | None = None) -> np.ndarray:
+        """Per key: may the filter hold it (False: it surely does not)?  ``positions`` (the
+        keys' :func:`key_positions` under this filter's shape) or a ``probe`` of them, when
+        known; ``among``: the indices of the keys to test (the others answer False)."""
         if self.hash_type != MURMUR_HASH:
             raise ValueError(f"bloom filter hash type {self.hash_type} is not supported (only MurmurHash)")
-        if positions is None:
-            positions = key_positions(keys if keys is not None else [], self.vector_size, self.nb_hash)
-        n = positions.shape[1]
-        found = np.zeros(n, bool)
-        for row in self.rows:
-            cand = np.flatnonzero(~found)
-            for i in range(self.nb_hash):
-                if not cand.size:
-                    break
-                p = positions[i, cand]
-                cand = cand[(row[p >> 3] >> (p & 7).astype(np.uint8)) & 1 == 1]
-            found[cand] = True
-            if found.all():
+        if probe is None:
+            if positions is None:
+                positions = key_positions(keys if keys is not None else [], self.vector_size, self.nb_hash)
+            probe = KeyProbe(positions)
+        n = probe.n
+        todo = np.arange(n) if among is None else np.asarray(among, np.intp)
+        if self._text is not None:
+            buf, values, starts = self._text, _B64_VALUE, self._starts
+        else:
+            if self._flat is None:
+                self._flat = np.concatenate(self._rows) if self.num_rows > 1 else self._rows[0]   # type: ignore
+            nbytes = (self.vector_size + 7) // 8
+            buf, values, starts = self._flat, None, [r * nbytes for r in range(self.num_rows)]
+        idx, shift = probe.locate(values is not None, starts)
+        # every (row, key) pair at once: one pass per hash function; a pair leaves at its first
+        # unset bit (about half of them at each bit of a well-filled filter)
+        cand = np.concatenate([todo + r * n for r in range(len(starts))]) if len(starts) > 1 else todo
+        for i in range(self.nb_hash):
+            if not cand.size:
                 break
+            got = buf[idx[i, cand]]
+            if values is not None:
+                got = values[got]
+            cand = cand[(got >> shift[i, cand]) & 1 == 1]
+        found = np.zeros(n, bool)
+        found[cand % n] = True
         return found
 
     def serialize(self) -> bytes:
         """The filter as Hudi's ``serializeToString`` writes it (Base64 text, as bytes)."""
+        if self._text is not None:
+            return self._text.tobytes()
         head = struct.pack(">iibi", _VERSION, self.nb_hash, self.hash_type, self.vector_size)
         parts = [head]
         if self.type_code == DYNAMIC_V0:
@@ -284,51 +368,96 @@ class BloomFilter:
 
     @classmethod
     def deserialize(cls, text: bytes | str, type_code: str | None = None) -> "BloomFilter":
-        """A filter from its footer value (``type_code`` absent: ``SIMPLE``)."""
-        raw = base64.b64decode(text, validate=False)
+        """A filter from its footer value (``type_code`` absent: ``SIMPLE``).  Standard
+        Base64 of exactly the expected length is kept as text (only the headers are
+        decoded); anything else is decoded whole."""
         code = (type_code or SIMPLE).upper()
         if code not in (SIMPLE, DYNAMIC_V0):
             raise ValueError(f"unknown bloom filter type code {type_code!r}")
-        pos = 0
+        data = text.encode("ascii") if isinstance(text, str) else bytes(text)
+        lazy = _text_layout(data, code)
+        if lazy is not None:
+            return lazy
+        return _decode_whole(base64.b64decode(data, validate=True), code)
 
-        def header() -> tuple[int, int, int]:
-            nonlocal pos
-            (ver,) = struct.unpack_from(">i", raw, pos)
-            if ver > 0:   # the old unversioned format: nbHash first, Jenkins hashing
-                nb, ht = ver, JENKINS_HASH
-                pos += 4
-            elif ver == _VERSION:
-                _, nb, ht = struct.unpack_from(">iib", raw, pos)
-                pos += 9
-            else:
-                raise ValueError(f"unsupported bloom filter version {ver}")
-            (vs,) = struct.unpack_from(">i", raw, pos)
-            pos += 4
-            if vs <= 0 or nb <= 0:
-                raise ValueError("bloom filter with no bits or no hashes")
-            return nb, ht, vs
 
-        def bits(vs: int) -> np.ndarray:
-            nonlocal pos
-            nbytes = (vs + 7) // 8
-            if pos + nbytes > len(raw):
-                raise ValueError("bloom filter bits cut short")
-            row = np.frombuffer(raw, np.uint8, nbytes, pos)
-            pos += nbytes
-            return row
+def _header(raw: bytes, pos: int) -> tuple[int, int, int, int]:
+    """(nbHash, hashType, vectorSize, next position) of a filter header at ``pos``."""
+    (ver,) = struct.unpack_from(">i", raw, pos)
+    if ver > 0:   # the old unversioned format: nbHash first, Jenkins hashing
+        nb, ht = ver, JENKINS_HASH
+        pos += 4
+    elif ver == _VERSION:
+        _, nb, ht = struct.unpack_from(">iib", raw, pos)
+        pos += 9
+    else:
+        raise ValueError(f"unsupported bloom filter version {ver}")
+    (vs,) = struct.unpack_from(">i", raw, pos)
+    if vs <= 0 or nb <= 0:
+        raise ValueError("bloom filter with no bits or no hashes")
+    return nb, ht, vs, pos + 4
 
-        nb, ht, vs = header()
-        if code == SIMPLE:
-            return cls(SIMPLE, vs, nb, ht, [bits(vs)])
-        nr, cur, nrows = struct.unpack_from(">iii", raw, pos)
+
+def _decode_whole(raw: bytes, code: str) -> BloomFilter:
+    nb, ht, vs, pos = _header(raw, 0)
+    nbytes = (vs + 7) // 8
+
+    def bits(at: int) -> np.ndarray:
+        if at + nbytes > len(raw):
+            raise ValueError("bloom filter bits cut short")
+        return np.frombuffer(raw, np.uint8, nbytes, at)
+
+    if code == SIMPLE:
+        return BloomFilter(SIMPLE, vs, nb, ht, [bits(pos)])
+    nr, cur, nrows = struct.unpack_from(">iii", raw, pos)
+    pos += 12
+    rows = []
+    for _ in range(nrows):
+        rnb, rht, rvs, pos = _header(raw, pos)
+        if (rnb, rht, rvs) != (nb, ht, vs):
+            raise ValueError("bloom filter rows of different shapes")
+        rows.append(bits(pos))
+        pos += nbytes
+    return BloomFilter(DYNAMIC_V0, vs, nb, ht, rows, nr, cur)
+
+
+def _b64_slice(text: bytes, start: int, stop: int) -> bytes:
+    """Decoded bytes ``[start, stop)`` of Base64 ``text``, decoding only the characters
+    that hold them."""
+    a, b = start // 3, -(-stop // 3)
+    raw = base64.b64decode(text[4 * a: 4 * b], validate=True)
+    return raw[start - 3 * a: stop - 3 * a]
+
+
+def _text_layout(text: bytes, code: str) -> BloomFilter | None:
+    """The filter over its Base64 text when the text is exactly the standard encoding of the
+    layout its headers describe (every row header checked); None otherwise."""
+    if len(text) < 100 or len(text) % 4:
+        return None
+    head = _b64_slice(text, 0, 48)
+    if struct.unpack_from(">i", head, 0)[0] != _VERSION:
+        return None
+    nb, ht, vs, pos = _header(head, 0)
+    nbytes = (vs + 7) // 8
+    if code == SIMPLE:
+        starts, nr, cur = [pos], 0, 0
+        total = pos + nbytes
+    else:
+        nr, cur, nrows = struct.unpack_from(">iii", head, pos)
         pos += 12
-        rows = []
-        for _ in range(nrows):
-            rnb, rht, rvs = header()
-            if (rnb, rht, rvs) != (nb, ht, vs):
-                raise ValueError("bloom filter rows of different shapes")
-            rows.append(bits(rvs))
-        return cls(DYNAMIC_V0, vs, nb, ht, rows, nr, cur)
+        if nrows < 1:
+            return None
+        row_head = struct.pack(">iibi", _VERSION, nb, ht, vs)
+        starts = [pos + r * (13 + nbytes) + 13 for r in range(nrows)]
+        total = pos + nrows * (13 + nbytes)
+        if 4 * -(-total // 3) != len(text):
+            return None
+        for s in starts:
+            if _b64_slice(text, s - 13, s) != row_head:
+                return None
+    if 4 * -(-total // 3) != len(text):
+        return None
+    return BloomFilter(code, vs, nb, ht, None, nr, cur, text=np.frombuffer(text, np.uint8), starts=starts)
 
 
 def _dynamic_rows(n: int, nr: int, max_nr: int) -> tuple[int, int, int, np.ndarray]:
@@ -461,7 +590,7 @@ class FooterIndex:
         """Memory the filter takes, about."""
         if self._text is not None:
             return len(self._text)
-        return sum(r.nbytes for r in self._bloom.rows) if self._bloom is not None else 0
+        return self._bloom.nbytes if self._bloom is not None else 0
 
 
 FOOTER_KEYS = frozenset(k.encode() for k in (BLOOM_FILTER_KEY, OLD_BLOOM_FILTER_KEY, TYPE_CODE_KEY, MIN_KEY, MAX_KEY))
