@@ -314,7 +314,9 @@ class BloomFilter:
 
     @property
     def nbytes(self) -> int:
-        return self._text.nbytes if self._text is not None else sum(r.nbytes for r in self.rows)
+        if self._text is not None:
+            return int(self._text.nbytes)
+        return int(self._flat.nbytes) if self._flat is not None else sum(r.nbytes for r in self.rows)
 
     def might_contain(self, keys: pa.Array | pa.ChunkedArray | Sequence[str] | None = None, *,
                       positions: np.ndarray | None = None, probe: KeyProbe | None = None,
@@ -486,14 +488,18 @@ def build_filter(keys: pa.Array | pa.ChunkedArray | Sequence[str], config: Bloom
     else:
         nr = config.num_entries
         nrows, current, filled, late = _dynamic_rows(n, nr, config.max_entries)
-    rows = []
+    nbytes = (vs + 7) // 8
+    flat = np.empty(nrows * nbytes, np.uint8)   # the rows back to back, as the index tests them
     for r in range(nrows):
         bitmap = np.zeros(vs, bool)
         bitmap[pos[:, r * nr: min((r + 1) * nr, filled)]] = True
         if late.size:
             bitmap[pos[:, filled:][:, late == r]] = True
-        rows.append(np.packbits(bitmap, bitorder="little"))
-    return BloomFilter(code, vs, nb, MURMUR_HASH, rows, config.num_entries if code == DYNAMIC_V0 else 0, current)
+        flat[r * nbytes: (r + 1) * nbytes] = np.packbits(bitmap, bitorder="little")
+    bf = BloomFilter(code, vs, nb, MURMUR_HASH, [flat[r * nbytes: (r + 1) * nbytes] for r in range(nrows)],
+                     config.num_entries if code == DYNAMIC_V0 else 0, current)
+    bf._flat = flat
+    return bf
 
 
 # ---------------------------------------------------------------------------------- key ranges
