@@ -26,10 +26,13 @@ each key kind and size (default 1,000,000 and 10,000,000 rows; ``--quick``: 100,
 The last line printed is the summary::
 
     index: rows=N1/N2 local_seq_s=A/B local_uuid_s=.. spark_seq_s=.. spark_uuid_s=..
-           growth_seq=X growth_uuid=Y baseline_growth_seq=.. baseline_growth_uuid=..
+           growth_seq=X growth_uuid=Y ... baseline_growth_seq=.. baseline_growth_uuid=..
+           local_seq_cpu_s=.. growth_seq_local_cpu=.. ... bulk_seq_s=.. bulk_uuid_s=..
 
 (times are the best upsert at each size; ``growth_*`` = time at N2 / time at N1, the larger
-of the two engines'; the target is <= 1.5 for 10x the rows).
+of the two engines'; the target is <= 1.5 for 10x the rows).  ``local_*_cpu_s`` and
+``growth_*_local_cpu`` are the same for the CPU seconds of this process (the local engine's
+whole work: less skewed than wall time when other processes share the cores).
 """
 
 from __future__ import annotations
@@ -131,6 +134,7 @@ def run_size(res: Results, spark: Any, root: str, n: int, kind: str, repeat: int
     spark_t = lk.Lake(os.path.join(root, f"{kind}{n}"), spark=spark, options=lk.TableOptions(engine="spark")).table("t")
     rounds = 0
     last = None
+    cpu: dict[str, float] = {}
 
     def upsert(label: str, handle: Any, cold: bool = True) -> float:
         nonlocal rounds, last
@@ -138,9 +142,10 @@ def run_size(res: Results, spark: Any, root: str, n: int, kind: str, repeat: int
         rounds += 1
         if cold:
             clear_footer_cache()
-        s = time.perf_counter()
+        s, c = time.perf_counter(), time.process_time()
         w = handle.upsert(upd)
         took = time.perf_counter() - s
+        cpu[label.split(" ")[0]] = time.process_time() - c
         if w.updated != TOUCHED or w.inserted != 0:
             res.errors.append(f"{label}: updated={w.updated} inserted={w.inserted}, expected {TOUCHED} and 0")
         last = upd.column("ts").to_numpy()
@@ -149,6 +154,7 @@ def run_size(res: Results, spark: Any, root: str, n: int, kind: str, repeat: int
     for engine, handle in (("local", t), ("spark", spark_t)):
         for _ in range(repeat):
             res.time(f"{engine}_{kind}_{n}", upsert(f"{engine} {kind} {n}", handle))
+            res.time(f"cpu_{engine}_{kind}_{n}", cpu[engine])
         res.info[f"warm_{engine}_{kind}_{n}"] = upsert(f"{engine} {kind} {n} warm", handle, cold=False)
         step(f"  {engine}: best {min(res.samples[f'{engine}_{kind}_{n}']):.3f}s "
              f"(rounds {'/'.join(f'{x:.3f}' for x in res.samples[f'{engine}_{kind}_{n}'])}), "
@@ -158,6 +164,7 @@ def run_size(res: Results, spark: Any, root: str, n: int, kind: str, repeat: int
         try:
             for _ in range(repeat):
                 res.time(f"baseline_{kind}_{n}", upsert(f"baseline {kind} {n}", t))
+                res.time(f"cpu_baseline_{kind}_{n}", cpu["baseline"])
         finally:
             LocalWriteJob.key_index = _ORIGINAL   # type: ignore[method-assign]
         step(f"  baseline (every key read): best {min(res.samples[f'baseline_{kind}_{n}']):.3f}s")
@@ -225,6 +232,11 @@ def main() -> int:
         for kind in KINDS:
             fields.append(f"baseline_{kind}_s=" + "/".join(f"{best[f'baseline_{kind}_{n}']:.3f}" for n in sizes))
             fields.append(f"baseline_growth_{kind}={growth('baseline', kind):.2f}")
+    for kind in KINDS:   # CPU seconds of this process: the local engine's work, less skewed by other load
+        fields.append(f"local_{kind}_cpu_s=" + "/".join(f"{best[f'cpu_local_{kind}_{n}']:.3f}" for n in sizes))
+        fields.append(f"growth_{kind}_local_cpu={growth('cpu_local', kind):.2f}")
+        if not args.no_baseline:
+            fields.append(f"baseline_growth_{kind}_cpu={growth('cpu_baseline', kind):.2f}")
     for kind in KINDS:
         fields.append(f"bulk_{kind}_s=" + "/".join(f"{res.info[f'bulk_{kind}_{n}']:.2f}" for n in sizes))
     return finish(res, "index: " + " ".join(fields))

@@ -330,3 +330,16 @@ def test_filter_read_in_its_text_answers_as_decoded():
         assert hurt.might_contain(keys).all()
         assert B.read_footer({B.BLOOM_FILTER_KEY.encode(): bytes(damaged), B.TYPE_CODE_KEY.encode():
                               cfg.filter_type.encode()}).bloom is not None
+
+
+@settings(max_examples=150, deadline=None)
+@given(keys=st.lists(st.text(min_size=1, max_size=4), min_size=1, max_size=30),
+       bounds=st.lists(st.text(min_size=1, max_size=4), min_size=2, max_size=2))
+def test_key_set_ranges_answer_as_each_key(keys, bounds):
+    arr = pa.array(keys, pa.string())
+    rng = B.KeyRange(*sorted(bounds, key=lambda s: s.encode("utf-16-be")))
+    assert B.KeySet(arr).in_range(rng).tolist() == B.in_range(arr, rng).tolist()
+    # never out of range in Java's order when it is in
+    java = [rng.min.encode("utf-16-be") <= k.encode("utf-16-be") <= rng.max.encode("utf-16-be") for k in keys]
+    got = B.KeySet(arr).in_range(rng).tolist()
+    assert all(g for g, j in zip(got, java) if j)

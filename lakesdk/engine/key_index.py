@@ -25,7 +25,6 @@ and plug in here, leaving the tagging of both engines as it is.
 from __future__ import annotations
 
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, TypeVar
 
@@ -35,7 +34,7 @@ import pyarrow.compute as pc
 
 from lakesdk.engine.footers import footer_of
 from lakesdk.engine.tasks import STORED_ORDERING, read_parquet, slice_keys
-from lakesdk.format.bloom import FooterIndex, KeyProbe, in_range, key_positions
+from lakesdk.format.bloom import FooterIndex, KeySet
 from lakesdk.merge.ordering import KEY, PART, ROW
 from lakesdk.storage import Storage
 
@@ -79,22 +78,6 @@ def incoming_keys(keys: pa.ChunkedArray | pa.Array, parts: pa.ChunkedArray | pa.
     return out
 
 
-class _Positions:
-    """Bloom bit positions of a partition's incoming keys, per filter shape, computed once."""
-
-    def __init__(self) -> None:
-        self._done: dict[tuple[str | None, int, int], KeyProbe] = {}
-        self._lock = threading.Lock()
-
-    def get(self, part: str | None, keys: pa.Array, vector_size: int, nb_hash: int) -> KeyProbe:
-        key = (part, vector_size, nb_hash)
-        with self._lock:
-            hit = self._done.get(key)
-            if hit is None:
-                hit = self._done[key] = KeyProbe(key_positions(keys, vector_size, nb_hash))
-            return hit
-
-
 # ---------------------------------------------------------------------------------- the index
 def _map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     items = list(items)
@@ -105,18 +88,16 @@ def _map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         return list(pool.map(fn, items))
 
 
-def _candidates(fi: FooterIndex, part: str | None, keys: pa.Array, positions: _Positions) -> np.ndarray | None:
+def _candidates(fi: FooterIndex, keys: KeySet) -> np.ndarray | None:
     """Which incoming ``keys`` the file may hold (None: the footer cannot tell)."""
     if fi.range is None and not fi.has_bloom:
         return None
-    mask = np.ones(len(keys), bool)
-    if fi.range is not None:
-        mask &= in_range(keys, fi.range)
-    if fi.has_bloom and mask.any() and len(keys) <= BLOOM_PROBE_KEYS:
+    mask = keys.in_range(fi.range) if fi.range is not None else np.ones(len(keys.keys), bool)
+    if fi.has_bloom and mask.any() and len(keys.keys) <= BLOOM_PROBE_KEYS:
         bloom = fi.bloom
         if bloom is None:   # unreadable: the key range alone, if any
             return mask if fi.range is not None else None
-        probe = positions.get(part, keys, bloom.vector_size, bloom.nb_hash)
+        probe = keys.probe(bloom.vector_size, bloom.nb_hash)
         mask = bloom.might_contain(probe=probe, among=None if mask.all() else np.flatnonzero(mask))
     return mask
 
@@ -136,16 +117,15 @@ def pruned_key_index(storage: Storage, slices: list[Any], keys: dict[str | None,
         k = keys[None] if global_keys else keys.get(sl.partition)
         if k is not None and len(k):
             mine.append((sl, k))
-    positions = _Positions()
+    sets = {p: KeySet(k) for p, k in keys.items() if len(k)}
     # footers first (in parallel): the files to read follow from them
     base_only = [i for i, (sl, _) in enumerate(mine) if not sl.log_files and sl.base_path]
     footers = dict(zip(base_only, run(lambda i: footer_of(storage, mine[i][0].base_path), base_only)))
 
     def one(i: int) -> pa.Table | None:
         sl, k = mine[i]
-        part = None if global_keys else sl.partition
         if i in footers:
-            mask = _candidates(footers[i], part, k, positions)
+            mask = _candidates(footers[i], sets[None if global_keys else sl.partition])
             if mask is not None and not mask.any():
                 return None
             wanted = k if mask is None or mask.all() else k.filter(pa.array(mask))

@@ -50,7 +50,7 @@ from lakesdk.format.bloom_hash import key_positions, murmur_hash, utf8_buffers
 
 __all__ = [
     "BLOOM_FILTER_KEY", "OLD_BLOOM_FILTER_KEY", "TYPE_CODE_KEY", "MIN_KEY", "MAX_KEY", "SIMPLE", "DYNAMIC_V0",
-    "MURMUR_HASH", "JENKINS_HASH", "BloomConfig", "BloomFilter", "KeyProbe", "KeyRange", "FooterIndex", "FOOTER_KEYS",
+    "MURMUR_HASH", "JENKINS_HASH", "BloomConfig", "BloomFilter", "KeyProbe", "KeySet", "KeyRange", "FooterIndex", "FOOTER_KEYS",
     "bit_size", "num_hashes", "murmur_hash", "key_positions", "build_filter", "file_footer", "footer_metadata",
     "read_footer", "key_range", "in_range",
 ]
@@ -424,6 +424,53 @@ def in_range(keys: pa.Array | pa.ChunkedArray, rng: KeyRange) -> np.ndarray:
             astral[np.searchsorted(off[1:], hits, side="right")] = True
         out |= astral
     return out
+
+
+class KeySet:
+    """Keys to look up in many files: their bounds (one comparison rules a file's key range
+    in or out for all of them) and their bloom probes per filter shape, computed once."""
+
+    def __init__(self, keys: pa.Array) -> None:
+        self.keys = keys
+        n = len(keys)
+        data, off = utf8_buffers(keys)
+        hits = np.flatnonzero(data >= 0xF0)
+        self.astral: np.ndarray | None = None   # keys whose Java order bytes cannot decide
+        if hits.size:
+            self.astral = np.zeros(n, bool)
+            self.astral[np.searchsorted(off[1:], hits, side="right")] = True
+        plain = keys if self.astral is None else keys.filter(pa.array(~self.astral))
+        mm = pc.min_max(plain) if len(plain) else None
+        self.lo: str | None = mm["min"].as_py() if mm is not None else None
+        self.hi: str | None = mm["max"].as_py() if mm is not None else None
+        self._probes: dict[tuple[int, int], KeyProbe] = {}
+        self._lock = threading.Lock()
+
+    def in_range(self, rng: KeyRange) -> np.ndarray:
+        """:func:`in_range` of the keys, without comparing each key when the range holds all
+        of them or none."""
+        n = len(self.keys)
+        if not (_java_order_safe(rng.min) and _java_order_safe(rng.max)):
+            return np.ones(n, bool)
+        if self.lo is None or self.hi is None:
+            out = np.zeros(n, bool)
+        elif rng.min <= self.lo and self.hi <= rng.max:
+            out = np.ones(n, bool)
+        elif rng.max < self.lo or self.hi < rng.min:
+            out = np.zeros(n, bool)
+        else:
+            return in_range(self.keys, rng)
+        if self.astral is not None:
+            out |= self.astral
+        return out
+
+    def probe(self, vector_size: int, nb_hash: int) -> KeyProbe:
+        """The keys' bit positions under one filter shape."""
+        with self._lock:
+            hit = self._probes.get((vector_size, nb_hash))
+            if hit is None:
+                hit = self._probes[(vector_size, nb_hash)] = KeyProbe(key_positions(self.keys, vector_size, nb_hash))
+            return hit
 
 
 # ---------------------------------------------------------------------------------- footers
