@@ -200,6 +200,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("log_block_format", "hoodie.logfile.data.block.format", str, "parquet",
            "merge-on-read: format of the data blocks of log files (Parquet: columnar, fast to write and "
            "read; Avro: Hudi's own default)", choices={"parquet": "parquet", "avro": "avro"}),
+    Option("bloom_num_entries", "hoodie.index.bloom.num_entries", int, 60000,
+           "base files' bloom filters: keys per filter (its size)", minimum=1),
+    Option("bloom_fpp", "hoodie.index.bloom.fpp", float, 1e-9,
+           "base files' bloom filters: false-positive rate at num_entries keys", minimum=1e-300),
+    Option("bloom_filter_type", "hoodie.bloom.index.filter.type", str, "dynamic_v0",
+           "base files' bloom filters: one filter, or one more filter per num_entries keys up to max entries",
+           choices={"dynamic_v0": "DYNAMIC_V0", "simple": "SIMPLE"}),
+    Option("bloom_max_entries", "hoodie.bloom.index.filter.dynamic.max.entries", int, 100000,
+           "base files' dynamic bloom filters: keys until no filter is added", minimum=1),
 )
 
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -260,6 +269,10 @@ class TableOptions:
     early_conflict_check_interval_ms: int = 1000
     early_conflict_check_commits: bool = False
     log_block_format: Literal["parquet", "avro"] = "parquet"   # hoodie.logfile.data.block.format
+    bloom_num_entries: int = 60000                     # hoodie.index.bloom.num_entries
+    bloom_fpp: float = 1e-9                            # hoodie.index.bloom.fpp
+    bloom_filter_type: Literal["dynamic_v0", "simple"] = "dynamic_v0"   # hoodie.bloom.index.filter.type
+    bloom_max_entries: int = 100000                    # hoodie.bloom.index.filter.dynamic.max.entries
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -267,6 +280,9 @@ class TableOptions:
             checked = _BY_NAME[f.name].check(value)
             if checked is not value:
                 object.__setattr__(self, f.name, checked)
+        if not self.bloom_fpp < 1.0:
+            raise OptionsError(f"bloom_fpp (hoodie.index.bloom.fpp) must be < 1, found {self.bloom_fpp!r}",
+                               key="hoodie.index.bloom.fpp")
 
     @classmethod
     def from_hoodie(cls, props: Mapping[str, Any], **overrides: Any) -> "TableOptions":

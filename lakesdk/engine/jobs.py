@@ -31,8 +31,10 @@ class WriteJob(Protocol[D]):
         """The partition paths of the incoming records."""
         ...
 
-    def key_index(self, slices: list[Any], slice_ctx: Any = None, /) -> Any:
-        """(key, partition, file id) of the stored records of ``slices``."""
+    def key_index(self, slices: list[Any], slice_ctx: Any = None, data: D | None = None, /, *,
+                  global_keys: bool = False) -> Any:
+        """(key, partition, file id) of the stored records of ``slices``: of the keys of
+        ``data`` only when it is given (``global_keys``: in any partition)."""
         ...
 
     def tag(self, data: D, index: Any, /, *, global_keys: bool = False) -> D:

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from lakesdk import _faults as faults
 from lakesdk._progress import progress as show_progress
+from lakesdk.engine.key_index import incoming_keys, pruned_key_index
 from lakesdk.engine.tasks import (
     STORED_ORDERING,
     FileGroupTarget,
@@ -113,12 +114,21 @@ class LocalWriteJob:
     def partitions(self, t: pa.Table) -> list[str]:
         return sorted(pc.unique(t.column(PART)).to_pylist())
 
-    def key_index(self, slices: list[Any], slice_ctx: Any = None) -> pa.Table:
-        """The record keys of ``slices``; ``_lk_fid`` and ``_hoodie_partition_path`` are
-        dictionary-encoded over one dictionary of every slice (an int32 per key instead of a
-        copy of the file id string: at 10M keys that is 40 MB instead of 400 MB)."""
+    def key_index(self, slices: list[Any], slice_ctx: Any = None, data: pa.Table | None = None, *,
+                  global_keys: bool = False) -> pa.Table:
+        """The stored records of the keys of ``data`` in ``slices``, found through the base
+        files' key ranges and bloom filters (:func:`~lakesdk.engine.key_index.pruned_key_index`);
+        without ``data``, every record key of ``slices``.  In the full index ``_lk_fid`` and
+        ``_hoodie_partition_path`` are dictionary-encoded over one dictionary of every slice
+        (an int32 per key instead of a copy of the file id string: at 10M keys that is 40 MB
+        instead of 400 MB)."""
         otype = stored_ordering_type(self.ctx)
         ordering = (self.ctx.ordering, otype) if otype is not None and self.ctx.ordering else None
+        if data is not None and slices:
+            keys = incoming_keys(data.column(KEY), None if global_keys else data.column(PART))
+            return pruned_key_index(self.ctx.storage, slices, keys, slice_ctx=slice_ctx, ordering=ordering,
+                                    map_fn=lambda fn, items: run_parallel(fn, items, desc="reading keys",
+                                                                          progress=self.progress))
         if not slices:
             return read_key_index(self.ctx.storage, [], None, ordering)
         fids = pa.array([sl.file_id for sl in slices], pa.string())

@@ -46,6 +46,8 @@ from lakesdk.merge.ordering import (
 __all__ = ["spark_arrow_schema", "check_spark_casts", "SparkWriteJob", "reraise_task_error", "read_files_spark"]
 
 FID = "_lk_fid"
+#: incoming keys up to which the key index runs on the driver over the base files' footers
+DRIVER_INDEX_KEYS = 1_000_000
 
 
 
@@ -249,6 +251,7 @@ class SparkWriteJob:
     def __init__(self, spark: Any, ctx: WriteContext) -> None:
         self.spark = spark
         self.ctx = ctx
+        self._small_index = False   # key_index returned the pruned index (the incoming keys' records only)
 
     # -- preparation -------------------------------------------------------------------------
     def with_keys(self, df: Any, op: int, *, global_keys: bool = False) -> Any:
@@ -355,9 +358,21 @@ class SparkWriteJob:
             pass
 
     # -- tagging -----------------------------------------------------------------------------
-    def key_index(self, slices: list[Any], slice_ctx: Any = None) -> Any:
-        """DataFrame (key, partition, file id) of the given file slices, read in parallel
-        (merge-on-read under event-time ordering: with the stored ordering value too)."""
+    def _incoming_keys(self, data: Any) -> pa.Table | None:
+        """(partition, key) of the incoming records on the driver, or None when there are
+        more than ``DRIVER_INDEX_KEYS`` (the index then reads every key in Spark tasks)."""
+        from pyspark.sql import functions as F
+        t = data.select(F.col(PART), F.col(KEY)).limit(DRIVER_INDEX_KEYS + 1).toArrow()
+        return None if t.num_rows > DRIVER_INDEX_KEYS else t
+
+    def key_index(self, slices: list[Any], slice_ctx: Any = None, data: Any = None, *,
+                  global_keys: bool = False) -> Any:
+        """DataFrame (key, partition, file id) of the stored records of the keys of ``data``
+        in the given file slices (merge-on-read under event-time ordering: with the stored
+        ordering value too).  Up to ``DRIVER_INDEX_KEYS`` incoming keys, the driver prunes
+        the files by their footers' key ranges and bloom filters and reads the candidates'
+        keys (:func:`~lakesdk.engine.key_index.pruned_key_index`); beyond, or without
+        ``data``, every key of the slices is read in Spark tasks."""
         from pyspark.sql.types import StringType, StructField, StructType
         storage = self.ctx.storage
         schema = StructType([StructField(KEY, StringType()), StructField(PART, StringType()), StructField(FID, StringType())])
@@ -368,6 +383,16 @@ class SparkWriteJob:
             schema = schema.add(StructField(STORED_ORDERING, from_arrow_type(otype)))
         if not slices:
             return self.spark.createDataFrame([], schema)
+        if data is not None:
+            keys = self._incoming_keys(data)
+            if keys is not None:   # the index of the incoming keys, on the driver
+                from lakesdk.engine.key_index import incoming_keys, pruned_key_index
+                found = pruned_key_index(storage, slices, incoming_keys(keys.column(KEY), None if global_keys else
+                                                                       keys.column(PART)),
+                                         slice_ctx=slice_ctx, ordering=ordering)
+                self._small_index = True
+                return self.spark.createDataFrame(found.select(schema.fieldNames()).cast(
+                    _for_spark_exchange(found.select(schema.fieldNames()).schema)), schema)
         n = max(1, min(len(slices), parallelism(self.spark) * 2))
         src = self.spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
 
@@ -383,11 +408,12 @@ class SparkWriteJob:
         """Left-join incoming records with the key index: ``_lk_fid`` is set for known keys."""
         from pyspark.sql import functions as F
         extra = [F.col(STORED_ORDERING)] if STORED_ORDERING in index.columns else []
+        idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID), *extra)
+        # the pruned index holds only the incoming keys' records: sent to every task
+        idx = F.broadcast(idx) if self._small_index else idx.hint("merge")
         if global_keys:
-            idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID), *extra).hint("merge")
             j = df.drop(PART).join(idx, df[KEY] == idx["_ik"], "left")
             return j.withColumn(PART, F.col("_ip")).drop("_ik", "_ip")
-        idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID), *extra).hint("merge")
         j = df.join(idx, (df[KEY] == idx["_ik"]) & (df[PART] == idx["_ip"]), "left")
         return j.drop("_ik", "_ip")
 

@@ -17,7 +17,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakesdk import _faults as faults
+from lakesdk.engine.footers import remember_footer
 from lakesdk.engine.slice_reader import conform, read_slice
+from lakesdk.format.bloom import FOOTER_KEYS, BloomConfig, file_footer
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id
 from lakesdk.format.keys import HUDI_ENCODING, partition_paths, record_keys
@@ -100,6 +102,7 @@ class WriteContext:
     slice_ctx: Any = None                   # SliceReadContext for keep_columns on merge-on-read
     key_encoding: str = HUDI_ENCODING        # how null and empty key values are written (lakesdk.format.keys)
     log_block_format: str = "parquet"        # hoodie.logfile.data.block.format: merge-on-read data blocks
+    bloom: BloomConfig | None = field(default_factory=BloomConfig)   # base files' bloom filters (None: none)
 
     @property
     def file_schema(self) -> pa.Schema:
@@ -198,28 +201,41 @@ def _parquet_options(ctx: WriteContext, schema: pa.Schema) -> dict[str, Any]:
 
 
 def _write_parquet(ctx: WriteContext, path: str, table: pa.Table, task: TaskInfo | None = None) -> int:
-    minmax = {}
+    """Write a base file: its footer holds the key range and the bloom filter of its record
+    keys as Hudi writes them (:mod:`lakesdk.format.bloom`), the key index's first look."""
+    footer: dict[bytes, bytes] = {}
+    index = None
     if table.num_rows:
-        mm = pc.min_max(table.column(KEY))
-        minmax = {b"hoodie_min_record_key": mm["min"].as_py().encode(), b"hoodie_max_record_key": mm["max"].as_py().encode()}
-    schema = table.schema.with_metadata({**(table.schema.metadata or {}), **minmax})
-    table = table.replace_schema_metadata(schema.metadata)
+        footer, index = file_footer(table.column(KEY), ctx.bloom)
+    stale = {k: v for k, v in (table.schema.metadata or {}).items() if k not in FOOTER_KEYS}
+    table = table.replace_schema_metadata(stale or None)
+    schema = table.schema
     half = faults.armed("mid_data_file") or (faults.fail_first_attempt() and task is not None and task.attempt_number == 0)
     if ctx.storage.is_local and not half:   # Arrow's own file I/O: no Python file object in the way
         import os
-        os.makedirs(os.path.dirname(ctx.storage.url(path)), exist_ok=True)
-        pq.write_table(table, ctx.storage.url(path), row_group_size=_ROW_GROUP, **_parquet_options(ctx, schema))
-        return os.path.getsize(ctx.storage.url(path))
-    with ctx.storage.open_output(path) as f:
-        with pq.ParquetWriter(f, schema, **_parquet_options(ctx, schema)) as w:
-            if half and table.num_rows > 1:
-                w.write_table(table.slice(0, table.num_rows // 2))
-                f.flush()
-                faults.crash_point("mid_data_file")
-                faults.record(f"failed first attempt {path}")
-                raise RuntimeError(f"injected failure of the first task attempt writing {path}")
+        local = ctx.storage.url(path)
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        with pq.ParquetWriter(local, schema, **_parquet_options(ctx, schema)) as w:
             w.write_table(table, row_group_size=_ROW_GROUP)
-    return ctx.storage.size(path)
+            if footer:
+                w.add_key_value_metadata(footer)
+        size = os.path.getsize(local)
+    else:
+        with ctx.storage.open_output(path) as f:
+            with pq.ParquetWriter(f, schema, **_parquet_options(ctx, schema)) as w:
+                if half and table.num_rows > 1:
+                    w.write_table(table.slice(0, table.num_rows // 2))
+                    f.flush()
+                    faults.crash_point("mid_data_file")
+                    faults.record(f"failed first attempt {path}")
+                    raise RuntimeError(f"injected failure of the first task attempt writing {path}")
+                w.write_table(table, row_group_size=_ROW_GROUP)
+                if footer:
+                    w.add_key_value_metadata(footer)
+        size = ctx.storage.size(path)
+    if index is not None:
+        remember_footer(ctx.storage, path, index)
+    return size
 
 
 def read_parquet(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
@@ -371,17 +387,22 @@ def slice_keys(storage: Storage, sl: Any, slice_ctx: Any = None,
             t = read_parquet(storage, sl.base_path, [KEY])   # written before the ordering field existed
     if ordering is None:
         return t.column(KEY), None
+    return t.column(KEY), stored_ordering_values(t, ordering)
+
+
+def stored_ordering_values(t: pa.Table, ordering: tuple[Ordering, pa.DataType]) -> pa.ChunkedArray:
+    """The ordering value of each row of ``t`` as the key index carries it: the field's
+    values in ``ordering``'s type; several fields: a struct of them (a field written later,
+    or missing from ``t``: nulls)."""
     name, typ = ordering
     if not isinstance(name, str):     # several fields: a struct (a field written later: nulls)
         children = [(t.column(f.name).cast(f.type).combine_chunks() if f.name in t.column_names
                      else pa.nulls(t.num_rows, f.type)) for f in typ]
-        return t.column(KEY), pa.chunked_array([pa.StructArray.from_arrays(children, fields=list(typ))])
+        return pa.chunked_array([pa.StructArray.from_arrays(children, fields=list(typ))])
     if name not in t.column_names:
-        return t.column(KEY), pa.chunked_array([pa.nulls(t.num_rows, typ)])
+        return pa.chunked_array([pa.nulls(t.num_rows, typ)])
     ordv = t.column(name)
-    if ordv.type != typ:
-        ordv = ordv.cast(typ)
-    return t.column(KEY), ordv
+    return ordv.cast(typ) if ordv.type != typ else ordv
 
 
 def read_key_index(storage: Storage, slices: list[Any], slice_ctx: Any = None,

@@ -48,6 +48,7 @@ from lakesdk.exceptions import (
     InstantNotFoundError,
     LakeError,
 )
+from lakesdk.format.bloom import BloomConfig
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.instant import Instant
@@ -190,7 +191,8 @@ def _execute(table: "TableContext", store: TimelineStore, txn: Any, data: Cluste
     ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
                        partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
                        ordering=cfg.ordering_key, merge_mode=cfg.merge_mode, table_name=cfg.name,
-                       column_groups=cfg.column_groups, merger=table.merger(), operation="cluster")
+                       column_groups=cfg.column_groups, merger=table.merger(), operation="cluster",
+                       bloom=BloomConfig.of(table.options))
     visible = frozenset(i.requested for i in timeline.commits if i.requested < instant)
     slice_ctx = SliceReadContext(table.storage, schema, cfg.ordering_key, cfg.merge_mode, visible,
                                  column_groups=cfg.column_groups, merger=table.merger())

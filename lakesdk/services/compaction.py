@@ -19,6 +19,7 @@ from lakesdk._display import human_bytes as _human
 from lakesdk.commit.context import context_of
 from lakesdk.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
 from lakesdk.exceptions import CompactionConflictError, CorruptTimelineError, InstantNotFoundError, LakeError
+from lakesdk.format.bloom import BloomConfig
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
@@ -352,7 +353,7 @@ def _execute(table: "TableContext", store: Any, timeline: Timeline, txn: Any, pl
                        partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
                        ordering=cfg.ordering_key, merge_mode=cfg.merge_mode, table_name=cfg.name,
                        column_groups=cfg.column_groups, merger=table.merger(),
-                       operation="compact")
+                       operation="compact", bloom=BloomConfig.of(table.options))
     visible = frozenset(i.requested for i in timeline.commits if i.requested < instant)
     slice_ctx = SliceReadContext(table.storage, schema, cfg.ordering_key, cfg.merge_mode, visible,
                                  column_groups=cfg.column_groups, merger=table.merger())

@@ -277,7 +277,8 @@ class WriteOperation(WriteInput):
                 from lakesdk.engine.slice_reader import SliceReadContext
                 slice_ctx = SliceReadContext(t.storage, ctx.schema, ctx.ordering, ctx.merge_mode,
                                              view.log_instants, column_groups=ctx.column_groups, merger=ctx.merger)
-            data = job.tag(data, job.key_index(slices, slice_ctx), global_keys=global_delete)
+            index = job.key_index(slices, slice_ctx, data, global_keys=global_delete)
+            data = job.tag(data, index, global_keys=global_delete)
             clustered = {s.file_id: s.partition for s in slices if (s.partition, s.file_id) in busy}
             if clustered:
                 hit = job.tagged_file_ids(data, set(clustered))

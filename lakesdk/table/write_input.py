@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from lakesdk.commit.schema_store import resolve_schema
 from lakesdk.engine.tasks import WriteContext, add_key_columns
 from lakesdk.exceptions import MissingColumnError, OptionsError, SchemaError
+from lakesdk.format.bloom import BloomConfig
 from lakesdk.format.file_naming import PARTITION_METAFILE
 from lakesdk.format.keys import HUDI_ENCODING, has_missing_key_parts
 from lakesdk.format.schema import (
@@ -196,7 +197,7 @@ class WriteInput:
             target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
             operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor, keep_columns=keep,
             key_encoding=self.key_encoding or cfg.key_encoding or HUDI_ENCODING,
-            log_block_format=t.options.log_block_format,
+            log_block_format=t.options.log_block_format, bloom=BloomConfig.of(t.options),
         )
         # a table that does not name its key encoding: its stored keys tell, read only when a
         # row has a null or empty key value (the only rows the encodings write differently)

@@ -1,0 +1,171 @@
+"""The key index of a write, at a cost that follows the touched keys (Hudi's BLOOM index).
+
+An upsert, a delete or a merge tags each incoming record with the file group that holds its
+key.  For the file slices of the touched partitions, :func:`pruned_key_index` finds the
+stored records of the *incoming* keys only:
+
+1. the footer of every base file (:mod:`lakesdk.format.bloom`: ``hoodie_min_record_key`` /
+   ``hoodie_max_record_key`` and the bloom filter ``org.apache.hudi.bloomfilter``) prunes the
+   incoming keys of its partition by key range, then by the bloom filter;
+2. only base files left with candidate keys have their record-key column read, and only
+   the rows whose key is a candidate are kept: a bloom filter's false positives end there,
+   so tags and counts are exact.
+
+Base files without the footers (written by Hudi without a bloom filter, by an older
+lakesdk, or with an empty key) have their keys read, as do file slices with log files
+(merge-on-read: a key only in a log is in that file group); their rows are cut down to the
+incoming keys too.  Footers are immutable with their file: a process-wide cache (bounded in
+bytes) keeps the decoded ones, and a write puts the footers of the files it wrote there.
+
+The index is one function of (file slices, incoming keys): a record-level index (Hudi's
+metadata table ``record_index`` partition) would answer the same question from a lookup
+and plug in here, leaving the tagging of both engines as it is.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterable, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakesdk.engine.footers import footer_of
+from lakesdk.engine.tasks import STORED_ORDERING, read_parquet, slice_keys, stored_ordering_values
+from lakesdk.format.bloom import FooterIndex, KeySet
+from lakesdk.merge.ordering import KEY, PART, ROW, Ordering, fields_of
+from lakesdk.storage import Storage
+
+__all__ = ["pruned_key_index", "incoming_keys", "FID"]
+
+FID = "_lk_fid"
+#: a partition's incoming keys up to which the bloom filters are asked (each key's bit
+#: positions are held, 30 x 4 bytes by Hudi's defaults); beyond, most files would be
+#: candidates anyway and the key ranges alone prune
+BLOOM_PROBE_KEYS = 100_000
+T = TypeVar("T")
+R = TypeVar("R")
+
+# ---------------------------------------------------------------------------------- incoming keys
+def _array(a: pa.Array | pa.ChunkedArray) -> pa.Array:
+    a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    return a.cast(pa.string()) if a.type != pa.string() else a
+
+
+def incoming_keys(keys: pa.ChunkedArray | pa.Array, parts: pa.ChunkedArray | pa.Array | None) -> dict[str | None, pa.Array]:
+    """The distinct incoming keys by partition path (``parts`` None: one group, ``None``)."""
+    if parts is None:
+        return {None: _array(pc.unique(keys))}
+    t = pa.table({PART: parts, KEY: keys})
+    if pa.types.is_dictionary(t.schema.field(PART).type):
+        t = t.set_column(0, PART, t.column(PART).cast(pa.string()))
+    out: dict[str | None, pa.Array] = {}
+    uniq = pc.unique(t.column(PART)).to_pylist()
+    if len(uniq) == 1:
+        out[uniq[0]] = _array(pc.unique(t.column(KEY)))
+        return out
+    t = t.sort_by([(PART, "ascending")])
+    p = t.column(PART).combine_chunks()
+    k = t.column(KEY).combine_chunks()
+    cuts = np.flatnonzero(np.asarray(pc.not_equal(p[1:], p[:-1]).to_numpy(zero_copy_only=False), dtype=bool)) + 1 \
+        if len(p) > 1 else np.zeros(0, np.int64)
+    starts = [0, *cuts.tolist()]
+    ends = [*cuts.tolist(), len(p)]
+    for a, b in zip(starts, ends):
+        out[p[a].as_py()] = _array(pc.unique(k.slice(a, b - a)))
+    return out
+
+
+# ---------------------------------------------------------------------------------- the index
+def _map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    items = list(items)
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    workers = max(1, min(8, int(os.environ.get("LAKESDK_THREADS", 0)) or (os.cpu_count() or 2), len(items)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, items))
+
+
+def _candidates(fi: FooterIndex, keys: KeySet) -> np.ndarray | None:
+    """Which incoming ``keys`` the file may hold (None: the footer cannot tell)."""
+    if fi.range is None and not fi.has_bloom:
+        return None
+    mask = keys.in_range(fi.range) if fi.range is not None else np.ones(len(keys.keys), bool)
+    if fi.has_bloom and mask.any() and len(keys.keys) <= BLOOM_PROBE_KEYS:
+        bloom = fi.bloom
+        if bloom is None:   # unreadable: the key range alone, if any
+            return mask if fi.range is not None else None
+        probe = keys.probe(bloom.vector_size, bloom.nb_hash)
+        mask = bloom.might_contain(probe=probe, among=None if mask.all() else np.flatnonzero(mask))
+    return mask
+
+
+def pruned_key_index(storage: Storage, slices: list[Any], keys: dict[str | None, pa.Array], *,
+                     slice_ctx: Any = None, ordering: tuple[Ordering, pa.DataType] | None = None,
+                     map_fn: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None) -> pa.Table:
+    """The stored records of the incoming ``keys`` (by partition, :func:`incoming_keys`; one
+    group under ``None``: any partition, a delete by keys alone) in ``slices``: columns
+    ``_hoodie_record_key``, ``_hoodie_partition_path``, ``_lk_fid``, ``_lk_row`` (the row in
+    the base file; null for slices with logs) and, with ``ordering`` (field, type), the
+    stored ordering value ``_lk_stored_ord``."""
+    run = map_fn or _map
+    global_keys = None in keys
+    mine: list[tuple[Any, pa.Array]] = []
+    for sl in slices:
+        k = keys[None] if global_keys else keys.get(sl.partition)
+        if k is not None and len(k):
+            mine.append((sl, k))
+    sets = {p: KeySet(k) for p, k in keys.items() if len(k)}
+    # footers first (in parallel): the files to read follow from them
+    base_only = [i for i, (sl, _) in enumerate(mine) if not sl.log_files and sl.base_path]
+    footers = dict(zip(base_only, run(lambda i: footer_of(storage, mine[i][0].base_path), base_only)))
+
+    def one(i: int) -> pa.Table | None:
+        sl, k = mine[i]
+        if i in footers:
+            mask = _candidates(footers[i], sets[None if global_keys else sl.partition])
+            if mask is not None and not mask.any():
+                return None
+            wanted = k if mask is None or mask.all() else k.filter(pa.array(mask))
+            cols = [KEY] if ordering is None else [KEY, *fields_of(ordering[0])]
+            try:
+                t = read_parquet(storage, sl.base_path, cols)
+            except pa.ArrowInvalid:
+                if ordering is None:
+                    raise
+                t = read_parquet(storage, sl.base_path, [KEY])   # written before the ordering field existed
+            hit = np.asarray(pc.is_in(t.column(KEY), value_set=wanted).to_numpy(zero_copy_only=False), dtype=bool)
+            rows = np.flatnonzero(hit)
+            if not rows.size:
+                return None
+            t = t.take(pa.array(rows))
+            file_keys, ordv = t.column(KEY), None
+            if ordering is not None:
+                ordv = stored_ordering_values(t, ordering)
+            row = pa.array(rows.astype(np.int32))
+        else:   # log files: the merged keys of the slice
+            file_keys, ordv = slice_keys(storage, sl, slice_ctx, ordering)
+            hit = np.asarray(pc.is_in(file_keys, value_set=k).to_numpy(zero_copy_only=False), dtype=bool)
+            if not hit.any():
+                return None
+            sel = pa.array(hit)
+            file_keys = file_keys.filter(sel)
+            ordv = ordv.filter(sel) if ordv is not None else None
+            row = pa.nulls(len(file_keys), pa.int32())
+        n = len(file_keys)
+        cols_out = {KEY: file_keys, PART: pa.repeat(pa.scalar(sl.partition, pa.string()), n),
+                    FID: pa.repeat(pa.scalar(sl.file_id, pa.string()), n), ROW: row}
+        if ordering is not None:
+            cols_out[STORED_ORDERING] = ordv
+        return pa.table(cols_out)
+
+    parts = [t for t in run(one, list(range(len(mine)))) if t is not None]
+    if not parts:
+        empty = {KEY: pa.array([], pa.string()), PART: pa.array([], pa.string()), FID: pa.array([], pa.string()),
+                 ROW: pa.array([], pa.int32())}
+        if ordering is not None:
+            empty[STORED_ORDERING] = pa.array([], ordering[1])
+        return pa.table(empty)
+    return pa.concat_tables([p.cast(parts[0].schema) if p.schema != parts[0].schema else p for p in parts])
