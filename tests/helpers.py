@@ -53,6 +53,31 @@ def hudi_read(path: str, *, as_of: str | None = None, start: str | None = None,
     return pa.Table.from_batches(batches).to_pylist()
 
 
+def canon(rows: Sequence[dict], cols: Sequence[str]) -> list[tuple]:
+    """Rows (dicts, as ``to_pylist`` gives them) as sorted tuples of ``cols``: the form two
+    readers' answers are compared in."""
+    return sorted((tuple(r[c] for c in cols) for r in rows), key=repr)
+
+
+def unpack_zips(src: Path, out: Path) -> Path:
+    """Every zip under ``src`` unpacked to ``out/<its path without .zip>/`` (``__MACOSX`` junk
+    removed): the layout of the hudi-rs test corpus, a table folder in each."""
+    import zipfile
+    for z in sorted(src.rglob("*.zip")):
+        dest = out / z.relative_to(src).with_suffix("")
+        dest.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(z) as zf:
+            zf.extractall(dest)
+        shutil.rmtree(dest / "__MACOSX", ignore_errors=True)
+    return out
+
+
+def zipped_table(root: Path, rel: str) -> str:
+    """Path of the one table (the folder holding ``.hoodie/hoodie.properties``) of an unpacked zip."""
+    (props,) = (root / rel).glob("*/.hoodie/hoodie.properties")
+    return str(props.parent.parent)
+
+
 def hudi_rows(path: str, as_of: str | None = None, *, cols: Sequence[str] = ("id", "v"),
               start: str | None = None, end: str | None = None) -> list[tuple]:
     """Sorted tuples of ``cols`` of the table at ``path`` read by the ``hudi`` reader (see :func:`hudi_read`)."""

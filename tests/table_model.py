@@ -229,7 +229,8 @@ class TableModel:
         return next(c for c in self.commits if c.requested == requested)
 
     def incremental(self, start: str | None, end: str | None) -> tuple[dict[RowId, Row], pa.Schema]:
-        """Rows changed by commits completed in (start, end], in their state as of end."""
+        """Rows changed by commits completed in (start, end], in their state as of end, with the
+        latest committed schema (an incremental read is typed by it, as Apache Hudi's are)."""
         upto = [c for c in self.commits if end is None or c.completed <= end]
         if not upto:
             return {}, self.schema
@@ -237,7 +238,7 @@ class TableModel:
         completed = {c.requested: c.completed for c in self.commits}
         keep = {rid: r for rid, r in state.rows.items()
                 if (start is None or completed[r.commit] > start) and (end is None or completed[r.commit] <= end)}
-        return keep, state.schema
+        return keep, self.commits[-1].schema
 
 
 def expected_rows(rows: dict[RowId, Row], schema: pa.Schema) -> list[tuple[Any, ...]]:

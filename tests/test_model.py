@@ -660,7 +660,9 @@ class LakeMachine(RuleBasedStateMachine):
             return
         m = self.m
         last = m.commits[-1].completed
-        ranges = [(None, last)] + ([(m.commits[-2].completed, last)] if len(m.commits) > 1 else [])
+        # the range ending at the commit before the last one is typed by the latest schema too
+        ranges = [(None, last)] + ([(m.commits[-2].completed, last), (None, m.commits[-2].completed)]
+                                   if len(m.commits) > 1 else [])
         for start, end in ranges:
             try:
                 data = self.t.incremental(start, end, meta_fields=False).to_arrow()

@@ -116,9 +116,8 @@ def _archived(table: "TableContext") -> list[Any]:
 
 
 def _archived_as_of(table: "TableContext", timeline: Any, moment: str | None) -> list[Any]:
-    """Archived write instants a read as of ``moment`` sees (a time-travel read, or an
-    incremental read ending there): the schema as of an archived commit comes from its
-    metadata in the timeline history, not from a data file."""
+    """Archived write instants a time-travel read as of ``moment`` sees: the schema as of an
+    archived commit comes from its metadata in the timeline history, not from a data file."""
     if moment is None or table.config.layout_version < 2:
         return []
     active = {(i.requested, i.completed_action) for i in timeline}
@@ -155,9 +154,11 @@ def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, t
     # slices (upserts keep _hoodie_commit_time of untouched rows), found by a full scan
     archived = _archived_in_range(table, request, timeline)
     view = FileSystemView(table.storage, cfg, store, timeline, as_of=end)
-    schema = resolve_schema(store, view.visible, create_schema=cfg.create_schema,
-                            base_file=_any_base(view),
-                            history=_archived_as_of(table, timeline, end)) or pa.schema([])
+    # the rows are in their state as of ``end``, typed by the latest schema: Apache Hudi's
+    # incremental relations read with the latest table schema whatever the range (a column
+    # added later reads null, a column whose type changed since reads in its latest type)
+    schema = resolve_schema(store, view.timeline.visible_as_of(None), create_schema=cfg.create_schema,
+                            base_file=_any_base(view)) or pa.schema([])
     bound = _validate(request, schema)
     touched: set[tuple[str, str]] = set()
     for inst in in_range:
