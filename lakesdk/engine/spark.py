@@ -55,7 +55,8 @@ def spark_arrow_schema(df: Any) -> pa.Schema:
     return to_arrow_schema(df.schema, timezone="UTC", prefers_large_types=False)
 
 
-def check_key_values_spark(df: Any, ctx: WriteContext, resolve_encoding: Callable[[], str] | None = None) -> None:
+def check_key_values_spark(df: Any, ctx: WriteContext,
+                           resolve_encoding: Callable[[], str] | None = None) -> list[str] | None:
     """Before an instant is opened: rows of a Spark DataFrame without a record key (a
     :class:`~lakesdk.exceptions.NullKeyError`, counted exactly: a null key value, or under
     Hudi's key encoding a key null or empty as a whole), whose partition values (text
@@ -67,25 +68,20 @@ def check_key_values_spark(df: Any, ctx: WriteContext, resolve_encoding: Callabl
     (an aggregation).
 
     When some row has a null or empty key value, ``resolve_encoding`` (if given) decides
-    ``ctx.key_encoding`` first: only such rows depend on it."""
+    ``ctx.key_encoding`` first: only such rows depend on it.
+
+    Returns the partition paths of the rows (sorted) when the same job can collect them (the
+    distinct values of text or integer partition fields, made paths on the driver as the
+    tasks make them), else None; a table without partition fields: ``[""]``."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
-    from lakesdk.format.keys import HUDI_ENCODING, MAX_SEGMENT_BYTES, is_composite, keyless_key_error, null_key_error
+    from lakesdk.format.keys import HUDI_ENCODING, is_composite, keyless_key_error, null_key_error
     text = {f.name for f in df.schema.fields if isinstance(f.dataType, StringType)}
     conds = []
     for f in ctx.partition_fields:
-        if f not in text:
-            continue
-        c = F.col(f"`{f}`")
-        room = MAX_SEGMENT_BYTES - (len(f.encode("utf-8")) + 1 if ctx.hive_style else 0)
-        if ctx.urlencode:
-            conds.append(F.octet_length(c) * 3 > room)
-            continue
-        bad = c.contains("/") | c.rlike("[\\x00-\\x1F\\x7F]") | (F.octet_length(c) > room)
-        if not ctx.hive_style:
-            bad = bad | c.startswith(".") | c.startswith("_") | c.contains("=") | c.contains(":")
-        conds.append(bad)
+        if f in text:
+            conds.append(partition_value_refused(F.col(f"`{f}`"), f, ctx))
     if len(ctx.key_fields) > 1:
         conds += [F.col(f"`{k}`").contains(",") | F.col(f"`{k}`").isin("__null__", "__empty__")
                   for k in ctx.key_fields if k in text]
@@ -114,6 +110,10 @@ def check_key_values_spark(df: Any, ctx: WriteContext, resolve_encoding: Callabl
         first_bad = F.first(F.when(F.coalesce(cond, F.lit(False)), F.struct(*[F.col(f"`{c}`") for c in cols])),
                             ignorenulls=True)
         aggs.append(first_bad.alias("_lk_bad"))
+    pfields = ctx.partition_fields
+    by_value = bool(pfields) and all(f in df.columns and _text_type(df.schema[f].dataType) for f in pfields)
+    if by_value:
+        aggs.append(F.collect_set(F.struct(*[F.col(f"`{f}`") for f in pfields])).alias("_lk_parts"))
     row = df.agg(*aggs).collect()[0]
     if missing and row["_lk_missing"] and resolve_encoding is not None:
         ctx.key_encoding = resolve_encoding()
@@ -134,6 +134,14 @@ def check_key_values_spark(df: Any, ctx: WriteContext, resolve_encoding: Callabl
     if bad_row is not None:
         sample = pa.Table.from_pylist([bad_row.asDict()], schema=pa.schema([spark_arrow_schema(df).field(c) for c in cols]))
         add_key_columns(ctx, sample)   # raises the typed error
+    if not pfields:
+        return [""]
+    if not by_value:
+        return None
+    from lakesdk.format.keys import partition_paths
+    arrow = spark_arrow_schema(df)
+    values = pa.Table.from_pylist([r.asDict() for r in row["_lk_parts"]], schema=pa.schema([arrow.field(f) for f in pfields]))
+    return sorted(set(partition_paths(values, pfields, hive_style=ctx.hive_style, urlencode=ctx.urlencode).to_pylist()))
 
 
 def check_spark_casts(df: Any, schema: pa.Schema) -> Any:
@@ -230,6 +238,112 @@ def parallelism(spark: Any) -> int:
             return 4
 
 
+_INTEGRAL = ("byte", "short", "integer", "long")
+
+
+def _text_type(dt: Any) -> str | None:
+    """``string`` or ``integral`` when Spark's text of a value of type ``dt`` (a cast to
+    string) is the text Arrow's cast gives (:func:`lakesdk.format.keys.record_keys`), else None."""
+    name = dt.typeName()
+    return "string" if name == "string" else "integral" if name in _INTEGRAL else None
+
+
+def _task_error(err: LakeError) -> Any:
+    """A Spark expression that fails the task with ``err`` (typed again on the driver by
+    :func:`reraise_task_error`)."""
+    from pyspark.sql import functions as F
+    return F.raise_error(F.lit(f"lakesdk.exceptions.{type(err).__name__}: {err}"))
+
+
+def spark_key_columns(df: Any, ctx: WriteContext) -> tuple[Any, Any] | None:
+    """``(record key, partition path)`` of every row of ``df`` as Spark expressions, equal to
+    what :func:`add_key_columns` computes in Arrow; None when that is not certain (a key or
+    partition field of another type than text or integers, URL-encoded partition paths).
+
+    The values that :func:`check_key_values_spark` refuses before an instant exists fail the
+    task here too (with the same typed error), so no such record is ever written."""
+    from pyspark.sql import functions as F
+
+    from lakesdk.format.keys import (
+        DEFAULT_PARTITION,
+        EMPTY_PLACEHOLDER,
+        HUDI_ENCODING,
+        NULL_PLACEHOLDER,
+        is_composite,
+        keyless_key_error,
+        null_key_error,
+    )
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    if ctx.urlencode or not ctx.key_fields:
+        return None
+    kinds = {}
+    for f in (*ctx.key_fields, *ctx.partition_fields):
+        kind = _text_type(fields[f]) if f in fields else None
+        if kind is None:
+            return None
+        kinds[f] = kind
+    hudi = ctx.key_encoding == HUDI_ENCODING
+    composite = is_composite(ctx.key_fields, ctx.keygen)
+
+    def col(f: str) -> Any:
+        return F.col(f"`{f}`")
+
+    def text(f: str) -> Any:
+        return col(f) if kinds[f] == "string" else col(f).cast("string")
+
+    def missing(f: str) -> Any:
+        return col(f).isNull() | (col(f) == "") if kinds[f] == "string" else col(f).isNull()
+    guards: list[tuple[Any, LakeError]] = []   # (condition, error): the first that holds fails the task
+    if not hudi or not composite:
+        guards += [(col(f).isNull(), null_key_error(f, 1, 1, legacy_composite=composite)) for f in ctx.key_fields]
+    if hudi:
+        keyless = missing(ctx.key_fields[0])
+        for f in ctx.key_fields[1:]:
+            keyless = keyless & missing(f)
+        guards.append((keyless, keyless_key_error(ctx.key_fields, 1, 1)))
+    if composite:
+        parts = []
+        for f in ctx.key_fields:
+            t = text(f)
+            if hudi:
+                t = F.when(col(f).isNull(), F.lit(NULL_PLACEHOLDER)).when(t == "", F.lit(EMPTY_PLACEHOLDER)).otherwise(t)
+            if len(ctx.key_fields) > 1 and kinds[f] == "string":   # check_key_values_spark refuses these
+                guards.append((col(f).contains(",") | col(f).isin(NULL_PLACEHOLDER, EMPTY_PLACEHOLDER),
+                               exc_mod.InvalidKeyValueError(f"record key field {f!r} holds ',' or a placeholder value")))
+            parts.append(F.concat(F.lit(f"{f}:"), t))
+        key = F.concat_ws(",", *parts)
+    else:
+        key = text(ctx.key_fields[0])
+    for cond, err in reversed(guards):
+        key = F.when(cond, _task_error(err)).otherwise(key)
+    if not ctx.partition_fields:
+        return key, F.lit("")
+    segs = []
+    for f in ctx.partition_fields:
+        seg = F.when(missing(f), F.lit(DEFAULT_PARTITION)).otherwise(text(f))
+        if kinds[f] == "string":
+            bad = partition_value_refused(col(f), f, ctx)
+            seg = F.when(F.coalesce(bad, F.lit(False)), _task_error(exc_mod.InvalidPartitionValueError(
+                f"partition field {f!r} has a value that would not read back as itself"))).otherwise(seg)
+        segs.append(F.concat(F.lit(f"{f}="), seg) if ctx.hive_style else seg)
+    return key, F.concat_ws("/", *segs)
+
+
+def partition_value_refused(c: Any, field: str, ctx: WriteContext) -> Any:
+    """Spark condition: the text partition value ``c`` of ``field`` cannot round-trip through a
+    partition path (see :func:`lakesdk.format.keys.partition_value_problem`)."""
+    from pyspark.sql import functions as F
+
+    from lakesdk.format.keys import MAX_SEGMENT_BYTES
+    room = MAX_SEGMENT_BYTES - (len(field.encode("utf-8")) + 1 if ctx.hive_style else 0)
+    if ctx.urlencode:
+        return F.octet_length(c) * 3 > room
+    bad = c.contains("/") | c.rlike("[\\x00-\\x1F\\x7F]") | (F.octet_length(c) > room)
+    if not ctx.hive_style:
+        bad = bad | c.startswith(".") | c.startswith("_") | c.contains("=") | c.contains(":")
+    return bad
+
+
 def _task_info() -> TaskInfo:
     from pyspark import TaskContext
     tc = TaskContext.get()
@@ -249,14 +363,26 @@ class SparkWriteJob:
     def __init__(self, spark: Any, ctx: WriteContext) -> None:
         self.spark = spark
         self.ctx = ctx
+        self._new_groups = 0   # new file groups assign_inserts planned
 
     # -- preparation -------------------------------------------------------------------------
     def with_keys(self, df: Any, op: int, *, global_keys: bool = False) -> Any:
-        """Append key, partition path, op and sequence columns (computed in Arrow)."""
-        from dataclasses import replace
-
-        from pyspark.sql.types import ByteType, LongType, StringType, StructField, StructType
+        """Append key, partition path, op and sequence columns: as Spark expressions when
+        :func:`spark_key_columns` can compute them (no Python pass), else in Arrow."""
+        from pyspark.sql import functions as F
         ctx = replace(self.ctx, partition_fields=()) if global_keys else self.ctx
+        exprs = spark_key_columns(df, ctx)
+        if exprs is not None:
+            key, part = exprs
+            base = [F.col(f"`{f.name}`") for f in df.schema.fields if f.name not in (KEY, PART, OP, SEQ)]
+            # SEQ orders the records of one key by arrival: the input partition, then the row
+            return df.select(*base, key.alias(KEY), part.alias(PART), F.lit(op).cast("byte").alias(OP),
+                             F.monotonically_increasing_id().alias(SEQ))
+        return self.with_keys_arrow(df, op, ctx)
+
+    def with_keys_arrow(self, df: Any, op: int, ctx: WriteContext) -> Any:
+        """:meth:`with_keys` in an Arrow pass (:func:`add_key_columns` in each task)."""
+        from pyspark.sql.types import ByteType, LongType, StringType, StructField, StructType
         base_fields = [f for f in df.schema.fields if f.name not in (KEY, PART, OP, SEQ)]
         out = StructType(base_fields + [StructField(KEY, StringType()), StructField(PART, StringType()),
                                         StructField(OP, ByteType()), StructField(SEQ, LongType())])
@@ -317,13 +443,15 @@ class SparkWriteJob:
     def prepare(self, arrow: pa.Table | None = None, sdf: Any = None, op: int = OP_UPSERT, *,
                 global_keys: bool = False) -> Any:
         """A DataFrame with key columns: from driver-side Arrow (keys already computed) or
-        from a Spark DataFrame (keys computed in Arrow tasks).  ``global_keys``: a delete by
-        keys alone (no partition fields); the key index then supplies the partition."""
+        from a Spark DataFrame (:meth:`with_keys`).  ``global_keys``: a delete by keys alone
+        (no partition fields); the key index then supplies the partition."""
         if arrow is not None:
             return self.spark.createDataFrame(arrow)
         return self.with_keys(sdf, op, global_keys=global_keys)
 
     def partitions(self, df: Any) -> list[str]:
+        if not self.ctx.partition_fields:
+            return [""]
         return sorted(r[0] for r in df.select(PART).distinct().collect())
 
     def untagged(self, df: Any) -> Any:
@@ -401,6 +529,7 @@ class SparkWriteJob:
                 hi = 1.0 + 1e-9 if i == len(bs) - 1 else lo + w
                 rows.append((part, lo, hi, fid))
                 lo = hi
+        self._new_groups = len({r[3] for r in rows} - set(self.ctx.targets))
         if not rows:
             return df
         bdf = F.broadcast(self.spark.createDataFrame(rows, "_bp string, _lo double, _hi double, _bf string"))
@@ -413,6 +542,7 @@ class SparkWriteJob:
     # -- execution -----------------------------------------------------------------------------
     def write_groups(self, df: Any) -> tuple[list[WriteStat], MergeCounts]:
         """Run one write task per file group; collect stats."""
+        from pyspark.sql import functions as F
         ctx = self.ctx
 
         def fn(key: tuple, table: pa.Table) -> pa.Table:
@@ -426,6 +556,13 @@ class SparkWriteJob:
                                        lambda: write(ctx, target, incoming, _task_info()))
             return pa.table({"stat": [json.dumps(asdict(stat))], "counts": [json.dumps(asdict(counts))]})
 
+        # one shuffle by file group, into a number of partitions fixed here: adaptive execution
+        # would coalesce this shuffle by its bytes (the incoming records), while a task's work
+        # is the file groups it rewrites; up to four partitions per core, never fewer than the
+        # file groups the cores can write at once
+        p = parallelism(self.spark)
+        groups = len(ctx.targets) + self._new_groups
+        df = df.repartition(max(1, min(max(groups, 2 * p), 4 * p)), F.col(FID))
         rows = self._collect(df.groupBy(FID).applyInArrow(fn, _stat_schema()))
         stats = [WriteStat.from_dict(json.loads(r["stat"])) for r in rows]
         total = MergeCounts()
@@ -434,14 +571,20 @@ class SparkWriteJob:
         return stats, total
 
     def write_new(self, df: Any) -> list[WriteStat]:
-        """Bulk insert: every task writes its records into new file groups."""
+        """Bulk insert: every task writes its records into new file groups (one shuffle puts
+        each partition's records into one task).  Records without the key columns (a bulk
+        insert's input as given) get them in the task that writes them: one Python pass."""
+        from pyspark.sql import functions as F
         ctx = self.ctx
+        keyed = KEY in df.columns
         if ctx.partition_fields:
-            df = df.repartition(PART)
+            df = df.repartition(F.col(PART) if keyed else F.col(f"`{ctx.partition_fields[0]}`"),
+                                *([] if keyed else [F.col(f"`{f}`") for f in ctx.partition_fields[1:]]))
 
         def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             info = _task_info()
-            tables = (pa.Table.from_batches([b]) for b in batches)
+            tables = (pa.Table.from_batches([b]) if keyed else add_key_columns(ctx, pa.Table.from_batches([b]))
+                      for b in batches)
             try:
                 for stat in write_new_files(ctx, tables, info):
                     yield pa.RecordBatch.from_pydict({"stat": [json.dumps(asdict(stat))], "counts": ["{}"]})
