@@ -204,7 +204,7 @@ class WriteInput:
         op_code = OP_DELETE if is_delete else OP_UPSERT
         partitions: list[str] | None = None
         if sdf is not None:
-            from lakesdk.engine.spark import check_key_values_spark
+            from lakesdk.engine.spark_keys import check_key_values_spark
             # refuse rows without a key, values that cannot round-trip; the rows' partitions come with it
             partitions = check_key_values_spark(sdf, ctx, resolve)
             if global_delete:   # the key index supplies the partitions
