@@ -357,11 +357,11 @@ class SparkWriteJob:
 
         # one shuffle by file group, into a number of partitions fixed here: adaptive execution
         # would coalesce this shuffle by its bytes (the incoming records), while a task's work
-        # is the file groups it rewrites; up to four partitions per core, never fewer than the
-        # file groups the cores can write at once
+        # is the file groups it rewrites; two partitions per file group (fewer hash collisions),
+        # at most two per core
         p = parallelism(self.spark)
         groups = len(ctx.targets) + self._new_groups
-        df = df.repartition(max(1, min(max(groups, 2 * p), 4 * p)), F.col(FID))
+        df = df.repartition(max(1, min(2 * groups, 2 * p)), F.col(FID))
         rows = self._collect(df.groupBy(FID).applyInArrow(fn, _stat_schema()))
         stats = [WriteStat.from_dict(json.loads(r["stat"])) for r in rows]
         total = MergeCounts()
