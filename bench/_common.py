@@ -367,6 +367,53 @@ def profile_serial(label: str, fn: Callable[[], Any], *, top: int = 20) -> None:
         print("\n".join(ln for ln in s.getvalue().splitlines() if ln.strip())[:6000])
 
 
+def spark_stage_report(spark: Any, group: str) -> list[str]:
+    """Per-job and per-stage wall times, task times and shuffle bytes of one job group, from
+    Spark's status REST API (the session's UI must be enabled), and a totals line: jobs,
+    stages, tasks, the summed executor run and CPU time, the shuffle bytes written."""
+    import json
+    import urllib.request
+    url = spark.sparkContext.uiWebUrl
+    if not url:
+        return ["  (Spark UI disabled: no stage timings)"]
+    app = spark.sparkContext.applicationId
+    base = f"{url}/api/v1/applications/{app}"
+
+    def get(p: str) -> Any:
+        with urllib.request.urlopen(base + p, timeout=10) as r:
+            return json.loads(r.read())
+    from datetime import datetime
+
+    def ts(s: str) -> float:
+        return datetime.strptime(s.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+    lines = []
+    jobs = stages = tasks = 0
+    run = cpu = shuffle = 0.0
+    for job in sorted(get("/jobs"), key=lambda j: j["jobId"]):
+        if job.get("jobGroup") != group:
+            continue
+        jobs += 1
+        dur = ts(job["completionTime"]) - ts(job["submissionTime"]) if job.get("completionTime") else float("nan")
+        lines.append(f"  job {job['jobId']:>3} {dur:7.2f}s  {job['name'][:70]}")
+        for sid in job["stageIds"]:
+            for st in get(f"/stages/{sid}"):
+                if st.get("status") != "COMPLETE":
+                    continue
+                stages += 1
+                tasks += st["numTasks"]
+                run += st["executorRunTime"] / 1000
+                cpu += st["executorCpuTime"] / 1e9
+                shuffle += st["shuffleWriteBytes"]
+                sd = ts(st["completionTime"]) - ts(st["firstTaskLaunchedTime"])
+                lines.append(f"      stage {sid:>3} {sd:7.2f}s tasks={st['numTasks']:<3} "
+                             f"run={st['executorRunTime'] / 1000:6.2f}s cpu={st['executorCpuTime'] / 1e9:6.2f}s "
+                             f"shuffleR={st['shuffleReadBytes'] / MiB:6.1f}MiB shuffleW={st['shuffleWriteBytes'] / MiB:6.1f}MiB "
+                             f"{st['name'][:40]}")
+    lines.append(f"  total: {jobs} jobs, {stages} stages, {tasks} tasks, task run {run:.2f}s, task cpu {cpu:.2f}s, "
+                 f"shuffle written {shuffle / MiB:.1f} MiB")
+    return lines
+
+
 # ---------------------------------------------------------------------------------- command line, report
 def base_parser(doc: str) -> argparse.ArgumentParser:
     """The options both benchmarks take: --quick, --rows, --repeat, --profile, --tmp."""

@@ -22,6 +22,10 @@ checked: both results hold exactly N rows and every id once, and they are equal 
 ``(id, ts, fare, name)`` (a Spark ``exceptAll`` both ways is empty); otherwise the script
 prints the errors and exits 1 without a summary line.
 
+``--profile``: after the timed rounds, the Spark jobs and stages of lakesdk's steps (wall
+time, task time, shuffle bytes, from Spark's REST API) and a cProfile of the driver during
+one more bulk insert and upsert.
+
 ``--quick``: 100,000 rows; ``--big``: 5,000,000 rows; default 1,000,000.  The last line is::
 
     spark: rows=N bulk_vs_spark=X upsert_vs_rewrite=X read_vs_spark=X
@@ -48,7 +52,9 @@ from _common import (  # noqa: E402 - measuring shared with the other benchmarks
     best_of,
     finish,
     print_load_and_rounds,
+    profile_serial,
     ratio,
+    spark_stage_report,
     step,
     timed,
 )
@@ -113,22 +119,47 @@ def one_round(res: Results, spark: Any, base: Any, upd: Any, root: str, rep: int
 
     lake = lk.Lake(os.path.join(root, f"lake{rep}"), spark=spark, options=lk.TableOptions(engine="spark"))
     t = lake.create_table("s", key="id", ordering="ts")
+    sc = spark.sparkContext
+    sc.setJobGroup("bench-bulk_insert", "lakesdk bulk_insert")
     s, r = timed(lambda: t.bulk_insert(base))
     res.time("lakesdk_bulk", s)
     if r.inserted != n:
         res.errors.append(f"lakesdk bulk_insert: inserted={r.inserted}, expected {n}")
+    sc.setJobGroup("bench-upsert", "lakesdk upsert")
     s, r = timed(lambda: t.upsert(upd))
     res.time("lakesdk_upsert", s)
+    sc.setJobGroup("bench-other", "other")
     res.info["updates"] = r.updated
     if r.inserted != 0 or r.updated != upd.count():
         res.errors.append(f"lakesdk upsert: inserted={r.inserted} updated={r.updated}, expected 0 and {upd.count()}")
 
     s, _ = best_of(READS, lambda: drain(spark.read.parquet(p2)))
     res.time("spark_read", s)
+    sc.setJobGroup("bench-read", "lakesdk read")
     s, _ = best_of(READS, lambda: drain(t.read().to_spark()))
     res.time("lakesdk_read", s)
+    sc.setJobGroup("bench-other", "other")
     if rep == 0:
         check(res, spark, p2, t, n)
+    lake.close()
+
+
+def profile(spark: Any, base: Any, upd: Any, root: str) -> None:
+    """The Spark jobs and stages of the last timed round's lakesdk steps (from Spark's REST
+    API), then one more bulk insert and upsert on a fresh table under cProfile (the driver's
+    Python only).  Not part of the figures."""
+    import lakesdk as lk
+    for group in ("bench-bulk_insert", "bench-upsert", "bench-read"):
+        try:
+            lines = spark_stage_report(spark, group)
+        except Exception as e:  # noqa: BLE001 - the profile is best effort
+            lines = [f"  (no stage timings: {e})"]
+        print(f"\n--- Spark jobs of the timed {group[6:]} (every round) ---")
+        print("\n".join(lines))
+    lake = lk.Lake(os.path.join(root, "lake_profile"), spark=spark, options=lk.TableOptions(engine="spark"))
+    t = lake.create_table("s", key="id", ordering="ts")
+    profile_serial("lakesdk bulk_insert", lambda: t.bulk_insert(base))
+    profile_serial("lakesdk upsert", lambda: t.upsert(upd))
     lake.close()
 
 
@@ -157,6 +188,9 @@ def main() -> int:
                 step(f"round {rep + 1} of {args.repeat}")
                 one_round(res, spark, base, upd, root, rep, n)
         res.info["other_cores"] = load.cores
+        if args.profile:
+            step("profiling lakesdk (not part of the figures)")
+            profile(spark, base, upd, root)
     finally:
         spark.catalog.clearCache()
         shutil.rmtree(root, ignore_errors=True)

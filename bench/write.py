@@ -78,6 +78,7 @@ from _common import (  # noqa: E402 - the data, checks and measuring shared with
     row_count,
     run_deltalake,
     spark_session,
+    spark_stage_report,
     step,
     timed,
     warm_up_deltalake,
@@ -237,40 +238,6 @@ def run_pyiceberg(res: Results, base: pa.Table, upd: pa.Table, root: str, timeou
 
 
 # ---------------------------------------------------------------------------------- profile
-def spark_stage_report(spark: Any, group: str) -> list[str]:
-    """Per-stage wall times of one job group, from Spark's status REST API."""
-    import urllib.request
-    url = spark.sparkContext.uiWebUrl
-    if not url:
-        return ["  (Spark UI disabled: no stage timings)"]
-    app = spark.sparkContext.applicationId
-    base = f"{url}/api/v1/applications/{app}"
-
-    def get(p: str) -> Any:
-        with urllib.request.urlopen(base + p, timeout=10) as r:
-            return json.loads(r.read())
-    from datetime import datetime
-
-    def ts(s: str) -> float:
-        return datetime.strptime(s.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
-    lines = []
-    for job in sorted(get("/jobs"), key=lambda j: j["jobId"]):
-        if job.get("jobGroup") != group:
-            continue
-        dur = ts(job["completionTime"]) - ts(job["submissionTime"]) if job.get("completionTime") else float("nan")
-        lines.append(f"  job {job['jobId']:>3} {dur:7.2f}s  {job['name'][:70]}")
-        for sid in job["stageIds"]:
-            for st in get(f"/stages/{sid}"):
-                if st.get("status") != "COMPLETE":
-                    continue
-                sd = ts(st["completionTime"]) - ts(st["firstTaskLaunchedTime"])
-                lines.append(f"      stage {sid:>3} {sd:7.2f}s tasks={st['numTasks']:<3} "
-                             f"run={st['executorRunTime'] / 1000:6.2f}s cpu={st['executorCpuTime'] / 1e9:6.2f}s "
-                             f"shuffleR={st['shuffleReadBytes'] / MiB:6.1f}MiB shuffleW={st['shuffleWriteBytes'] / MiB:6.1f}MiB "
-                             f"{st['name'][:40]}")
-    return lines
-
-
 def profile_lakesdk(spark: Any, base: pa.Table, upd: pa.Table, root: str, partitioned: bool) -> None:
     """Print the Spark stage timings of the timed writes (when they ran on Spark), then re-run
     bulk insert + upsert on a fresh table under cProfile with lakesdk's thread pools made

@@ -12,6 +12,8 @@ import shutil
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import lakesdk as lk
 from lakesdk.format.keys import (
@@ -270,3 +272,73 @@ def test_table_written_by_hudi_gets_empty_key_parts_as_hudi_writes_them(conforma
     assert keys == ["id:1,name:Alice", "id:2,name:Bob", "id:3,name:Carol", "id:4,name:Diana", "id:5,name:__empty__"]
     if hudi is not None:
         assert [k for k, *_ in hudi_stored(str(path), cols=("_hoodie_record_key", "id"))] == keys
+
+
+# -- the Spark write path computes keys and partition paths with Spark expressions ------------------
+_TEXT = st.text(alphabet=st.sampled_from("ab9Zé_.-:=, "), max_size=4)
+
+
+def _spark_keys(spark, rows, schema, key_fields, partition_fields, *, keygen, hive_style, encoding):
+    """(row id, key, partition path) by the Spark-expression path and by the Arrow pass."""
+    from lakesdk.engine.spark import SparkWriteJob, spark_key_columns
+    from lakesdk.engine.tasks import WriteContext
+    df = spark.createDataFrame(rows, schema)
+    ctx = WriteContext(storage=None, instant="", schema=pa.schema([]), key_fields=key_fields,
+                       partition_fields=partition_fields, keygen=keygen, hive_style=hive_style, ordering=None,
+                       merge_mode="COMMIT_TIME_ORDERING", key_encoding=encoding)
+    assert spark_key_columns(df, ctx) is not None
+    job = SparkWriteJob(spark, ctx)
+    cols = ["rid", "_hoodie_record_key", "_hoodie_partition_path"]
+    by_expr = sorted(tuple(r) for r in job.with_keys(df, 0).select(*cols).collect())
+    by_arrow = sorted(tuple(r) for r in job.with_keys_arrow(df, 0, ctx).select(*cols).collect())
+    return by_expr, by_arrow
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.lists(st.tuples(st.none() | _TEXT, st.none() | st.integers(-2**63, 2**63 - 1), st.none() | _TEXT,
+                               st.none() | st.integers(-5, 5)), min_size=1, max_size=12),
+       composite=st.booleans(), hive_style=st.booleans(), legacy=st.booleans(), int_key=st.booleans())
+def test_spark_expression_keys_equal_the_arrow_keys(spark, data, composite, hive_style, legacy, int_key):
+    """The keys and partition paths Spark expressions compute are the ones Arrow computes, for
+    every value the checks before a write let through (text and integer fields, both key
+    encodings, single and composite keys, hive-style or not)."""
+    from lakesdk.format.keys import partition_value_problem
+    encoding = LEGACY_ENCODING if legacy else HUDI_ENCODING
+    keys = ("s", "i") if composite else (("i",) if int_key else ("s",))
+    rows = []
+    for rid, (s, i, p, q) in enumerate(data):
+        if p and partition_value_problem(p, "p", hive_style=hive_style, urlencode=False):
+            p = "ok"
+        if composite:
+            s = s.replace(",", "") if s else s
+            if s in ("__null__", "__empty__") or (s is None and legacy) or (i is None and legacy):
+                continue
+            if encoding == HUDI_ENCODING and not s and i is None:
+                continue
+        elif int_key and i is None or not int_key and (s is None or (s == "" and not legacy)):
+            continue
+        rows.append((rid, s, i, p, q))
+    if not rows:
+        return
+    schema = "rid int, s string, i long, p string, q int"
+    by_expr, by_arrow = _spark_keys(spark, rows, schema, keys, ("p", "q"), keygen="COMPLEX" if composite else "SIMPLE",
+                                    hive_style=hive_style, encoding=encoding)
+    assert by_expr == by_arrow
+
+
+def test_spark_expression_keys_refuse_in_the_task_what_the_checks_refuse(spark):
+    """A record without a key that reaches the key columns (the checks before the write refuse
+    it first) fails its task with the typed error, so no such record is written."""
+    from lakesdk.engine.spark import SparkWriteJob, reraise_task_error
+    from lakesdk.engine.tasks import WriteContext
+    from lakesdk.exceptions import InvalidPartitionValueError, NullKeyError
+    for rows, err in (([(1, None, "a")], NullKeyError), ([(1, "x", "a/b")], InvalidPartitionValueError)):
+        ctx = WriteContext(storage=None, instant="", schema=pa.schema([]), key_fields=("k",), partition_fields=("p",),
+                           keygen="SIMPLE", hive_style=False, ordering=None, merge_mode="COMMIT_TIME_ORDERING")
+        df = spark.createDataFrame(rows, "rid int, k string, p string")
+        with pytest.raises(err):
+            try:
+                SparkWriteJob(spark, ctx).with_keys(df, 0).collect()
+            except Exception as e:  # noqa: BLE001 - the Spark error, typed again
+                reraise_task_error(e)
+                raise

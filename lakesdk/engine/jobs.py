@@ -77,13 +77,16 @@ def write_job(table: "TableContext", ctx: "WriteContext", arrow: pa.Table | None
     (:meth:`TableContext.engine`); otherwise, and for a Spark DataFrame (``sdf``), as Spark
     jobs.  ``deletes``: the records are deletes; ``global_keys``: deletes by key alone;
     ``combine``: a Spark DataFrame's records of one key are combined first (driver-side data
-    is combined by the caller)."""
+    is combined by the caller); a Spark DataFrame neither combined nor deleted (a bulk
+    insert) is returned as given: ``write_new`` computes its keys in the tasks that write it."""
     if arrow is not None and table.engine() == "local":
         from lakesdk.engine.local import LocalWriteJob
         local = LocalWriteJob(ctx, progress=table.options.progress)
         return local, local.prepare(arrow)
     from lakesdk.engine.spark import SparkWriteJob
     job = SparkWriteJob(table.spark, ctx)
+    if arrow is None and not deletes and not combine:   # a bulk insert: keys made where its files are written
+        return job, sdf
     data = job.prepare(arrow, sdf, OP_DELETE if deletes else OP_UPSERT, global_keys=global_keys)
     if arrow is None and deletes:
         data = job.combine_deletes(data)

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakesdk import exceptions as exc_mod
+from lakesdk.engine.spark_keys import spark_arrow_schema, spark_key_columns
 from lakesdk.engine.tasks import (
     STORED_ORDERING,
     FileGroupTarget,
@@ -38,9 +39,7 @@ from lakesdk.merge.ordering import (
     PART,
     SEQ,
     MergeCounts,
-    event_time_fields,
     fields_of,
-    null_ordering_error,
 )
 
 __all__ = ["spark_arrow_schema", "check_spark_casts", "SparkWriteJob", "reraise_task_error", "read_files_spark"]
@@ -50,92 +49,6 @@ FID = "_lk_fid"
 DRIVER_INDEX_KEYS = 1_000_000
 
 
-
-
-def spark_arrow_schema(df: Any) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-    return to_arrow_schema(df.schema, timezone="UTC", prefers_large_types=False)
-
-
-def check_key_values_spark(df: Any, ctx: WriteContext, resolve_encoding: Callable[[], str] | None = None) -> None:
-    """Before an instant is opened: rows of a Spark DataFrame without a record key (a
-    :class:`~lakesdk.exceptions.NullKeyError`, counted exactly: a null key value, or under
-    Hudi's key encoding a key null or empty as a whole), whose partition values (text
-    columns) could not round-trip through a partition path, or whose composite-key values
-    hold ``,`` or are Hudi's ``__null__``/``__empty__`` raise the typed error
-    :func:`add_key_columns` would raise in a task; under event-time ordering, records written
-    as data whose ordering value is null raise a
-    :class:`~lakesdk.exceptions.NullOrderingValueError` (counted exactly).  One Spark job
-    (an aggregation).
-
-    When some row has a null or empty key value, ``resolve_encoding`` (if given) decides
-    ``ctx.key_encoding`` first: only such rows depend on it."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType
-
-    from lakesdk.format.keys import HUDI_ENCODING, MAX_SEGMENT_BYTES, is_composite, keyless_key_error, null_key_error
-    text = {f.name for f in df.schema.fields if isinstance(f.dataType, StringType)}
-    conds = []
-    for f in ctx.partition_fields:
-        if f not in text:
-            continue
-        c = F.col(f"`{f}`")
-        room = MAX_SEGMENT_BYTES - (len(f.encode("utf-8")) + 1 if ctx.hive_style else 0)
-        if ctx.urlencode:
-            conds.append(F.octet_length(c) * 3 > room)
-            continue
-        bad = c.contains("/") | c.rlike("[\\x00-\\x1F\\x7F]") | (F.octet_length(c) > room)
-        if not ctx.hive_style:
-            bad = bad | c.startswith(".") | c.startswith("_") | c.contains("=") | c.contains(":")
-        conds.append(bad)
-    if len(ctx.key_fields) > 1:
-        conds += [F.col(f"`{k}`").contains(",") | F.col(f"`{k}`").isin("__null__", "__empty__")
-                  for k in ctx.key_fields if k in text]
-    keys = [k for k in ctx.key_fields if k in df.columns]
-    cols = [c for c in dict.fromkeys((*ctx.key_fields, *ctx.partition_fields)) if c in df.columns]
-    aggs = [F.count(F.lit(1)).alias("_lk_rows")]
-    aggs += [F.count(F.when(F.col(f"`{k}`").isNull(), 1)).alias(f"_lk_null{i}") for i, k in enumerate(keys)]
-    ords = [f for f in event_time_fields(ctx.ordering, ctx.merge_mode) if f in df.columns] \
-        if ctx.operation != "delete" else []
-    if ords:   # a merge's deletes (the per-row op) may go without an ordering value
-        ups = F.col(OP) == OP_UPSERT if OP in df.columns else F.lit(True)
-        aggs += [F.count(F.when(ups, 1)).alias("_lk_ups")]
-        aggs += [F.count(F.when(ups & F.col(f"`{f}`").isNull(), 1)).alias(f"_lk_null_ord{i}")
-                 for i, f in enumerate(ords)]
-    missing = [F.col(f"`{k}`").isNull() | (F.col(f"`{k}`") == "") if k in text else F.col(f"`{k}`").isNull()
-               for k in keys]
-    if missing:
-        some, every = missing[0], missing[0]
-        for m in missing[1:]:
-            some, every = some | m, every & m
-        aggs += [F.count(F.when(some, 1)).alias("_lk_missing"), F.count(F.when(every, 1)).alias("_lk_keyless")]
-    if conds:
-        cond = conds[0]
-        for c in conds[1:]:
-            cond = cond | c
-        first_bad = F.first(F.when(F.coalesce(cond, F.lit(False)), F.struct(*[F.col(f"`{c}`") for c in cols])),
-                            ignorenulls=True)
-        aggs.append(first_bad.alias("_lk_bad"))
-    row = df.agg(*aggs).collect()[0]
-    if missing and row["_lk_missing"] and resolve_encoding is not None:
-        ctx.key_encoding = resolve_encoding()
-    hudi = ctx.key_encoding == HUDI_ENCODING
-    composite = is_composite(ctx.key_fields, ctx.keygen)
-    if not hudi or not composite:
-        for i, k in enumerate(keys):
-            n = row[f"_lk_null{i}"]
-            if n:
-                raise null_key_error(k, n, row["_lk_rows"], legacy_composite=composite)
-    if hudi and missing and row["_lk_keyless"]:
-        raise keyless_key_error(ctx.key_fields, row["_lk_keyless"], row["_lk_rows"])
-    for i, f in enumerate(ords):
-        if row[f"_lk_null_ord{i}"]:
-            what = "merge's updates and inserts" if OP in df.columns else ctx.operation
-            raise null_ordering_error(f, row[f"_lk_null_ord{i}"], row["_lk_ups"], ctx.table_name, what)
-    bad_row = row["_lk_bad"] if conds else None
-    if bad_row is not None:
-        sample = pa.Table.from_pylist([bad_row.asDict()], schema=pa.schema([spark_arrow_schema(df).field(c) for c in cols]))
-        add_key_columns(ctx, sample)   # raises the typed error
 
 
 def check_spark_casts(df: Any, schema: pa.Schema) -> Any:
@@ -252,14 +165,26 @@ class SparkWriteJob:
         self.spark = spark
         self.ctx = ctx
         self._small_index = False   # key_index returned the pruned index (the incoming keys' records only)
+        self._new_groups = 0   # new file groups assign_inserts planned
 
     # -- preparation -------------------------------------------------------------------------
     def with_keys(self, df: Any, op: int, *, global_keys: bool = False) -> Any:
-        """Append key, partition path, op and sequence columns (computed in Arrow)."""
-        from dataclasses import replace
-
-        from pyspark.sql.types import ByteType, LongType, StringType, StructField, StructType
+        """Append key, partition path, op and sequence columns: as Spark expressions when
+        :func:`spark_key_columns` can compute them (no Python pass), else in Arrow."""
+        from pyspark.sql import functions as F
         ctx = replace(self.ctx, partition_fields=()) if global_keys else self.ctx
+        exprs = spark_key_columns(df, ctx)
+        if exprs is not None:
+            key, part = exprs
+            base = [F.col(f"`{f.name}`") for f in df.schema.fields if f.name not in (KEY, PART, OP, SEQ)]
+            # SEQ orders the records of one key by arrival: the input partition, then the row
+            return df.select(*base, key.alias(KEY), part.alias(PART), F.lit(op).cast("byte").alias(OP),
+                             F.monotonically_increasing_id().alias(SEQ))
+        return self.with_keys_arrow(df, op, ctx)
+
+    def with_keys_arrow(self, df: Any, op: int, ctx: WriteContext) -> Any:
+        """:meth:`with_keys` in an Arrow pass (:func:`add_key_columns` in each task)."""
+        from pyspark.sql.types import ByteType, LongType, StringType, StructField, StructType
         base_fields = [f for f in df.schema.fields if f.name not in (KEY, PART, OP, SEQ)]
         out = StructType(base_fields + [StructField(KEY, StringType()), StructField(PART, StringType()),
                                         StructField(OP, ByteType()), StructField(SEQ, LongType())])
@@ -320,13 +245,15 @@ class SparkWriteJob:
     def prepare(self, arrow: pa.Table | None = None, sdf: Any = None, op: int = OP_UPSERT, *,
                 global_keys: bool = False) -> Any:
         """A DataFrame with key columns: from driver-side Arrow (keys already computed) or
-        from a Spark DataFrame (keys computed in Arrow tasks).  ``global_keys``: a delete by
-        keys alone (no partition fields); the key index then supplies the partition."""
+        from a Spark DataFrame (:meth:`with_keys`).  ``global_keys``: a delete by keys alone
+        (no partition fields); the key index then supplies the partition."""
         if arrow is not None:
             return self.spark.createDataFrame(arrow)
         return self.with_keys(sdf, op, global_keys=global_keys)
 
     def partitions(self, df: Any) -> list[str]:
+        if not self.ctx.partition_fields:
+            return [""]
         return sorted(r[0] for r in df.select(PART).distinct().collect())
 
     def untagged(self, df: Any) -> Any:
@@ -427,6 +354,7 @@ class SparkWriteJob:
                 hi = 1.0 + 1e-9 if i == len(bs) - 1 else lo + w
                 rows.append((part, lo, hi, fid))
                 lo = hi
+        self._new_groups = len({r[3] for r in rows} - set(self.ctx.targets))
         if not rows:
             return df
         bdf = F.broadcast(self.spark.createDataFrame(rows, "_bp string, _lo double, _hi double, _bf string"))
@@ -439,6 +367,7 @@ class SparkWriteJob:
     # -- execution -----------------------------------------------------------------------------
     def write_groups(self, df: Any) -> tuple[list[WriteStat], MergeCounts]:
         """Run one write task per file group; collect stats."""
+        from pyspark.sql import functions as F
         ctx = self.ctx
 
         def fn(key: tuple, table: pa.Table) -> pa.Table:
@@ -452,6 +381,13 @@ class SparkWriteJob:
                                        lambda: write(ctx, target, incoming, _task_info()))
             return pa.table({"stat": [json.dumps(asdict(stat))], "counts": [json.dumps(asdict(counts))]})
 
+        # one shuffle by file group, into a number of partitions fixed here: adaptive execution
+        # would coalesce this shuffle by its bytes (the incoming records), while a task's work
+        # is the file groups it rewrites; two partitions per file group (fewer hash collisions),
+        # at most two per core
+        p = parallelism(self.spark)
+        groups = len(ctx.targets) + self._new_groups
+        df = df.repartition(max(1, min(2 * groups, 2 * p)), F.col(FID))
         rows = self._collect(df.groupBy(FID).applyInArrow(fn, _stat_schema()))
         stats = [WriteStat.from_dict(json.loads(r["stat"])) for r in rows]
         total = MergeCounts()
@@ -460,14 +396,20 @@ class SparkWriteJob:
         return stats, total
 
     def write_new(self, df: Any) -> list[WriteStat]:
-        """Bulk insert: every task writes its records into new file groups."""
+        """Bulk insert: every task writes its records into new file groups (one shuffle puts
+        each partition's records into one task).  Records without the key columns (a bulk
+        insert's input as given) get them in the task that writes them: one Python pass."""
+        from pyspark.sql import functions as F
         ctx = self.ctx
+        keyed = KEY in df.columns
         if ctx.partition_fields:
-            df = df.repartition(PART)
+            df = df.repartition(F.col(PART) if keyed else F.col(f"`{ctx.partition_fields[0]}`"),
+                                *([] if keyed else [F.col(f"`{f}`") for f in ctx.partition_fields[1:]]))
 
         def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             info = _task_info()
-            tables = (pa.Table.from_batches([b]) for b in batches)
+            tables = (pa.Table.from_batches([b]) if keyed else add_key_columns(ctx, pa.Table.from_batches([b]))
+                      for b in batches)
             try:
                 for stat in write_new_files(ctx, tables, info):
                     yield pa.RecordBatch.from_pydict({"stat": [json.dumps(asdict(stat))], "counts": ["{}"]})

@@ -203,10 +203,13 @@ class WriteInput:
         # row has a null or empty key value (the only rows the encodings write differently)
         resolve = t._key_encoding if self.key_encoding is None and cfg.key_encoding is None else None
         op_code = OP_DELETE if is_delete else OP_UPSERT
-        if sdf is not None:
-            from lakesdk.engine.spark import check_key_values_spark
-            check_key_values_spark(sdf, ctx, resolve)   # refuse rows without a key, values that cannot round-trip
         partitions: list[str] | None = None
+        if sdf is not None:
+            from lakesdk.engine.spark_keys import check_key_values_spark
+            # refuse rows without a key, values that cannot round-trip; the rows' partitions come with it
+            partitions = check_key_values_spark(sdf, ctx, resolve)
+            if global_delete:   # the key index supplies the partitions
+                partitions = None
         if arrow is not None:
             if arrow.num_rows == 0:
                 return None
