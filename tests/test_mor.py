@@ -312,3 +312,26 @@ def test_read_matches_by_the_record_key_where_log_keys_are_not_the_key_fields_te
     assert got.column("id").to_pylist() == sorted(ids)
     assert {i: v for i, v in zip(got.column("id").to_pylist(), got.column("v").to_pylist())} == {
         i: (f"u{i}" if i % 7 == 0 else f"b{i}") for i in ids}
+
+
+def test_base_rows_flagged_deleted_read_alike_on_every_path(tmp_path):
+    """A base row flagged ``_hoodie_is_deleted`` is a deleted record on every read path (the
+    whole-table read, a limited read slice by slice, a filtered read), whether its slice has
+    log files or not; a later write of the key inserts it afresh."""
+    lake = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type="mor")
+    t.upsert(pa.table({"id": [1, 2, 3, 4], "p": ["a", "a", "b", "b"], "ts": [1, 1, 1, 9], "v": [1, 2, 3, 4],
+                       "_hoodie_is_deleted": [False, True, False, True]}))
+    t.upsert(pa.table({"id": [3], "p": ["b"], "ts": [2], "v": [33], "_hoodie_is_deleted": [False]}))
+
+    def reads():
+        out = []
+        for q in (t.read(), t.read(limit=100), t.read(where="v > 0")):
+            got = q.to_arrow()
+            out.append(sorted(zip(got.column("id").to_pylist(), got.column("v").to_pylist())))
+        return out
+
+    assert reads() == [[(1, 1), (3, 33)]] * 3
+    assert t.read().count() == 2
+    t.upsert(pa.table({"id": [4], "p": ["b"], "ts": [5], "v": [44], "_hoodie_is_deleted": [False]}))
+    assert reads() == [[(1, 1), (3, 33), (4, 44)]] * 3

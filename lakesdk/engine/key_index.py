@@ -97,6 +97,10 @@ def _candidates(fi: FooterIndex, keys: KeySet) -> np.ndarray | None:
         bloom = fi.bloom
         if bloom is None:   # unreadable: the key range alone, if any
             return mask if fi.range is not None else None
+        if keys.empty is not None:   # a file with a bloom filter holds no empty key
+            mask = mask & ~keys.empty
+            if not mask.any():
+                return mask
         probe = keys.probe(bloom.vector_size, bloom.nb_hash)
         mask = bloom.might_contain(probe=probe, among=None if mask.all() else np.flatnonzero(mask))
     return mask

@@ -262,7 +262,15 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     from concurrent.futures import Future, ThreadPoolExecutor
 
     from lakesdk._progress import progress as show_progress
-    from lakesdk.engine.slice_reader import IS_DELETED, _log_versions, keys_as, merge_touched, split_base, touched_keys
+    from lakesdk.engine.slice_reader import (
+        IS_DELETED,
+        _log_versions,
+        deleted_flags,
+        keys_as,
+        merge_touched,
+        split_base,
+        touched_keys,
+    )
     from lakesdk.merge.ordering import KEY, fields_of
 
     ctx = slice_context(table, plan)
@@ -306,11 +314,12 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
 
     def split(batch: pa.RecordBatch, logs: list[pa.Table], keys: pa.Array,
               field: str | None) -> tuple[pa.Table, pa.Table | None]:
-        if IS_DELETED in batch.schema.names:
-            batch = batch.filter(pc.invert(pc.fill_null(batch.column(IS_DELETED), False)))
         if not logs or batch.num_rows == 0:
             untouched, part = pa.Table.from_batches([batch]), None
-        else:
+            flagged = deleted_flags(untouched)
+            if flagged is not None:
+                untouched = untouched.filter(pc.invert(flagged))
+        else:   # base rows flagged _hoodie_is_deleted: deletes in the merge, dropped when untouched
             untouched, part = split_base(batch, keys, field, logs[0].schema)
         return (untouched if post is None else untouched.filter(post)).select(cols), part
 
@@ -322,8 +331,12 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     splits: list[tuple[FileSlice, Future[tuple[pa.Table, pa.Table | None]]]] = []
     with ThreadPoolExecutor(max_workers=_SLICE_THREADS) as pool:
         logs = {id(sl): pool.submit(logs_of, sl) for sl in merging}
-        if plain:   # slices without logs, while the logs are read
-            out.append(_scan(table, plain, full, cols, post))
+        if plain:   # slices without logs, while the logs are read (rows flagged deleted dropped)
+            live = post
+            if IS_DELETED in full.names:
+                alive = pc.field(IS_DELETED).is_null() | (pc.field(IS_DELETED) == pa.scalar(False))
+                live = alive if live is None else (live & alive)
+            out.append(_scan(table, plain, full, cols, live))
         redo: list[str] = []   # base files to match by the record key after all
         for path, batch in (_scan_tagged(table, list(by_path), full, base_names) if by_path else ()):
             sl = by_path[path]

@@ -21,7 +21,7 @@ from lakesdk.merge.slice_merge import merge_versions
 from lakesdk.storage import Storage
 
 __all__ = ["SliceReadContext", "conform", "is_in", "merge_touched", "read_slice", "slice_versions", "split_base",
-           "split_touched", "touched_keys", "keys_as"]
+           "split_touched", "touched_keys", "keys_as", "deleted_flags"]
 
 IS_DELETED = "_hoodie_is_deleted"
 
@@ -73,7 +73,7 @@ def _tag(t: pa.Table, seq: int, op: int | np.ndarray) -> pa.Table:
 def _projected_schema(ctx: SliceReadContext, columns: Iterable[str] | None) -> pa.Schema:
     full = ctx.full_schema
     if columns is not None:
-        need = list(dict.fromkeys([*columns, KEY, PART, *fields_of(ctx.ordering)]))
+        need = list(dict.fromkeys([*columns, KEY, PART, *fields_of(ctx.ordering), IS_DELETED]))
         full = pa.schema([f for f in full if f.name in need])
     return full
 
@@ -240,17 +240,30 @@ def split_base(base: pa.Table | pa.RecordBatch, keys: pa.Array, key_field: str |
     ``keys`` are of its type)."""
     if isinstance(base, pa.RecordBatch):
         base = pa.Table.from_batches([base])
+    flagged = deleted_flags(base)
     hit = is_in(base.column(key_field), keys) if key_field is not None else \
         pc.is_in(base.column(KEY), value_set=keys)
     if not pc.any(hit).as_py():
-        return base, None
+        return (base if flagged is None else base.filter(pc.invert(flagged))), None
     touched = base.filter(hit)
     if key_field is not None:
         touched = touched.append_column(pa.field(KEY, pa.string()), pc.cast(touched.column(key_field), pa.string()))
     schema = pa.schema([f for f in log_schema if f.name not in (SEQ, OP)])
     if touched.schema != schema:
         touched = conform(touched, schema)
-    return base.filter(pc.invert(hit)), _tag(touched, 0, OP_UPSERT)
+    if flagged is None:
+        return base.filter(pc.invert(hit)), _tag(touched, 0, OP_UPSERT)
+    # a base row flagged _hoodie_is_deleted is a delete: it takes part in the merge as one
+    ops = np.where(np.asarray(flagged.filter(hit).to_numpy(zero_copy_only=False), dtype=bool), OP_DELETE, OP_UPSERT)
+    return base.filter(pc.invert(pc.or_(hit, flagged))), _tag(touched, 0, ops.astype(np.int8))
+
+
+def deleted_flags(t: pa.Table) -> pa.ChunkedArray | None:
+    """Per row, whether ``_hoodie_is_deleted`` flags it (None: no row is flagged)."""
+    if IS_DELETED not in t.column_names:
+        return None
+    flags = pc.fill_null(t.column(IS_DELETED), False)
+    return flags if pc.any(flags).as_py() else None
 
 
 #: a lookup table of booleans is used for integer membership up to this many slots per value

@@ -443,6 +443,10 @@ class KeySet:
         mm = pc.min_max(plain) if len(plain) else None
         self.lo: str | None = mm["min"].as_py() if mm is not None else None
         self.hi: str | None = mm["max"].as_py() if mm is not None else None
+        lengths = np.diff(off)
+        #: empty keys (a legacy-encoded table allows one): never in a file with a bloom filter
+        #: (a file holding one is written without it), and not hashable as Hudi hashes keys
+        self.empty: np.ndarray | None = (lengths == 0) if n and (lengths == 0).any() else None
         self._probes: dict[tuple[int, int], KeyProbe] = {}
         self._lock = threading.Lock()
 
@@ -469,7 +473,9 @@ class KeySet:
         with self._lock:
             hit = self._probes.get((vector_size, nb_hash))
             if hit is None:
-                hit = self._probes[(vector_size, nb_hash)] = KeyProbe(key_positions(self.keys, vector_size, nb_hash))
+                keys = self.keys if self.empty is None else \
+                    pc.if_else(pa.array(self.empty), pa.scalar("\x00", pa.string()), self.keys)  # placeholders, masked out
+                hit = self._probes[(vector_size, nb_hash)] = KeyProbe(key_positions(keys, vector_size, nb_hash))
             return hit
 
 
