@@ -258,11 +258,11 @@ def test_write_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_conflict(tm
     original = LocalWriteJob.key_index
     served = []
 
-    def services_run_meanwhile(self, slices, slice_ctx):
+    def services_run_meanwhile(self, slices, *args, **kwargs):
         if not served:
             other.maintenance.compact()
             served.append(other.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
-        return original(self, slices, slice_ctx)
+        return original(self, slices, *args, **kwargs)
     monkeypatch.setattr(LocalWriteJob, "key_index", services_run_meanwhile)
     with pytest.raises(lk.WriteConflictError) as e:
         t.upsert(pd.DataFrame({"id": [2], "ts": [5], "v": ["racing write"]}))
