@@ -7,6 +7,7 @@ is defined here, where both can import it (the read layer sits above the engine)
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -25,7 +26,11 @@ if TYPE_CHECKING:
 __all__ = ["ReadPlan", "ScanPart", "count_rows", "iter_arrow", "iter_plan", "read_arrow", "read_part", "slice_context",
            "split_plan"]
 
-_SLICE_THREADS = 4   # file slices of a merge-on-read read at once (each read is multi-threaded too)
+#: threads of a merge-on-read read's pool (log blocks, splits, merges) beside Arrow's own scan
+#: threads: one per core on local files (CPU-bound: more threads only contend), more on an
+#: object store (log reads wait on requests)
+_SLICE_THREADS = max(2, os.cpu_count() or 2)
+_REMOTE_SLICE_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -329,7 +334,8 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     plain = [sl.base_path for sl in slices if not sl.log_files and sl.base_path]
     out: list[pa.Table] = []
     splits: list[tuple[FileSlice, Future[tuple[pa.Table, pa.Table | None]]]] = []
-    with ThreadPoolExecutor(max_workers=_SLICE_THREADS) as pool:
+    threads = _SLICE_THREADS if table.storage.is_local else max(_SLICE_THREADS, _REMOTE_SLICE_THREADS)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
         logs = {id(sl): pool.submit(logs_of, sl) for sl in merging}
         if plain:   # slices without logs, while the logs are read (rows flagged deleted dropped)
             live = post
