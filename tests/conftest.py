@@ -28,6 +28,7 @@ TEST_SPARK_CONF = {
     "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     "spark.executor.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     "spark.sql.adaptive.enabled": "false",
+    "spark.driver.memory": "2g",   # one driver serves the whole run (Spark's default is 1g)
 }
 
 
