@@ -178,8 +178,9 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
     """
     if not sl.log_files and sl.base_path:
         out = conform(_read_base_file(ctx, sl.base_path, None), ctx.full_schema)
-        if IS_DELETED in out.column_names:
-            out = out.filter(pc.invert(pc.fill_null(out.column(IS_DELETED), False)))
+        flagged = deleted_flags(out)
+        if flagged is not None:
+            out = out.filter(pc.invert(flagged))
         return out.select(list(columns)) if columns is not None else out
     full = _projected_schema(ctx, None if (ctx.column_groups is not None or ctx.merger) else columns)
     base = _base_rows(ctx, sl, full)
