@@ -184,15 +184,23 @@ def raise_on_conflict(table_name: str, me: Instant, conflicts: list[FileGroupCon
 
 
 def _being_rolled_back(store: TimelineStore, timeline: Timeline, me: Instant) -> bool:
-    """A pending rollback (one in progress, or interrupted) names ``me`` in its plan."""
+    """A rollback names ``me``: one in progress or interrupted (its plan), or one that has
+    completed while ``me``'s own timeline files are still being removed.  The rollback
+    completes before it removes them, so between the two ``me`` still looks pending; its data
+    files are gone by then.  A rollback of ``me`` is always later than ``me``."""
     from lakesdk.exceptions import CorruptTimelineError
-    from lakesdk.format.plans import RollbackPlanData
-    for rb in timeline.pending.filter(actions=["rollback"]):
+    from lakesdk.format.plans import RollbackMetadataData, RollbackPlanData
+    for rb in timeline.filter(actions=["rollback"]):
+        if rb.requested <= me.requested:
+            continue
         try:
-            plan = RollbackPlanData.parse(store.read_bytes(Instant("rollback", "requested", rb.requested)))
+            if rb.is_completed:
+                named = {i for i, _ in RollbackMetadataData.parse(store.read_bytes(rb)).rolled_back}
+            else:
+                named = {RollbackPlanData.parse(store.read_bytes(Instant("rollback", "requested", rb.requested))).instant}
         except (FileNotFoundError, CorruptTimelineError):
             continue
-        if plan.instant == me.requested:
+        if me.requested in named:
             return True
     return False
 
