@@ -342,6 +342,15 @@ class _SerialExecutor:
     def map(self, fn: Any, *iterables: Any) -> Any:
         return [fn(*a) for a in zip(*iterables)]
 
+    def submit(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from concurrent.futures import Future
+        fut: Future[Any] = Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
+            fut.set_exception(exc)
+        return fut
+
 
 def profile_serial(label: str, fn: Callable[[], Any], *, top: int = 20) -> None:
     """cProfile ``fn()`` with lakesdk's thread pools made serial (the wall time printed is that

@@ -335,3 +335,53 @@ def test_base_rows_flagged_deleted_read_alike_on_every_path(tmp_path):
     assert t.read().count() == 2
     t.upsert(pa.table({"id": [4], "p": ["b"], "ts": [5], "v": [44], "_hoodie_is_deleted": [False]}))
     assert reads() == [[(1, 1), (3, 33), (4, 44)]] * 3
+
+
+def test_whole_table_read_merges_every_slice_however_the_scan_and_the_merges_are_cut(tmp_path_factory):
+    """The whole-table merge-on-read read merges slices while the base files are still being
+    scanned, in groups of about ``_MERGE_BATCH_ROWS`` versions: generated upserts and deletes
+    over several partitions read the same (against a dict model) with the scan cut into
+    batches of a few rows and merges of one slice or of many."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    import lakesdk.engine.read as read_mod
+    import lakesdk.engine.slice_reader as slice_reader
+
+    op = st.tuples(st.sampled_from(["upsert", "delete"]),
+                   st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3)), min_size=1, max_size=12))
+
+    @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(ops=st.lists(op, min_size=1, max_size=5), batch_rows=st.sampled_from([1, 3, 1000]),
+           merge_rows=st.sampled_from([2, 64, 32_768]))
+    def check(ops, batch_rows, merge_rows):
+        lake = lk.Lake(str(tmp_path_factory.mktemp("lake")), options=lk.TableOptions(engine="local"))
+        t = lake.create_table("t", key="id", ordering="ts", table_type="mor", partition_by="p")
+        t.bulk_insert(pa.table({"id": list(range(0, 40, 2)), "ts": [0] * 20, "p": [f"p{i % 3}" for i in range(0, 40, 2)],
+                                "v": [f"b{i}" for i in range(0, 40, 2)]}))
+        model = {i: (0, f"b{i}") for i in range(0, 40, 2)}
+        for n, (kind, batch) in enumerate(ops):
+            last = {k: ts for k, ts in batch}     # one version per key and batch
+            if kind == "upsert":
+                t.upsert(pa.table({"id": list(last), "ts": list(last.values()), "p": [f"p{k % 3}" for k in last],
+                                   "v": [f"u{n}_{k}" for k in last]}))
+                for k, ts in last.items():
+                    if k not in model or ts >= model[k][0]:
+                        model[k] = (ts, f"u{n}_{k}")
+            else:
+                t.delete(list(last))
+                for k in last:
+                    model.pop(k, None)
+        original = read_mod._scan_tagged
+
+        def in_pieces(*a, **kw):
+            for path, batch in original(*a, **kw):
+                for i in range(0, batch.num_rows, batch_rows):
+                    yield path, batch.slice(i, batch_rows)
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(read_mod, "_scan_tagged", in_pieces)
+            m.setattr(slice_reader, "_MERGE_BATCH_ROWS", merge_rows)
+            got = t.read().to_arrow()
+        assert sorted(zip(got.column("id").to_pylist(), got.column("v").to_pylist())) == \
+            sorted((k, v) for k, (_, v) in model.items())
+    check()

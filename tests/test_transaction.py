@@ -87,7 +87,6 @@ def test_commit_under_optimistic_concurrency_fails_on_a_concurrent_rewrite(tmp_p
 
 @pytest.mark.spark
 @pytest.mark.parametrize("engine", ["local", "spark"])
-@pytest.mark.xfail(strict=False, reason="failed once in a whole-suite run, passes alone: under investigation")
 def test_refused_batch_writes_nothing_and_leaves_the_transaction_usable(tmp_path, spark, engine):
     import pyarrow as pa
     t = lk.Lake(str(tmp_path), spark=spark, options=lk.TableOptions(engine=engine)).create_table(

@@ -268,6 +268,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
 
     from lakesdk._progress import progress as show_progress
     from lakesdk.engine.slice_reader import (
+        _MERGE_BATCH_ROWS,
         IS_DELETED,
         _log_versions,
         deleted_flags,
@@ -344,36 +345,72 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
                 live = alive if live is None else (live & alive)
             out.append(_scan(table, plain, full, cols, live))
         redo: list[str] = []   # base files to match by the record key after all
+        split_of: dict[int, list[Future[tuple[pa.Table, pa.Table | None]]]] = {}
+        merges: list[Future[pa.Table | None]] = []
+        ready: list[FileSlice] = []     # slices whose base rows are all split, not merged yet
+        ready_versions = 0
+        finished_ids: set[int] = set()
+
+        def merge_group(group: list[FileSlice]) -> pa.Table | None:
+            """The winners of the touched keys of ``group`` (on the pool, once its splits
+            are done: they were submitted before this task, so they run or ran already)."""
+            parts = []
+            for sl in group:
+                versions, keys, _ = logs[id(sl)].result()
+                touched = [p for _, p in (f.result() for f in split_of.get(id(sl), ())) if p is not None]
+                parts.append((pa.concat_tables(touched) if touched else None, versions, len(keys)))
+            return merge_touched(ctx, parts)
+
+        def finished(sl: FileSlice | None, *, last: bool = False) -> None:
+            """``sl``'s base rows are all split: merge it with the slices ready before it
+            once they make a merge of about _MERGE_BATCH_ROWS versions (while the scan goes on)."""
+            nonlocal ready_versions
+            if sl is not None:
+                finished_ids.add(id(sl))
+                ready.append(sl)
+                ready_versions += 2 * sum(t.num_rows for t in logs[id(sl)].result()[0])
+            if ready and (last or ready_versions >= _MERGE_BATCH_ROWS // 2):
+                merges.append(pool.submit(merge_group, list(ready)))
+                ready.clear()
+                ready_versions = 0
+
+        current: str | None = None
         for path, batch in (_scan_tagged(table, list(by_path), full, base_names) if by_path else ()):
+            if path != current:
+                if current is not None and current not in redo:
+                    finished(by_path[current])    # the scan yields a file's batches together
+                current = path
             sl = by_path[path]
             versions, keys, typed = logs[id(sl)].result()
             if key_field is not None and typed is None and versions:
                 if path not in redo:
                     redo.append(path)
                 continue
-            splits.append((sl, pool.submit(split, batch, versions, typed if key_field else keys, key_field)))
+            fut = pool.submit(split, batch, versions, typed if key_field else keys, key_field)
+            splits.append((sl, fut))
+            split_of.setdefault(id(sl), []).append(fut)
+        if current is not None and current not in redo:
+            finished(by_path[current])
         if redo:
             names = [*base_names, KEY] if KEY not in base_names else base_names
             for path, batch in _scan_tagged(table, redo, full, names):
                 sl = by_path[path]
                 versions, keys, _ = logs[id(sl)].result()
-                splits.append((sl, pool.submit(split, batch, versions, keys, None)))
-        touched: dict[int, list[pa.Table]] = {}
-        for sl, fut in show_progress(splits, desc="reading file slices",
+                fut = pool.submit(split, batch, versions, keys, None)
+                splits.append((sl, fut))
+                split_of.setdefault(id(sl), []).append(fut)
+        for sl in merging:        # redone slices, slices without a base file or without base rows
+            if id(sl) not in finished_ids:
+                finished(sl)
+        finished(None, last=True)
+        for _sl, fut in show_progress(splits, desc="reading file slices",
                                      setting=table.options.progress):
-            untouched, part = fut.result()
+            untouched, _ = fut.result()
             out.append(untouched)
-            if part is not None:
-                touched.setdefault(id(sl), []).append(part)
-        parts = []
-        for sl in merging:
-            versions, keys, _ = logs[id(sl)].result()
-            parts.append((pa.concat_tables(touched[id(sl)]) if id(sl) in touched else None, versions, len(keys)))
-        merged = merge_touched(ctx, parts, pool.map)
-    if merged is not None:
-        if post is not None:
-            merged = merged.filter(post)
-        out.append(merged.select(cols))
+        for merge in merges:
+            winners = merge.result()
+            if winners is not None:
+                out.append((winners if post is None else winners.filter(post)).select(cols))
     out = [t for t in out if t.num_rows] or out[:1]
     if not out:
         return full.empty_table().select(cols)
