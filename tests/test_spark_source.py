@@ -168,6 +168,11 @@ def test_empty_table_and_bad_options(spark, lake):
     # a misspelt option is refused, never read as a snapshot
     with pytest.raises(Exception, match="has no option 'as.of.instants'; did you mean 'as.of.instant'"):
         _source(spark, t, **{"as.of.instants": "20200101000000000"}).collect()
+    # incremental bounds with an explicit snapshot query would read the whole snapshot: refused
+    for kind in ("snapshot", "read_optimized"):
+        with pytest.raises(Exception, match="bound incremental reads"):
+            _source(spark, t, **{"hoodie.datasource.query.type": kind,
+                                 "hoodie.datasource.read.begin.instanttime": "20200101000000000"}).collect()
 
 
 def test_unknown_options_are_refused_with_the_closest_known_one():

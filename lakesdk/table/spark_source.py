@@ -125,6 +125,10 @@ class TableBackend:
             q = t.incremental(_moment(start), _moment(end), start_inclusive=bool(_flag(options, "start_inclusive")),
                               meta_fields=True if meta is None else meta)
         else:
+            if start is not None or end is not None:    # a snapshot would read something else
+                from lakesdk.exceptions import OptionsError
+                raise OptionsError(f"{BEGIN} / {END} bound incremental reads, not {QUERY_TYPE}={kind!r}: drop "
+                                   f"them, or set {QUERY_TYPE}=incremental (or leave it out)", key=QUERY_TYPE)
             q = t.read(meta_fields=bool(meta),
                        read_optimized=kind == "read_optimized" or bool(_flag(options, "read_optimized")))
             moment = _first(options, AS_OF, "as_of")
