@@ -232,8 +232,15 @@ class WriteOperation(WriteInput):
         op = self.operation
         if arrow is not None and op not in ("bulk_insert", "delete"):
             from lakesdk.merge.ordering import combine_batch
-            arrow = combine_batch(arrow, ordering=ctx.ordering, merge_mode=ctx.merge_mode,
-                                  column_groups=ctx.column_groups, merger=ctx.merger)  # cheap on the driver
+
+            def combine(b: pa.Table) -> pa.Table:
+                return combine_batch(b, ordering=ctx.ordering, merge_mode=ctx.merge_mode,
+                                     column_groups=ctx.column_groups, merger=ctx.merger)  # cheap on the driver
+            if ctx.global_index:   # one record per key, whatever its partition
+                from lakesdk.engine.global_index import combine_by_key
+                arrow = combine_by_key(arrow, combine)
+            else:
+                arrow = combine(arrow)
         elif arrow is not None and op == "delete":   # a key named twice is deleted (and counted) once
             from lakesdk.merge.ordering import combine_deletes
             arrow = combine_deletes(arrow, ordering=ctx.ordering, merge_mode=ctx.merge_mode)
@@ -261,7 +268,8 @@ class WriteOperation(WriteInput):
         if partitions is None and not global_delete:
             partitions = job.partitions(data)
         wanted = set(partitions or [])
-        slices = view.latest_slices() if global_delete else [s for s in view.latest_slices() if s.partition in wanted]
+        everywhere = global_delete or ctx.global_index   # the key index looks in every partition
+        slices = view.latest_slices() if everywhere else [s for s in view.latest_slices() if s.partition in wanted]
         keep_mor = bool(ctx.keep_columns) and ctx.merge_on_read
         ctx.targets = {s.file_id: FileGroupTarget(s.partition, s.file_id, s.base_path, s.base_instant,
                                                   has_logs=bool(s.log_files), slice=s if keep_mor else None)
@@ -277,8 +285,11 @@ class WriteOperation(WriteInput):
                 from lakesdk.engine.slice_reader import SliceReadContext
                 slice_ctx = SliceReadContext(t.storage, ctx.schema, ctx.ordering, ctx.merge_mode,
                                              view.log_instants, column_groups=ctx.column_groups, merger=ctx.merger)
-            index = job.key_index(slices, slice_ctx, data, global_keys=global_delete)
-            data = job.tag(data, index, global_keys=global_delete)
+            index = job.key_index(slices, slice_ctx, data, global_keys=everywhere)
+            if ctx.global_index:   # keys stored in another partition move (or stay) by the ordering
+                data = job.tag_global(data, index)
+            else:
+                data = job.tag(data, index, global_keys=global_delete)
             clustered = {s.file_id: s.partition for s in slices if (s.partition, s.file_id) in busy}
             if clustered:
                 hit = job.tagged_file_ids(data, set(clustered))
