@@ -220,9 +220,10 @@ class TableContext:
         ``index_type`` option (``hoodie.index.type``) when given, else the table's
         ``hoodie.index.type`` (``create_table(index=...)``), else a non-global index.  A
         global index matters on partitioned tables only."""
+        from lakesdk.format.table_config import INDEX_TYPE_KEY
         chosen = self.options.index_type
-        wire = chosen.upper() if chosen is not None else self.config.index_type
-        if wire is None or wire in ("BLOOM", "SIMPLE"):
+        wire = chosen.upper() if chosen is not None else (self.config.props.get(INDEX_TYPE_KEY) or "").strip().upper()
+        if wire in ("", "BLOOM", "SIMPLE"):
             return False, self.options.index_update_partition_path
         if wire in ("GLOBAL_SIMPLE", "GLOBAL_BLOOM"):
             return bool(self.config.partition_fields), self.options.index_update_partition_path

@@ -58,8 +58,7 @@ COLUMN_GROUPS_KEY = "hoodie.lakesdk.partial.update.column.groups"
 #: lakesdk's user-defined merger (registered by name in Python); CUSTOM to Hudi
 CUSTOM_STRATEGY_ID = "9b0c1a2d-3e4f-4a5b-8c6d-7e8f90a1b2c3"
 MERGER_NAME_KEY = "hoodie.lakesdk.merger.name"
-#: the index lakesdk's writes use for the table (create_table(index=...)): Hudi's write-config
-#: key, kept in hoodie.properties so that every handle of the table uses the same index
+#: create_table(index=...): Hudi's write-config key, kept in hoodie.properties for every handle
 INDEX_TYPE_KEY = "hoodie.index.type"
 COMMIT_TIME_STRATEGY_ID = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 _MODEL = "org.apache.hudi.common.model."
@@ -516,12 +515,6 @@ class TableConfig:
     @property
     def merger_name(self) -> str | None:
         return self.props.get(MERGER_NAME_KEY) or None
-
-    @property
-    def index_type(self) -> str | None:
-        """``hoodie.index.type`` as stored by ``create_table(index=...)`` (upper case), or None."""
-        raw = (self.props.get(INDEX_TYPE_KEY) or "").strip().upper()
-        return raw or None
 
     @property
     def delete_marker(self) -> tuple[str, str] | None:
