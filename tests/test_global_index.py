@@ -239,3 +239,24 @@ def test_random_moves_match_a_model(tmp_path_factory, table_type, ops):
     for instant, want in history:
         assert ours(t.as_of(instant)) == theirs(t.path, instant) == want
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_insert_overwrite_keeps_a_key_in_one_partition(glake, table_type):
+    """An overwrite of some partitions may not write keys the table holds in others (refused,
+    nothing written); keys of the overwritten partitions, and a whole-table overwrite, are
+    fine."""
+    from lakesdk.exceptions import WriteError
+    t = glake.create_table("g", key="id", partition_by="p", ordering="ts", table_type=table_type, index="global")
+    t.upsert(df([(1, "a", 1, "x1"), (2, "b", 1, "x2")]))
+    t.upsert(df([(2, "b", 2, "y2")]))   # merge-on-read: a log file in b
+    before = t.timeline.instants
+    with pytest.raises(WriteError, match=r"'2' \(in p=b\)"):
+        t.insert_overwrite(df([(2, "a", 3, "o2")]))
+    # the overwrite was rolled back: no data instant beyond the ones before
+    assert [i.requested for i in t.timeline.completed if i.action != "rollback"] == [i.requested for i in before]
+    assert ours(t.read()) == [(1, "a", 1, "x1"), (2, "b", 2, "y2")]
+    t.insert_overwrite(df([(1, "a", 3, "o1"), (3, "a", 3, "o3")]))
+    assert ours(t.read()) == theirs(t.path) == [(1, "a", 3, "o1"), (2, "b", 2, "y2"), (3, "a", 3, "o3")]
+    t.insert_overwrite(df([(2, "a", 4, "t2")]), scope="table")
+    assert ours(t.read()) == theirs(t.path) == [(2, "a", 4, "t2")]

@@ -203,7 +203,8 @@ class WriteInput:
             operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor, keep_columns=keep,
             key_encoding=self.key_encoding or cfg.key_encoding or HUDI_ENCODING,
             log_block_format=t.options.log_block_format, bloom=BloomConfig.of(t.options),
-            global_index=global_index and self.operation in _MERGING, update_partition_path=update_partition_path,
+            global_index=global_index and self.operation in (*_MERGING, "insert_overwrite", "insert_overwrite_table"),
+            update_partition_path=update_partition_path,
         )
         # a table that does not name its key encoding: its stored keys tell, read only when a
         # row has a null or empty key value (the only rows the encodings write differently)
