@@ -272,3 +272,17 @@ def test_insert_overwrite_keeps_a_key_in_one_partition(glake, table_type):
     assert ours(t.read()) == theirs(t.path) == [(1, "a", 3, "o1"), (2, "b", 2, "y2"), (3, "a", 3, "o3")]
     t.insert_overwrite(df([(2, "a", 4, "t2")]), scope="table")
     assert ours(t.read()) == theirs(t.path) == [(2, "a", 4, "t2")]
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_spark_index_of_every_stored_key(tmp_path, spark, monkeypatch, table_type):
+    """Past the driver's key limit the Spark engine reads every stored key (with its ordering
+    value) in Spark tasks: moves and losing moves come out the same."""
+    import lakesdk.engine.spark as spark_engine
+    monkeypatch.setattr(spark_engine, "DRIVER_INDEX_KEYS", 0)
+    lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="spark"))
+    t = lake.create_table("g", key="id", partition_by="p", ordering="ts", table_type=table_type, index="global")
+    res = steps(t)
+    assert (res[1].inserted, res[1].updated, res[1].deleted, res[1].skipped) == (2, 1, 1, 1)
+    assert ours(t.read()) == theirs(t.path) == EXPECTED[-1]
+    assert ours(t.as_of(res[2].instant)) == theirs(t.path, res[2].instant) == EXPECTED[2]
