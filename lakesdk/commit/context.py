@@ -215,6 +215,24 @@ class TableContext:
                 f"writes PARQUET ones only, so it does not start a {action} here (nothing was written); write the "
                 "table with Apache Hudi", key="hoodie.table.base.file.format")
 
+    def global_index(self) -> tuple[bool, bool]:
+        """(global, update partition path) of the index of this handle's writes: the
+        ``index_type`` option (``hoodie.index.type``) when given, else the table's
+        ``hoodie.index.type`` (``create_table(index=...)``), else a non-global index.  A
+        global index matters on partitioned tables only."""
+        from lakesdk.format.table_config import INDEX_TYPE_KEY
+        chosen = self.options.index_type
+        wire = chosen.upper() if chosen is not None else (self.config.props.get(INDEX_TYPE_KEY) or "").strip().upper()
+        if wire in ("", "BLOOM", "SIMPLE"):
+            return False, self.options.index_update_partition_path
+        if wire in ("GLOBAL_SIMPLE", "GLOBAL_BLOOM"):
+            return bool(self.config.partition_fields), self.options.index_update_partition_path
+        from lakesdk.exceptions import TableConfigError
+        raise TableConfigError(
+            f"{self.config.name!r} has hoodie.index.type={wire} in hoodie.properties: lakesdk writes with the BLOOM, "
+            "SIMPLE, GLOBAL_SIMPLE or GLOBAL_BLOOM index; nothing was written. Open the table with "
+            "options=TableOptions(index_type='global_simple') (or 'bloom') to choose one", key="hoodie.index.type")
+
     def engine(self) -> str:
         """The engine of driver-side data (the one chooser of writes, merges and services):
         the ``engine`` option, or with ``auto`` ``local`` when Spark is (or would be) local

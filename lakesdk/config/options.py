@@ -209,6 +209,15 @@ OPTIONS: tuple[Option, ...] = (
            choices={"dynamic_v0": "DYNAMIC_V0", "simple": "SIMPLE"}),
     Option("bloom_max_entries", "hoodie.bloom.index.filter.dynamic.max.entries", int, 100000,
            "base files' dynamic bloom filters: keys until no filter is added", minimum=1),
+    Option("index_type", "hoodie.index.type", str, None,
+           "how a write finds the stored records of its keys: in their own partition (bloom, simple), or "
+           "in any partition (global_simple, global_bloom: an upsert moves a key that changed partitions); "
+           "None: the table's (its hoodie.index.type in hoodie.properties, else bloom)",
+           choices={"bloom": "BLOOM", "simple": "SIMPLE", "global_bloom": "GLOBAL_BLOOM",
+                    "global_simple": "GLOBAL_SIMPLE"}, optional=True),
+    Option("index_update_partition_path", "hoodie.simple.index.update.partition.path", bool, True,
+           "global index: an upsert of a key stored in another partition moves it to its new partition "
+           "(False: it updates the stored record where it is)"),
 )
 
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -217,6 +226,8 @@ _BY_KEY = {o.key: o for o in OPTIONS if o.key}
 _SWITCHES = {"hoodie.compact.inline": "compact_every", "hoodie.clustering.inline": "cluster_every"}
 #: Hudi's defaults for the thresholds those switches turn on
 _SWITCH_DEFAULTS = {"compact_every": 5, "cluster_every": 4}
+#: other Hudi keys of one option (the global bloom index has its own update-partition key)
+_KEY_ALIASES = {"hoodie.bloom.index.update.partition.path": "hoodie.simple.index.update.partition.path"}
 #: keys that define a table (given to create_table, stored in hoodie.properties), not a handle
 _TABLE_KEYS = ("hoodie.datasource.write.recordkey.field", "hoodie.datasource.write.partitionpath.field",
                "hoodie.datasource.write.precombine.field", "hoodie.table.name", "hoodie.datasource.write.table.type",
@@ -273,6 +284,8 @@ class TableOptions:
     bloom_fpp: float = 1e-9                            # hoodie.index.bloom.fpp
     bloom_filter_type: Literal["dynamic_v0", "simple"] = "dynamic_v0"   # hoodie.bloom.index.filter.type
     bloom_max_entries: int = 100000                    # hoodie.bloom.index.filter.dynamic.max.entries
+    index_type: Literal["bloom", "simple", "global_bloom", "global_simple"] | None = None   # hoodie.index.type
+    index_update_partition_path: bool = True           # hoodie.simple.index.update.partition.path
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -294,6 +307,7 @@ class TableOptions:
         lock: dict[str, Any] = {}
         switches: dict[str, bool] = {}
         for key, raw in props.items():
+            key = _KEY_ALIASES.get(key, key)
             if key in _BY_KEY:
                 o = _BY_KEY[key]
                 values[o.name] = o.parse(raw)

@@ -41,6 +41,11 @@ class WriteJob(Protocol[D]):
         """The records with the file id of the stored record of the same key (null: new)."""
         ...
 
+    def tag_global(self, data: D, index: Any, /) -> D:
+        """Global index: the records to write, tagged, with moved keys' deletes in their old
+        file groups (:func:`~lakesdk.engine.global_index.route_moves`)."""
+        ...
+
     def untagged(self, data: D, /) -> D:
         ...
 
@@ -91,7 +96,7 @@ def write_job(table: "TableContext", ctx: "WriteContext", arrow: pa.Table | None
     if arrow is None and deletes:
         data = job.combine_deletes(data)
     elif arrow is None and combine:
-        data = job.combine(data)
+        data = job.combine_by_key(data) if ctx.global_index else job.combine(data)
     return job, data
 
 

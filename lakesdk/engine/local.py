@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from lakesdk import _faults as faults
 from lakesdk._progress import progress as show_progress
+from lakesdk.engine.global_index import STORED_PART, route_moves
 from lakesdk.engine.key_index import incoming_keys, pruned_key_index
 from lakesdk.engine.tasks import (
     STORED_ORDERING,
@@ -28,6 +29,7 @@ from lakesdk.engine.tasks import (
     WriteContext,
     compact_file_slice,
     compacted_file,
+    index_ordering_type,
     new_file_path,
     planned_file,
     read_key_index,
@@ -122,7 +124,7 @@ class LocalWriteJob:
         ``_hoodie_partition_path`` are dictionary-encoded over one dictionary of every slice
         (an int32 per key instead of a copy of the file id string: at 10M keys that is 40 MB
         instead of 400 MB)."""
-        otype = stored_ordering_type(self.ctx)
+        otype = index_ordering_type(self.ctx) if global_keys else stored_ordering_type(self.ctx)
         ordering = (self.ctx.ordering, otype) if otype is not None and self.ctx.ordering else None
         if data is not None and slices:
             keys = incoming_keys(data.column(KEY), None if global_keys else data.column(PART))
@@ -183,6 +185,25 @@ class LocalWriteJob:
             part = _strings(index.column(PART).take(pos))
             t = t.set_column(t.column_names.index(PART), PART, pc.coalesce(part, t.column(PART)))
         return t
+
+    def tag_global(self, t: pa.Table, index: pa.Table) -> pa.Table:
+        """Global index: records whose key is stored in another partition move there or stay,
+        by the table's ordering (:func:`~lakesdk.engine.global_index.route_moves`); ``index``
+        holds the stored records of the keys in every partition."""
+        if index.num_rows == 0:
+            return self.untagged(t)
+        t, pos = _match_all(t, index)
+        t = t.drop_columns([c for c in (FID, ROW, STORED_ORDERING, STORED_PART) if c in t.column_names])
+        t = t.append_column(FID, _strings(index.column(FID).take(pos)))
+        t = t.append_column(STORED_PART, _strings(index.column(PART).take(pos)))
+        for c in (ROW, STORED_ORDERING):
+            if c in index.column_names:
+                t = t.append_column(c, index.column(c).take(pos))
+        out = route_moves(t, ordering=self.ctx.ordering, merge_mode=self.ctx.merge_mode,
+                          update_partition_path=self.ctx.update_partition_path)
+        if STORED_ORDERING in out.column_names and stored_ordering_type(self.ctx) is None:
+            out = out.drop_columns([STORED_ORDERING])   # copy-on-write: the merge reads the stored values
+        return out
 
     def untagged(self, t: pa.Table) -> pa.Table:
         if FID in t.column_names:

@@ -24,6 +24,7 @@ from lakesdk.engine.tasks import (
     TaskInfo,
     WriteContext,
     add_key_columns,
+    index_ordering_type,
     read_key_index,
     stored_ordering_type,
     write_file_group,
@@ -303,7 +304,7 @@ class SparkWriteJob:
         from pyspark.sql.types import StringType, StructField, StructType
         storage = self.ctx.storage
         schema = StructType([StructField(KEY, StringType()), StructField(PART, StringType()), StructField(FID, StringType())])
-        otype = stored_ordering_type(self.ctx)
+        otype = index_ordering_type(self.ctx) if global_keys else stored_ordering_type(self.ctx)
         ordering = (self.ctx.ordering, otype) if otype is not None and self.ctx.ordering else None
         if ordering is not None:
             from pyspark.sql.pandas.types import from_arrow_type
@@ -343,6 +344,38 @@ class SparkWriteJob:
             return j.withColumn(PART, F.col("_ip")).drop("_ik", "_ip")
         j = df.join(idx, (df[KEY] == idx["_ik"]) & (df[PART] == idx["_ip"]), "left")
         return j.drop("_ik", "_ip")
+
+    def tag_global(self, df: Any, index: Any) -> Any:
+        """Global index: records whose key is stored in another partition move there or stay,
+        by the table's ordering (:func:`~lakesdk.engine.global_index.route_moves`, run per key
+        group); ``index`` holds the stored records of the keys in every partition."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        from lakesdk.engine.global_index import STORED_PART, route_moves
+        extra = [F.col(STORED_ORDERING)] if STORED_ORDERING in index.columns else []
+        idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias(STORED_PART), F.col(FID), *extra)
+        idx = F.broadcast(idx) if self._small_index else idx.hint("merge")
+        df = df.drop(*[c for c in (FID, STORED_ORDERING, STORED_PART) if c in df.columns])
+        j = df.join(idx, df[KEY] == idx["_ik"], "left").drop("_ik")
+        keep_ord = stored_ordering_type(self.ctx) is not None   # merge-on-read: what the log write compares with
+        out = StructType([f for f in j.schema.fields
+                          if f.name != STORED_PART and (keep_ord or f.name != STORED_ORDERING)])
+        names = out.fieldNames()
+        ordering, mode, move = self.ctx.ordering, self.ctx.merge_mode, self.ctx.update_partition_path
+
+        def fn(t: pa.Table) -> pa.Table:
+            return _guard_task("the global index", lambda: route_moves(
+                t, ordering=ordering, merge_mode=mode, update_partition_path=move).select(names))
+        return j.groupBy(KEY).applyInArrow(fn, out)
+
+    def combine_by_key(self, df: Any) -> Any:
+        """:meth:`combine` per key alone (a global index: one record per key whatever its
+        partition, as Hudi de-duplicates then)."""
+        from pyspark.sql import functions as F
+        own = "_lk_own_part"
+        work = df.withColumnRenamed(PART, own).withColumn(PART, F.lit(""))
+        return self.combine(work).drop(PART).withColumnRenamed(own, PART).select(*df.columns)
 
     def assign_inserts(self, df: Any, buckets: dict[str, list[tuple[str, float]]]) -> Any:
         """Give untagged records a file id by hashing the key into weighted buckets."""

@@ -42,7 +42,7 @@ from lakesdk.storage import Storage
 
 __all__ = ["WriteContext", "TaskInfo", "FileGroupTarget", "write_file_group", "write_new_files",
            "add_key_columns", "compacted_file", "conform", "read_key_index", "write_log_group", "write_clustered_file",
-           "cluster_group", "STORED_ORDERING", "stored_ordering_type"]
+           "cluster_group", "STORED_ORDERING", "stored_ordering_type", "index_ordering_type"]
 
 # merge-on-read upserts and deletes: the stored record's ordering value, carried by the key
 # index, so that the log write counts what wins without reading the file slice
@@ -103,6 +103,8 @@ class WriteContext:
     key_encoding: str = HUDI_ENCODING        # how null and empty key values are written (lakesdk.format.keys)
     log_block_format: str = "parquet"        # hoodie.logfile.data.block.format: merge-on-read data blocks
     bloom: BloomConfig | None = field(default_factory=BloomConfig)   # base files' bloom filters (None: none)
+    global_index: bool = False               # upserts find a key in any partition (hoodie.index.type=GLOBAL_*)
+    update_partition_path: bool = True       # hoodie.simple.index.update.partition.path (global index)
 
     @property
     def file_schema(self) -> pa.Schema:
@@ -121,6 +123,22 @@ def stored_ordering_type(ctx: WriteContext) -> pa.DataType | None:
     if not all(f in ctx.schema.names for f in fields):
         return None
     if len(fields) > 1:   # several ordering fields: a struct of their values
+        return pa.struct([pa.field(f, ctx.schema.field(f).type) for f in fields])
+    return ctx.schema.field(fields[0]).type
+
+
+def index_ordering_type(ctx: WriteContext) -> pa.DataType | None:
+    """The type of the stored ordering value the key index of an index lookup in every
+    partition carries: :func:`stored_ordering_type`, and with a global index under event-time
+    ordering on copy-on-write too (a record whose key is stored in another partition is
+    compared with the stored version before it moves: :mod:`lakesdk.engine.global_index`)."""
+    found = stored_ordering_type(ctx)
+    if found is not None or not (ctx.global_index and ctx.ordering and ctx.merge_mode == "EVENT_TIME_ORDERING"):
+        return found
+    fields = fields_of(ctx.ordering)
+    if not all(f in ctx.schema.names for f in fields):
+        return None
+    if len(fields) > 1:
         return pa.struct([pa.field(f, ctx.schema.field(f).type) for f in fields])
     return ctx.schema.field(fields[0]).type
 

@@ -58,6 +58,8 @@ COLUMN_GROUPS_KEY = "hoodie.lakesdk.partial.update.column.groups"
 #: lakesdk's user-defined merger (registered by name in Python); CUSTOM to Hudi
 CUSTOM_STRATEGY_ID = "9b0c1a2d-3e4f-4a5b-8c6d-7e8f90a1b2c3"
 MERGER_NAME_KEY = "hoodie.lakesdk.merger.name"
+#: create_table(index=...): Hudi's write-config key, kept in hoodie.properties for every handle
+INDEX_TYPE_KEY = "hoodie.index.type"
 COMMIT_TIME_STRATEGY_ID = "ce9acb64-bde0-424c-9b91-f6ebba25356d"
 _MODEL = "org.apache.hudi.common.model."
 #: payload classes version 9 no longer uses: they move to hoodie.table.legacy.payload.class

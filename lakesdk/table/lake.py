@@ -80,6 +80,7 @@ class Lake:
         merger: str | None = None,
         partial_update: Literal["ignore_defaults"] | None = None,
         table_version: int = 9,
+        index: Literal["global", "global_simple", "global_bloom", "bloom", "simple"] | None = None,
         exist_ok: bool = False,
     ) -> Table:
         """Create a table in ``<root>/<name>``: table version 9 (Hudi 1.1+) by default,
@@ -102,7 +103,15 @@ class Lake:
         value round-trips; with the default (False, Hudi's default) a value that cannot be a
         folder name as it is (holding ``/``; not hive style: starting with ``.`` or ``_``, or
         holding ``=``) is refused with :class:`lakesdk.InvalidPartitionValueError` before
-        anything is written."""
+        anything is written.
+
+        ``index="global"`` (Hudi's ``hoodie.index.type=GLOBAL_SIMPLE``, kept in
+        ``hoodie.properties``): a key lives in one partition of the table; an upsert of a key
+        stored in another partition moves it (a delete in the old partition, the record in the
+        new one) unless its ordering value is lower than the stored one, and a delete finds the
+        key in any partition.  The default (``None``, ``"bloom"`` or ``"simple"``) identifies a
+        record by its partition and key.  A handle's ``TableOptions(index_type=...)``
+        (``hoodie.index.type``) overrides the table's index."""
         if not _NAME_RE.match(name):
             raise SchemaError(f"table name {name!r} is not valid: use letters, digits and underscores, "
                               "starting with a letter or underscore")
@@ -172,6 +181,20 @@ class Lake:
             extra = {MERGER_NAME_KEY: merger}
         elif merger:
             raise SchemaError("merger= needs merge_mode='custom'")
+        index_wire = None
+        if index is not None:
+            index_wire = {"global": "GLOBAL_SIMPLE", "global_simple": "GLOBAL_SIMPLE", "global_bloom": "GLOBAL_BLOOM",
+                          "bloom": "BLOOM", "simple": "SIMPLE"}.get(str(index).lower())
+            if index_wire is None:
+                raise SchemaError(f"index must be 'global', 'global_simple', 'global_bloom', 'bloom' or 'simple', "
+                                  f"not {index!r}")
+            if index_wire.startswith("GLOBAL") and (mm in ("PARTIAL_UPDATE", "CUSTOM") or pmode is not None):
+                raise SchemaError(
+                    "a global index moves a key between partitions by comparing whole records (event-time or "
+                    "commit-time ordering); partial updates and custom mergers would need the moved record merged "
+                    "column by column, which lakesdk does not do yet: create the table without index='global'")
+            from lakesdk.format.table_config import INDEX_TYPE_KEY
+            extra = {**(extra or {}), INDEX_TYPE_KEY: index_wire}
         cfg = TableConfig.new(
             name=name, table_type=tt, record_key_fields=keys, partition_fields=parts, ordering_fields=ordering_fields,  # type: ignore[arg-type]
             partial_update_mode=pmode, version=table_version, hive_style=hive_style, urlencode=partition_urlencode, create_schema=arrow_to_avro(schema, name) if schema is not None else None,

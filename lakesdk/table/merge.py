@@ -146,6 +146,9 @@ class MergeBuilder:
         if not self.clauses:
             raise SchemaError("the merge has no clauses: add when_matched_... or when_not_matched_...")
         t = self.table
+        if t.context.global_index()[0]:
+            from lakesdk.table.write_input import global_merge_error
+            raise global_merge_error(t.name)
         arrow, sdf = to_arrow_or_spark(self.source)
         if arrow is not None:
             # the types a write stores (nanoseconds as micros, refusing lost digits; unsigned

@@ -232,8 +232,15 @@ class WriteOperation(WriteInput):
         op = self.operation
         if arrow is not None and op not in ("bulk_insert", "delete"):
             from lakesdk.merge.ordering import combine_batch
-            arrow = combine_batch(arrow, ordering=ctx.ordering, merge_mode=ctx.merge_mode,
-                                  column_groups=ctx.column_groups, merger=ctx.merger)  # cheap on the driver
+
+            def combine(b: pa.Table) -> pa.Table:
+                return combine_batch(b, ordering=ctx.ordering, merge_mode=ctx.merge_mode,
+                                     column_groups=ctx.column_groups, merger=ctx.merger)  # cheap on the driver
+            if ctx.global_index:   # one record per key, whatever its partition
+                from lakesdk.engine.global_index import combine_by_key
+                arrow = combine_by_key(arrow, combine)
+            else:
+                arrow = combine(arrow)
         elif arrow is not None and op == "delete":   # a key named twice is deleted (and counted) once
             from lakesdk.merge.ordering import combine_deletes
             arrow = combine_deletes(arrow, ordering=ctx.ordering, merge_mode=ctx.merge_mode)
@@ -246,6 +253,8 @@ class WriteOperation(WriteInput):
         from lakesdk.services.clustering import pending_clustering_file_groups
         busy = pending_clustering_file_groups(store, timeline)   # Hudi's reject-update strategy
         if op in ("bulk_insert", "insert_overwrite", "insert_overwrite_table"):
+            if op == "insert_overwrite" and ctx.global_index:
+                self._check_overwrite_keys(job, data, view, partitions or job.partitions(data))
             stats = job.write_new(data)
             counts = MergeCounts(inserted=sum(s.numInserts for s in stats))
             replaced: dict[str, list[str]] = {}
@@ -261,7 +270,8 @@ class WriteOperation(WriteInput):
         if partitions is None and not global_delete:
             partitions = job.partitions(data)
         wanted = set(partitions or [])
-        slices = view.latest_slices() if global_delete else [s for s in view.latest_slices() if s.partition in wanted]
+        everywhere = global_delete or ctx.global_index   # the key index looks in every partition
+        slices = view.latest_slices() if everywhere else [s for s in view.latest_slices() if s.partition in wanted]
         keep_mor = bool(ctx.keep_columns) and ctx.merge_on_read
         ctx.targets = {s.file_id: FileGroupTarget(s.partition, s.file_id, s.base_path, s.base_instant,
                                                   has_logs=bool(s.log_files), slice=s if keep_mor else None)
@@ -277,8 +287,11 @@ class WriteOperation(WriteInput):
                 from lakesdk.engine.slice_reader import SliceReadContext
                 slice_ctx = SliceReadContext(t.storage, ctx.schema, ctx.ordering, ctx.merge_mode,
                                              view.log_instants, column_groups=ctx.column_groups, merger=ctx.merger)
-            index = job.key_index(slices, slice_ctx, data, global_keys=global_delete)
-            data = job.tag(data, index, global_keys=global_delete)
+            index = job.key_index(slices, slice_ctx, data, global_keys=everywhere)
+            if ctx.global_index:   # keys stored in another partition move (or stay) by the ordering
+                data = job.tag_global(data, index)
+            else:
+                data = job.tag(data, index, global_keys=global_delete)
             clustered = {s.file_id: s.partition for s in slices if (s.partition, s.file_id) in busy}
             if clustered:
                 hit = job.tagged_file_ids(data, set(clustered))
@@ -302,6 +315,32 @@ class WriteOperation(WriteInput):
             return (*job.write_groups(data), {})
         finally:
             job.release(data)
+
+    def _check_overwrite_keys(self, job: Any, data: Any, view: Any, partitions: list[str]) -> None:
+        """A global index keeps a key in one partition: an overwrite of some partitions may
+        not write keys the table holds in others (refused before any file is written)."""
+        t = self.table
+        wanted = set(partitions)
+        outside = [s for s in view.latest_slices() if s.partition not in wanted]
+        if not outside:
+            return
+        slice_ctx = None
+        if any(s.log_files for s in outside):
+            from lakesdk.engine.slice_reader import SliceReadContext
+            c = job.ctx
+            slice_ctx = SliceReadContext(t.storage, c.schema, c.ordering, c.merge_mode, view.log_instants,
+                                         column_groups=c.column_groups, merger=c.merger)
+        index = job.key_index(outside, slice_ctx, data, global_keys=True)
+        from lakesdk.merge.ordering import KEY, PART
+        found = (index.select([KEY, PART]).slice(0, 5).to_pylist() if isinstance(index, pa.Table)
+                 else [r.asDict() for r in index.select(KEY, PART).limit(5).collect()])
+        if found:
+            shown = ", ".join(f"{r[KEY]!r} (in {r[PART] or '<root>'})" for r in found)
+            raise WriteError(
+                f"insert_overwrite into {t.name!r} would write keys the table holds in partitions it does not "
+                f"overwrite: {shown}; the table's global index (hoodie.index.type) keeps a key in one partition, "
+                "so nothing was written. Upsert those records (an upsert moves a key), overwrite their partitions "
+                "too, or use insert_overwrite_table")
 
     def _finalize(self, ctx: WriteContext, stats: list[WriteStat], partitions: list[str] | None) -> None:
         """Remove the files that markers show but no write stat names (failed or retried

@@ -188,7 +188,12 @@ class WriteInput:
             from lakesdk.engine.spark import check_spark_casts
             sdf = check_spark_casts(sdf, target_schema)
         is_delete = self.operation == "delete"
-        global_delete = is_delete and not all(f in in_schema.names for f in cfg.partition_fields)
+        global_index, update_partition_path = t.context.global_index()
+        if global_index:
+            self._check_global_index(keep)
+        # a delete finds its keys in any partition when the rows lack the partition fields, and
+        # always with a global index (Hudi's global index ignores a delete's partition path)
+        global_delete = is_delete and (global_index or not all(f in in_schema.names for f in cfg.partition_fields))
         ctx = WriteContext(
             storage=t.storage, instant="", schema=target_schema, key_fields=cfg.record_key_fields,
             partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
@@ -198,6 +203,8 @@ class WriteInput:
             operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor, keep_columns=keep,
             key_encoding=self.key_encoding or cfg.key_encoding or HUDI_ENCODING,
             log_block_format=t.options.log_block_format, bloom=BloomConfig.of(t.options),
+            global_index=global_index and self.operation in (*_MERGING, "insert_overwrite", "insert_overwrite_table"),
+            update_partition_path=update_partition_path,
         )
         # a table that does not name its key encoding: its stored keys tell, read only when a
         # row has a null or empty key value (the only rows the encodings write differently)
@@ -229,6 +236,28 @@ class WriteInput:
             arrow = arrow.append_column(SEQ, pa.array(np.arange(n, dtype=np.int64)))
         return _Prepared(ctx, arrow, sdf, store, timeline, partitions, global_delete, target_schema, table_schema)
 
+    def _check_global_index(self, keep: tuple[str, ...]) -> None:
+        """What a global index cannot do yet, refused before anything is written: a MERGE INTO
+        (its clauses match the source by partition and key), and an upsert that would have to
+        merge a moved key with its stored version column by column (partial updates, a custom
+        merger, ``missing_columns="keep"``)."""
+        cfg = self.table.config
+        what = "an upsert that moves a key between partitions"
+        if self.operation == "merge":
+            raise global_merge_error(cfg.name)
+        if self.operation != "upsert":
+            return
+        if cfg.merge_mode not in ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"):
+            raise OptionsError(
+                f"upsert into {cfg.name!r}: a global index (hoodie.index.type) works with event-time or commit-time "
+                f"ordering; {cfg.merge_mode} would need {what} to merge it with its stored version column by "
+                "column, which lakesdk does not do yet; nothing was written", key="hoodie.index.type")
+        if keep:
+            raise OptionsError(
+                f"upsert into {cfg.name!r}: missing_columns='keep' with a global index (hoodie.index.type) would need "
+                f"{what} to take the stored values of {list(keep)}, which lakesdk does not do yet; nothing was "
+                "written. Add the columns, or pass missing_columns='null'", key="hoodie.index.type")
+
     def _missing_columns(self, table_schema: pa.Schema | None, in_schema: pa.Schema) -> tuple[str, ...]:
         """Table columns the data lacks: an error (Hudi rejects such a batch), unless the caller
         opted in; returns the columns whose stored values an upsert keeps (``"keep"``)."""
@@ -254,6 +283,15 @@ class WriteInput:
             if tot["written"] > 0 and tot["bytes"] > 0:
                 return max(1, tot["bytes"] // tot["written"])
         return default
+
+
+def global_merge_error(table: str) -> OptionsError:
+    """A MERGE INTO a table with a global index: refused (its clauses match by partition and key)."""
+    return OptionsError(
+        f"t.merge(...) into {table!r}: the table uses a global index (hoodie.index.type), and a merge matches "
+        "source rows by partition and key; nothing was written. Use t.upsert(...) and t.delete(...), which find "
+        "a key in any partition, or open the table with options=TableOptions(index_type='bloom') to merge by "
+        "partition", key="hoodie.index.type")
 
 
 def _check_ordering_values(arrow: pa.Table, ordering: Ordering, merge_mode: str, table: str, operation: str) -> None:
