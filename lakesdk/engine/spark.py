@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakesdk import exceptions as exc_mod
 from lakesdk.engine.spark_keys import spark_arrow_schema, spark_key_columns
@@ -32,9 +33,11 @@ from lakesdk.engine.tasks import (
 )
 from lakesdk.exceptions import LakeError
 from lakesdk.format.commit_metadata import WriteStat
+from lakesdk.merge.columns import IS_DELETED
 from lakesdk.merge.ordering import (
     KEY,
     OP,
+    OP_DELETE,
     OP_UPSERT,
     PART,
     SEQ,
@@ -42,13 +45,35 @@ from lakesdk.merge.ordering import (
     fields_of,
 )
 
-__all__ = ["spark_arrow_schema", "check_spark_casts", "SparkWriteJob", "reraise_task_error", "read_files_spark"]
+__all__ = ["spark_arrow_schema", "check_spark_casts", "SparkWriteJob", "reraise_task_error", "read_files_spark",
+           "drop_flagged", "cast_column"]
 
 FID = "_lk_fid"
 #: incoming keys up to which the key index runs on the driver over the base files' footers
 DRIVER_INDEX_KEYS = 1_000_000
 
 
+
+
+def drop_flagged(df: Any) -> Any:
+    """The rows of ``df`` not flagged ``_hoodie_is_deleted`` (a bulk insert or an overwrite
+    writes no flagged row, as Hudi's create handle)."""
+    from pyspark.sql import functions as F
+    return df.filter(~F.coalesce(F.col(IS_DELETED), F.lit(False)))
+
+
+def cast_column(df: Any, name: str, typ: str) -> Any:
+    """``df`` with column ``name`` cast to the Spark SQL type ``typ``."""
+    from pyspark.sql import functions as F
+    return df.withColumn(name, F.col(f"`{name}`").cast(typ))
+
+
+def _op_column(df: Any, op: int) -> Any:
+    """The op of each row: ``op``, or a delete where an upsert's row is flagged ``_hoodie_is_deleted``."""
+    from pyspark.sql import functions as F
+    if op != OP_UPSERT or IS_DELETED not in df.columns:
+        return F.lit(op).cast("byte")
+    return F.when(F.coalesce(F.col(IS_DELETED), F.lit(False)), F.lit(OP_DELETE)).otherwise(F.lit(op)).cast("byte")
 
 
 def check_spark_casts(df: Any, schema: pa.Schema) -> Any:
@@ -178,7 +203,7 @@ class SparkWriteJob:
             key, part = exprs
             base = [F.col(f"`{f.name}`") for f in df.schema.fields if f.name not in (KEY, PART, OP, SEQ)]
             # SEQ orders the records of one key by arrival: the input partition, then the row
-            return df.select(*base, key.alias(KEY), part.alias(PART), F.lit(op).cast("byte").alias(OP),
+            return df.select(*base, key.alias(KEY), part.alias(PART), _op_column(df, op).alias(OP),
                              F.monotonically_increasing_id().alias(SEQ))
         return self.with_keys_arrow(df, op, ctx)
 
@@ -199,7 +224,11 @@ class SparkWriteJob:
                 t = pa.Table.from_batches([b]).select(names)
                 t = add_key_columns(ctx, t)
                 n = t.num_rows
-                t = t.append_column(OP, pa.repeat(pa.scalar(op, pa.int8()), n))
+                ops = np.full(n, op, dtype=np.int8)
+                if op == OP_UPSERT and IS_DELETED in names:   # a flagged row deletes its record key
+                    flag = pc.fill_null(t.column(IS_DELETED), False).to_numpy(zero_copy_only=False)
+                    ops[np.asarray(flag, dtype=bool)] = OP_DELETE
+                t = t.append_column(OP, pa.array(ops, pa.int8()))
                 t = t.append_column(SEQ, pa.array(np.arange(offset + i, offset + i + n, dtype=np.int64)))
                 i += n
                 yield from t.to_batches()

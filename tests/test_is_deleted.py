@@ -1,0 +1,189 @@
+"""Rows flagged ``_hoodie_is_deleted`` are deletes of their record key, on every write path,
+copy-on-write and merge-on-read alike, as Apache Hudi treats them: an upsert (or merge) deletes
+the stored record when the flagged row wins against it under the table's merge mode, an insert
+or bulk insert writes no flagged row, and the rows of one key in one batch are combined by
+their ordering value whether flagged or not.  The ``hudi`` reader reads every instant as
+lakesdk does."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import lakesdk as lk
+
+from .helpers import hudi_rows, rows
+
+FLAG = "_hoodie_is_deleted"
+
+
+def _batch(ids, ts, v, flags):
+    n = len(ids)
+    ts = ts if isinstance(ts, list) else [ts] * n
+    v = v if isinstance(v, list) else [v] * n
+    return pa.table({"id": pa.array(ids, pa.int64()), "ts": pa.array(ts, pa.int64()), "v": pa.array(v, pa.string()),
+                     FLAG: pa.array(flags, pa.bool_())})
+
+
+def _lake(tmp_path, spark, engine, name="lake"):
+    return lk.Lake(str(tmp_path / name), spark=spark if engine == "spark" else None,
+                   options=lk.TableOptions(engine=engine))
+
+
+def _same_on_every_instant(t):
+    """lakesdk and the ``hudi`` reader agree on the latest snapshot and on every instant."""
+    assert rows(t.read()) == hudi_rows(t.path)
+    for inst in t.history().instant:
+        assert rows(t.as_of(inst)) == hudi_rows(t.path, inst), inst
+
+
+# the batches of the scenario: (operation, batch); the expected rows after each
+STEPS = [
+    ("upsert", _batch([1, 2, 3, 4], 10, "a", [None, False, False, False])),
+    # 1: flagged, newer: deleted; 2: flag false: updated; 3: flag null: updated; 4: flagged but older
+    # than the stored row: loses (event-time ordering); 5: flagged, new key: nothing to delete;
+    # 6: flagged then live (greater ordering value wins the combine): inserted;
+    # 7: live then flagged (the flagged row is newer): nothing
+    ("upsert", _batch([1, 2, 3, 4, 5, 6, 6, 7, 7], [11, 11, 11, 9, 11, 1, 2, 1, 2],
+                      ["x", "b", "c", "x", "x", "x", "f", "g", "x"],
+                      [True, False, None, True, True, True, False, False, True])),
+    # insert: flagged rows are not written (a new key: nothing; a stored key: an insert does
+    # not look up stored records, so it stays)
+    ("insert", _batch([8, 9, 2], 20, ["h", "x", "x"], [False, True, True])),
+    # several rows of one key, one batch, equal ordering values: the later arrival wins
+    ("upsert", _batch([3, 3, 8, 8], 30, ["x", "y", "x", "z"], [False, True, True, False])),
+]
+EXPECTED = [
+    [(1, "a"), (2, "a"), (3, "a"), (4, "a")],
+    [(2, "b"), (3, "c"), (4, "a"), (6, "f")],
+    [(2, "b"), (3, "c"), (4, "a"), (6, "f"), (8, "h")],
+    [(2, "b"), (4, "a"), (6, "f"), (8, "z")],
+]
+COUNTS = [(4, 0, 0, 0), (1, 2, 1, 1), (1, 0, 0, 0), (0, 1, 1, 0)]   # inserted, updated, deleted, skipped
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_flagged_rows_are_deletes_under_event_time_ordering(tmp_path, spark, engine, table_type):
+    t = _lake(tmp_path, spark, engine).create_table("t", key="id", ordering="ts", table_type=table_type)
+    for (op, b), want, counts in zip(STEPS, EXPECTED, COUNTS):
+        r = getattr(t, op)(b)
+        assert rows(t.read()) == want, op
+        assert (r.inserted, r.updated, r.deleted, r.skipped) == counts, op
+    assert t.history().deleted.tolist() == [c[2] for c in COUNTS]
+    # the column stays in the table's schema (as Hudi keeps it); no stored row is flagged
+    assert t.schema.field(FLAG).type == pa.bool_()
+    assert not any(v is True for v in t.read().to_arrow().column(FLAG).to_pylist())
+    _same_on_every_instant(t)
+    if table_type == "mor":
+        t.maintenance.compact()
+        assert rows(t.read()) == EXPECTED[-1] == hudi_rows(t.path)
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_merge_on_read_equals_copy_on_write(tmp_path, spark, engine):
+    lake = _lake(tmp_path, spark, engine)
+    cow = lake.create_table("c", key="id", partition_by="p", ordering="ts", table_type="cow")
+    mor = lake.create_table("m", key="id", partition_by="p", ordering="ts", table_type="mor")
+    for op, b in STEPS:
+        b = b.append_column("p", pa.array([f"p{i % 2}" for i in b.column("id").to_pylist()]))
+        rc, rm = getattr(cow, op)(b), getattr(mor, op)(b)
+        assert (rc.inserted, rc.updated, rc.deleted, rc.skipped) == (rm.inserted, rm.updated, rm.deleted, rm.skipped)
+        assert rows(cow.read()) == rows(mor.read()) == hudi_rows(cow.path) == hudi_rows(mor.path)
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_commit_time_ordering_a_flagged_row_always_deletes(tmp_path, table_type):
+    t = _lake(tmp_path, None, "local").create_table("t", key="id", ordering="ts", table_type=table_type,
+                                                    merge_mode="commit_time")
+    t.upsert(_batch([1, 2], 10, "a", [False, False]))
+    r = t.upsert(_batch([1, 2, 2], [1, 5, 1], "x", [True, True, False]))   # 2: the later arrival (live) wins
+    assert (r.updated, r.deleted, r.skipped) == (1, 1, 0)
+    assert rows(t.read()) == [(2, "x")] == hudi_rows(t.path)
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_bulk_insert_writes_no_flagged_row(tmp_path, spark, engine):
+    t = _lake(tmp_path, spark, engine).create_table("t", key="id", ordering="ts")
+    r = t.bulk_insert(_batch([1, 2, 3], 1, "a", [True, None, False]))
+    assert r.inserted == 2
+    assert rows(t.read()) == [(2, "a"), (3, "a")] == hudi_rows(t.path)
+    t.insert_overwrite(_batch([4, 5], 1, "b", [False, True]))
+    assert rows(t.read()) == [(4, "b")] == hudi_rows(t.path)
+    assert t.bulk_insert(_batch([6], 1, "c", [True])).files == 0   # nothing to write
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_spark_dataframe_flagged_rows(tmp_path, spark, table_type):
+    """A Spark DataFrame's flagged rows: deletes in an upsert (keys computed in Spark, and in
+    an Arrow pass for a key field of a date), left out of a bulk insert."""
+    lake = _lake(tmp_path, spark, "spark")
+    for name, key in (("simple", "id"), ("dated", ["id", "g"])):
+        t = lake.create_table(name, key=key, ordering="ts", table_type=table_type)
+        sdf = spark.createDataFrame(pd.DataFrame({"id": [1, 2, 3], "g": [date(2024, 1, 1)] * 3, "ts": [1] * 3, "v": ["a"] * 3,
+                                                  FLAG: [False, True, None]}))
+        assert t.bulk_insert(sdf).inserted == 2
+        upd = spark.createDataFrame(pd.DataFrame({"id": [1, 3, 4], "g": [date(2024, 1, 1)] * 3, "ts": [2, 0, 2], "v": ["x"] * 3,
+                                                  FLAG: [True, True, True]}))
+        r = t.upsert(upd)
+        assert (r.inserted, r.updated, r.deleted, r.skipped) == (0, 0, 1, 1)
+        assert rows(t.read()) == [(3, "a")] == hudi_rows(t.path)
+
+
+@pytest.mark.parametrize("bad", [pa.array([0, 1], pa.int64()), pa.array(["true", "false"]), pa.array([0.0, 1.0])])
+def test_a_delete_marker_that_is_not_boolean_is_refused_before_anything_is_written(tmp_path, bad):
+    t = _lake(tmp_path, None, "local").create_table("t", key="id", ordering="ts")
+    t.upsert(_batch([1], 1, "a", [False]))
+    before = t.history().instant.tolist()
+    data = pa.table({"id": [1, 2], "ts": [2, 2], "v": ["x", "y"], FLAG: bad})
+    for op in ("upsert", "insert", "bulk_insert"):
+        with pytest.raises(lk.DeleteMarkerTypeError, match=FLAG) as err:
+            getattr(t, op)(data)
+        assert isinstance(err.value, lk.SchemaError)
+    assert t.history().instant.tolist() == before
+    assert rows(t.read()) == [(1, "a")]
+
+
+def test_a_delete_marker_of_nulls_only_is_a_boolean_column(tmp_path):
+    t = _lake(tmp_path, None, "local").create_table("t", key="id", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["a", "b"], FLAG: [None, None]}))
+    assert t.schema.field(FLAG).type == pa.bool_()
+    t.upsert(pd.DataFrame({"id": [1], "ts": [2], "v": ["x"], FLAG: [True]}))
+    assert rows(t.read()) == [(2, "b")] == hudi_rows(t.path)
+
+
+def test_merge_source_rows_flagged_delete(tmp_path):
+    """A merge whose written row is flagged (``update_all`` from a flagged source row) deletes."""
+    t = _lake(tmp_path, None, "local").create_table("t", key="id", ordering="ts")
+    t.upsert(_batch([1, 2], 1, "a", [False, False]))
+    src = _batch([1, 2, 3], 2, "s", [True, False, True])
+    (t.merge(src, on="id").when_matched_update_all().when_not_matched_insert_all().execute())
+    assert rows(t.read()) == [(2, "s")] == hudi_rows(t.path)
+
+
+def test_partial_update_a_flagged_row_deletes_the_whole_record(tmp_path):
+    groups = {"order_ts": ["amount"], "pay_ts": ["paid"]}
+    t = _lake(tmp_path, None, "local").create_table("w", key="order_id", table_type="mor",
+                                                    merge_mode="partial_update", column_groups=groups)
+    t.upsert([{"order_id": "a", "order_ts": 5, "amount": 10.0}, {"order_id": "b", "order_ts": 5, "amount": 1.0}])
+    t.upsert([{"order_id": "a", "pay_ts": 7, "paid": True}])
+    r = t.upsert([{"order_id": "a", "pay_ts": 8, "paid": False, FLAG: True}])
+    assert r.deleted == 1
+    got = t.read().to_pandas()
+    assert got.order_id.tolist() == ["b"]
+    t.upsert([{"order_id": "a", "pay_ts": 9, "paid": True, FLAG: False}])    # starts afresh: no stored groups
+    row = t.read().to_pandas().set_index("order_id").loc["a"]
+    assert pd.isna(row.order_ts) and bool(row.paid)
+
+
+def test_transaction_write_batch_flagged_rows(tmp_path):
+    from lakesdk.table.transaction import begin, commit, write_batch
+    t = _lake(tmp_path, None, "local").create_table("t", key="id", ordering="ts", table_type="mor")
+    t.upsert(_batch([1, 2], 1, "a", [False, False]))
+    txn = begin(t)
+    stats, schema = write_batch(t, txn, _batch([1, 3], 2, "x", [True, True]))
+    commit(t, txn, stats, schema=schema)
+    assert rows(t.read()) == [(2, "a")] == hudi_rows(t.path)
