@@ -187,3 +187,13 @@ def test_transaction_write_batch_flagged_rows(tmp_path):
     stats, schema = write_batch(t, txn, _batch([1, 3], 2, "x", [True, True]))
     commit(t, txn, stats, schema=schema)
     assert rows(t.read()) == [(2, "a")] == hudi_rows(t.path)
+
+
+def test_a_batch_without_the_marker_writes_live_rows(tmp_path):
+    """Once the table has the column, a batch without it is not missing a column: its rows are live."""
+    t = _lake(tmp_path, None, "local").create_table("t", key="id", ordering="ts", table_type="mor")
+    t.upsert(_batch([1, 2], 1, "a", [False, True]))
+    t.upsert(pa.table({"id": [2, 3], "ts": [2, 2], "v": ["b", "c"]}))
+    got = t.read().to_arrow().sort_by("id")
+    assert rows(t.read()) == [(1, "a"), (2, "b"), (3, "c")] == hudi_rows(t.path)
+    assert got.column(FLAG).to_pylist() == [False, None, None]

@@ -247,7 +247,9 @@ class WriteInput:
         cfg = self.table.config
         if table_schema is None or (cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups is not None):
             return ()   # a partial-update table: each stream writes its own column groups
-        missing = [f.name for f in table_schema if f.name not in META_FIELDS and f.name not in in_schema.names]
+        # a batch without the delete marker is a batch of live rows: its column is written null
+        missing = [f.name for f in table_schema if f.name not in META_FIELDS and f.name != IS_DELETED
+                   and f.name not in in_schema.names]
         if not missing or self.missing_columns == "null":
             return ()
         if self.missing_columns == "keep":
