@@ -197,3 +197,20 @@ def test_a_batch_without_the_marker_writes_live_rows(tmp_path):
     got = t.read().to_arrow().sort_by("id")
     assert rows(t.read()) == [(1, "a"), (2, "b"), (3, "c")] == hudi_rows(t.path)
     assert got.column(FLAG).to_pylist() == [False, None, None]
+
+
+@pytest.mark.parametrize("key", ["id", ["id", "g"]])
+def test_spark_dataframe_merge_changes_keep_their_ops(tmp_path, spark, key):
+    """A merge's changes as a Spark DataFrame (how a merge on a Spark cluster writes them)
+    keep each row's op, and a flagged row among them deletes: keys computed in Spark (a
+    plain key) or in an Arrow pass (a key field of a date)."""
+    from lakesdk.table.write import WriteOperation
+    t = _lake(tmp_path, spark, "spark").create_table("t", key=key, ordering="ts", table_type="cow")
+    g = [date(2024, 1, 1)] * 3
+    t.upsert(pd.DataFrame({"id": [1, 2, 3], "g": g, "ts": [1] * 3, "v": ["a"] * 3, FLAG: [False] * 3}))
+    changes = spark.createDataFrame(pd.DataFrame({"id": [1, 2, 3], "g": g, "ts": [2] * 3, "v": ["x", "y", "z"],
+                                                  FLAG: [False, False, True], "_lk_op": [1, 0, 0]}))
+    changes = changes.withColumn("_lk_op", changes["_lk_op"].cast("tinyint"))
+    r = WriteOperation(t, "merge", changes).execute()
+    assert (r.updated, r.deleted) == (1, 2)
+    assert rows(t.read()) == [(2, "y")] == hudi_rows(t.path)

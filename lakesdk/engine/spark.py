@@ -69,11 +69,13 @@ def cast_column(df: Any, name: str, typ: str) -> Any:
 
 
 def _op_column(df: Any, op: int) -> Any:
-    """The op of each row: ``op``, or a delete where an upsert's row is flagged ``_hoodie_is_deleted``."""
+    """The op of each row: its own (a merge's rows carry ``_lk_op``) or ``op``, and a delete
+    where an upsert's row is flagged ``_hoodie_is_deleted``."""
     from pyspark.sql import functions as F
+    base = F.col(OP) if OP in df.columns else F.lit(op)
     if op != OP_UPSERT or IS_DELETED not in df.columns:
-        return F.lit(op).cast("byte")
-    return F.when(F.coalesce(F.col(IS_DELETED), F.lit(False)), F.lit(OP_DELETE)).otherwise(F.lit(op)).cast("byte")
+        return base.cast("byte")
+    return F.when(F.coalesce(F.col(IS_DELETED), F.lit(False)), F.lit(OP_DELETE)).otherwise(base).cast("byte")
 
 
 def check_spark_casts(df: Any, schema: pa.Schema) -> Any:
@@ -214,6 +216,7 @@ class SparkWriteJob:
         out = StructType(base_fields + [StructField(KEY, StringType()), StructField(PART, StringType()),
                                         StructField(OP, ByteType()), StructField(SEQ, LongType())])
         names = [f.name for f in base_fields]
+        own_ops = OP in df.columns   # a merge's rows carry their op
 
         def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             from pyspark import TaskContext
@@ -221,10 +224,11 @@ class SparkWriteJob:
             offset = (tc.partitionId() if tc else 0) << 40
             i = 0
             for b in batches:
-                t = pa.Table.from_batches([b]).select(names)
-                t = add_key_columns(ctx, t)
+                whole = pa.Table.from_batches([b])
+                t = add_key_columns(ctx, whole.select(names))
                 n = t.num_rows
-                ops = np.full(n, op, dtype=np.int8)
+                ops = np.asarray(pc.fill_null(whole.column(OP), op).to_numpy(zero_copy_only=False), dtype=np.int8).copy() \
+                    if own_ops else np.full(n, op, dtype=np.int8)
                 if op == OP_UPSERT and IS_DELETED in names:   # a flagged row deletes its record key
                     flag = pc.fill_null(t.column(IS_DELETED), False).to_numpy(zero_copy_only=False)
                     ops[np.asarray(flag, dtype=bool)] = OP_DELETE
