@@ -12,6 +12,8 @@ from datetime import date
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lakesdk as lk
 
@@ -164,19 +166,40 @@ def test_merge_source_rows_flagged_delete(tmp_path):
     assert rows(t.read()) == [(2, "s")] == hudi_rows(t.path)
 
 
-def test_partial_update_a_flagged_row_deletes_the_whole_record(tmp_path):
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_partial_update_a_flagged_row_deletes_the_whole_record(tmp_path, spark, engine, table_type):
+    """On a partial-update table a flagged row deletes the record (every column group), in a
+    batch of one row or of several; versions of the key after the flagged row in the same
+    batch start the record afresh."""
     groups = {"order_ts": ["amount"], "pay_ts": ["paid"]}
-    t = _lake(tmp_path, None, "local").create_table("w", key="order_id", table_type="mor",
+    t = _lake(tmp_path, spark, engine).create_table("w", key="order_id", table_type=table_type,
                                                     merge_mode="partial_update", column_groups=groups)
-    t.upsert([{"order_id": "a", "order_ts": 5, "amount": 10.0}, {"order_id": "b", "order_ts": 5, "amount": 1.0}])
+    t.upsert([{"order_id": k, "order_ts": 5, "amount": 10.0} for k in "abcd"])
     t.upsert([{"order_id": "a", "pay_ts": 7, "paid": True}])
-    r = t.upsert([{"order_id": "a", "pay_ts": 8, "paid": False, FLAG: True}])
+    r = t.upsert([{"order_id": "a", "pay_ts": 8, "paid": False, FLAG: True}])    # a batch of one row
     assert r.deleted == 1
-    got = t.read().to_pandas()
-    assert got.order_id.tolist() == ["b"]
+    assert sorted(t.read().to_pandas().order_id) == ["b", "c", "d"]
+    r = t.upsert([{"order_id": "b", "pay_ts": 1, "paid": True, FLAG: True},       # deleted
+                  {"order_id": "c", "pay_ts": 2, "paid": True, FLAG: None},       # updated
+                  {"order_id": "d", "pay_ts": 3, "paid": True, FLAG: False},      # d: written, deleted,
+                  {"order_id": "d", "pay_ts": 4, "paid": False, FLAG: True},      # then written afresh
+                  {"order_id": "d", "pay_ts": 5, "paid": True, FLAG: False},
+                  {"order_id": "e", "pay_ts": 6, "paid": True, FLAG: True}])      # a new key: nothing
+    assert r.deleted == 2
+    got = t.read().to_pandas().set_index("order_id")
+    assert sorted(got.index) == ["c", "d"]
+    assert (got.loc["c"].order_ts, got.loc["c"].pay_ts) == (5, 2)
+    assert pd.isna(got.loc["d"].order_ts) and got.loc["d"].pay_ts == 5      # no group of the deleted record
     t.upsert([{"order_id": "a", "pay_ts": 9, "paid": True, FLAG: False}])    # starts afresh: no stored groups
     row = t.read().to_pandas().set_index("order_id").loc["a"]
     assert pd.isna(row.order_ts) and bool(row.paid)
+    if table_type == "mor":
+        def state():
+            return sorted(t.read().to_arrow().select(["order_id", "order_ts", "pay_ts"]).to_pylist(), key=repr)
+        before = state()
+        t.maintenance.compact()
+        assert state() == before
 
 
 def test_transaction_write_batch_flagged_rows(tmp_path):
@@ -214,3 +237,66 @@ def test_spark_dataframe_merge_changes_keep_their_ops(tmp_path, spark, key):
     r = WriteOperation(t, "merge", changes).execute()
     assert (r.updated, r.deleted) == (1, 2)
     assert rows(t.read()) == [(2, "y")] == hudi_rows(t.path)
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_custom_merger_gets_a_flagged_row_as_a_delete(tmp_path, spark, engine, table_type):
+    """A custom merger sees a flagged row as a delete version (``_lk_op`` 1), as it sees a row
+    of ``t.delete``; this merger lets deletes win, so the whole record goes."""
+    from .test_custom_merger import keep_max_amount
+    lk.register_merger("max_amount_flags", keep_max_amount)
+    t = _lake(tmp_path, spark, engine).create_table("c", key="id", table_type=table_type, merge_mode="custom",
+                                                    merger="max_amount_flags")
+    t.upsert(pd.DataFrame({"id": [1, 2, 3], "amount": [5.0, 7.0, 1.0], FLAG: [False, False, True]}))
+    t.upsert(pd.DataFrame({"id": [1, 2, 2], "amount": [1.0, 9.0, 8.0], FLAG: [True, False, None]}))
+    got = t.read().to_pandas()
+    assert dict(zip(got.id, got.amount)) == {2: 9.0}
+    if table_type == "mor":
+        t.maintenance.compact()
+        assert dict(zip(*t.read(read_optimized=True).to_pandas()[["id", "amount"]].values.T)) == {2: 9.0}
+
+
+def test_partial_update_merge_deletes_of_several_keys(tmp_path):
+    """A merge deleting several keys of a partial-update table in one batch deletes them all."""
+    groups = {"order_ts": ["amount"], "pay_ts": ["paid"]}
+    t = _lake(tmp_path, None, "local").create_table("w", key="order_id", table_type="cow",
+                                                    merge_mode="partial_update", column_groups=groups)
+    t.upsert([{"order_id": k, "order_ts": 5, "amount": 10.0} for k in "abc"])
+    src = pd.DataFrame({"order_id": ["a", "b"], "order_ts": [6, 6], "amount": [1.0, 1.0]})
+    res = t.merge(src, on="order_id").when_matched_delete().execute()
+    assert res.deleted == 2
+    assert sorted(t.read().to_pandas().order_id) == ["c"]
+
+
+_VERSION = st.tuples(st.sampled_from("abc"), st.booleans(), st.one_of(st.none(), st.integers(0, 3)),
+                     st.one_of(st.none(), st.integers(0, 3)), st.integers(0, 9))
+
+
+@settings(max_examples=150, deadline=None)
+@given(base=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 3), st.integers(0, 3)), max_size=3,
+                     unique_by=lambda r: r[0]),
+       batch=st.lists(_VERSION, min_size=1, max_size=8))
+def test_partial_update_combine_keeps_what_the_whole_batch_means(base, batch):
+    """Combining a batch first (as a write does) and merging it into the stored records gives
+    the records that merging every version of the batch gives, deletes included."""
+    from lakesdk.merge.ordering import OP, SEQ, combine_batch
+    from lakesdk.merge.slice_merge import merge_versions
+    groups = {"o": ["x"], "q": ["y"]}
+
+    def table(rows, seq0):
+        return pa.table({"_hoodie_record_key": pa.array([r[0] for r in rows], pa.string()),
+                         "_hoodie_partition_path": pa.array([""] * len(rows), pa.string()),
+                         "o": pa.array([r[1] for r in rows], pa.int64()), "x": pa.array([r[2] for r in rows], pa.int64()),
+                         "q": pa.array([r[3] for r in rows], pa.int64()), "y": pa.array([r[4] for r in rows], pa.int64()),
+                         OP: pa.array([r[5] for r in rows], pa.int8()),
+                         SEQ: pa.array(range(seq0, seq0 + len(rows)), pa.int64())})
+    stored = table([(k, o, x, None, None, 0) for k, o, x in base], 0)
+    # a delete carries no ordering value (it always applies); an upsert writes one group or both
+    inc = table([(k, None if d else o, v, None if d else q, v, int(d)) for k, d, o, q, v in batch], 100)
+
+    def merged(versions):
+        out = merge_versions(versions, ordering=None, merge_mode="PARTIAL_UPDATE", column_groups=groups)
+        return sorted(out.select(["_hoodie_record_key", "o", "x", "q", "y"]).to_pylist(), key=repr)
+    combined = combine_batch(inc, ordering=None, merge_mode="PARTIAL_UPDATE", column_groups=groups)
+    assert merged(pa.concat_tables([stored, combined])) == merged(pa.concat_tables([stored, inc]))

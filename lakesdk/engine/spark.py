@@ -241,13 +241,15 @@ class SparkWriteJob:
     def combine(self, df: Any) -> Any:
         """Keep one record per (partition, key): greatest ordering value, then latest arrival
         (partial-update tables: stitch the column groups of a key's records)."""
+        from lakesdk.merge.ordering import combine_keeping_deletes
         if self.ctx.merger is not None:
             fn = self.ctx.merger
-            return df.groupBy(KEY).applyInArrow(lambda t: fn(t), df.schema)
+            return df.groupBy(KEY).applyInArrow(lambda t: combine_keeping_deletes(t, fn), df.schema)
         if self.ctx.merge_mode == "PARTIAL_UPDATE" and self.ctx.column_groups is not None:
             from lakesdk.merge.slice_merge import merge_partial
             groups = self.ctx.column_groups
-            return df.groupBy(KEY).applyInArrow(lambda t: merge_partial(t, column_groups=groups), df.schema)
+            return df.groupBy(KEY).applyInArrow(
+                lambda t: combine_keeping_deletes(t, lambda v: merge_partial(v, column_groups=groups)), df.schema)
         from pyspark.sql import Window
         from pyspark.sql import functions as F
         order = []
