@@ -33,6 +33,7 @@ __all__ = [
     "MissingColumnError",
     "NullKeyError",
     "NullOrderingValueError",
+    "DeleteMarkerTypeError",
     "InvalidKeyValueError",
     "KeyEncodingError",
     "InvalidPartitionValueError",
@@ -189,6 +190,11 @@ class NullOrderingValueError(SchemaError):
     against the stored one.  Apache Hudi refuses them too (its writers require a non-null
     ordering value under ``EVENT_TIME_ORDERING``).  Raised before anything is written.
     Deletes may omit the ordering value: such a delete always applies."""
+
+
+class DeleteMarkerTypeError(SchemaError, TypeError):
+    """The data's ``_hoodie_is_deleted`` column (Hudi's delete marker: true deletes the row's
+    record key) is not a boolean column.  Raised before anything is written."""
 
 
 class InvalidKeyValueError(SchemaError):

@@ -12,6 +12,12 @@ sees one; a stored version without one would rank below any value.  Deletes by k
 alone are global (every partition); deletes by rows holding the partition fields delete in
 those partitions only.
 
+A row flagged ``_hoodie_is_deleted`` (true) is a delete of its row id, as Hudi's writers
+treat it: in an upsert or merge it deletes the stored row when it is at least as new (a new
+row id: nothing), an insert or bulk insert does not write it, and an insert_overwrite replaces
+the partitions of every row of the batch but writes only the unflagged ones.  The model keeps
+the column out of its schema (reads return it false or null for every row).
+
 Partition identity is the partition folder: ``''`` and None share Hudi's
 ``__HIVE_DEFAULT_PARTITION__`` folder, so they are one partition (an insert_overwrite of ``''``
 replaces the None rows too); reads still return each row's value as written.
@@ -35,6 +41,12 @@ import pyarrow as pa
 from lakesdk.testing.strategies import canonical
 
 RowId = tuple[tuple[Any, ...], tuple[Any, ...]]     # (partition folders, key values)
+FLAG = "_hoodie_is_deleted"
+
+
+def flagged(r: dict[str, Any]) -> bool:
+    """Whether a row of a batch is a delete (``_hoodie_is_deleted`` true)."""
+    return r.get(FLAG) is True
 
 
 def stored_type(t: pa.DataType) -> pa.DataType:
@@ -134,7 +146,10 @@ class TableModel:
         for r in self.rows_of(data):
             rid = self.row_id(r)
             old = self.rows.get(rid)
-            if old is None or self.newer(r, old):
+            if flagged(r):
+                if old is not None and self.newer(r, old):
+                    del self.rows[rid]
+            elif old is None or self.newer(r, old):
                 self.rows[rid] = Row(r, requested)
             else:
                 self._lost(rid, r)
@@ -152,7 +167,8 @@ class TableModel:
         for r in self.rows_of(data):
             rid = self.row_id(r)
             assert rid not in self.rows, f"the test inserts new keys only, {rid} exists"
-            self.rows[rid] = Row(r, requested)
+            if not flagged(r):
+                self.rows[rid] = Row(r, requested)
         self._commit(requested, completed, action, operation)
 
     def merge(self, data: pa.Table, clauses: tuple[str, ...], requested: str, completed: str, action: str) -> None:
@@ -164,9 +180,9 @@ class TableModel:
             old = self.rows.get(rid)
             newer = old is not None and self.newer(r, old)
             if old is None:
-                if "insert" in clauses:
+                if "insert" in clauses and not flagged(r):
                     self.rows[rid] = Row(r, requested)
-            elif "delete" in clauses:
+            elif "delete" in clauses or ("update" in clauses and flagged(r)):
                 if newer:
                     del self.rows[rid]
             elif "update" in clauses:
@@ -201,7 +217,8 @@ class TableModel:
         parts = {self.row_id(r)[0] for r in new}
         self.rows = {} if table else {rid: r for rid, r in self.rows.items() if rid[0] not in parts}
         for r in new:
-            self.rows[self.row_id(r)] = Row(r, requested)
+            if not flagged(r):
+                self.rows[self.row_id(r)] = Row(r, requested)
         self._commit(requested, completed, action, "insert_overwrite_table" if table else "insert_overwrite")
 
     def service(self, requested: str, completed: str, action: str, operation: str) -> None:

@@ -7,7 +7,9 @@ hostile partition values and keys), then runs operations: upsert, insert, bulk_i
 delete by keys and by rows, insert_overwrite (partitions and table), compaction,
 clustering, clean (every policy), archival (with and without ``beyond_savepoint``),
 savepoint / restore / delete_savepoint, rollback, schema evolution (a new column) and a
-writer killed (SIGKILL) at a random step of the write protocol.  After every step:
+writer killed (SIGKILL) at a random step of the write protocol.  Batches may carry Hudi's
+delete marker ``_hoodie_is_deleted`` (true, false or null per row): a true row is a delete of
+its key.  After every step:
 
 * the snapshot equals the model's rows (values and Arrow types);
 * ``as_of`` every earlier write commit equals the model's state after it, or raises
@@ -72,7 +74,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from table_model import TableModel, actual_rows, expected_rows, folder
+from table_model import FLAG, TableModel, actual_rows, expected_rows, folder
 
 import lakesdk as lk
 from lakesdk.exceptions import LakeError, TimeTravelError
@@ -87,7 +89,7 @@ OPERATIONS = frozenset({
     "savepoint", "restore", "rollback", "crash", "add_column", "hudi_reader", "not_null_fields", "as_of_archived",
     "key_in_partitions", "merge", "merge_into_empty", "merge_mor_ts", "hudi_no_active_commit",
     "part_urlencode", "clean_zero_hours", "rollback_replace_after_clean",
-    "merge_arrow_types", "null_ordering",
+    "merge_arrow_types", "null_ordering", "is_deleted",
 })
 ALL = lst.ALL_FEATURES | OPERATIONS
 
@@ -282,7 +284,12 @@ class LakeMachine(RuleBasedStateMachine):
             for f in schema:
                 if f.name in cols and len(cols[f.name]) < len(seen):
                     cols[f.name].append(data.draw(lst.values(f.type, FEATURES)))
-        return lst.arrow_table(cols, schema)
+        b = lst.arrow_table(cols, schema)
+        # now and then a batch carrying Hudi's delete marker: its true rows are deletes of their key
+        if _on("is_deleted") and data.draw(st.booleans(), label="delete marker batch"):
+            flags = [data.draw(st.sampled_from([None, False, True]), label="_hoodie_is_deleted") for _ in range(len(b))]
+            b = b.append_column(FLAG, pa.array(flags, pa.bool_()))
+        return b
 
     # -- the table's state -------------------------------------------------------------------------------
     def _fingerprint(self) -> tuple[Any, ...]:

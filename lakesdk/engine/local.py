@@ -288,6 +288,8 @@ class LocalWriteJob:
     def write_new(self, t: pa.Table) -> list[WriteStat]:
         """Bulk insert: rows of each partition split into files of the target size, in parallel."""
         ctx = self.ctx
+        if t.num_rows == 0:   # an overwrite whose rows were all flagged deletes
+            return []
         per_file = max(1, ctx.target_file_bytes // max(1, ctx.record_size_estimate))
         chunks: list[pa.Table] = []
         if ctx.partition_fields:

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.schema import with_meta_fields
+from lakesdk.merge.columns import IS_DELETED
 from lakesdk.merge.ordering import KEY, OP, OP_DELETE, OP_UPSERT, PART, SEQ, Ordering, fields_of
 from lakesdk.merge.slice_merge import merge_versions
 from lakesdk.storage import Storage
@@ -23,7 +24,6 @@ from lakesdk.storage import Storage
 __all__ = ["SliceReadContext", "conform", "is_in", "merge_touched", "read_slice", "slice_versions", "split_base",
            "split_touched", "touched_keys", "keys_as", "deleted_flags"]
 
-IS_DELETED = "_hoodie_is_deleted"
 
 
 def conform(table: pa.Table, schema: pa.Schema, *, keep: Iterable[str] = ()) -> pa.Table:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakesdk import exceptions as exc_mod
 from lakesdk.engine.spark_keys import spark_arrow_schema, spark_key_columns
@@ -33,9 +34,11 @@ from lakesdk.engine.tasks import (
 )
 from lakesdk.exceptions import LakeError
 from lakesdk.format.commit_metadata import WriteStat
+from lakesdk.merge.columns import IS_DELETED
 from lakesdk.merge.ordering import (
     KEY,
     OP,
+    OP_DELETE,
     OP_UPSERT,
     PART,
     SEQ,
@@ -43,13 +46,37 @@ from lakesdk.merge.ordering import (
     fields_of,
 )
 
-__all__ = ["spark_arrow_schema", "check_spark_casts", "SparkWriteJob", "reraise_task_error", "read_files_spark"]
+__all__ = ["spark_arrow_schema", "check_spark_casts", "SparkWriteJob", "reraise_task_error", "read_files_spark",
+           "drop_flagged", "cast_column"]
 
 FID = "_lk_fid"
 #: incoming keys up to which the key index runs on the driver over the base files' footers
 DRIVER_INDEX_KEYS = 1_000_000
 
 
+
+
+def drop_flagged(df: Any) -> Any:
+    """The rows of ``df`` not flagged ``_hoodie_is_deleted`` (a bulk insert or an overwrite
+    writes no flagged row, as Hudi's create handle)."""
+    from pyspark.sql import functions as F
+    return df.filter(~F.coalesce(F.col(IS_DELETED), F.lit(False)))
+
+
+def cast_column(df: Any, name: str, typ: str) -> Any:
+    """``df`` with column ``name`` cast to the Spark SQL type ``typ``."""
+    from pyspark.sql import functions as F
+    return df.withColumn(name, F.col(f"`{name}`").cast(typ))
+
+
+def _op_column(df: Any, op: int) -> Any:
+    """The op of each row: its own (a merge's rows carry ``_lk_op``) or ``op``, and a delete
+    where an upsert's row is flagged ``_hoodie_is_deleted``."""
+    from pyspark.sql import functions as F
+    base = F.col(OP) if OP in df.columns else F.lit(op)
+    if op != OP_UPSERT or IS_DELETED not in df.columns:
+        return base.cast("byte")
+    return F.when(F.coalesce(F.col(IS_DELETED), F.lit(False)), F.lit(OP_DELETE)).otherwise(base).cast("byte")
 
 
 def check_spark_casts(df: Any, schema: pa.Schema) -> Any:
@@ -179,7 +206,7 @@ class SparkWriteJob:
             key, part = exprs
             base = [F.col(f"`{f.name}`") for f in df.schema.fields if f.name not in (KEY, PART, OP, SEQ)]
             # SEQ orders the records of one key by arrival: the input partition, then the row
-            return df.select(*base, key.alias(KEY), part.alias(PART), F.lit(op).cast("byte").alias(OP),
+            return df.select(*base, key.alias(KEY), part.alias(PART), _op_column(df, op).alias(OP),
                              F.monotonically_increasing_id().alias(SEQ))
         return self.with_keys_arrow(df, op, ctx)
 
@@ -190,6 +217,7 @@ class SparkWriteJob:
         out = StructType(base_fields + [StructField(KEY, StringType()), StructField(PART, StringType()),
                                         StructField(OP, ByteType()), StructField(SEQ, LongType())])
         names = [f.name for f in base_fields]
+        own_ops = OP in df.columns   # a merge's rows carry their op
 
         def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             from pyspark import TaskContext
@@ -197,10 +225,15 @@ class SparkWriteJob:
             offset = (tc.partitionId() if tc else 0) << 40
             i = 0
             for b in batches:
-                t = pa.Table.from_batches([b]).select(names)
-                t = add_key_columns(ctx, t)
+                whole = pa.Table.from_batches([b])
+                t = add_key_columns(ctx, whole.select(names))
                 n = t.num_rows
-                t = t.append_column(OP, pa.repeat(pa.scalar(op, pa.int8()), n))
+                ops = np.asarray(pc.fill_null(whole.column(OP), op).to_numpy(zero_copy_only=False), dtype=np.int8).copy() \
+                    if own_ops else np.full(n, op, dtype=np.int8)
+                if op == OP_UPSERT and IS_DELETED in names:   # a flagged row deletes its record key
+                    flag = pc.fill_null(t.column(IS_DELETED), False).to_numpy(zero_copy_only=False)
+                    ops[np.asarray(flag, dtype=bool)] = OP_DELETE
+                t = t.append_column(OP, pa.array(ops, pa.int8()))
                 t = t.append_column(SEQ, pa.array(np.arange(offset + i, offset + i + n, dtype=np.int64)))
                 i += n
                 yield from t.to_batches()
@@ -209,13 +242,15 @@ class SparkWriteJob:
     def combine(self, df: Any) -> Any:
         """Keep one record per (partition, key): greatest ordering value, then latest arrival
         (partial-update tables: stitch the column groups of a key's records)."""
+        from lakesdk.merge.ordering import combine_keeping_deletes
         if self.ctx.merger is not None:
             fn = self.ctx.merger
-            return df.groupBy(KEY).applyInArrow(lambda t: fn(t), df.schema)
+            return df.groupBy(KEY).applyInArrow(lambda t: combine_keeping_deletes(t, fn), df.schema)
         if self.ctx.merge_mode == "PARTIAL_UPDATE" and self.ctx.column_groups is not None:
             from lakesdk.merge.slice_merge import merge_partial
             groups = self.ctx.column_groups
-            return df.groupBy(KEY).applyInArrow(lambda t: merge_partial(t, column_groups=groups), df.schema)
+            return df.groupBy(KEY).applyInArrow(
+                lambda t: combine_keeping_deletes(t, lambda v: merge_partial(v, column_groups=groups)), df.schema)
         from pyspark.sql import Window
         from pyspark.sql import functions as F
         order = []

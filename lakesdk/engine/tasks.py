@@ -503,6 +503,11 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
         if has_ordering(dels, ctx.ordering):   # several fields: a struct, written as Hudi's ArrayWrapper
             keys["ordering_value"] = ordering_array(dels, ctx.ordering)
         chunks.append(encode_delete_block(pa.table(keys), dict(header)))
+        # a key both deleted and written again in one batch (partial-update and custom-merger
+        # tables keep the delete before the versions after it): the delete block goes first,
+        # so the merge on read applies the delete, then the new versions
+        if ups.num_rows and pc.any(pc.is_in(dels.column(KEY), value_set=ups.column(KEY))).as_py():
+            chunks.reverse()
     data = b"".join(chunks)
     _mark(ctx, path, "CREATE")   # table version 8: every log file is new, so CREATE (APPEND on v6)
     if faults.armed("mid_data_file") or (faults.fail_first_attempt() and task.attempt_number == 0):

@@ -36,7 +36,8 @@ from lakesdk.merge.columns import KEY, OP, OP_DELETE, OP_UPSERT, PART, ROW, SEQ
 from lakesdk.merge.slice_merge import merge_partial
 
 __all__ = ["Ordering", "fields_of", "ordering_array", "MergeCounts", "merge_into_base", "combine_batch", "combine_deletes", "event_time_wins", "OP", "SEQ", "OP_UPSERT",
-           "OP_DELETE", "event_time_field", "event_time_fields", "null_ordering_error", "has_ordering", "all_null"]
+           "OP_DELETE", "event_time_field", "event_time_fields", "null_ordering_error", "has_ordering", "all_null",
+           "combine_keeping_deletes"]
 
 
 
@@ -211,6 +212,29 @@ def combine_deletes(batch: pa.Table, *, ordering: Ordering, merge_mode: str) -> 
     return out.drop_columns([has_ord]) if has_ord in out.column_names else out
 
 
+def combine_keeping_deletes(batch: pa.Table, combine: Any) -> pa.Table:
+    """``combine`` (a partial-update stitch or a custom merger: versions in, the living record
+    of each key out) over one batch, keeping its deletes: a key the batch deletes keeps its
+    last delete, followed by the combine of the key's versions after that delete (if any).
+    A combine alone drops a deleted key from the batch, and the delete would then never reach
+    the stored record."""
+    ops = np.asarray(batch.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
+    is_del = ops == OP_DELETE
+    if not is_del.any():
+        return combine(batch)
+    seq = np.asarray(batch.column(SEQ).to_numpy(zero_copy_only=False), dtype=np.int64)
+    code = np.asarray(pc.dictionary_encode(batch.column(KEY)).combine_chunks().indices
+                      .to_numpy(zero_copy_only=False), dtype=np.int64)
+    last_del = np.full(int(code.max()) + 1, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last_del, code[is_del], seq[is_del])
+    dels = batch.filter(pa.array(is_del & (seq == last_del[code])))
+    later = batch.filter(pa.array(seq > last_del[code]))
+    if later.num_rows == 0:
+        return dels
+    merged = combine(later).select(batch.column_names).cast(batch.schema)
+    return pa.concat_tables([dels, merged])
+
+
 def combine_batch(batch: pa.Table, *, ordering: Ordering, merge_mode: str,
                   column_groups: dict[str, list[str]] | None = None, merger: Any = None) -> pa.Table:
     """De-duplicate one incoming batch by (partition path, record key).
@@ -223,9 +247,9 @@ def combine_batch(batch: pa.Table, *, ordering: Ordering, merge_mode: str,
     if merge_mode == "PARTIAL_UPDATE" and column_groups is not None:
         if OP not in batch.column_names:
             return batch
-        return merge_partial(batch, column_groups=column_groups)
+        return combine_keeping_deletes(batch, lambda v: merge_partial(v, column_groups=column_groups))
     if merger is not None:
-        return merger(batch) if OP in batch.column_names else batch
+        return combine_keeping_deletes(batch, merger) if OP in batch.column_names else batch
     if pc.count_distinct(batch.column(KEY), mode="all").as_py() == batch.num_rows:
         return batch   # no key twice (the common case): one hash pass instead of a sort of the strings
     keys = [PART, KEY]

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from lakesdk.commit.schema_store import resolve_schema
 from lakesdk.engine.tasks import WriteContext, add_key_columns
-from lakesdk.exceptions import MissingColumnError, OptionsError, SchemaError
+from lakesdk.exceptions import DeleteMarkerTypeError, MissingColumnError, OptionsError, SchemaError
 from lakesdk.format.bloom import BloomConfig
 from lakesdk.format.file_naming import PARTITION_METAFILE
 from lakesdk.format.keys import HUDI_ENCODING, has_missing_key_parts
@@ -29,6 +29,7 @@ from lakesdk.format.schema import (
     nullable,
     unify_schemas,
 )
+from lakesdk.merge.columns import IS_DELETED
 from lakesdk.merge.ordering import (
     OP,
     OP_DELETE,
@@ -53,6 +54,8 @@ _OPERATION_TYPE = {"upsert": "UPSERT", "merge": "UPSERT", "insert": "INSERT", "b
 MISSING_COLUMNS = ("error", "null", "keep")
 # operations that merge incoming records into stored ones: only there can a missing column keep its value
 _MERGING = ("upsert", "merge")
+# operations that write every record into new files (no merge with stored records)
+_WRITES_NEW = ("bulk_insert", "insert_overwrite", "insert_overwrite_table")
 
 
 
@@ -146,6 +149,8 @@ class WriteInput:
                 schema = pa.schema([f for f in schema if f.name not in bad])
         if OP in schema.names:   # merge: the per-row op is not a table column
             schema = pa.schema([f for f in schema if f.name != OP])
+        if IS_DELETED in schema.names and self.operation != "delete":
+            arrow, sdf, schema = _delete_marker(arrow, sdf, schema, cfg.name)
         return arrow, sdf, schema
 
     # -- execution ------------------------------------------------------------------------------
@@ -234,6 +239,13 @@ class WriteInput:
             else:
                 arrow = arrow.append_column(OP, pa.repeat(pa.scalar(op_code, pa.int8()), n))
             arrow = arrow.append_column(SEQ, pa.array(np.arange(n, dtype=np.int64)))
+            if IS_DELETED in arrow.column_names and not is_delete:
+                arrow = _flagged_as_deletes(arrow, self.operation)
+                if arrow.num_rows == 0 and self.operation == "bulk_insert":
+                    return None
+        elif sdf is not None and IS_DELETED in sdf.columns and self.operation in _WRITES_NEW:
+            from lakesdk.engine.spark import drop_flagged
+            sdf = drop_flagged(sdf)
         return _Prepared(ctx, arrow, sdf, store, timeline, partitions, global_delete, target_schema, table_schema)
 
     def _check_global_index(self, keep: tuple[str, ...]) -> None:
@@ -264,7 +276,9 @@ class WriteInput:
         cfg = self.table.config
         if table_schema is None or (cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups is not None):
             return ()   # a partial-update table: each stream writes its own column groups
-        missing = [f.name for f in table_schema if f.name not in META_FIELDS and f.name not in in_schema.names]
+        # a batch without the delete marker is a batch of live rows: its column is written null
+        missing = [f.name for f in table_schema if f.name not in META_FIELDS and f.name != IS_DELETED
+                   and f.name not in in_schema.names]
         if not missing or self.missing_columns == "null":
             return ()
         if self.missing_columns == "keep":
@@ -292,6 +306,42 @@ def global_merge_error(table: str) -> OptionsError:
         "source rows by partition and key; nothing was written. Use t.upsert(...) and t.delete(...), which find "
         "a key in any partition, or open the table with options=TableOptions(index_type='bloom') to merge by "
         "partition", key="hoodie.index.type")
+
+
+def _delete_marker(arrow: pa.Table | None, sdf: Any, schema: pa.Schema, table: str) -> tuple[pa.Table | None, Any, pa.Schema]:
+    """Check the type of the data's ``_hoodie_is_deleted`` column before anything is written:
+    a boolean (null: not flagged), or a column of nulls only (cast to boolean); any other
+    type is refused, as a value that is not a boolean cannot say whether the row is a delete."""
+    typ = schema.field(IS_DELETED).type
+    if pa.types.is_boolean(typ):
+        return arrow, sdf, schema
+    if not pa.types.is_null(typ):
+        raise DeleteMarkerTypeError(
+            f"{IS_DELETED} is Hudi's delete marker and must be a boolean column (true: the row deletes its "
+            f"record key; false or null: a live row), but the data for {table!r} has type {typ}; "
+            f"cast it to boolean before writing")
+    if arrow is not None:
+        arrow = arrow.set_column(arrow.column_names.index(IS_DELETED), IS_DELETED, arrow.column(IS_DELETED).cast(pa.bool_()))
+    else:
+        from lakesdk.engine.spark import cast_column
+        sdf = cast_column(sdf, IS_DELETED, "boolean")
+    i = schema.get_field_index(IS_DELETED)
+    return arrow, sdf, schema.set(i, schema.field(i).with_type(pa.bool_()))
+
+
+def _flagged_as_deletes(arrow: pa.Table, operation: str) -> pa.Table:
+    """Rows flagged ``_hoodie_is_deleted`` (true) are deletes of their record key, as Hudi's
+    writers treat them: an upsert, insert or merge carries them as deletes (they take part in
+    the combine of the batch by their ordering value, and delete the stored record when they
+    win against it, under the table's merge mode); a bulk insert or an overwrite, which
+    merges with nothing, leaves them out (Hudi's create handle writes no flagged record)."""
+    flag = pc.fill_null(arrow.column(IS_DELETED), False)
+    if not pc.any(flag).as_py():
+        return arrow
+    if operation in _WRITES_NEW:
+        return arrow.filter(pc.invert(flag))
+    ops = pc.if_else(flag, pa.scalar(OP_DELETE, pa.int8()), arrow.column(OP))
+    return arrow.set_column(arrow.column_names.index(OP), OP, ops)
 
 
 def _check_ordering_values(arrow: pa.Table, ordering: Ordering, merge_mode: str, table: str, operation: str) -> None:
