@@ -152,6 +152,18 @@ def test_a_batch_with_a_key_in_two_partitions_keeps_one_record(glake):
     assert ours(t.read()) == theirs(t.path) == [(1, "c", 5, "c5")]
 
 
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_flagged_row_deletes_its_key_in_whatever_partition_it_is_stored(glake, table_type):
+    """A row flagged ``_hoodie_is_deleted`` is a delete of its key: with a global index it
+    deletes the key where the key is stored, whatever partition the row names; an older
+    flagged row loses under event-time ordering."""
+    t = glake.create_table("g", key="id", partition_by="p", ordering="ts", index="global", table_type=table_type)
+    t.upsert(df([(1, "a", 1, "x1"), (2, "a", 5, "x2"), (3, "b", 1, "x3")]))
+    flagged = df([(1, "b", 2, "gone"), (2, "b", 1, "late")]).assign(_hoodie_is_deleted=[True, True])
+    t.upsert(flagged)
+    assert ours(t.read()) == theirs(t.path) == [(2, "a", 5, "x2"), (3, "b", 1, "x3")]
+
+
 def test_insert_does_not_look_up_the_index(tmp_path):
     """As in Hudi, an insert skips the index lookup: a key inserted into another partition is
     stored twice; the next upsert of the key leaves one record."""
