@@ -284,16 +284,16 @@ def is_in(values: pa.ChunkedArray | pa.Array, keys: pa.Array) -> pa.Array | pa.C
     span = hi - lo + 1
     if span > _DENSE_SLOTS_PER_VALUE * (len(values) + k.size):
         return pc.is_in(values, value_set=keys)
-    slots = np.zeros(span, dtype=bool)
+    slots = np.zeros(span + 1, dtype=bool)      # the last slot: every value outside the range
     slots[k - lo] = True
     chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
     out = []
     for chunk in chunks:
         v = np.asarray(chunk.to_numpy(zero_copy_only=False), dtype=np.int64)
-        inside = (v >= lo) & (v <= hi)
-        hit = np.zeros(len(v), dtype=bool)
-        hit[inside] = slots[v[inside] - lo]
-        out.append(pa.array(hit))
+        # value - lo as unsigned: below the range wraps to a huge offset; both ends clip to `span`
+        off = np.subtract(v, lo, dtype=np.int64).view(np.uint64)
+        np.minimum(off, np.uint64(span), out=off)
+        out.append(pa.array(slots[off]))
     return pa.chunked_array(out, type=pa.bool_()) if isinstance(values, pa.ChunkedArray) else out[0]
 
 
