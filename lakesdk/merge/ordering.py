@@ -217,7 +217,26 @@ def combine_keeping_deletes(batch: pa.Table, combine: Any) -> pa.Table:
     of each key out) over one batch, keeping its deletes: a key the batch deletes keeps its
     last delete, followed by the combine of the key's versions after that delete (if any).
     A combine alone drops a deleted key from the batch, and the delete would then never reach
-    the stored record."""
+    the stored record.
+
+    The records of a key are those of one partition path and key (Hudi's ``HoodieKey``): a
+    key written into several partitions of a table without a global index is one record in
+    each, combined (and deleted) per partition.  ``combine`` sees one key one way only, so a
+    batch with such a key is combined partition by partition."""
+    if batch.num_rows > 1 and PART in batch.column_names:
+        pcodes = pc.dictionary_encode(batch.column(PART), null_encoding="encode").combine_chunks()
+        if len(pcodes.dictionary) > 1:
+            pair = pc.binary_join_element_wise(pc.cast(pcodes.indices, pa.string()), pc.cast(batch.column(KEY), pa.string()),
+                                              "\x1f")
+            if pc.count_distinct(pair, mode="all").as_py() > pc.count_distinct(batch.column(KEY), mode="all").as_py():
+                idx = np.asarray(pcodes.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+                outs = [_combine_keeping_deletes(batch.filter(pa.array(idx == i)), combine)
+                        for i in np.unique(idx)]
+                return pa.concat_tables([o.select(batch.column_names).cast(batch.schema) for o in outs])
+    return _combine_keeping_deletes(batch, combine)
+
+
+def _combine_keeping_deletes(batch: pa.Table, combine: Any) -> pa.Table:
     ops = np.asarray(batch.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
     is_del = ops == OP_DELETE
     if not is_del.any():
