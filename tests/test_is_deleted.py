@@ -300,3 +300,32 @@ def test_partial_update_combine_keeps_what_the_whole_batch_means(base, batch):
         return sorted(out.select(["_hoodie_record_key", "o", "x", "q", "y"]).to_pylist(), key=repr)
     combined = combine_batch(inc, ordering=None, merge_mode="PARTIAL_UPDATE", column_groups=groups)
     assert merged(pa.concat_tables([stored, combined])) == merged(pa.concat_tables([stored, inc]))
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_a_key_in_two_partitions_is_two_records_to_the_combine(tmp_path, spark, engine, table_type):
+    """Without a global index a key written into two partitions is two records: a batch that
+    updates one and deletes (flags) the other, on a partial-update table and on a custom
+    merger's, keeps the update (the delete of one partition's record is not the other's)."""
+    from .test_custom_merger import keep_max_amount
+    lk.register_merger("max_amount_parts", keep_max_amount)
+    lake = _lake(tmp_path, spark, engine)
+    groups = {"order_ts": ["amount"], "pay_ts": ["paid"]}
+    t = lake.create_table("w", key="order_id", partition_by="p", table_type=table_type,
+                          merge_mode="partial_update", column_groups=groups)
+    t.upsert([{"order_id": "a", "p": "x", "order_ts": 5, "amount": 10.0},
+              {"order_id": "a", "p": "y", "order_ts": 5, "amount": 20.0}])
+    t.upsert([{"order_id": "a", "p": "x", "pay_ts": 7, "paid": True, FLAG: False},     # both partitions
+              {"order_id": "a", "p": "y", "pay_ts": 8, "paid": False, FLAG: False}])   # in one batch
+    r = t.upsert([{"order_id": "a", "p": "x", "pay_ts": 9, "paid": False, FLAG: False},
+                  {"order_id": "a", "p": "y", "pay_ts": 9, "paid": True, FLAG: True}])
+    assert (r.updated, r.deleted) == (1, 1)
+    got = t.read().to_arrow().select(["order_id", "p", "order_ts", "amount", "pay_ts", "paid"]).to_pylist()
+    assert got == [{"order_id": "a", "p": "x", "order_ts": 5, "amount": 10.0, "pay_ts": 9, "paid": False}]
+    c = lake.create_table("c", key="id", partition_by="p", table_type=table_type, merge_mode="custom",
+                          merger="max_amount_parts")
+    c.upsert(pd.DataFrame({"id": [1, 1], "p": ["x", "y"], "amount": [5.0, 7.0]}))
+    batch = pd.DataFrame({"id": [1, 1, 2], "p": ["x", "y", "x"], "amount": [9.0, 1.0, 3.0], FLAG: [False, True, False]})
+    c.upsert(spark.createDataFrame(batch) if engine == "spark" else batch)
+    assert rows(c.read(), ("id", "p", "amount")) == [(1, "x", 9.0), (2, "x", 3.0)]

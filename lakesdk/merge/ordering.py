@@ -217,7 +217,37 @@ def combine_keeping_deletes(batch: pa.Table, combine: Any) -> pa.Table:
     of each key out) over one batch, keeping its deletes: a key the batch deletes keeps its
     last delete, followed by the combine of the key's versions after that delete (if any).
     A combine alone drops a deleted key from the batch, and the delete would then never reach
-    the stored record."""
+    the stored record.
+
+    The records of a key are those of one partition path and key (Hudi's ``HoodieKey``): a
+    key written into several partitions of a table without a global index is one record in
+    each, combined (and deleted) per partition.  ``combine`` sees one key one way only, so a
+    batch with such a key is combined in layers: each layer holds every key of the batch in
+    at most one partition (few layers: as many as the most partitions one key is in)."""
+    if batch.num_rows > 1 and PART in batch.column_names:
+        pcodes = pc.dictionary_encode(batch.column(PART), null_encoding="encode").combine_chunks()
+        if len(pcodes.dictionary) > 1:
+            pair = pc.dictionary_encode(pc.binary_join_element_wise(
+                pc.cast(pcodes.indices, pa.string()), pc.cast(batch.column(KEY), pa.string()), "\x1f")).combine_chunks()
+            kcodes = pc.dictionary_encode(batch.column(KEY)).combine_chunks()
+            if len(pair.dictionary) > len(kcodes.dictionary):
+                pair_of = np.asarray(pair.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+                key_of = np.asarray(kcodes.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+                _, first = np.unique(pair_of, return_index=True)
+                pair_key = key_of[first]                  # the key of each (partition, key) pair
+                order = np.argsort(pair_key, kind="stable")
+                starts = np.flatnonzero(np.r_[True, pair_key[order][1:] != pair_key[order][:-1]])
+                rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+                layer_of_pair = np.empty(len(order), dtype=np.int64)
+                layer_of_pair[order] = rank
+                layer = layer_of_pair[pair_of]
+                outs = [_combine_keeping_deletes(batch.filter(pa.array(layer == i)), combine)
+                        for i in range(int(layer.max()) + 1)]
+                return pa.concat_tables([o.select(batch.column_names).cast(batch.schema) for o in outs])
+    return _combine_keeping_deletes(batch, combine)
+
+
+def _combine_keeping_deletes(batch: pa.Table, combine: Any) -> pa.Table:
     ops = np.asarray(batch.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
     is_del = ops == OP_DELETE
     if not is_del.any():
