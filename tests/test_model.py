@@ -567,12 +567,22 @@ class LakeMachine(RuleBasedStateMachine):
         with pa.OSFile(path, "wb") as f, pa.ipc.new_file(f, b.schema) as w:
             w.write_table(b)
         known = {i.requested for i in self.t.timeline.instants}
+        before = self._fingerprint()
         env = {**os.environ, "LAKESDK_CRASH_AT": point}
         r = subprocess.run([sys.executable, "-c", WRITER, self.t.path, path, op, self.markers], env=env,
                            capture_output=True, text=True, timeout=240)
         note(f"crashed {op} at {point}: rc={r.returncode}")
         why = self._refusal(b)
         assert why is None or r.returncode != -9, f"a writer of a batch with {why} got to {point}"
+        if r.returncode == 0 and "WRITE FINISHED" in r.stdout:
+            # nothing to write, so no crash point on the way: every row is flagged
+            # _hoodie_is_deleted and deletes nothing stored (or an insert, which writes no flagged row)
+            flags = b.column("_hoodie_is_deleted").to_pylist() if "_hoodie_is_deleted" in b.column_names else []
+            assert flags and all(flags), f"a writer of a batch with rows to write finished past {point}"
+            assert not [i for i in self.t.timeline.commits if i.requested not in known], \
+                f"a {op} that wrote nothing committed"
+            assert self._fingerprint() == before, f"a {op} that wrote nothing changed the table"
+            return
         if r.returncode != -9:
             # a typed refusal before the crash point is fine (the table must then be unchanged)
             assert "lakesdk" in r.stderr and "Error" in r.stderr, \
