@@ -112,6 +112,18 @@ def test_refused_batch_writes_nothing_and_leaves_the_transaction_usable(tmp_path
     assert not t.timeline.pending and not any(i.action == "rollback" for i in t.timeline)
 
 
+def _slow_writer(tmp_path):
+    """An optimistic merge-on-read table of two rows and a writer with a batch written, not
+    committed: (options, table, the writer's handle, its instant, stats, schema)."""
+    opts = lk.TableOptions(concurrency="optimistic", lock="in_process", engine="local")
+    t = lk.Lake(str(tmp_path), options=opts).create_table("t", key="id", ordering="ts", table_type="mor")
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["a", "a"]}))
+    slow = lk.open_table(t.path, options=opts)
+    txn = begin(slow)
+    stats, schema = write_batch(slow, txn, pd.DataFrame({"id": [1], "ts": [2], "v": ["slow"]}))
+    return opts, t, slow, txn, stats, schema
+
+
 def test_lazy_rollback_of_a_slow_writer_is_decided_under_the_lock(tmp_path, monkeypatch):
     """A writer taken for dead (heartbeat expired under load) completes while another writer
     rolls it back: the rollback used to check "still pending" and write its plan outside the
@@ -122,12 +134,7 @@ def test_lazy_rollback_of_a_slow_writer_is_decided_under_the_lock(tmp_path, monk
     import time
 
     from lakesdk.services import rollback as rb
-    opts = lk.TableOptions(concurrency="optimistic", lock="in_process", engine="local")
-    t = lk.Lake(str(tmp_path), options=opts).create_table("t", key="id", ordering="ts", table_type="mor")
-    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["a", "a"]}))
-    slow = lk.open_table(t.path, options=opts)
-    txn = begin(slow)
-    stats, schema = write_batch(slow, txn, pd.DataFrame({"id": [1], "ts": [2], "v": ["slow"]}))
+    opts, t, slow, txn, stats, schema = _slow_writer(tmp_path)
     monkeypatch.setattr(rb, "_dead", lambda *a: True)         # its heartbeat looks expired
     outcome: dict = {}
 
@@ -162,12 +169,7 @@ def test_a_writer_refuses_to_complete_once_a_rollback_of_it_completed(tmp_path, 
     names it and refuse (it used to complete, and the commit lost its files)."""
     from lakesdk.services import rollback as rb
     from lakesdk.timeline.store import TimelineStore
-    opts = lk.TableOptions(concurrency="optimistic", lock="in_process", engine="local")
-    t = lk.Lake(str(tmp_path), options=opts).create_table("t", key="id", ordering="ts", table_type="mor")
-    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["a", "a"]}))
-    slow = lk.open_table(t.path, options=opts)
-    txn = begin(slow)
-    stats, schema = write_batch(slow, txn, pd.DataFrame({"id": [1], "ts": [2], "v": ["slow"]}))
+    opts, t, slow, txn, stats, schema = _slow_writer(tmp_path)
     with monkeypatch.context() as m:
         m.setattr(rb, "_dead", lambda *a: True)
         m.setattr(TimelineStore, "all_states", lambda self, *a: [])    # stop in the window

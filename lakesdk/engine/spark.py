@@ -56,11 +56,16 @@ DRIVER_INDEX_KEYS = 1_000_000
 
 
 
+def _flagged() -> Any:
+    """Whether a row is flagged ``_hoodie_is_deleted`` (null: not), as a Spark expression."""
+    from pyspark.sql import functions as F
+    return F.coalesce(F.col(IS_DELETED), F.lit(False))
+
+
 def drop_flagged(df: Any) -> Any:
     """The rows of ``df`` not flagged ``_hoodie_is_deleted`` (a bulk insert or an overwrite
     writes no flagged row, as Hudi's create handle)."""
-    from pyspark.sql import functions as F
-    return df.filter(~F.coalesce(F.col(IS_DELETED), F.lit(False)))
+    return df.filter(~_flagged())
 
 
 def cast_column(df: Any, name: str, typ: str) -> Any:
@@ -76,7 +81,7 @@ def _op_column(df: Any, op: int) -> Any:
     base = F.col(OP) if OP in df.columns else F.lit(op)
     if op != OP_UPSERT or IS_DELETED not in df.columns:
         return base.cast("byte")
-    return F.when(F.coalesce(F.col(IS_DELETED), F.lit(False)), F.lit(OP_DELETE)).otherwise(base).cast("byte")
+    return F.when(_flagged(), F.lit(OP_DELETE)).otherwise(base).cast("byte")
 
 
 def check_spark_casts(df: Any, schema: pa.Schema) -> Any:
@@ -221,6 +226,8 @@ class SparkWriteJob:
 
         def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             from pyspark import TaskContext
+
+            from lakesdk.engine.slice_reader import deleted_flags
             tc = TaskContext.get()
             offset = (tc.partitionId() if tc else 0) << 40
             i = 0
@@ -230,9 +237,9 @@ class SparkWriteJob:
                 n = t.num_rows
                 ops = np.asarray(pc.fill_null(whole.column(OP), op).to_numpy(zero_copy_only=False), dtype=np.int8).copy() \
                     if own_ops else np.full(n, op, dtype=np.int8)
-                if op == OP_UPSERT and IS_DELETED in names:   # a flagged row deletes its record key
-                    flag = pc.fill_null(t.column(IS_DELETED), False).to_numpy(zero_copy_only=False)
-                    ops[np.asarray(flag, dtype=bool)] = OP_DELETE
+                flag = deleted_flags(t) if op == OP_UPSERT else None   # a flagged row deletes its record key
+                if flag is not None:
+                    ops[np.asarray(flag.to_numpy(zero_copy_only=False), dtype=bool)] = OP_DELETE
                 t = t.append_column(OP, pa.array(ops, pa.int8()))
                 t = t.append_column(SEQ, pa.array(np.arange(offset + i, offset + i + n, dtype=np.int64)))
                 i += n

@@ -119,6 +119,12 @@ def stored_ordering_type(ctx: WriteContext) -> pa.DataType | None:
     if not (ctx.merge_on_read and ctx.ordering and ctx.merge_mode == "EVENT_TIME_ORDERING"
             and ctx.column_groups is None and ctx.merger is None and ctx.operation != "insert"):
         return None
+    return _ordering_value_type(ctx)
+
+
+def _ordering_value_type(ctx: WriteContext) -> pa.DataType | None:
+    """The type of the table's ordering value: its field's, or with several ordering fields a
+    struct of theirs (None: the schema lacks one of them)."""
     fields = fields_of(ctx.ordering)
     if not all(f in ctx.schema.names for f in fields):
         return None
@@ -135,12 +141,7 @@ def index_ordering_type(ctx: WriteContext) -> pa.DataType | None:
     found = stored_ordering_type(ctx)
     if found is not None or not (ctx.global_index and ctx.ordering and ctx.merge_mode == "EVENT_TIME_ORDERING"):
         return found
-    fields = fields_of(ctx.ordering)
-    if not all(f in ctx.schema.names for f in fields):
-        return None
-    if len(fields) > 1:
-        return pa.struct([pa.field(f, ctx.schema.field(f).type) for f in fields])
-    return ctx.schema.field(fields[0]).type
+    return _ordering_value_type(ctx)
 
 
 def add_key_columns(ctx: WriteContext, batch: pa.Table) -> pa.Table:

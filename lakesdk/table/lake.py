@@ -183,8 +183,8 @@ class Lake:
             raise SchemaError("merger= needs merge_mode='custom'")
         index_wire = None
         if index is not None:
-            index_wire = {"global": "GLOBAL_SIMPLE", "global_simple": "GLOBAL_SIMPLE", "global_bloom": "GLOBAL_BLOOM",
-                          "bloom": "BLOOM", "simple": "SIMPLE"}.get(str(index).lower())
+            from lakesdk.config.options import option
+            index_wire = {"global": "GLOBAL_SIMPLE", **(option("index_type").choices or {})}.get(str(index).lower())
             if index_wire is None:
                 raise SchemaError(f"index must be 'global', 'global_simple', 'global_bloom', 'bloom' or 'simple', "
                                   f"not {index!r}")

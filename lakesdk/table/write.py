@@ -282,12 +282,7 @@ class WriteOperation(WriteInput):
                                              frozenset(i.requested for i in view.visible),
                                              column_groups=ctx.column_groups, merger=ctx.merger)
         if slices and op != "insert":  # insert skips the index lookup, as in Hudi
-            slice_ctx = None
-            if any(s.log_files for s in slices):
-                from lakesdk.engine.slice_reader import SliceReadContext
-                slice_ctx = SliceReadContext(t.storage, ctx.schema, ctx.ordering, ctx.merge_mode,
-                                             view.log_instants, column_groups=ctx.column_groups, merger=ctx.merger)
-            index = job.key_index(slices, slice_ctx, data, global_keys=everywhere)
+            index = job.key_index(slices, _index_slice_ctx(ctx, view, slices), data, global_keys=everywhere)
             if ctx.global_index:   # keys stored in another partition move (or stay) by the ordering
                 data = job.tag_global(data, index)
             else:
@@ -324,13 +319,7 @@ class WriteOperation(WriteInput):
         outside = [s for s in view.latest_slices() if s.partition not in wanted]
         if not outside:
             return
-        slice_ctx = None
-        if any(s.log_files for s in outside):
-            from lakesdk.engine.slice_reader import SliceReadContext
-            c = job.ctx
-            slice_ctx = SliceReadContext(t.storage, c.schema, c.ordering, c.merge_mode, view.log_instants,
-                                         column_groups=c.column_groups, merger=c.merger)
-        index = job.key_index(outside, slice_ctx, data, global_keys=True)
+        index = job.key_index(outside, _index_slice_ctx(job.ctx, view, outside), data, global_keys=True)
         from lakesdk.merge.ordering import KEY, PART
         found = (index.select([KEY, PART]).slice(0, 5).to_pylist() if isinstance(index, pa.Table)
                  else [r.asDict() for r in index.select(KEY, PART).limit(5).collect()])
@@ -426,3 +415,12 @@ def _reject_clustered(table: str, op: str, busy: dict[tuple[str, str], str], tou
         f"table.maintenance.cluster() (or roll it back with table.maintenance.rollback({instants[0]!r})), "
         "then retry; inserts of new keys are not affected",
         instant=instants[0], file_groups=tuple(hit))
+
+
+def _index_slice_ctx(ctx: WriteContext, view: Any, slices: list[Any]) -> Any:
+    """How the key index reads the keys of ``slices`` with log files (None: none has any)."""
+    if not any(s.log_files for s in slices):
+        return None
+    from lakesdk.engine.slice_reader import SliceReadContext
+    return SliceReadContext(ctx.storage, ctx.schema, ctx.ordering, ctx.merge_mode, view.log_instants,
+                            column_groups=ctx.column_groups, merger=ctx.merger)

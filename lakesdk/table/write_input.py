@@ -335,8 +335,9 @@ def _flagged_as_deletes(arrow: pa.Table, operation: str) -> pa.Table:
     the combine of the batch by their ordering value, and delete the stored record when they
     win against it, under the table's merge mode); a bulk insert or an overwrite, which
     merges with nothing, leaves them out (Hudi's create handle writes no flagged record)."""
-    flag = pc.fill_null(arrow.column(IS_DELETED), False)
-    if not pc.any(flag).as_py():
+    from lakesdk.engine.slice_reader import deleted_flags
+    flag = deleted_flags(arrow)
+    if flag is None:
         return arrow
     if operation in _WRITES_NEW:
         return arrow.filter(pc.invert(flag))
