@@ -289,9 +289,9 @@ def test_split_touched_by_an_integer_key_field_matches_the_record_key_split():
 
 
 def test_read_matches_by_the_record_key_where_log_keys_are_not_the_key_fields_text(tmp_path, monkeypatch):
-    """A merge-on-read read matches base rows to log keys by the integer key field; a slice
-    whose log keys are not that field's text is read again by the record key, with the same
-    rows."""
+    """A merge-on-read read matches base rows and log versions by the integer key field; a
+    slice whose delete-block keys are not that field's text is read again by the record key,
+    with the same rows."""
     import lakesdk.engine.slice_reader as slice_reader
 
     lake = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local"))
@@ -349,20 +349,25 @@ def test_whole_table_read_merges_every_slice_however_the_scan_and_the_merges_are
     """The whole-table merge-on-read read merges slices while the base files are still being
     scanned, in groups of about ``_MERGE_BATCH_ROWS`` versions: generated upserts and deletes
     over several partitions read the same (against a dict model) with the scan cut into
-    batches of a few rows and merges of one slice or of many."""
+    batches of a few rows and merges of one slice or of many, with slices matched by the
+    integer key field and (``by_key``: delete blocks whose keys are refused as the field's
+    text) slices matched by the record key in the same merges."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
     import lakesdk.engine.read as read_mod
     import lakesdk.engine.slice_reader as slice_reader
 
+    def refuse(keys, key_type):
+        raise pa.ArrowInvalid("record keys that are not the text of the key field")
+
     op = st.tuples(st.sampled_from(["upsert", "delete"]),
                    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3)), min_size=1, max_size=12))
 
     @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
     @given(ops=st.lists(op, min_size=1, max_size=5), batch_rows=st.sampled_from([1, 3, 1000]),
-           merge_rows=st.sampled_from([2, 64, 32_768]))
-    def check(ops, batch_rows, merge_rows):
+           merge_rows=st.sampled_from([2, 64, 32_768]), by_key=st.booleans())
+    def check(ops, batch_rows, merge_rows, by_key):
         lake = lk.Lake(str(tmp_path_factory.mktemp("lake")), options=lk.TableOptions(engine="local"))
         t = lake.create_table("t", key="id", ordering="ts", table_type="mor", partition_by="p")
         t.bulk_insert(pa.table({"id": list(range(0, 40, 2)), "ts": [0] * 20, "p": [f"p{i % 3}" for i in range(0, 40, 2)],
@@ -389,6 +394,8 @@ def test_whole_table_read_merges_every_slice_however_the_scan_and_the_merges_are
         with pytest.MonkeyPatch.context() as m:
             m.setattr(read_mod, "_scan_tagged", in_pieces)
             m.setattr(slice_reader, "_MERGE_BATCH_ROWS", merge_rows)
+            if by_key:
+                m.setattr(slice_reader, "keys_as", refuse)
             got = t.read().to_arrow()
         assert sorted(zip(got.column("id").to_pylist(), got.column("v").to_pylist())) == \
             sorted((k, v) for k, (_, v) in model.items())

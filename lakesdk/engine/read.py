@@ -272,7 +272,6 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
         IS_DELETED,
         _log_versions,
         deleted_flags,
-        keys_as,
         merge_touched,
         split_base,
         touched_keys,
@@ -305,18 +304,22 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     base_names = [n for n in proj.names if not (key_field and n == KEY)]
     if key_field and key_field not in base_names:
         base_names.append(key_field)
+    # with such a key field, log versions are matched and merged by it too: their record
+    # key column is not decoded (a delete block's keys are cast to it)
+    by_field = pa.schema([f for f in full if f.name in base_names]) if key_field else None
 
     def logs_of(sl: FileSlice) -> tuple[list[pa.Table], pa.Array, pa.Array | None]:
-        """(log versions, their distinct keys, as values of the key field or None)"""
-        logs = [t for t in _log_versions(ctx, sl, proj) if t.num_rows]
-        keys = touched_keys(logs)
-        typed = None
-        if key_field is not None:
+        """(log versions, their distinct keys, the same as values of the key field or None:
+        then the versions carry the key field, not the record key)"""
+        if by_field is not None:
             try:
-                typed = keys_as(keys, plan.schema.field(key_field).type)
+                logs = [t for t in _log_versions(ctx, sl, by_field, key_field) if t.num_rows]
+                typed = touched_keys(logs, key_field)
+                return logs, typed, typed
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                typed = None
-        return logs, keys, typed
+                pass    # delete-block keys that are not its text: this slice by the record key
+        logs = [t for t in _log_versions(ctx, sl, proj) if t.num_rows]
+        return logs, touched_keys(logs), None
 
     def split(batch: pa.RecordBatch, logs: list[pa.Table], keys: pa.Array,
               field: str | None) -> tuple[pa.Table, pa.Table | None]:
@@ -353,13 +356,19 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
 
         def merge_group(group: list[FileSlice]) -> pa.Table | None:
             """The winners of the touched keys of ``group`` (on the pool, once its splits
-            are done: they were submitted before this task, so they run or ran already)."""
-            parts = []
+            are done: they were submitted before this task, so they run or ran already):
+            slices merged by the key field and by the record key apart."""
+            parts: dict[str, list[tuple[pa.Table | None, list[pa.Table], int]]] = {}
             for sl in group:
-                versions, keys, _ = logs[id(sl)].result()
+                versions, keys, typed = logs[id(sl)].result()
                 touched = [p for _, p in (f.result() for f in split_of.get(id(sl), ())) if p is not None]
-                parts.append((pa.concat_tables(touched) if touched else None, versions, len(keys)))
-            return merge_touched(ctx, parts)
+                by = key_field if typed is not None and key_field is not None else KEY
+                parts.setdefault(by, []).append((pa.concat_tables(touched) if touched else None, versions, len(keys)))
+            winners = [w for by, p in parts.items() if (w := merge_touched(ctx, p, key=by)) is not None]
+            if len(winners) > 1:    # the columns both have (the record key only one of them)
+                names = [n for n in winners[0].column_names if all(n in w.column_names for w in winners)]
+                return pa.concat_tables([w.select(names) for w in winners])
+            return winners[0] if winners else None
 
         def finished(sl: FileSlice | None, *, last: bool = False) -> None:
             """``sl``'s base rows are all split: merge it with the slices ready before it

@@ -92,9 +92,14 @@ def _base_rows(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema) -> pa.Tabl
     return conform(_read_base_file(ctx, sl.base_path, full.names), full)
 
 
-def _log_versions(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema) -> list[pa.Table]:
+def _log_versions(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema,
+                  key_field: str | None = None) -> list[pa.Table]:
     """The record versions of the slice's visible log blocks, in ``full`` plus
-    ``_lk_seq``/``_lk_op`` (1, 2, ... in block order)."""
+    ``_lk_seq``/``_lk_op`` (1, 2, ... in block order).
+
+    ``key_field``: the integer field a simple record key is the text of, in ``full`` (which
+    then need not hold the record key): a delete block's keys are cast to its values,
+    raising ``ArrowInvalid`` unless every key is the text of one."""
     from lakesdk.format.damaged import damaged_file
     from lakesdk.format.log_block import BlockType, read_log_file
 
@@ -119,6 +124,8 @@ def _log_versions(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema) -> list
                 d = b.delete_records()
             ordv = d.column("ordering_value") if "ordering_value" in d.column_names else None
             cols = {KEY: d.column(KEY), PART: d.column(PART)}
+            if key_field is not None:
+                cols[key_field] = keys_as(d.column(KEY), full.field(key_field).type)
             fields = fields_of(ctx.ordering)
             if ordv is not None and fields and all(f in full.names for f in fields):
                 # Hudi writes an int 0 (IntWrapper) for deletes that carry no ordering value
@@ -156,9 +163,9 @@ def slice_versions(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] 
     return pa.concat_tables(parts)
 
 
-def _merge(ctx: SliceReadContext, versions: pa.Table) -> pa.Table:
+def _merge(ctx: SliceReadContext, versions: pa.Table, key: str = KEY) -> pa.Table:
     merged = merge_versions(versions, ordering=ctx.ordering, merge_mode=ctx.merge_mode,
-                            column_groups=ctx.column_groups, merger=ctx.merger)
+                            column_groups=ctx.column_groups, merger=ctx.merger, key=key)
     return merged.drop_columns([c for c in (SEQ, OP) if c in merged.column_names])
 
 
@@ -216,13 +223,13 @@ def split_touched(base: pa.Table | None, logs: list[pa.Table],
     return untouched, touched, len(keys)
 
 
-def touched_keys(logs: list[pa.Table]) -> pa.Array:
-    """The distinct record keys of a slice's log versions."""
+def touched_keys(logs: list[pa.Table], key: str = KEY) -> pa.Array:
+    """The distinct record keys (or values of the ``key`` column) of a slice's log versions."""
     logs = [t for t in logs if t.num_rows]
     if not logs:
         return pa.array([], pa.string())
-    return pc.unique(pa.chunked_array([c for t in logs for c in t.column(KEY).chunks],
-                                      type=logs[0].schema.field(KEY).type))
+    return pc.unique(pa.chunked_array([c for t in logs for c in t.column(key).chunks],
+                                      type=logs[0].schema.field(key).type))
 
 
 def keys_as(keys: pa.Array, key_type: pa.DataType) -> pa.Array:
@@ -247,7 +254,7 @@ def split_base(base: pa.Table | pa.RecordBatch, keys: pa.Array, key_field: str |
     if not pc.any(hit).as_py():
         return (base if flagged is None else base.filter(pc.invert(flagged))), None
     touched = base.filter(hit)
-    if key_field is not None:
+    if key_field is not None and KEY in log_schema.names:
         touched = touched.append_column(pa.field(KEY, pa.string()), pc.cast(touched.column(key_field), pa.string()))
     schema = pa.schema([f for f in log_schema if f.name not in (SEQ, OP)])
     if touched.schema != schema:
@@ -303,12 +310,13 @@ _MERGE_BATCH_ROWS = 32_768
 
 
 def merge_touched(ctx: SliceReadContext, parts: list[tuple[pa.Table | None, list[pa.Table], int]],
-                  map_: Callable[..., Iterable[Any]] = map) -> pa.Table | None:
+                  map_: Callable[..., Iterable[Any]] = map, key: str = KEY) -> pa.Table | None:
     """The winners of the touched keys of many file slices: ``parts`` holds, per slice, its
     touched base versions, its log versions and the number of keys its logs touch
     (:func:`split_touched`).  Small slices are merged together when no key has log versions
     in two of them and the merger is not a user's (a user's merger sees one slice at a
-    time).  ``map_``: how the merges run (``map``, or a pool's)."""
+    time).  ``map_``: how the merges run (``map``, or a pool's).  ``key``: the column that
+    identifies a record in every part (:func:`merge_versions`)."""
     slices = [([*([touched] if touched is not None else []), *[t for t in logs if t.num_rows]], logs, n)
               for touched, logs, n in parts]
     slices = [s for s in slices if s[0]]
@@ -319,8 +327,8 @@ def merge_touched(ctx: SliceReadContext, parts: list[tuple[pa.Table | None, list
 
     def flush() -> None:
         if len(run) > 1:
-            keys = pa.chunked_array([c for _, logs, _ in run for t in logs for c in t.column(KEY).chunks],
-                                    type=run[0][0][0].schema.field(KEY).type)
+            keys = pa.chunked_array([c for _, logs, _ in run for t in logs for c in t.column(key).chunks],
+                                    type=run[0][0][0].schema.field(key).type)
             if pc.count_distinct(keys).as_py() == sum(n for _, _, n in run):
                 batches.append([t for g, _, _ in run for t in g])
                 run.clear()
@@ -339,5 +347,5 @@ def merge_touched(ctx: SliceReadContext, parts: list[tuple[pa.Table | None, list
         run.append(s)
     flush()
     schema = pa.schema([f for f in slices[0][0][0].schema if f.name not in (SEQ, OP)])
-    merged = list(map_(lambda g: _as_rows_of(_merge(ctx, pa.concat_tables(g)), schema), batches))
+    merged = list(map_(lambda g: _as_rows_of(_merge(ctx, pa.concat_tables(g), key), schema), batches))
     return pa.concat_tables(merged)

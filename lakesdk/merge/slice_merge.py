@@ -51,10 +51,14 @@ def _rank(col: pa.ChunkedArray) -> np.ndarray:
 
 
 def merge_versions(versions: pa.Table, *, ordering: str | tuple[str, ...] | None, merge_mode: str,
-                   column_groups: dict[str, list[str]] | None = None, merger: Any = None) -> pa.Table:
+                   column_groups: dict[str, list[str]] | None = None, merger: Any = None,
+                   key: str = KEY) -> pa.Table:
     """Reduce ``versions`` (all versions of the records of one file slice) to the winning
     upsert per key.  ``versions`` must have ``_hoodie_record_key``, ``_lk_seq`` and
-    ``_lk_op`` columns (and the ordering field for event-time ordering)."""
+    ``_lk_op`` columns (and the ordering field for event-time ordering).  ``key``: the
+    column that identifies a record (another than the record key only where it is one to
+    one with it: the integer field a simple key is the text of; not for partial updates
+    or a user's merger)."""
     if merge_mode == "PARTIAL_UPDATE" and column_groups is not None:
         return merge_partial(versions, column_groups=column_groups)
     if merger is not None:   # a user-defined merger (lakesdk.register_merger)
@@ -62,7 +66,7 @@ def merge_versions(versions: pa.Table, *, ordering: str | tuple[str, ...] | None
     n = versions.num_rows
     if n == 0:
         return versions
-    keys = versions.column(KEY)
+    keys = versions.column(key)
     seq = np.asarray(versions.column(SEQ).to_numpy(zero_copy_only=False), dtype=np.int64)
     op = np.asarray(versions.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
     fields = (ordering,) if isinstance(ordering, str) else tuple(ordering or ())
