@@ -311,7 +311,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     def logs_of(sl: FileSlice) -> tuple[list[pa.Table], pa.Array, pa.Array | None]:
         """(log versions, their distinct keys, the same as values of the key field or None:
         then the versions carry the key field, not the record key)"""
-        if by_field is not None:
+        if by_field is not None and key_field is not None:
             try:
                 logs = [t for t in _log_versions(ctx, sl, by_field, key_field) if t.num_rows]
                 typed = touched_keys(logs, key_field)
