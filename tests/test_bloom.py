@@ -259,6 +259,35 @@ def test_false_positives_keep_counts_exact(tmp_path, spark, engine):
     assert all(s[f"k{i:05d}"] == 2 for i in range(0, 300, 6) if i % 4)
 
 
+def test_bloom_filters_are_asked_only_where_they_can_spare_a_read(tmp_path, monkeypatch):
+    """A file's bloom filter is asked when its candidate keys (after the key range) are few
+    against its rows; with as many candidates as rows the file's keys are read at once.
+    Tags and counts are exact either way."""
+    from lakesdk.engine import key_index
+    opts = lk.TableOptions(engine="local", target_file_size=40 * 1024, record_size_estimate=100)
+    t = lk.Lake(str(tmp_path / "lake"), options=opts).create_table("t", key="id", ordering="ts")
+    t.bulk_insert(_keyed(range(0, 4000, 2), 1))
+    files = len(t.inspect.file_groups())
+    assert files > 2
+    asked = []
+    real = B.BloomFilter.might_contain
+
+    def spy(self, *a, **kw):
+        asked.append(1)
+        return real(self, *a, **kw)
+    monkeypatch.setattr(B.BloomFilter, "might_contain", spy)
+    clear_footer_cache()
+    r = t.upsert(_keyed([10, 11], 2))                 # few candidates: every file in range is asked
+    assert (r.updated, r.inserted) == (1, 1) and asked
+    asked.clear()
+    clear_footer_cache()
+    r = t.upsert(_keyed(range(0, 8000, 2), 3))        # as many candidates as rows: no filter asked
+    assert (r.updated, r.inserted) == (2000, 2000) and not asked
+    assert key_index.BLOOM_PROBE_SHARE > 1
+    s = _state(t)
+    assert len(s) == 4001 and s["k00010"] == 3 and s["k00011"] == 2 and s["k07998"] == 3
+
+
 def test_files_without_footers_are_read(tmp_path, monkeypatch):
     """Base files without key range or bloom filter (as some Hudi writers leave them) next
     to files with them."""

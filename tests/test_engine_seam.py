@@ -67,3 +67,31 @@ def test_query_and_read_plan_keep_their_home():
     from lakesdk.table.query import ReadPlan as Public
     assert Public is ReadPlan is Planned
     assert lk.Query is Query
+
+
+def test_inserts_counted_on_the_driver_are_what_the_join_leaves():
+    """With the key index on the driver, the Spark write counts its inserts there: the
+    incoming upserts whose (partition, key) the index did not find, by partition (deletes
+    and found keys are not inserts), as the tagging join would leave them (generated)."""
+    import pyarrow as pa
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from lakesdk.engine.spark import untagged_upserts
+    from lakesdk.merge.ordering import KEY, OP, PART
+
+    pair = st.tuples(st.sampled_from(["", "a", "b/c"]), st.sampled_from([str(i) for i in range(12)]))
+
+    @settings(max_examples=200, deadline=None)
+    @given(incoming=st.dictionaries(pair, st.sampled_from([0, 1])), stored=st.lists(pair))
+    def check(incoming, stored):
+        inc = pa.table({PART: [p for p, _ in incoming], KEY: [k for _, k in incoming],
+                        OP: pa.array(list(incoming.values()), pa.int8())})
+        found = pa.table({KEY: [k for _, k in stored], PART: [p for p, _ in stored],
+                          "_lk_fid": ["f"] * len(stored)})
+        want: dict[str, int] = {}
+        for (p, k), op in incoming.items():
+            if op == 0 and (p, k) not in set(stored):
+                want[p] = want.get(p, 0) + 1
+        assert untagged_upserts(inc, found) == want
+    check()

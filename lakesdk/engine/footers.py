@@ -79,11 +79,12 @@ def footer_of(storage: Storage, path: str) -> FooterIndex:
     from lakesdk.format.damaged import damaged_file
     if storage.is_local:
         with damaged_file(path):
-            md = pq.read_metadata(url).metadata
+            md = pq.read_metadata(url)
     else:
         with storage.open_input(path) as f, damaged_file(path):
-            md = pq.read_metadata(f).metadata
-    index = read_footer(md)
+            md = pq.read_metadata(f)
+    index = read_footer(md.metadata)
+    index.rows = md.num_rows
     _FOOTERS.put(url, index)
     return index
 

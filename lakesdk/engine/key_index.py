@@ -45,6 +45,10 @@ FID = "_lk_fid"
 #: positions are held, 30 x 4 bytes by Hudi's defaults); beyond, most files would be
 #: candidates anyway and the key ranges alone prune
 BLOOM_PROBE_KEYS = 100_000
+#: a file's bloom filter is asked only when its candidate keys (after the key range) are at
+#: most its rows / this: asking a key costs about what reading a stored key does, and a file
+#: with that many candidates most likely holds some (its keys are read anyway)
+BLOOM_PROBE_SHARE = 4
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -93,7 +97,8 @@ def _candidates(fi: FooterIndex, keys: KeySet) -> np.ndarray | None:
     if fi.range is None and not fi.has_bloom:
         return None
     mask = keys.in_range(fi.range) if fi.range is not None else np.ones(len(keys.keys), bool)
-    if fi.has_bloom and mask.any() and len(keys.keys) <= BLOOM_PROBE_KEYS:
+    worth = fi.rows is None or int(mask.sum()) * BLOOM_PROBE_SHARE <= fi.rows
+    if fi.has_bloom and mask.any() and len(keys.keys) <= BLOOM_PROBE_KEYS and worth:
         bloom = fi.bloom
         if bloom is None:   # unreadable: the key range alone, if any
             return mask if fi.range is not None else None

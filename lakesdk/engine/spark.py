@@ -199,6 +199,8 @@ class SparkWriteJob:
         self.ctx = ctx
         self._small_index = False   # key_index returned the pruned index (the incoming keys' records only)
         self._new_groups = 0   # new file groups assign_inserts planned
+        self._inserts: dict[str, int] | None = None   # untagged upserts by partition, known on the driver
+        self._persisted: list[Any] = []   # DataFrames kept for the write's later jobs (released after it)
 
     # -- preparation -------------------------------------------------------------------------
     def with_keys(self, df: Any, op: int, *, global_keys: bool = False) -> Any:
@@ -312,8 +314,12 @@ class SparkWriteJob:
         return df.filter(F.col(FID).isNotNull())
 
     def untagged_counts(self, df: Any) -> dict[str, int]:
+        """Untagged upserts (the inserts) by partition: known on the driver when the key
+        index was (:meth:`key_index`), else counted in a job that keeps ``df`` for the write."""
         from pyspark.sql import functions as F
-        df.persist()
+        if self._inserts is not None:
+            return dict(self._inserts)
+        self._persist(df)
         return {r[0]: int(r[1]) for r in df.filter(F.col(FID).isNull()).groupBy(PART).count().collect()}
 
     def tagged_file_ids(self, df: Any, fids: set[str]) -> set[str]:
@@ -321,18 +327,26 @@ class SparkWriteJob:
         from pyspark.sql import functions as F
         return {r[0] for r in df.filter(F.col(FID).isin(sorted(fids))).select(FID).distinct().collect()}
 
+    def _persist(self, df: Any) -> None:
+        df.persist()
+        self._persisted.append(df)
+
     def release(self, df: Any) -> None:
-        try:
-            df.unpersist()
-        except Exception:  # noqa: BLE001
-            pass
+        """Unpersist what this job persisted (never a DataFrame it was given)."""
+        for d in self._persisted:
+            try:
+                d.unpersist()
+            except Exception:  # noqa: BLE001
+                pass
+        self._persisted.clear()
 
     # -- tagging -----------------------------------------------------------------------------
     def _incoming_keys(self, data: Any) -> pa.Table | None:
         """(partition, key) of the incoming records on the driver, or None when there are
         more than ``DRIVER_INDEX_KEYS`` (the index then reads every key in Spark tasks)."""
         from pyspark.sql import functions as F
-        t = data.select(F.col(PART), F.col(KEY)).limit(DRIVER_INDEX_KEYS + 1).toArrow()
+        self._persist(data)   # the write reads the records again: combined once, not per job
+        t = data.select(F.col(PART), F.col(KEY), F.col(OP)).limit(DRIVER_INDEX_KEYS + 1).toArrow()
         return None if t.num_rows > DRIVER_INDEX_KEYS else t
 
     def key_index(self, slices: list[Any], slice_ctx: Any = None, data: Any = None, *,
@@ -361,6 +375,8 @@ class SparkWriteJob:
                                                                        keys.column(PART)),
                                          slice_ctx=slice_ctx, ordering=ordering)
                 self._small_index = True
+                if not global_keys:   # the inserts follow from the same keys: no counting job
+                    self._inserts = untagged_upserts(keys, found)
                 return self.spark.createDataFrame(found.select(schema.fieldNames()).cast(
                     _for_spark_exchange(found.select(schema.fieldNames()).schema)), schema)
         n = max(1, min(len(slices), parallelism(self.spark) * 2))
@@ -501,6 +517,20 @@ class SparkWriteJob:
         except Exception as err:  # noqa: BLE001 - re-typed below
             reraise_task_error(err)
             raise
+
+
+def untagged_upserts(incoming: pa.Table, found: pa.Table) -> dict[str, int]:
+    """By partition, the incoming upserts (``_hoodie_partition_path``, ``_hoodie_record_key``,
+    ``_lk_op``; one row per key and partition) whose (partition, key) the key index did not
+    find: what :meth:`SparkWriteJob.tag` leaves untagged and the write inserts."""
+    ups = incoming.select([PART, KEY, OP]).filter(pc.equal(incoming.column(OP), pa.scalar(OP_UPSERT, incoming.schema.field(OP).type)))
+    if not ups.num_rows:
+        return {}
+    stored = found.select([PART, KEY]).cast(pa.schema([(PART, pa.string()), (KEY, pa.string())]))
+    ups = ups.select([PART, KEY]).cast(stored.schema)
+    new = ups.join(stored.group_by([PART, KEY]).aggregate([]), keys=[PART, KEY], join_type="left anti")
+    counts = new.group_by(PART).aggregate([([], "count_all")])
+    return {p: int(n) for p, n in zip(counts.column(PART).to_pylist(), counts.column("count_all").to_pylist())}
 
 
 def _hadoop_path(local: str) -> str:

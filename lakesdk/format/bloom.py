@@ -486,8 +486,9 @@ class FooterIndex:
     when it is first asked for (a key range alone often rules the file out)."""
 
     def __init__(self, range: KeyRange | None = None, bloom: BloomFilter | None = None, *,
-                 text: bytes | None = None, type_code: str | None = None) -> None:
+                 text: bytes | None = None, type_code: str | None = None, rows: int | None = None) -> None:
         self.range = range
+        self.rows = rows          # the file's row count, when known
         self._bloom = bloom
         self._text = text
         self._code = type_code
@@ -532,7 +533,7 @@ def file_footer(keys: pa.Array | pa.ChunkedArray,
     (Hudi cannot hash it)."""
     out: dict[bytes, bytes] = {}
     rng = key_range(keys)
-    index = FooterIndex(rng)
+    index = FooterIndex(rng, rows=len(keys))
     if rng is not None:
         out[MIN_KEY.encode()] = rng.min.encode()
         out[MAX_KEY.encode()] = rng.max.encode()

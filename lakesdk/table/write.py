@@ -254,7 +254,10 @@ class WriteOperation(WriteInput):
         busy = pending_clustering_file_groups(store, timeline)   # Hudi's reject-update strategy
         if op in ("bulk_insert", "insert_overwrite", "insert_overwrite_table"):
             if op == "insert_overwrite" and ctx.global_index:
-                self._check_overwrite_keys(job, data, view, partitions or job.partitions(data))
+                try:
+                    self._check_overwrite_keys(job, data, view, partitions or job.partitions(data))
+                finally:
+                    job.release(data)
             stats = job.write_new(data)
             counts = MergeCounts(inserted=sum(s.numInserts for s in stats))
             replaced: dict[str, list[str]] = {}
