@@ -95,3 +95,32 @@ def test_inserts_counted_on_the_driver_are_what_the_join_leaves():
                 want[p] = want.get(p, 0) + 1
         assert untagged_upserts(inc, found) == want
     check()
+
+
+def test_file_group_runs_cut_sorted_batches_into_one_table_per_file_group():
+    """The Spark write cuts each task's records, sorted by file id and arriving in batches
+    of any size, into one table per file group (generated; a null id is a group too)."""
+    import pyarrow as pa
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from lakesdk.engine.spark import FID, file_group_runs
+
+    @settings(max_examples=200, deadline=None)
+    @given(ids=st.lists(st.one_of(st.none(), st.sampled_from(["f1", "f2", "f3", "f4"]))),
+           cuts=st.lists(st.integers(0, 60)))
+    def check(ids, cuts):
+        ordered = sorted(ids, key=lambda x: (x is not None, x or ""))
+        t = pa.table({FID: pa.array(ordered, pa.string()), "row": list(range(len(ordered)))})
+        bounds = sorted({0, len(ordered), *[c for c in cuts if c < len(ordered)]})
+        batches = [b for a, e in zip(bounds, bounds[1:]) for b in t.slice(a, e - a).to_batches()]
+        # Spark may mark a column NOT NULL in some batches of a task and not in others
+        strict = pa.schema([pa.field(FID, pa.string()), pa.field("row", pa.int64(), nullable=False)])
+        batches = [pa.RecordBatch.from_arrays(b.columns, schema=strict) if i % 2 else b for i, b in enumerate(batches)]
+        runs = list(file_group_runs(iter(batches)))
+        want = []
+        for fid in dict.fromkeys(ordered):
+            want.append([i for i, x in enumerate(ordered) if x == fid])
+        assert [r.column("row").to_pylist() for r in runs] == want
+        assert all(len(set(r.column(FID).to_pylist())) == 1 for r in runs)
+    check()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, replace
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -461,8 +461,8 @@ class SparkWriteJob:
         from pyspark.sql import functions as F
         ctx = self.ctx
 
-        def fn(key: tuple, table: pa.Table) -> pa.Table:
-            fid = key[0].as_py()
+        def one(table: pa.Table) -> pa.RecordBatch:
+            fid = table.column(FID)[0].as_py()
             part = table.column(PART)[0].as_py()
             target = ctx.targets.get(fid) or FileGroupTarget(part, fid)
             incoming = table.drop_columns([FID])
@@ -470,16 +470,21 @@ class SparkWriteJob:
                      else write_file_group)
             stat, counts = _guard_task(f"file group {fid} (partition {part!r})",
                                        lambda: write(ctx, target, incoming, _task_info()))
-            return pa.table({"stat": [json.dumps(asdict(stat))], "counts": [json.dumps(asdict(counts))]})
+            return pa.RecordBatch.from_pydict({"stat": [json.dumps(asdict(stat))], "counts": [json.dumps(asdict(counts))]})
+
+        def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            yield from (one(group) for group in file_group_runs(batches))
 
         # one shuffle by file group, into a number of partitions fixed here: adaptive execution
         # would coalesce this shuffle by its bytes (the incoming records), while a task's work
         # is the file groups it rewrites; two partitions per file group (fewer hash collisions),
-        # at most two per core
+        # at most two per core.  Each task's records sorted by file group reach Python as
+        # batches (mapInArrow: cheaper than a grouped map) and are cut into file groups there,
+        # one group in memory at a time.
         p = parallelism(self.spark)
         groups = len(ctx.targets) + self._new_groups
-        df = df.repartition(max(1, min(2 * groups, 2 * p)), F.col(FID))
-        rows = self._collect(df.groupBy(FID).applyInArrow(fn, _stat_schema()))
+        df = df.repartition(max(1, min(2 * groups, 2 * p)), F.col(FID)).sortWithinPartitions(F.col(FID))
+        rows = self._collect(df.mapInArrow(fn, _stat_schema()))
         stats = [WriteStat.from_dict(json.loads(r["stat"])) for r in rows]
         total = MergeCounts()
         for r in rows:
@@ -517,6 +522,34 @@ class SparkWriteJob:
         except Exception as err:  # noqa: BLE001 - re-typed below
             reraise_task_error(err)
             raise
+
+
+def file_group_runs(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """The records of each file group from ``batches`` sorted by ``_lk_fid``: one table per
+    run of equal file ids (a null id is a run too), holding only the current run."""
+    pending: list[pa.RecordBatch] = []
+    current: Any = None
+    for b in batches:
+        if b.num_rows == 0:
+            continue
+        if any(not f.nullable for f in b.schema):   # batches of one task may differ in nullability
+            b = pa.RecordBatch.from_arrays(b.columns, schema=pa.schema([f.with_nullable(True) for f in b.schema]))
+        ids = b.column(b.schema.get_field_index(FID))
+        # where the id changes within the batch (nulls compare as one value)
+        same = pc.fill_null(pc.equal(ids.slice(1), ids.slice(0, len(ids) - 1)),
+                            pc.and_(ids.slice(1).is_null(), ids.slice(0, len(ids) - 1).is_null()))
+        cuts = np.flatnonzero(~np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)) + 1
+        starts = [0, *cuts.tolist()]
+        ends = [*cuts.tolist(), b.num_rows]
+        for a, e in zip(starts, ends):
+            fid = ids[a].as_py()
+            if pending and fid != current:
+                yield pa.Table.from_batches(pending)
+                pending = []
+            current = fid
+            pending.append(b.slice(a, e - a))
+    if pending:
+        yield pa.Table.from_batches(pending)
 
 
 def untagged_upserts(incoming: pa.Table, found: pa.Table) -> dict[str, int]:
