@@ -340,6 +340,50 @@ def test_damaged_base_file_is_named(tmp_path):
         t.upsert(_keyed(range(5), 2))
 
 
+def test_footers_read_from_their_tail_as_pyarrow_reads_them(tmp_path):
+    """The key index reads a base file's footer from its last bytes (one read of the length,
+    one of the footer): an intact file gives pyarrow's own metadata; a file cut short, or with
+    bytes of its tail changed, gives a footer or a CorruptFileError naming the file, never
+    another error (generated)."""
+    from hypothesis import HealthCheck
+
+    from lakesdk.engine.footers import _file_metadata, footer_of
+    from lakesdk.storage import Storage
+    t = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local")).create_table("t", key="id")
+    t.upsert(_keyed(range(300), 1))
+    (path, _), = _footers(t)
+    url = t.storage.url(path)
+    with open(url, "rb") as f:
+        good = f.read()
+        got = _file_metadata(f)
+    want = pq.read_metadata(url)
+    assert got.metadata == want.metadata and got.num_rows == want.num_rows == 300
+    os.makedirs(str(tmp_path / "bad"), exist_ok=True)
+    storage = Storage(str(tmp_path / "bad"))
+    keys = pa.array([f"k{i:05d}" for i in range(300)])
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(cut=st.integers(0, len(good)),
+           flips=st.lists(st.tuples(st.integers(1, 2000), st.integers(1, 255)), max_size=3))
+    def check(cut, flips):
+        data = bytearray(good[:cut])
+        for back, x in flips:
+            if back <= len(data):
+                data[-back] ^= x
+        clear_footer_cache()
+        with open(storage.url("f.parquet"), "wb") as f:
+            f.write(bytes(data))
+        try:
+            fi = footer_of(storage, "f.parquet")
+        except lk.CorruptFileError as e:
+            assert "f.parquet" in str(e)
+            return
+        if bytes(data) == good:
+            assert (fi.range.min, fi.range.max) == ("k00000", "k00299")
+            assert fi.bloom.might_contain(keys).all()
+    check()
+
+
 def test_filter_read_in_its_text_answers_as_decoded():
     keys = pa.array([f"key-{i}" for i in range(3000)])
     probe = pa.array([f"other-{i}" for i in range(20000)])
