@@ -77,7 +77,7 @@ def test_inserts_counted_on_the_driver_are_what_the_join_leaves():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from lakesdk.engine.spark import untagged_upserts
+    from lakesdk.engine.key_index import untagged_upserts
     from lakesdk.merge.ordering import KEY, OP, PART
 
     pair = st.tuples(st.sampled_from(["", "a", "b/c"]), st.sampled_from([str(i) for i in range(12)]))

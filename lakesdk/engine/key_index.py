@@ -35,10 +35,10 @@ import pyarrow.compute as pc
 from lakesdk.engine.footers import footer_of
 from lakesdk.engine.tasks import STORED_ORDERING, read_parquet, slice_keys, stored_ordering_values
 from lakesdk.format.bloom import FooterIndex, KeySet
-from lakesdk.merge.ordering import KEY, PART, ROW, Ordering, fields_of
+from lakesdk.merge.ordering import KEY, OP, OP_UPSERT, PART, ROW, Ordering, fields_of
 from lakesdk.storage import Storage
 
-__all__ = ["pruned_key_index", "incoming_keys", "FID"]
+__all__ = ["pruned_key_index", "incoming_keys", "untagged_upserts", "FID"]
 
 FID = "_lk_fid"
 #: a partition's incoming keys up to which the bloom filters are asked (each key's bit
@@ -178,3 +178,17 @@ def pruned_key_index(storage: Storage, slices: list[Any], keys: dict[str | None,
             empty[STORED_ORDERING] = pa.array([], ordering[1])
         return pa.table(empty)
     return pa.concat_tables([p.cast(parts[0].schema) if p.schema != parts[0].schema else p for p in parts])
+
+
+def untagged_upserts(incoming: pa.Table, found: pa.Table) -> dict[str, int]:
+    """By partition, the incoming upserts (``_hoodie_partition_path``, ``_hoodie_record_key``,
+    ``_lk_op``; one row per key and partition) whose (partition, key) the key index did not
+    find: what the tagging leaves untagged and the write inserts."""
+    ups = incoming.select([PART, KEY, OP]).filter(pc.equal(incoming.column(OP), pa.scalar(OP_UPSERT, incoming.schema.field(OP).type)))
+    if not ups.num_rows:
+        return {}
+    stored = found.select([PART, KEY]).cast(pa.schema([(PART, pa.string()), (KEY, pa.string())]))
+    ups = ups.select([PART, KEY]).cast(stored.schema)
+    new = ups.join(stored.group_by([PART, KEY]).aggregate([]), keys=[PART, KEY], join_type="left anti")
+    counts = new.group_by(PART).aggregate([([], "count_all")])
+    return {p: int(n) for p, n in zip(counts.column(PART).to_pylist(), counts.column("count_all").to_pylist())}

@@ -46,8 +46,8 @@ from lakesdk.merge.ordering import (
     fields_of,
 )
 
-__all__ = ["spark_arrow_schema", "check_spark_casts", "SparkWriteJob", "reraise_task_error", "read_files_spark",
-           "drop_flagged", "cast_column"]
+__all__ = ["spark_arrow_schema", "check_spark_casts", "SparkWriteJob", "reraise_task_error", "drop_flagged",
+           "cast_column", "file_group_runs"]
 
 FID = "_lk_fid"
 #: incoming keys up to which the key index runs on the driver over the base files' footers
@@ -370,7 +370,7 @@ class SparkWriteJob:
         if data is not None:
             keys = self._incoming_keys(data)
             if keys is not None:   # the index of the incoming keys, on the driver
-                from lakesdk.engine.key_index import incoming_keys, pruned_key_index
+                from lakesdk.engine.key_index import incoming_keys, pruned_key_index, untagged_upserts
                 found = pruned_key_index(storage, slices, incoming_keys(keys.column(KEY), None if global_keys else
                                                                        keys.column(PART)),
                                          slice_ctx=slice_ctx, ordering=ordering)
@@ -550,70 +550,6 @@ def file_group_runs(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
             pending.append(b.slice(a, e - a))
     if pending:
         yield pa.Table.from_batches(pending)
-
-
-def untagged_upserts(incoming: pa.Table, found: pa.Table) -> dict[str, int]:
-    """By partition, the incoming upserts (``_hoodie_partition_path``, ``_hoodie_record_key``,
-    ``_lk_op``; one row per key and partition) whose (partition, key) the key index did not
-    find: what :meth:`SparkWriteJob.tag` leaves untagged and the write inserts."""
-    ups = incoming.select([PART, KEY, OP]).filter(pc.equal(incoming.column(OP), pa.scalar(OP_UPSERT, incoming.schema.field(OP).type)))
-    if not ups.num_rows:
-        return {}
-    stored = found.select([PART, KEY]).cast(pa.schema([(PART, pa.string()), (KEY, pa.string())]))
-    ups = ups.select([PART, KEY]).cast(stored.schema)
-    new = ups.join(stored.group_by([PART, KEY]).aggregate([]), keys=[PART, KEY], join_type="left anti")
-    counts = new.group_by(PART).aggregate([([], "count_all")])
-    return {p: int(n) for p, n in zip(counts.column(PART).to_pylist(), counts.column("count_all").to_pylist())}
-
-
-def _hadoop_path(local: str) -> str:
-    """A local file as a Hadoop path pattern that matches only itself: partition folders may
-    hold glob characters (``{ } [ ] * ? \\``), escaped with a backslash."""
-    return "file://" + re.sub(r"([{}\[\]*?\\])", r"\\\1", local)
-
-
-def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Schema,
-                     reader: Callable[[Any, str, pa.Schema], pa.Table] | None = None) -> Any:
-    """DataFrame over base files: Spark's own Parquet reader for local Parquet files, an
-    Arrow reader task per file for fsspec-only stores and for formats Spark has no reader
-    for here (Lance: :mod:`lakesdk.engine.base_file`)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from lakesdk.engine.base_file import needs_arrow_task, read_file
-    sschema = from_arrow_schema(schema)
-    if not paths:
-        return spark.createDataFrame([], sschema)
-    if storage.is_local and not needs_arrow_task(paths):
-        return spark.read.schema(sschema).parquet(*[_hadoop_path(storage.url(p)) for p in paths])
-    from lakesdk.engine.tasks import conform
-    n = max(1, min(len(paths), parallelism(spark) * 2))
-    src = spark.createDataFrame([(p,) for p in paths], "p string").repartition(n)
-
-    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for b in batches:
-            for p in b.column(0).to_pylist():
-                yield from conform(read_file(storage, p), schema).to_batches()
-    return src.mapInArrow(fn, sschema)
-
-
-def read_slices_spark(spark: Any, ctx: Any, slices: list[Any], schema: pa.Schema) -> Any:
-    """DataFrame of merged merge-on-read file slices: one Arrow task per slice."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from lakesdk.engine.slice_reader import read_slice
-    sschema = from_arrow_schema(schema)
-    if not slices:
-        return spark.createDataFrame([], sschema)
-    n = max(1, min(len(slices), parallelism(spark) * 2))
-    src = spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
-
-    out = _for_spark_exchange(schema)
-
-    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                yield from read_slice(ctx, slices[i]).select(schema.names).cast(out).to_batches()
-    return src.mapInArrow(fn, sschema)
 
 
 def _spark_arrow_type(t: pa.DataType) -> pa.DataType:

@@ -3,7 +3,10 @@ Spark's Parquet reader over base files, an Arrow task per merge-on-read file sli
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import re
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import pyarrow as pa
 
 from lakesdk.engine.read import ReadPlan, slice_context
 from lakesdk.format.schema import with_meta_fields
@@ -11,7 +14,7 @@ from lakesdk.format.schema import with_meta_fields
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
 
-__all__ = ["read_spark"]
+__all__ = ["read_spark", "read_files_spark", "read_slices_spark"]
 
 
 def read_spark(table: "TableContext", spark: Any, plan: ReadPlan, columns: list[str], condition: Any = None) -> Any:
@@ -19,7 +22,6 @@ def read_spark(table: "TableContext", spark: Any, plan: ReadPlan, columns: list[
     ``Column``, or None) keeps."""
     from pyspark.sql import functions as F
 
-    from lakesdk.engine.spark import read_files_spark, read_slices_spark
     full = with_meta_fields(plan.schema)
     if plan.merges:
         df = read_slices_spark(spark, slice_context(table, plan), list(plan.slices), full)
@@ -30,3 +32,55 @@ def read_spark(table: "TableContext", spark: Any, plan: ReadPlan, columns: list[
     if condition is not None:
         df = df.filter(condition)
     return df.select(*columns)
+
+
+def _hadoop_path(local: str) -> str:
+    """A local file as a Hadoop path pattern that matches only itself: partition folders may
+    hold glob characters (``{ } [ ] * ? \\``), escaped with a backslash."""
+    return "file://" + re.sub(r"([{}\[\]*?\\])", r"\\\1", local)
+
+
+def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Schema,
+                     reader: Callable[[Any, str, pa.Schema], pa.Table] | None = None) -> Any:
+    """DataFrame over base files: Spark's own Parquet reader for local Parquet files, an
+    Arrow reader task per file for fsspec-only stores and for formats Spark has no reader
+    for here (Lance: :mod:`lakesdk.engine.base_file`)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from lakesdk.engine.base_file import needs_arrow_task, read_file
+    sschema = from_arrow_schema(schema)
+    if not paths:
+        return spark.createDataFrame([], sschema)
+    if storage.is_local and not needs_arrow_task(paths):
+        return spark.read.schema(sschema).parquet(*[_hadoop_path(storage.url(p)) for p in paths])
+    from lakesdk.engine.spark import parallelism
+    from lakesdk.engine.tasks import conform
+    n = max(1, min(len(paths), parallelism(spark) * 2))
+    src = spark.createDataFrame([(p,) for p in paths], "p string").repartition(n)
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            for p in b.column(0).to_pylist():
+                yield from conform(read_file(storage, p), schema).to_batches()
+    return src.mapInArrow(fn, sschema)
+
+
+def read_slices_spark(spark: Any, ctx: Any, slices: list[Any], schema: pa.Schema) -> Any:
+    """DataFrame of merged merge-on-read file slices: one Arrow task per slice."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from lakesdk.engine.slice_reader import read_slice
+    from lakesdk.engine.spark import _for_spark_exchange, parallelism
+    sschema = from_arrow_schema(schema)
+    if not slices:
+        return spark.createDataFrame([], sschema)
+    n = max(1, min(len(slices), parallelism(spark) * 2))
+    src = spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
+
+    out = _for_spark_exchange(schema)
+
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                yield from read_slice(ctx, slices[i]).select(schema.names).cast(out).to_batches()
+    return src.mapInArrow(fn, sschema)
