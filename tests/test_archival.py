@@ -428,3 +428,36 @@ def test_archival_plans_before_the_lock_and_plans_again_when_another_archived_me
     assert active(t) == [r.instant for r in results[5:]]
     expected = sorted([(k, f"v{k}") for k in range(8)] + [(10 + k, f"v{k}") for k in range(8)])
     assert rows(t.read()) == expected == hudi_rows(t.path)
+
+
+def test_files_a_rollback_missed_are_deleted_before_archival_moves_past_them(tmp_path):
+    """A file of a rolled-back write finished after the rollback (a writer of another
+    process that died before it could delete it) is invisible while its instant is newer
+    than the start of the active timeline; archival would move that start past it and every
+    reader (lakesdk's and the ``hudi`` reader) would take it for committed.  Archival
+    deletes such files first."""
+    import shutil
+
+    import pandas as pd
+
+    from lakesdk.table.transaction import abort, begin, write_batch
+    t = lk.Lake(str(tmp_path / "lake")).create_table("z", key="id", partition_by="p", ordering="ts",
+                                                      table_type="mor")
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [0, 0], "p": ["a", "b"], "v": ["init"] * 2}))
+    txn = begin(t, operation="insert")
+    write_batch(t, txn, pd.DataFrame({"id": [7, 8], "ts": [1, 1], "p": ["a", "b"], "v": ["late"] * 2}))
+    late = [f.path for f in t.storage.find("") if txn.instant in f.path and not f.path.startswith(".hoodie")]
+    assert late
+    for f in late:
+        shutil.copy(t.storage.url(f), t.storage.url(f) + ".keep")
+    abort(t, txn)
+    for f in late:     # the dead writer's files, finished after the rollback
+        os.replace(t.storage.url(f) + ".keep", t.storage.url(f))
+    for i in range(6):
+        t.upsert(pd.DataFrame({"id": [1], "ts": [i + 1], "p": ["a"], "v": [f"u{i}"]}))
+    assert sorted(t.read().to_pandas().id) == [1, 2]
+    res = t.maintenance.archive(min_commits=2, max_commits=3)
+    assert res.history_file is not None and all(i.requested > txn.instant for i in t.timeline.commits)
+    assert not t.storage.exists(late[0]) and not any(t.storage.exists(f) for f in late)
+    assert sorted(t.read().to_pandas().id) == [1, 2]
+    assert sorted(r[0] for r in hudi_rows(t.path)) == [1, 2]

@@ -181,3 +181,60 @@ def test_a_writer_refuses_to_complete_once_a_rollback_of_it_completed(tmp_path, 
     assert not any(i.requested == txn.instant for i in lk.open_table(t.path).timeline if i.action != "rollback")
     assert lk.open_table(t.path).inspect.check().ok
     assert sorted(lk.open_table(t.path).read().to_pandas().v) == ["a", "a"]
+
+
+def _files_of(t, instant):
+    return [f.path for f in t.storage.find("") if instant in f.path and not f.path.startswith(".hoodie")]
+
+
+@pytest.mark.parametrize("when", ["before", "while"])
+def test_a_participant_that_writes_into_a_rolled_back_round_leaves_no_file(tmp_path, monkeypatch, when):
+    """A participant still writing when its round is rolled back (the coordinator died; the
+    next one aborted the round, found in the Kafka sink's kill test): its files, finished
+    after the rollback, would be left behind, and every reader takes a file of an instant
+    older than the active timeline for committed once the rollback is archived.  The
+    participant checks the instant once its files are written and deletes them."""
+    from lakesdk.table.write import WriteOperation
+    t = lk.Lake(str(tmp_path)).create_table("k", key="id", ordering="ts", table_type="mor", partition_by="p")
+    t.upsert(pd.DataFrame({"id": [1], "ts": [0], "v": ["init"], "p": ["a"]}))
+    txn = begin(t)
+    batch = pd.DataFrame({"id": [1, 2, 3], "ts": [1] * 3, "v": ["x"] * 3, "p": ["a", "b", "b"]})
+    if when == "before":
+        abort(t, txn)
+    else:   # the round is rolled back after the participant's files are written, before it looks
+        real = WriteOperation.write_files
+
+        def then_rolled_back(self, *a, **kw):
+            out = real(self, *a, **kw)
+            assert _files_of(t, txn.instant)
+            abort(t, txn)
+            return out
+        monkeypatch.setattr(WriteOperation, "write_files", then_rolled_back)
+    with pytest.raises(lk.WriteConflictError):
+        write_batch(t, txn, batch)
+    assert _files_of(t, txn.instant) == []
+    assert t.read().to_pandas().to_dict("records") == [{"id": 1, "ts": 0, "v": "init", "p": "a"}]
+
+
+def test_a_rollback_deletes_files_marked_after_its_plan(tmp_path, monkeypatch):
+    """A rollback lists the instant's markers again once its plan is written: a writer of
+    another process that made its marker after the plan listed them, and looked for a
+    rollback before the plan existed, has its file deleted by the rollback."""
+    import lakesdk.services.rollback as rollback_mod
+    from lakesdk.markers import DirectWriteMarkers
+    t = lk.Lake(str(tmp_path)).create_table("k", key="id", ordering="ts", table_type="mor")
+    t.upsert(pd.DataFrame({"id": [1], "ts": [0], "v": ["init"]}))
+    txn = begin(t)
+    write_batch(t, txn, pd.DataFrame({"id": [2], "ts": [1], "v": ["x"]}))
+    planned = set(_files_of(t, txn.instant))
+    late = f"{'0' * 8}-late-0000-0000-000000000000-0_9-9-9_{txn.instant}.parquet"
+    real = rollback_mod._execute
+
+    def late_writer(table, store, target, plan, rollback_instant):
+        DirectWriteMarkers(t.storage, txn.instant).create("", late, "CREATE")
+        t.storage.write(late, b"late file")
+        return real(table, store, target, plan, rollback_instant)
+    monkeypatch.setattr(rollback_mod, "_execute", late_writer)
+    res = abort(t, txn)
+    assert _files_of(t, txn.instant) == []
+    assert late in res.deleted_files and planned <= set(res.deleted_files)

@@ -259,11 +259,51 @@ def archive(table: "TableContext", *, min_commits: int = 20, max_commits: int = 
         return _archive(table, plan, t0)
 
 
+def _drop_rolled_back_leftovers(table: "TableContext", timeline: Timeline, moved: set[str]) -> None:
+    """Delete data files of rolled-back writes older than the first write that stays active.
+
+    A rollback deletes the files it finds; a writer of another process still writing then
+    (a Kafka sink participant whose coordinator died) may finish a file after it, and deletes
+    it itself once it sees the rollback, unless it dies first.  Such a file is invisible while
+    its instant is newer than the start of the active timeline, and every reader (this one,
+    Apache Hudi's, the ``hudi`` reader) takes it for a committed file once archival moves
+    that start past it.  So before archiving, the partitions each completed rollback touched
+    (and those the rolled-back instant's remaining markers name) are listed for files named
+    with the rolled-back instant."""
+    from lakesdk.format.plans import RollbackMetadataData
+    from lakesdk.services.rollback import _marked_files, _written_by
+    storage, store = table.storage, table.store
+    stay = [i.requested for i in timeline.instants
+            if i.requested not in moved and i.is_completed and i.completed_action in WRITE_ACTIONS]
+    start = min(stay, default=None)
+    for rb in timeline.instants:
+        if rb.action != "rollback" or not rb.is_completed:
+            continue
+        try:
+            md = RollbackMetadataData.parse(store.read_bytes(rb))
+        except (FileNotFoundError, LakeError):
+            continue
+        for target, action in md.rolled_back:
+            if start is not None and target >= start:
+                continue
+            parts = set(md.deleted) | set(md.failed)
+            parts |= {f.rsplit("/", 1)[0] if "/" in f else "" for f in _marked_files(storage, Instant(action, "inflight", target))}
+            for part in sorted(parts):
+                try:
+                    entries = storage.list(part)
+                except FileNotFoundError:
+                    continue
+                for e in entries:
+                    if _written_by(e.name, target):
+                        storage.delete(e.path)
+
+
 def _archive(table: "TableContext", plan: ArchivePlan, t0: float) -> ArchiveResult:
     store = table.store
     if not plan.instants:
         return ArchiveResult(table.name, (), None, plan.active_instants, time.perf_counter() - t0)
     storage = table.storage
+    _drop_rolled_back_leftovers(table, store.load(), {i.requested for i in plan.instants})
     entries = []
     files: list[tuple[list[str], str]] = []
     for inst in plan.instants:

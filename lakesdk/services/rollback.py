@@ -144,6 +144,15 @@ def files_written_by(storage: Storage, store: TimelineStore, inst: Instant, *, s
     return files
 
 
+def _marked_files(storage: Storage, target: Instant) -> set[str]:
+    """The data files ``target``'s markers name now (none when they cannot be read)."""
+    from lakesdk.markers import parse_marker_name, read_markers
+    try:
+        return {parse_marker_name(m).data_path for m in read_markers(storage, target.requested)}
+    except LakeError:
+        return set()
+
+
 def _execute(table: "TableContext", store: TimelineStore, target: Instant, plan: RollbackPlanData,
              rollback_instant: Instant) -> RollbackResult:
     from lakesdk.services.transaction import InstantTransaction
@@ -159,13 +168,17 @@ def _execute(table: "TableContext", store: TimelineStore, target: Instant, plan:
         rollback_instant = txn.instant = rollback_instant.to("inflight")
     deleted: dict[str, list[str]] = {}
     failed: dict[str, list[str]] = {}
-    for req in plan.requests:
-        for path in req.files_to_delete:
-            try:
-                storage.delete(path)
-                deleted.setdefault(req.partition, []).append(path)
-            except OSError:
-                failed.setdefault(req.partition, []).append(path)
+    todo = [(req.partition, path) for req in plan.requests for path in req.files_to_delete]
+    # markers made after the plan listed them (a writer of another process still writing: it
+    # checks the instant once its file is written, and saw no rollback before the plan existed)
+    planned = {path for _, path in todo}
+    todo += [(posixpath.dirname(path), path) for path in sorted(_marked_files(storage, target) - planned)]
+    for partition, path in todo:
+        try:
+            storage.delete(path)
+            deleted.setdefault(partition, []).append(path)
+        except OSError:
+            failed.setdefault(partition, []).append(path)
     md = RollbackMetadataData(rollback_instant.requested, int((time.perf_counter() - t0) * 1000),
                               ((target.requested, target.action),),
                               {p: tuple(v) for p, v in deleted.items()}, {p: tuple(v) for p, v in failed.items()})

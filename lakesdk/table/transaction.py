@@ -77,7 +77,27 @@ def write_batch(table: "Table", txn: OpenInstant, data: Any) -> tuple[list[dict[
     from lakesdk.table.write import WriteOperation
     op = WriteOperation(table, txn.operation, data)  # type: ignore[arg-type]
     stats, _counts, schema = op.write_files(txn.instant, markers=DirectWriteMarkers(table.storage, txn.instant))
+    _ensure_open_after_writing(table, txn, [s.path for s in stats])
     return [asdict(s) for s in stats], base64.b64encode(schema.serialize().to_pybytes()).decode()
+
+
+def _ensure_open_after_writing(table: "Table", txn: OpenInstant, paths: list[str]) -> None:
+    """``txn`` must still be pending once this batch's files are written.  Its owner may
+    have died meanwhile and the next one rolled the instant back (a rollback deletes the
+    files it finds; a file finished later would be left behind, and readers take a file of
+    an instant older than the active timeline for committed once the rollback is archived),
+    or the instant may have completed without this batch.  Then the batch's files are
+    deleted here and :class:`WriteConflictError` says the round is gone.  (A rollback also
+    lists the instant's markers again once its plan is written, for the files whose
+    writers looked before it.)"""
+    from lakesdk.concurrency.conflicts import ensure_still_pending
+    store = table.context.store
+    try:
+        ensure_still_pending(table.name, store.load(), Instant(txn.action, "inflight", txn.instant), store)
+    except WriteConflictError:
+        for path in paths:
+            table.storage.delete(path)
+        raise
 
 
 def commit(table: "Table", txn: OpenInstant, stats: list[dict[str, Any]], *, schema: str | None = None,
