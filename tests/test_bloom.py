@@ -340,14 +340,13 @@ def test_damaged_base_file_is_named(tmp_path):
         t.upsert(_keyed(range(5), 2))
 
 
-def test_footers_read_from_their_tail_as_pyarrow_reads_them(tmp_path):
-    """The key index reads a base file's footer from its last bytes (one read of the length,
-    one of the footer): an intact file gives pyarrow's own metadata; a file cut short, or with
-    bytes of its tail changed, gives a footer or a CorruptFileError naming the file, never
-    another error (generated)."""
+def test_damaged_footers_are_named(tmp_path):
+    """The key index reads a base file's footer: a file cut short, or with bytes of its tail
+    changed, gives a footer or a CorruptFileError naming the file, never another error
+    (generated)."""
     from hypothesis import HealthCheck
 
-    from lakesdk.engine.footers import _file_metadata, footer_of
+    from lakesdk.engine.footers import footer_of
     from lakesdk.storage import Storage
     t = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local")).create_table("t", key="id")
     t.upsert(_keyed(range(300), 1))
@@ -355,9 +354,6 @@ def test_footers_read_from_their_tail_as_pyarrow_reads_them(tmp_path):
     url = t.storage.url(path)
     with open(url, "rb") as f:
         good = f.read()
-        got = _file_metadata(f)
-    want = pq.read_metadata(url)
-    assert got.metadata == want.metadata and got.num_rows == want.num_rows == 300
     os.makedirs(str(tmp_path / "bad"), exist_ok=True)
     storage = Storage(str(tmp_path / "bad"))
     keys = pa.array([f"k{i:05d}" for i in range(300)])
