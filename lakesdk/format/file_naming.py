@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 
 __all__ = ["PARTITION_METAFILE", "BaseFile", "LogFile", "new_file_id", "make_write_token", "is_base_file", "is_log_file",
-           "UNKNOWN_WRITE_TOKEN"]
+           "UNKNOWN_WRITE_TOKEN", "written_by"]
 
 UNKNOWN_WRITE_TOKEN = "1-0-1"
 PARTITION_METAFILE = ".hoodie_partition_metadata"   # a partition folder's metadata file (not a data file)
@@ -84,3 +84,11 @@ def is_base_file(name: str) -> bool:
 
 def is_log_file(name: str) -> bool:
     return bool(_LOG_RE.match(name))
+
+
+def written_by(name: str, instant: str) -> bool:
+    """Is ``name`` a data file that ``instant`` wrote: its base file, its log file, or the
+    ``.tmp`` file a local write leaves when it crashes?"""
+    if name.endswith(".tmp"):
+        name = name.rsplit(".", 2)[0]
+    return name.endswith(f"_{instant}.parquet") or (name.startswith(".") and f"_{instant}.log." in name)

@@ -58,7 +58,7 @@ __all__ = [
     "MarkerName", "format_marker_name", "parse_marker_name", "strip_marker_suffix", "marker_dir",
     "WriteMarkers", "DirectWriteMarkers", "TimelineServerWriteMarkers",
     "MarkerServer", "MarkerServerStats", "MarkerDirSnapshot",
-    "write_markers", "read_markers", "detect_marker_type", "read_marker_files", "read_marker_type",
+    "write_markers", "read_markers", "marked_data_files", "detect_marker_type", "read_marker_files", "read_marker_type",
     "MarkerError", "InvalidMarkerNameError", "UnsupportedMarkerTypeError", "MarkerServerError",
     "MarkerAuthError", "MarkerServerUnavailableError",
 ]
@@ -118,6 +118,16 @@ def detect_marker_type(storage: Storage, instant: str) -> MarkerType | None:
     if read_marker_files(storage, instant):
         return "TIMELINE_SERVER_BASED"
     return "DIRECT"
+
+
+def marked_data_files(storage: Storage, instant: str) -> set[str]:
+    """The data files (relative paths) the markers of ``instant`` name now; none when they
+    cannot be read."""
+    from lakesdk.exceptions import LakeError
+    try:
+        return {parse_marker_name(m).data_path for m in read_markers(storage, instant)}
+    except LakeError:
+        return set()
 
 
 def read_markers(storage: Storage, instant: str) -> set[str]:

@@ -270,8 +270,9 @@ def _drop_rolled_back_leftovers(table: "TableContext", timeline: Timeline, moved
     that start past it.  So before archiving, the partitions each completed rollback touched
     (and those the rolled-back instant's remaining markers name) are listed for files named
     with the rolled-back instant."""
+    from lakesdk.format.file_naming import written_by
     from lakesdk.format.plans import RollbackMetadataData
-    from lakesdk.services.rollback import _marked_files, _written_by
+    from lakesdk.markers import marked_data_files
     storage, store = table.storage, table.store
     stay = [i.requested for i in timeline.instants
             if i.requested not in moved and i.is_completed and i.completed_action in WRITE_ACTIONS]
@@ -283,18 +284,18 @@ def _drop_rolled_back_leftovers(table: "TableContext", timeline: Timeline, moved
             md = RollbackMetadataData.parse(store.read_bytes(rb))
         except (FileNotFoundError, LakeError):
             continue
-        for target, action in md.rolled_back:
+        for target, _action in md.rolled_back:
             if start is not None and target >= start:
                 continue
             parts = set(md.deleted) | set(md.failed)
-            parts |= {f.rsplit("/", 1)[0] if "/" in f else "" for f in _marked_files(storage, Instant(action, "inflight", target))}
+            parts |= {f.rsplit("/", 1)[0] if "/" in f else "" for f in marked_data_files(storage, target)}
             for part in sorted(parts):
                 try:
                     entries = storage.list(part)
                 except FileNotFoundError:
                     continue
                 for e in entries:
-                    if _written_by(e.name, target):
+                    if written_by(e.name, target):
                         storage.delete(e.path)
 
 

@@ -90,11 +90,12 @@ log = logging.getLogger(__name__)
 def _discard_failed_attempt(table: "TableContext", store: TimelineStore, inst: Instant, partitions: set[str]) -> None:
     """Delete what an interrupted earlier execution of ``inst`` wrote (its file ids are
     random: left behind, they would appear as extra file groups once it completes)."""
-    from lakesdk.services.rollback import _written_by, files_written_by
+    from lakesdk.format.file_naming import written_by
+    from lakesdk.services.rollback import files_written_by
     files = files_written_by(table.storage, store, inst)
     for part in partitions:   # belt and braces: clustering writes only into its plan's partitions
         for e in table.storage.list(part):
-            if not e.is_dir and _written_by(e.name, inst.requested):
+            if not e.is_dir and written_by(e.name, inst.requested):
                 files.add(e.path)
     for path in sorted(files):
         table.storage.delete(path)

@@ -32,6 +32,7 @@ from lakesdk.exceptions import (
     RollbackNotAllowedError,
     WriteConflictError,
 )
+from lakesdk.format.file_naming import written_by
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.plans import RollbackMetadataData, RollbackPlanData, RollbackRequest
 from lakesdk.storage import Storage
@@ -114,12 +115,6 @@ class RollbackResult:
         return f"<div><b>RollbackResult</b> {html.escape(repr(self))}</div>"
 
 
-def _written_by(name: str, instant: str) -> bool:
-    if name.endswith(".tmp"):
-        name = name.rsplit(".", 2)[0]
-    return name.endswith(f"_{instant}.parquet") or (name.startswith(".") and f"_{instant}.log." in name)
-
-
 def files_written_by(storage: Storage, store: TimelineStore, inst: Instant, *, scan: bool | None = None) -> set[str]:
     """Data files (relative paths) that ``inst`` created or appended."""
     from lakesdk.markers import parse_marker_name, read_markers
@@ -139,18 +134,9 @@ def files_written_by(storage: Storage, store: TimelineStore, inst: Instant, *, s
                 files.add(e.path)
     if scan or (scan is None and not files):
         for f in storage.find(""):
-            if not f.path.startswith(".hoodie") and _written_by(posixpath.basename(f.path), inst.requested):
+            if not f.path.startswith(".hoodie") and written_by(posixpath.basename(f.path), inst.requested):
                 files.add(f.path)
     return files
-
-
-def _marked_files(storage: Storage, target: Instant) -> set[str]:
-    """The data files ``target``'s markers name now (none when they cannot be read)."""
-    from lakesdk.markers import parse_marker_name, read_markers
-    try:
-        return {parse_marker_name(m).data_path for m in read_markers(storage, target.requested)}
-    except LakeError:
-        return set()
 
 
 def _execute(table: "TableContext", store: TimelineStore, target: Instant, plan: RollbackPlanData,
@@ -171,8 +157,9 @@ def _execute(table: "TableContext", store: TimelineStore, target: Instant, plan:
     todo = [(req.partition, path) for req in plan.requests for path in req.files_to_delete]
     # markers made after the plan listed them (a writer of another process still writing: it
     # checks the instant once its file is written, and saw no rollback before the plan existed)
+    from lakesdk.markers import marked_data_files
     planned = {path for _, path in todo}
-    todo += [(posixpath.dirname(path), path) for path in sorted(_marked_files(storage, target) - planned)]
+    todo += [(posixpath.dirname(path), path) for path in sorted(marked_data_files(storage, target.requested) - planned)]
     for partition, path in todo:
         try:
             storage.delete(path)
