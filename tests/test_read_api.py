@@ -294,3 +294,28 @@ def test_cli_read_into_a_closed_pipe_is_quiet(typed_table):
     assert proc.returncode == 0
     assert len(proc.stdout.splitlines()) == 1 and json.loads(proc.stdout)["id"] >= 0
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+def test_a_spark_read_of_many_base_files_is_planned_on_the_driver(tmp_path, spark):
+    """More than 32 local base files: Spark would look them up in a job of its own; the read
+    raises the threshold while it is planned (then puts it back) and returns every row."""
+    import lakesdk as lk
+    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    before = spark.conf.get(key)
+    opts = lk.TableOptions(engine="local", target_file_size=8 * 1024, record_size_estimate=100)
+    t = lk.Lake(str(tmp_path / "lake"), spark=spark, options=opts).create_table("many", key="id")
+    t.bulk_insert(pd.DataFrame({"id": range(4000), "v": [f"v{i}" for i in range(4000)]}))
+    assert len(t.inspect.file_groups()) > 32
+    seen = []
+    real = spark.read.__class__.parquet
+
+    def spy(self, *paths, **kw):
+        seen.append((len(paths), spark.conf.get(key)))
+        return real(self, *paths, **kw)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(spark.read.__class__, "parquet", spy)
+        df = t.read().to_spark()
+    assert seen and int(seen[0][1]) >= seen[0][0] > 32
+    assert spark.conf.get(key) == before
+    got = df.toPandas().sort_values("id")
+    assert got.id.tolist() == list(range(4000)) and got.v.tolist() == [f"v{i}" for i in range(4000)]

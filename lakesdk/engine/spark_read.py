@@ -4,6 +4,7 @@ Spark's Parquet reader over base files, an Arrow task per merge-on-read file sli
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pyarrow as pa
@@ -40,6 +41,31 @@ def _hadoop_path(local: str) -> str:
     return "file://" + re.sub(r"([{}\[\]*?\\])", r"\\\1", local)
 
 
+#: up to this many local base files are looked up on the driver when a read is planned
+DRIVER_LISTING_FILES = 10_000
+_DISCOVERY = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+
+
+@contextmanager
+def _listed_on_the_driver(spark: Any, files: int) -> Iterator[None]:
+    """Spark looks up more than ``spark.sql.sources.parallelPartitionDiscovery.threshold``
+    (32) paths given to a read in a job of its own, one task per path: for the exact local
+    files a read names (a table of 41 base files at 5,000,000 rows), looking them up on the
+    driver is much cheaper.  The setting is raised while the read is planned, then restored."""
+    try:
+        current = int(spark.conf.get(_DISCOVERY, "32") or 32)
+    except Exception:  # noqa: BLE001 - a session that does not say: leave it alone
+        current = files
+    if files <= current or files > DRIVER_LISTING_FILES:
+        yield
+        return
+    spark.conf.set(_DISCOVERY, str(files))
+    try:
+        yield
+    finally:
+        spark.conf.set(_DISCOVERY, str(current))
+
+
 def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Schema,
                      reader: Callable[[Any, str, pa.Schema], pa.Table] | None = None) -> Any:
     """DataFrame over base files: Spark's own Parquet reader for local Parquet files, an
@@ -52,7 +78,9 @@ def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Sche
     if not paths:
         return spark.createDataFrame([], sschema)
     if storage.is_local and not needs_arrow_task(paths):
-        return spark.read.schema(sschema).parquet(*[_hadoop_path(storage.url(p)) for p in paths])
+        urls = [_hadoop_path(storage.url(p)) for p in paths]
+        with _listed_on_the_driver(spark, len(urls)):
+            return spark.read.schema(sschema).parquet(*urls)
     from lakesdk.engine.spark import parallelism
     from lakesdk.engine.tasks import conform
     n = max(1, min(len(paths), parallelism(spark) * 2))
