@@ -184,11 +184,11 @@ def untagged_upserts(incoming: pa.Table, found: pa.Table) -> dict[str, int]:
     """By partition, the incoming upserts (``_hoodie_partition_path``, ``_hoodie_record_key``,
     ``_lk_op``; one row per key and partition) whose (partition, key) the key index did not
     find: what the tagging leaves untagged and the write inserts."""
-    ups = incoming.select([PART, KEY, OP]).filter(pc.equal(incoming.column(OP), pa.scalar(OP_UPSERT, incoming.schema.field(OP).type)))
+    pair = pa.schema([(PART, pa.string()), (KEY, pa.string())])
+    ups = incoming.filter(pc.equal(incoming.column(OP), OP_UPSERT)).select(pair.names).cast(pair)
     if not ups.num_rows:
         return {}
-    stored = found.select([PART, KEY]).cast(pa.schema([(PART, pa.string()), (KEY, pa.string())]))
-    ups = ups.select([PART, KEY]).cast(stored.schema)
+    stored = found.select(pair.names).cast(pair)
     new = ups.join(stored.group_by([PART, KEY]).aggregate([]), keys=[PART, KEY], join_type="left anti")
     counts = new.group_by(PART).aggregate([([], "count_all")])
     return {p: int(n) for p, n in zip(counts.column(PART).to_pylist(), counts.column("count_all").to_pylist())}

@@ -50,8 +50,8 @@ _DISCOVERY = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 def _listed_on_the_driver(spark: Any, files: int) -> Iterator[None]:
     """Spark looks up more than ``spark.sql.sources.parallelPartitionDiscovery.threshold``
     (32) paths given to a read in a job of its own, one task per path: for the exact local
-    files a read names (a table of 41 base files at 5,000,000 rows), looking them up on the
-    driver is much cheaper.  The setting is raised while the read is planned, then restored."""
+    files a read names (a Spark bulk insert of 5,000,000 rows writes 78), looking them up on
+    the driver is much cheaper.  The setting is raised while the read is planned, then restored."""
     try:
         current = int(spark.conf.get(_DISCOVERY, "32") or 32)
     except Exception:  # noqa: BLE001 - a session that does not say: leave it alone

@@ -120,14 +120,14 @@ def detect_marker_type(storage: Storage, instant: str) -> MarkerType | None:
     return "DIRECT"
 
 
-def marked_data_files(storage: Storage, instant: str) -> set[str]:
-    """The data files (relative paths) the markers of ``instant`` name now; none when they
-    cannot be read."""
+def marked_data_files(storage: Storage, instant: str) -> set[str] | None:
+    """The data files (relative paths) the markers of ``instant`` name now (None: the markers
+    cannot be read)."""
     from lakesdk.exceptions import LakeError
     try:
         return {parse_marker_name(m).data_path for m in read_markers(storage, instant)}
     except LakeError:
-        return set()
+        return None
 
 
 def read_markers(storage: Storage, instant: str) -> set[str]:

@@ -30,6 +30,7 @@ and the ``hudi`` reader, which list storage.
 
 from __future__ import annotations
 
+import posixpath
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -288,7 +289,7 @@ def _drop_rolled_back_leftovers(table: "TableContext", timeline: Timeline, moved
             if start is not None and target >= start:
                 continue
             parts = set(md.deleted) | set(md.failed)
-            parts |= {f.rsplit("/", 1)[0] if "/" in f else "" for f in marked_data_files(storage, target)}
+            parts |= {posixpath.dirname(f) for f in marked_data_files(storage, target) or ()}
             for part in sorted(parts):
                 try:
                     entries = storage.list(part)

@@ -28,7 +28,6 @@ from lakesdk.concurrency.instants import create_instant
 from lakesdk.exceptions import (
     CorruptTimelineError,
     InstantNotFoundError,
-    LakeError,
     RollbackNotAllowedError,
     WriteConflictError,
 )
@@ -117,12 +116,10 @@ class RollbackResult:
 
 def files_written_by(storage: Storage, store: TimelineStore, inst: Instant, *, scan: bool | None = None) -> set[str]:
     """Data files (relative paths) that ``inst`` created or appended."""
-    from lakesdk.markers import parse_marker_name, read_markers
-    files: set[str] = set()
-    try:
-        files |= {parse_marker_name(m).data_path for m in read_markers(storage, inst.requested)}
-    except LakeError:
-        scan = True
+    from lakesdk.markers import marked_data_files
+    files = marked_data_files(storage, inst.requested)
+    if files is None:
+        files, scan = set(), True
     if inst.is_completed and inst.completed_action in WRITE_ACTIONS:
         md = store.commit_metadata(inst)
         files |= {s.path for s in md.write_stats if s.path}
@@ -159,7 +156,8 @@ def _execute(table: "TableContext", store: TimelineStore, target: Instant, plan:
     # checks the instant once its file is written, and saw no rollback before the plan existed)
     from lakesdk.markers import marked_data_files
     planned = {path for _, path in todo}
-    todo += [(posixpath.dirname(path), path) for path in sorted(marked_data_files(storage, target.requested) - planned)]
+    late = (marked_data_files(storage, target.requested) or set()) - planned
+    todo += [(posixpath.dirname(path), path) for path in sorted(late)]
     for partition, path in todo:
         try:
             storage.delete(path)
