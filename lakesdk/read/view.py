@@ -152,9 +152,10 @@ class FileSystemView:
 
     def _log_completion(self, instant: str) -> str | None:
         """Completion time of the delta commit of a log file, None when the read does not see it
-        (log files of archived delta commits: from the timeline history)."""
+        (log files of archived delta commits: from the timeline history, before the start of the
+        active timeline or in a hole after it, as :meth:`_is_valid` takes base files)."""
         done = self._completion.get(instant)
-        if done is None and instant not in self._pending and self._first is not None and instant < self._first:
+        if done is None and instant not in self._pending and self._first is not None and instant < self._newest:
             done = self._archived_completion().get(instant)
         return done
 
