@@ -332,3 +332,95 @@ def test_a_write_never_shares_its_instant_time_with_a_table_service(tmp_path, mo
     t.maintenance.cluster(taken)
     assert values(t) == {1: "x", 2: "x", 3: "x", 4: "new"}
     assert t.inspect.check().ok
+
+
+# -- the soak: every service at once, in two processes ------------------------------------------------
+SERVICES = textwrap.dedent("""
+    import json, os, random, sys
+    import lakesdk as lk
+    path, seed, stop = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    t = lk.open_table(path, concurrency="optimistic", lock="storage", lock_options={"timeout_s": 300})
+    m = t.maintenance
+    rng = random.Random(seed)
+    names = ["compact", "cluster", "clean_commits", "clean_versions", "archive", "savepoint", "delete_savepoint"]
+
+    def once(name):
+        if name == "compact":
+            return m.compact() if t.config.is_mor else None
+        if name == "cluster":
+            return m.cluster(single_group=rng.random() < 0.5,
+                             partitions=[f"p=p{rng.randrange(4)}"] if rng.random() < 0.7 else None)
+        if name == "clean_commits":
+            return m.clean(retain_commits=rng.randint(1, 3))
+        if name == "clean_versions":
+            return m.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=rng.randint(1, 2))
+        if name == "archive":
+            lo = rng.randint(1, 3)
+            r = m.archive(min_commits=lo, max_commits=lo + rng.randint(1, 2), beyond_savepoint=rng.random() < 0.5)
+            return r if r.archived else None
+        if name == "savepoint":
+            commits = [i.requested for i in t.timeline.commits]
+            return m.savepoint(rng.choice(commits)) if commits else None
+        sps = m.savepoints()
+        return m.delete_savepoint(rng.choice(sps).instant) if sps else None
+
+    ran, refused = {}, {}
+    while True:
+        last = os.path.exists(stop)              # one more round once the writers are done
+        name = rng.choice(names)
+        try:
+            if once(name) is not None:
+                ran[name] = ran.get(name, 0) + 1
+        except (lk.WriteConflictError, lk.SavepointError):   # a conflict, or a savepoint refused
+            refused[name] = refused.get(name, 0) + 1
+        if last:
+            break
+    print("SERVICE" + json.dumps({"ran": sum(ran.values()), "by_service": ran, "refused": refused}))
+""")
+
+
+@pytest.mark.soak
+@pytest.mark.skipif(not os.environ.get("LAKESDK_SOAK_MINUTES"), reason="set LAKESDK_SOAK_MINUTES to run the soak")
+def test_every_service_racing_writers_soak(tmp_path):
+    """For LAKESDK_SOAK_MINUTES minutes: rounds of two writer processes racing two service
+    processes that each run a random service a round (compaction, clustering, both clean
+    policies, archival beyond savepoints or not, savepoints made and deleted), on a random
+    table type; after each round the table is the fold of the landed commits for lakesdk and
+    the ``hudi`` reader, with nothing left behind."""
+    import random
+    import time
+    stop_at = time.monotonic() + float(os.environ["LAKESDK_SOAK_MINUTES"]) * 60
+    seed = int(os.environ.get("LAKESDK_SOAK_SEED") or random.randrange(1 << 30))
+    rng = random.Random(seed)
+    rounds = 0
+    while time.monotonic() < stop_at:
+        round_seed = rng.randrange(1 << 30)
+        table_type = random.Random(round_seed).choice(["cow", "mor"])
+        d = tmp_path / f"r{rounds}"
+        d.mkdir()
+        t = lk.Lake(str(d)).create_table("race", key="id", partition_by="p", table_type=table_type, ordering="ts")
+        rows = 400
+        ids = list(range(rows))
+        t.upsert(pd.DataFrame({"id": ids, "p": [f"p{k % PARTITIONS}" for k in ids], "ts": [0] * rows,
+                               "v": ["init"] * rows}))
+        stop = str(d / "stop")
+        svcs = [subprocess.Popen([sys.executable, "-c", SERVICES, t.path, str(round_seed + i), stop],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+                for i in range(2)]
+        try:
+            results = stress(t.path, "storage", writers=2, commits=15, lock_options={"timeout_s": 300},
+                             script=WRITER, args=(rows, 40, PARTITIONS, 0))
+        finally:
+            open(stop, "w").close()
+            outs = [p.communicate(timeout=600) for p in svcs]
+        summary = {"ran": 0}
+        for p, (out, err) in zip(svcs, outs):
+            line = [x for x in out.splitlines() if x.startswith("SERVICE")]
+            assert p.returncode == 0 and line, f"round seed {round_seed} ({table_type}): {err[-3000:]}"
+            summary["ran"] += json.loads(line[0][7:])["ran"]
+        try:
+            check_race(lk.open_table(t.path), results, summary, rows)
+        except AssertionError as e:
+            raise AssertionError(f"round seed {round_seed} ({table_type}, soak seed {seed}): {e}") from e
+        rounds += 1
+    assert rounds

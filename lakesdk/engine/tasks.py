@@ -212,10 +212,11 @@ _DICT_PAGE_LIMIT = 64 * 1024
 _NO_DICT = ("_hoodie_commit_seqno", "_hoodie_record_key")
 
 
-def _parquet_options(ctx: WriteContext, schema: pa.Schema) -> dict[str, Any]:
-    """Writer options of every base file."""
+def _parquet_options(ctx: WriteContext, table: pa.Table) -> dict[str, Any]:
+    """Writer options of every base file (dictionaries: :mod:`lakesdk.format.parquet_encoding`)."""
+    from lakesdk.format.parquet_encoding import dictionary_columns
     return {"compression": ctx.compression, "write_statistics": True,
-            "use_dictionary": [n for n in schema.names if n not in _NO_DICT],
+            "use_dictionary": dictionary_columns(table, limit=_DICT_PAGE_LIMIT, never=_NO_DICT),
             "dictionary_pagesize_limit": _DICT_PAGE_LIMIT}
 
 
@@ -234,14 +235,14 @@ def _write_parquet(ctx: WriteContext, path: str, table: pa.Table, task: TaskInfo
         import os
         local = ctx.storage.url(path)
         os.makedirs(os.path.dirname(local), exist_ok=True)
-        with pq.ParquetWriter(local, schema, **_parquet_options(ctx, schema)) as w:
+        with pq.ParquetWriter(local, schema, **_parquet_options(ctx, table)) as w:
             w.write_table(table, row_group_size=_ROW_GROUP)
             if footer:
                 w.add_key_value_metadata(footer)
         size = os.path.getsize(local)
     else:
         with ctx.storage.open_output(path) as f:
-            with pq.ParquetWriter(f, schema, **_parquet_options(ctx, schema)) as w:
+            with pq.ParquetWriter(f, schema, **_parquet_options(ctx, table)) as w:
                 if half and table.num_rows > 1:
                     w.write_table(table.slice(0, table.num_rows // 2))
                     f.flush()

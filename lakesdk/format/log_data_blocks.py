@@ -254,8 +254,8 @@ def encode_avro_data_block(records: pa.Table, avro_schema: dict, header: Mapping
 
 
 # -- Parquet data blocks ------------------------------------------------------------------------
-# Data columns of few distinct values stay dictionary-encoded; the per-record meta columns
-# (sequence number, record key) only cost time as dictionaries.
+# Data columns of few distinct values stay dictionary-encoded (lakesdk.format.parquet_encoding);
+# the per-record meta columns (sequence number, record key) only cost time as dictionaries.
 _PARQUET_NO_DICT = ("_hoodie_commit_seqno", "_hoodie_record_key")
 
 
@@ -270,6 +270,7 @@ def encode_parquet_data_block(records: pa.Table, avro_schema: dict, header: Mapp
     exactly the types the SCHEMA header describes, as an Avro block would.  No records:
     empty content, as Hudi writes.
     """
+    from lakesdk.format.parquet_encoding import dictionary_columns
     from lakesdk.format.schema import avro_to_arrow
 
     header = _header_with_schema(header, avro_schema)
@@ -286,7 +287,7 @@ def encode_parquet_data_block(records: pa.Table, avro_schema: dict, header: Mapp
     table = pa.Table.from_arrays(cols, schema=target)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression=compression, write_statistics=True,
-                   use_dictionary=[n for n in target.names if n not in _PARQUET_NO_DICT],
+                   use_dictionary=dictionary_columns(table, limit=64 * 1024, never=_PARQUET_NO_DICT),
                    dictionary_pagesize_limit=64 * 1024)
     return encode_block(BlockType.PARQUET_DATA, header, sink.getvalue().to_pybytes())
 
