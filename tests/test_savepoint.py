@@ -7,6 +7,7 @@ Real writes through the Table API; the restored tables are read back by lakesdk 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -194,3 +195,72 @@ def test_t72_pending_restore_blocks_writes(lake):
     t.context.store.create(Instant("restore", "requested", "20990101000000000"))
     with pytest.raises(WriteError, match="restore is in progress"):
         t.upsert(pd.DataFrame({"id": [2], "v": ["b"]}))
+
+
+def _two_versions(tmp_path):
+    """A table (optimistic concurrency, a lock) whose first commit's file versions a clean
+    retaining one commit deletes."""
+    t = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process",
+                options=lk.TableOptions(engine="local")).create_table("sp", key="id", partition_by="p", ordering="ts")
+    first = t.upsert(batch(0, ids=(1, 2)))
+    t.upsert(batch(1, ids=(1, 2)))
+    t.upsert(batch(2, ids=(1, 2)))
+    return t, first
+
+
+def test_savepoint_refuses_files_a_running_clean_is_deleting(tmp_path, monkeypatch):
+    """A clean reads the savepoints when it turns inflight (under the table lock) and then
+    deletes its plan's files: a savepoint made meanwhile may not name one (it would protect
+    files already gone).  Found by the soak of every service racing writers."""
+    t, first = _two_versions(tmp_path)
+    storage = t.context.storage
+    original = type(storage).delete
+    seen: list[Exception] = []
+
+    def delete_after_a_savepoint_attempt(self, path, *a, **kw):
+        if not seen:
+            try:
+                t.maintenance.savepoint(first.instant)
+                seen.append(AssertionError("the savepoint was made"))
+            except SavepointError as e:
+                seen.append(e)
+        return original(self, path, *a, **kw)
+    monkeypatch.setattr(type(storage), "delete", delete_after_a_savepoint_attempt)
+    res = t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)   # no lookup window
+    monkeypatch.undo()
+    assert res is not None and res.deleted
+    assert isinstance(seen[0], SavepointError) and "is deleting file versions" in str(seen[0])
+    assert t.maintenance.savepoints() == []
+    assert rows(t.read()) == [(1, "v2"), (2, "v2")] == hudi_rows(t.path)
+
+
+def test_savepoint_planned_before_a_clean_starts_keeps_its_files(tmp_path):
+    """A clean planned before a savepoint and executed after it keeps the savepointed files."""
+    from lakesdk.services import clean as C
+    t, first = _two_versions(tmp_path)
+    ctx = t.context
+    plan = C.schedule_clean(ctx, C.plan_clean(ctx, policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
+    assert plan.files
+    sp = t.maintenance.savepoint(first.instant)
+    res = C.execute_clean(ctx, plan.instant)
+    assert res.deleted and not [f for f in res.deleted if first.instant in f]     # the second commit's only
+    assert rows(t.as_of(sp.instant)) == [(1, "v0"), (2, "v0")] == hudi_rows(t.path, sp.instant)
+
+
+def test_savepoint_of_a_commit_a_clean_deleted_meanwhile_is_refused_with_a_savepoint_error(tmp_path, monkeypatch):
+    """The clean completes after the savepoint read the timeline (a writer without a lock):
+    the savepoint is refused as a savepoint (SavepointError), not as a time travel."""
+    from lakesdk.read import view as V
+    t, first = _two_versions(tmp_path)
+    original = V.FileSystemView._list
+    ran: list[Any] = []
+
+    def clean_first(self, store):
+        if not ran:
+            ran.append(None)
+            ran[0] = t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+        return original(self, store)
+    monkeypatch.setattr(V.FileSystemView, "_list", clean_first)
+    with pytest.raises(SavepointError, match="a clean deleted file versions it needs"):
+        t.maintenance.savepoint(first.instant)
+    assert ran[0] is not None and ran[0].deleted and t.maintenance.savepoints() == []

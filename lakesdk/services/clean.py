@@ -468,9 +468,12 @@ def execute_clean(table: "TableContext", instant: str) -> CleanResult:
     plan = CleanerPlanData.parse(store.read_bytes(Instant("clean", "requested", instant)))
     from lakesdk.services.transaction import InstantTransaction
     txn = InstantTransaction.resume(table, inst, operation="clean")
-    inst = txn.start()
-    # a savepoint taken after planning protects its files too
-    _, sp_files = savepointed_files(store, timeline)
+    from lakesdk.concurrency.instants import holding
+    with holding(table.lock()):
+        inst = txn.start()
+        # a savepoint taken after planning protects its files too: read under the lock once the
+        # clean is inflight (a savepoint made from now on sees it and names none of its files)
+        _, sp_files = savepointed_files(store, store.load())
     deleted: dict[str, list[str]] = {}
     failed: dict[str, list[str]] = {}
     paths: list[str] = []

@@ -133,6 +133,15 @@ def _lookup_window(store: TimelineStore, timeline: Timeline) -> str | None:
 def savepoint(table: "TableContext", instant: Any = None, *, user: str = "", comment: str = "") -> Savepoint:
     """Savepoint the completed commit ``instant`` (default: the latest completed commit)."""
     table = context_of(table)
+    from lakesdk.concurrency.instants import holding
+    # under the table lock, as a clean turns inflight and reads the savepoints: a clean that
+    # starts later keeps the files named here; one that started before is seen inflight
+    with holding(table.lock()):
+        return _savepoint(table, instant, user, comment)
+
+
+def _savepoint(table: "TableContext", instant: Any, user: str, comment: str) -> Savepoint:
+    from lakesdk.exceptions import TimeTravelError
     from lakesdk.read.view import FileSystemView
     store = table.store
     timeline = store.load()
@@ -156,9 +165,15 @@ def savepoint(table: "TableContext", instant: Any = None, *, user: str = "", com
                              instant=target.requested)
     view = FileSystemView(table.storage, table.config, store, timeline, as_of=target.requested)
     files: dict[str, list[str]] = {}
-    for s in view.latest_slices():
+    try:
+        slices = view.latest_slices()
+    except TimeTravelError as e:     # a clean that completed since the timeline was read
+        raise SavepointError(f"Could not savepoint commit {target.requested}: a clean deleted file versions it "
+                             f"needs ({e})", instant=target.requested) from e
+    for s in slices:
         names = ([s.base_file.name] if s.base_file else []) + [lf.name for lf in s.log_files]
         files.setdefault(s.partition, []).extend(names)
+    _refuse_files_of_running_cleans(store, view.timeline, target.requested, files)
     md = SavepointMetadataData(user, int(time.time() * 1000), comment, {p: tuple(v) for p, v in files.items()})
     from lakesdk.services.transaction import InstantTransaction
     inflight = Instant("savepoint", "inflight", target.requested)
@@ -168,6 +183,23 @@ def savepoint(table: "TableContext", instant: Any = None, *, user: str = "", com
     done = txn.commit(md.to_avro())
     txn.finish()
     return Savepoint(table.name, target.requested, done.completed, user, comment, md.savepointed_at, md.files)
+
+
+def _refuse_files_of_running_cleans(store: TimelineStore, timeline: Timeline, commit: str,
+                                    files: dict[str, list[str]]) -> None:
+    """A clean that is inflight read the savepoints when it started and may be deleting any
+    file of its plan now: a savepoint may not name one."""
+    from lakesdk.format.service_metadata import CleanerPlanData
+    for inst in timeline.instants:
+        if inst.action != "clean" or inst.state != "inflight":
+            continue
+        plan = CleanerPlanData.parse(store.read_bytes(Instant("clean", "requested", inst.requested)))
+        doomed = {(p, posixpath.basename(f)) for p, fs in plan.files.items() for f in fs}
+        hit = sorted((p, n) for p, names in files.items() for n in names if (p, n) in doomed)
+        if hit:
+            raise SavepointError(f"Could not savepoint commit {commit}: clean {inst.requested} is deleting file "
+                                 f"versions it needs ({hit[0][0]}/{hit[0][1]} and {len(hit) - 1} more); savepoint a "
+                                 "later commit, or retry once the clean completes", instant=commit)
 
 
 def delete_savepoint(table: "TableContext", instant: Any) -> bool:
