@@ -43,6 +43,7 @@ __all__ = [
     "WriteConflictError",
     "ClusteringConflictError",
     "CompactionConflictError",
+    "CleanConflictError",
     "EarlyConflictError",
     "OptionsError",
     "StorageError",
@@ -267,6 +268,15 @@ class ClusteringConflictError(WriteConflictError):
 class CompactionConflictError(WriteConflictError):
     """A compaction is being executed by another process (its heartbeat is fresh), or was
     started by one at the same moment.  ``instant`` names the compaction."""
+
+    def __init__(self, message: str, *, instant: str = "") -> None:
+        super().__init__(message, other_instant=instant)
+        self.instant = instant
+
+
+class CleanConflictError(WriteConflictError):
+    """A clean is being executed by another process (its heartbeat is fresh), or was
+    completed by it.  ``instant`` names the clean."""
 
     def __init__(self, message: str, *, instant: str = "") -> None:
         super().__init__(message, other_instant=instant)

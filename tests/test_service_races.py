@@ -303,6 +303,40 @@ def test_compaction_executed_by_another_process_is_left_to_it(tmp_path, monkeypa
     check_no_leftovers(t, {i.requested for i in t.timeline.commits})
 
 
+def test_clean_executed_by_another_process_is_left_to_it(tmp_path, monkeypatch):
+    """Two cleaners (two service loops, or writers cleaning after each write) each finish
+    the pending cleans they find: one clean must not be executed by both (the second's
+    requested -> inflight failed with CorruptTimelineError; found by the soak of every
+    service racing writers)."""
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", ordering="ts")
+    for i in range(3):
+        t.upsert(pd.DataFrame({"id": [1, 2], "ts": [i, i], "v": [f"v{i}", f"v{i}"]}))
+    other = lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+    storage = t.context.storage
+    original = type(storage).delete
+    meanwhile: list = []
+    fired: list = []
+
+    def other_cleaner_too(self, path, *a, **kw):
+        if not fired and not path.startswith(".hoodie"):
+            fired.append(True)
+            meanwhile.append(other.maintenance.clean(retain_commits=1))
+            pending = [i.requested for i in other.timeline.pending if i.action == "clean"]
+            with pytest.raises(lk.CleanConflictError) as e:
+                from lakesdk.services.clean import execute_clean
+                execute_clean(other.context, pending[0])
+            meanwhile.append(e.value)
+        return original(self, path, *a, **kw)
+    monkeypatch.setattr(type(storage), "delete", other_cleaner_too)
+    res = t.maintenance.clean(retain_commits=1)
+    monkeypatch.undo()
+    assert meanwhile[0] is None and res is not None and res.instant in str(meanwhile[1]) and res.deleted
+    assert values(t) == {1: "v2", 2: "v2"} and hudi_rows(t.path) == [(1, "v2"), (2, "v2")]
+    assert not t.timeline.pending
+    check_no_leftovers(t, {i.requested for i in t.timeline.commits})
+
+
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_a_write_never_shares_its_instant_time_with_a_table_service(tmp_path, monkeypatch, table_type):
     """Two processes can take the same millisecond: a writer's ``T.commit.requested`` and a

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 from lakesdk._display import human_bytes as _human
 from lakesdk._progress import progress as show_progress
 from lakesdk.commit.context import context_of
-from lakesdk.exceptions import InstantNotFoundError, LakeError
+from lakesdk.exceptions import CleanConflictError, InstantNotFoundError, LakeError
 from lakesdk.format.file_group import FileGroup, FileSlice
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
 from lakesdk.format.service_metadata import CleanerPlanData, CleanMetadataData, SavepointMetadataData
@@ -466,19 +466,35 @@ def execute_clean(table: "TableContext", instant: str) -> CleanResult:
     if inst.is_completed:
         raise LakeError(f"clean {instant} is already completed")
     plan = CleanerPlanData.parse(store.read_bytes(Instant("clean", "requested", instant)))
+    from lakesdk.services.claim import claim
     from lakesdk.services.transaction import InstantTransaction
-    txn = InstantTransaction.resume(table, inst, operation="clean")
-    from lakesdk.concurrency.instants import holding
-    with holding(table.lock()):
-        inst = txn.start()
+    sp_files: set[str] = set()
+
+    def busy(expiry: float) -> Exception:
+        return CleanConflictError(
+            f"clean {instant} of {table.name!r} is being executed by another process (or was completed by it); "
+            f"if that process is gone, its heartbeat expires after {expiry:.0f} s and clean() takes over",
+            instant=instant)
+
+    def read_savepoints(_: Instant) -> None:
         # a savepoint taken after planning protects its files too: read under the lock once the
         # clean is inflight (a savepoint made from now on sees it and names none of its files)
-        _, sp_files = savepointed_files(store, store.load())
+        sp_files.update(savepointed_files(store, store.load())[1])
+    inst, heartbeat = claim(table, "clean", instant, busy, then=read_savepoints)
+    txn = InstantTransaction.resume(table, inst, operation="clean", heartbeat=heartbeat)
+    try:
+        return _delete_planned(table, txn, inst, plan, sp_files, t0)
+    finally:
+        txn.stop_heartbeat()
+
+
+def _delete_planned(table: "TableContext", txn: Any, inst: Instant, plan: CleanerPlanData, sp_files: set[str],
+                    t0: float) -> CleanResult:
     deleted: dict[str, list[str]] = {}
     failed: dict[str, list[str]] = {}
     paths: list[str] = []
     nbytes = 0
-    for part, full_paths in show_progress(list(plan.files.items()), desc=f"clean {instant}", unit="partition",
+    for part, full_paths in show_progress(list(plan.files.items()), desc=f"clean {inst.requested}", unit="partition",
                                           setting=table.options.progress):
         deleted.setdefault(part, [])
         for full in full_paths:
@@ -511,13 +527,17 @@ def execute_clean(table: "TableContext", instant: str) -> CleanResult:
 def clean(table: "TableContext", *, policy: str = COMMITS, retain_commits: int = 10, retain_versions: int = 3,
           retain_hours: float = 24, max_commits: int | None = None) -> CleanResult | None:
     """Finish pending cleans, then plan, schedule and execute a clean.  Returns the result
-    of the clean this call ran (``None`` when there was nothing to delete).  With
+    of the clean this call ran (``None`` when there was nothing to delete, or another
+    process is executing a clean: cleans of one table run one at a time).  With
     ``max_commits`` set, a clean is only planned when that many commits completed since the
     last clean (``hoodie.clean.max.commits``)."""
     table = context_of(table)
     result = None
     for p in store_pending_cleans(table):
-        result = execute_clean(table, p)
+        try:
+            result = execute_clean(table, p)
+        except CleanConflictError:   # another process is executing it: no second clean of the same files
+            return result
     store = table.store
     if max_commits is not None:
         timeline = store.load()
@@ -528,7 +548,10 @@ def clean(table: "TableContext", *, policy: str = COMMITS, retain_commits: int =
                       retain_hours=retain_hours)
     if not plan.files:
         return result
-    return execute_clean(table, schedule_clean(table, plan).instant)  # type: ignore[arg-type]
+    try:
+        return execute_clean(table, schedule_clean(table, plan).instant)  # type: ignore[arg-type]
+    except CleanConflictError:   # another process's clean() took the new clean first and runs it
+        return result
 
 
 def store_pending_cleans(table: "TableContext") -> list[str]:

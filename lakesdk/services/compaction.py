@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakesdk._display import human_bytes as _human
 from lakesdk.commit.context import context_of
-from lakesdk.concurrency.heartbeat import Heartbeat, heartbeat_path, is_expired
+from lakesdk.concurrency.heartbeat import Heartbeat
 from lakesdk.exceptions import CompactionConflictError, CorruptTimelineError, InstantNotFoundError, LakeError
 from lakesdk.format.bloom import BloomConfig
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
@@ -26,6 +26,7 @@ from lakesdk.format.file_naming import BaseFile, LogFile
 from lakesdk.format.instant import Instant, parse_instant_time
 from lakesdk.format.plans import CompactionOperation, CompactionPlanData
 from lakesdk.format.timeline import Timeline
+from lakesdk.services.claim import claim, running_elsewhere
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
@@ -292,43 +293,16 @@ def execute_compaction(table: "TableContext", instant: str) -> Any:
         txn.stop_heartbeat()
 
 
-def running_elsewhere(table: "TableContext", inst: Instant) -> bool:
-    """An inflight table-service instant (compaction, clustering) whose heartbeat is fresh is
-    being executed by a live process."""
-    table = context_of(table)
-    o = table.options
-    return inst.state == "inflight" and table.storage.exists(heartbeat_path(inst.requested)) and \
-        not is_expired(table.storage, inst.requested, o.heartbeat_interval_s, o.heartbeat_misses)
-
-
 def _claim(table: "TableContext", store: Any, instant: str) -> tuple[Instant, Heartbeat]:
-    """Take the compaction ``instant`` for this process: requested -> inflight, or an inflight
-    one whose executor is gone (expired heartbeat), with this process's heartbeat beating.
-    Under the table lock with several writers, so two processes never execute it at once
-    (each would delete the other's base files as leftovers)."""
-    o = table.options
-    lock = table.lock()
-    if lock is not None:
-        lock.acquire()
-    try:
-        inst = next((i for i in store.load() if i.requested == instant and i.action == "compaction"), None)
-        busy = inst is None or inst.is_completed or running_elsewhere(table, inst)
-        if not busy and inst.state == "requested":   # type: ignore[union-attr]
-            try:
-                inst = store.transition(inst, "inflight")
-            except CorruptTimelineError:   # a process without the lock made it inflight first
-                busy = True
-        if not busy:
-            heartbeat = Heartbeat(table.storage, instant, o.heartbeat_interval_s, o.heartbeat_misses).start()
-    finally:
-        if lock is not None:
-            lock.release()
-    if busy:
-        raise CompactionConflictError(
+    """Take the compaction ``instant`` for this process (:func:`lakesdk.services.claim.claim`):
+    two processes never execute it at once (each would delete the other's base files as
+    leftovers)."""
+    def busy(expiry: float) -> Exception:
+        return CompactionConflictError(
             f"compaction {instant} of {table.name!r} is being executed by another process (or was completed by it); "
             "wait for it to finish. If that process is gone, its heartbeat expires after "
-            f"{o.heartbeat_interval_s * o.heartbeat_misses:.0f} s and compact() takes over", instant=instant)
-    return inst, heartbeat   # type: ignore[return-value]
+            f"{expiry:.0f} s and compact() takes over", instant=instant)
+    return claim(table, "compaction", instant, busy)
 
 
 def _execute(table: "TableContext", store: Any, timeline: Timeline, txn: Any, plan: CompactionPlanData,
