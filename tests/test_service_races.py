@@ -24,7 +24,7 @@ import pytest
 import lakesdk as lk
 from lakesdk.services.archival import archived_instants
 
-from .helpers import check_no_leftovers, hudi_rows, stress, values
+from .helpers import check_no_leftovers, hudi_read, hudi_rows, stress, values
 
 PARTITIONS = 4
 
@@ -333,6 +333,40 @@ def test_clean_executed_by_another_process_is_left_to_it(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert meanwhile[0] is None and res is not None and res.instant in str(meanwhile[1]) and res.deleted
     assert values(t) == {1: "v2", 2: "v2"} and hudi_rows(t.path) == [(1, "v2"), (2, "v2")]
+    assert not t.timeline.pending
+    check_no_leftovers(t, {i.requested for i in t.timeline.commits})
+
+
+def test_clustering_executed_by_another_process_is_left_to_it(tmp_path, monkeypatch):
+    """Two processes finishing the same pending clustering each wrote its output file groups;
+    the files of the one whose commit did not land stayed, a second copy of every row of the
+    clustered file groups (found by the soak of every service racing writers: duplicate keys)."""
+    from lakesdk.engine import tasks
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process",
+                   options=lk.TableOptions(engine="local"))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    for i in range(3):
+        t.insert(pd.DataFrame({"id": [10 * i, 10 * i + 1], "p": ["a", "a"], "ts": [i, i], "v": [f"v{i}"] * 2}))
+    other = lk.open_table(t.path, concurrency="optimistic", lock="in_process",
+                          options=lk.TableOptions(engine="local"))
+    original = tasks.cluster_group
+    meanwhile: list = []
+
+    def other_process_clusters_too(*a, **kw):
+        if not meanwhile:
+            meanwhile.append(other.maintenance.cluster())
+            with pytest.raises(lk.ClusteringConflictError) as e:
+                other.maintenance.cluster(plan.instant)
+            meanwhile.append(e.value)
+        return original(*a, **kw)
+    monkeypatch.setattr(tasks, "cluster_group", other_process_clusters_too)
+    plan = t.maintenance.schedule_clustering(single_group=True)
+    res = t.maintenance.cluster(plan.instant)
+    monkeypatch.undo()
+    assert meanwhile[0] is None and plan.instant in str(meanwhile[1]) and res.instant == plan.instant
+    df = t.read().to_pandas()
+    assert df.id.is_unique and sorted(df.id) == [0, 1, 10, 11, 20, 21]
+    assert sorted(r["id"] for r in hudi_read(t.path)) == [0, 1, 10, 11, 20, 21]
     assert not t.timeline.pending
     check_no_leftovers(t, {i.requested for i in t.timeline.commits})
 

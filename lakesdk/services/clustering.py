@@ -41,10 +41,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakesdk.commit.context import context_of
-from lakesdk.concurrency.heartbeat import Heartbeat
 from lakesdk.exceptions import (
     ClusteringConflictError,
-    CorruptTimelineError,
     InstantNotFoundError,
     LakeError,
 )
@@ -53,6 +51,7 @@ from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.instant import Instant
 from lakesdk.format.plans import ClusteringPlanData
+from lakesdk.services.claim import running_elsewhere
 from lakesdk.services.clustering_plan import MAX_BYTES_PER_GROUP as MAX_BYTES_PER_GROUP
 from lakesdk.services.clustering_plan import MAX_GROUPS as MAX_GROUPS
 from lakesdk.services.clustering_plan import SMALL_FILE_LIMIT as SMALL_FILE_LIMIT
@@ -73,7 +72,6 @@ from lakesdk.services.clustering_plan import (
 )
 from lakesdk.services.clustering_plan import MiB as MiB
 from lakesdk.services.clustering_plan import plan_of_instant as plan_of_instant
-from lakesdk.services.compaction import running_elsewhere
 from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
@@ -147,26 +145,31 @@ def execute_clustering(table: "TableContext", instant: str) -> ClusteringResult:
                                    instant=instant)
     if inst.is_completed:
         raise LakeError(f"clustering {instant} is already completed")
-    if running_elsewhere(table, inst):
-        raise ClusteringConflictError(
-            f"clustering {instant} of {table.name!r} is being executed by another process (its heartbeat is fresh); "
-            "wait for it to finish. If that process is gone, its heartbeat expires after "
-            f"{table.options.heartbeat_interval_s * table.options.heartbeat_misses:.0f} s and cluster() takes over",
-            instant=instant)
     data = plan_of(store, inst)
-    _abort_if_changed(table, instant, data)
+    from lakesdk.services.claim import claim
     from lakesdk.services.transaction import InstantTransaction
-    opts = table.options
-    heartbeat = Heartbeat(table.storage, instant, opts.heartbeat_interval_s, opts.heartbeat_misses).start()
+
+    def busy(expiry: float) -> Exception:
+        err = ClusteringConflictError(
+            f"clustering {instant} of {table.name!r} is being executed by another process (its heartbeat is fresh), "
+            "or was completed by it; wait for it to finish. If that process is gone, its heartbeat expires after "
+            f"{expiry:.0f} s and cluster() takes over", instant=instant)
+        err.held_elsewhere = True   # type: ignore[attr-defined]
+        return err
+    # claimed under the table lock: two processes executing one clustering would each write its
+    # output file groups, and the files of the one whose commit did not land would stay
+    resumed = inst.state == "inflight"      # an attempt whose executor is gone: its files are discarded
+    inst, heartbeat = claim(table, "clustering", instant, busy)
     txn = InstantTransaction.resume(table, inst, operation="cluster", heartbeat=heartbeat)
     try:
-        return _execute(table, store, txn, data, t0)
+        _abort_if_changed(table, instant, data)
+        return _execute(table, store, txn, data, t0, resumed=resumed)
     finally:
         txn.stop_heartbeat()
 
 
 def _execute(table: "TableContext", store: TimelineStore, txn: Any, data: ClusteringPlanData,
-             t0: float) -> ClusteringResult:
+             t0: float, *, resumed: bool) -> ClusteringResult:
     from lakesdk import _faults as faults
     from lakesdk.commit.schema_store import resolve_schema, schema_extra_metadata
     from lakesdk.engine.local import _task, run_parallel
@@ -178,15 +181,8 @@ def _execute(table: "TableContext", store: TimelineStore, txn: Any, data: Cluste
     instant = inst.requested
     timeline = store.load()
     groups = slices_of(table, data)
-    if inst.state == "inflight":
+    if resumed:
         _discard_failed_attempt(table, store, inst, {p for p, _, _ in groups})
-    else:
-        try:
-            inst = txn.start()
-        except CorruptTimelineError:
-            raise ClusteringConflictError(
-                f"clustering {instant} of {table.name!r} was started by another process at the same moment; "
-                "it runs there", instant=instant) from None
     faults.crash_point("after_requested")
     schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
     ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
@@ -274,7 +270,11 @@ def cluster(table: "TableContext", instant: str | None = None, **plan_options: A
     pending = [i for i in table.timeline.pending if i.action == "clustering"]
     for inst in pending:
         if not running_elsewhere(table, inst):
-            result = execute_clustering(table, inst.requested)
+            try:
+                result = execute_clustering(table, inst.requested)
+            except ClusteringConflictError as e:   # held elsewhere: another process claimed it since
+                if not getattr(e, "held_elsewhere", False):
+                    raise
     if pending:
         return result
     plan = plan_clustering(table, **plan_options)
