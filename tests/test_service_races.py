@@ -371,6 +371,35 @@ def test_clustering_executed_by_another_process_is_left_to_it(tmp_path, monkeypa
     check_no_leftovers(t, {i.requested for i in t.timeline.commits})
 
 
+def test_clean_keeps_the_files_a_pending_clustering_reads(tmp_path):
+    """Two clusterings planned from the same latest slices; the first replaces them; a clean
+    then deleted the replaced files, which the second (scheduled, pending) still reads: it
+    failed on a missing file (found by the soak).  Cleans keep the input files of pending
+    clusterings, and the second clustering is refused as changed (rolled back) instead."""
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    for i in range(2):
+        t.insert(pd.DataFrame({"id": [10 * i, 10 * i + 1], "p": ["a", "a"], "ts": [i, i], "v": [f"v{i}"] * 2}))
+    first = t.maintenance.plan_clustering(single_group=True)
+    second = t.maintenance.plan_clustering(single_group=True)
+    from lakesdk.services.clustering import schedule_clustering
+    t.maintenance.cluster(schedule_clustering(t.context, first).instant)
+    pending = schedule_clustering(t.context, second)
+    from lakesdk.format.instant import Instant
+    from lakesdk.services.clustering_plan import plan_of
+    inputs = {sl.base_file for g in plan_of(t.context.store, Instant("clustering", "requested", pending.instant)).groups
+              for sl in g.slices}
+    res = t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    deleted = {f.rsplit("/", 1)[-1] for f in (res.deleted if res else ())}
+    assert inputs and not inputs & deleted       # replaced, but the pending clustering's input
+    with pytest.raises(lk.ClusteringConflictError, match="rolled back"):
+        t.maintenance.cluster(pending.instant)
+    res = t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    assert res is not None and inputs <= {f.rsplit("/", 1)[-1] for f in res.deleted}
+    assert values(t) == {0: "v0", 1: "v0", 10: "v1", 11: "v1"}
+    assert sorted(r["id"] for r in hudi_read(t.path)) == [0, 1, 10, 11]
+
+
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_a_write_never_shares_its_instant_time_with_a_table_service(tmp_path, monkeypatch, table_type):
     """Two processes can take the same millisecond: a writer's ``T.commit.requested`` and a

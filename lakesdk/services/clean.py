@@ -231,6 +231,24 @@ def _pending_compaction_ops(store: TimelineStore, timeline: Timeline) -> tuple[s
     return ops, names
 
 
+def _pending_clustering_files(store: TimelineStore, timeline: Timeline) -> set[str]:
+    """Names of the files pending clusterings read (their input slices): kept like savepointed
+    files, or the clustering fails on a file a clean deleted under it (found by the soak)."""
+    from lakesdk.services.clustering_plan import plan_of
+    names: set[str] = set()
+    for i in timeline.pending:
+        if i.action != "clustering":
+            continue
+        try:
+            plan = plan_of(store, i)
+        except FileNotFoundError:
+            continue
+        for g in plan.groups:
+            for sl in g.slices:
+                names.update(([sl.base_file] if sl.base_file else []) + list(sl.log_files))
+    return names
+
+
 def _replaced_groups(store: TimelineStore, timeline: Timeline) -> dict[tuple[str, str], str]:
     out: dict[tuple[str, str], str] = {}
     for i in timeline.commits:
@@ -408,6 +426,9 @@ def plan_clean(table: "TableContext", *, policy: str = COMMITS, retain_commits: 
         if incremental else {g.partition for g in groups})
     replaced = _replaced_groups(store, timeline)
     pend_ops, pend_names = _pending_compaction_ops(store, timeline)
+    read_by_clustering = _pending_clustering_files(store, timeline)
+    pend_names |= read_by_clustering
+    kept = set(sp_files) | read_by_clustering
     files: list[CleanFile] = []
     considered = 0
 
@@ -430,7 +451,7 @@ def plan_clean(table: "TableContext", *, policy: str = COMMITS, retain_commits: 
                         add(s, f"replaced by {replaced[key]}")
             continue
         for s in slices_to_clean(g.slices, policy=pol, earliest=ectr, retain_versions=retain_versions,
-                                 savepointed=sp_files, pending_compaction=pend_ops):
+                                 savepointed=kept, pending_compaction=pend_ops):
             add(s, f"older than the latest slice before {ectr}" if ectr else
                 f"beyond the {retain_versions} newest versions")
     return CleanPlan(files=tuple(files), partitions_considered=len(partitions), groups_considered=considered,
@@ -479,7 +500,9 @@ def execute_clean(table: "TableContext", instant: str) -> CleanResult:
     def read_savepoints(_: Instant) -> None:
         # a savepoint taken after planning protects its files too: read under the lock once the
         # clean is inflight (a savepoint made from now on sees it and names none of its files)
-        sp_files.update(savepointed_files(store, store.load())[1])
+        now = store.load()
+        sp_files.update(savepointed_files(store, now)[1])
+        sp_files.update(_pending_clustering_files(store, now))   # and a clustering scheduled since reads its files
     inst, heartbeat = claim(table, "clean", instant, busy, then=read_savepoints)
     txn = InstantTransaction.resume(table, inst, operation="clean", heartbeat=heartbeat)
     try:
