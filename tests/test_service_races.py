@@ -476,6 +476,33 @@ SERVICES = textwrap.dedent("""
 """)
 
 
+def _soak_round(d: str, round_seed: int) -> None:
+    """One round of the soak below: a table, two writer processes, two service processes."""
+    import random
+    table_type = random.Random(round_seed).choice(["cow", "mor"])
+    t = lk.Lake(d).create_table("race", key="id", partition_by="p", table_type=table_type, ordering="ts")
+    rows = 400
+    ids = list(range(rows))
+    t.upsert(pd.DataFrame({"id": ids, "p": [f"p{k % PARTITIONS}" for k in ids], "ts": [0] * rows,
+                           "v": ["init"] * rows}))
+    stop = os.path.join(d, "stop")
+    svcs = [subprocess.Popen([sys.executable, "-c", SERVICES, t.path, str(round_seed + i), stop],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+            for i in range(2)]
+    try:
+        results = stress(t.path, "storage", writers=2, commits=15, lock_options={"timeout_s": 300},
+                         script=WRITER, args=(rows, 40, PARTITIONS, 0))
+    finally:
+        open(stop, "w").close()
+        outs = [p.communicate(timeout=600) for p in svcs]
+    summary = {"ran": 0}
+    for p, (out, err) in zip(svcs, outs):
+        line = [x for x in out.splitlines() if x.startswith("SERVICE")]
+        assert p.returncode == 0 and line, f"{table_type}: {err[-3000:]}"
+        summary["ran"] += json.loads(line[0][7:])["ran"]
+    check_race(lk.open_table(t.path), results, summary, rows)
+
+
 @pytest.mark.soak
 @pytest.mark.skipif(not os.environ.get("LAKESDK_SOAK_MINUTES"), reason="set LAKESDK_SOAK_MINUTES to run the soak")
 def test_every_service_racing_writers_soak(tmp_path):
@@ -485,39 +512,22 @@ def test_every_service_racing_writers_soak(tmp_path):
     table type; after each round the table is the fold of the landed commits for lakesdk and
     the ``hudi`` reader, with nothing left behind."""
     import random
+    import shutil
     import time
     stop_at = time.monotonic() + float(os.environ["LAKESDK_SOAK_MINUTES"]) * 60
     seed = int(os.environ.get("LAKESDK_SOAK_SEED") or random.randrange(1 << 30))
+    keep = os.environ.get("LAKESDK_SOAK_KEEP")       # a folder: failing rounds' tables are copied there
     rng = random.Random(seed)
     rounds = 0
     while time.monotonic() < stop_at:
         round_seed = rng.randrange(1 << 30)
-        table_type = random.Random(round_seed).choice(["cow", "mor"])
         d = tmp_path / f"r{rounds}"
         d.mkdir()
-        t = lk.Lake(str(d)).create_table("race", key="id", partition_by="p", table_type=table_type, ordering="ts")
-        rows = 400
-        ids = list(range(rows))
-        t.upsert(pd.DataFrame({"id": ids, "p": [f"p{k % PARTITIONS}" for k in ids], "ts": [0] * rows,
-                               "v": ["init"] * rows}))
-        stop = str(d / "stop")
-        svcs = [subprocess.Popen([sys.executable, "-c", SERVICES, t.path, str(round_seed + i), stop],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
-                for i in range(2)]
         try:
-            results = stress(t.path, "storage", writers=2, commits=15, lock_options={"timeout_s": 300},
-                             script=WRITER, args=(rows, 40, PARTITIONS, 0))
-        finally:
-            open(stop, "w").close()
-            outs = [p.communicate(timeout=600) for p in svcs]
-        summary = {"ran": 0}
-        for p, (out, err) in zip(svcs, outs):
-            line = [x for x in out.splitlines() if x.startswith("SERVICE")]
-            assert p.returncode == 0 and line, f"round seed {round_seed} ({table_type}): {err[-3000:]}"
-            summary["ran"] += json.loads(line[0][7:])["ran"]
-        try:
-            check_race(lk.open_table(t.path), results, summary, rows)
-        except AssertionError as e:
-            raise AssertionError(f"round seed {round_seed} ({table_type}, soak seed {seed}): {e}") from e
+            _soak_round(str(d), round_seed)
+        except BaseException as e:
+            if keep:
+                shutil.copytree(d, os.path.join(keep, f"round-{round_seed}"), dirs_exist_ok=True)
+            raise AssertionError(f"round seed {round_seed} (soak seed {seed}): {e}") from e
         rounds += 1
     assert rounds

@@ -326,18 +326,24 @@ class FileSystemView:
             path=e.path, instant=e.instant)
 
     def _cleaned_by(self, e: ExpectedFile) -> str | None:
-        """The completed clean of the active timeline that deleted ``e``, if any (the timeline
-        as it is now: a clean may have completed since the view was built)."""
-        from lakesdk.format.service_metadata import CleanMetadataData
+        """The clean of the active timeline that deleted ``e``, if any: a completed one that
+        records it, or one still running whose plan names it (the timeline as it is now: a
+        clean may have started or completed since the view was built)."""
+        from lakesdk.format.instant import Instant
+        from lakesdk.format.service_metadata import CleanerPlanData, CleanMetadataData
         name = posixpath.basename(e.path)
         for inst in self.store.load().instants:
-            if inst.action != "clean" or not inst.is_completed:
+            if inst.action != "clean":
                 continue
             try:
-                md = CleanMetadataData.parse(self.store.read_bytes(inst))
+                if inst.is_completed:
+                    names = CleanMetadataData.parse(self.store.read_bytes(inst)).deleted.get(e.partition, ())
+                else:
+                    plan = CleanerPlanData.parse(self.store.read_bytes(Instant("clean", "requested", inst.requested)))
+                    names = tuple(posixpath.basename(f) for f in plan.files.get(e.partition, ()))
             except Exception:  # noqa: BLE001 - an unreadable clean proves nothing about this file
                 continue
-            if name in md.deleted.get(e.partition, ()):
+            if name in names:
                 return inst.requested
         return None
 
