@@ -273,3 +273,16 @@ def test_savepoint_of_a_commit_a_clean_deleted_meanwhile_is_refused_with_a_savep
     with pytest.raises(SavepointError, match="a clean deleted file versions it needs"):
         t.maintenance.savepoint(first.instant)
     assert ran[0] is not None and ran[0].deleted and t.maintenance.savepoints() == []
+
+
+def test_a_savepoint_deleted_while_a_clean_plans_protects_nothing_and_fails_nothing(tmp_path):
+    """A clean (or a listing of savepoints) that read the timeline before a savepoint was
+    deleted failed on the missing savepoint file (found by the soak)."""
+    from lakesdk.services.clean import savepointed_files
+    t, first = _two_versions(tmp_path)
+    t.maintenance.savepoint(first.instant)
+    store = t.context.store
+    before = store.load()
+    assert savepointed_files(store, before)[1]
+    t.maintenance.delete_savepoint(first.instant)
+    assert savepointed_files(store, before) == ({}, set())

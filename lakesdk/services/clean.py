@@ -198,7 +198,10 @@ def savepointed_files(store: TimelineStore, timeline: Timeline) -> tuple[dict[st
     out: dict[str, SavepointMetadataData] = {}
     for i in timeline.instants:
         if i.action == "savepoint" and i.is_completed:
-            out[i.requested] = SavepointMetadataData.parse(store.read_bytes(i))
+            try:
+                out[i.requested] = SavepointMetadataData.parse(store.read_bytes(i))
+            except FileNotFoundError:   # deleted since the timeline was read: it protects nothing now
+                continue
     return out, {n for md in out.values() for n in md.file_names}
 
 

@@ -113,7 +113,13 @@ def savepoints(table: "TableContext") -> list[Savepoint]:
     """Completed savepoints, oldest first."""
     table = context_of(table)
     store = table.store
-    return [_load(table, store, i) for i in _savepoint_instants(store.load())]
+    out = []
+    for i in _savepoint_instants(store.load()):
+        try:
+            out.append(_load(table, store, i))
+        except FileNotFoundError:    # deleted since the timeline was read
+            continue
+    return out
 
 
 def _lookup_window(store: TimelineStore, timeline: Timeline) -> str | None:
