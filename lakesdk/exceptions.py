@@ -257,12 +257,15 @@ class WriteConflictError(WriteError):
 
 class ClusteringConflictError(WriteConflictError):
     """A write would change file groups that a pending clustering is rewriting (Hudi's
-    reject-update strategy).  ``instant`` names the clustering, ``file_groups`` the
-    (partition, file id) pairs the write touches."""
+    reject-update strategy), or the clustering cannot run now.  ``instant`` names the
+    clustering, ``file_groups`` the (partition, file id) pairs the write touches;
+    ``held_elsewhere``: another live process is executing the clustering (or completed it)."""
 
-    def __init__(self, message: str, *, instant: str = "", file_groups: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(self, message: str, *, instant: str = "", file_groups: tuple[tuple[str, str], ...] = (),
+                 held_elsewhere: bool = False) -> None:
         super().__init__(message, other_instant=instant, file_groups=file_groups)
         self.instant = instant
+        self.held_elsewhere = held_elsewhere
 
 
 class CompactionConflictError(WriteConflictError):

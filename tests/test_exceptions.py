@@ -169,6 +169,7 @@ SAMPLES = {
     "other_instant": "20240101000000001",
     "other_action": "deltacommit",
     "file_groups": (("2024/01", "fid-1"), ("", "fid-2")),
+    "held_elsewhere": True,
     "partitions": ("2024/01", "2024/02"),
     "planned": (("2024/01", "fid-3"),),
     "lock_name": "StorageLockProvider(file:///tmp/t)",

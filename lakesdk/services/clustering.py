@@ -150,12 +150,10 @@ def execute_clustering(table: "TableContext", instant: str) -> ClusteringResult:
     from lakesdk.services.transaction import InstantTransaction
 
     def busy(expiry: float) -> Exception:
-        err = ClusteringConflictError(
+        return ClusteringConflictError(
             f"clustering {instant} of {table.name!r} is being executed by another process (its heartbeat is fresh), "
             "or was completed by it; wait for it to finish. If that process is gone, its heartbeat expires after "
-            f"{expiry:.0f} s and cluster() takes over", instant=instant)
-        err.held_elsewhere = True   # type: ignore[attr-defined]
-        return err
+            f"{expiry:.0f} s and cluster() takes over", instant=instant, held_elsewhere=True)
     # claimed under the table lock: two processes executing one clustering would each write its
     # output file groups, and the files of the one whose commit did not land would stay
     resumed = inst.state == "inflight"      # an attempt whose executor is gone: its files are discarded
@@ -273,7 +271,7 @@ def cluster(table: "TableContext", instant: str | None = None, **plan_options: A
             try:
                 result = execute_clustering(table, inst.requested)
             except ClusteringConflictError as e:   # held elsewhere: another process claimed it since
-                if not getattr(e, "held_elsewhere", False):
+                if not e.held_elsewhere:
                     raise
     if pending:
         return result
