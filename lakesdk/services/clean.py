@@ -237,15 +237,9 @@ def _pending_compaction_ops(store: TimelineStore, timeline: Timeline) -> tuple[s
 def _pending_clustering_files(store: TimelineStore, timeline: Timeline) -> set[str]:
     """Names of the files pending clusterings read (their input slices): kept like savepointed
     files, or the clustering fails on a file a clean deleted under it (found by the soak)."""
-    from lakesdk.services.clustering_plan import plan_of
+    from lakesdk.services.clustering_plan import pending_clustering_plans
     names: set[str] = set()
-    for i in timeline.pending:
-        if i.action != "clustering":
-            continue
-        try:
-            plan = plan_of(store, i)
-        except FileNotFoundError:
-            continue
+    for _, plan in pending_clustering_plans(store, timeline):
         for g in plan.groups:
             for sl in g.slices:
                 names.update(([sl.base_file] if sl.base_file else []) + list(sl.log_files))

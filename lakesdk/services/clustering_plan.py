@@ -237,19 +237,23 @@ def plan_of(store: TimelineStore, inst: Instant) -> ClusteringPlanData:
     return ClusteringPlanData.parse(store.read_bytes(req))
 
 
-def pending_clustering_file_groups(store: TimelineStore, timeline: Timeline) -> dict[tuple[str, str], str]:
-    """(partition, file id) -> requested time of the pending clustering that rewrites it."""
-    out: dict[tuple[str, str], str] = {}
+def pending_clustering_plans(store: TimelineStore, timeline: Timeline) -> list[tuple[Instant, ClusteringPlanData]]:
+    """The pending clusterings of ``timeline`` with their plans (one rolled back meanwhile is left out)."""
+    out = []
     for inst in timeline.pending:
         if inst.action != "clustering":
             continue
         try:
-            plan = plan_of(store, inst)
+            out.append((inst, plan_of(store, inst)))
         except FileNotFoundError:
             continue   # rolled back meanwhile
-        for key in plan.file_groups():
-            out[key] = inst.requested
     return out
+
+
+def pending_clustering_file_groups(store: TimelineStore, timeline: Timeline) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> requested time of the pending clustering that rewrites it."""
+    return {key: inst.requested for inst, plan in pending_clustering_plans(store, timeline)
+            for key in plan.file_groups()}
 
 
 def _pending_compaction_file_groups(store: TimelineStore, timeline: Timeline) -> set[tuple[str, str]]:
