@@ -88,6 +88,10 @@ class CleanerPlanData:
     partitions_to_delete: tuple[str, ...] = ()
     version: int = 2
 
+    def file_names(self) -> set[tuple[str, str]]:
+        """(partition, file name) of every file the plan deletes."""
+        return {(p, f.rsplit("/", 1)[-1]) for p, paths in self.files.items() for f in paths}
+
     def to_avro(self) -> bytes:
         ectr = None
         if self.earliest_instant:

@@ -337,13 +337,13 @@ class FileSystemView:
                 continue
             try:
                 if inst.is_completed:
-                    names = CleanMetadataData.parse(self.store.read_bytes(inst)).deleted.get(e.partition, ())
+                    found = name in CleanMetadataData.parse(self.store.read_bytes(inst)).deleted.get(e.partition, ())
                 else:
                     plan = CleanerPlanData.parse(self.store.read_bytes(Instant("clean", "requested", inst.requested)))
-                    names = tuple(posixpath.basename(f) for f in plan.files.get(e.partition, ()))
+                    found = (e.partition, name) in plan.file_names()
             except Exception:  # noqa: BLE001 - an unreadable clean proves nothing about this file
                 continue
-            if name in names:
+            if found:
                 return inst.requested
         return None
 

@@ -200,7 +200,7 @@ def _refuse_files_of_running_cleans(store: TimelineStore, timeline: Timeline, co
         if inst.action != "clean" or inst.state != "inflight":
             continue
         plan = CleanerPlanData.parse(store.read_bytes(Instant("clean", "requested", inst.requested)))
-        doomed = {(p, posixpath.basename(f)) for p, fs in plan.files.items() for f in fs}
+        doomed = plan.file_names()
         hit = sorted((p, n) for p, names in files.items() for n in names if (p, n) in doomed)
         if hit:
             raise SavepointError(f"Could not savepoint commit {commit}: clean {inst.requested} is deleting file "
