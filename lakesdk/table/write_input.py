@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from lakesdk.commit.schema_store import resolve_schema
 from lakesdk.engine.tasks import WriteContext, add_key_columns
-from lakesdk.exceptions import DeleteMarkerTypeError, MissingColumnError, OptionsError, SchemaError
+from lakesdk.exceptions import DeleteMarkerTypeError, MissingColumnError, OptionsError, SchemaError, TableConfigError
 from lakesdk.format.bloom import BloomConfig
 from lakesdk.format.file_naming import PARTITION_METAFILE
 from lakesdk.format.keys import HUDI_ENCODING, has_missing_key_parts
@@ -44,6 +44,7 @@ from lakesdk.merge.ordering import (
 from lakesdk.table.data import keys_to_arrow, to_arrow_or_spark
 
 if TYPE_CHECKING:
+    from lakesdk.format.table_config import TableConfig
     from lakesdk.table.table import Table
 
 __all__ = ["WriteInput", "Operation", "MISSING_COLUMNS", "PARTITION_METAFILE"]
@@ -160,6 +161,7 @@ class WriteInput:
         t = self.table
         cfg = t.config
         arrow, sdf, in_schema = self._prepare_input()
+        check_partition_paths(cfg, self.operation, in_schema)
         store = t.context.store
         timeline = store.load()
         table_schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
@@ -297,6 +299,28 @@ class WriteInput:
             if tot["written"] > 0 and tot["bytes"] > 0:
                 return max(1, tot["bytes"] // tot["written"])
         return default
+
+
+def check_partition_paths(cfg: TableConfig, operation: str, in_schema: pa.Schema | None) -> None:
+    """Refuse a write whose rows' partition paths lakesdk cannot compute as the table's key
+    generator does: Hudi's TimestampBasedKeyGenerator (and a CustomKeyGenerator's
+    ``field:TIMESTAMP`` parts) format a time into the path (``2024/01/15/10``), which lakesdk
+    does not do yet; writing the raw values would put records in partitions of their own and
+    duplicate their keys.  A delete by key values alone finds its keys in any partition and
+    computes no path: it stays allowed (``in_schema``: the input's columns; None for a merge,
+    which is refused before its source is matched)."""
+    raw = [f.strip() for f in (cfg.props.get("hoodie.table.partition.fields") or "").split(",")]
+    timed = cfg.keygen_type == "TIMESTAMP" or any(f.upper().endswith(":TIMESTAMP") for f in raw)
+    if not timed or (operation == "delete" and in_schema is not None
+                     and not any(f in in_schema.names for f in cfg.partition_fields)):
+        return
+    raise TableConfigError(
+        f"{cfg.name!r} is partitioned by a time its key generator formats (hoodie.table.keygenerator.type="
+        f"{cfg.keygen_type}, hoodie.table.partition.fields={cfg.props.get('hoodie.table.partition.fields')!r}): "
+        f"lakesdk reads such tables and runs their table services, but does not compute their partition paths yet, "
+        f"so it refuses this {operation} (nothing was written). Write it with Apache Hudi; to delete records, pass "
+        "their record key values only (t.delete([...])), which finds them in any partition",
+        key="hoodie.table.keygenerator.type")
 
 
 def global_merge_error(table: str) -> OptionsError:
