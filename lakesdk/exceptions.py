@@ -70,6 +70,7 @@ __all__ = [
     "DecodeError",
     "BrokerNotFoundError",
     "BrokerStartError",
+    "MetadataTableDroppedWarning",
 ]
 
 
@@ -513,6 +514,18 @@ class BrokerStartError(LakeError, RuntimeError):
 class _BadAvroBytes(LakeError):
     """Internal (:mod:`lakesdk.format.avro_file`): the bytes break the Avro framing; the
     caller turns it into a :class:`CorruptTimelineError`."""
+
+
+class MetadataTableDroppedWarning(LakeError, UserWarning):
+    """lakesdk dropped Hudi's metadata table (``.hoodie/metadata``) before an action completed,
+    because it does not maintain it yet (:mod:`lakesdk.services.metadata_table`): a warning, not
+    an error.  ``table`` names the table, ``partitions`` the metadata-table partitions that
+    ``hoodie.properties`` named."""
+
+    def __init__(self, message: str, *, table: str | None = None, partitions: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.table = table
+        self.partitions = tuple(partitions)
 
 
 class _CorruptLogBlock(LakeError):

@@ -1,6 +1,7 @@
 """One commit path: every action's completed instant is written by the commit point of
 :class:`~lakesdk.services.transaction.InstantTransaction`, under the table lock with several
-writers; the write journal holds one record per write.
+writers, after the step that drops Hudi's metadata table; the write journal holds one record
+per write.
 
 Two writer threads upsert a merge-on-read table while a service thread compacts, clusters,
 cleans, savepoints and archives it; then a Kafka-style transaction, a rollback of a failed
@@ -15,6 +16,7 @@ import pytest
 
 import lakesdk as lk
 from lakesdk.concurrency.journal import read_transactions
+from lakesdk.services import transaction
 from lakesdk.services.transaction import committing
 from lakesdk.table.transaction import begin, commit, write_batch
 from lakesdk.timeline.store import TimelineStore
@@ -33,14 +35,25 @@ def observed(monkeypatch):
     seen: list[tuple[str, str, bool, bool]] = []
     locks: list = []
     original = TimelineStore.transition
+    dropped: set[tuple[str, str]] = set()   # the metadata-table step of each commit point, by instant
+    drop = transaction.drop_metadata_table
+
+    def drop_metadata_table(ctx, action):
+        if any(lock.held_by_this_thread() for lock in locks) or not locks:
+            dropped.add((ctx.path, action))
+        return drop(ctx, action)
 
     def transition(self, instant, state, data=b"", *, after=None):
         if state == "completed":
             inside = committing() is not None and committing().requested == instant.requested
             held = any(lock.held_by_this_thread() for lock in locks)
+            # the metadata table (if any) was dropped in this commit point, under the lock, before
+            inside = inside and (self.storage.base_url, instant.action) in dropped
+            dropped.discard((self.storage.base_url, instant.action))
             seen.append((instant.action, instant.requested, inside, held))
         return original(self, instant, state, data, after=after)
     monkeypatch.setattr(TimelineStore, "transition", transition)
+    monkeypatch.setattr(transaction, "drop_metadata_table", drop_metadata_table)
     return seen, locks
 
 

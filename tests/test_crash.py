@@ -9,6 +9,8 @@ import posixpath
 import subprocess
 import sys
 import textwrap
+import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -114,3 +116,73 @@ def test_crash_at_each_step_then_recover(lake, point, table_type, engine, tmp_pa
     assert leftovers == [] or landed and leftovers == [], leftovers
     tmp = [e.name for e in t.storage.list(".hoodie/timeline") if e.name.endswith(".tmp")]
     assert tmp == [], f"half-written timeline files left: {tmp}"
+
+
+# -- Hudi's metadata table (lakesdk.services.metadata_table): dropped at the commit point ------------
+MDT_WRITER = textwrap.dedent("""
+    import os, sys
+    os.environ["LAKESDK_CRASH_PID"] = str(os.getpid())
+    import pyarrow.parquet as pq
+    import lakesdk as lk
+    t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local"))
+    t.upsert(pq.read_table(sys.argv[2]))
+    print("WRITE FINISHED")
+""")
+MDT_POINTS = ["after_data", "properties_backup_written", "metadata_table_unlisted", "metadata_table_deleted",
+              "after_commit"]
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("point", MDT_POINTS)
+@pytest.mark.parametrize("table_type", ["cow", "mor/avro"])
+def test_crash_while_the_metadata_table_is_dropped_then_recover(point, table_type, tmp_path):
+    """A writer killed at each step of dropping the MDT (before, with the properties backup
+    written, with hoodie.properties cleared, with the MDT deleted, after the commit): readers
+    (the hudi reader lists from the MDT while hoodie.properties names it) see exactly the last
+    completed commit, the MDT and its listing are either both untouched (the instant not
+    completed) or no reader trusts the MDT any more; the next writer finishes the drop."""
+    import pyarrow as pa
+
+    import lakesdk as lk
+    from lakesdk.format.metadata_table import METADATA_DIR
+
+    from .helpers import unpack_zips, zipped_table
+    from .test_metadata_table import DATA, Model, _state
+    rel = f"sample_table/{table_type}/v9_txns_simple_meta"
+    zdir = tmp_path / "zip"
+    (zdir / rel).parent.mkdir(parents=True)
+    (zdir / f"{rel}.zip").write_bytes((DATA / f"{rel}.zip").read_bytes())
+    path = zipped_table(unpack_zips(zdir, tmp_path / "t"), rel)
+    t = lk.open_table(path, options=lk.TableOptions(engine="local"))
+    m = Model(t)
+    listed = _state(path)[0]
+    changed = [m.updated(m.first()), m.new()]
+    pa.Table.from_pylist(changed, schema=m.snap.schema).to_pandas().to_parquet(tmp_path / "batch.parquet")
+    env = {**os.environ, "LAKESDK_CRASH_AT": point}
+    r = subprocess.run([sys.executable, "-c", MDT_WRITER, path, str(tmp_path / "batch.parquet")],
+                       env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == -9, f"writer was not killed at {point}: rc={r.returncode}\n{r.stdout[-2000:]}{r.stderr[-3000:]}"
+    landed = point == "after_commit"
+    # what a crash at each point leaves
+    state = {"after_data": (listed, True), "properties_backup_written": (listed, True),
+             "metadata_table_unlisted": ((), True), "metadata_table_deleted": ((), False),
+             "after_commit": ((), False)}[point]
+    assert _state(path) == state
+    assert (Path(path) / ".hoodie/hoodie.properties.backup").exists() == (point == "properties_backup_written")
+    if landed:
+        m.put(*changed)
+    m.check(path, f"after a crash at {point}")
+    # the next writer rolls the dead instant back and finishes the drop
+    more = m.new(1)
+    with warnings.catch_warnings(record=True) as told:
+        warnings.simplefilter("always")
+        lk.open_table(path, options=lk.TableOptions(engine="local")).upsert(m.table([more]))
+    m.put(more)
+    dropped = [w for w in told if issubclass(w.category, lk.MetadataTableDroppedWarning)]
+    assert len(dropped) == (1 if state[0] else 0), "told when the listing goes, once"
+    assert _state(path) == ((), False) and not (Path(path) / METADATA_DIR).exists()
+    assert not (Path(path) / ".hoodie/hoodie.properties.backup").exists()
+    m.check(path, f"after a crash at {point} and the next write")
+    tl = lk.open_table(path).timeline
+    assert not tl.pending
+    assert bool(tl.filter(actions=["rollback"]).completed.instants) != landed

@@ -187,6 +187,7 @@ SAMPLES = {
     "column": "rider.tier",
     "column_type": "int64",
     "value_type": "string",
+    "table": "trips",
 }
 
 

@@ -41,6 +41,7 @@ from lakesdk.format.file_group import FileGroup
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.lsm_timeline import ArchivedInstant
 from lakesdk.format.timeline import Timeline
+from lakesdk.services.metadata_table import drop_metadata_table
 from lakesdk.timeline.history import LSMTimeline
 from lakesdk.timeline.store import TimelineStore
 
@@ -305,6 +306,7 @@ def _archive(table: "TableContext", plan: ArchivePlan, t0: float) -> ArchiveResu
     if not plan.instants:
         return ArchiveResult(table.name, (), None, plan.active_instants, time.perf_counter() - t0)
     storage = table.storage
+    drop_metadata_table(table, "archival")   # the metadata table's timeline follows the data table's
     _drop_rolled_back_leftovers(table, store.load(), {i.requested for i in plan.instants})
     entries = []
     files: list[tuple[list[str], str]] = []

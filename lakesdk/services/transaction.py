@@ -21,12 +21,15 @@ several writers (optimistic concurrency) it runs under the table lock, as Hudi's
 2. the ``checks`` run on that timeline: the pluggable preconditions of the action (the file
    group and schema conflict checks of a write, a clustering's check that its input did not
    change); a check raises to refuse the commit;
-3. the lock must still be held (``ensure_held``: a lost lease or ZooKeeper session refuses
+3. Hudi's metadata table, if the table has one, is dropped (lakesdk does not maintain it
+   yet: :mod:`lakesdk.services.metadata_table`), so that no reader lists files from a
+   metadata table this instant would make stale;
+4. the lock must still be held (``ensure_held``: a lost lease or ZooKeeper session refuses
    the commit instead of committing blind);
-4. the completed file is written, at a completion time later than every time on that
+5. the completed file is written, at a completion time later than every time on that
    timeline.
 
-A single writer has no lock; steps 1-3 are then skipped.  :meth:`abort` rolls the instant
+A single writer has no lock; steps 1, 2 and 4 are then skipped.  :meth:`abort` rolls the instant
 back only when the failure proves it did not land (no completed file), as pyiceberg's
 ``Transaction`` cleans up only when the commit is known to have failed; it lives beside the
 rollback (:func:`lakesdk.services.rollback.abort`), which commits through this module.
@@ -43,6 +46,7 @@ from lakesdk.concurrency.instants import create_instant, holding
 from lakesdk.exceptions import CorruptTimelineError, WriteConflictError, WriteError
 from lakesdk.format.instant import Instant
 from lakesdk.format.timeline import InstantClock, Timeline
+from lakesdk.services.metadata_table import drop_metadata_table
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
@@ -145,6 +149,9 @@ class InstantTransaction:
                 done = inflight.to("completed", InstantClock.next(after=inflight.requested))
                 ctx.storage.write(f"{store.path(done)}.{uuid.uuid4().hex}.tmp", data[: len(data) // 2])
                 faults.crash_point("during_commit")
+            # Hudi's metadata table, which lakesdk does not maintain yet, would list stale files
+            # once this instant completes: dropped first (lakesdk.services.metadata_table)
+            drop_metadata_table(ctx, inflight.action)
             if table_lock is not None:
                 _ensure_held(table_lock, ctx.name, inflight)
             _state.instant = inflight

@@ -5,8 +5,9 @@ files; version 9 changes ``hoodie.properties`` (:meth:`TableConfig.upgraded`) an
 every index definition (``hoodie.table.index.defs.path``, written by Hudi's metadata table
 indexes) a version, ``V1`` where it has none.  The rewrite runs under the table lock (with
 several writers) and writes ``hoodie.properties`` as Hudi's ``HoodieTableConfig.modify``
-does: the old file is first copied to ``hoodie.properties.backup`` (which readers take while
-the file is being replaced), then replaced, then the backup is deleted.
+does (:mod:`lakesdk.commit.table_properties`).  Apache Hudi upgrades a table's metadata table
+with it; lakesdk does not maintain the metadata table yet and drops it first
+(:mod:`lakesdk.services.metadata_table`).
 
 There is no downgrade: a version 9 table goes back to version 8 with Apache Hudi
 (``NineToEightDowngradeHandler``, run by a Hudi 1.1+ writer configured with
@@ -20,8 +21,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from lakesdk.commit.context import context_of
+from lakesdk.commit.table_properties import read_properties, rewrite_properties
 from lakesdk.exceptions import TableConfigError, UnsupportedTableVersionError
-from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
+from lakesdk.format.table_config import TableConfig
+from lakesdk.services.metadata_table import drop_metadata_table
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
@@ -38,8 +41,7 @@ def upgrade_table(table: "TableContext | Any") -> TableConfig | None:
     ctx = context_of(table)
     lock = ctx.lock()
     with lock if lock is not None else contextlib.nullcontext():
-        raw = ctx.storage.read(PROPERTIES_PATH)
-        cfg = TableConfig.from_bytes(raw)
+        raw, cfg = read_properties(ctx.storage)
         if cfg.version == 9:
             return None
         if cfg.version != 8:
@@ -47,12 +49,13 @@ def upgrade_table(table: "TableContext | Any") -> TableConfig | None:
                 f"{cfg.name!r} is table version {cfg.version}: lakesdk upgrades version 8 tables to 9; upgrade a "
                 f"version {cfg.version} table with Apache Hudi (a Hudi 1.1+ writer upgrades it on its first write)",
                 key="hoodie.table.version")
-        new = cfg.upgraded()
         _version_index_definitions(ctx, cfg)
-        backup = PROPERTIES_PATH + ".backup"
-        ctx.storage.write(backup, raw)
-        ctx.storage.write(PROPERTIES_PATH, new.to_text().encode("utf-8"))
-        ctx.storage.delete(backup)
+        # Hudi upgrades the metadata table with the data table; lakesdk does not maintain it
+        # yet, so a version 9 table does not keep a version 8 metadata table: dropped first
+        drop_metadata_table(ctx, "upgrade")
+        raw, cfg = read_properties(ctx.storage)
+        new = cfg.upgraded()
+        rewrite_properties(ctx.storage, raw, new)
         return new
 
 
