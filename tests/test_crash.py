@@ -146,8 +146,9 @@ def test_crash_while_the_metadata_table_is_dropped_then_recover(point, table_typ
     import lakesdk as lk
     from lakesdk.format.metadata_table import METADATA_DIR
 
+    from .corpus_model import DATA, Model
+    from .corpus_model import mdt_state as _state
     from .helpers import unpack_zips, zipped_table
-    from .test_metadata_table import DATA, Model, _state
     rel = f"sample_table/{table_type}/v9_txns_simple_meta"
     zdir = tmp_path / "zip"
     (zdir / rel).parent.mkdir(parents=True)

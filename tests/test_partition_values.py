@@ -357,8 +357,8 @@ def test_a_time_formatting_key_generator_refuses_writes_that_need_partition_path
     import hashlib
     from pathlib import Path
 
-    from .helpers import hudi_read
     from .conftest import conformance_table
+    from .helpers import hudi_read
     src = Path(conformance_table(conformance_dir, "sample_table/cow/v6_timebasedkeygen_nonhivestyle"))
     path = tmp_path / src.name
     shutil.copytree(src, path)

@@ -204,16 +204,41 @@ class TableContext:
         return spark_is_local(self.spark_session)
 
     def check_writes(self, action: str) -> None:
-        """Raise :class:`~lakesdk.TableConfigError` before an instant of ``action`` that writes
-        base files (a write, a compaction, a clustering) when lakesdk cannot write the table's
-        base file format: lakesdk reads LANCE base files and writes PARQUET ones only."""
-        fmt = self.config.base_file_format
-        if fmt != "PARQUET" and action in DATA_ACTIONS:
-            from lakesdk.exceptions import TableConfigError
+        """Raise before an instant of ``action`` that writes data files (a write, a compaction, a
+        clustering) on a table whose data files lakesdk does not write as Hudi would
+        (:meth:`check_writable`)."""
+        if action in DATA_ACTIONS:
+            self.check_writable(action)
+
+    def check_writable(self, what: str) -> None:
+        """Raise a :class:`~lakesdk.TableConfigError` (an :class:`~lakesdk.UnsupportedTableVersionError`
+        for the version) when lakesdk cannot write the table's data files as Apache Hudi would,
+        before anything is written:
+
+        * LANCE base files: lakesdk reads them and writes PARQUET ones only;
+        * ``hoodie.populate.meta.fields=false``: lakesdk writes the meta fields into every file;
+        * a merge-on-read table of version 6: its log files are named by their file slice's base
+          instant and appended to by later delta commits (versions 8 and 9 name them by the
+          delta commit), which lakesdk does not write."""
+        from lakesdk.exceptions import TableConfigError, UnsupportedTableVersionError
+        cfg = self.config
+        fmt = cfg.base_file_format
+        if fmt != "PARQUET":
             raise TableConfigError(
-                f"{self.config.name!r} has hoodie.table.base.file.format={fmt}: lakesdk reads {fmt} base files but "
-                f"writes PARQUET ones only, so it does not start a {action} here (nothing was written); write the "
+                f"{cfg.name!r} has hoodie.table.base.file.format={fmt}: lakesdk reads {fmt} base files but "
+                f"writes PARQUET ones only, so it does not start a {what} here (nothing was written); write the "
                 "table with Apache Hudi", key="hoodie.table.base.file.format")
+        if not cfg.populate_meta_fields:
+            raise TableConfigError(
+                f"{cfg.name!r} has hoodie.populate.meta.fields=false: lakesdk reads such tables but writes Hudi's "
+                f"meta fields into every file, so it does not start a {what} here (nothing was written); write the "
+                "table with Apache Hudi", key="hoodie.populate.meta.fields")
+        if cfg.version < 8 and cfg.is_mor:
+            raise UnsupportedTableVersionError(
+                f"{cfg.name!r} is a merge-on-read table of version {cfg.version}: lakesdk reads it, but writes the log "
+                f"files of versions 8 and 9 only, so it does not start a {what} here (nothing was written). Upgrade "
+                "the table with Apache Hudi (a Hudi 1.x writer upgrades it to version 8 on its first write), then "
+                "write it with lakesdk", key="hoodie.table.version")
 
     def global_index(self) -> tuple[bool, bool]:
         """(global, update partition path) of the index of this handle's writes: the

@@ -232,6 +232,11 @@ class CommitMetadata:
     def to_json(self) -> bytes:
         return json.dumps(self.to_dict(), indent=2).encode("utf-8")
 
+    def encode(self, *, layout: int) -> bytes:
+        """The bytes of a timeline file for a table of timeline ``layout``: JSON on layout 1
+        (table version 6, as Hudi 0.x writes it), Avro on layout 2 (versions 8 and 9)."""
+        return self.to_json() if layout == 1 else self.to_avro()
+
 
 @lru_cache(maxsize=None)
 def _schema(name: str) -> Any:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakesdk.commit.context import context_of
-from lakesdk.exceptions import LakeError
+from lakesdk.exceptions import LakeError, UnsupportedTableVersionError
 from lakesdk.format.file_group import FileGroup
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.lsm_timeline import ArchivedInstant
@@ -155,8 +155,11 @@ def plan_archive(table: "TableContext", *, min_commits: int = 20, max_commits: i
     """What :func:`archive` would move now."""
     table = context_of(table)
     if table.config.layout_version < 2:
-        raise LakeError(f"{table.name!r} is a table version {table.config.version} table: lakesdk archives the v8 "
-                        "LSM timeline only")
+        raise UnsupportedTableVersionError(
+            f"{table.name!r} is a table version {table.config.version} table: lakesdk archives into the timeline "
+            "history of versions 8 and 9 (the LSM timeline) only, not into the archived log files of version 6; "
+            "nothing was archived. Archive it with Apache Hudi, or upgrade it to version 8 with Apache Hudi",
+            key="hoodie.table.version")
     if min_commits < 1:
         raise ValueError(f"min_commits must be >= 1, not {min_commits}")
     if max_commits <= min_commits:

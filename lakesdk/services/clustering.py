@@ -218,7 +218,7 @@ def _execute(table: "TableContext", store: TimelineStore, txn: Any, data: Cluste
     md = CommitMetadata(partition_to_write_stats=parts, extra_metadata=schema_extra_metadata(schema, cfg.name),
                         operation_type="CLUSTER", partition_to_replace_file_ids=replaced)
     # the input must not have changed since the plan (checked under the lock with several writers)
-    done = txn.commit(md.to_avro(), checks=[lambda now: _abort_if_changed(table, instant, data)], always=True)
+    done = txn.commit(md.encode(layout=cfg.layout_version), checks=[lambda now: _abort_if_changed(table, instant, data)], always=True)
     faults.crash_point("after_commit")
     txn.finish()
     return ClusteringResult(cfg.name, instant, done.completed, sum(len(v) for v in replaced.values()), len(stats),
@@ -262,6 +262,7 @@ def cluster(table: "TableContext", instant: str | None = None, **plan_options: A
     to it), or else plan, schedule and execute a new one.  Returns the result of the last clustering run (``None`` when nothing needed
     clustering)."""
     table = context_of(table)
+    table.check_writes("clustering")
     if instant is not None:
         return execute_clustering(table, instant)
     result = None

@@ -350,7 +350,7 @@ def _execute(table: "TableContext", store: Any, timeline: Timeline, txn: Any, pl
         parts.setdefault(s.partitionPath, []).append(s)
     md = CommitMetadata(partition_to_write_stats=parts, extra_metadata=schema_extra_metadata(schema, cfg.name),
                         operation_type="COMPACT", compacted=True)
-    done = txn.commit(md.to_avro())
+    done = txn.commit(md.encode(layout=cfg.layout_version))
     txn.finish()
     return WriteResult(table=cfg.name, operation="compact", instant=instant, completed=done.completed,
                        action="compaction", files=len(stats), bytes=sum(s.totalWriteBytes for s in stats),

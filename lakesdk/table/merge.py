@@ -149,6 +149,7 @@ class MergeBuilder:
         if t.context.global_index()[0]:
             from lakesdk.table.write_input import global_merge_error
             raise global_merge_error(t.name)
+        t.context.check_writable("merge")
         from lakesdk.table.write_input import check_partition_paths
         check_partition_paths(t.config, "merge", None)
         arrow, sdf = to_arrow_or_spark(self.source)

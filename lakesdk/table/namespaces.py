@@ -104,6 +104,7 @@ class Maintenance:
         CompactionConflictError."""
         from lakesdk.exceptions import CompactionConflictError
         from lakesdk.services.compaction import execute_compaction, running_elsewhere
+        self._t.context.check_writes("compaction")
         if instant is not None:
             return execute_compaction(self._t.context, instant)
         pending = [i for i in self._t.timeline.pending if i.action == "compaction"

@@ -56,7 +56,7 @@ def begin(table: "Table", *, operation: str = "upsert") -> OpenInstant:
     rollback_failed_writes(ctx, policy=policy)
     action = "deltacommit" if table.config.is_mor else "commit"
     txn = InstantTransaction.begin(ctx, action, operation=operation)
-    txn.start(CommitMetadata(operation_type=operation.upper()).to_avro())
+    txn.start(CommitMetadata(operation_type=operation.upper()).encode(layout=table.config.layout_version))
     ctx.heartbeats()[txn.instant.requested] = txn.heartbeat
     return OpenInstant(txn.instant.requested, action, operation)
 
@@ -140,7 +140,7 @@ def commit(table: "Table", txn: OpenInstant, stats: list[dict[str, Any]], *, sch
         from lakesdk.concurrency.conflicts import find_conflicts, raise_on_conflict
         raise_on_conflict(table.name, itx.instant, find_conflicts(store, now, itx.instant, ws))
     try:
-        done = itx.commit(md.to_avro(), checks=[file_groups])
+        done = itx.commit(md.encode(layout=table.config.layout_version), checks=[file_groups])
     except WriteConflictError as err:   # lost a race (or was rolled back as dead): nothing committed
         if hb is not None:
             table.context.heartbeats()[txn.instant] = hb     # abort stops it

@@ -86,7 +86,7 @@ class WriteOperation(WriteInput):
         instant = txn.instant
         ctx.instant = instant.requested
         faults.crash_point("after_requested")
-        txn.start(CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).to_avro())
+        txn.start(CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).encode(layout=cfg.layout_version))
         stats: list[WriteStat] = []
         replaced: dict[str, list[str]] = {}
         self._schemas: tuple[Any, Any] = (prep.table_schema, None)
@@ -108,7 +108,7 @@ class WriteOperation(WriteInput):
                 operation_type=_OPERATION_TYPE[self.operation],
                 partition_to_replace_file_ids=replaced if action == "replacecommit" else None,
             )
-            txn.commit(lambda now: md.to_avro(), checks=self._commit_checks(store, timeline, instant, stats, md,
+            txn.commit(lambda now: md.encode(layout=cfg.layout_version), checks=self._commit_checks(store, timeline, instant, stats, md,
                                                                             replaced if action == "replacecommit" else None,
                                                                             target_schema))
             faults.crash_point("after_commit")

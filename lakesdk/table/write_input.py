@@ -160,6 +160,7 @@ class WriteInput:
         nothing to write.  Reads the timeline, writes nothing."""
         t = self.table
         cfg = t.config
+        t.context.check_writable(self.operation)
         arrow, sdf, in_schema = self._prepare_input()
         check_partition_paths(cfg, self.operation, in_schema)
         store = t.context.store

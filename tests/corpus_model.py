@@ -1,0 +1,246 @@
+"""Writing into the Hudi-written tables of the corpus: the tables (vendored hudi-rs tables and the
+conformance tables), a model of their rows, and the actions lakesdk runs on them, with what each
+needs first.  Used by tests/test_writes_into_hudi_tables.py, tests/test_metadata_table.py and
+the crash tests."""
+
+from __future__ import annotations
+
+import decimal
+import hashlib
+import shutil
+import warnings
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+
+import lakesdk as lk
+from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
+from lakesdk.format.table_config import TableConfig
+from lakesdk.services.transaction import InstantTransaction
+
+from . import helpers
+from .conftest import CONFORMANCE
+
+DATA = Path(__file__).parent / "data" / "hudi-rs"
+SHARED = CONFORMANCE / "tables"
+
+
+def zipped_config(z: Path) -> TableConfig:
+    with zipfile.ZipFile(z) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith("/.hoodie/hoodie.properties") and "/metadata/" not in n
+                   and not n.startswith("__MACOSX")]
+        return TableConfig.from_bytes(zf.read(name))
+
+
+def corpus_tables() -> dict[str, TableConfig]:
+    """Every table of the corpus by its zip path (relative, without .zip), with its config."""
+    out = {}
+    for root in (DATA, SHARED):
+        for z in sorted(root.rglob("*.zip")) if root.is_dir() else ():
+            out[str(z.relative_to(root).with_suffix(""))] = zipped_config(z)
+    return out
+
+
+TABLES = corpus_tables()
+#: the tables whose hoodie.properties names MDT partitions
+MDT_TABLES = {rel: cfg for rel, cfg in TABLES.items() if metadata_partitions(cfg.props)}
+#: partitioned by a time their key generator formats: lakesdk refuses writes that compute partition paths
+TIMED = sorted(rel for rel, cfg in TABLES.items() if cfg.keygen_type == "TIMESTAMP")
+LANCE = sorted(rel for rel, cfg in TABLES.items() if cfg.base_file_format == "LANCE")
+MOR = {rel for rel, cfg in TABLES.items() if cfg.is_mor}
+
+OPS = ["upsert", "insert", "bulk_insert", "delete", "merge", "insert_overwrite", "compaction", "clustering",
+       "clean", "failed_write", "savepoint", "restore", "archival"]
+
+
+def unpack_corpus(out: Path) -> Path:
+    helpers.unpack_zips(DATA, out)
+    if SHARED.is_dir():
+        helpers.unpack_zips(SHARED, out)
+    return out
+
+
+def copy_table(corpus: Path, rel: str, dest: Path) -> str:
+    src = Path(helpers.zipped_table(corpus, rel))
+    shutil.copytree(src, dest / src.name)
+    return str(dest / src.name)
+
+
+def mdt_state(path: str) -> tuple[tuple[str, ...], bool]:
+    """(the MDT partitions hoodie.properties names, whether .hoodie/metadata exists)."""
+    cfg = TableConfig.from_bytes((Path(path) / ".hoodie/hoodie.properties").read_bytes())
+    return metadata_partitions(cfg.props), (Path(path) / METADATA_DIR).exists()
+
+
+def digest(path: str) -> str:
+    """A digest of every file under .hoodie (names and bytes): what a read must not change."""
+    h = hashlib.sha256()
+    for f in sorted((Path(path) / ".hoodie").rglob("*")):
+        if f.is_file():
+            h.update(str(f.relative_to(path)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+class Model:
+    """The table's rows (data columns only), as a list: a record is its partition and key, and a
+    Hudi-written table may hold a key twice (an INSERT of a stored key); the changes lakesdk
+    makes replace or remove every row of a record."""
+
+    def __init__(self, t: lk.Table) -> None:
+        self.t = t
+        self.snap = t.read().to_arrow()
+        self.cols = self.snap.schema.names
+        self.rows = self.snap.to_pylist()
+        cfg = t.context.config
+        self.ident = [*cfg.record_key_fields, *cfg.partition_fields]
+        fixed = {*cfg.record_key_fields, *cfg.partition_fields, *cfg.ordering_fields}
+        self.changeable = next(f.name for f in self.snap.schema if f.name not in fixed and (
+            pa.types.is_string(f.type) or pa.types.is_floating(f.type) or pa.types.is_decimal(f.type)))
+
+    def key(self, row: dict) -> tuple:
+        return tuple(row[f] for f in self.ident)
+
+    def first(self) -> dict:
+        """The first row (in a stable order) of a record stored once."""
+        keys = [self.key(r) for r in self.rows]
+        return min((r for r, k in zip(self.rows, keys) if keys.count(k) == 1), key=repr)
+
+    def updated(self, row: dict) -> dict:
+        out = dict(row)
+        v = out[self.changeable]
+        out[self.changeable] = ("changed" if v is None else v + "!") if isinstance(v, str) or v is None else (
+            v + decimal.Decimal(1) if isinstance(v, decimal.Decimal) else v + 1.0)
+        for f in self.t.context.config.ordering_fields:
+            out[f] = out[f] + 1000
+        return out
+
+    def new(self, n: int = 0) -> dict:
+        out = dict(self.first())
+        k = self.t.context.config.record_key_fields[0]
+        out[k] = f"{out[k]}-lakesdk-{n}" if isinstance(out[k], str) else out[k] * 1000 + 100 + n
+        return out
+
+    def table(self, rows: list[dict]) -> pa.Table:
+        return pa.Table.from_pylist(rows, schema=self.snap.schema)
+
+    def remove(self, row: dict) -> None:
+        self.rows = [r for r in self.rows if self.key(r) != self.key(row)]
+
+    def put(self, *rows: dict) -> None:
+        for r in rows:
+            self.remove(r)
+            self.rows.append(r)
+
+    def check(self, path: str, what: str) -> None:
+        """lakesdk and the hudi reader both return the model's rows."""
+        want = helpers.canon(self.rows, self.cols)
+        assert helpers.canon(self.t.read().to_arrow().to_pylist(), self.cols) == want, f"lakesdk {what}"
+        assert helpers.canon(helpers.hudi_read(path), self.cols) == want, f"hudi reader {what}"
+
+
+def fail_the_commit_of(action: str, monkeypatch) -> None:
+    """The commit point of the first ``action`` instant fails (as a lost lock or a full disk
+    would make it fail) before it changes anything; its writer then rolls the instant back."""
+    real = InstantTransaction.commit
+    failed: list[str] = []
+
+    def commit(self, *args, **kwargs):
+        if self.instant.action == action and not failed:
+            failed.append(self.instant.requested)
+            raise lk.WriteError("the commit failed (injected)")
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(InstantTransaction, "commit", commit)
+
+
+def _with_mdt_again(path: str, saved: Path) -> None:
+    """Put back the MDT and hoodie.properties saved before a preparatory write (which dropped
+    them), so that the action under test meets a table with an MDT again."""
+    shutil.rmtree(Path(path) / METADATA_DIR, ignore_errors=True)
+    shutil.copytree(saved / "metadata", Path(path) / METADATA_DIR)
+    shutil.copy(saved / "hoodie.properties", Path(path) / ".hoodie/hoodie.properties")
+
+
+def _save_mdt(path: str, saved: Path) -> None:
+    shutil.copytree(Path(path) / METADATA_DIR, saved / "metadata")
+    shutil.copy(Path(path) / ".hoodie/hoodie.properties", saved / "hoodie.properties")
+
+
+def prepare(op: str, t: lk.Table, m: Model, path: str, tmp_path: Path) -> None:
+    """What the table needs before ``op`` (a log file to compact, a second file version to
+    clean, a savepoint to restore): written by lakesdk, then the MDT (if any) put back."""
+    saved = tmp_path / "saved"
+    has_mdt = (Path(path) / METADATA_DIR).exists()
+    if has_mdt:
+        _save_mdt(path, saved)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", lk.MetadataTableDroppedWarning)
+        for _ in range(3 if op == "archival" else 1 if op in ("compaction", "clean") else 0):
+            row = m.updated(m.first())
+            t.upsert(m.table([row]))
+            m.put(row)
+        if op == "clean" and t.context.config.is_mor:   # a second file slice
+            t.maintenance.compact()
+        if op == "clustering":     # a second small file group beside the first row's
+            row = m.new(8)
+            t.bulk_insert(m.table([row]))
+            m.put(row)
+        if op == "restore":
+            t.maintenance.savepoint()
+            t.upsert(m.table([m.new(9)]))   # undone by the restore
+    if has_mdt:
+        _with_mdt_again(path, saved)
+
+
+def run_op(op: str, t: lk.Table, m: Model, monkeypatch) -> None:
+    """Run ``op`` on the table (prepared by :func:`prepare`) and apply it to the model."""
+    if op == "upsert":
+        rows = [m.updated(m.first()), m.new()]
+        t.upsert(m.table(rows))
+        m.put(*rows)
+    elif op in ("insert", "bulk_insert"):
+        row = m.new()
+        getattr(t, op)(m.table([row]))
+        m.put(row)
+    elif op == "delete":
+        row = m.first()
+        assert t.delete(m.table([row])).deleted == 1
+        m.remove(row)
+    elif op == "merge":
+        rows = [m.updated(m.first()), m.new()]
+        t.merge(m.table(rows)).when_matched_update_all().when_not_matched_insert_all().execute()
+        m.put(*rows)
+    elif op == "insert_overwrite":
+        row = m.new()
+        part = {f: row[f] for f in t.context.config.partition_fields}
+        m.rows = [r for r in m.rows if {f: r[f] for f in part} != part]
+        t.insert_overwrite(m.table([row]))
+        m.put(row)
+    elif op == "compaction":
+        assert t.maintenance.compact() is not None
+    elif op == "clustering":
+        assert t.maintenance.cluster(small_file_limit=1 << 40) is not None
+    elif op == "clean":
+        assert t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1) is not None
+    elif op == "failed_write":
+        fail_the_commit_of("deltacommit" if t.context.config.is_mor else "commit", monkeypatch)
+        import pytest
+        with pytest.raises(lk.WriteError, match="injected"):
+            t.upsert(m.table([m.new()]))
+        assert t.timeline.filter(actions=["rollback"]).completed.instants, "the failed write was rolled back"
+    elif op == "savepoint":
+        t.maintenance.savepoint()
+    elif op == "restore":
+        sp = t.maintenance.savepoints()[-1]
+        t.maintenance.restore(sp)
+    elif op == "archival":
+        if t.context.config.version == 6:
+            import pytest
+            with pytest.raises(lk.UnsupportedTableVersionError):
+                t.maintenance.archive(min_commits=2, max_commits=3)
+            return
+        assert t.maintenance.archive(min_commits=2, max_commits=3).archived
+    else:
+        raise ValueError(op)
+
+
