@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from lakesdk import exceptions as exc_mod
 from lakesdk.engine.spark_keys import spark_arrow_schema, spark_key_columns
+from lakesdk.engine.spark_order import descending
 from lakesdk.engine.tasks import (
     STORED_ORDERING,
     FileGroupTarget,
@@ -263,8 +264,8 @@ class SparkWriteJob:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
         order = []
-        if self.ctx.merge_mode == "EVENT_TIME_ORDERING":
-            order += [F.col(f"`{f}`").desc_nulls_last() for f in fields_of(self.ctx.ordering)]
+        if self.ctx.merge_mode == "EVENT_TIME_ORDERING":   # floating point: Java's order (lakesdk.engine.spark_order)
+            order += descending(df, fields_of(self.ctx.ordering), nulls_last=True)
         order.append(F.col(SEQ).desc())
         w = Window.partitionBy(PART, KEY).orderBy(*order)
         return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")
@@ -281,7 +282,7 @@ class SparkWriteJob:
             for f in fields:
                 none = none & F.col(f"`{f}`").isNull()
             order.append(F.when(none, 0).otherwise(1))   # a delete without ordering values first
-            order += [F.col(f"`{f}`").desc() for f in fields]
+            order += descending(df, fields)
         order.append(F.col(SEQ).desc())
         w = Window.partitionBy(PART, KEY).orderBy(*order)
         return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk.merge.columns import KEY, OP, OP_DELETE, OP_UPSERT, PART, ROW, SEQ
+from lakesdk.merge.float_order import has_float, java_order
 from lakesdk.merge.slice_merge import merge_partial
 
 __all__ = ["Ordering", "fields_of", "ordering_array", "MergeCounts", "merge_into_base", "combine_batch", "combine_deletes", "event_time_wins", "OP", "SEQ", "OP_UPSERT",
@@ -164,6 +165,7 @@ def _gt_eq(a: pa.Array, b: pa.Array) -> tuple[np.ndarray, np.ndarray]:
             b = b.cast(a.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             a = a.cast(b.type)
+    a, b = java_order(a), java_order(b)   # floating point: Java's compareTo order (NaN highest, -0.0 < 0.0)
     an = np.asarray(pc.is_null(a).to_numpy(zero_copy_only=False), dtype=bool)
     bn = np.asarray(pc.is_null(b).to_numpy(zero_copy_only=False), dtype=bool)
     gt = np.asarray(pc.fill_null(pc.greater(a, b), False).to_numpy(zero_copy_only=False), dtype=bool)
@@ -174,7 +176,8 @@ def _gt_eq(a: pa.Array, b: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def event_time_wins(incoming: pa.ChunkedArray, stored: pa.ChunkedArray, ops: np.ndarray) -> np.ndarray:
     """Which incoming records replace (or delete) the stored ones under event-time ordering:
     ordering value >= the stored one (several fields, struct arrays: compared field by
-    field); a delete without an ordering value always applies."""
+    field; floating point in Java's ``compareTo`` order, :mod:`lakesdk.merge.float_order`); a
+    delete without an ordering value always applies."""
     if pa.types.is_struct(incoming.type) and pa.types.is_struct(stored.type):
         ge = np.ones(len(incoming), dtype=bool)
         for a, b in reversed(list(zip(_children(incoming), _children(stored)))):
@@ -186,7 +189,7 @@ def event_time_wins(incoming: pa.ChunkedArray, stored: pa.ChunkedArray, ops: np.
             stored = stored.cast(incoming.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             incoming = incoming.cast(stored.type)
-    ge = _ge(incoming, stored)
+    ge = _ge(java_order(incoming), java_order(stored))
     null_ord = np.asarray(pc.is_null(incoming).to_numpy(zero_copy_only=False), dtype=bool)
     return ge | ((ops == OP_DELETE) & null_ord)
 
@@ -202,14 +205,29 @@ def combine_deletes(batch: pa.Table, *, ordering: Ordering, merge_mode: str) -> 
     work = batch
     if merge_mode == "EVENT_TIME_ORDERING" and has_ordering(batch, ordering):
         work = batch.append_column(has_ord, pa.array(~all_null(ordering_array(batch, ordering)), pa.bool_()).cast(pa.int8()))
-        sort += [(has_ord, "ascending"), *((f, "descending") for f in fields_of(ordering))]
+        work, names = _sortable(work, ordering)
+        sort += [(has_ord, "ascending"), *((f, "descending") for f in names)]
     sort.append((SEQ, "descending"))
-    s = work.take(pc.sort_indices(work, sort_keys=sort))
+    s = batch.take(pc.sort_indices(work, sort_keys=sort))
     k = [s.column(c).to_numpy(zero_copy_only=False) for c in (PART, KEY)]
     first = np.ones(s.num_rows, dtype=bool)
     first[1:] = (k[0][1:] != k[0][:-1]) | (k[1][1:] != k[1][:-1])
-    out = s.filter(pa.array(first))
-    return out.drop_columns([has_ord]) if has_ord in out.column_names else out
+    return s.filter(pa.array(first))
+
+
+def _sortable(batch: pa.Table, ordering: Ordering) -> tuple[pa.Table, list[str]]:
+    """``batch`` with a sort key column in Java's order for each floating-point ordering field
+    (:func:`~lakesdk.merge.float_order.java_order`: Arrow's sorts put NaN last in either
+    direction and tie -0.0 with 0.0), and the names of the columns to sort the ordering by."""
+    names = []
+    for i, f in enumerate(fields_of(ordering)):
+        if has_float(batch.schema.field(f).type):
+            name = f"_lk_order_{i}"
+            batch = batch.append_column(name, java_order(batch.column(f)))
+            names.append(name)
+        else:
+            names.append(f)
+    return batch, names
 
 
 def combine_keeping_deletes(batch: pa.Table, combine: Any) -> pa.Table:
@@ -284,10 +302,12 @@ def combine_batch(batch: pa.Table, *, ordering: Ordering, merge_mode: str,
         return batch   # no key twice (the common case): one hash pass instead of a sort of the strings
     keys = [PART, KEY]
     sort = [(PART, "ascending"), (KEY, "ascending")]
+    work = batch
     if merge_mode == "EVENT_TIME_ORDERING" and has_ordering(batch, ordering):
-        sort += [(f, "descending") for f in fields_of(ordering)]
+        work, names = _sortable(batch, ordering)
+        sort += [(f, "descending") for f in names]
     sort.append((SEQ, "descending"))
-    idx = pc.sort_indices(batch, sort_keys=sort)
+    idx = pc.sort_indices(work, sort_keys=sort)
     s = batch.take(idx)
     k = [s.column(c).to_numpy(zero_copy_only=False) for c in keys]
     first = np.ones(s.num_rows, dtype=bool)
