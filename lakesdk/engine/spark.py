@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk import exceptions as exc_mod
+from lakesdk.engine.group_write import write_group
 from lakesdk.engine.spark_keys import spark_arrow_schema, spark_key_columns
 from lakesdk.engine.spark_order import descending
 from lakesdk.engine.tasks import (
@@ -29,8 +30,6 @@ from lakesdk.engine.tasks import (
     index_ordering_type,
     read_key_index,
     stored_ordering_type,
-    write_file_group,
-    write_log_group,
     write_new_files,
 )
 from lakesdk.exceptions import LakeError
@@ -467,10 +466,8 @@ class SparkWriteJob:
             part = table.column(PART)[0].as_py()
             target = ctx.targets.get(fid) or FileGroupTarget(part, fid)
             incoming = table.drop_columns([FID])
-            write = (write_log_group if ctx.merge_on_read and (target.base_path or target.has_logs)
-                     else write_file_group)
             stat, counts = _guard_task(f"file group {fid} (partition {part!r})",
-                                       lambda: write(ctx, target, incoming, _task_info()))
+                                       lambda: write_group(ctx, target, incoming, _task_info()))
             return pa.RecordBatch.from_pydict({"stat": [json.dumps(asdict(stat))], "counts": [json.dumps(asdict(counts))]})
 
         def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -38,7 +38,7 @@ from lakesdk.merge.slice_merge import merge_partial
 
 __all__ = ["Ordering", "fields_of", "ordering_array", "MergeCounts", "merge_into_base", "combine_batch", "combine_deletes", "event_time_wins", "OP", "SEQ", "OP_UPSERT",
            "OP_DELETE", "event_time_field", "event_time_fields", "null_ordering_error", "has_ordering", "all_null",
-           "combine_keeping_deletes"]
+           "combine_keeping_deletes", "distinct_records"]
 
 
 
@@ -317,28 +317,72 @@ def combine_batch(batch: pa.Table, *, ordering: Ordering, merge_mode: str,
     return s.filter(pa.array(first))
 
 
+def distinct_records(incoming: pa.Table) -> pa.Table:
+    """``incoming`` with each record once: the key index tags a record once per stored copy of
+    its key, and the copies in one file group share the record's arrival (``_lk_seq``, and
+    ``_lk_op``).  Without ``_lk_seq``, or without a record twice, ``incoming`` itself."""
+    if SEQ not in incoming.column_names or incoming.num_rows <= 1 or \
+            pc.count_distinct(incoming.column(SEQ), mode="all").as_py() == incoming.num_rows:
+        return incoming
+    cols = [SEQ, OP] if OP in incoming.column_names else [SEQ]
+    first = pa.table({**{c: incoming.column(c) for c in cols},
+                      "_lk_i": pa.array(np.arange(incoming.num_rows, dtype=np.int64))})
+    first = first.group_by(cols, use_threads=False).aggregate([("_lk_i", "min")])
+    keep = np.sort(np.asarray(first.column("_lk_i_min").to_numpy(zero_copy_only=False), dtype=np.int64))
+    return incoming.take(pa.array(keep))
+
+
+def _stored_copies(base: pa.Table, incoming: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    """``incoming`` once per stored row of its key in ``base``, and that row (-1: a new key).
+
+    The local engine's key index tags each record with its row already (``_lk_row``, once
+    per stored copy); otherwise the keys are hashed here, and a key ``base`` holds twice
+    pairs its record with each of its rows."""
+    if ROW in incoming.column_names:
+        return incoming, np.asarray(pc.fill_null(incoming.column(ROW), -1).to_numpy(zero_copy_only=False),
+                                    dtype=np.int64)
+    incoming = distinct_records(incoming)
+    pos_np = positions(incoming.column(KEY), base.column(KEY))
+    matched = pos_np >= 0
+    if not matched.any():
+        return incoming, pos_np
+    hits = np.flatnonzero(np.asarray(pc.is_in(base.column(KEY), value_set=incoming.column(KEY).filter(
+        pa.array(matched))).to_numpy(zero_copy_only=False), dtype=bool))
+    if len(hits) == len(np.unique(pos_np[matched])):
+        return incoming, pos_np          # no key stored twice (the common case)
+    which = positions(base.column(KEY).take(pa.array(hits)), incoming.column(KEY))
+    rows_in = np.concatenate([which, np.flatnonzero(~matched)])
+    stored = np.concatenate([hits, np.full(int((~matched).sum()), -1, dtype=np.int64)])
+    return incoming.take(pa.array(rows_in)), stored
+
+
 def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: Ordering,
                     merge_mode: str) -> tuple[pa.Table, pa.Table, np.ndarray, MergeCounts]:
     """Merge an incoming (de-duplicated) batch into one base file's records.
 
     Returns ``(kept_base, new_rows, new_is_update, counts)``: the stored rows to carry over
-    unchanged, the incoming upserts to write (with ``new_is_update`` flagging updates), and
-    the counts.  Callers assign meta columns to ``new_rows`` and concatenate.
+    unchanged, the incoming upserts to write (with ``new_is_update`` flagging updates; an
+    update's ``_lk_row`` is the stored row it replaces), and the counts.  Callers assign meta
+    columns to ``new_rows`` and concatenate.
+
+    A key the base holds more than once (an insert or bulk insert of a stored key) has each
+    stored copy merged with the incoming record on its own, as Hudi's merge handle merges each
+    stored record: every copy the record beats is replaced by it (or deleted), the others
+    stay.  The counts count stored records: ``updated``, ``deleted`` and ``skipped`` (stored
+    records an incoming one lost to) are the stored copies so treated, ``inserted`` the new
+    records.
     """
     counts = MergeCounts()
-    ops = np.asarray(incoming.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
-    n_in = incoming.num_rows
     if base is None or base.num_rows == 0:
+        incoming = distinct_records(incoming)
+        ops = np.asarray(incoming.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
         ups = ops == OP_UPSERT
         counts.inserted = int(ups.sum())
         new = incoming.filter(pa.array(ups))
         return (base.slice(0, 0) if base is not None else None), new, np.zeros(new.num_rows, dtype=bool), counts
-    # position of each incoming key in base (-1 if new); the local engine's key index tags
-    # records with it already (``_lk_row``), else the keys are hashed here
-    if ROW in incoming.column_names:
-        pos_np = np.asarray(pc.fill_null(incoming.column(ROW), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    else:
-        pos_np = positions(incoming.column(KEY), base.column(KEY))
+    incoming, pos_np = _stored_copies(base, incoming)
+    ops = np.asarray(incoming.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
+    n_in = incoming.num_rows
     matched = pos_np >= 0
     pos = pa.array(pos_np, mask=~matched)
     wins = np.ones(n_in, dtype=bool)
@@ -349,7 +393,7 @@ def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: Orde
         wins = np.where(matched, event_time_wins(ordering_array(incoming, ordering), stored, ops), True)
     is_up = ops == OP_UPSERT
     is_del = ops == OP_DELETE
-    # stored rows count once each (a delete batch may name a key twice)
+    # stored rows count once each
     changed = np.unique(pos_np[matched & wins])
     counts.inserted = int((is_up & ~matched).sum())
     counts.updated = len(np.unique(pos_np[is_up & matched & wins]))
@@ -363,5 +407,8 @@ def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: Orde
     kept = base.filter(pa.array(keep)) if not keep.all() else base
     write_mask = is_up & (wins | ~matched)
     new = incoming.filter(pa.array(write_mask))
+    row = pa.array(pos_np[write_mask], pa.int64(), mask=~matched[write_mask])
+    new = new.set_column(new.column_names.index(ROW), ROW, row) if ROW in new.column_names \
+        else new.append_column(ROW, row)
     new_is_update = matched[write_mask]
     return kept, new, new_is_update, counts
