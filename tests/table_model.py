@@ -81,6 +81,32 @@ class Row:
     # later versions that lost to this one on ordering (skipped) while carrying columns this one
     # lacks: a merge-on-read write still appends them to a log, where the merge on read drops them
     losers: tuple[dict[str, Any], ...] = ()
+    copies: tuple["Row", ...] = ()   # further stored copies of the row id (see "keys stored twice")
+
+
+# -- keys stored twice ---------------------------------------------------------------------------------
+# An insert or bulk insert of a stored row id stores it again (no key lookup, as in Hudi); every
+# later update or delete applies to each stored copy on its own, as Hudi's index tags an incoming
+# record with every stored record of its key: each copy it beats is replaced (or deleted), the
+# others stay.  A row id's Row is its first copy, ``Row.copies`` the others.
+def stored(r: Row) -> list[Row]:
+    """Every stored copy of a row id (its Row first, without its copies)."""
+    return [Row(r.values, r.commit, r.losers), *r.copies] if r.copies else [r]
+
+
+def packed(rows: list[Row]) -> Row | None:
+    """The Row of a row id holding ``rows`` (None: no copy left)."""
+    return Row(rows[0].values, rows[0].commit, rows[0].losers, tuple(rows[1:])) if rows else None
+
+
+def order_key(v: Any) -> Any:
+    """An ordering value as Hudi compares it: floats (canonical: hex text or ``"nan"``) in Java's
+    ``Double.compareTo`` order (-0.0 < 0.0 < +inf < NaN, NaN = NaN); other values as they are."""
+    if isinstance(v, str) and (v == "nan" or "0x" in v or v in ("inf", "-inf")):
+        import math
+        x = float("nan") if v == "nan" else float.fromhex(v)
+        return (1, 0.0, 0.0) if math.isnan(x) else (0, x, math.copysign(1.0, x))
+    return v
 
 
 @dataclass
@@ -134,41 +160,50 @@ class TableModel:
         (Hudi 1.1's rule); equal on every field is a tie, which the newer write wins."""
         fields = (self.ordering,) if isinstance(self.ordering, str) else self.ordering
         for f in fields:
-            new, stored = r[f], old.values.get(f)
+            new, was = r[f], old.values.get(f)
             assert new is not None, "a row without an ordering value is refused before it is written"
-            if stored is None or new > stored:
+            if was is None or order_key(new) > order_key(was):
                 return True
-            if new < stored:
+            if order_key(new) < order_key(was):
                 return False
         return True
+
+    def _apply(self, rid: RowId, r: dict[str, Any], requested: str, *, write: bool) -> None:
+        """Incoming ``r`` on every stored copy of ``rid``: each copy it beats is replaced by it
+        (``write``) or deleted (not ``write``); the others stay, remembering ``r`` if it lost."""
+        out = []
+        for c in stored(self.rows[rid]):
+            if self.newer(r, c):
+                if write:
+                    out.append(Row(r, requested))
+            elif write and set(r) - set(c.values):
+                out.append(Row(c.values, c.commit, (*c.losers, r)))
+            else:
+                out.append(c)
+        row = packed(out)
+        if row is None:
+            del self.rows[rid]
+        else:
+            self.rows[rid] = row
 
     def upsert(self, data: pa.Table, requested: str, completed: str, action: str, operation: str = "upsert") -> None:
         for r in self.rows_of(data):
             rid = self.row_id(r)
-            old = self.rows.get(rid)
-            if flagged(r):
-                if old is not None and self.newer(r, old):
-                    del self.rows[rid]
-            elif old is None or self.newer(r, old):
+            if rid in self.rows:
+                self._apply(rid, r, requested, write=not flagged(r))
+            elif not flagged(r):
                 self.rows[rid] = Row(r, requested)
-            else:
-                self._lost(rid, r)
         self._commit(requested, completed, action, operation)
 
-    def _lost(self, rid: RowId, r: dict[str, Any]) -> None:
-        """Incoming version ``r`` lost to the stored one: remember it if it has columns the stored
-        version lacks (a new Row object, so earlier commits' states keep theirs)."""
-        old = self.rows[rid]
-        if set(r) - set(old.values):
-            self.rows[rid] = Row(old.values, old.commit, (*old.losers, r))
-
     def insert(self, data: pa.Table, requested: str, completed: str, action: str, operation: str = "insert") -> None:
-        """Inserts of new row ids only (an insert of an existing key may duplicate it, as Hudi's does)."""
+        """Inserts: a stored row id is stored again (another copy: no key lookup, as in Hudi)."""
         for r in self.rows_of(data):
             rid = self.row_id(r)
-            assert rid not in self.rows, f"the test inserts new keys only, {rid} exists"
-            if not flagged(r):
-                self.rows[rid] = Row(r, requested)
+            if flagged(r):
+                continue
+            old = self.rows.get(rid)
+            self.rows[rid] = Row(r, requested) if old is None else Row(old.values, old.commit, old.losers,
+                                                                        (*old.copies, Row(r, requested)))
         self._commit(requested, completed, action, operation)
 
     def merge(self, data: pa.Table, clauses: tuple[str, ...], requested: str, completed: str, action: str) -> None:
@@ -177,19 +212,13 @@ class TableModel:
         least the stored one), others inserted."""
         for r in self.rows_of(data):
             rid = self.row_id(r)
-            old = self.rows.get(rid)
-            newer = old is not None and self.newer(r, old)
-            if old is None:
+            if rid not in self.rows:
                 if "insert" in clauses and not flagged(r):
                     self.rows[rid] = Row(r, requested)
             elif "delete" in clauses or ("update" in clauses and flagged(r)):
-                if newer:
-                    del self.rows[rid]
+                self._apply(rid, r, requested, write=False)
             elif "update" in clauses:
-                if newer:
-                    self.rows[rid] = Row(r, requested)
-                else:
-                    self._lost(rid, r)
+                self._apply(rid, r, requested, write=True)
         self._commit(requested, completed, action, "merge")
 
     def delete_keys(self, keys: list[tuple[Any, ...]], requested: str, completed: str, action: str) -> None:
@@ -207,9 +236,8 @@ class TableModel:
         a delete older than the stored version is ignored (event-time ordering)."""
         for r in self.rows_of(data):
             rid = self.row_id(r)
-            old = self.rows.get(rid)
-            if old is not None and self.newer(r, old):
-                del self.rows[rid]
+            if rid in self.rows:
+                self._apply(rid, r, requested, write=False)
         self._commit(requested, completed, action, "delete")
 
     def insert_overwrite(self, data: pa.Table, requested: str, completed: str, action: str, *, table: bool) -> None:
@@ -253,14 +281,18 @@ class TableModel:
             return {}, self.schema
         state = upto[-1]
         completed = {c.requested: c.completed for c in self.commits}
-        keep = {rid: r for rid, r in state.rows.items()
-                if (start is None or completed[r.commit] > start) and (end is None or completed[r.commit] <= end)}
+        keep = {}
+        for rid, row in state.rows.items():
+            changed = packed([r for r in stored(row) if (start is None or completed[r.commit] > start)
+                              and (end is None or completed[r.commit] <= end)])
+            if changed is not None:
+                keep[rid] = changed
         return keep, self.commits[-1].schema
 
 
 def expected_rows(rows: dict[RowId, Row], schema: pa.Schema) -> list[tuple[Any, ...]]:
     """Sorted row tuples over the schema's columns (a column a row lacks reads null)."""
-    return sorted((tuple(r.values.get(n) for n in schema.names) for r in rows.values()), key=repr)
+    return sorted((tuple(c.values.get(n) for n in schema.names) for r in rows.values() for c in stored(r)), key=repr)
 
 
 def actual_rows(data: pa.Table, schema: pa.Schema, *, cast: bool = False) -> tuple[list[tuple[Any, ...]], list[str]]:

@@ -19,6 +19,12 @@ class WriteResult:
     ``instant`` is the requested instant time (``yyyyMMddHHmmssSSS``) that names the
     commit's files; ``completed`` is its completion time (what time travel and
     incremental queries compare with on table version 8).
+
+    The counts count records of the table, as Hudi's write stats do: ``inserted`` the new
+    records written, ``updated`` / ``deleted`` the stored records replaced / deleted, and
+    ``skipped`` the stored records an incoming version lost to (event-time ordering).  A key
+    stored twice (an insert or bulk insert of a stored key) counts each copy: deleting it is
+    ``deleted=2``.
     """
 
     table: str

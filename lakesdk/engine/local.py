@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from lakesdk import _faults as faults
 from lakesdk._progress import progress as show_progress
 from lakesdk.engine.global_index import STORED_PART, route_moves
+from lakesdk.engine.group_write import planned_group_file, write_group
 from lakesdk.engine.key_index import incoming_keys, pruned_key_index
 from lakesdk.engine.tasks import (
     STORED_ORDERING,
@@ -31,18 +32,15 @@ from lakesdk.engine.tasks import (
     compacted_file,
     index_ordering_type,
     new_file_path,
-    planned_file,
     read_key_index,
     read_parquet,
     slice_keys,
     stored_ordering_type,
-    write_file_group,
-    write_log_group,
     write_new_file,
 )
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import new_file_id
-from lakesdk.merge.ordering import KEY, PART, ROW, MergeCounts, combine_batch, positions
+from lakesdk.merge.ordering import KEY, PART, ROW, SEQ, MergeCounts, combine_batch, positions
 
 __all__ = ["LocalWriteJob", "compact_slices_local", "run_parallel"]
 
@@ -90,11 +88,14 @@ def _task(i: int) -> TaskInfo:
     return TaskInfo(i, _STAGE, next(_ATTEMPTS), 0)
 
 
-def _match_all(t: pa.Table, index: pa.Table) -> tuple[pa.Table, pa.Array]:
+def _match_all(t: pa.Table, index: pa.Table, probe: Any = None, build: Any = None) -> tuple[pa.Table, pa.Array]:
     """Records of ``t`` repeated once per index row holding their key (kept once, with a null
-    position, when none does), in input order, and the matching index positions."""
-    left = pa.table({"_lk_i": pa.array(range(t.num_rows), pa.int64()), "_lk_k": t.column(KEY)})
-    right = pa.table({"_lk_k": index.column(KEY), "_lk_j": pa.array(range(index.num_rows), pa.int64())})
+    position, when none does), in input order, and the matching index positions.  ``probe``
+    and ``build``: the values matched (default: the record keys of ``t`` and ``index``)."""
+    left = pa.table({"_lk_i": pa.array(range(t.num_rows), pa.int64()),
+                     "_lk_k": t.column(KEY) if probe is None else probe})
+    right = pa.table({"_lk_k": index.column(KEY) if build is None else build,
+                      "_lk_j": pa.array(range(index.num_rows), pa.int64())})
     j = left.join(right, keys="_lk_k", join_type="left outer").sort_by([("_lk_i", "ascending"), ("_lk_j", "ascending")])
     return t.take(j.column("_lk_i")), j.column("_lk_j").combine_chunks()
 
@@ -161,7 +162,9 @@ class LocalWriteJob:
         return pa.concat_tables(tables)
 
     def tag(self, t: pa.Table, index: pa.Table, *, global_keys: bool = False) -> pa.Table:
-        """Set ``_lk_fid`` for records whose key is in the index (null otherwise)."""
+        """Set ``_lk_fid`` for records whose key is in the index (null otherwise).  A key stored
+        more than once (an insert or bulk insert of a stored key) tags its record once per
+        stored copy, as Hudi's index does: the update or delete applies to every copy."""
         if index.num_rows == 0:
             return self.untagged(t)
         if global_keys:   # a key may live in several partitions: one record per copy, each deleted
@@ -172,8 +175,11 @@ class LocalWriteJob:
             else:
                 probe = pc.binary_join_element_wise(t.column(PART), t.column(KEY), "\x1f")
                 build = pc.binary_join_element_wise(_strings(index.column(PART)), index.column(KEY), "\x1f")
-            pos_np = positions(probe, build)
-            pos = pa.array(pos_np, mask=pos_np < 0)
+            if pc.count_distinct(build, mode="all").as_py() < len(build):   # some key stored twice
+                t, pos = _match_all(t, index, probe, build)
+            else:
+                pos_np = positions(probe, build)
+                pos = pa.array(pos_np, mask=pos_np < 0)
         fid = _strings(index.column(FID).take(pos))
         t = t.drop_columns([c for c in (FID, ROW, STORED_ORDERING) if c in t.column_names])
         t = t.append_column(FID, fid)
@@ -266,18 +272,18 @@ class LocalWriteJob:
             fid = names[codes[idx[0]]]
             target = ctx.targets.get(fid) or FileGroupTarget(parts[int(idx[0])].as_py(), fid)
             jobs.append((target, idx, _task(i)))
-        # every marker in one request, before any data file exists
+        # every marker in one request, before any data file exists (a merge-on-read file group
+        # holding a key twice gets a base file: group_write, told by the records' arrival numbers)
         if ctx.markers is not None and jobs:
-            ctx.markers.create_many([planned_file(ctx, tg, task) for tg, _, task in jobs])
+            seqs = body.select([c for c in (SEQ,) if c in body.column_names])
+            ctx.markers.create_many([planned_group_file(ctx, tg, seqs.take(pa.array(idx)), task)
+                                     for tg, idx, task in jobs])
             faults.crash_point("after_markers")
         unmarked = replace(ctx, markers=None)
 
         def one(job: tuple[FileGroupTarget, np.ndarray, TaskInfo]) -> tuple[WriteStat, MergeCounts]:
             target, idx, task = job
-            incoming = body.take(pa.array(idx))
-            if unmarked.merge_on_read and (target.base_path or target.has_logs):
-                return write_log_group(unmarked, target, incoming, task)
-            return write_file_group(unmarked, target, incoming, task)
+            return write_group(unmarked, target, body.take(pa.array(idx)), task)
 
         results = run_parallel(one, jobs, desc=f"writing {ctx.instant}", progress=self.progress)
         total = MergeCounts()

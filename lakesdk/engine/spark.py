@@ -18,7 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk import exceptions as exc_mod
+from lakesdk.engine.group_write import write_group
 from lakesdk.engine.spark_keys import spark_arrow_schema, spark_key_columns
+from lakesdk.engine.spark_order import descending
 from lakesdk.engine.tasks import (
     STORED_ORDERING,
     FileGroupTarget,
@@ -28,8 +30,6 @@ from lakesdk.engine.tasks import (
     index_ordering_type,
     read_key_index,
     stored_ordering_type,
-    write_file_group,
-    write_log_group,
     write_new_files,
 )
 from lakesdk.exceptions import LakeError
@@ -263,8 +263,8 @@ class SparkWriteJob:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
         order = []
-        if self.ctx.merge_mode == "EVENT_TIME_ORDERING":
-            order += [F.col(f"`{f}`").desc_nulls_last() for f in fields_of(self.ctx.ordering)]
+        if self.ctx.merge_mode == "EVENT_TIME_ORDERING":   # floating point: Java's order (lakesdk.engine.spark_order)
+            order += descending(df, fields_of(self.ctx.ordering), nulls_last=True)
         order.append(F.col(SEQ).desc())
         w = Window.partitionBy(PART, KEY).orderBy(*order)
         return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")
@@ -281,7 +281,7 @@ class SparkWriteJob:
             for f in fields:
                 none = none & F.col(f"`{f}`").isNull()
             order.append(F.when(none, 0).otherwise(1))   # a delete without ordering values first
-            order += [F.col(f"`{f}`").desc() for f in fields]
+            order += descending(df, fields)
         order.append(F.col(SEQ).desc())
         w = Window.partitionBy(PART, KEY).orderBy(*order)
         return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")
@@ -466,10 +466,8 @@ class SparkWriteJob:
             part = table.column(PART)[0].as_py()
             target = ctx.targets.get(fid) or FileGroupTarget(part, fid)
             incoming = table.drop_columns([FID])
-            write = (write_log_group if ctx.merge_on_read and (target.base_path or target.has_logs)
-                     else write_file_group)
             stat, counts = _guard_task(f"file group {fid} (partition {part!r})",
-                                       lambda: write(ctx, target, incoming, _task_info()))
+                                       lambda: write_group(ctx, target, incoming, _task_info()))
             return pa.RecordBatch.from_pydict({"stat": [json.dumps(asdict(stat))], "counts": [json.dumps(asdict(counts))]})
 
         def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -29,6 +29,7 @@ from lakesdk.merge.ordering import (
     OP,
     OP_DELETE,
     PART,
+    ROW,
     SEQ,
     MergeCounts,
     Ordering,
@@ -161,7 +162,10 @@ def keep_stored(ctx: WriteContext, new: pa.Table, stored: pa.Table | None) -> pa
     if not ctx.keep_columns or stored is None or new.num_rows == 0:
         return new
     from lakesdk.merge.ordering import positions
-    pos_np = positions(new.column(KEY), stored.column(KEY))
+    if ROW in new.column_names:   # the stored row each update replaces (merge_into_base: one per stored copy)
+        pos_np = np.asarray(pc.fill_null(new.column(ROW), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    else:
+        pos_np = positions(new.column(KEY), stored.column(KEY))
     pos = pa.array(np.maximum(pos_np, 0), mask=pos_np < 0)
     for c in ctx.keep_columns:
         if c not in stored.column_names:
@@ -300,10 +304,11 @@ def _merge_partial_into_base(ctx: WriteContext, base: pa.Table | None,
     return kept, new, MergeCounts(inserted=new.num_rows - updated, updated=updated, deleted=deleted)
 
 
-def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Table, task: TaskInfo) -> tuple[WriteStat, MergeCounts]:
-    """Merge ``incoming`` into the file group's current base file and write the next one."""
+def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Table, task: TaskInfo,
+                     stored: pa.Table | None = None) -> tuple[WriteStat, MergeCounts]:
+    """Merge ``incoming`` into the file group's current base file (or ``stored``: its records) and write the next one."""
     t0 = time.perf_counter()
-    base = read_base(ctx, target.base_path) if target.base_path else None
+    base = stored if stored is not None else read_base(ctx, target.base_path) if target.base_path else None
     t1 = time.perf_counter()
     if ctx.operation == "insert":
         # Hudi's insert appends into small files without merging (duplicates are kept)

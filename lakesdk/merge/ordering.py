@@ -33,11 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk.merge.columns import KEY, OP, OP_DELETE, OP_UPSERT, PART, ROW, SEQ
+from lakesdk.merge.float_order import has_float, java_order
 from lakesdk.merge.slice_merge import merge_partial
 
 __all__ = ["Ordering", "fields_of", "ordering_array", "MergeCounts", "merge_into_base", "combine_batch", "combine_deletes", "event_time_wins", "OP", "SEQ", "OP_UPSERT",
            "OP_DELETE", "event_time_field", "event_time_fields", "null_ordering_error", "has_ordering", "all_null",
-           "combine_keeping_deletes"]
+           "combine_keeping_deletes", "distinct_records"]
 
 
 
@@ -164,6 +165,7 @@ def _gt_eq(a: pa.Array, b: pa.Array) -> tuple[np.ndarray, np.ndarray]:
             b = b.cast(a.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             a = a.cast(b.type)
+    a, b = java_order(a), java_order(b)   # floating point: Java's compareTo order (NaN highest, -0.0 < 0.0)
     an = np.asarray(pc.is_null(a).to_numpy(zero_copy_only=False), dtype=bool)
     bn = np.asarray(pc.is_null(b).to_numpy(zero_copy_only=False), dtype=bool)
     gt = np.asarray(pc.fill_null(pc.greater(a, b), False).to_numpy(zero_copy_only=False), dtype=bool)
@@ -174,7 +176,8 @@ def _gt_eq(a: pa.Array, b: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def event_time_wins(incoming: pa.ChunkedArray, stored: pa.ChunkedArray, ops: np.ndarray) -> np.ndarray:
     """Which incoming records replace (or delete) the stored ones under event-time ordering:
     ordering value >= the stored one (several fields, struct arrays: compared field by
-    field); a delete without an ordering value always applies."""
+    field; floating point in Java's ``compareTo`` order, :mod:`lakesdk.merge.float_order`); a
+    delete without an ordering value always applies."""
     if pa.types.is_struct(incoming.type) and pa.types.is_struct(stored.type):
         ge = np.ones(len(incoming), dtype=bool)
         for a, b in reversed(list(zip(_children(incoming), _children(stored)))):
@@ -186,7 +189,7 @@ def event_time_wins(incoming: pa.ChunkedArray, stored: pa.ChunkedArray, ops: np.
             stored = stored.cast(incoming.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             incoming = incoming.cast(stored.type)
-    ge = _ge(incoming, stored)
+    ge = _ge(java_order(incoming), java_order(stored))
     null_ord = np.asarray(pc.is_null(incoming).to_numpy(zero_copy_only=False), dtype=bool)
     return ge | ((ops == OP_DELETE) & null_ord)
 
@@ -202,14 +205,29 @@ def combine_deletes(batch: pa.Table, *, ordering: Ordering, merge_mode: str) -> 
     work = batch
     if merge_mode == "EVENT_TIME_ORDERING" and has_ordering(batch, ordering):
         work = batch.append_column(has_ord, pa.array(~all_null(ordering_array(batch, ordering)), pa.bool_()).cast(pa.int8()))
-        sort += [(has_ord, "ascending"), *((f, "descending") for f in fields_of(ordering))]
+        work, names = _sortable(work, ordering)
+        sort += [(has_ord, "ascending"), *((f, "descending") for f in names)]
     sort.append((SEQ, "descending"))
-    s = work.take(pc.sort_indices(work, sort_keys=sort))
+    s = batch.take(pc.sort_indices(work, sort_keys=sort))
     k = [s.column(c).to_numpy(zero_copy_only=False) for c in (PART, KEY)]
     first = np.ones(s.num_rows, dtype=bool)
     first[1:] = (k[0][1:] != k[0][:-1]) | (k[1][1:] != k[1][:-1])
-    out = s.filter(pa.array(first))
-    return out.drop_columns([has_ord]) if has_ord in out.column_names else out
+    return s.filter(pa.array(first))
+
+
+def _sortable(batch: pa.Table, ordering: Ordering) -> tuple[pa.Table, list[str]]:
+    """``batch`` with a sort key column in Java's order for each floating-point ordering field
+    (:func:`~lakesdk.merge.float_order.java_order`: Arrow's sorts put NaN last in either
+    direction and tie -0.0 with 0.0), and the names of the columns to sort the ordering by."""
+    names = []
+    for i, f in enumerate(fields_of(ordering)):
+        if has_float(batch.schema.field(f).type):
+            name = f"_lk_order_{i}"
+            batch = batch.append_column(name, java_order(batch.column(f)))
+            names.append(name)
+        else:
+            names.append(f)
+    return batch, names
 
 
 def combine_keeping_deletes(batch: pa.Table, combine: Any) -> pa.Table:
@@ -284,10 +302,12 @@ def combine_batch(batch: pa.Table, *, ordering: Ordering, merge_mode: str,
         return batch   # no key twice (the common case): one hash pass instead of a sort of the strings
     keys = [PART, KEY]
     sort = [(PART, "ascending"), (KEY, "ascending")]
+    work = batch
     if merge_mode == "EVENT_TIME_ORDERING" and has_ordering(batch, ordering):
-        sort += [(f, "descending") for f in fields_of(ordering)]
+        work, names = _sortable(batch, ordering)
+        sort += [(f, "descending") for f in names]
     sort.append((SEQ, "descending"))
-    idx = pc.sort_indices(batch, sort_keys=sort)
+    idx = pc.sort_indices(work, sort_keys=sort)
     s = batch.take(idx)
     k = [s.column(c).to_numpy(zero_copy_only=False) for c in keys]
     first = np.ones(s.num_rows, dtype=bool)
@@ -297,28 +317,72 @@ def combine_batch(batch: pa.Table, *, ordering: Ordering, merge_mode: str,
     return s.filter(pa.array(first))
 
 
+def distinct_records(incoming: pa.Table) -> pa.Table:
+    """``incoming`` with each record once: the key index tags a record once per stored copy of
+    its key, and the copies in one file group share the record's arrival (``_lk_seq``, and
+    ``_lk_op``).  Without ``_lk_seq``, or without a record twice, ``incoming`` itself."""
+    if SEQ not in incoming.column_names or incoming.num_rows <= 1 or \
+            pc.count_distinct(incoming.column(SEQ), mode="all").as_py() == incoming.num_rows:
+        return incoming
+    cols = [SEQ, OP] if OP in incoming.column_names else [SEQ]
+    first = pa.table({**{c: incoming.column(c) for c in cols},
+                      "_lk_i": pa.array(np.arange(incoming.num_rows, dtype=np.int64))})
+    first = first.group_by(cols, use_threads=False).aggregate([("_lk_i", "min")])
+    keep = np.sort(np.asarray(first.column("_lk_i_min").to_numpy(zero_copy_only=False), dtype=np.int64))
+    return incoming.take(pa.array(keep))
+
+
+def _stored_copies(base: pa.Table, incoming: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    """``incoming`` once per stored row of its key in ``base``, and that row (-1: a new key).
+
+    The local engine's key index tags each record with its row already (``_lk_row``, once
+    per stored copy); otherwise the keys are hashed here, and a key ``base`` holds twice
+    pairs its record with each of its rows."""
+    if ROW in incoming.column_names:
+        return incoming, np.asarray(pc.fill_null(incoming.column(ROW), -1).to_numpy(zero_copy_only=False),
+                                    dtype=np.int64)
+    incoming = distinct_records(incoming)
+    pos_np = positions(incoming.column(KEY), base.column(KEY))
+    matched = pos_np >= 0
+    if not matched.any():
+        return incoming, pos_np
+    hits = np.flatnonzero(np.asarray(pc.is_in(base.column(KEY), value_set=incoming.column(KEY).filter(
+        pa.array(matched))).to_numpy(zero_copy_only=False), dtype=bool))
+    if len(hits) == len(np.unique(pos_np[matched])):
+        return incoming, pos_np          # no key stored twice (the common case)
+    which = positions(base.column(KEY).take(pa.array(hits)), incoming.column(KEY))
+    rows_in = np.concatenate([which, np.flatnonzero(~matched)])
+    stored = np.concatenate([hits, np.full(int((~matched).sum()), -1, dtype=np.int64)])
+    return incoming.take(pa.array(rows_in)), stored
+
+
 def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: Ordering,
                     merge_mode: str) -> tuple[pa.Table, pa.Table, np.ndarray, MergeCounts]:
     """Merge an incoming (de-duplicated) batch into one base file's records.
 
     Returns ``(kept_base, new_rows, new_is_update, counts)``: the stored rows to carry over
-    unchanged, the incoming upserts to write (with ``new_is_update`` flagging updates), and
-    the counts.  Callers assign meta columns to ``new_rows`` and concatenate.
+    unchanged, the incoming upserts to write (with ``new_is_update`` flagging updates; an
+    update's ``_lk_row`` is the stored row it replaces), and the counts.  Callers assign meta
+    columns to ``new_rows`` and concatenate.
+
+    A key the base holds more than once (an insert or bulk insert of a stored key) has each
+    stored copy merged with the incoming record on its own, as Hudi's merge handle merges each
+    stored record: every copy the record beats is replaced by it (or deleted), the others
+    stay.  The counts count stored records: ``updated``, ``deleted`` and ``skipped`` (stored
+    records an incoming one lost to) are the stored copies so treated, ``inserted`` the new
+    records.
     """
     counts = MergeCounts()
-    ops = np.asarray(incoming.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
-    n_in = incoming.num_rows
     if base is None or base.num_rows == 0:
+        incoming = distinct_records(incoming)
+        ops = np.asarray(incoming.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
         ups = ops == OP_UPSERT
         counts.inserted = int(ups.sum())
         new = incoming.filter(pa.array(ups))
         return (base.slice(0, 0) if base is not None else None), new, np.zeros(new.num_rows, dtype=bool), counts
-    # position of each incoming key in base (-1 if new); the local engine's key index tags
-    # records with it already (``_lk_row``), else the keys are hashed here
-    if ROW in incoming.column_names:
-        pos_np = np.asarray(pc.fill_null(incoming.column(ROW), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    else:
-        pos_np = positions(incoming.column(KEY), base.column(KEY))
+    incoming, pos_np = _stored_copies(base, incoming)
+    ops = np.asarray(incoming.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
+    n_in = incoming.num_rows
     matched = pos_np >= 0
     pos = pa.array(pos_np, mask=~matched)
     wins = np.ones(n_in, dtype=bool)
@@ -329,7 +393,7 @@ def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: Orde
         wins = np.where(matched, event_time_wins(ordering_array(incoming, ordering), stored, ops), True)
     is_up = ops == OP_UPSERT
     is_del = ops == OP_DELETE
-    # stored rows count once each (a delete batch may name a key twice)
+    # stored rows count once each
     changed = np.unique(pos_np[matched & wins])
     counts.inserted = int((is_up & ~matched).sum())
     counts.updated = len(np.unique(pos_np[is_up & matched & wins]))
@@ -343,5 +407,8 @@ def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: Orde
     kept = base.filter(pa.array(keep)) if not keep.all() else base
     write_mask = is_up & (wins | ~matched)
     new = incoming.filter(pa.array(write_mask))
+    row = pa.array(pos_np[write_mask], pa.int64(), mask=~matched[write_mask])
+    new = new.set_column(new.column_names.index(ROW), ROW, row) if ROW in new.column_names \
+        else new.append_column(ROW, row)
     new_is_update = matched[write_mask]
     return kept, new, new_is_update, counts

@@ -8,7 +8,9 @@ record key:
 * ``EVENT_TIME_ORDERING``: a delete without an ordering value resets the key (it wins over
   everything before it, as commit-time ordering); after the last reset, the version with
   the greatest (ordering value, sequence number) wins: a lower ordering value never
-  replaces a higher one and ties go to the later write.  Null ordering values rank lowest.
+  replaces a higher one and ties go to the later write.  Null ordering values rank lowest;
+  floating-point values rank in Java's ``compareTo`` order (NaN above +inf, -0.0 below 0.0),
+  as Hudi compares them.
 
 If the winner is a delete, the key has no row.  This fold equals applying the pairwise
 merge rule commit by commit, which is how Hudi's writers, readers and compaction merge.
@@ -23,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk.merge.columns import KEY, OP, OP_DELETE, SEQ
+from lakesdk.merge.float_order import java_order
 
 __all__ = ["merge_versions", "merge_partial"]
 
@@ -33,6 +36,7 @@ def _rank(col: pa.ChunkedArray) -> np.ndarray:
     The smallest rank is always above the int64 minimum plus one (room for a sentinel)."""
     if col.null_count == len(col):
         return np.zeros(len(col), dtype=np.int64)
+    col = java_order(col)   # floating point: int64 keys in Java's order (NaN highest, -0.0 < 0.0)
     t = col.type
     if (pa.types.is_integer(t) and t != pa.uint64()) or pa.types.is_boolean(t) or pa.types.is_temporal(t):
         try:

@@ -300,12 +300,14 @@ class Table:
 
     def insert(self, data: Any, *, missing_columns: str = "error", truncate_nanoseconds: bool = False) -> WriteResult:
         """Insert records without looking up existing keys (Hudi's insert: faster than upsert;
-        a key already in the table may then appear twice unless it lands in the same file group)."""
+        a key already in the table is then stored twice, and a later update or delete of it
+        applies to every stored copy, as in Hudi)."""
         return self.write(data, operation="insert", missing_columns=missing_columns,
                           truncate_nanoseconds=truncate_nanoseconds).execute()
 
     def bulk_insert(self, data: Any, *, missing_columns: str = "error", truncate_nanoseconds: bool = False) -> WriteResult:
-        """Write records straight into new files: no de-duplication, no key lookup."""
+        """Write records straight into new files: no de-duplication, no key lookup (a key
+        already in the table is then stored twice; see :meth:`insert`)."""
         return self.write(data, operation="bulk_insert", missing_columns=missing_columns,
                           truncate_nanoseconds=truncate_nanoseconds).execute()
 

@@ -275,11 +275,13 @@ class WriteOperation(WriteInput):
         wanted = set(partitions or [])
         everywhere = global_delete or ctx.global_index   # the key index looks in every partition
         slices = view.latest_slices() if everywhere else [s for s in view.latest_slices() if s.partition in wanted]
-        keep_mor = bool(ctx.keep_columns) and ctx.merge_on_read
+        # merge-on-read: log records carry the stored values of the columns the data lacks, and a
+        # file group holding a key twice is rewritten from its slice (lakesdk.engine.group_write)
+        keep_mor = ctx.merge_on_read
         ctx.targets = {s.file_id: FileGroupTarget(s.partition, s.file_id, s.base_path, s.base_instant,
                                                   has_logs=bool(s.log_files), slice=s if keep_mor else None)
                        for s in slices}
-        if keep_mor:   # merge-on-read: log records carry the stored values of the columns the data lacks
+        if keep_mor:
             from lakesdk.engine.slice_reader import SliceReadContext
             ctx.slice_ctx = SliceReadContext(t.storage, ctx.schema, ctx.ordering, ctx.merge_mode,
                                              frozenset(i.requested for i in view.visible),
