@@ -187,6 +187,8 @@ SAMPLES = {
     "column": "rider.tier",
     "column_type": "int64",
     "value_type": "string",
+    "columns": ("fare", "Fare"),
+    "clause": "matched_update",
 }
 
 
