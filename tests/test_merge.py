@@ -312,3 +312,22 @@ def test_merge_clauses_that_keep_the_key_still_run(lake):
     assert (res.updated, res.inserted) == (1, 0)
     got = t.refresh().read().to_pandas().sort_values("id")
     assert list(got.id) == [1, 2] and list(got.nid) == [12, 20]
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_merge_all_clauses_with_source_structs_lacking_fields_are_refused_unless_null(lake, table_type):
+    """A source struct without some of the table's struct fields: the *_all clauses wrote nulls
+    there silently; refused as a missing column is, unless missing_columns="null"."""
+    import pyarrow as pa
+
+    from lakesdk.exceptions import MissingColumnError
+    t = lake.create_table("s", key="id", ordering="ts", table_type=table_type)
+    t.upsert(pa.table({"id": [1, 2], "ts": [1, 1], "st": [{"a": 1, "b": "x"}, {"a": 9, "b": "z"}]}))
+    src = pa.table({"id": [1, 3], "ts": [3, 3], "st": [{"a": 3}, {"a": 5}]})
+    for mc in ("error", "keep"):
+        with pytest.raises(MissingColumnError, match=r"\['st.b'\]"):
+            t.merge(src, on="id", missing_columns=mc).when_matched_update_all().when_not_matched_insert_all().execute()
+    assert [r["st"]["b"] for r in sorted(t.read().to_arrow().to_pylist(), key=lambda r: r["id"])] == ["x", "z"]
+    t.merge(src, on="id", missing_columns="null").when_matched_update_all().when_not_matched_insert_all().execute()
+    got = sorted(t.refresh().read().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [r["st"] for r in got] == [{"a": 3, "b": None}, {"a": 9, "b": "z"}, {"a": 5, "b": None}]

@@ -166,6 +166,11 @@ class MergeBuilder:
         for f in event_time_fields(cfg.ordering_key, cfg.merge_mode):
             if arrow is not None and f in arrow.column_names and arrow.column(f).null_count:
                 raise null_ordering_error(f, arrow.column(f).null_count, arrow.num_rows, cfg.name, "merge source")
+        if arrow is not None:
+            self._lacking_fields(arrow.schema)
+        else:
+            from lakesdk.engine.spark import spark_arrow_schema
+            self._lacking_fields(spark_arrow_schema(sdf))
         guards = self._key_guards(arrow.column_names if arrow is not None else list(sdf.columns))
         m: Any = None
         engine = "spark"
@@ -222,6 +227,28 @@ class MergeBuilder:
             if cols:
                 guards[i] = tuple(cols)
         return guards
+
+    def _lacking_fields(self, source: Any) -> None:
+        """Struct fields of the table that the source's structs lack, for the ``*_all``
+        clauses: a :class:`MissingColumnError` unless ``missing_columns="null"`` (written as
+        null); ``"keep"`` does not reach into structs in a merge (refused too)."""
+        if self.missing_columns == "null" or not any(
+                c.kind in ("matched_update_all", "not_matched_insert_all") for c in self.clauses):
+            return
+        cfg = self.table.config
+        if cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups is not None:
+            return   # a partial-update table: each stream writes its own column groups
+        from lakesdk.format.schema import missing_fields
+        tschema = self.table.schema
+        nested = [p for f in tschema if f.name in source.names
+                  for p, _ in missing_fields(f.type, source.field(f.name).type, f.name)]
+        if nested:
+            keep = (" (missing_columns='keep' keeps stored columns, not struct fields, in a merge: upsert the "
+                    "rows with missing_columns='keep' for that)" if self.missing_columns == "keep" else "")
+            raise MissingColumnError(
+                f"merge into {self.table.config.name!r}: the source's structs lack the table's field(s) {nested}; "
+                "when_matched_update_all and when_not_matched_insert_all would write them as null" + keep +
+                ". Add the fields to the source, or pass missing_columns='null' to t.merge(...) to write nulls")
 
     def _lacking_columns(self, source_columns: list[str]) -> set[str]:
         """Table columns the source lacks that an ``*_all`` clause would write: a

@@ -24,6 +24,7 @@ from lakesdk.format.schema import (
     concrete_type,
     data_schema,
     invalid_avro_names,
+    missing_fields,
     normalize_input,
     normalize_type,
     nullable,
@@ -279,14 +280,26 @@ class WriteInput:
         # a batch without the delete marker is a batch of live rows: its column is written null
         missing = [f.name for f in table_schema if f.name not in META_FIELDS and f.name != IS_DELETED
                    and f.name not in in_schema.names]
-        if not missing or self.missing_columns == "null":
+        # a struct lacking stored fields follows the same rules, field by field (a.b)
+        nested = [m for f in table_schema if f.name in in_schema.names
+                  for m in missing_fields(f.type, in_schema.field(f.name).type, f.name)]
+        if not (missing or nested) or self.missing_columns == "null":
             return ()
+        in_lists = [p for p, inner in nested if inner]
+        if self.missing_columns == "keep" and not in_lists:
+            return (*missing, *(p for p, _ in nested))
         if self.missing_columns == "keep":
-            return tuple(missing)
+            raise MissingColumnError(
+                f"{self.operation} into {cfg.name!r}: the data's list or map elements lack stored field(s) "
+                f"{in_lists}; missing_columns='keep' keeps stored values of columns and struct fields, not of "
+                "elements of a list or map (which stored element would it be?). Add the fields, or pass "
+                "missing_columns='null' to write nulls")
+        what = [*missing, *(p for p, _ in nested)]
         raise MissingColumnError(
-            f"{self.operation} into {cfg.name!r}: the data lacks table column(s) {missing} (data columns: "
-            f"{', '.join(in_schema.names)}); Hudi rejects such a batch, and writing it would set those columns "
-            "to null in every written record. Add the columns, or pass missing_columns='null' to write nulls"
+            f"{self.operation} into {cfg.name!r}: the data lacks table column(s) {what} (data columns: "
+            f"{', '.join(in_schema.names)}); Hudi rejects such a batch, and writing it would set those "
+            f"{'columns and fields' if nested else 'columns'} to null in every written record. Add them, or pass "
+            "missing_columns='null' to write nulls"
             + (" or missing_columns='keep' to keep the stored values of updated records (a partial update)"
                if self.operation in _MERGING else ""))
 
