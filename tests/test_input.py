@@ -106,6 +106,58 @@ def test_struct_lacking_stored_fields_follows_the_missing_columns_rules(local_la
     assert rows(t2)[0]["xs"] == [{"a": 3, "b": None}]
 
 
+# -- column names and input that has no table form ------------------------------------------------
+def test_column_names_equal_but_for_case_are_refused(local_lake):
+    """Spark and Hudi resolve names case-insensitively: a table holding fare and Fare could no
+    longer be read through Spark (COLUMN_ALREADY_EXISTS)."""
+    t = local_lake.create_table("t", key="id", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1], "ts": [1], "fare": [1.0], "st": [{"a": 1}]}))
+    for bad in (pd.DataFrame({"id": [2], "ts": [1], "fare": [1.0], "Fare": [2.0], "st": [{"a": 1}]}),
+                [{"id": 2, "ts": 1, "fare": 1.0, "FARE": 2.0, "st": {"a": 1}}],
+                pa.table({"id": [2], "ts": [1], "fare": [1.0], "st": [{"a": 1, "A": 2}]})):
+        refused(t, lk.DuplicateColumnError, lambda bad=bad: t.upsert(bad), match="differ only by case")
+    # a batch column against a stored one, also when the batch lacks the stored spelling
+    for mc in ("error", "null"):
+        refused(t, lk.DuplicateColumnError, match=r"\['Fare'\] against the table's \['fare'\]",
+                fn=lambda mc=mc: t.upsert(pd.DataFrame({"id": [2], "ts": [1], "Fare": [1.0], "st": [{"a": 1}]}),
+                                          missing_columns=mc))
+    with pytest.raises(lk.DuplicateColumnError) as err:
+        t.merge(pd.DataFrame({"id": [1], "ts": [2], "fare": [2.0], "Fare": [3.0], "st": [{"a": 1}]}),
+                on="id").when_matched_update_all().execute()
+    assert err.value.columns == ("fare", "Fare") and isinstance(err.value, ValueError)
+    assert rows(t) == [{"id": 1, "ts": 1, "fare": 1.0, "st": {"a": 1}}]
+
+
+@pytest.mark.parametrize("case", ["duplicate-arrow", "duplicate-pandas", "dict-lengths", "dicts-mixed",
+                                  "object-mixed", "complex", "scope"])
+def test_input_without_a_table_form_is_a_typed_error(local_lake, case):
+    """Each raised a raw pyarrow error (KeyError, ArrowInvalid, ArrowNotImplementedError) or a
+    bare ValueError; now a LakeError naming the problem and the fix, the table unchanged."""
+    t = local_lake.create_table("t", key="id", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1], "ts": [1], "x": [1]}))
+    cases = {
+        "duplicate-arrow": (lk.DuplicateColumnError, "several columns named 'x'", lambda: t.upsert(
+            pa.Table.from_arrays([pa.array([2]), pa.array([1]), pa.array([1]), pa.array([2])],
+                                 names=["id", "ts", "x", "x"]))),
+        "duplicate-pandas": (lk.DuplicateColumnError, "several columns named 'x'", lambda: t.upsert(
+            pd.DataFrame([[2, 1, 1, 2]], columns=["id", "ts", "x", "x"]))),
+        "dict-lengths": (SchemaError, r"one length, found lengths \{'id': 2, 'ts': 1, 'x': 2\}",
+                         lambda: t.upsert({"id": [2, 3], "ts": [1], "x": [1, 2]})),
+        "dicts-mixed": (IncompatibleSchemaError, r"column 'x' .* mix kinds \(int, str\)",
+                        lambda: t.upsert([{"id": 2, "ts": 1, "x": 1}, {"id": 3, "ts": 1, "x": "a"}])),
+        "object-mixed": (IncompatibleSchemaError, r"column 'x' .* mix kinds \(int, str\)", lambda: t.upsert(
+            pd.DataFrame({"id": [2, 3], "ts": [1, 1], "x": pd.Series([1, "a"], dtype=object)}))),
+        "complex": (IncompatibleSchemaError, "column 'c' holds complex numbers", lambda: t.upsert(
+            pd.DataFrame({"id": [2], "ts": [1], "x": [1], "c": [1 + 2j]}))),
+        "scope": (OptionsError, "'partitions' .* or 'table'", lambda: t.insert_overwrite(
+            pd.DataFrame({"id": [2], "ts": [1], "x": [1]}), scope="bogus")),
+    }
+    exc, match, fn = cases[case]
+    refused(t, exc, fn, match=match)
+    with pytest.raises(LakeError):
+        fn()
+
+
 # -- null ordering values ---------------------------------------------------------------------------
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_null_ordering_values_are_refused_before_the_instant(local_lake, table_type):

@@ -319,3 +319,29 @@ def test_a_spark_read_of_many_base_files_is_planned_on_the_driver(tmp_path, spar
     assert spark.conf.get(key) == before
     got = df.toPandas().sort_values("id")
     assert got.id.tolist() == list(range(4000)) and got.v.tolist() == [f"v{i}" for i in range(4000)]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_to_spark_of_a_memory_table_reads_on_the_driver(spark, kind):
+    """A Spark worker has a memory file system of its own: reading a memory:// table there
+    failed with FileNotFoundError; its files are read on the driver."""
+    import uuid
+    lake = lk.Lake(f"memory://to-spark-{uuid.uuid4().hex}", spark=spark, options=lk.TableOptions(engine="local"))
+    t = lake.create_table("m", key="id", partition_by="p", ordering="v", table_type=kind)
+    t.upsert(_data(range(6)))
+    t.upsert(_data([1, 4], v=100))   # log files on merge-on-read
+    got = sorted((r.id, r.v) for r in t.read(where="v >= 4").to_spark().collect())
+    assert got == [(1, 100), (4, 100), (5, 5)]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("where", ["d > DATE '0001-01-01'", "d = DATE '0001-01-01'", "d < DATE '0002-06-01'",
+                                   [("d", ">", dt.date(1, 6, 1))], "d IN (DATE '0001-01-01', DATE '2000-01-02')"])
+def test_date_literals_before_year_2_answer_on_arrow_and_spark_alike(tmp_path, spark, where):
+    """Spark failed with an empty IllegalArgumentException (Py4J's conversion of such a date)
+    where the Arrow reader answered."""
+    t = lk.Lake(str(tmp_path), spark=spark, options=lk.TableOptions(engine="local")).create_table("d", key="id")
+    t.upsert(pa.table({"id": [1, 2, 3], "d": pa.array([dt.date(1, 1, 1), dt.date(2000, 1, 2), None], pa.date32())}))
+    q = t.read(where=where)
+    assert sorted(q.to_arrow().column("id").to_pylist()) == sorted(r.id for r in q.to_spark().collect())

@@ -339,7 +339,10 @@ class Table:
         """Replace the partitions the data touches (``scope="partitions"``), or the whole table
         (``scope="table"``), with the data: a replacecommit."""
         if scope not in ("partitions", "table"):
-            raise ValueError(f"scope must be 'partitions' or 'table', not {scope!r}")
+            from lakesdk.exceptions import OptionsError
+            raise OptionsError(f"insert_overwrite(scope=...) must be 'partitions' (replace the partitions the data "
+                               f"touches) or 'table' (replace the whole table), not {scope!r}; nothing was written",
+                               key="scope")
         op = "insert_overwrite" if scope == "partitions" else "insert_overwrite_table"
         return self.write(data, operation=op, missing_columns=missing_columns,
                           truncate_nanoseconds=truncate_nanoseconds).execute()

@@ -171,6 +171,8 @@ class WriteInput:
             target_schema = table_schema
         else:
             target_schema = unify_schemas(table_schema, in_schema) if table_schema is not None else data_schema(in_schema)
+            if table_schema is not None:
+                _case_clashes(table_schema, in_schema, target_schema, cfg.name)
             keep = self._missing_columns(table_schema, in_schema)
             if len(target_schema) == 0:
                 raise SchemaError("the data has no columns to write")
@@ -310,6 +312,23 @@ class WriteInput:
             if tot["written"] > 0 and tot["bytes"] > 0:
                 return max(1, tot["bytes"] // tot["written"])
         return default
+
+
+def _case_clashes(table_schema: pa.Schema, in_schema: pa.Schema, target_schema: pa.Schema, table: str) -> None:
+    """A data column whose name differs only by case from a stored column's is refused
+    (:class:`DuplicateColumnError`): Spark and Hudi would take them for one column."""
+    from lakesdk.exceptions import DuplicateColumnError
+    from lakesdk.format.schema import name_clashes
+    stored = set(name_clashes(table_schema))   # clashes a table already holds do not block its writes
+    new = [g for g in name_clashes(target_schema) if g not in stored]
+    if new:
+        pairs = "; ".join(f"{[n for n in g if n in in_schema.names]} against the table's "
+                          f"{[n for n in g if n in table_schema.names]}" for g in new)
+        raise DuplicateColumnError(
+            f"write into {table!r}: the data's column names differ only by case from the table's ({pairs}); Spark "
+            "and Hudi resolve column names case-insensitively, so the table could not hold both (Spark could no "
+            "longer read it: COLUMN_ALREADY_EXISTS). Use the table's spelling to write into the stored column, or "
+            "another name; nothing was written", columns=tuple(n for g in new for n in g))
 
 
 def global_merge_error(table: str) -> OptionsError:
