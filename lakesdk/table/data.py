@@ -128,7 +128,10 @@ def _from_pandas(df: Any) -> pa.Table:
 
 
 def keys_to_arrow(keys: Any, key_fields: tuple[str, ...]) -> tuple[pa.Table | None, Any]:
-    """Delete input: scalars / tuples of key values, or anything :func:`to_arrow_or_spark` takes."""
+    """Delete input: scalars / tuples of key values, or anything :func:`to_arrow_or_spark` takes.
+    An empty list deletes nothing (no rows, as an empty upsert writes nothing)."""
+    if isinstance(keys, (list, tuple)) and not keys:
+        return pa.table({f: pa.array([], pa.null()) for f in key_fields}), None
     if isinstance(keys, (list, tuple)) and keys and not all(isinstance(k, dict) for k in keys):
         if len(key_fields) == 1:
             return pa.table({key_fields[0]: list(keys)}), None

@@ -84,6 +84,7 @@ class WriteInput:
     missing_columns: str = "error"       # a table column the data lacks: "error", "null" or "keep"
     truncate_nanoseconds: bool = False   # timestamp[ns] values with digits below the microsecond
     key_encoding: str | None = None      # how null/empty key values are written; None: the table's (see _prepare)
+    commit_empty: bool = False           # a delete by predicate matching no row commits (as one of absent keys)
 
     def __post_init__(self) -> None:
         if self.missing_columns not in MISSING_COLUMNS:
@@ -226,7 +227,7 @@ class WriteInput:
             if global_delete:   # the key index supplies the partitions
                 partitions = None
         if arrow is not None:
-            if arrow.num_rows == 0:
+            if arrow.num_rows == 0 and not (self.commit_empty and is_delete):
                 return None
             if resolve is not None and has_missing_key_parts(arrow, cfg.record_key_fields):
                 ctx.key_encoding = resolve()
