@@ -50,6 +50,8 @@ __all__ = [
     "MissingDependencyError",
     "SchemaEvolutionConflictError",
     "MergeConflictError",
+    "KeyChangeError",
+    "DuplicateColumnError",
     "MergerNotRegisteredError",
     "LogBlockError",
     "LockError",
@@ -356,6 +358,30 @@ class SchemaEvolutionConflictError(WriteConflictError):
 
 class MergeConflictError(LakeError, ValueError):
     """The merge source matches a target row more than once (duplicate keys)."""
+
+
+class KeyChangeError(SchemaError):
+    """A merge clause would change the record key or the partition path of a stored record
+    (a ``set`` of a key field, or ``when_matched_update_all`` matching on another column with
+    a source row carrying another key): written, it would insert a second record and keep the
+    old one.  Apache Hudi does not change a record's key either.  ``columns`` names the fields
+    that would change, ``clause`` the clause.  Raised before anything is written."""
+
+    def __init__(self, message: str, *, columns: tuple[str, ...] = (), clause: str | None = None) -> None:
+        super().__init__(message)
+        self.columns = tuple(columns)
+        self.clause = clause
+
+
+class DuplicateColumnError(SchemaError):
+    """The data has two columns (or struct fields) of one name, or of names that differ only
+    by case (``fare`` and ``Fare``; Spark and Hudi resolve names case-insensitively, so such a
+    table could not be read through Spark).  ``columns`` names them.  Raised before anything
+    is written."""
+
+    def __init__(self, message: str, *, columns: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.columns = tuple(columns)
 
 
 class MergerNotRegisteredError(LakeError, LookupError):

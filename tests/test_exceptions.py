@@ -188,6 +188,8 @@ SAMPLES = {
     "column_type": "int64",
     "value_type": "string",
     "table": "trips",
+    "columns": ("fare", "Fare"),
+    "clause": "matched_update",
 }
 
 

@@ -78,6 +78,86 @@ def test_upsert_lacking_table_columns_is_refused_unless_opted_in(local_lake, tab
     assert [(r["id"], r["b"]) for r in rows(t)] == [(1, "x"), (2, None), (3, "zz"), (4, None)]
 
 
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_struct_lacking_stored_fields_follows_the_missing_columns_rules(local_lake, table_type):
+    """A struct without some of its stored fields is refused as a missing column is
+    (MissingColumnError naming the nested path); "null" writes nulls there; "keep" keeps the
+    stored nested values of updated records (it nulled them)."""
+    t = local_lake.create_table("t", key="id", table_type=table_type, ordering="ts")
+    t.upsert(pa.table({"id": [1, 2], "ts": [1, 1], "st": [{"a": 1, "b": "x", "c": {"d": 1, "e": 2}}, None]}))
+    t.upsert(pa.table({"id": [1], "ts": [2], "st": [{"a": 2, "b": "y", "c": {"d": 1, "e": 3}}]}))  # a log on MOR
+    partial = pa.table({"id": [1, 2, 3], "ts": [3, 3, 3],
+                        "st": [{"a": 3, "c": {"d": 5}}, {"a": 4, "c": None}, {"a": 5, "c": {"d": 6}}]})
+    for op in (t.upsert, t.insert, t.bulk_insert):
+        refused(t, MissingColumnError, lambda op=op: op(partial), match=r"\['st.b', 'st.c.e'\]")
+    t.upsert(partial, missing_columns="keep")
+    assert [r["st"] for r in rows(t)] == [{"a": 3, "b": "y", "c": {"d": 5, "e": 3}},
+                                          {"a": 4, "b": None, "c": None},
+                                          {"a": 5, "b": None, "c": {"d": 6, "e": None}}]
+    t.upsert(partial.slice(0, 1), missing_columns="null")
+    assert rows(t)[0]["st"] == {"a": 3, "b": None, "c": {"d": 5, "e": None}}
+    # the elements of a list of structs: refused, and "keep" cannot say which stored element
+    t2 = local_lake.create_table("l", key="id", table_type=table_type)
+    t2.upsert(pa.table({"id": [1], "xs": [[{"a": 1, "b": 2}]]}))
+    partial_list = pa.table({"id": [1], "xs": [[{"a": 3}]]})
+    refused(t2, MissingColumnError, lambda: t2.upsert(partial_list), match=r"\['xs.b'\]")
+    refused(t2, MissingColumnError, lambda: t2.upsert(partial_list, missing_columns="keep"), match="list or map")
+    t2.upsert(partial_list, missing_columns="null")
+    assert rows(t2)[0]["xs"] == [{"a": 3, "b": None}]
+
+
+# -- column names and input that has no table form ------------------------------------------------
+def test_column_names_equal_but_for_case_are_refused(local_lake):
+    """Spark and Hudi resolve names case-insensitively: a table holding fare and Fare could no
+    longer be read through Spark (COLUMN_ALREADY_EXISTS)."""
+    t = local_lake.create_table("t", key="id", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1], "ts": [1], "fare": [1.0], "st": [{"a": 1}]}))
+    for bad in (pd.DataFrame({"id": [2], "ts": [1], "fare": [1.0], "Fare": [2.0], "st": [{"a": 1}]}),
+                [{"id": 2, "ts": 1, "fare": 1.0, "FARE": 2.0, "st": {"a": 1}}],
+                pa.table({"id": [2], "ts": [1], "fare": [1.0], "st": [{"a": 1, "A": 2}]})):
+        refused(t, lk.DuplicateColumnError, lambda bad=bad: t.upsert(bad), match="differ only by case")
+    # a batch column against a stored one, also when the batch lacks the stored spelling
+    for mc in ("error", "null"):
+        refused(t, lk.DuplicateColumnError, match=r"\['Fare'\] against the table's \['fare'\]",
+                fn=lambda mc=mc: t.upsert(pd.DataFrame({"id": [2], "ts": [1], "Fare": [1.0], "st": [{"a": 1}]}),
+                                          missing_columns=mc))
+    with pytest.raises(lk.DuplicateColumnError) as err:
+        t.merge(pd.DataFrame({"id": [1], "ts": [2], "fare": [2.0], "Fare": [3.0], "st": [{"a": 1}]}),
+                on="id").when_matched_update_all().execute()
+    assert err.value.columns == ("fare", "Fare") and isinstance(err.value, ValueError)
+    assert rows(t) == [{"id": 1, "ts": 1, "fare": 1.0, "st": {"a": 1}}]
+
+
+@pytest.mark.parametrize("case", ["duplicate-arrow", "duplicate-pandas", "dict-lengths", "dicts-mixed",
+                                  "object-mixed", "complex", "scope"])
+def test_input_without_a_table_form_is_a_typed_error(local_lake, case):
+    """Each raised a raw pyarrow error (KeyError, ArrowInvalid, ArrowNotImplementedError) or a
+    bare ValueError; now a LakeError naming the problem and the fix, the table unchanged."""
+    t = local_lake.create_table("t", key="id", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1], "ts": [1], "x": [1]}))
+    cases = {
+        "duplicate-arrow": (lk.DuplicateColumnError, "several columns named 'x'", lambda: t.upsert(
+            pa.Table.from_arrays([pa.array([2]), pa.array([1]), pa.array([1]), pa.array([2])],
+                                 names=["id", "ts", "x", "x"]))),
+        "duplicate-pandas": (lk.DuplicateColumnError, "several columns named 'x'", lambda: t.upsert(
+            pd.DataFrame([[2, 1, 1, 2]], columns=["id", "ts", "x", "x"]))),
+        "dict-lengths": (SchemaError, r"one length, found lengths \{'id': 2, 'ts': 1, 'x': 2\}",
+                         lambda: t.upsert({"id": [2, 3], "ts": [1], "x": [1, 2]})),
+        "dicts-mixed": (IncompatibleSchemaError, r"column 'x' .* mix kinds \(int, str\)",
+                        lambda: t.upsert([{"id": 2, "ts": 1, "x": 1}, {"id": 3, "ts": 1, "x": "a"}])),
+        "object-mixed": (IncompatibleSchemaError, r"column 'x' .* mix kinds \(int, str\)", lambda: t.upsert(
+            pd.DataFrame({"id": [2, 3], "ts": [1, 1], "x": pd.Series([1, "a"], dtype=object)}))),
+        "complex": (IncompatibleSchemaError, "column 'c' holds complex numbers", lambda: t.upsert(
+            pd.DataFrame({"id": [2], "ts": [1], "x": [1], "c": [1 + 2j]}))),
+        "scope": (OptionsError, "'partitions' .* or 'table'", lambda: t.insert_overwrite(
+            pd.DataFrame({"id": [2], "ts": [1], "x": [1]}), scope="bogus")),
+    }
+    exc, match, fn = cases[case]
+    refused(t, exc, fn, match=match)
+    with pytest.raises(LakeError):
+        fn()
+
+
 # -- null ordering values ---------------------------------------------------------------------------
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_null_ordering_values_are_refused_before_the_instant(local_lake, table_type):
@@ -253,6 +333,19 @@ def test_spark_upsert_lacking_columns_keeps_stored_values(spark_lake, spark, tab
     refused(t, MissingColumnError, lambda: t.upsert(partial), match=r"\['b'\]")
     t.upsert(partial, missing_columns="keep")
     assert [(r["id"], r["a"], r["b"]) for r in rows(t)] == [(0, 0, "x"), (1, 100, "y"), (2, 200, "x"), (3, 300, None)]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_spark_struct_lacking_stored_fields_is_refused_or_kept(spark_lake, spark, table_type):
+    t = spark_lake.create_table("t", key="id", table_type=table_type)
+    t.upsert(spark.range(3).selectExpr("id", "named_struct('a', id, 'b', 'x') as st"))
+    t.upsert(spark.range(1, 2).selectExpr("id", "named_struct('a', 10L, 'b', 'y') as st"))   # a log on MOR
+    partial = spark.range(1, 4).selectExpr("id", "named_struct('a', id * 100) as st")
+    refused(t, MissingColumnError, lambda: t.upsert(partial), match=r"\['st.b'\]")
+    t.upsert(partial, missing_columns="keep")
+    assert [(r["id"], r["st"]) for r in rows(t)] == [(0, {"a": 0, "b": "x"}), (1, {"a": 100, "b": "y"}),
+                                                     (2, {"a": 200, "b": "x"}), (3, {"a": 300, "b": None})]
 
 
 @pytest.mark.spark

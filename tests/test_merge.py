@@ -261,3 +261,73 @@ def test_merge_source_rows_without_an_ordering_value_are_refused(lake, spark, ta
     assert sorted(t.read().to_pandas()[["id", "ts", "v"]].itertuples(index=False, name=None)) == [(1, 5, 1), (2, 6, 20)]
     res = t.merge(ok.set_column(0, "id", pa.array([1]))).when_matched_delete().execute()
     assert res.deleted == 1 and sorted(t.read().to_pandas().id) == [2]
+
+
+def _key_table(lake):
+    t = lake.create_table("k", key="id", partition_by="city", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1, 2], "city": ["x", "y"], "ts": [1, 1], "email": ["a", "b"], "nid": [10, 20]}))
+    return t
+
+
+@pytest.mark.parametrize("clauses", [
+    lambda m: m.when_matched_update(set={"id": "s.nid"}),
+    lambda m: m.when_matched_update(set={"city": "'z'"}),
+    lambda m: m.when_not_matched_by_source_update(set={"id": "t.id + 100"}),
+    lambda m: m.when_matched_delete(condition="s.ts > 5").when_matched_update(set={"id": "s.nid", "ts": "s.ts"}),
+], ids=["set-key", "set-partition", "by-source-set-key", "after-another-clause"])
+def test_merge_changing_a_record_key_or_partition_is_refused_before_writing(lake, clauses):
+    """Hudi does not change a stored record's key or partition path: written, the change
+    inserted a second record and kept the stored one (inserted=1 from a merge without an
+    insert clause)."""
+    import lakesdk as lk
+    t = _key_table(lake)
+    before = t.refresh().timeline.completed
+    src = pd.DataFrame({"id": [1], "city": ["x"], "ts": [2], "email": ["a"], "nid": [11]})
+    with pytest.raises(lk.KeyChangeError) as err:
+        clauses(t.merge(src, on="id")).execute()
+    assert err.value.columns and "nothing was written" in str(err.value)
+    t = t.refresh()
+    assert t.timeline.completed == before
+    assert sorted(t.read().to_pandas().id) == [1, 2]
+
+
+def test_merge_update_all_on_another_column_with_another_key_is_refused(lake):
+    import lakesdk as lk
+    t = _key_table(lake)
+    src = pd.DataFrame({"id": [5], "city": ["x"], "ts": [2], "email": ["a"], "nid": [11]})
+    with pytest.raises(lk.KeyChangeError) as err:
+        t.merge(src, on="email").when_matched_update_all().execute()
+    assert err.value.columns == ("id",) and "1 -> 5" in str(err.value)
+    assert sorted(t.refresh().read().to_pandas().id) == [1, 2]
+
+
+def test_merge_clauses_that_keep_the_key_still_run(lake):
+    """Setting a key field to the value it has, or matching on another column with the same
+    key, is no change: the merge updates in place."""
+    t = _key_table(lake)
+    src = pd.DataFrame({"id": [1], "city": ["x"], "ts": [2], "email": ["a"], "nid": [11]})
+    res = t.merge(src, on="id").when_matched_update(set={"id": "s.id", "city": "t.city", "nid": "s.nid"}).execute()
+    assert (res.updated, res.inserted) == (1, 0)
+    res = t.merge(src.assign(ts=3, nid=12), on="email").when_matched_update_all().execute()
+    assert (res.updated, res.inserted) == (1, 0)
+    got = t.refresh().read().to_pandas().sort_values("id")
+    assert list(got.id) == [1, 2] and list(got.nid) == [12, 20]
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_merge_all_clauses_with_source_structs_lacking_fields_are_refused_unless_null(lake, table_type):
+    """A source struct without some of the table's struct fields: the *_all clauses wrote nulls
+    there silently; refused as a missing column is, unless missing_columns="null"."""
+    import pyarrow as pa
+
+    from lakesdk.exceptions import MissingColumnError
+    t = lake.create_table("s", key="id", ordering="ts", table_type=table_type)
+    t.upsert(pa.table({"id": [1, 2], "ts": [1, 1], "st": [{"a": 1, "b": "x"}, {"a": 9, "b": "z"}]}))
+    src = pa.table({"id": [1, 3], "ts": [3, 3], "st": [{"a": 3}, {"a": 5}]})
+    for mc in ("error", "keep"):
+        with pytest.raises(MissingColumnError, match=r"\['st.b'\]"):
+            t.merge(src, on="id", missing_columns=mc).when_matched_update_all().when_not_matched_insert_all().execute()
+    assert [r["st"]["b"] for r in sorted(t.read().to_arrow().to_pylist(), key=lambda r: r["id"])] == ["x", "z"]
+    t.merge(src, on="id", missing_columns="null").when_matched_update_all().when_not_matched_insert_all().execute()
+    got = sorted(t.refresh().read().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [r["st"] for r in got] == [{"a": 3, "b": None}, {"a": 9, "b": "z"}, {"a": 5, "b": None}]

@@ -96,7 +96,9 @@ OPERATIONS = frozenset({
     "merge_arrow_types", "null_ordering", "is_deleted",
     "duplicate_keys", "float_ordering",
 })
-ALL = lst.ALL_FEATURES | OPERATIONS
+#: writes that must be refused (typed error, table unchanged): the rules under "refusals" below
+REFUSALS = frozenset({"merge_key_change", "case_clash"})
+ALL = lst.ALL_FEATURES | OPERATIONS | REFUSALS
 
 #: Switched off in the committed configuration, each with the defect that keeps it off.
 DISABLED: dict[str, str] = {
@@ -498,6 +500,64 @@ class LakeMachine(RuleBasedStateMachine):
         predict = "insert" in clauses or b.column(self.m.ordering).null_count
         self._write(f"merge {'+'.join(clauses)}", run, lambda r, c, a: self.m.merge(b, clauses, r, c, a),
                     b if predict else None)
+
+    # -- refusals: merges that would change a stored record's key, names equal but for case -----------------
+    def _refused_as(self, what: str, fn: Callable[[], Any], expected: type[LakeError], b: pa.Table) -> None:
+        """``fn`` is refused with ``expected`` (another typed refusal when the documented input
+        rules refuse ``b`` first) and leaves the table as it was (checked by :meth:`_attempt`)."""
+        ok, res = self._attempt(what, fn)
+        assert not ok, f"{what} was written ({res!r}); it must be refused with {expected.__name__}"
+        if self._refusal(b) is None:
+            assert isinstance(res, expected), f"{what} raised {type(res).__name__}, not {expected.__name__}: {res}"
+
+    @precondition(lambda self: self.t is not None and _on("merge") and _on("merge_key_change") and self.m.rows)
+    @rule(data=st.data(), how=st.sampled_from(["set_key", "set_partition", "update_all_on_ts"]))
+    def merge_changing_key(self, data: st.DataObject, how: str) -> None:
+        """A merge clause that would change a stored record's key or partition path: refused
+        with KeyChangeError before anything is written (it inserted a second record)."""
+        m = self.m
+        if how == "set_partition" and not m.partition_fields:
+            how = "set_key"
+        rid = data.draw(st.sampled_from(sorted(m.rows, key=repr)), label="stored row")
+        stored = m.rows[rid].values
+        b = self._batch(data, max_rows=1)
+        b = b.drop_columns([FLAG]) if FLAG in b.column_names else b
+        fixed = {f: stored[f] for f in (*m.key_fields, *m.partition_fields)}
+        fixed[m.ordering] = 4
+        if how == "update_all_on_ts":   # matched on the ordering value, the source row carries a new key
+            fixed[m.key_fields[0]] = f"moved~{self.fresh + 1}"
+            fixed[m.ordering] = stored[m.ordering]
+            if fixed[m.ordering] is None:
+                return
+        for name, v in fixed.items():
+            i = b.column_names.index(name)
+            b = b.set_column(i, b.schema.field(i), pa.array([v], b.schema.field(i).type))
+        self.fresh += 1
+        moved = f"moved~{self.fresh}"   # a value no stored row has
+        if how == "set_key":
+            run = lambda: self.t.merge(b).when_matched_update(set={m.key_fields[0]: f"'{moved}'"}).execute()  # noqa: E731
+        elif how == "set_partition":
+            run = lambda: self.t.merge(b).when_matched_update(set={"p": f"'{moved}'"}).execute()  # noqa: E731
+        else:
+            run = lambda: self.t.merge(b, on=m.ordering).when_matched_update_all().execute()  # noqa: E731
+        self._refused_as(f"merge changing the record ({how})", run, lk.KeyChangeError, b)
+
+    @precondition(lambda self: self.t is not None and _on("case_clash"))
+    @rule(data=st.data(), against_table=st.booleans())
+    def upsert_case_clash(self, data: st.DataObject, against_table: bool) -> None:
+        """Column names equal but for case, in one batch or against a stored column: refused
+        with DuplicateColumnError (Spark could no longer read the table)."""
+        m = self.m
+        b = self._batch(data)
+        stored = [n for n in self.t.refresh().schema.names   # columns a commit stored (none before the first)
+                  if n in m.schema.names and n not in (*m.key_fields, *m.partition_fields, m.ordering)]
+        if against_table and stored:   # the batch spells a stored column another way
+            name = data.draw(st.sampled_from(stored), label="respelled column")
+            b = b.rename_columns([n.upper() if n == name else n for n in b.column_names])
+        else:
+            b = b.append_column(m.ordering.upper(), b.column(m.ordering))
+        self._refused_as("upsert with column names equal but for case", lambda: self.t.upsert(b),
+                         lk.DuplicateColumnError, b)
 
     # -- services ---------------------------------------------------------------------------------------------
     @precondition(lambda self: self.t is not None and _on("compaction") and _on("mor"))

@@ -220,10 +220,11 @@ def test_delete_where(tmp_path, kind):
     got = sorted(zip(*(t.read().to_pandas()[c] for c in ("id", "v"))))
     assert got == want
     assert hudi_rows(t.path) == want
-    # a predicate matching nothing makes no commit
+    # a predicate matching nothing commits a delete of nothing, as a delete of absent keys does
     n = len(t.timeline.instants)
     empty = t.delete(where="v > 1000")
-    assert empty.deleted == 0 and empty.files == 0 and len(t.refresh().timeline.instants) == n
+    assert empty.deleted == 0 and empty.files == 0 and empty.instant
+    assert len(t.refresh().timeline.instants) == n + 1 and t.read().count() == len(want)
     # filters as tuples too
     assert t.delete(where=[("id", "=", 2)]).deleted == 1
     assert 2 not in t.read().to_pandas()["id"].tolist()
@@ -239,6 +240,28 @@ def test_delete_takes_keys_or_where(tmp_path):
     with pytest.raises(lk.LakeError, match="nope"):
         t.delete(where="nope = 1")
     assert t.delete([1, 2]).deleted == 2 and t.read().count() == 3
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_deletes_of_nothing_agree_with_an_empty_upsert_and_with_each_other(tmp_path, kind):
+    """delete([]) raised while an empty upsert is a no-op; a delete of absent keys committed
+    an instant while a predicate matching nothing committed none.  Now: no keys, no commit
+    (the empty upsert's result); keys or a predicate that find nothing commit a delete of
+    nothing, as Apache Hudi commits a delete of absent keys."""
+    t = _lake(tmp_path).create_table("t", key="id", partition_by="p", ordering="v", table_type=kind)
+    t.upsert(_data(range(3)))
+
+    def instants():
+        return len(t.refresh().timeline.completed)
+    n = instants()
+    upsert = t.upsert(pa.table({"id": pa.array([], pa.int64()), "p": pa.array([], pa.string()),
+                                "v": pa.array([], pa.int64())}))
+    for r in (upsert, t.delete([]), t.delete(())):
+        assert (r.instant, r.deleted, r.files) == ("", 0, 0)
+    assert instants() == n
+    absent, none = t.delete([99]), t.delete(where="id = 99")
+    assert absent.deleted == none.deleted == 0 and absent.instant and none.instant
+    assert instants() == n + 2 and t.read().count() == 3
 
 
 # -- lakesdk read --------------------------------------------------------------------------------
@@ -268,6 +291,20 @@ def test_cli_read_json_lines(typed_table, capsys):
     assert len(capsys.readouterr().out.splitlines()) == 7
     assert main(["read", typed_table.path, "--output", "json"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 3000
+
+
+def test_cli_read_json_lines_are_valid_json_for_nan_and_infinity(tmp_path, capsys):
+    """json.dumps printed NaN / Infinity, which JSON parsers reject: strings now."""
+    t = _lake(tmp_path).create_table("f", key="id")
+    t.upsert(pa.table({"id": [1, 2, 3, 4], "x": [float("nan"), float("inf"), float("-inf"), 1.5],
+                       "st": [{"y": float("nan")}, {"y": 2.0}, None, {"y": float("inf")}],
+                       "xs": [[float("-inf")], [], None, [0.5]]}))
+    assert main(["read", t.path, "--output", "json"]) == 0
+    rows = sorted((json.loads(x, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))
+                   for x in capsys.readouterr().out.splitlines()), key=lambda r: r["id"])
+    assert [r["x"] for r in rows] == ["NaN", "Infinity", "-Infinity", 1.5]
+    assert [r["st"] for r in rows] == [{"y": "NaN"}, {"y": 2.0}, None, {"y": "Infinity"}]
+    assert [r["xs"] for r in rows] == [["-Infinity"], [], None, [0.5]]
 
 
 def test_cli_read_table_output(typed_table, capsys):
@@ -319,3 +356,29 @@ def test_a_spark_read_of_many_base_files_is_planned_on_the_driver(tmp_path, spar
     assert spark.conf.get(key) == before
     got = df.toPandas().sort_values("id")
     assert got.id.tolist() == list(range(4000)) and got.v.tolist() == [f"v{i}" for i in range(4000)]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_to_spark_of_a_memory_table_reads_on_the_driver(spark, kind):
+    """A Spark worker has a memory file system of its own: reading a memory:// table there
+    failed with FileNotFoundError; its files are read on the driver."""
+    import uuid
+    lake = lk.Lake(f"memory://to-spark-{uuid.uuid4().hex}", spark=spark, options=lk.TableOptions(engine="local"))
+    t = lake.create_table("m", key="id", partition_by="p", ordering="v", table_type=kind)
+    t.upsert(_data(range(6)))
+    t.upsert(_data([1, 4], v=100))   # log files on merge-on-read
+    got = sorted((r.id, r.v) for r in t.read(where="v >= 4").to_spark().collect())
+    assert got == [(1, 100), (4, 100), (5, 5)]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("where", ["d > DATE '0001-01-01'", "d = DATE '0001-01-01'", "d < DATE '0002-06-01'",
+                                   [("d", ">", dt.date(1, 6, 1))], "d IN (DATE '0001-01-01', DATE '2000-01-02')"])
+def test_date_literals_before_year_2_answer_on_arrow_and_spark_alike(tmp_path, spark, where):
+    """Spark failed with an empty IllegalArgumentException (Py4J's conversion of such a date)
+    where the Arrow reader answered."""
+    t = lk.Lake(str(tmp_path), spark=spark, options=lk.TableOptions(engine="local")).create_table("d", key="id")
+    t.upsert(pa.table({"id": [1, 2, 3], "d": pa.array([dt.date(1, 1, 1), dt.date(2000, 1, 2), None], pa.date32())}))
+    q = t.read(where=where)
+    assert sorted(q.to_arrow().column("id").to_pylist()) == sorted(r.id for r in q.to_spark().collect())

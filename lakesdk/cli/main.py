@@ -121,7 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                            help="at most N rows, reading stops there (default: 20 for the table output, "
                                 "all rows for --output json)")
             s.add_argument("--output", choices=("table", "json"), default="table",
-                           help="table (default), or json: one JSON object per line")
+                           help="table (default), or json: one JSON object per line (NaN and "
+                                "infinite floats as the strings \"NaN\", \"Infinity\", \"-Infinity\")")
     c = sub.add_parser("check", help="check a table's integrity (properties, timeline, data files, orphans); "
                                      "exit status 0 when clean, 1 when a problem is found")
     c.add_argument("table", help="table path or URL")
@@ -189,6 +190,20 @@ def _json_value(v: Any) -> Any:
     return str(v)
 
 
+def _json_floats(v: Any) -> Any:
+    """``v`` with every NaN and infinite float (nested ones too) as the string ``"NaN"``,
+    ``"Infinity"`` or ``"-Infinity"``: JSON has no such numbers (``json.dumps`` would print
+    ``NaN``, which JSON parsers reject), and null would say the value is missing."""
+    import math
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+    if isinstance(v, dict):
+        return {k: _json_floats(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_floats(x) for x in v]
+    return v
+
+
 def read(t: Any, a: argparse.Namespace) -> int:
     """``lakesdk read``: stream the rows (up to the limit, which stops the reading) as a table
     or as JSON lines.  A closed pipe (``| head -1``) ends the command quietly."""
@@ -204,7 +219,8 @@ def read(t: Any, a: argparse.Namespace) -> int:
             out = sys.stdout
             for batch in reader:
                 for row in batch.to_pylist():
-                    out.write(json.dumps(row, default=_json_value, ensure_ascii=False) + "\n")
+                    out.write(json.dumps(_json_floats(row), default=_json_value, ensure_ascii=False,
+                                         allow_nan=False) + "\n")
             out.flush()
     except BrokenPipeError:
         _quiet_stdout()

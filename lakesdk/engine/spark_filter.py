@@ -47,6 +47,10 @@ def to_spark_column(n: Any) -> Any:
                 us = (v - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)) // _dt.timedelta(microseconds=1)
                 return F.timestamp_micros(F.lit(us))
             return F.lit(v.isoformat(sep=" ")).cast("timestamp_ntz")
+        if fam == "date" and isinstance(v, _dt.date):
+            # as days since 1970-01-01: a datetime.date literal before year 2 (or 1900 on some
+            # JVMs) fails in Py4J's conversion with an empty IllegalArgumentException
+            return F.date_from_unix_date(F.lit(v.toordinal() - _dt.date(1970, 1, 1).toordinal()))
         if fam == "int":
             return F.lit(v).cast("bigint")
         return F.lit(v)

@@ -8,10 +8,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from lakesdk.exceptions import MergeConflictError, SchemaError
+from lakesdk.exceptions import KeyChangeError, MergeConflictError, SchemaError
 from lakesdk.merge.ordering import null_ordering_error
 
-__all__ = ["SparkMergeChanges", "spark_merge_changes"]
+__all__ = ["SparkMergeChanges", "spark_merge_changes", "key_change_error"]
+
+
+def key_change_error(table: str, clause: Any, columns: Sequence[str], examples: Sequence[tuple[Any, Any]],
+                     count: int, key: Sequence[str]) -> KeyChangeError:
+    """The refusal of a merge clause that would change the record key or partition path of
+    ``count`` stored records (``examples``: (stored, new) value pairs of ``columns``)."""
+    what = "record key" if set(columns) <= set(key) else "partition path" if not set(columns) & set(key) \
+        else "record key and partition path"
+    call = f"when_{c}" if (c := clause.kind).startswith("matched") else f"when_not_matched_{c}"
+    shown = f"{call}(set={clause.values!r})" if clause.values else f"{call}()"
+    eg = ", ".join(f"{old!r} -> {new!r}" for old, new in examples[:3])
+    return KeyChangeError(
+        f"merge into {table!r}: {shown} would change the {what} ({', '.join(columns)}) of {count} stored "
+        f"record(s) (e.g. {eg}); nothing was written. A record is identified by its key and partition path: "
+        "the change would insert a second record and keep the stored one (Apache Hudi does not change them "
+        "either). Leave these fields out of the clause (for when_matched_update_all, match on the record key "
+        "or drop the source's key column), or delete the stored record (when_matched_delete) and write the new "
+        "one with t.upsert(...)", columns=tuple(columns), clause=shown)
 
 
 @dataclass(frozen=True)
@@ -31,11 +49,13 @@ class SparkMergeChanges:
 
 def spark_merge_changes(spark: Any, arrow: Any, sdf: Any, *, on: Sequence[str], clauses: Sequence[Any], config: Any,
                         key: Sequence[str], target_columns: Sequence[str], read_target: Callable[[], Any],
-                        lacking_columns: Callable[[list[str]], set[str]], ordering: str | None) -> SparkMergeChanges:
+                        lacking_columns: Callable[[list[str]], set[str]], ordering: str | None,
+                        key_guards: dict[int, tuple[str, ...]] | None = None) -> SparkMergeChanges:
     """Join the source (``arrow`` or the Spark DataFrame ``sdf``) with the target
     (``read_target()``, the table's snapshot as a DataFrame) on ``on`` and select each row's
     clause (``clauses``: ``kind``, ``condition``, ``values`` as :class:`lakesdk.table.merge.MergeBuilder`
-    holds them)."""
+    holds them).  ``key_guards``: the key and partition fields a clause must leave as stored
+    (by clause index; a change is a KeyChangeError, raised before anything is written)."""
     from pyspark.sql import functions as F
 
     cfg = config
@@ -148,6 +168,8 @@ def spark_merge_changes(spark: Any, arrow: Any, sdf: Any, *, on: Sequence[str], 
                 else:
                     exprs.append(F.lit(None).alias(k))
             op = 0
+        if i in (key_guards or {}):
+            _check_keys_kept(rows, exprs, (key_guards or {})[i], c, cfg, tgt.schema)
         outs.append(rows.select(*exprs, F.lit(op).cast("tinyint").alias("_lk_op")))
     changes = outs[0]
     for o in outs[1:]:
@@ -166,3 +188,23 @@ def _folder(col: Any, data_type: Any) -> Any:
     if not isinstance(data_type, StringType):
         return col
     return F.when(col.isin("", DEFAULT_PARTITION), F.lit(None).cast("string")).otherwise(col)
+
+
+def _check_keys_kept(rows: Any, exprs: list[Any], columns: Sequence[str], clause: Any, cfg: Any, tschema: Any) -> None:
+    """The rows a clause rewrites keep their record key and partition folder: else
+    KeyChangeError (one Spark job, run only for a clause that could change them)."""
+    from pyspark.sql import functions as F
+    both = rows.select(*exprs, *[F.col(f"__t_{k}").alias(f"__old_{k}") for k in columns])
+    cond = None
+    for k in columns:
+        typ = tschema[k].dataType
+        new, old = F.col(f"`{k}`").cast(typ), F.col(f"__old_{k}")
+        if k in cfg.partition_fields:
+            new, old = _folder(new, typ), _folder(old, typ)
+        differs = ~new.eqNullSafe(old)
+        cond = differs if cond is None else (cond | differs)
+    bad = both.filter(cond).select(*[c for k in columns for c in (F.col(f"__old_{k}"), F.col(f"`{k}`"))])
+    sample = bad.limit(3).collect()
+    if sample:
+        examples = [(r[2 * j], r[2 * j + 1]) for r in sample for j in range(len(columns))]
+        raise key_change_error(cfg.name, clause, columns, examples, bad.count(), cfg.record_key_fields)

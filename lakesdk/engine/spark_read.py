@@ -77,6 +77,8 @@ def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Sche
     sschema = from_arrow_schema(schema)
     if not paths:
         return spark.createDataFrame([], sschema)
+    if storage.protocol == "memory":   # Spark's workers have their own memory file system: read here
+        return _on_driver(spark, [read_file(storage, p) for p in paths], schema)
     if storage.is_local and not needs_arrow_task(paths):
         urls = [_hadoop_path(storage.url(p)) for p in paths]
         with _listed_on_the_driver(spark, len(urls)):
@@ -102,6 +104,8 @@ def read_slices_spark(spark: Any, ctx: Any, slices: list[Any], schema: pa.Schema
     sschema = from_arrow_schema(schema)
     if not slices:
         return spark.createDataFrame([], sschema)
+    if ctx.storage.protocol == "memory":   # Spark's workers have their own memory file system: read here
+        return _on_driver(spark, [read_slice(ctx, sl) for sl in slices], schema)
     n = max(1, min(len(slices), parallelism(spark) * 2))
     src = spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
 
@@ -112,3 +116,14 @@ def read_slices_spark(spark: Any, ctx: Any, slices: list[Any], schema: pa.Schema
             for i in b.column(0).to_pylist():
                 yield from read_slice(ctx, slices[i]).select(schema.names).cast(out).to_batches()
     return src.mapInArrow(fn, sschema)
+
+
+def _on_driver(spark: Any, parts: list[pa.Table], schema: pa.Schema) -> Any:
+    """A DataFrame of tables read on the driver (a ``memory://`` table: each Python process,
+    a Spark worker too, has a memory file system of its own, which does not hold the table)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from lakesdk.engine.spark import _for_spark_exchange
+    from lakesdk.engine.tasks import conform
+    data = pa.concat_tables([conform(p, schema).select(schema.names) for p in parts])
+    return spark.createDataFrame(data.cast(_for_spark_exchange(schema)), from_arrow_schema(schema))

@@ -168,13 +168,17 @@ def keep_stored(ctx: WriteContext, new: pa.Table, stored: pa.Table | None) -> pa
         pos_np = positions(new.column(KEY), stored.column(KEY))
     pos = pa.array(np.maximum(pos_np, 0), mask=pos_np < 0)
     for c in ctx.keep_columns:
-        if c not in stored.column_names:
+        top, _, rest = c.partition(".")   # a struct field the data lacks: a.b
+        if top not in stored.column_names:
             continue
-        vals = stored.column(c).take(pos) if stored.num_rows else pa.nulls(new.num_rows, stored.schema.field(c).type)
-        if c in new.column_names:
-            new = new.set_column(new.column_names.index(c), c, vals)
+        vals = stored.column(top).take(pos) if stored.num_rows else pa.nulls(new.num_rows, stored.schema.field(top).type)
+        if rest and top in new.column_names:
+            from lakesdk.engine.stored_fields import with_stored_field
+            vals = with_stored_field(new.column(top), vals, rest.split("."))
+        if top in new.column_names:
+            new = new.set_column(new.column_names.index(top), top, vals)
         else:
-            new = new.append_column(c, vals)
+            new = new.append_column(top, vals)
     return new
 
 
@@ -499,7 +503,7 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
     chunks = []
     if ups.num_rows:
         if ctx.keep_columns and target.slice is not None and ctx.slice_ctx is not None:
-            stored = read_slice(ctx.slice_ctx, target.slice, columns=[KEY, *ctx.keep_columns])
+            stored = read_slice(ctx.slice_ctx, target.slice, columns=[KEY, *dict.fromkeys(c.partition(".")[0] for c in ctx.keep_columns)])
             ups = keep_stored(ctx, ups, stored)
         rows = _with_meta(ctx, ups, target.file_id, task, 0)
         avro = arrow_to_avro(rows.schema, ctx.table_name, meta=True)

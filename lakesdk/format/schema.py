@@ -38,6 +38,8 @@ __all__ = [
     "nullable",
     "cast_to_schema",
     "invalid_avro_names",
+    "missing_fields",
+    "name_clashes",
 ]
 
 META_FIELDS = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
@@ -476,3 +478,44 @@ def invalid_avro_names(fields: Any, prefix: str = "") -> list[str]:
         if pa.types.is_struct(t):
             bad.extend(invalid_avro_names([t.field(i) for i in range(t.num_fields)], f"{path}."))
     return bad
+
+
+def _children(t: pa.DataType) -> tuple[list[pa.Field], bool]:
+    """The fields under a type (a struct's, or those of a list's or map's struct values) and
+    whether they are inside a list or map."""
+    inner = False
+    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_map(t):
+        t = t.item_type if pa.types.is_map(t) else t.value_type
+        inner = True
+    return ([t.field(i) for i in range(t.num_fields)] if pa.types.is_struct(t) else []), inner
+
+
+def missing_fields(stored: pa.DataType, incoming: pa.DataType, path: str, in_list: bool = False) -> list[tuple[str, bool]]:
+    """Nested fields of the ``stored`` type (a struct, or a list or map of structs) that the
+    ``incoming`` type lacks, as ``(dotted path, inside a list or map)``."""
+    have, inner = _children(incoming)
+    want, _ = _children(stored)
+    if not have:   # not a struct (a column of nulls, another type): nothing to compare
+        return []
+    got = {f.name: f.type for f in have}
+    out: list[tuple[str, bool]] = []
+    for f in want:
+        p = f"{path}.{f.name}"
+        if f.name not in got:
+            out.append((p, in_list or inner))
+        else:
+            out.extend(missing_fields(f.type, got[f.name], p, in_list or inner))
+    return out
+
+
+def name_clashes(fields: Any, prefix: str = "") -> list[tuple[str, ...]]:
+    """Groups of column (or struct field) names, nested ones as ``a.b``, equal when case is
+    ignored (``fare``, ``Fare``; an exact duplicate too): Spark and Hudi resolve names
+    case-insensitively, so a table cannot hold both."""
+    groups: dict[str, list[str]] = {}
+    for f in fields:
+        groups.setdefault(f.name.lower(), []).append(f"{prefix}{f.name}")
+    out = [tuple(g) for g in groups.values() if len(g) > 1]
+    for f in fields:
+        out.extend(name_clashes(_children(f.type)[0], f"{prefix}{f.name}."))
+    return out

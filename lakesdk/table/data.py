@@ -6,9 +6,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakesdk.exceptions import SchemaError
+from lakesdk.exceptions import DuplicateColumnError, IncompatibleSchemaError, SchemaError
 
-__all__ = ["to_arrow_or_spark", "is_spark_df", "keys_to_arrow"]
+__all__ = ["to_arrow_or_spark", "is_spark_df", "keys_to_arrow", "check_column_names"]
 
 
 def is_spark_df(data: Any) -> bool:
@@ -17,7 +17,19 @@ def is_spark_df(data: Any) -> bool:
 
 
 def to_arrow_or_spark(data: Any) -> tuple[pa.Table | None, Any]:
-    """(arrow table, None) for local data, (None, spark DataFrame) for Spark data."""
+    """(arrow table, None) for local data, (None, spark DataFrame) for Spark data.  Input
+    that has no table form (columns of unequal lengths, a column mixing kinds of values,
+    complex numbers) or whose column names clash is a typed error."""
+    arrow, sdf = _convert(data)
+    if arrow is not None:
+        check_column_names(arrow.schema)
+    else:
+        from lakesdk.engine.spark import spark_arrow_schema
+        check_column_names(spark_arrow_schema(sdf))
+    return arrow, sdf
+
+
+def _convert(data: Any) -> tuple[pa.Table | None, Any]:
     if is_spark_df(data):
         return None, data
     if isinstance(data, pa.Table):
@@ -26,11 +38,11 @@ def to_arrow_or_spark(data: Any) -> tuple[pa.Table | None, Any]:
         return pa.Table.from_batches([data]), None
     mod = type(data).__module__
     if mod.startswith("pandas") and type(data).__name__ == "DataFrame":
-        return pa.Table.from_pandas(data, preserve_index=False), None
+        return _from_pandas(data), None
     if mod.startswith("polars") and hasattr(data, "to_arrow"):
         return data.to_arrow(), None
     if isinstance(data, dict):
-        return pa.table(data), None
+        return _from_columns(data, "dict"), None
     if isinstance(data, (list, tuple)):
         if not data:
             raise SchemaError("no rows to write: the list is empty")
@@ -38,7 +50,7 @@ def to_arrow_or_spark(data: Any) -> tuple[pa.Table | None, Any]:
             # every key of every row becomes a column (from_pylist would take the first row's keys only
             # and silently drop the others); a row without a column gets null there, as in pandas
             names = list(dict.fromkeys(k for r in data for k in r))
-            return pa.table({n: [r.get(n) for r in data] for n in names}), None
+            return _from_columns({n: [r.get(n) for r in data] for n in names}, "list of dicts"), None
     if hasattr(data, "__arrow_c_stream__"):
         return pa.table(data), None
     raise SchemaError(
@@ -46,8 +58,80 @@ def to_arrow_or_spark(data: Any) -> tuple[pa.Table | None, Any]:
         "Spark DataFrame, a dict of columns or a list of dicts")
 
 
+def check_column_names(schema: pa.Schema) -> None:
+    """Refuse columns (or struct fields) of one name, or of names equal but for case
+    (:class:`DuplicateColumnError`): Spark and Hudi resolve names case-insensitively."""
+    from lakesdk.format.schema import name_clashes
+    clashes = name_clashes(schema)
+    if clashes:
+        exact = [g for g in clashes if len(set(g)) < len(g)]
+        names = ", ".join(repr(n) for g in clashes for n in g)
+        why = (f"the data has several columns named {names}: a table column has one name" if exact else
+               f"the data's columns {names} differ only by case: Spark and Hudi resolve column names "
+               "case-insensitively, so a table cannot hold both (Spark could no longer read it: COLUMN_ALREADY_EXISTS)")
+        raise DuplicateColumnError(f"{why}. Rename or drop one of them before writing; nothing was written",
+                                   columns=tuple(n for g in clashes for n in g))
+
+
+def _kinds(values: Any) -> str:
+    return ", ".join(sorted({type(v).__name__ for v in values if v is not None}))
+
+
+def _unusable(name: str, values: Any, err: Exception) -> IncompatibleSchemaError:
+    """A column whose values have no one Arrow type (mixed kinds, complex numbers, ...)."""
+    kinds = _kinds(values)
+    if "complex" in kinds:
+        return IncompatibleSchemaError(
+            f"column {name!r} holds complex numbers, which Hudi's schema (Avro) has no type for ({err}); store "
+            f"the real and imaginary parts as two float columns (df['{name}_re'] = df['{name}'].real, "
+            f"df['{name}_im'] = df['{name}'].imag). Nothing was written")
+    return IncompatibleSchemaError(
+        f"column {name!r} cannot be written: its values mix kinds ({kinds}) that no one column type holds "
+        f"({err}); convert the column to one type first (e.g. df[{name!r}].astype(str), or pd.to_numeric). "
+        "Nothing was written")
+
+
+def _from_columns(cols: dict, what: str) -> pa.Table:
+    """A table from a dict of columns: every column as long as the others, each of one type."""
+    lengths = {k: len(v) if hasattr(v, "__len__") and not isinstance(v, (str, bytes)) else None
+               for k, v in cols.items()}
+    if None in lengths.values() or len(set(lengths.values())) > 1:
+        raise SchemaError(
+            f"the {what}'s columns must be sequences of one length, found lengths "
+            f"{ {k: ('not a sequence' if n is None else n) for k, n in lengths.items()} }; give every column one "
+            "value per row (None for a missing value). Nothing was written")
+    arrays = {}
+    for k, v in cols.items():
+        if isinstance(v, (pa.Array, pa.ChunkedArray)):
+            arrays[k] = v
+            continue
+        try:
+            arrays[k] = pa.array(v)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError) as err:
+            raise _unusable(k, list(v), err) from None
+    return pa.table(arrays)
+
+
+def _from_pandas(df: Any) -> pa.Table:
+    dup = [str(c) for c in df.columns[df.columns.duplicated()]]
+    if dup:
+        check_column_names(pa.schema([(str(c), pa.null()) for c in df.columns]))
+    try:
+        return pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        for name in df.columns:   # the column pyarrow could not convert
+            try:
+                pa.Table.from_pandas(df[[name]], preserve_index=False)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as col_err:
+                raise _unusable(str(name), df[name].tolist(), col_err) from None
+        raise
+
+
 def keys_to_arrow(keys: Any, key_fields: tuple[str, ...]) -> tuple[pa.Table | None, Any]:
-    """Delete input: scalars / tuples of key values, or anything :func:`to_arrow_or_spark` takes."""
+    """Delete input: scalars / tuples of key values, or anything :func:`to_arrow_or_spark` takes.
+    An empty list deletes nothing (no rows, as an empty upsert writes nothing)."""
+    if isinstance(keys, (list, tuple)) and not keys:
+        return pa.table({f: pa.array([], pa.null()) for f in key_fields}), None
     if isinstance(keys, (list, tuple)) and keys and not all(isinstance(k, dict) for k in keys):
         if len(key_fields) == 1:
             return pa.table({key_fields[0]: list(keys)}), None

@@ -97,10 +97,12 @@ def _evaluate(table: pa.Table, exprs: dict[str, Any]) -> pa.Table:
 
 
 def local_merge_plan(t: "Table", src: pa.Table, *, on: Sequence[str], clauses: Sequence[Any],
-                     lacking_columns: Callable[[list[str]], set[str]]) -> Callable[[], LocalMergeChanges]:
+                     lacking_columns: Callable[[list[str]], set[str]],
+                     key_guards: dict[int, tuple[str, ...]] | None = None) -> Callable[[], LocalMergeChanges]:
     """Bind every clause of the merge of ``src`` into ``t``; returns the function that runs it.
     Raises LocalMergeUnsupported before anything is read when an expression is outside the
-    local subset."""
+    local subset.  ``key_guards``: the key and partition fields a clause must leave as stored
+    (by clause index; a change is a KeyChangeError)."""
     src_cols = src.column_names
     missing = [k for k in on if k not in src_cols]
     if missing:
@@ -123,7 +125,7 @@ def local_merge_plan(t: "Table", src: pa.Table, *, on: Sequence[str], clauses: S
         sets.append({k: _bind(v, joined_schema, names, value=True) for k, v in vals.items()})
 
     def run() -> LocalMergeChanges:
-        return _run(t, src, tschema, has_target, on, clauses, conds, sets, lacking_columns(src_cols))
+        return _run(t, src, tschema, has_target, on, clauses, conds, sets, lacking_columns(src_cols), key_guards or {})
     return run
 
 
@@ -185,7 +187,8 @@ def _struct(table: pa.Table, idx: pa.Array, schema: pa.Schema) -> pa.StructArray
 
 
 def _run(t: "Table", src: pa.Table, tschema: pa.Schema, has_target: bool, on: Sequence[str],
-         clauses: Sequence[Any], conds: list[Any], sets: list[dict[str, Any]], lacking: set[str]) -> LocalMergeChanges:
+         clauses: Sequence[Any], conds: list[Any], sets: list[dict[str, Any]], lacking: set[str],
+         guards: dict[int, tuple[str, ...]]) -> LocalMergeChanges:
     cfg = t.config
     src_cols = src.column_names
     parts = [f for f in cfg.partition_fields if f in src_cols]
@@ -287,7 +290,35 @@ def _run(t: "Table", src: pa.Table, tschema: pa.Schema, has_target: bool, on: Se
                     exprs[k] = pc.scalar(pa.scalar(None, typ))
             op = 0
         exprs["_lk_op"] = pc.scalar(pa.scalar(op, pa.int8()))
-        outs.append(_evaluate(sub, exprs))
+        out = _evaluate(sub, exprs)
+        if i in guards:
+            _check_keys_kept(t, c, guards[i], out, sub.column("t"))
+        outs.append(out)
     acted = sum(counts.get(i, 0) for i in range(len(clauses)))
     changes = pa.concat_tables(outs, promote_options="permissive") if outs else pa.table({})
     return LocalMergeChanges(changes, counts, source_rows, unchanged, acted)
+
+
+def _check_keys_kept(t: "Table", clause: Any, columns: Sequence[str], out: pa.Table, stored: Any) -> None:
+    """The rows a clause rewrites keep their record key and partition folder: else KeyChangeError."""
+    from lakesdk.engine.spark_merge import key_change_error
+    parts = set(t.config.partition_fields)
+    changed = np.zeros(out.num_rows, dtype=bool)
+    pairs: list[tuple[Any, Any]] = []
+    for k in columns:
+        old = pc.struct_field(stored, k)
+        new = out.column(k).combine_chunks()
+        if k in parts:
+            old, new = _folder(old), _folder(new)
+        try:
+            new = new.cast(old.type)
+            differs = pc.fill_null(pc.not_equal(new, old), True)
+            same_null = pc.and_(pc.is_null(new), pc.is_null(old))
+            diff = pc.and_not(differs, same_null).to_numpy(zero_copy_only=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            diff = np.ones(out.num_rows, dtype=bool)   # a value the stored type cannot hold: a change
+        changed |= diff
+        pairs += [(o, n) for o, n in zip(old.filter(pa.array(diff)).to_pylist()[:3],
+                                          new.filter(pa.array(diff)).to_pylist()[:3])]
+    if changed.any():
+        raise key_change_error(t.config.name, clause, columns, pairs, int(changed.sum()), t.config.record_key_fields)

@@ -19,7 +19,11 @@ its own partition only (``''`` and null share one partition folder): the table's
 (partition, key), as Hudi's MERGE INTO tags the source rows through its index.
 
 A source with duplicate keys is an error: which of its rows should update the target
-would be ambiguous.
+would be ambiguous.  A clause that would change a stored record's key or partition path (a
+``set`` of such a field, or ``when_matched_update_all`` matching on other columns with a
+source row carrying another key) is refused with
+:class:`~lakesdk.exceptions.KeyChangeError` before anything is written: the change would
+insert a second record and keep the stored one.
 """
 
 from __future__ import annotations
@@ -28,14 +32,14 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from lakesdk.exceptions import MergeConflictError, MissingColumnError, OptionsError, SchemaError
+from lakesdk.exceptions import KeyChangeError, MergeConflictError, MissingColumnError, OptionsError, SchemaError
 from lakesdk.merge.ordering import event_time_field, event_time_fields, null_ordering_error
 
 if TYPE_CHECKING:
     from lakesdk.commit.results import WriteResult
     from lakesdk.table.table import Table
 
-__all__ = ["MergeBuilder", "MergeResult", "MergeConflictError"]
+__all__ = ["MergeBuilder", "MergeResult", "MergeConflictError", "KeyChangeError"]
 
 
 Kind = Literal["matched_update", "matched_update_all", "matched_delete", "not_matched_insert",
@@ -165,12 +169,19 @@ class MergeBuilder:
         for f in event_time_fields(cfg.ordering_key, cfg.merge_mode):
             if arrow is not None and f in arrow.column_names and arrow.column(f).null_count:
                 raise null_ordering_error(f, arrow.column(f).null_count, arrow.num_rows, cfg.name, "merge source")
+        if arrow is not None:
+            self._lacking_fields(arrow.schema)
+        else:
+            from lakesdk.engine.spark import spark_arrow_schema
+            self._lacking_fields(spark_arrow_schema(sdf))
+        guards = self._key_guards(arrow.column_names if arrow is not None else list(sdf.columns))
         m: Any = None
         engine = "spark"
         if arrow is not None and t.context.engine() == "local":
             from lakesdk.table.local_merge import LocalMergeUnsupported, local_merge_plan
             try:
-                run = local_merge_plan(t, arrow, on=self.on, clauses=self.clauses, lacking_columns=self._lacking_columns)
+                run = local_merge_plan(t, arrow, on=self.on, clauses=self.clauses, lacking_columns=self._lacking_columns,
+                                       key_guards=guards)
             except LocalMergeUnsupported as err:
                 if not _spark_installed():
                     raise err.cause from None
@@ -182,7 +193,7 @@ class MergeBuilder:
             from lakesdk.engine.spark_merge import spark_merge_changes
             m = spark_merge_changes(t.spark, arrow, sdf, on=self.on, clauses=self.clauses, config=cfg, key=t.key,
                                     target_columns=t.schema.names, read_target=lambda: t.read().to_spark(),
-                                    lacking_columns=self._lacking_columns, ordering=ordering)
+                                    lacking_columns=self._lacking_columns, ordering=ordering, key_guards=guards)
         counts, source_rows, unchanged, acted = m.counts, m.source_rows, m.unchanged, m.acted
         write = None
         if acted:
@@ -198,6 +209,49 @@ class MergeBuilder:
         return MergeResult(source_rows, upd, ins, dele, unchanged, per, write, time.perf_counter() - t0, skipped,
                            engine)
 
+    def _key_guards(self, source_columns: list[str]) -> dict[int, tuple[str, ...]]:
+        """The record-key and partition fields each clause that rewrites stored records could
+        change, by clause index: the rows it takes are checked (a changed value is a
+        :class:`KeyChangeError`).  A clause that sets such a field; ``when_matched_update_all``
+        matching on other columns than a key field the source carries, or nulling a partition
+        field the source lacks (``missing_columns="null"``).  Deletes and inserts keep keys."""
+        cfg = self.table.config
+        key, parts = tuple(cfg.record_key_fields), tuple(cfg.partition_fields)
+        guards: dict[int, tuple[str, ...]] = {}
+        for i, c in enumerate(self.clauses):
+            if c.kind in ("matched_update", "by_source_update"):
+                cols = [k for k in dict.fromkeys([*key, *parts]) if k in (c.values or {})]
+            elif c.kind == "matched_update_all":
+                cols = [k for k in key if k in source_columns and k not in self.on]
+                lacking = self._lacking_columns(source_columns)
+                cols += [p for p in parts if p in lacking and p not in cols]
+            else:
+                continue
+            if cols:
+                guards[i] = tuple(cols)
+        return guards
+
+    def _lacking_fields(self, source: Any) -> None:
+        """Struct fields of the table that the source's structs lack, for the ``*_all``
+        clauses: a :class:`MissingColumnError` unless ``missing_columns="null"`` (written as
+        null); ``"keep"`` does not reach into structs in a merge (refused too)."""
+        if self.missing_columns == "null" or not any(
+                c.kind in ("matched_update_all", "not_matched_insert_all") for c in self.clauses):
+            return
+        cfg = self.table.config
+        if cfg.merge_mode == "PARTIAL_UPDATE" and cfg.column_groups is not None:
+            return   # a partial-update table: each stream writes its own column groups
+        from lakesdk.format.schema import missing_fields
+        tschema = self.table.schema
+        nested = [p for f in tschema if f.name in source.names
+                  for p, _ in missing_fields(f.type, source.field(f.name).type, f.name)]
+        if nested:
+            keep = (" (missing_columns='keep' keeps stored columns, not struct fields, in a merge: upsert the "
+                    "rows with missing_columns='keep' for that)" if self.missing_columns == "keep" else "")
+            raise MissingColumnError(
+                f"merge into {self.table.config.name!r}: the source's structs lack the table's field(s) {nested}; "
+                "when_matched_update_all and when_not_matched_insert_all would write them as null" + keep +
+                ". Add the fields to the source, or pass missing_columns='null' to t.merge(...) to write nulls")
 
     def _lacking_columns(self, source_columns: list[str]) -> set[str]:
         """Table columns the source lacks that an ``*_all`` clause would write: a

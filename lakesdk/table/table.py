@@ -319,8 +319,11 @@ class Table:
         Or by predicate: ``where=`` takes the filters of :meth:`read` (text such as
         ``"city = 'sf' AND fare < 10"``, or ``[(column, op, value), ...]``); the keys (and
         partition fields) of the rows matching it in the latest snapshot are read, then
-        deleted in one commit.  ``deleted`` of the result is the number of rows removed; a
-        predicate matching nothing makes no commit (an empty result)."""
+        deleted in one commit.  ``deleted`` of the result is the number of rows removed.
+
+        A delete given keys commits a delete instant even when the table holds none of them
+        (``deleted=0``), as Apache Hudi does, and so does a predicate matching no row; an empty
+        list of keys is a no-op that commits nothing, as an empty upsert is."""
         if keys is not None and where is not None:
             raise TypeError("delete() takes keys or where=, not both: pass the keys to delete, or a predicate "
                             "selecting the rows to delete (t.delete(where=\"city = 'sf'\"))")
@@ -329,7 +332,7 @@ class Table:
         elif keys is None:
             raise TypeError("delete() needs the keys to delete or where=: t.delete(['k1', 'k2']) or "
                             "t.delete(where=\"city = 'sf'\")")
-        return self.write(keys, operation="delete").execute()
+        return WriteOperation(self, "delete", keys, commit_empty=where is not None).execute()
 
     def _keys_where(self, where: Any) -> pa.Table:
         """The key and partition fields of the rows of the latest snapshot matching ``where``."""
@@ -341,7 +344,10 @@ class Table:
         """Replace the partitions the data touches (``scope="partitions"``), or the whole table
         (``scope="table"``), with the data: a replacecommit."""
         if scope not in ("partitions", "table"):
-            raise ValueError(f"scope must be 'partitions' or 'table', not {scope!r}")
+            from lakesdk.exceptions import OptionsError
+            raise OptionsError(f"insert_overwrite(scope=...) must be 'partitions' (replace the partitions the data "
+                               f"touches) or 'table' (replace the whole table), not {scope!r}; nothing was written",
+                               key="scope")
         op = "insert_overwrite" if scope == "partitions" else "insert_overwrite_table"
         return self.write(data, operation=op, missing_columns=missing_columns,
                           truncate_nanoseconds=truncate_nanoseconds).execute()

@@ -24,6 +24,7 @@ from lakesdk.format.schema import (
     concrete_type,
     data_schema,
     invalid_avro_names,
+    missing_fields,
     normalize_input,
     normalize_type,
     nullable,
@@ -84,6 +85,7 @@ class WriteInput:
     missing_columns: str = "error"       # a table column the data lacks: "error", "null" or "keep"
     truncate_nanoseconds: bool = False   # timestamp[ns] values with digits below the microsecond
     key_encoding: str | None = None      # how null/empty key values are written; None: the table's (see _prepare)
+    commit_empty: bool = False           # a delete by predicate matching no row commits (as one of absent keys)
 
     def __post_init__(self) -> None:
         if self.missing_columns not in MISSING_COLUMNS:
@@ -173,6 +175,8 @@ class WriteInput:
             target_schema = table_schema
         else:
             target_schema = unify_schemas(table_schema, in_schema) if table_schema is not None else data_schema(in_schema)
+            if table_schema is not None:
+                _case_clashes(table_schema, in_schema, target_schema, cfg.name)
             keep = self._missing_columns(table_schema, in_schema)
             if len(target_schema) == 0:
                 raise SchemaError("the data has no columns to write")
@@ -226,7 +230,7 @@ class WriteInput:
             if global_delete:   # the key index supplies the partitions
                 partitions = None
         if arrow is not None:
-            if arrow.num_rows == 0:
+            if arrow.num_rows == 0 and not (self.commit_empty and is_delete):
                 return None
             if resolve is not None and has_missing_key_parts(arrow, cfg.record_key_fields):
                 ctx.key_encoding = resolve()
@@ -282,14 +286,26 @@ class WriteInput:
         # a batch without the delete marker is a batch of live rows: its column is written null
         missing = [f.name for f in table_schema if f.name not in META_FIELDS and f.name != IS_DELETED
                    and f.name not in in_schema.names]
-        if not missing or self.missing_columns == "null":
+        # a struct lacking stored fields follows the same rules, field by field (a.b)
+        nested = [m for f in table_schema if f.name in in_schema.names
+                  for m in missing_fields(f.type, in_schema.field(f.name).type, f.name)]
+        if not (missing or nested) or self.missing_columns == "null":
             return ()
+        in_lists = [p for p, inner in nested if inner]
+        if self.missing_columns == "keep" and not in_lists:
+            return (*missing, *(p for p, _ in nested))
         if self.missing_columns == "keep":
-            return tuple(missing)
+            raise MissingColumnError(
+                f"{self.operation} into {cfg.name!r}: the data's list or map elements lack stored field(s) "
+                f"{in_lists}; missing_columns='keep' keeps stored values of columns and struct fields, not of "
+                "elements of a list or map (which stored element would it be?). Add the fields, or pass "
+                "missing_columns='null' to write nulls")
+        what = [*missing, *(p for p, _ in nested)]
         raise MissingColumnError(
-            f"{self.operation} into {cfg.name!r}: the data lacks table column(s) {missing} (data columns: "
-            f"{', '.join(in_schema.names)}); Hudi rejects such a batch, and writing it would set those columns "
-            "to null in every written record. Add the columns, or pass missing_columns='null' to write nulls"
+            f"{self.operation} into {cfg.name!r}: the data lacks table column(s) {what} (data columns: "
+            f"{', '.join(in_schema.names)}); Hudi rejects such a batch, and writing it would set those "
+            f"{'columns and fields' if nested else 'columns'} to null in every written record. Add them, or pass "
+            "missing_columns='null' to write nulls"
             + (" or missing_columns='keep' to keep the stored values of updated records (a partial update)"
                if self.operation in _MERGING else ""))
 
@@ -322,6 +338,23 @@ def check_partition_paths(cfg: TableConfig, operation: str, in_schema: pa.Schema
         f"so it refuses this {operation} (nothing was written). Write it with Apache Hudi; to delete records, pass "
         "their record key values only (t.delete([...])), which finds them in any partition",
         key="hoodie.table.keygenerator.type")
+
+
+def _case_clashes(table_schema: pa.Schema, in_schema: pa.Schema, target_schema: pa.Schema, table: str) -> None:
+    """A data column whose name differs only by case from a stored column's is refused
+    (:class:`DuplicateColumnError`): Spark and Hudi would take them for one column."""
+    from lakesdk.exceptions import DuplicateColumnError
+    from lakesdk.format.schema import name_clashes
+    stored = set(name_clashes(table_schema))   # clashes a table already holds do not block its writes
+    new = [g for g in name_clashes(target_schema) if g not in stored]
+    if new:
+        pairs = "; ".join(f"{[n for n in g if n in in_schema.names]} against the table's "
+                          f"{[n for n in g if n in table_schema.names]}" for g in new)
+        raise DuplicateColumnError(
+            f"write into {table!r}: the data's column names differ only by case from the table's ({pairs}); Spark "
+            "and Hudi resolve column names case-insensitively, so the table could not hold both (Spark could no "
+            "longer read it: COLUMN_ALREADY_EXISTS). Use the table's spelling to write into the stored column, or "
+            "another name; nothing was written", columns=tuple(n for g in new for n in g))
 
 
 def global_merge_error(table: str) -> OptionsError:
