@@ -1,14 +1,21 @@
-"""``missing_columns="keep"`` for struct fields: an incoming struct that lacks some of the
-stored struct's fields takes their stored values (:func:`lakesdk.engine.tasks.keep_stored`)."""
+"""``missing_columns="keep"``: the columns the data lacks take the stored values of the records
+being updated (:func:`keep_stored`), and an incoming struct that lacks some of the stored
+struct's fields takes their stored values (:func:`with_stored_field`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["with_stored_field"]
+from lakesdk.merge.ordering import KEY, ROW, positions
+
+if TYPE_CHECKING:
+    from lakesdk.engine.tasks import WriteContext
+
+__all__ = ["keep_stored", "with_stored_field"]
 
 
 def with_stored_field(new: Any, stored: Any, path: list[str]) -> Any:
@@ -34,3 +41,27 @@ def with_stored_field(new: Any, stored: Any, path: list[str]) -> Any:
         i = names.index(path[0])
         kids[i] = with_stored_field(kids[i], old, path[1:]) if len(path) > 1 else old.cast(kids[i].type)
     return pa.StructArray.from_arrays(kids, fields=fields, mask=pc.is_null(new) if new.null_count else None)
+
+
+def keep_stored(ctx: "WriteContext", new: pa.Table, stored: pa.Table | None) -> pa.Table:
+    """``missing_columns="keep"``: the columns the data lacks take the stored values of the
+    records being updated (null for new records), as a partial update would."""
+    if not ctx.keep_columns or stored is None or new.num_rows == 0:
+        return new
+    if ROW in new.column_names:   # the stored row each update replaces (merge_into_base: one per stored copy)
+        pos_np = np.asarray(pc.fill_null(new.column(ROW), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    else:
+        pos_np = positions(new.column(KEY), stored.column(KEY))
+    pos = pa.array(np.maximum(pos_np, 0), mask=pos_np < 0)
+    for c in ctx.keep_columns:
+        top, _, rest = c.partition(".")   # a struct field the data lacks: a.b
+        if top not in stored.column_names:
+            continue
+        vals = stored.column(top).take(pos) if stored.num_rows else pa.nulls(new.num_rows, stored.schema.field(top).type)
+        if rest and top in new.column_names:
+            vals = with_stored_field(new.column(top), vals, rest.split("."))
+        if top in new.column_names:
+            new = new.set_column(new.column_names.index(top), top, vals)
+        else:
+            new = new.append_column(top, vals)
+    return new

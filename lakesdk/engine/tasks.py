@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from lakesdk import _faults as faults
 from lakesdk.engine.footers import remember_footer
 from lakesdk.engine.slice_reader import conform, read_slice
+from lakesdk.engine.stored_fields import keep_stored
 from lakesdk.format.bloom import FOOTER_KEYS, BloomConfig, file_footer
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id
@@ -29,7 +30,6 @@ from lakesdk.merge.ordering import (
     OP,
     OP_DELETE,
     PART,
-    ROW,
     SEQ,
     MergeCounts,
     Ordering,
@@ -154,32 +154,6 @@ def add_key_columns(ctx: WriteContext, batch: pa.Table) -> pa.Table:
             batch = batch.drop_columns([name])
         batch = batch.append_column(name, col)
     return batch
-
-
-def keep_stored(ctx: WriteContext, new: pa.Table, stored: pa.Table | None) -> pa.Table:
-    """``missing_columns="keep"``: the columns the data lacks take the stored values of the
-    records being updated (null for new records), as a partial update would."""
-    if not ctx.keep_columns or stored is None or new.num_rows == 0:
-        return new
-    from lakesdk.merge.ordering import positions
-    if ROW in new.column_names:   # the stored row each update replaces (merge_into_base: one per stored copy)
-        pos_np = np.asarray(pc.fill_null(new.column(ROW), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    else:
-        pos_np = positions(new.column(KEY), stored.column(KEY))
-    pos = pa.array(np.maximum(pos_np, 0), mask=pos_np < 0)
-    for c in ctx.keep_columns:
-        top, _, rest = c.partition(".")   # a struct field the data lacks: a.b
-        if top not in stored.column_names:
-            continue
-        vals = stored.column(top).take(pos) if stored.num_rows else pa.nulls(new.num_rows, stored.schema.field(top).type)
-        if rest and top in new.column_names:
-            from lakesdk.engine.stored_fields import with_stored_field
-            vals = with_stored_field(new.column(top), vals, rest.split("."))
-        if top in new.column_names:
-            new = new.set_column(new.column_names.index(top), top, vals)
-        else:
-            new = new.append_column(top, vals)
-    return new
 
 
 def _seqnos(instant: str, partition_id: int, n: int, start: int = 0) -> pa.Array:
