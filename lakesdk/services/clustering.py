@@ -218,7 +218,13 @@ def _execute(table: "TableContext", store: TimelineStore, txn: Any, data: Cluste
     md = CommitMetadata(partition_to_write_stats=parts, extra_metadata=schema_extra_metadata(schema, cfg.name),
                         operation_type="CLUSTER", partition_to_replace_file_ids=replaced)
     # the input must not have changed since the plan (checked under the lock with several writers)
-    done = txn.commit(md.to_avro(), checks=[lambda now: _abort_if_changed(table, instant, data)], always=True)
+    try:
+        done = txn.commit(md.to_avro(), checks=[lambda now: _abort_if_changed(table, instant, data)], always=True)
+    except ClusteringConflictError as e:
+        if e.held_elsewhere:   # taken over while this process stalled: its output files (new file ids) go
+            for st in stats:
+                table.storage.delete(st.path)
+        raise
     faults.crash_point("after_commit")
     txn.finish()
     return ClusteringResult(cfg.name, instant, done.completed, sum(len(v) for v in replaced.values()), len(stats),
