@@ -491,3 +491,32 @@ def test_files_a_rollback_missed_are_deleted_before_archival_moves_past_them(tmp
     assert not t.storage.exists(late[0]) and not any(t.storage.exists(f) for f in late)
     assert sorted(t.read().to_pandas().id) == [1, 2]
     assert sorted(r[0] for r in hudi_rows(t.path)) == [1, 2]
+
+
+def test_archival_keeps_commits_completed_after_a_pending_write_started(tmp_path):
+    """Archival stopped at the last commit *requested* before the oldest pending write; a
+    commit requested earlier that completed after the write started was archived, and the
+    write's conflict check at its commit (which reads the active timeline) missed it: the
+    write committed over the file group that commit had changed, and lost its update (found
+    by the service soak: duplicate keys once a clustering it missed replaced the file
+    group).  Commits that completed after the oldest pending instant was requested stay."""
+    import pandas as pd
+
+    from lakesdk.services.archival import archived_instants
+    from lakesdk.table.transaction import begin, commit, write_batch
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    for i in range(3):
+        t.upsert(pd.DataFrame({"id": [1, 2], "p": ["a", "a"], "ts": [i, i], "v": [f"v{i}"] * 2}))
+    c = begin(t)                                            # requested first, completes last
+    c_stats, c_schema = write_batch(t, c, pd.DataFrame({"id": [1, 2], "p": ["a", "a"], "ts": [10, 10],
+                                                        "v": ["c", "c"]}))
+    t.upsert(pd.DataFrame({"id": [50], "p": ["b"], "ts": [1], "v": ["d"]}))   # requested between them
+    w = begin(t)
+    w_stats, w_schema = write_batch(t, w, pd.DataFrame({"id": [1], "p": ["a"], "ts": [20], "v": ["w"]}))
+    commit(t, c, c_stats, schema=c_schema)                  # completes after w started
+    res = t.maintenance.archive(min_commits=1, max_commits=2)
+    assert c.instant not in {a.instant.requested for a in archived_instants(t)}, res
+    with pytest.raises(lk.WriteConflictError):
+        commit(t, w, w_stats, schema=w_schema)
+    assert dict(zip(*[t.read().to_pandas()[col] for col in ("id", "v")])) == {1: "c", 2: "c", 50: "d"}

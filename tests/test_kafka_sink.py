@@ -147,8 +147,11 @@ def test_k1_k6_k18_k22_happy_path_exactly_once_and_resume(tmp_path, broker):
     produce(broker, topic, range(900, 1000))
     with KafkaSink(t.path, topic, broker, commit_interval=0.5, write_timeout=10, session_timeout_ms=6000) as sink2:
         wait_ingested(t, topic, broker, 60)
-        time.sleep(1.2)
+        deadline = time.monotonic() + 60    # the status follows the table's commit (later under load)
         st2 = sink2.status()
+        while sum(r.records for r in st2.history) < 1000 and time.monotonic() < deadline:
+            time.sleep(0.3)
+            st2 = sink2.status()
     assert_exactly_once(t, topic, broker, range(1000), group=f"lakesdk-sink-{topic}")
     # the new coordinator's history starts with the first sink's commits, loaded from the table
     assert [r.instant for r in st2.history][:len(before)] == before

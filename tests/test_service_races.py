@@ -4,6 +4,9 @@ upsert overlapping keys of a partitioned table with an ordering field.  Afterwar
 read by lakesdk and by the ``hudi`` reader, is the fold of exactly the commits that landed:
 in completion order, a version of a key replaces the current one when its ordering value is
 not smaller (event-time ordering).  A write that did not land failed with a conflict error.
+A writer whose batch a pending clustering refused (Hudi's reject-update strategy) waits for
+that clustering to finish and tries the batch again (at most three times): otherwise every
+batch of a round could fail while one clustering runs, and the round would prove nothing.
 
 On merge-on-read tables the clean and archival loops compact first in each round: without a
 compaction a file group never gets a second slice, and there is nothing to clean or keep.
@@ -29,7 +32,7 @@ from .helpers import check_no_leftovers, hudi_read, hudi_rows, stress, values
 PARTITIONS = 4
 
 WRITER = textwrap.dedent("""
-    import json, random, sys
+    import json, random, sys, time
     import pandas as pd
     import lakesdk as lk
     path, wid, lock, n, opts = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), json.loads(sys.argv[5])
@@ -38,6 +41,10 @@ WRITER = textwrap.dedent("""
                       options=lk.TableOptions(compact_every=inline) if inline else None)
     rng = random.Random(wid)
     out = []
+
+    def clustering_pending(instant):    # the clustering that refused a batch (any, when it is not named)
+        return any(x.action == "clustering" and (not instant or x.requested == instant) for x in t.timeline.pending)
+
     for i in range(n):
         mine = {(i + wid) % parts, (i + wid + 1) % parts}   # two of the partitions, rotating
         ids = sorted(rng.sample([k for k in range(rows) if k % parts in mine], keys))
@@ -45,11 +52,19 @@ WRITER = textwrap.dedent("""
         val = f"w{wid}-{i}"
         df = pd.DataFrame({"id": ids, "p": [f"p{k % parts}" for k in ids], "ts": [ts] * keys, "v": [val] * keys})
         rec = {"keys": ids, "ts": ts, "v": val}
-        try:
-            r = t.upsert(df)
-            out.append({**rec, "ok": True, "instant": r.instant, "completed": r.completed})
-        except lk.WriteConflictError as e:   # anything else fails the writer, and the test
-            out.append({**rec, "ok": False, "error": type(e).__name__})
+        for attempt in range(3):
+            try:
+                r = t.upsert(df)
+                out.append({**rec, "ok": True, "instant": r.instant, "completed": r.completed})
+                break
+            except lk.ClusteringConflictError as e:   # updates of file groups being clustered are
+                out.append({**rec, "ok": False, "error": type(e).__name__})   # refused: once it is done,
+                deadline = time.monotonic() + 300                            # the batch is tried again
+                while time.monotonic() < deadline and clustering_pending(e.instant):
+                    time.sleep(0.05)
+            except lk.WriteConflictError as e:   # anything else fails the writer, and the test
+                out.append({**rec, "ok": False, "error": type(e).__name__})
+                break
     print("RESULT" + json.dumps(out))
 """)
 
@@ -429,6 +444,32 @@ def test_a_write_never_shares_its_instant_time_with_a_table_service(tmp_path, mo
     t.maintenance.cluster(taken)
     assert values(t) == {1: "x", 2: "x", 3: "x", 4: "new"}
     assert t.inspect.check().ok
+
+
+def test_write_whose_timeline_archival_moves_meanwhile_reads_the_history(tmp_path, monkeypatch):
+    """A write loaded the timeline, then archival in another process moved completed instants
+    into the timeline history before the write read their commit metadata (to check that
+    their files are there): the write failed with InstantNotFoundError "timeline file ... is
+    missing" (found by the service soak).  Their metadata is read from the history."""
+    from lakesdk.read.view import FileSystemView
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", ordering="ts")
+    for i in range(6):
+        t.upsert(pd.DataFrame({"id": [i % 3], "ts": [i], "v": [f"v{i}"]}))
+    writer = lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+    original = FileSystemView.verify
+    archived: list = []
+
+    def archival_meanwhile(self, *a, **kw):
+        if not archived:
+            archived.append(t.maintenance.archive(min_commits=1, max_commits=2))
+        return original(self, *a, **kw)
+    monkeypatch.setattr(FileSystemView, "verify", archival_meanwhile)
+    r = writer.upsert(pd.DataFrame({"id": [0], "ts": [9], "v": ["after archival"]}))
+    monkeypatch.undo()
+    assert archived[0].archived and r.instant
+    want = {0: "after archival", 1: "v4", 2: "v5"}
+    assert values(t) == want and hudi_rows(t.path) == sorted(want.items())
 
 
 # -- the soak: every service at once, in two processes ------------------------------------------------

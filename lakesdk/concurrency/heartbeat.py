@@ -78,11 +78,16 @@ class Heartbeat:
     thread of its own, so one storage call that hangs does not stop the beats after it
     (at most :attr:`MAX_IN_FLIGHT` beats are in progress at once).  ``stop()`` stops the
     thread and deletes the file.  As a context manager it starts on entry and stops on exit.
+
+    ``owner``: the claim this heartbeat keeps alive, when a process took a planned table
+    service (:mod:`lakesdk.services.claim`); its commit checks that the claim is still this
+    owner's.  None for a write's own instant.
     """
 
     MAX_IN_FLIGHT = 2
 
-    def __init__(self, storage: Storage, instant: str, interval_s: float = 60.0, tolerable_misses: int = 2) -> None:
+    def __init__(self, storage: Storage, instant: str, interval_s: float = 60.0, tolerable_misses: int = 2,
+                 *, owner: str | None = None) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0, found {interval_s}")
         if tolerable_misses < 1:
@@ -92,6 +97,7 @@ class Heartbeat:
         self.path = heartbeat_path(instant)
         self.interval_s = float(interval_s)
         self.tolerable_misses = int(tolerable_misses)
+        self.owner = owner
         self.beats = 0
         self.last_error: BaseException | None = None
         self._stop = threading.Event()

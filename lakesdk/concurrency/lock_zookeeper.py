@@ -23,7 +23,10 @@ The lock lives exactly as long as the session:
   session timeout can act once more before it notices (there is no fencing token).
 
 Connection failures are retried with exponential backoff and jitter until ``timeout_s``;
-each connection attempt waits at most ``zk_connection_timeout_s``.
+each connection attempt waits at most ``zk_connection_timeout_s``.  A holder whose
+connection drops tries to reconnect at least every tenth of the session timeout (2 s at
+most, plus jitter), so a server that is back within the session timeout keeps its session
+and lock.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ def _kazoo() -> Any:
         import kazoo.handlers.threading  # noqa: F401
         import kazoo.protocol.states  # noqa: F401
         import kazoo.recipe.lock  # noqa: F401
+        import kazoo.retry  # noqa: F401
     except ImportError as exc:
         raise MissingDependencyError("kazoo", "zookeeper", "The ZooKeeper lock provider") from exc
     return kazoo
@@ -157,6 +161,15 @@ class ZookeeperLockProvider(LockProvider):
     def _repr_fields(self) -> dict[str, Any]:
         return {"path": self.path, "connect": self.connect, "timeout_s": self.config.timeout_s}
 
+    def _reconnect_retry(self, kz: Any) -> Any:
+        """How the holder's client reconnects after its connection dropped: without end, the
+        delay between attempts growing to a tenth of the session timeout at most (2 s at
+        most; plus jitter), so a server back within the session timeout finds the session
+        still alive.  kazoo's default backoff doubles up to an hour: after a restart that
+        took 30 s its next attempt came 25 s later, after the restored session had expired."""
+        return kz.retry.KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_jitter=0.4,
+                                   max_delay=max(0.1, min(2.0, self.session_timeout_s / 10)))
+
     # -- acquire ----------------------------------------------------------------------------
     def acquire(self, *, timeout_s: float | None = None) -> None:
         timeout = self._timeout(timeout_s)
@@ -182,7 +195,8 @@ class ZookeeperLockProvider(LockProvider):
             remaining = deadline - monotonic()
             client = lock = None
             try:
-                client = kz.client.KazooClient(hosts=self.connect, timeout=self.session_timeout_s)
+                client = kz.client.KazooClient(hosts=self.connect, timeout=self.session_timeout_s,
+                                               connection_retry=self._reconnect_retry(kz))
                 client.start(timeout=min(self.connection_timeout_s, max(remaining, 0.5)))
                 connected_once = True
                 owner = self._new_owner_id()

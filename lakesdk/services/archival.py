@@ -10,7 +10,8 @@ Which instants (``TimelineArchiverV2`` of Apache Hudi, ``hoodie.keep.min.commits
 active; then the oldest completed commits are archived, keeping the newest ``min_commits``
 and never reaching
 
-* the earliest pending instant (nor the last completed commit before it),
+* the earliest pending instant (nor the last completed commit before it, nor a commit that
+  completed after it was requested: its conflict check at commit reads those),
 * the earliest savepoint (unless ``beyond_savepoint``: savepointed commits then stay active
   and archival continues past them, after which the table can no longer be restored),
 * a replacecommit whose replaced file groups still have files (a clean deletes them first;
@@ -179,6 +180,11 @@ def plan_archive(table: "TableContext", *, min_commits: int = 20, max_commits: i
         first = min(pending, key=lambda i: i.requested)
         before = [c for c in commits if c.requested < first.requested]
         bounds[f"pending {first.action} {first.requested}"] = before[-1].requested if before else first.requested
+        # a commit that completed after it started stays active, whenever it was requested: the
+        # pending write's conflict check at its commit reads the active timeline for them
+        later = [c.requested for c in commits if (c.completed or "") > first.requested]
+        if later:
+            bounds[f"commits completed after pending {first.action} {first.requested} started"] = min(later)
     sps = sorted(i.requested for i in timeline.instants if i.action == "savepoint")
     if sps and not beyond_savepoint:
         bounds[f"savepoint {sps[0]}"] = sps[0]

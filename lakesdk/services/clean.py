@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 from lakesdk._display import human_bytes as _human
 from lakesdk._progress import progress as show_progress
 from lakesdk.commit.context import context_of
-from lakesdk.exceptions import CleanConflictError, InstantNotFoundError, LakeError
+from lakesdk.exceptions import CleanConflictError, InstantNotFoundError
 from lakesdk.format.file_group import FileGroup, FileSlice
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
 from lakesdk.format.service_metadata import CleanerPlanData, CleanMetadataData, SavepointMetadataData
@@ -481,8 +481,8 @@ def execute_clean(table: "TableContext", instant: str) -> CleanResult:
     except StopIteration:
         raise InstantNotFoundError(f"no clean instant {instant!r} on the timeline of {table.name!r}",
                                    instant=instant) from None
-    if inst.is_completed:
-        raise LakeError(f"clean {instant} is already completed")
+    if inst.is_completed:   # by another process since the caller listed it
+        raise CleanConflictError(f"clean {instant} of {table.name!r} is already completed", instant=instant)
     plan = CleanerPlanData.parse(store.read_bytes(Instant("clean", "requested", instant)))
     from lakesdk.services.claim import claim
     from lakesdk.services.transaction import InstantTransaction

@@ -44,7 +44,6 @@ from lakesdk.commit.context import context_of
 from lakesdk.exceptions import (
     ClusteringConflictError,
     InstantNotFoundError,
-    LakeError,
 )
 from lakesdk.format.bloom import BloomConfig
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
@@ -144,7 +143,8 @@ def execute_clustering(table: "TableContext", instant: str) -> ClusteringResult:
         raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}",
                                    instant=instant)
     if inst.is_completed:
-        raise LakeError(f"clustering {instant} is already completed")
+        raise ClusteringConflictError(f"clustering {instant} of {table.name!r} is already completed",
+                                      instant=instant, held_elsewhere=True)
     data = plan_of(store, inst)
     from lakesdk.services.claim import claim
     from lakesdk.services.transaction import InstantTransaction
@@ -218,7 +218,13 @@ def _execute(table: "TableContext", store: TimelineStore, txn: Any, data: Cluste
     md = CommitMetadata(partition_to_write_stats=parts, extra_metadata=schema_extra_metadata(schema, cfg.name),
                         operation_type="CLUSTER", partition_to_replace_file_ids=replaced)
     # the input must not have changed since the plan (checked under the lock with several writers)
-    done = txn.commit(md.encode(layout=cfg.layout_version), checks=[lambda now: _abort_if_changed(table, instant, data)], always=True)
+    try:
+        done = txn.commit(md.encode(layout=cfg.layout_version), checks=[lambda now: _abort_if_changed(table, instant, data)], always=True)
+    except ClusteringConflictError as e:
+        if e.held_elsewhere:   # taken over while this process stalled: its output files (new file ids) go
+            for st in stats:
+                table.storage.delete(st.path)
+        raise
     faults.crash_point("after_commit")
     txn.finish()
     return ClusteringResult(cfg.name, instant, done.completed, sum(len(v) for v in replaced.values()), len(stats),
@@ -258,9 +264,11 @@ def _ensure_partition_metafile(table: "TableContext", partition: str, instant: s
 
 def cluster(table: "TableContext", instant: str | None = None, **plan_options: Any) -> ClusteringResult | None:
     """Execute the pending clustering ``instant``; without one, finish every pending
-    clustering (an interrupted one is re-executed; one another live process executes is left
-    to it), or else plan, schedule and execute a new one.  Returns the result of the last clustering run (``None`` when nothing needed
-    clustering)."""
+    clustering (an interrupted one is re-executed; one another live process executes, or
+    completed or rolled back meanwhile, is left to it), or else plan, schedule and execute a
+    new one (planned again when another process scheduled some of its file groups between
+    the plan and the schedule).  Returns the result of the last clustering run (``None``
+    when nothing needed clustering)."""
     table = context_of(table)
     table.check_writes("clustering")
     if instant is not None:
@@ -274,12 +282,25 @@ def cluster(table: "TableContext", instant: str | None = None, **plan_options: A
             except ClusteringConflictError as e:   # held elsewhere: another process claimed it since
                 if not e.held_elsewhere:
                     raise
+            except InstantNotFoundError:           # rolled back by another process since the listing
+                pass
     if pending:
         return result
-    plan = plan_clustering(table, **plan_options)
-    if not plan.groups:
-        return None
-    return execute_clustering(table, schedule_clustering(table, plan).instant)  # type: ignore[arg-type]
+    for attempt in range(_SCHEDULE_ATTEMPTS):
+        plan = plan_clustering(table, **plan_options)
+        if not plan.groups:
+            return None
+        try:
+            scheduled = schedule_clustering(table, plan)
+        except ClusteringConflictError:   # another process scheduled some of these file groups meanwhile
+            if attempt + 1 == _SCHEDULE_ATTEMPTS:
+                raise
+            continue
+        return execute_clustering(table, scheduled.instant)  # type: ignore[arg-type]
+    return None
+
+
+_SCHEDULE_ATTEMPTS = 5
 
 
 def cluster_after_write(table: "TableContext") -> ClusteringResult | None:

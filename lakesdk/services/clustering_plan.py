@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from lakesdk._display import human_bytes as _human
 from lakesdk.commit.context import context_of
 from lakesdk.exceptions import (
+    ClusteringConflictError,
     InstantNotFoundError,
     LakeError,
     MissingColumnError,
@@ -377,21 +378,36 @@ def plan_clustering(table: "TableContext", *, small_file_limit: int = SMALL_FILE
 
 
 def schedule_clustering(table: "TableContext", plan: ClusteringPlan) -> ClusteringPlan:
-    """Write the plan as a requested clustering instant (``T.clustering.requested``)."""
+    """Write the plan as a requested clustering instant (``T.clustering.requested``).
+
+    Under the table lock (with several writers), where the instant is created, the plan's
+    file groups must not be under a pending clustering or compaction: another process may
+    have scheduled one since this plan was made.  Then nothing is written and
+    :class:`~lakesdk.exceptions.ClusteringConflictError` names the file groups taken (plan
+    again)."""
     table = context_of(table)
     table.check_writes("clustering")
     if not plan.groups:
         raise LakeError(f"the clustering plan of {table.name!r} is empty: nothing to schedule")
     store = table.store
-    timeline = store.load()
-    busy = pending_clustering_file_groups(store, timeline)
-    taken = [fg for fg in plan.file_groups if fg in busy]
-    if taken:
-        raise LakeError(f"file groups {taken[:3]} are already under pending clustering {busy[taken[0]]}; "
-                        "plan again (table.maintenance.plan_clustering()) or finish it with table.maintenance.cluster()")
     data = plan.to_plan_data().to_avro(table.storage.base_url)
-    from lakesdk.concurrency.instants import create_instant
-    instant = create_instant(store, table.lock(), "clustering", data)
+
+    def plan_at(requested: str) -> bytes:
+        timeline = store.load()
+        busy = pending_clustering_file_groups(store, timeline)
+        in_compaction = _pending_compaction_file_groups(store, timeline)
+        taken = [fg for fg in plan.file_groups if fg in busy or fg in in_compaction]
+        if taken:
+            other = busy.get(taken[0]) or "compaction"
+            raise ClusteringConflictError(
+                f"{len(taken)} file group(s) of the clustering plan of {table.name!r} ({taken[:3]}) are already under "
+                f"pending clustering or compaction {other} (scheduled by another process since the plan was made); "
+                "nothing was scheduled: plan again (table.maintenance.plan_clustering()), or finish the pending one "
+                "with table.maintenance.cluster()", instant=busy.get(taken[0], ""), file_groups=tuple(taken))
+        return data
+    from lakesdk.concurrency.instants import create_planned_instant
+    instant = create_planned_instant(store, table.lock(), "clustering", plan_at)
+    assert instant is not None    # plan_at never returns None
     return ClusteringPlan(plan.table, plan.groups, plan.sort_by, plan.small_file_limit, plan.max_bytes_per_group,
                           plan.target_file_size, instant.requested, plan.skipped)
 

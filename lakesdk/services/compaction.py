@@ -279,8 +279,8 @@ def execute_compaction(table: "TableContext", instant: str) -> Any:
         inst = next(i for i in timeline if i.requested == instant and i.action == "compaction")
     except StopIteration:
         raise InstantNotFoundError(f"no compaction instant {instant!r} on the timeline", instant=instant) from None
-    if inst.is_completed:
-        raise LakeError(f"compaction {instant} is already completed")
+    if inst.is_completed:   # by another process since the caller listed it
+        raise CompactionConflictError(f"compaction {instant} of {table.name!r} is already completed", instant=instant)
     # the plan is in the requested file (the inflight one is empty), also when resuming a
     # compaction whose executor died after it went inflight
     plan = CompactionPlanData.parse(store.read_bytes(Instant("compaction", "requested", instant)))

@@ -364,12 +364,13 @@ def resume_pending_rollbacks(table: "TableContext", *, min_age_s: float = 0.0) -
 
 
 def _remove_stale_markers_and_heartbeats(table: "TableContext", timeline: Any) -> None:
-    """Markers and heartbeats of completed instants (a writer that died right after its
-    commit) or of instants no longer on the timeline are garbage."""
+    """Markers, heartbeats and table-service claims of completed instants (a writer that died
+    right after its commit) or of instants no longer on the timeline are garbage."""
     completed = {i.requested for i in timeline.completed}
     known = {i.requested for i in timeline}
     newest = timeline.max_time() or ""
-    for folder in (".hoodie/.temp", ".hoodie/.heartbeat"):
+    from lakesdk.services.claim import CLAIMS_DIR
+    for folder in (".hoodie/.temp", ".hoodie/.heartbeat", CLAIMS_DIR):
         for e in table.storage.list(folder):
             if not (len(e.name) == 17 and e.name.isdigit()):
                 continue   # a heartbeat being written (temp name) or something not ours

@@ -29,6 +29,11 @@ several writers (optimistic concurrency) it runs under the table lock, as Hudi's
 5. the completed file is written, at a completion time later than every time on that
    timeline.
 
+A table service claimed by this process (compaction, clustering, clean) also commits only
+while its claim is still its own, after the checks (the claim's fence,
+:mod:`lakesdk.services.claim`): a stalled executor whose heartbeat expired may have been
+taken over by another process.
+
 A single writer has no lock; steps 1, 2 and 4 are then skipped.  :meth:`abort` rolls the instant
 back only when the failure proves it did not land (no completed file), as pyiceberg's
 ``Transaction`` cleans up only when the commit is known to have failed; it lives beside the
@@ -144,6 +149,7 @@ class InstantTransaction:
             if now is not None:
                 for check in checks:
                     check(now)
+            self._ensure_claimed(inflight)
             data = metadata(now) if callable(metadata) else metadata
             if faults.armed("during_commit"):   # leave what a crash inside the completed file's write leaves
                 done = inflight.to("completed", InstantClock.next(after=inflight.requested))
@@ -164,11 +170,28 @@ class InstantTransaction:
         self.instant = self.completed
         return self.completed
 
+    def _ensure_claimed(self, instant: Instant) -> None:
+        """A table service this process claimed commits only while the claim is still its own
+        (:mod:`lakesdk.services.claim`): when another process took the instant over, the
+        commit is refused, and the heartbeat file, now the other's, is left to it."""
+        owner = getattr(self.heartbeat, "owner", None)
+        if owner is None:
+            return
+        from lakesdk.services.claim import taken_over
+        err = taken_over(self.ctx, instant, owner)
+        if err is not None:
+            hb, self.heartbeat = self.heartbeat, None
+            hb.abandon()
+            raise err
+
     # -- the end -----------------------------------------------------------------------------------
     def finish(self) -> None:
         """After the commit: the markers are deleted and the heartbeat stops."""
         if self._markers is not None:
             self._markers.delete_all()
+        if getattr(self.heartbeat, "owner", None) is not None:   # the claim of a completed service
+            from lakesdk.services.claim import CLAIMS_DIR
+            self.ctx.storage.delete(f"{CLAIMS_DIR}/{self.instant.requested}")
         self.stop_heartbeat()
 
     def stop_heartbeat(self) -> None:

@@ -44,14 +44,30 @@ class TimelineStore:
             try:
                 data = self.read_bytes(instant)
             except FileNotFoundError:
-                raise InstantNotFoundError(f"timeline file of {instant!r} is missing",
-                                           instant=instant.requested) from None
+                # archival (another process) may have moved it into the timeline history since
+                # the caller loaded the timeline: its completed file's bytes are kept there
+                archived = self._archived_metadata(instant)
+                if archived is None:
+                    raise InstantNotFoundError(f"timeline file of {instant!r} is missing",
+                                               instant=instant.requested) from None
+                data = FileBytes(archived, f"{self.storage.url(self.path(instant))} (timeline history)")
             try:
                 m = CommitMetadata.parse(data, layout=self.layout, replace=instant.completed_action == "replacecommit")
             except CorruptTimelineError as exc:
                 raise corrupt_commit_error(self.storage.url(self.path(instant)), instant, self.layout, exc) from None
             self._cache[key] = m
         return m
+
+    def _archived_metadata(self, instant: Instant) -> bytes | None:
+        """The completed file's bytes of ``instant`` from the timeline history (layout 2),
+        None when it is not there."""
+        if self.layout < 2 or not instant.is_completed:
+            return None
+        from lakesdk.timeline.history import LSMTimeline
+        for a in LSMTimeline(self.storage, self.config).load():
+            if a.instant.requested == instant.requested and a.instant.completed == instant.completed:
+                return a.metadata
+        return None
 
     # -- writing ----------------------------------------------------------------------------
     def create(self, instant: Instant, data: bytes = b"") -> None:
