@@ -521,7 +521,11 @@ class LakeMachine(RuleBasedStateMachine):
         rid = data.draw(st.sampled_from(sorted(m.rows, key=repr)), label="stored row")
         stored = m.rows[rid].values
         b = self._batch(data, max_rows=1)
-        b = b.drop_columns([FLAG]) if FLAG in b.column_names else b
+        if FLAG in b.column_names and FLAG in m.schema.names:   # a stored column: the row is no delete
+            i = b.column_names.index(FLAG)
+            b = b.set_column(i, b.schema.field(i), pa.array([False], b.schema.field(i).type))
+        elif FLAG in b.column_names:
+            b = b.drop_columns([FLAG])
         fixed = {f: stored[f] for f in (*m.key_fields, *m.partition_fields)}
         fixed[m.ordering] = 4
         if how == "update_all_on_ts":   # matched on the ordering value, the source row carries a new key
