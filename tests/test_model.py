@@ -530,7 +530,10 @@ class LakeMachine(RuleBasedStateMachine):
         fixed[m.ordering] = 4
         if how == "update_all_on_ts":   # matched on the ordering value, the source row carries a new key
             fixed[m.key_fields[0]] = f"moved~{self.fresh + 1}"
-            fixed[m.ordering] = stored[m.ordering]
+            v = stored[m.ordering]
+            if isinstance(v, str) and pa.types.is_floating(b.schema.field(m.ordering).type):
+                v = float("nan") if v == "nan" else float.fromhex(v)   # the model's canonical float text
+            fixed[m.ordering] = v
             if fixed[m.ordering] is None:
                 return
         for name, v in fixed.items():
@@ -543,7 +546,8 @@ class LakeMachine(RuleBasedStateMachine):
         elif how == "set_partition":
             run = lambda: self.t.merge(b).when_matched_update(set={"p": f"'{moved}'"}).execute()  # noqa: E731
         else:
-            run = lambda: self.t.merge(b, on=m.ordering).when_matched_update_all().execute()  # noqa: E731
+            # columns the source lacks (the stored _hoodie_is_deleted) keep their values: the refusal is the key's
+            run = lambda: self.t.merge(b, on=m.ordering, missing_columns="keep").when_matched_update_all().execute()  # noqa: E731
         self._refused_as(f"merge changing the record ({how})", run, lk.KeyChangeError, b)
 
     @precondition(lambda self: self.t is not None and _on("case_clash"))
