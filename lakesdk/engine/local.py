@@ -40,7 +40,7 @@ from lakesdk.engine.tasks import (
 )
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import new_file_id
-from lakesdk.merge.ordering import KEY, PART, ROW, SEQ, MergeCounts, combine_batch, positions
+from lakesdk.merge.ordering import KEY, PART, ROW, SEQ, MergeCounts, combine_batch, matched_twice, positions
 
 __all__ = ["LocalWriteJob", "compact_slices_local", "run_parallel"]
 
@@ -175,7 +175,7 @@ class LocalWriteJob:
             else:
                 probe = pc.binary_join_element_wise(t.column(PART), t.column(KEY), "\x1f")
                 build = pc.binary_join_element_wise(_strings(index.column(PART)), index.column(KEY), "\x1f")
-            if pc.count_distinct(build, mode="all").as_py() < len(build):   # some key stored twice
+            if matched_twice(probe, build):   # a key being written is stored twice
                 t, pos = _match_all(t, index, probe, build)
             else:
                 pos_np = positions(probe, build)

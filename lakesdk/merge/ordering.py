@@ -148,6 +148,17 @@ def positions(probe: pa.ChunkedArray | pa.Array, build: pa.ChunkedArray | pa.Arr
     return at[which_np]
 
 
+def matched_twice(probe: pa.ChunkedArray | pa.Array, build: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether some ``probe`` value may equal two ``build`` values (a key being written that is
+    stored twice).  Hashes the smaller side, as :func:`positions` does: with fewer probe values,
+    only the build values equal to one of them are counted; otherwise any repeated build value
+    answers True (the caller's general path then finds which)."""
+    if len(build) <= len(probe):
+        return bool(pc.count_distinct(build, mode="all").as_py() < len(build))
+    hit = pc.drop_null(pc.index_in(build, value_set=pc.unique(probe)))
+    return bool(len(hit) > pc.count_distinct(hit).as_py())
+
+
 def _ge(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
     """Elementwise a >= b with nulls: a null incoming value never beats a stored one,
     except that a null stored value loses to anything."""
