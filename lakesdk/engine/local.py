@@ -40,7 +40,7 @@ from lakesdk.engine.tasks import (
 )
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import new_file_id
-from lakesdk.merge.ordering import KEY, PART, ROW, SEQ, MergeCounts, combine_batch, matched_twice, positions
+from lakesdk.merge.ordering import KEY, PART, ROW, SEQ, MergeCounts, combine_batch, positions_and_repeats
 
 __all__ = ["LocalWriteJob", "compact_slices_local", "run_parallel"]
 
@@ -175,10 +175,10 @@ class LocalWriteJob:
             else:
                 probe = pc.binary_join_element_wise(t.column(PART), t.column(KEY), "\x1f")
                 build = pc.binary_join_element_wise(_strings(index.column(PART)), index.column(KEY), "\x1f")
-            if matched_twice(probe, build):   # a key being written is stored twice
+            pos_np, repeats = positions_and_repeats(probe, build)
+            if repeats:   # a key being written is stored twice
                 t, pos = _match_all(t, index, probe, build)
             else:
-                pos_np = positions(probe, build)
                 pos = pa.array(pos_np, mask=pos_np < 0)
         fid = _strings(index.column(FID).take(pos))
         t = t.drop_columns([c for c in (FID, ROW, STORED_ORDERING) if c in t.column_names])

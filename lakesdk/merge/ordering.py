@@ -131,32 +131,32 @@ def positions(probe: pa.ChunkedArray | pa.Array, build: pa.ChunkedArray | pa.Arr
     """For each ``probe`` value, the index of an equal value in ``build`` (-1 if none).
 
     Hashes whichever side is smaller (hash tables of millions of strings are the cost)."""
+    return positions_and_repeats(probe, build)[0]
+
+
+def positions_and_repeats(probe: pa.ChunkedArray | pa.Array,
+                          build: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, bool]:
+    """:func:`positions`, and whether some ``probe`` value may equal two ``build`` values (a
+    key being written that is stored twice), found in the same pass: with fewer probe values,
+    only the build values equal to one of them are counted; otherwise any repeated build value
+    answers True (the caller's general path then finds which)."""
     n_probe, n_build = len(probe), len(build)
     if n_build <= n_probe:
         pos = pc.index_in(probe, value_set=build)
-        return np.asarray(pc.fill_null(pos, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        repeats = bool(pc.count_distinct(build, mode="all").as_py() < n_build)
+        return np.asarray(pc.fill_null(pos, -1).to_numpy(zero_copy_only=False), dtype=np.int64), repeats
     # Hash the distinct probe values: several probe rows may share one value, and each of
     # them gets that value's build position (the first equal build row, as index_in gives).
     uniq = pc.unique(probe)
     inv = pc.index_in(build, value_set=uniq)           # for each build row: its distinct-probe index
     inv_np = np.asarray(pc.fill_null(inv, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
     hit = np.flatnonzero(inv_np >= 0)[::-1]            # reversed: the first build row is written last
+    repeats = bool(len(hit) > len(np.unique(inv_np[hit])))
     at = np.full(len(uniq), -1, dtype=np.int64)
     at[inv_np[hit]] = hit
     which = pc.index_in(probe, value_set=uniq)         # for each probe row: its distinct-probe index
     which_np = np.asarray(pc.fill_null(which, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    return at[which_np]
-
-
-def matched_twice(probe: pa.ChunkedArray | pa.Array, build: pa.ChunkedArray | pa.Array) -> bool:
-    """Whether some ``probe`` value may equal two ``build`` values (a key being written that is
-    stored twice).  Hashes the smaller side, as :func:`positions` does: with fewer probe values,
-    only the build values equal to one of them are counted; otherwise any repeated build value
-    answers True (the caller's general path then finds which)."""
-    if len(build) <= len(probe):
-        return bool(pc.count_distinct(build, mode="all").as_py() < len(build))
-    hit = pc.drop_null(pc.index_in(build, value_set=pc.unique(probe)))
-    return bool(len(hit) > pc.count_distinct(hit).as_py())
+    return at[which_np], repeats
 
 
 def _ge(a: pa.ChunkedArray, b: pa.ChunkedArray) -> np.ndarray:
