@@ -37,10 +37,7 @@ import pytest
 import lakesdk as lk
 
 from . import helpers
-from .conftest import CONFORMANCE
-
-DATA = Path(__file__).parent / "data" / "hudi-rs"
-SHARED = CONFORMANCE / "tables"
+from .corpus_model import DATA, SHARED, unpack_corpus
 
 
 def _rels(root: Path) -> list[str]:
@@ -58,11 +55,7 @@ RETYPED = {"sample_table/cow/v9_timebasedkeygen_epochmillis": "ts_millis",
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("hudi-rs-corpus")
-    helpers.unpack_zips(DATA, out)
-    if SHARED.is_dir():
-        helpers.unpack_zips(SHARED, out)
-    return out
+    return unpack_corpus(tmp_path_factory.mktemp("hudi-rs-corpus"))
 
 
 def test_corpus_is_complete():
