@@ -364,3 +364,37 @@ def test_rollback_of_a_commit_whose_previous_file_version_a_clean_deleted_is_ref
         t.maintenance.rollback(upd.instant)
     assert [(i.requested, i.action, i.state) for i in t.timeline] == before
     assert sorted(t.read().to_arrow().column("k").to_pylist()) == ["0", "1"]
+
+
+@pytest.mark.parametrize("archived", [False, True])
+def test_a_write_whose_timeline_a_clean_overtook_plans_again(lake, monkeypatch, archived):
+    """A writer read the timeline; meanwhile more commits landed and a clean deleted the slice
+    that timeline names, and archival may have moved the clean and the commits away: the
+    files are not damaged, the writer's timeline is old. The file-system view lists against
+    the timeline as it is now instead of the write stopping with DataFileMissingError (found
+    by the service soak, archived case)."""
+    from lakesdk.table.write_input import WriteInput
+    t = lake.create_table("c_stale", key="id", partition_by="p", ordering="ts")
+    t.upsert(batch(0))
+    stale = t.context.store.load()
+    for i in range(1, 5):
+        t.upsert(batch(i))
+    assert len(t.maintenance.clean(retain_commits=1).deleted) > 0
+    for i in range(5, 9):
+        t.upsert(batch(i))
+    if archived:
+        assert t.maintenance.archive(min_commits=2, max_commits=3).history_file is not None
+        assert not any(i.action == "clean" for i in t.timeline)
+    from lakesdk.read.view import FileSystemView
+    view = FileSystemView(t.storage, t.config, t.context.store, stale)
+    assert view.missing_files() == [] and view.timeline.instants != stale.instants    # built on the timeline of now
+    prepare = WriteInput._prepare
+
+    def prepare_on_the_old_timeline(self):
+        prep = prepare(self)
+        prep.timeline = stale
+        return prep
+    monkeypatch.setattr(WriteInput, "_prepare", prepare_on_the_old_timeline)
+    t.upsert(batch(9, ids=(1,)))
+    monkeypatch.undo()
+    assert rows(t.read()) == [(1, "v9"), (2, "v8"), (3, "v8")] == hudi_rows(t.path)

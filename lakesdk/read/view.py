@@ -82,13 +82,15 @@ class FileSystemView:
     def _list(self, store: TimelineStore) -> list[FileInfo]:
         """List the data files; when a clean or restore started after the timeline was read
         (it may have deleted files that timeline still needs: the slice a compaction replaced
-        since), list again against the newer timeline."""
+        since), or archival moved completed instants of it away (a clean among them, which
+        the active timeline then no longer shows), list again against the newer timeline."""
         def deleters(tl: Timeline) -> set[tuple[str, str]]:
             return {(i.requested, i.action) for i in tl.instants if i.action in _DELETERS}
         for _ in range(_LIST_ATTEMPTS):
             files = list_data_files(self.storage)
             now = store.load()
-            if deleters(now) <= deleters(self.timeline):
+            active = {i.requested for i in now.instants}
+            if deleters(now) <= deleters(self.timeline) and all(i.requested in active for i in self.timeline.completed):
                 return files
             self._use(store, now)
         raise StorageError(
