@@ -27,6 +27,7 @@ __all__ = [
     "CorruptTimelineError",
     "DataFileMissingError",
     "CorruptFileError",
+    "UnsupportedFileFeatureError", "KeyOrderError",
     "InstantNotFoundError",
     "SchemaError",
     "IncompatibleSchemaError",
@@ -144,6 +145,19 @@ class CorruptFileError(LakeError, ValueError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class UnsupportedFileFeatureError(LakeError, ValueError):
+    """A file uses a feature of its format lakesdk does not read: ``feature`` (``path``: the file)."""
+
+    def __init__(self, message: str, *, path: str | None = None, feature: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.feature = feature
+
+
+class KeyOrderError(LakeError, ValueError):
+    """Keys given to a writer of a sorted file (an HFile) are not strictly ascending."""
 
 
 class DataFileMissingError(LakeError, FileNotFoundError):

@@ -25,7 +25,9 @@ versions 6 and 8.  All integers are big-endian (Java ``DataOutputStream``)::
                                n bytes: Avro binary of HoodieDeleteRecordList
         COMMAND             := empty; header COMMAND_BLOCK_TYPE "0" = rollback of the
                                blocks written by header TARGET_INSTANT_TIME
-        HFILE_DATA          := an HFile (metadata table only; not decoded here)
+        HFILE_DATA          := a complete HFile (metadata table only): entries
+                               (record key, Avro binary of the value, writer
+                               schema = header SCHEMA); LogBlock.hfile() reads it
     total_length  := int64   bytes from MAGIC up to, not including, this field
                              (= block_length + 6)
 
@@ -67,12 +69,13 @@ a good block in between count as one corrupt stretch.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from lakesdk.exceptions import LakeError, LogBlockError, _CorruptLogBlock
+from lakesdk.format.hfile import HFileReader
 from lakesdk.format.log_data_blocks import (
     DELETE_KEY_COLUMNS,
     decode_avro_records,
@@ -107,6 +110,7 @@ __all__ = [
     "LogBlock",
     "LogBlockError",
     "read_log_file",
+    "hfile_block_items",
     "scan_log_file",
     "encode_block",
     "encode_avro_data_block",
@@ -209,6 +213,16 @@ class LogBlock:
         raise LogBlockError(f"a {self.block_type.name} block holds no data records "
                             "(only AVRO_DATA, CDC_DATA and PARQUET_DATA blocks do)")
 
+    def hfile(self, path: str | None = None) -> HFileReader:
+        """The HFile an HFILE_DATA block holds (the metadata table's log blocks): its entries
+        are (record key as UTF-8 bytes, the value in Avro binary written with the schema of
+        the SCHEMA header, :attr:`avro_schema`).  ``path``: the log file, named by errors.
+        A damaged HFile raises :class:`~lakesdk.CorruptFileError`."""
+        if self.block_type != BlockType.HFILE_DATA:
+            raise LogBlockError(f"a {self.block_type.name} block holds no HFile (only HFILE_DATA blocks do)")
+        where = f"the HFILE_DATA block at offset {self.offset}"
+        return HFileReader(self.content, name=f"{path}: {where}" if path else where, path=path)
+
     def delete_records(self) -> pa.Table:
         """The keys of a DELETE block.
 
@@ -227,6 +241,11 @@ class LogBlock:
 
 
 # -- reading ------------------------------------------------------------------------------------
+def hfile_block_items(block: LogBlock, path: str | None = None) -> Iterator[tuple[bytes, bytes]]:
+    """The ``(key, value)`` entries of an HFILE_DATA block in key order (:meth:`LogBlock.hfile`)."""
+    return block.hfile(path).items()
+
+
 def read_log_file(data: bytes) -> list[LogBlock]:
     """Every well-formed block of a log file, in file order; corrupt stretches are skipped."""
     return scan_log_file(data)[0]
