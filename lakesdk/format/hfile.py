@@ -34,7 +34,7 @@ of the metadata table ``schema`` (the Avro schema of the values), ``minRecordKey
 
 **Damage.**  Every read checks what the format lets it check: the trailer's magic, version,
 zero padding and fields; every block's magic, type, sizes, checksums (CRC32 or CRC32C when
-the header names one), gzip's own CRC32 and length, and that its data parses exactly; that
+the header names one, zeros when it names none), gzip's own CRC32 and length, and that its data parses exactly; that
 the index entries point at whole blocks of the right type in order, that each data block's
 keys are sorted and lie between its index key and the next one; a full iteration also
 compares the number of entries with the trailer's and the last key with ``hfile.LASTKEY``.
@@ -356,6 +356,8 @@ class HFileReader:
         chunks = -(-with_header // per_ck) if per_ck > 0 else 0
         if per_ck < 0 or ck_bytes != 4 * chunks or ck_type not in (0, 1, 2):
             fail(f"the {kind} block at offset {offset} has a checksum layout that does not fit it")
+        if not ck_type and any(data[offset + with_header:stop]):   # NULL: zeros, as Hudi and HBase write
+            fail(f"the {kind} block at offset {offset} has checksums but its header says it has none")
         if ck_type:
             check = _CHECKSUMS[ck_type]
             for i in range(chunks):
@@ -482,6 +484,11 @@ class HFileReader:
     @property
     def num_data_blocks(self) -> int:
         return len(self._offsets)
+
+    @property
+    def data_index(self) -> list[tuple[int, int, bytes]]:
+        """(offset, on-disk size, row of the index key) of every data block, in key order."""
+        return list(zip(self._offsets, self._sizes, self._keys))
 
     @property
     def meta_block_names(self) -> list[bytes]:
