@@ -148,6 +148,7 @@ BUILTIN_BASES = {
     "TableNotFoundError": (FileNotFoundError,), "TableExistsError": (FileExistsError,),
     "InstantNotFoundError": (KeyError,), "DataFileMissingError": (FileNotFoundError,),
     "StorageError": (OSError,), "MissingDependencyError": (ImportError,), "OptionsError": (ValueError,),
+    "UnsupportedFileFeatureError": (ValueError,), "KeyOrderError": (ValueError,),
 }
 
 

@@ -35,8 +35,11 @@ from lakesdk.exceptions import (
     SchemaError,
     TableConfigError,
     TimeTravelError,
+    UnsupportedFileFeatureError,
 )
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
+from lakesdk.format.hfile import TRAILER_SIZE, HFileReader
+from lakesdk.format.hfile_writer import write_hfile
 from lakesdk.format.instant import Instant
 from lakesdk.format.log_block import (
     BlockType,
@@ -70,6 +73,8 @@ from lakesdk.format.service_metadata import (
 from lakesdk.format.table_config import TableConfig
 from lakesdk.storage import Storage
 from lakesdk.timeline.history import LSMTimeline
+
+from .test_hfile import answers, assert_right_or_refused
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFORMANCE = Path(os.environ.get("LAKESDK_SHARED", ROOT.parent / "shared")) / "conformance"
@@ -170,6 +175,8 @@ def _lakesdk_log_file() -> bytes:
         encode_delete_block(keys, h),
         encode_block(BlockType.PARQUET_DATA, h, _parquet_bytes(_records())),
         encode_rollback_block("20250101000000000", "20250102000000000"),
+        encode_block(BlockType.HFILE_DATA, {**h, HeaderKey.SCHEMA: json.dumps(_schema())},
+                     write_hfile([(b"k1", b"v1"), (b"k2", b"")], file_info={"schema": b"{}"}, create_time_ms=0)),
     ])
 
 
@@ -354,8 +361,12 @@ def check_log(data: bytes) -> None:
                 b.records().to_pylist()
             elif b.block_type == BlockType.DELETE:
                 b.delete_records().to_pylist()
+            elif b.block_type == BlockType.HFILE_DATA:
+                list(b.hfile("log"))
         except (LogBlockError, SchemaError):
             pass
+        except (CorruptFileError, UnsupportedFileFeatureError) as exc:
+            assert exc.path == "log"
 
 
 def check_manifest(data: bytes) -> None:
@@ -420,6 +431,81 @@ def check_instant_name(name: str) -> None:
         pass
 
 
+@st.composite
+def damaged_hfile(draw: st.DrawFn, seeds: list[bytes]) -> tuple[bytes, bytes]:
+    """(seed, the seed damaged): truncated, bytes flipped, inserted, deleted or duplicated, or an
+    int written over a length, offset or count, half the time in the index, file info or
+    trailer (the end of the file).  No splices: they can make another valid file."""
+    seed = draw(st.sampled_from(seeds))
+    data = bytearray(seed)
+    load_on_open = HFileReader(seed).trailer.load_on_open_offset
+    for _ in range(draw(st.integers(1, 3))):
+        n = len(data)
+        i = draw(st.integers(0, n) if draw(st.booleans()) else st.integers(min(load_on_open, n), n))
+        kind = draw(st.sampled_from(["truncate", "flip", "insert", "delete", "duplicate", "int", "trailer"]))
+        if kind == "trailer" and n >= TRAILER_SIZE:
+            i = n - TRAILER_SIZE + draw(st.integers(8, 8 + data[n - TRAILER_SIZE + 8]))
+            kind = "flip"
+        if kind == "truncate":
+            data = data[:i]
+        elif kind == "flip" and n:
+            j = min(i, n - 1)
+            data[j] = draw(st.sampled_from([0x00, 0xFF, 0x80, 0x7F, data[j] ^ (1 << draw(st.integers(0, 7)))]))
+        elif kind == "insert":
+            data[i:i] = draw(st.binary(min_size=1, max_size=16))
+        elif kind == "delete":
+            del data[i:i + draw(st.integers(1, 32))]
+        elif kind == "duplicate" and n:
+            k = draw(st.integers(0, n))
+            data[k:k] = data[i:draw(st.integers(i, min(n, i + 64)))]
+        elif kind == "int" and n >= 8:
+            width = draw(st.sampled_from([4, 8]))
+            value = draw(st.sampled_from([-1, 0, 1, 33, 2**31 - 1, -2**31, 2**62, 2**63 - 1]))
+            j = min(i, n - width)
+            data[j:j + width] = struct.pack(">i" if width == 4 else ">q",
+                                            max(min(value, 2**31 - 1), -2**31) if width == 4 else value)
+    return seed, bytes(data)
+
+
+def _hfile_seeds(checksum: str) -> list[bytes]:
+    """Small HFiles: lakesdk's (several blocks, a meta block; GZ and NONE) and, with checksums
+    or compression, Hudi's and HBase's (a metadata-table file of each, hudi-rs's repeated keys)."""
+    entries = [(b"key-%04d" % i, b"v" * (i % 7) * 9) for i in range(120)]
+    out = [write_hfile(entries, file_info={"schema": b"{}"}, meta_blocks={"bloomFilter": b"b" * 99}, block_size=500,
+                       compression=c, checksum=checksum) for c in ("GZ", "NONE")]
+    if checksum == "none":
+        return out[1:]
+    out.append((ROOT / "tests/data/hfile/hudi_1_0_hbase_2_4_9_16KB_GZ_200_20_non_unique.hfile").read_bytes())
+    for z, part in (("sample_table/mor/avro/v9_txns_simple_meta.zip", "/column_stats/"),
+                    ("quickstart_trips_table/mor/avro/v8_trips_8i3u1d.zip", "/files/")):
+        with zipfile.ZipFile(ROOT / "tests/data/hudi-rs" / z) as zf:
+            out.append(zf.read(next(n for n in zf.namelist() if part in n and n.endswith(".hfile")
+                                    and "__MACOSX" not in n)))
+    return out
+
+
+HFILE_SEEDS = _hfile_seeds("crc32")
+
+
+def check_hfile(seed: bytes, data: bytes) -> None:
+    """Damage in an HFile with checksums or compression: a typed error naming it, or the
+    intact file's answers (a prefix of its entries where a scan stops at the damage)."""
+    assert_right_or_refused(data, answers(seed))
+
+
+def check_hfile_unprotected(seed: bytes, data: bytes) -> None:
+    """An HFile without checksums or compression: a typed error, or answers (which a changed
+    byte of a key or value may change)."""
+    try:
+        r = HFileReader(data, name="f.hfile")
+        for k, _ in r.items():
+            r.get(k)
+        for name in r.meta_block_names:
+            r.meta_block(name)
+    except (CorruptFileError, UnsupportedFileFeatureError) as exc:
+        assert exc.path == "f.hfile"
+
+
 # -- the CI fuzz tests ----------------------------------------------------------------------------
 def _run(strategy: st.SearchStrategy, check: Callable, examples: int) -> None:
     @_settings(examples)
@@ -441,6 +527,8 @@ TARGETS: dict[str, tuple[st.SearchStrategy, Callable]] = {
     "history manifest": (damaged([MANIFEST]), check_manifest),
     "history file": (st.tuples(st.sampled_from([MANIFEST]), damaged([HISTORY_FILE])), check_history),
     "parquet footer": (damaged(PARQUET_SEEDS), check_parquet),
+    "hfile": (damaged_hfile(HFILE_SEEDS), check_hfile),
+    "hfile without checksums": (damaged_hfile(_hfile_seeds("none")), check_hfile_unprotected),
     "plans": (st.sampled_from(PLAN_PARSERS).flatmap(lambda pp: st.tuples(st.just(pp[0]), damaged([pp[1]]))),
               check_plan),
     "clustering plans (conformance)": (st.tuples(st.just(ClusteringPlanData.parse), damaged(CLUSTERING_SEEDS or
