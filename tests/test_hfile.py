@@ -578,3 +578,24 @@ def test_hudi_rs_lists_a_table_from_hfiles_lakesdk_wrote(tmp_path, block_size):
             p.write_bytes(b"not an hfile" * 500)
     with pytest.raises(Exception, match="HFile"):
         helpers.hudi_read(table)
+
+
+class _Hudi11LastKey(HFileWriter):
+    """Writes ``hfile.LASTKEY`` as Hudi 1.1 does: ``[row_len][row]``, and no bytes for the key b""."""
+
+    def _file_info(self) -> bytes:
+        last = self._last
+        self._info[b"hfile.LASTKEY"] = len(last).to_bytes(2, "big") + last if last else b""
+        self._last = None
+        return super()._file_info()
+
+
+@pytest.mark.parametrize("items", [[(b"", b"v")], [], [(b"a", b"1"), (b"b", b"")]])
+def test_hudi_1_1s_last_key_reads(items):
+    """Hudi 1.1 writes ``hfile.LASTKEY`` without the KeyValue fields, and as no bytes at all for
+    the key b"" (and for a file without entries)."""
+    w = _Hudi11LastKey()
+    for k, v in items:
+        w.append(k, v)
+    r = HFileReader(w.finish())
+    assert check_reads(r) == items and r.file_info[b"hfile.LASTKEY"] == (b"\x00\x01b" if len(items) == 2 else b"")

@@ -305,8 +305,8 @@ class HFileReader:
             fail(f"the trailer counts {t.entry_count} entries but the data index holds no block")
         if entries and not t.entry_count:
             fail(f"the data index holds {len(entries)} blocks but the trailer counts no entry")
-        last = self.file_info.get(b"hfile.LASTKEY")
-        self._last_key = None if last is None or (not last and not entries) else _row(last, fail, index=True)
+        last = self.file_info.get(b"hfile.LASTKEY")   # Hudi 1.1 writes b"" for no entry, or for the key b""
+        self._last_key = None if last is None or not entries else _row(last, fail, index=True) if last else b""
 
     def _trailer(self, pos: int, end: int, minor: int, major: int) -> HFileTrailer:
         ints: dict[int, int] = {}
