@@ -11,6 +11,7 @@ import pytest
 import lakesdk as lk
 
 from .conftest import conformance_table
+from .helpers import batch as make_batch
 from .helpers import data_files
 from .test_conformance import FIRST3, ROWS4, rows
 
@@ -400,3 +401,21 @@ def test_whole_table_read_merges_every_slice_however_the_scan_and_the_merges_are
         assert sorted(zip(got.column("id").to_pylist(), got.column("v").to_pylist())) == \
             sorted((k, v) for k, (_, v) in model.items())
     check()
+
+
+def test_log_files_of_a_group_without_base_file_make_one_slice(lake):
+    """Hudi writes file groups of log files only (inserts into log files: the metadata table's
+    record index, bucket-indexed tables): every log file of such a group belongs to the slice
+    the first one began, as Hudi's HoodieFileGroup adds them, not each to a slice of its own
+    (the read would see the last delta commit's records only)."""
+    from lakesdk.read.view import FileSystemView
+    t = lake.create_table("log_only", key="id", ordering="ts", table_type="mor")
+    for i in range(3):
+        t.upsert(make_batch(i))
+    store = t.context.store
+    files = [f for f in FileSystemView(t.storage, t.config, store, store.load())._files
+             if f.path.rsplit("/", 1)[-1].startswith(".")]          # the log files: as if no base file were written
+    assert len(files) == 2
+    view = FileSystemView(t.storage, t.config, store, store.load(), files=files)
+    [group] = view.file_groups
+    assert len(group.slices) == 1 and len(group.latest.log_files) == 2

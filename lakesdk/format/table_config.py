@@ -3,12 +3,11 @@
 The file is Java properties text (see :mod:`lakesdk.format.properties`).  The last entry,
 ``hoodie.table.checksum``, is ``CRC32(UTF-8("<hoodie.database.name>.<hoodie.table.name>"))``.
 
-lakesdk writes table version 9 (Hudi 1.1+, the default) or 8 (Hudi 1.0), both timeline
-layout 2, and reads versions 6, 8 and 9.  What version 9 changes in this file (Hudi's
-``EightToNineUpgradeHandler``): ``hoodie.table.ordering.fields`` (comma-separated) replaces
-``hoodie.table.precombine.field``; the built-in merge modes carry no payload class and no
-``hoodie.record.merge.strategy.id`` (a CUSTOM merge mode keeps its strategy id); a legacy
-payload class moves to ``hoodie.table.legacy.payload.class``; ``hoodie.table.partial.update.mode``
+lakesdk writes table version 9 (Hudi 1.1+, the default) or 8 (Hudi 1.0), both timeline layout 2, and reads
+versions 6, 8 and 9.  What version 9 changes in this file (Hudi's ``EightToNineUpgradeHandler``):
+``hoodie.table.ordering.fields`` (comma-separated) replaces ``hoodie.table.precombine.field``; the built-in merge
+modes carry no payload class and no ``hoodie.record.merge.strategy.id`` (a CUSTOM merge mode keeps its strategy
+id); a legacy payload class moves to ``hoodie.table.legacy.payload.class``; ``hoodie.table.partial.update.mode``
 and ``hoodie.record.merge.property.*`` describe partial updates and delete markers.
 :meth:`TableConfig.upgraded` does that rewrite.
 """
@@ -315,25 +314,20 @@ class TableConfig:
             raise TableConfigError(
                 "hoodie.properties has no hoodie.table.name: every Hudi table needs a name; "
                 f"the file is damaged or not a Hudi table config: {_RECOVER}", key="hoodie.table.name")
-        if "hoodie.table.recordkey.fields" in p and not self.record_key_fields:
-            raise TableConfigError(
-                f"hoodie.properties: hoodie.table.recordkey.fields={p['hoodie.table.recordkey.fields']!r} names "
-                "no field (expected a comma-separated list of record key fields); the file is damaged: "
-                f"{_RECOVER}", key="hoodie.table.recordkey.fields")
         for key, default in (("hoodie.timeline.path", "timeline"), ("hoodie.timeline.history.path", "history")):
             value = p.get(key, default)
             if not _FOLDER_RE.fullmatch(value) or value in (".", ".."):
                 raise TableConfigError(
                     f"hoodie.properties: {key}={value!r} is not a folder name (expected e.g. {default!r})",
                     key=key)
-        self.table_type  # noqa: B018 - validates
         if "hoodie.table.recordkey.fields" in p and (not self.record_key_fields or any(
                 not k.strip() for k in p["hoodie.table.recordkey.fields"].split(","))):
             raise TableConfigError(
-                f"hoodie.properties: hoodie.table.recordkey.fields={p['hoodie.table.recordkey.fields']!r} names an "
-                "empty record key field: expected comma-separated column names. The file is damaged (truncated?): "
+                f"hoodie.properties: hoodie.table.recordkey.fields={p['hoodie.table.recordkey.fields']!r} names no "
+                "field, or an empty one: expected comma-separated column names. The file is damaged (truncated?): "
                 "restore hoodie.properties (from hoodie.properties.backup, or write the key back) before opening the "
                 "table", key="hoodie.table.recordkey.fields")
+        self.table_type  # noqa: B018 - validates
         version = self.version
         if version not in READABLE_VERSIONS:
             raise UnsupportedTableVersionError(
@@ -348,7 +342,7 @@ class TableConfig:
             raise UnsupportedTableVersionError(
                 f"table version {version} expects timeline layout version {expected}, "
                 f"found hoodie.timeline.layout.version={layout}", key="hoodie.timeline.layout.version")
-        if self.base_file_format not in BASE_FILE_FORMATS:
+        if self.base_file_format not in BASE_FILE_FORMATS and not (self.is_metadata_table and self.base_file_format == "HFILE"):
             raise TableConfigError(
                 f"hoodie.properties: hoodie.table.base.file.format={p['hoodie.table.base.file.format']!r} "
                 "is not supported: lakesdk reads PARQUET and LANCE base files (and writes PARQUET)",
@@ -462,6 +456,11 @@ class TableConfig:
         if not self.partition_fields:
             return "NON_PARTITION"
         return "SIMPLE" if len(self.record_key_fields) == 1 else "COMPLEX"
+
+    @property
+    def is_metadata_table(self) -> bool:
+        """A metadata table's config (``<table>/.hoodie/metadata``, HFile base files)."""
+        return self.props.get("hoodie.table.keygenerator.type", "").upper() == "HOODIE_TABLE_METADATA"
 
     @property
     def hive_style(self) -> bool:

@@ -194,13 +194,15 @@ class FileSystemView:
                      logs: list[tuple[LogFile, int]], layout: int) -> list[FileSlice]:
         by_base: dict[str, list[tuple[LogFile, int]]] = defaultdict(list)
         base_instants = [s.base_instant for s in slices]
-        for lf, size in logs:
+        for lf, size in sorted(logs, key=lambda x: (x[0].instant, x[0].version, x[0].write_token)):
             if layout >= 2:
                 done = self._log_completion(lf.instant)
                 if done is None:
                     continue
-                # the slice a log belongs to: the base with the largest instant <= the log's completion
-                owner = max((b for b in base_instants if b <= done), default=None)
+                # the slice a log belongs to: the one with the largest instant <= the log's completion,
+                # a slice that a log before it began included (Hudi's HoodieFileGroup adds the log files
+                # in order: the first log of a group without a base file begins the slice the next join)
+                owner = max((b for b in (*base_instants, *by_base) if b <= done), default=None)
                 by_base[owner or lf.instant].append((lf, size))
             else:
                 if not self._is_valid(lf.instant) and lf.instant not in base_instants:

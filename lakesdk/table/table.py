@@ -60,6 +60,11 @@ def load_config(storage: Storage) -> TableConfig:
                       stacklevel=2)
     if "hoodie.table.type" not in config.props:
         _check_untyped_table(storage, config)
+    if config.is_metadata_table:
+        raise TableConfigError(
+            f"{storage.base_url!r} is the metadata table of a Hudi table, not a table to open: open the data table "
+            "(the folder that holds this .hoodie/metadata); its metadata is read and kept with it",
+            key="hoodie.table.keygenerator.type")
     return config
 
 

@@ -1,0 +1,134 @@
+"""Reading a table's metadata table (``.hoodie/metadata``): the ``files`` partition and the
+records of the other partitions, as of the data table's timeline.
+
+The metadata table (MDT) is a merge-on-read table of its own: HFile base files, log files of
+HFile data blocks, its own timeline.  A partition's file group is read as its latest file
+slice: the base file's records, then the log blocks of the completed MDT delta commits in
+order (rolled-back blocks skipped, a delete block removing keys), each record merged onto the
+one before it (:mod:`lakesdk.format.metadata_records`).  A delta commit counts only when the
+data instant of the same time is not pending on the data timeline: Hudi completes the MDT
+delta commit first, so a writer that died in between leaves one that its rollback removes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from lakesdk.exceptions import CorruptFileError
+from lakesdk.format.file_group import FileSlice
+from lakesdk.format.log_block import BlockType, read_log_file
+from lakesdk.format.log_framing import HeaderKey
+from lakesdk.format.metadata_records import (
+    ALL_PARTITIONS_KEY,
+    MetadataRecord,
+    RecordType,
+    data_partition_of,
+    decode_record,
+    merge_file_entries,
+)
+from lakesdk.format.metadata_table import METADATA_DIR
+from lakesdk.format.table_config import TableConfig
+from lakesdk.format.timeline import Timeline
+from lakesdk.storage import Storage
+
+__all__ = ["MetadataTableReader", "PartitionListing"]
+
+
+@dataclass(frozen=True)
+class PartitionListing:
+    """The files of one data partition as the MDT lists them: file name -> size."""
+    partition: str
+    files: dict[str, int]
+
+
+class MetadataTableReader:
+    """The MDT of the table on ``storage``, read against the data table's ``timeline``."""
+
+    def __init__(self, storage: Storage, timeline: Timeline) -> None:
+        from lakesdk.read.view import FileSystemView
+        from lakesdk.timeline.store import TimelineStore
+        self.storage = storage
+        self.mdt = storage.child(METADATA_DIR)
+        self.config = TableConfig.from_bytes(self.mdt.read(".hoodie/hoodie.properties"))
+        self.store = TimelineStore(self.mdt, self.config)
+        mdt_timeline = self.store.load()
+        self.view = FileSystemView(self.mdt, self.config, self.store, mdt_timeline)
+        pending = {i.requested for i in timeline.pending}
+        self.valid = frozenset(i for i in self.view.log_instants if i not in pending)
+
+    # -- file slices ---------------------------------------------------------------------------
+    def slices(self, partition: str) -> list[FileSlice]:
+        """The latest file slice of each file group of an MDT partition (``files``, ...)."""
+        return [g.latest for g in self.view.file_groups if g.partition == partition and g.latest is not None]
+
+    def records(self, partition: str) -> dict[str, MetadataRecord]:
+        """Every live record of an MDT partition by key, base and log blocks merged."""
+        out: dict[str, MetadataRecord] = {}
+        for sl in self.slices(partition):
+            out.update(self._slice_records(sl))
+        return out
+
+    def _slice_records(self, sl: FileSlice) -> dict[str, MetadataRecord]:
+        from lakesdk.format.hfile import HFileReader
+        merged: dict[str, MetadataRecord] = {}
+        if sl.base_path is not None:
+            path = sl.base_path
+            reader = HFileReader(self.mdt.read(path), name=self.mdt.url(path))
+            schema = _schema_of(reader, self.mdt.url(path))
+            for key, value in reader:
+                _put(merged, decode_record(value, schema, key=key, path=self.mdt.url(path)))
+        blocks: list[tuple[str, Any]] = []
+        for path in sl.log_paths:
+            blocks.extend((path, b) for b in read_log_file(self.mdt.read(path)))
+        voided = {b.target_instant for _, b in blocks if b.is_rollback}
+        for path, b in blocks:
+            if b.instant not in self.valid or b.instant in voided:
+                continue
+            url = self.mdt.url(path)
+            if b.block_type == BlockType.HFILE_DATA:
+                schema = b.header.get(HeaderKey.SCHEMA)
+                if not schema:
+                    raise CorruptFileError(f"{url}: an HFile data block at offset {b.offset} has no SCHEMA header",
+                                           path=url)
+                for key, value in b.hfile(url):
+                    _put(merged, decode_record(value, schema, key=key, path=url))
+            elif b.block_type == BlockType.DELETE:
+                keys = b.delete_records().column("_hoodie_record_key").to_pylist()
+                for k in keys:
+                    merged.pop(k, None)
+            elif b.block_type != BlockType.COMMAND:
+                raise CorruptFileError(f"{url}: a metadata table log file holds a {b.block_type.name} block at offset "
+                                       f"{b.offset}; it holds HFile data, delete and command blocks only", path=url)
+        return merged
+
+    # -- the files partition -------------------------------------------------------------------
+    def partitions(self) -> list[str]:
+        """The data table's partition paths ("" for a non-partitioned table)."""
+        rec = self.records("files").get(ALL_PARTITIONS_KEY)
+        if rec is None or rec.files is None:
+            return []
+        return sorted(data_partition_of(p) for p, e in rec.files.items() if not e.deleted)
+
+    def listings(self) -> Iterator[PartitionListing]:
+        """The live files of every data partition, as the ``files`` partition lists them."""
+        for key, rec in sorted(self.records("files").items()):
+            if rec.type != RecordType.FILE_LIST or rec.files is None:
+                continue
+            yield PartitionListing(data_partition_of(key),
+                                   {n: e.size for n, e in sorted(rec.files.items()) if not e.deleted})
+
+
+def _put(merged: dict[str, MetadataRecord], rec: MetadataRecord) -> None:
+    old = merged.get(rec.key)
+    if old is not None and old.files is not None and rec.files is not None:
+        rec = MetadataRecord(rec.key, rec.type, files=merge_file_entries(old.files, rec.files), raw=rec.raw)
+    merged[rec.key] = rec
+
+
+def _schema_of(reader: object, url: str) -> str:
+    info = getattr(reader, "file_info", {}) or {}
+    raw = info.get(b"schema")
+    if raw is None:
+        raise CorruptFileError(f"{url}: the HFile's file info names no Avro schema (key 'schema')", path=url)
+    return bytes(raw).decode("utf-8")
