@@ -73,6 +73,44 @@ def mdt_state(path: str) -> tuple[tuple[str, ...], bool]:
     return metadata_partitions(cfg.props), (Path(path) / METADATA_DIR).exists()
 
 
+def storage_files(t: lk.Table) -> dict[tuple[str, str], int]:
+    """The data files in storage written by completed instants (or instants older than the
+    active timeline, archived): (partition, file name) -> size."""
+    import posixpath
+
+    from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file
+    from lakesdk.read.view import list_data_files
+    from lakesdk.services.archival import archived_instants
+    tl = t.context.store.load()
+    done = {i.requested for i in tl.completed} | {a.instant.requested for a in archived_instants(t.context)
+                                                   if a.instant.is_completed}
+    first = min((i.requested for i in tl.instants), default="")   # version 6: history not read
+    out = {}
+    for f in list_data_files(t.storage):
+        name = posixpath.basename(f.path)
+        inst = BaseFile.parse(name).instant if is_base_file(name) else LogFile.parse(name).instant
+        if inst in done or inst < first:
+            out[(posixpath.dirname(f.path), name)] = f.size
+    return out
+
+
+def mdt_files(t: lk.Table) -> dict[tuple[str, str], int]:
+    """The files the MDT's files partition lists: (partition, file name) -> size."""
+    from lakesdk.read.metadata_table import MetadataTableReader
+    mdt = MetadataTableReader(t.storage, t.context.store.load())
+    return {(lst.partition, n): size for lst in mdt.listings() for n, size in lst.files.items()}
+
+
+def check_mdt(path: str, what: str) -> None:
+    """The MDT hoodie.properties names lists exactly the files of the completed instants."""
+    t = lk.open_table(path)
+    if "files" in metadata_partitions(t.context.config.props):
+        listed, stored = mdt_files(t), storage_files(t)
+        assert listed == stored, (f"the MDT's files partition {what}: listed, not stored: "
+                                  f"{sorted(set(listed.items()) - set(stored.items()))}; stored, not listed: "
+                                  f"{sorted(set(stored.items()) - set(listed.items()))}")
+
+
 def digest(path: str) -> str:
     """A digest of every file under .hoodie (names and bytes): what a read must not change."""
     h = hashlib.sha256()
@@ -166,11 +204,18 @@ def _save_mdt(path: str, saved: Path) -> None:
     shutil.copy(Path(path) / ".hoodie/hoodie.properties", saved / "hoodie.properties")
 
 
+def prepares_writes(op: str) -> bool:
+    """Whether :func:`prepare` writes before ``op``."""
+    return op in ("archival", "compaction", "clean", "clustering", "restore")
+
+
 def prepare(op: str, t: lk.Table, m: Model, path: str, tmp_path: Path) -> None:
     """What the table needs before ``op`` (a log file to compact, a second file version to
-    clean, a savepoint to restore): written by lakesdk, then the MDT (if any) put back."""
+    clean, a savepoint to restore): written by lakesdk, then a dropped MDT put back."""
     saved = tmp_path / "saved"
-    has_mdt = (Path(path) / METADATA_DIR).exists()
+    # lakesdk keeps the MDT of a version 8 or 9 table (and drops the partitions it does not
+    # maintain); a version 6 table's MDT it drops: put back for the action under test
+    has_mdt = (Path(path) / METADATA_DIR).exists() and t.context.config.version < 8
     if has_mdt:
         _save_mdt(path, saved)
     with warnings.catch_warnings():

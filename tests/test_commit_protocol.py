@@ -36,24 +36,24 @@ def observed(monkeypatch):
     locks: list = []
     original = TimelineStore.transition
     dropped: set[tuple[str, str]] = set()   # the metadata-table step of each commit point, by instant
-    drop = transaction.drop_metadata_table
+    sync = transaction.sync_metadata_table
 
-    def drop_metadata_table(ctx, action):
+    def sync_metadata_table(ctx, inflight, data):
         if any(lock.held_by_this_thread() for lock in locks) or not locks:
-            dropped.add((ctx.path, action))
-        return drop(ctx, action)
+            dropped.add((ctx.path, inflight.action))
+        return sync(ctx, inflight, data)
 
     def transition(self, instant, state, data=b"", *, after=None):
         if state == "completed":
             inside = committing() is not None and committing().requested == instant.requested
             held = any(lock.held_by_this_thread() for lock in locks)
-            # the metadata table (if any) was dropped in this commit point, under the lock, before
+            # the metadata table (if any) was kept or dropped in this commit point, under the lock, before
             inside = inside and (self.storage.base_url, instant.action) in dropped
             dropped.discard((self.storage.base_url, instant.action))
             seen.append((instant.action, instant.requested, inside, held))
         return original(self, instant, state, data, after=after)
     monkeypatch.setattr(TimelineStore, "transition", transition)
-    monkeypatch.setattr(transaction, "drop_metadata_table", drop_metadata_table)
+    monkeypatch.setattr(transaction, "sync_metadata_table", sync_metadata_table)
     return seen, locks
 
 

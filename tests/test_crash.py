@@ -118,13 +118,14 @@ def test_crash_at_each_step_then_recover(lake, point, table_type, engine, tmp_pa
     assert tmp == [], f"half-written timeline files left: {tmp}"
 
 
-# -- Hudi's metadata table (lakesdk.services.metadata_table): dropped at the commit point ------------
+# -- Hudi's metadata table: kept (lakesdk.services.metadata_writer) or dropped at the commit point --------
 MDT_WRITER = textwrap.dedent("""
     import os, sys
     os.environ["LAKESDK_CRASH_PID"] = str(os.getpid())
     import pyarrow.parquet as pq
     import lakesdk as lk
-    t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local"))
+    keep = {"keep": None, "drop": False}[sys.argv[3]]
+    t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local", metadata=keep))
     t.upsert(pq.read_table(sys.argv[2]))
     print("WRITE FINISHED")
 """)
@@ -136,7 +137,8 @@ MDT_POINTS = ["after_data", "properties_backup_written", "metadata_table_unliste
 @pytest.mark.parametrize("point", MDT_POINTS)
 @pytest.mark.parametrize("table_type", ["cow", "mor/avro"])
 def test_crash_while_the_metadata_table_is_dropped_then_recover(point, table_type, tmp_path):
-    """A writer killed at each step of dropping the MDT (before, with the properties backup
+    """A writer with the MDT disabled (``metadata=False``) killed at each step of dropping the
+    MDT (before, with the properties backup
     written, with hoodie.properties cleared, with the MDT deleted, after the commit): readers
     (the hudi reader lists from the MDT while hoodie.properties names it) see exactly the last
     completed commit, the MDT and its listing are either both untouched (the instant not
@@ -160,7 +162,7 @@ def test_crash_while_the_metadata_table_is_dropped_then_recover(point, table_typ
     changed = [m.updated(m.first()), m.new()]
     pa.Table.from_pylist(changed, schema=m.snap.schema).to_pandas().to_parquet(tmp_path / "batch.parquet")
     env = {**os.environ, "LAKESDK_CRASH_AT": point}
-    r = subprocess.run([sys.executable, "-c", MDT_WRITER, path, str(tmp_path / "batch.parquet")],
+    r = subprocess.run([sys.executable, "-c", MDT_WRITER, path, str(tmp_path / "batch.parquet"), "drop"],
                        env=env, capture_output=True, text=True, timeout=240)
     assert r.returncode == -9, f"writer was not killed at {point}: rc={r.returncode}\n{r.stdout[-2000:]}{r.stderr[-3000:]}"
     landed = point == "after_commit"
@@ -177,7 +179,7 @@ def test_crash_while_the_metadata_table_is_dropped_then_recover(point, table_typ
     more = m.new(1)
     with warnings.catch_warnings(record=True) as told:
         warnings.simplefilter("always")
-        lk.open_table(path, options=lk.TableOptions(engine="local")).upsert(m.table([more]))
+        lk.open_table(path, options=lk.TableOptions(engine="local", metadata=False)).upsert(m.table([more]))
     m.put(more)
     dropped = [w for w in told if issubclass(w.category, lk.MetadataTableDroppedWarning)]
     assert len(dropped) == (1 if state[0] else 0), "told when the listing goes, once"
@@ -187,3 +189,63 @@ def test_crash_while_the_metadata_table_is_dropped_then_recover(point, table_typ
     tl = lk.open_table(path).timeline
     assert not tl.pending
     assert bool(tl.filter(actions=["rollback"]).completed.instants) != landed
+
+
+KEEP_POINTS = ["after_data", "properties_backup_written", "metadata_log_written", "metadata_committed", "after_commit"]
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("point", KEEP_POINTS)
+@pytest.mark.parametrize("table_type", ["cow", "mor/avro"])
+def test_crash_while_the_metadata_table_is_kept_then_recover(point, table_type, tmp_path):
+    """A writer keeping a Hudi-written table's MDT killed at each step of its commit point
+    (before the MDT changes, while the partitions lakesdk does not maintain are dropped, with
+    the MDT log file written, with the MDT delta commit completed and the data instant not,
+    after the commit): lakesdk and the hudi reader (which lists from the MDT) read exactly the
+    last completed commit, and the MDT lists exactly the files of the completed instants; the
+    next writer rolls the dead instant back, the MDT still agreeing with storage."""
+    import pyarrow as pa
+
+    import lakesdk as lk
+    from lakesdk.read.metadata_table import MetadataTableReader
+
+    from .corpus_model import DATA, Model, check_mdt
+    from .corpus_model import mdt_state as _state
+    from .helpers import unpack_zips, zipped_table
+    rel = f"sample_table/{table_type}/v9_txns_simple_meta"
+    zdir = tmp_path / "zip"
+    (zdir / rel).parent.mkdir(parents=True)
+    (zdir / f"{rel}.zip").write_bytes((DATA / f"{rel}.zip").read_bytes())
+    path = zipped_table(unpack_zips(zdir, tmp_path / "t"), rel)
+    t = lk.open_table(path, options=lk.TableOptions(engine="local"))
+    m = Model(t)
+    listed = _state(path)[0]
+    changed = [m.updated(m.first()), m.new()]
+    pa.Table.from_pylist(changed, schema=m.snap.schema).to_pandas().to_parquet(tmp_path / "batch.parquet")
+    env = {**os.environ, "LAKESDK_CRASH_AT": point}
+    r = subprocess.run([sys.executable, "-c", MDT_WRITER, path, str(tmp_path / "batch.parquet"), "keep"],
+                       env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == -9, f"writer was not killed at {point}: rc={r.returncode}\n{r.stdout[-2000:]}{r.stderr[-3000:]}"
+    landed = point == "after_commit"
+    trimmed = point not in ("after_data", "properties_backup_written")
+    assert _state(path) == (("files",) if trimmed else listed, True)
+    assert (Path(path) / ".hoodie/hoodie.properties.backup").exists() == (point == "properties_backup_written")
+    if landed:
+        m.put(*changed)
+    m.check(path, f"after a crash at {point}")
+    check_mdt(path, f"after a crash at {point}")
+    more = m.new(1)
+    with warnings.catch_warnings(record=True) as told:
+        warnings.simplefilter("always")
+        lk.open_table(path, options=lk.TableOptions(engine="local")).upsert(m.table([more]))
+    m.put(more)
+    dropped = [w for w in told if issubclass(w.category, lk.MetadataTableDroppedWarning)]
+    assert len(dropped) == (0 if trimmed else 1), "told once when the partitions lakesdk does not keep go"
+    assert _state(path) == (("files",), True)
+    assert not (Path(path) / ".hoodie/hoodie.properties.backup").exists()
+    m.check(path, f"after a crash at {point} and the next write")
+    check_mdt(path, f"after a crash at {point} and the next write")
+    t = lk.open_table(path)
+    assert not t.timeline.pending
+    assert not MetadataTableReader(t.storage, t.timeline).store.load().pending, "the MDT's dead delta commit is gone"
+    assert bool(t.timeline.filter(actions=["rollback"]).completed.instants) != landed

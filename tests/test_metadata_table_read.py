@@ -4,7 +4,6 @@ group that holds its key."""
 
 from __future__ import annotations
 
-import posixpath
 from pathlib import Path
 
 import pytest
@@ -12,10 +11,9 @@ import pytest
 import lakesdk as lk
 from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file
 from lakesdk.read.metadata_table import MetadataTableReader
-from lakesdk.read.view import list_data_files
 
 from . import helpers
-from .corpus_model import MDT_TABLES, unpack_corpus
+from .corpus_model import MDT_TABLES, mdt_files, storage_files, unpack_corpus
 
 
 @pytest.fixture(scope="module")
@@ -23,27 +21,12 @@ def corpus(tmp_path_factory) -> Path:
     return unpack_corpus(tmp_path_factory.mktemp("corpus"))
 
 
-def _on_storage(t: lk.Table) -> dict[tuple[str, str], int]:
-    """The data files in storage written by completed instants (or instants older than the
-    active timeline, archived): (partition, file name) -> size."""
-    tl = t.context.store.load()
-    done = {i.requested for i in tl.completed}
-    first = min((i.requested for i in tl.instants), default="")
-    out = {}
-    for f in list_data_files(t.storage):
-        name = posixpath.basename(f.path)
-        inst = BaseFile.parse(name).instant if is_base_file(name) else LogFile.parse(name).instant
-        if inst in done or inst < first:
-            out[(posixpath.dirname(f.path), name)] = f.size
-    return out
-
-
 @pytest.mark.parametrize("rel", sorted(MDT_TABLES))
 def test_files_partition_lists_what_storage_holds(corpus, rel):
     t = lk.open_table(helpers.zipped_table(corpus, rel))
     mdt = MetadataTableReader(t.storage, t.context.store.load())
-    listed = {(lst.partition, n): size for lst in mdt.listings() for n, size in lst.files.items()}
-    assert listed == _on_storage(t)
+    listed = mdt_files(t)
+    assert listed == storage_files(t)
     assert mdt.partitions() == sorted({p for p, _ in listed})
 
 

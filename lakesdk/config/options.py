@@ -191,6 +191,9 @@ OPTIONS: tuple[Option, ...] = (
            "clustering: largest output file (bytes)", minimum=1),
     Option("cluster_sort_by", "hoodie.clustering.plan.strategy.sort.columns", tuple, (),
            "clustering: columns the rewritten files are sorted by"),
+    Option("metadata", "hoodie.metadata.enable", bool, None,
+           "Hudi's metadata table: True keeps one (built from a listing when the table has none), None keeps "
+           "the one a table has, False drops it", optional=True),
     Option("early_conflict_detection", "hoodie.write.concurrency.early.conflict.detection.enable", bool, False,
            "stop a write as soon as its markers conflict with a concurrent writer's"),
     Option("early_conflict_check_interval_ms", "hoodie.write.concurrency.async.conflict.detector.period_ms", int,
@@ -276,6 +279,7 @@ class TableOptions:
     cluster_max_bytes_per_group: int = 2048 * _MIB
     cluster_target_file_size: int = 1024 * _MIB
     cluster_sort_by: tuple[str, ...] = ()
+    metadata: bool | None = None                       # hoodie.metadata.enable
     early_conflict_detection: bool = False
     early_conflict_check_interval_ms: int = 1000
     early_conflict_check_commits: bool = False

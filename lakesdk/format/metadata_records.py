@@ -47,7 +47,7 @@ import fastavro
 from lakesdk.exceptions import CorruptFileError
 
 __all__ = ["RecordType", "FileEntry", "MetadataRecord", "ColumnStats", "RecordLocation", "decode_record",
-           "merge_file_entries", "record_schema", "ALL_PARTITIONS_KEY", "NON_PARTITIONED_KEY",
+           "merge_file_entries", "record_schema", "record_schema_json", "ALL_PARTITIONS_KEY", "NON_PARTITIONED_KEY",
            "mdt_partition_key", "data_partition_of"]
 
 ALL_PARTITIONS_KEY = "__all_partitions__"
@@ -113,10 +113,15 @@ def data_partition_of(key: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def record_schema() -> Any:
-    """The parsed ``HoodieMetadataRecord`` schema Hudi 1.1 writes (meta fields included)."""
+def record_schema_json() -> str:
+    """The ``HoodieMetadataRecord`` schema Hudi 1.1 writes (meta fields included), as JSON text."""
     text = resources.files("lakesdk.format").joinpath("schemas/HoodieMetadataRecord.avsc").read_text()
-    return fastavro.parse_schema(json.loads(text))
+    return json.dumps(json.loads(text), separators=(",", ":"))
+
+
+def record_schema() -> Any:
+    """The parsed ``HoodieMetadataRecord`` schema (:func:`record_schema_json`)."""
+    return _parsed(record_schema_json())
 
 
 @lru_cache(maxsize=16)

@@ -315,7 +315,10 @@ def _archive(table: "TableContext", plan: ArchivePlan, t0: float) -> ArchiveResu
     if not plan.instants:
         return ArchiveResult(table.name, (), None, plan.active_instants, time.perf_counter() - t0)
     storage = table.storage
-    drop_metadata_table(table, "archival")   # the metadata table's timeline follows the data table's
+    from lakesdk.commit.table_properties import read_properties
+    from lakesdk.services.metadata_writer import keeps_metadata_table
+    if not keeps_metadata_table(table, read_properties(storage)[1]):
+        drop_metadata_table(table, "archival")
     _drop_rolled_back_leftovers(table, store.load(), {i.requested for i in plan.instants})
     entries = []
     files: list[tuple[list[str], str]] = []

@@ -21,9 +21,9 @@ several writers (optimistic concurrency) it runs under the table lock, as Hudi's
 2. the ``checks`` run on that timeline: the pluggable preconditions of the action (the file
    group and schema conflict checks of a write, a clustering's check that its input did not
    change); a check raises to refuse the commit;
-3. Hudi's metadata table, if the table has one, is dropped (lakesdk does not maintain it
-   yet: :mod:`lakesdk.services.metadata_table`), so that no reader lists files from a
-   metadata table this instant would make stale;
+3. Hudi's metadata table, if the table keeps one, gets the delta commit of this instant,
+   completed before it (:mod:`lakesdk.services.metadata_writer`), or it is dropped, so that
+   no reader lists files from a metadata table this instant would make stale;
 4. the lock must still be held (``ensure_held``: a lost lease or ZooKeeper session refuses
    the commit instead of committing blind);
 5. the completed file is written, at a completion time later than every time on that
@@ -51,7 +51,7 @@ from lakesdk.concurrency.instants import create_instant, holding
 from lakesdk.exceptions import CorruptTimelineError, WriteConflictError, WriteError
 from lakesdk.format.instant import Instant
 from lakesdk.format.timeline import InstantClock, Timeline
-from lakesdk.services.metadata_table import drop_metadata_table
+from lakesdk.services.metadata_writer import sync_metadata_table
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
@@ -155,9 +155,9 @@ class InstantTransaction:
                 done = inflight.to("completed", InstantClock.next(after=inflight.requested))
                 ctx.storage.write(f"{store.path(done)}.{uuid.uuid4().hex}.tmp", data[: len(data) // 2])
                 faults.crash_point("during_commit")
-            # Hudi's metadata table, which lakesdk does not maintain yet, would list stale files
-            # once this instant completes: dropped first (lakesdk.services.metadata_table)
-            drop_metadata_table(ctx, inflight.action)
+            # Hudi's metadata table: its delta commit of this instant completes first, or it is
+            # dropped (lakesdk.services.metadata_writer)
+            sync_metadata_table(ctx, inflight, data)
             if table_lock is not None:
                 _ensure_held(table_lock, ctx.name, inflight)
             _state.instant = inflight

@@ -264,6 +264,13 @@ class Maintenance:
         return plan_archive(self._t.context, min_commits=min_commits, max_commits=max_commits,
                             beyond_savepoint=beyond_savepoint)
 
+    def create_metadata_table(self) -> Any:
+        """Build Hudi's metadata table (its ``files`` partition) from a listing of the files of
+        the completed instants, as Hudi does when a writer enables it; lakesdk then keeps it at
+        every commit.  Returns the metadata table reader (``.partitions()``, ``.listings()``)."""
+        from lakesdk.services.metadata_writer import build_metadata_table
+        return build_metadata_table(self._t.context)
+
     def archive(self, *, min_commits: int = 20, max_commits: int = 30, beyond_savepoint: bool = False) -> Any:
         """Move old completed instants into the timeline history (``.hoodie/timeline/history``)
         once more than ``max_commits`` commits are active, keeping the newest ``min_commits``

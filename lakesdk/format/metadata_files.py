@@ -1,0 +1,127 @@
+"""The ``files`` partition of Hudi's metadata table as lakesdk writes it: what an action
+changes, the records that say so, and the bytes of the files that hold them.
+
+Each action that changes a table's files writes one delta commit of the metadata table (MDT)
+with the action's instant time (:mod:`lakesdk.services.metadata_writer`): a new log file
+``files/.files-0000-0_<instant>.log.1_0-0-0`` holding one HFile data block, whose entries are
+``HoodieMetadataRecord``s keyed by partition path (``.`` for a non-partitioned table) with
+the files the action added (name -> size) or deleted (``isDeleted``), plus the partition list
+``__all_partitions__`` naming the partitions it wrote.  A write adds the files its write stats
+name (a replaced file group's files stay listed until a clean deletes them, as in Hudi); a
+clean, rollback or restore deletes the files it deleted.  The MDT starts from a listing: a
+base HFile ``files/files-0000-0_0-0-0_00000000000000000.hfile`` written by the delta commit
+``00000000000000000`` (Hudi's first initialization time).
+
+>>> change = FilesChange.of_writes([("p=a", "f1.parquet", 10), ("p=a", ".f2.log.1_0-0-0", 5)])
+>>> sorted(files_records(change))
+['__all_partitions__', 'p=a']
+>>> files_records(FilesChange(deleted={"": {"f1.parquet"}}))["."]["filesystemMetadata"]
+{'f1.parquet': {'size': 0, 'isDeleted': True}}
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+import fastavro
+
+from lakesdk.format.hfile_writer import write_hfile
+from lakesdk.format.log_framing import BlockType, HeaderKey, encode_block
+from lakesdk.format.metadata_records import (
+    ALL_PARTITIONS_KEY,
+    RecordType,
+    _parsed,
+    mdt_partition_key,
+    record_schema,
+    record_schema_json,
+)
+
+__all__ = ["FilesChange", "files_records", "hfile_of", "files_log_block", "mdt_properties", "FILES_GROUP",
+           "INIT_INSTANT", "WRITE_TOKEN", "METADATA_PAYLOAD"]
+
+FILES_GROUP = "files-0000-0"
+INIT_INSTANT = "00000000000000000"
+WRITE_TOKEN = "0-0-0"
+METADATA_PAYLOAD = "org.apache.hudi.metadata.HoodieMetadataPayload"
+
+
+@dataclass
+class FilesChange:
+    """Files an action added (partition -> name -> size) and deleted (partition -> names)."""
+
+    added: dict[str, dict[str, int]] = field(default_factory=dict)
+    deleted: dict[str, set[str]] = field(default_factory=dict)
+
+    @classmethod
+    def of_writes(cls, files: Iterable[tuple[str, str, int]]) -> "FilesChange":
+        out = cls()
+        for part, name, size in files:
+            cur = out.added.setdefault(part, {})
+            cur[name] = max(size, cur.get(name, 0))
+        return out
+
+    def delete(self, part: str, path: str) -> None:
+        self.deleted.setdefault(part, set()).add(posixpath.basename(path))
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.deleted)
+
+
+def _record(key: str, typ: int, files: Mapping[str, tuple[int, bool]]) -> dict[str, Any]:
+    return {"key": key, "type": typ,
+            "filesystemMetadata": {n: {"size": s, "isDeleted": d} for n, (s, d) in sorted(files.items())}}
+
+
+def files_records(change: FilesChange) -> dict[str, dict[str, Any]]:
+    """The ``HoodieMetadataRecord``s (as dicts) of a change, by key."""
+    out: dict[str, dict[str, Any]] = {}
+    parts = set(change.added) | set(change.deleted)
+    for part in parts:
+        files: dict[str, tuple[int, bool]] = {n: (0, True) for n in change.deleted.get(part, ())}
+        files.update({n: (s, False) for n, s in change.added.get(part, {}).items()})
+        out[mdt_partition_key(part)] = _record(mdt_partition_key(part), RecordType.FILE_LIST, files)
+    if change.added:
+        out[ALL_PARTITIONS_KEY] = _record(ALL_PARTITIONS_KEY, RecordType.PARTITION_LIST,
+                                          {mdt_partition_key(p): (0, False) for p in change.added})
+    return out
+
+
+def _value(rec: Mapping[str, Any], schema: Any) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, schema, dict(rec))
+    return buf.getvalue()
+
+
+def hfile_of(records: Mapping[str, Mapping[str, Any]], *, base: bool = False, schema_json: str | None = None) -> bytes:
+    """An HFile of records in key order, written with ``schema_json`` (an MDT keeps the schema
+    it was built with: Hudi 1.0's lacks fields of 1.1's; default lakesdk's, Hudi 1.1's); a base
+    file carries the schema in its file info."""
+    text = schema_json or record_schema_json()
+    schema = record_schema() if schema_json is None else _parsed(text)
+    items = sorted((k.encode("utf-8"), _value(r, schema)) for k, r in records.items())
+    info: dict[bytes | str, bytes] | None = {b"schema": text.encode("utf-8")} if base else None
+    return write_hfile(items, file_info=info)
+
+
+def files_log_block(records: Mapping[str, Mapping[str, Any]], instant: str, *, schema_json: str | None = None) -> bytes:
+    """One HFile data block of ``records``, for the MDT delta commit ``instant``."""
+    header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json or record_schema_json()}
+    return encode_block(BlockType.HFILE_DATA, header, hfile_of(records, schema_json=schema_json))
+
+
+def mdt_properties(table_name: str, version: int) -> dict[str, str]:
+    """The ``hoodie.properties`` of a new MDT (as Hudi 1.x writes it), ``files`` built."""
+    return {
+        "hoodie.table.name": f"{table_name}_metadata", "hoodie.table.type": "MERGE_ON_READ",
+        "hoodie.table.version": str(version), "hoodie.table.initial.version": str(version),
+        "hoodie.timeline.layout.version": "2", "hoodie.timeline.path": "timeline",
+        "hoodie.timeline.history.path": "history", "hoodie.archivelog.folder": "history",
+        "hoodie.table.keygenerator.type": "HOODIE_TABLE_METADATA", "hoodie.table.recordkey.fields": "key",
+        "hoodie.table.base.file.format": "HFILE", "hoodie.populate.meta.fields": "false",
+        "hoodie.datasource.write.drop.partition.columns": "false", "hoodie.record.merge.mode": "CUSTOM",
+        "hoodie.record.merge.strategy.id": "00000000-0000-0000-0000-000000000000",
+        "hoodie.compaction.payload.class": METADATA_PAYLOAD, "hoodie.table.metadata.partitions": "files",
+    }

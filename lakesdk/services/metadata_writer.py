@@ -1,0 +1,278 @@
+"""Keeping Hudi's metadata table (MDT) as Apache Hudi 1.x does: its ``files`` partition.
+
+At the commit point of every action (:meth:`lakesdk.services.transaction.InstantTransaction.commit`,
+under the table lock with several writers) :func:`sync_metadata_table` writes the MDT delta
+commit of the action's instant time and completes it before the action completes, as the Hudi
+tech spec asks of a writer: a reader then never lists from an MDT that misses a completed
+commit, and ignores a delta commit whose data instant is still pending (a writer that died in
+between; its rollback deletes the files with an MDT delta commit of its own).  What each action
+records is in :mod:`lakesdk.format.metadata_files`.
+
+Which MDT a table keeps (``TableOptions(metadata=...)``, Hudi's ``hoodie.metadata.enable``):
+
+* ``True``: the ``files`` partition is kept; a table without an MDT gets one at its next
+  action, built from a listing of the files of its completed instants
+  (:func:`create_metadata_table`, also ``table.maintenance.create_metadata_table()``);
+* ``None`` (the default): an MDT the table has is kept, none is created;
+* ``False``: the MDT is dropped (:mod:`lakesdk.services.metadata_table`), as a Hudi writer with
+  the MDT disabled drops it.
+
+The partitions lakesdk does not maintain yet (``column_stats``, ``partition_stats``,
+``record_index``, bloom filters, secondary and expression indexes) are dropped alone before the
+first delta commit lakesdk writes, as Hudi drops a disabled index: removed from
+``hoodie.table.metadata.partitions``, then their folders deleted.  Tables of version 6 keep
+dropping the whole MDT (their MDT's log files follow the version 6 layout).
+
+Crash points for the crash tests: ``metadata_log_written`` (the MDT log file written, its
+delta commit pending), ``metadata_committed`` (the MDT delta commit completed, the action not).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import TYPE_CHECKING
+
+from lakesdk import _faults as faults
+from lakesdk.commit.table_properties import read_properties, rewrite_properties
+from lakesdk.exceptions import MetadataTableDroppedWarning
+from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
+from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file
+from lakesdk.format.instant import WRITE_ACTIONS, Instant
+from lakesdk.format.metadata_files import (
+    FILES_GROUP,
+    INIT_INSTANT,
+    WRITE_TOKEN,
+    FilesChange,
+    files_log_block,
+    files_records,
+    hfile_of,
+    mdt_properties,
+)
+from lakesdk.format.metadata_records import record_schema_json
+from lakesdk.format.metadata_table import INFLIGHT_KEY, METADATA_DIR, PARTITIONS_KEY, metadata_partitions
+from lakesdk.format.table_config import TableConfig
+
+if TYPE_CHECKING:
+    from lakesdk.commit.context import TableContext
+    from lakesdk.read.metadata_table import MetadataTableReader
+    from lakesdk.storage import Storage
+    from lakesdk.timeline.store import TimelineStore
+
+__all__ = ["sync_metadata_table", "create_metadata_table", "build_metadata_table", "keeps_metadata_table",
+           "MAINTAINED"]
+
+#: the MDT partitions lakesdk keeps
+MAINTAINED = ("files",)
+_SERVICE_WRITES = ("compaction", "clustering", "logcompaction")
+
+
+def keeps_metadata_table(ctx: "TableContext", cfg: TableConfig) -> bool:
+    """Whether lakesdk keeps this table's MDT (rather than dropping it) under ``cfg``."""
+    named = metadata_partitions(cfg.props)
+    enabled = ctx.options.metadata
+    return enabled is not False and cfg.version >= 8 and (enabled is True or "files" in named)
+
+
+def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> None:
+    """Bring the MDT up to ``inflight`` completing with the completed file ``data`` (or drop it,
+    see the module doc).  The caller holds the table lock (with several writers)."""
+    from lakesdk.services.metadata_table import drop_metadata_table, has_metadata_table
+    if not keeps_metadata_table(ctx, ctx.config) and not has_metadata_table(ctx):
+        return
+    raw, cfg = read_properties(ctx.storage)          # read again: another writer may have changed it
+    if not keeps_metadata_table(ctx, cfg):
+        drop_metadata_table(ctx, inflight.action)
+        return
+    named = metadata_partitions(cfg.props)
+    if "files" not in named:
+        raw, cfg = create_metadata_table(ctx, raw, cfg, pending=inflight.requested)
+    elif set(named) - set(MAINTAINED):
+        raw, cfg = _drop_partitions(ctx, raw, cfg, sorted(set(named) - set(MAINTAINED)), inflight.action)
+    change = _change_of(ctx, inflight, data)
+    if change:
+        _write_delta_commit(ctx.storage.child(METADATA_DIR), inflight.requested, change)
+
+
+# -- what an action changes -------------------------------------------------------------------------
+def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> FilesChange:
+    from lakesdk.format.plans import RollbackMetadataData
+    from lakesdk.format.service_metadata import CleanMetadataData, RestoreMetadataData
+    action = inflight.action
+    change = FilesChange()
+    if action in WRITE_ACTIONS or action in _SERVICE_WRITES:
+        md = CommitMetadata.parse(data, layout=ctx.config.layout_version,
+                                  replace=action in ("replacecommit", "clustering"))
+        return FilesChange.of_writes((s.partitionPath or "", s.path.rsplit("/", 1)[-1], int(s.fileSizeInBytes or 0))
+                                     for s in md.write_stats if s.path and s.path != "null")
+    if action == "clean":
+        for part, names in CleanMetadataData.parse(data).deleted.items():
+            for n in names:
+                change.delete(part, n)
+    elif action == "rollback":
+        for part, paths in RollbackMetadataData.parse(data).deleted.items():
+            for p in paths:
+                change.delete(part, p)
+    elif action == "restore":
+        for records in RestoreMetadataData.parse(data).rollbacks.values():
+            for rec in records:
+                for part, m in (rec.get("partitionMetadata") or {}).items():
+                    for p in m.get("successDeleteFiles") or ():
+                        change.delete(part, p)
+    return change
+
+
+# -- writing the MDT --------------------------------------------------------------------------------
+def _mdt_store(mdt: "Storage") -> "TimelineStore":
+    from lakesdk.timeline.store import TimelineStore
+    return TimelineStore(mdt, TableConfig.from_bytes(mdt.read(".hoodie/hoodie.properties")))
+
+
+def _remove_failed(mdt: "Storage", store: "TimelineStore") -> None:
+    """Delete what a crash inside an earlier MDT delta commit left (its log files, then its
+    pending instant files): under the table lock nothing else writes the MDT."""
+    for inst in store.load().pending:
+        for f in mdt.list("files"):
+            if not f.is_dir and is_log_file(f.name) and LogFile.parse(f.name).instant == inst.requested:
+                mdt.delete(f"files/{f.name}")
+        for name in store.all_states(inst.requested, inst.action):
+            mdt.delete(f"{store.dir}/{name}")
+
+
+def _schema_of(store: "TimelineStore") -> str:
+    """The record schema the MDT writes with: its latest commit's (Hudi 1.0 writes fewer fields
+    than Hudi 1.1, and a reader reconciles every block with the base file's schema)."""
+    for inst in reversed(store.load().commits.instants):
+        schema = store.commit_metadata(inst).extra_metadata.get("schema")
+        if schema:
+            return _with_meta_fields(schema)
+    return record_schema_json()
+
+
+_META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
+         "_hoodie_file_name")
+
+
+def _with_meta_fields(schema_json: str) -> str:
+    """The schema the MDT's files carry: its commits record it without the meta fields, which
+    its HFiles and log blocks carry first (always null)."""
+    schema = json.loads(schema_json)
+    names = {f["name"] for f in schema.get("fields", ())}
+    meta = [{"name": n, "type": ["null", "string"], "doc": "", "default": None} for n in _META if n not in names]
+    schema["fields"] = meta + list(schema.get("fields", ()))
+    return json.dumps(schema, separators=(",", ":"))
+
+
+def _write_delta_commit(mdt: "Storage", instant: str, change: FilesChange) -> None:
+    store = _mdt_store(mdt)
+    _remove_failed(mdt, store)
+    schema = _schema_of(store)
+    records = files_records(change)
+    requested = Instant("deltacommit", "requested", instant)
+    store.create(requested)
+    inflight = store.transition(requested, "inflight", CommitMetadata(operation_type="UPSERT_PREPPED").encode(layout=2))
+    name = LogFile(FILES_GROUP, instant, 1, WRITE_TOKEN).name
+    block = files_log_block(records, instant, schema_json=schema)
+    mdt.write(f"files/{name}", block)
+    faults.crash_point("metadata_log_written")
+    stat = WriteStat(fileId=FILES_GROUP, path=f"files/{name}", partitionPath="files", prevCommit=instant,
+                     numWrites=len(records), numUpdateWrites=len(records), totalWriteBytes=len(block),
+                     fileSizeInBytes=len(block), logVersion=1, logOffset=0, baseFile="", logFiles=[name])
+    md = CommitMetadata(partition_to_write_stats={"files": [stat]}, extra_metadata={"schema": schema},
+                        operation_type="UPSERT_PREPPED")
+    store.transition(inflight, "completed", md.encode(layout=2))
+    faults.crash_point("metadata_committed")
+
+
+# -- creating and trimming the MDT ------------------------------------------------------------------
+def _listing(ctx: "TableContext", pending: str | None) -> FilesChange:
+    """The data files of the completed instants (and of instants older than the active timeline)."""
+    from lakesdk.read.view import list_data_files
+    timeline = ctx.store.load()
+    done = {i.requested for i in timeline.completed}
+    first = min((i.requested for i in timeline.instants), default="")
+    out = []
+    for f in list_data_files(ctx.storage):
+        part, _, name = f.path.rpartition("/")
+        inst = BaseFile.parse(name).instant if is_base_file(name) else LogFile.parse(name).instant
+        if inst != pending and (inst in done or inst < first):
+            out.append((part, name, f.size))
+    return FilesChange.of_writes(out)
+
+
+def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: TableConfig | None = None, *,
+                          pending: str | None = None) -> tuple[bytes, TableConfig]:
+    """Build the MDT from a listing (the files of the completed instants; ``pending``, the
+    instant being committed, adds its own with its delta commit), then name it in
+    ``hoodie.properties``.  A folder an interrupted build left goes first.  Returns the new
+    config's bytes and config.  The caller holds the table lock (with several writers)."""
+    storage = ctx.storage
+    if raw is None or cfg is None:
+        raw, cfg = read_properties(storage)
+    storage.delete_dir(METADATA_DIR)
+    mdt = storage.child(METADATA_DIR)
+    mdt.write(".hoodie/hoodie.properties",
+              TableConfig(mdt_properties(cfg.name, cfg.version)).to_text().encode("utf-8"))
+    mdt.write("files/.hoodie_partition_metadata",
+              f"#partition metadata\ncommitTime={INIT_INSTANT}\npartitionDepth=1\n".encode())
+    store = _mdt_store(mdt)
+    requested = Instant("deltacommit", "requested", INIT_INSTANT)
+    store.create(requested)
+    inflight = store.transition(requested, "inflight")
+    records = files_records(_listing(ctx, pending))
+    base = BaseFile(FILES_GROUP, WRITE_TOKEN, INIT_INSTANT, "hfile").name
+    data = hfile_of(records, base=True)
+    mdt.write(f"files/{base}", data)
+    stat = WriteStat(fileId=FILES_GROUP, path=f"files/{base}", partitionPath="files", prevCommit="null",
+                     numWrites=len(records), numInserts=len(records), totalWriteBytes=len(data),
+                     fileSizeInBytes=len(data))
+    md = CommitMetadata(partition_to_write_stats={"files": [stat]}, extra_metadata={"schema": record_schema_json()},
+                        operation_type="BULK_INSERT")
+    store.transition(inflight, "completed", md.encode(layout=2))
+    props = dict(cfg.props)
+    props[PARTITIONS_KEY] = "files"
+    props[INFLIGHT_KEY] = ""
+    new = TableConfig(props)
+    rewrite_properties(storage, raw, new)
+    return new.to_text().encode("utf-8"), new
+
+
+def build_metadata_table(ctx: "TableContext") -> "MetadataTableReader":
+    """``table.maintenance.create_metadata_table()``: under the table lock, build the MDT from a
+    listing unless the table has one (version 8 and 9 tables)."""
+    from lakesdk.concurrency.instants import holding
+    from lakesdk.exceptions import UnsupportedTableVersionError
+    from lakesdk.read.metadata_table import MetadataTableReader
+    if ctx.config.version < 8:
+        raise UnsupportedTableVersionError(
+            f"{ctx.name!r} is a version {ctx.config.version} table: lakesdk builds the metadata table of version 8 "
+            "and 9 tables; upgrade the table first (table.maintenance.upgrade())", key="hoodie.table.version")
+    with holding(ctx.lock()):
+        raw, cfg = read_properties(ctx.storage)
+        if "files" not in metadata_partitions(cfg.props):
+            create_metadata_table(ctx, raw, cfg)
+    return MetadataTableReader(ctx.storage, ctx.store.load())
+
+
+def _drop_partitions(ctx: "TableContext", raw: bytes, cfg: TableConfig, names: list[str],
+                     action: str) -> tuple[bytes, TableConfig]:
+    """Drop MDT partitions lakesdk does not maintain, as Hudi drops a disabled index: unlisted
+    from ``hoodie.properties`` (the data table's, then the MDT's), then their folders deleted."""
+    props = dict(cfg.props)
+    for key in (PARTITIONS_KEY, INFLIGHT_KEY):
+        props[key] = ",".join(p for p in (props.get(key) or "").split(",") if p.strip() and p.strip() not in names)
+    new = TableConfig(props)
+    rewrite_properties(ctx.storage, raw, new)
+    mdt = ctx.storage.child(METADATA_DIR)
+    mprops = dict(_mdt_store(mdt).config.props)
+    mprops[PARTITIONS_KEY] = ",".join(p for p in (mprops.get(PARTITIONS_KEY) or "").split(",") if p and p not in names)
+    mdt.write(".hoodie/hoodie.properties", TableConfig(mprops).to_text().encode("utf-8"))
+    for name in names:
+        mdt.delete_dir(name)
+    from lakesdk.services.metadata_table import _outside_lakesdk
+    warnings.warn(MetadataTableDroppedWarning(
+        f"lakesdk dropped the metadata table partitions {', '.join(names)} of {cfg.name!r} before its {action} "
+        "completed, and keeps the files partition: lakesdk does not maintain those indexes yet, and Hudi's readers "
+        "would answer from them stale. Apache Hudi builds them again when a writer enables them.",
+        table=cfg.name, partitions=tuple(names)), stacklevel=_outside_lakesdk())
+    return new.to_text().encode("utf-8"), new

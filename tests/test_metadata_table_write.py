@@ -1,0 +1,113 @@
+"""lakesdk keeps Hudi's metadata table (lakesdk.services.metadata_writer): on tables it creates with
+``metadata=True``, after every action, the MDT's ``files`` partition lists exactly the files of
+the completed instants, and the ``hudi`` reader (which lists files from it) reads what lakesdk
+reads."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lakesdk as lk
+from lakesdk.format.metadata_table import METADATA_DIR
+
+from .corpus_model import check_mdt, mdt_state
+from .helpers import hudi_rows, rows
+
+
+def batch(i: int, ids=(1, 2, 3)) -> pa.Table:
+    return pa.table({"id": list(ids), "p": ["a" if k % 2 else "b" for k in ids], "ts": [i] * len(ids),
+                     "v": [f"v{i}"] * len(ids)})
+
+
+def agree(t: lk.Table, what: str) -> None:
+    assert mdt_state(t.path) == (("files",), True), what
+    check_mdt(t.path, what)
+    assert rows(t.read()) == hudi_rows(t.path), f"hudi reader {what}"
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_every_action_keeps_the_metadata_table(tmp_path, table_type):
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type=table_type)
+    t.upsert(batch(0))
+    agree(t, "after the first upsert (the MDT built from a listing, then the commit's delta commit)")
+    steps = [
+        ("upsert", lambda: t.upsert(batch(1, ids=(1, 4)))),
+        ("insert", lambda: t.insert(batch(2, ids=(5,)))),
+        ("bulk_insert", lambda: t.bulk_insert(batch(3, ids=(6, 7)))),
+        ("delete", lambda: t.delete([2])),
+        ("merge", lambda: t.merge(batch(4, ids=(1, 8))).when_matched_update_all().when_not_matched_insert_all()
+         .execute()),
+        ("insert_overwrite", lambda: t.insert_overwrite(batch(5, ids=(3,)))),
+        ("compaction", lambda: t.maintenance.compact() if table_type == "mor" else None),
+        ("clustering", lambda: t.maintenance.cluster(small_file_limit=1 << 40)),
+        ("clean", lambda: t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)),
+        ("savepoint", lambda: t.maintenance.savepoint()),
+        ("upsert after the savepoint", lambda: t.upsert(batch(6, ids=(1, 9)))),
+        ("restore", lambda: t.maintenance.restore(t.maintenance.savepoints()[-1])),
+        ("upsert to roll back", lambda: t.upsert(batch(8, ids=(1, 11)))),
+        ("rollback of the last commit", lambda: t.maintenance.rollback(t.timeline.commits.instants[-1].requested)),
+        ("archival", lambda: t.maintenance.archive(min_commits=2, max_commits=3)),
+        ("upsert after all", lambda: t.upsert(batch(7, ids=(2, 10)))),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", lk.MetadataTableDroppedWarning)
+        for what, step in steps:
+            step()
+            agree(t, f"after {what}")
+
+
+def test_an_existing_table_gets_its_metadata_table_from_a_listing(tmp_path):
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    t.upsert(batch(0))
+    t.upsert(batch(1, ids=(2, 4)))
+    assert mdt_state(t.path) == ((), False)          # metadata=None: none created
+    reader = t.maintenance.create_metadata_table()
+    assert reader.partitions() == ["p=a", "p=b"]
+    agree(t, "after create_metadata_table()")
+    assert t.maintenance.create_metadata_table().partitions() == ["p=a", "p=b"]   # kept as it is
+    t.upsert(batch(2, ids=(5,)))                     # metadata=None keeps the MDT the table has
+    agree(t, "after an upsert with metadata=None")
+    t.with_options(metadata=False).upsert(batch(3, ids=(6,)))
+    assert mdt_state(t.path) == ((), False) and not (Path(t.path) / METADATA_DIR).exists()
+    t.with_options(metadata=True).upsert(batch(4, ids=(7,)))
+    agree(t, "after an upsert with metadata=True built it again")
+
+
+def test_a_pending_write_is_not_listed_until_it_commits(tmp_path):
+    """The MDT built while another write is pending lists the completed instants only; the
+    pending write's files come with its own delta commit."""
+    from lakesdk.services.transaction import InstantTransaction
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("t", key="id", ordering="ts")
+    t.upsert(batch(0))
+    built = []
+    real = InstantTransaction.commit
+
+    def commit(self, *args, **kwargs):
+        if not built:                     # another handle builds the MDT while this write is pending
+            built.append(t.maintenance.create_metadata_table().listings())
+        return real(self, *args, **kwargs)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(InstantTransaction, "commit", commit)
+    try:
+        t.upsert(batch(1, ids=(4,)))
+    finally:
+        mp.undo()
+    agree(t, "after the pending write committed")
+
+
+def test_version_6_tables_refuse_to_build_one(tmp_path):
+    from .corpus_model import SHARED, copy_table, unpack_corpus
+    if not SHARED.is_dir():
+        pytest.skip("the conformance corpus is not beside the project")
+    corpus = unpack_corpus(tmp_path / "corpus")
+    t = lk.open_table(copy_table(corpus, "sample_table/cow/v6_nonpartitioned", tmp_path))
+    with pytest.raises(lk.UnsupportedTableVersionError, match="version 6"):
+        t.maintenance.create_metadata_table()
