@@ -26,6 +26,23 @@ Input types are normalized as the write stores them (:func:`stored_type`): ``tim
 written as ``timestamp[us]``, ``timestamp[s]`` as ``timestamp[ms]``, ``uint8``/``uint16`` as
 ``int32``, ``uint32`` as ``int64``, and every column is nullable.
 
+Tables with another merge mode (``TableModel.merge_mode``; tests/test_model_merge_modes.py) fold
+an upsert into each stored copy as lakesdk documents (docs/concepts.md, "Partial updates with
+column groups" and the merge mode table; lakesdk/merge/slice_merge.py):
+
+* ``"ignore_defaults"`` (``partial_update="ignore_defaults"``, Hudi's commit-time ordering with
+  ``IGNORE_DEFAULTS``): every column takes the later write's value unless that is null or the
+  batch leaves the column out, then the stored one stays;
+* ``"column_groups"`` (``merge_mode="partial_update"``): per group, the version with the
+  greatest value of the group's ordering field among those that wrote it (a non-null value;
+  ties go to the later write) brings every column of the group (one it omits reads null);
+  columns in no group take the later non-null value;
+* ``"custom_max_v"`` (a custom merger, ``MAX_V`` in tests/test_model_merge_modes.py): the
+  version with the greatest ``v`` wins (null lowest, ties go to the later write).
+
+Under all three a delete (``t.delete``, a flagged row) removes the record whatever it holds,
+and the merged row carries the commit time of the write that produced it.
+
 Every completed write instant keeps the full state after it, so time travel (``as_of``),
 incremental reads (completion-time ranges, table version 8) and rollback / restore are
 computed from the history.
@@ -130,10 +147,14 @@ class TableModel:
     earliest_retained: str | None = None      # the latest clean's earliest commit to retain
     cleaned_without_bound: bool = False       # a clean without an earliest commit (KEEP_LATEST_FILE_VERSIONS)
     archived: bool = False                    # an archival moved instants into the timeline history
+    merge_mode: str = "event_time"            # "event_time", "ignore_defaults", "column_groups", "custom_max_v"
+    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)   # ordering field -> its columns
+    grows: bool = False     # the schema is the columns written so far (batches carry some columns only)
 
     # -- rows from Arrow ------------------------------------------------------------------------
     def __post_init__(self) -> None:
         self.schema = stored_schema(self.schema)
+        self.first_schema = self.schema     # a growing schema's before any commit
 
     def rows_of(self, data: pa.Table) -> list[dict[str, Any]]:
         """Rows of a batch as the write stores them (normalized types; nanoseconds exact to the
@@ -148,6 +169,11 @@ class TableModel:
     # -- writes ----------------------------------------------------------------------------------
     def _commit(self, requested: str, completed: str, action: str, operation: str) -> None:
         self.commits.append(Commit(requested, completed, action, operation, dict(self.rows), self.schema))
+
+    def _grow(self, data: pa.Table) -> None:
+        if self.grows:
+            new = [f for f in stored_schema(data.schema) if f.name not in self.schema.names and f.name != FLAG]
+            self.schema = pa.schema([*self.schema, *new])
 
     def evolve(self, schema: pa.Schema) -> None:
         """The table's schema after a write whose data has new columns (old rows read null there)."""
@@ -168,12 +194,32 @@ class TableModel:
                 return False
         return True
 
+    def merged(self, old: Row, r: dict[str, Any], requested: str) -> Row:
+        """Incoming ``r`` merged into the stored ``old`` under a merge mode other than
+        event-time ordering (see the module docstring)."""
+        if self.merge_mode == "custom_max_v":
+            new, was = r.get("v"), old.values.get("v")
+            loses = (new is None and was is not None) or (new is not None and was is not None and new < was)
+            return old if loses else Row(r, requested)
+        values = dict(old.values)
+        grouped: set[str] = set()
+        for o, cols in self.groups.items():
+            grouped |= {o, *cols}
+            if r.get(o) is not None and (values.get(o) is None or order_key(r[o]) >= order_key(values[o])):
+                values.update({c: r.get(c) for c in (o, *cols)})
+        values.update({c: v for c, v in r.items() if c not in grouped and v is not None})
+        return Row(values, requested)
+
     def _apply(self, rid: RowId, r: dict[str, Any], requested: str, *, write: bool) -> None:
         """Incoming ``r`` on every stored copy of ``rid``: each copy it beats is replaced by it
-        (``write``) or deleted (not ``write``); the others stay, remembering ``r`` if it lost."""
+        (``write``) or deleted (not ``write``); the others stay, remembering ``r`` if it lost.
+        Under the other merge modes every copy is merged with ``r`` (or deleted)."""
         out = []
         for c in stored(self.rows[rid]):
-            if self.newer(r, c):
+            if self.merge_mode != "event_time":
+                if write:
+                    out.append(self.merged(c, r, requested))
+            elif self.newer(r, c):
                 if write:
                     out.append(Row(r, requested))
             elif write and set(r) - set(c.values):
@@ -187,6 +233,7 @@ class TableModel:
             self.rows[rid] = row
 
     def upsert(self, data: pa.Table, requested: str, completed: str, action: str, operation: str = "upsert") -> None:
+        self._grow(data)
         for r in self.rows_of(data):
             rid = self.row_id(r)
             if rid in self.rows:
@@ -197,6 +244,7 @@ class TableModel:
 
     def insert(self, data: pa.Table, requested: str, completed: str, action: str, operation: str = "insert") -> None:
         """Inserts: a stored row id is stored again (another copy: no key lookup, as in Hudi)."""
+        self._grow(data)
         for r in self.rows_of(data):
             rid = self.row_id(r)
             if flagged(r):
@@ -241,6 +289,7 @@ class TableModel:
         self._commit(requested, completed, action, "delete")
 
     def insert_overwrite(self, data: pa.Table, requested: str, completed: str, action: str, *, table: bool) -> None:
+        self._grow(data)
         new = self.rows_of(data)
         parts = {self.row_id(r)[0] for r in new}
         self.rows = {} if table else {rid: r for rid, r in self.rows.items() if rid[0] not in parts}
@@ -268,6 +317,8 @@ class TableModel:
             self.schema = self.commits[-1].schema
         else:
             self.rows = {}
+            if self.grows:
+                self.schema = self.first_schema
 
     # -- expected reads ----------------------------------------------------------------------------
     def commit(self, requested: str) -> Commit:

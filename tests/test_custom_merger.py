@@ -55,3 +55,22 @@ def test_custom_merger_on_write_read_and_compaction(lake, table_type):
 def test_unregistered_merger_is_a_clear_error(lake):
     with pytest.raises(MergerNotRegisteredError, match="register_merger"):
         lake.create_table("x", key="id", merge_mode="custom", merger="nope")
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_stored_record_the_merger_keeps_keeps_its_commit_time(lake, table_type):
+    """When the merger chooses the stored version over the incoming one, the record stays as
+    stored, its commit time too (Hudi's merge handle copies the old record then): an incremental
+    read after the first commit does not return it, and the write counts it as skipped (found by
+    tests/test_model_merge_modes.py)."""
+    lk.register_merger("max_amount", keep_max_amount)
+    t = lake.create_table("c", key="id", table_type=table_type, merge_mode="custom", merger="max_amount")
+    first = t.upsert(pd.DataFrame({"id": [1, 2], "amount": [5.0, 7.0]}))
+    res = t.upsert(pd.DataFrame({"id": [1, 2], "amount": [4.0, 9.0]}))       # 4 loses to 5, 9 beats 7
+    if table_type == "cow":
+        assert (res.updated, res.skipped) == (1, 1)
+    rows = t.read(meta_fields=True).to_pandas().set_index("id")
+    assert rows.amount.to_dict() == {1: 5.0, 2: 9.0}
+    assert rows._hoodie_commit_time.to_dict() == {1: first.instant, 2: res.instant}
+    changed = t.incremental(first.completed).to_pandas()
+    assert changed.id.tolist() == [2]

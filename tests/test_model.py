@@ -2,8 +2,8 @@
 compared after every step with a pure-Python model (tests/table_model.py) and with the
 ``hudi`` reader.
 
-A Hypothesis state machine creates a table (copy-on-write or merge-on-read, random columns,
-hostile partition values and keys), then runs operations: upsert, insert, bulk_insert,
+A Hypothesis state machine creates a table (copy-on-write or merge-on-read, table version 9
+or 8, random columns, hostile partition values and keys), then runs operations: upsert, insert, bulk_insert,
 delete by keys and by rows, insert_overwrite (partitions and table), compaction,
 clustering, clean (every policy), archival (with and without ``beyond_savepoint``),
 savepoint / restore / delete_savepoint, rollback, schema evolution (a new column) and a
@@ -94,7 +94,7 @@ OPERATIONS = frozenset({
     "key_in_partitions", "merge", "merge_into_empty", "merge_mor_ts", "hudi_no_active_commit",
     "part_urlencode", "clean_zero_hours", "rollback_replace_after_clean",
     "merge_arrow_types", "null_ordering", "is_deleted",
-    "duplicate_keys", "float_ordering",
+    "duplicate_keys", "float_ordering", "table_v8",
 })
 #: writes that must be refused (typed error, table unchanged): the rules under "refusals" below
 REFUSALS = frozenset({"merge_key_change", "case_clash"})
@@ -249,12 +249,14 @@ class LakeMachine(RuleBasedStateMachine):
         markers = "timeline_server" if _on("timeline_server_markers") and data.draw(st.booleans()) else "direct"
         self.markers = markers
         self.options = lk.TableOptions(engine=self.engine, markers=markers)
+        # Hudi 1.0's table version 8 takes every dimension here (one ordering field, event-time ordering)
+        version = data.draw(st.sampled_from([9, 8]), label="table version") if _on("table_v8") else 9
         lake = lk.Lake(self.dir, options=self.options, spark=SPARK.get("session"))
         self.t = lake.create_table("t", key=list(keys), partition_by=list(parts) or None, ordering="ts",
-                                   table_type=table_type, partition_urlencode=self.urlencode)
+                                   table_type=table_type, partition_urlencode=self.urlencode, table_version=version)
         self.input_fields = {f.name: f for f in schema}    # the batches' fields (the model keeps stored types)
         self.m = TableModel(keys, parts, "ts", schema)
-        note(f"table {table_type} keys={keys} parts={parts} schema={schema} markers={markers} "
+        note(f"table {table_type} v{version} keys={keys} parts={parts} schema={schema} markers={markers} "
              f"urlencode={self.urlencode}")
 
     # -- data ------------------------------------------------------------------------------------------

@@ -273,13 +273,18 @@ def _merge_partial_into_base(ctx: WriteContext, base: pa.Table | None,
     merged = merge_versions(pa.concat_tables(parts), ordering=ctx.ordering, merge_mode=ctx.merge_mode,
                             column_groups=ctx.column_groups, merger=ctx.merger)
     touched = pc.is_in(merged.column(KEY), value_set=pc.unique(incoming.column(KEY)))
-    kept = merged.filter(pc.invert(touched)).drop_columns([OP, SEQ])
-    new = merged.filter(touched).drop_columns([OP, SEQ])
+    # a stored row a custom merger chose over the incoming versions stays as it is stored (its
+    # commit time too), as Hudi's merge handle copies the old record when the merger returns it
+    stored_won = pc.and_(touched, pc.equal(merged.column(SEQ), 0))
+    fresh = pc.and_(touched, pc.invert(stored_won))
+    kept = merged.filter(pc.invert(fresh)).drop_columns([OP, SEQ])
+    new = merged.filter(fresh).drop_columns([OP, SEQ])
     in_base = pc.is_in(new.column(KEY), value_set=base_keys)
     updated = pc.sum(pc.cast(in_base, pa.int64())).as_py() or 0
     ups = incoming.filter(pc.equal(incoming.column(OP), 1))
     deleted = int(pc.sum(pc.cast(pc.is_in(ups.column(KEY), value_set=base_keys), pa.int64())).as_py() or 0)
-    return kept, new, MergeCounts(inserted=new.num_rows - updated, updated=updated, deleted=deleted)
+    skipped = pc.sum(pc.cast(stored_won, pa.int64())).as_py() or 0
+    return kept, new, MergeCounts(inserted=new.num_rows - updated, updated=updated, deleted=deleted, skipped=skipped)
 
 
 def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Table, task: TaskInfo,

@@ -39,7 +39,7 @@ def require_kafka() -> Any:
 
 def open_sink_table(cfg: SinkConfig) -> Any:
     """Open the target table for the sink's writes (local Arrow engine, direct markers);
-    refuses copy-on-write tables."""
+    refuses copy-on-write tables and tables lakesdk does not write."""
     import lakesdk as lk
     from lakesdk.table.table import TableOptions
     t = lk.open_table(cfg.table_url, storage_options=dict(cfg.storage_options) or None,
@@ -49,6 +49,11 @@ def open_sink_table(cfg: SinkConfig) -> Any:
             f"the Kafka sink writes into merge-on-read tables, and {t.name!r} at {cfg.table_url!r} is "
             "copy-on-write: its participants would rewrite the same file groups in one instant.  Create the "
             "table with Lake(...).create_table(..., table_type=\"mor\")", key="hoodie.table.type")
+    # what lakesdk does not write (Lance base files, no meta fields, version 6 logs, partition paths
+    # formatted from a time): refused before a worker starts, not at its first round
+    from lakesdk.table.write_input import check_partition_paths
+    t.context.check_writable("Kafka sink round")
+    check_partition_paths(t.config, "Kafka sink round", None)
     return t
 
 
