@@ -94,7 +94,7 @@ OPERATIONS = frozenset({
     "key_in_partitions", "merge", "merge_into_empty", "merge_mor_ts", "hudi_no_active_commit",
     "part_urlencode", "clean_zero_hours", "rollback_replace_after_clean",
     "merge_arrow_types", "null_ordering", "is_deleted",
-    "duplicate_keys", "float_ordering", "table_v8",
+    "duplicate_keys", "float_ordering", "table_v8", "metadata_table",
 })
 #: writes that must be refused (typed error, table unchanged): the rules under "refusals" below
 REFUSALS = frozenset({"merge_key_change", "case_clash"})
@@ -130,6 +130,8 @@ FEATURES = _enabled()
 FLOAT_TS = [float("-inf"), -1.5, -0.0, 0.0, 1.0, float("inf"), float("nan")]
 
 CRASH_POINTS = ["after_requested", "after_markers", "after_data", "during_commit", "after_commit"]
+#: the steps of the metadata table's delta commit inside the commit point (tables that keep one)
+MDT_CRASH_POINTS = ["metadata_log_written", "metadata_committed"]
 
 WRITER = textwrap.dedent("""
     import os, sys
@@ -214,6 +216,7 @@ class LakeMachine(RuleBasedStateMachine):
         self.fresh = 0
         self.home: dict[tuple[str, ...], Any] = {}
         self.crashed = False        # a killed writer left a pending instant (the next write rolls it back)
+        self.metadata = False       # the table keeps Hudi's metadata table
 
     def teardown(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -248,7 +251,9 @@ class LakeMachine(RuleBasedStateMachine):
         self.urlencode = partitioned and _on("part_urlencode") and data.draw(st.booleans(), label="urlencode")
         markers = "timeline_server" if _on("timeline_server_markers") and data.draw(st.booleans()) else "direct"
         self.markers = markers
-        self.options = lk.TableOptions(engine=self.engine, markers=markers)
+        # Hudi's metadata table kept at every commit (the hudi reader then lists files from it)
+        self.metadata = _on("metadata_table") and data.draw(st.booleans(), label="metadata table")
+        self.options = lk.TableOptions(engine=self.engine, markers=markers, metadata=True if self.metadata else None)
         # Hudi 1.0's table version 8 takes every dimension here (one ordering field, event-time ordering)
         version = data.draw(st.sampled_from([9, 8]), label="table version") if _on("table_v8") else 9
         lake = lk.Lake(self.dir, options=self.options, spark=SPARK.get("session"))
@@ -660,6 +665,8 @@ class LakeMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.t is not None and _on("crash"))
     @rule(data=st.data(), point=st.sampled_from(CRASH_POINTS), op=st.sampled_from(["upsert", "insert"]))
     def crashed_write(self, data: st.DataObject, point: str, op: str) -> None:
+        if self.metadata and data.draw(st.booleans(), label="crash in the metadata table's commit"):
+            point = data.draw(st.sampled_from(MDT_CRASH_POINTS), label="MDT crash point")
         b = self._batch(data, fresh=op == "insert")
         path = os.path.join(self.dir, "batch.arrow")
         with pa.OSFile(path, "wb") as f, pa.ipc.new_file(f, b.schema) as w:
@@ -798,6 +805,14 @@ class LakeMachine(RuleBasedStateMachine):
                 continue
             rows, schema = m.incremental(start, end)
             self._compare(f"incremental ({start}, {end}]", data, rows, schema)
+
+    @invariant()
+    def check_5_metadata_table(self) -> None:
+        """The metadata table lists exactly the files of the completed instants."""
+        if self.t is None or not self.metadata:
+            return
+        from .corpus_model import check_mdt
+        check_mdt(self.t.path, "in the model test")
 
     @invariant()
     def check_4_hudi_reader(self) -> None:
