@@ -288,6 +288,37 @@ def test_write_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_conflict(tm
     check_no_leftovers(t, {i.requested for i in t.timeline.commits})
 
 
+def test_transaction_batch_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_conflict(tmp_path, monkeypatch):
+    """The same race for a batch written into an instant opened elsewhere (the Kafka sink's
+    participants, ``lakesdk.table.transaction.write_batch``): it failed with a raw
+    FileNotFoundError (found by the service soak with the Kafka sink); it is a conflict
+    naming the clean, and aborting the instant leaves the table as the other commits made it."""
+    from lakesdk.engine.local import LocalWriteJob
+    from lakesdk.table import transaction
+    t, other = mor_table(tmp_path)
+    sink = lk.open_table(t.path, concurrency="optimistic", lock="in_process",
+                         options=lk.TableOptions(engine="local", markers="direct"))
+    original = LocalWriteJob.key_index
+    served = []
+
+    def services_run_meanwhile(self, slices, *args, **kwargs):
+        if not served:
+            other.maintenance.compact()
+            served.append(other.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
+        return original(self, slices, *args, **kwargs)
+    monkeypatch.setattr(LocalWriteJob, "key_index", services_run_meanwhile)
+    txn = transaction.begin(sink)
+    with pytest.raises(lk.WriteConflictError) as e:
+        transaction.write_batch(sink, txn, pd.DataFrame({"id": [2], "ts": [5], "v": ["racing batch"]}))
+    assert served[0].instant in str(e.value) and e.value.other_instant == served[0].instant
+    assert "Abort the instant" in str(e.value)
+    transaction.abort(sink, txn)
+    want = {1: "first update", 2: "base"}
+    assert values(t) == want and hudi_rows(t.path) == sorted(want.items())
+    assert not t.timeline.pending
+    check_no_leftovers(t, {i.requested for i in t.timeline.commits})
+
+
 def test_compaction_executed_by_another_process_is_left_to_it(tmp_path, monkeypatch):
     """Two processes compacting (two writers compacting inline) must not both execute one
     pending compaction: each would take the other's base files for leftovers of a failed
