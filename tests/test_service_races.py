@@ -288,6 +288,37 @@ def test_write_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_conflict(tm
     check_no_leftovers(t, {i.requested for i in t.timeline.commits})
 
 
+@pytest.mark.spark
+def test_spark_write_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_conflict(tmp_path, monkeypatch, spark):
+    """The same race on the Spark engine, between the key lookup and the tasks that rewrite
+    the file groups of a copy-on-write table: the task reading the deleted base file failed,
+    and the write stopped with a WriteError naming a FileNotFoundError instead of the
+    conflict (found by writers on a Spark standalone cluster racing a service process)."""
+    from lakesdk.engine.spark import SparkWriteJob
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["base", "base"]}))
+    other = lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+    writer = lk.open_table(t.path, spark=spark, concurrency="optimistic", lock="in_process",
+                           options=lk.TableOptions(engine="spark"))
+    original = SparkWriteJob.write_groups
+    served = []
+
+    def others_meanwhile(self, *args, **kwargs):
+        if not served:
+            other.upsert(pd.DataFrame({"id": [1], "ts": [2], "v": ["other write"]}))   # a new slice
+            served.append(other.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(SparkWriteJob, "write_groups", others_meanwhile)
+    with pytest.raises(lk.WriteConflictError) as e:
+        writer.upsert(pd.DataFrame({"id": [2], "ts": [5], "v": ["racing write"]}))
+    assert served[0].deleted and served[0].instant in str(e.value) and e.value.other_instant == served[0].instant
+    want = {1: "other write", 2: "base"}
+    assert values(t) == want and hudi_rows(t.path) == sorted(want.items())
+    assert not t.timeline.pending
+    check_no_leftovers(t, {i.requested for i in t.timeline.commits})
+
+
 def test_transaction_batch_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_conflict(tmp_path, monkeypatch):
     """The same race for a batch written into an instant opened elsewhere (the Kafka sink's
     participants, ``lakesdk.table.transaction.write_batch``): it failed with a raw

@@ -41,10 +41,11 @@ class WriteOperation(WriteInput):
             stats, counts, _ = self._run(prep.ctx, prep.arrow, prep.sdf, prep.timeline, prep.store, prep.partitions,
                                          prep.global_delete)
         except Exception as err:
-            from lakesdk.engine.spark import reraise_task_error
-            reraise_task_error(err)  # an error raised inside a Spark task comes out typed
-            if isinstance(err, FileNotFoundError):
-                _raise_if_cleaned(self.table, prep.store, prep.timeline, instant, err, rolled_back=False)
+            typed = _typed(err)     # an error raised inside a Spark task comes out typed
+            if isinstance(typed, FileNotFoundError):
+                _raise_if_cleaned(self.table, prep.store, prep.timeline, instant, typed, rolled_back=False)
+            if typed is not err:
+                raise typed from err
             raise
         return stats, counts, prep.target_schema
 
@@ -97,10 +98,11 @@ class WriteOperation(WriteInput):
             try:
                 stats, counts, replaced = self._run(ctx, arrow, sdf, timeline, store, partitions, global_delete)
             except Exception as err:
-                from lakesdk.engine.spark import reraise_task_error
-                reraise_task_error(err)  # a lakesdk error raised inside a Spark task keeps its type
-                if isinstance(err, FileNotFoundError):
-                    _raise_if_cleaned(t, store, timeline, instant.requested, err)
+                typed = _typed(err)     # a lakesdk error raised inside a Spark task keeps its type
+                if isinstance(typed, FileNotFoundError):
+                    _raise_if_cleaned(t, store, timeline, instant.requested, typed)
+                if typed is not err:
+                    raise typed from err
                 raise
             faults.crash_point("after_data")
             self._finalize(ctx, stats, partitions)
@@ -387,6 +389,17 @@ def _group_stats(stats: list[WriteStat]) -> dict[str, list[WriteStat]]:
     for s in sorted(stats, key=lambda s: (s.partitionPath, s.fileId)):
         out.setdefault(s.partitionPath, []).append(s)
     return out
+
+
+def _typed(err: Exception) -> BaseException:
+    """``err`` as lakesdk raises it: an error of a Spark task re-typed on the driver
+    (:func:`lakesdk.engine.spark.reraise_task_error`), any other error as it is."""
+    from lakesdk.engine.spark import reraise_task_error
+    try:
+        reraise_task_error(err)
+    except Exception as typed:  # noqa: BLE001 - handed back
+        return typed
+    return err
 
 
 def _raise_if_cleaned(table: Any, store: Any, timeline: Any, instant: str, err: FileNotFoundError, *,
