@@ -1,5 +1,5 @@
 """Shared fixtures: one local SparkSession per test run, table folders, conformance tables, a
-ZooKeeper server, held writes.  Plain helper functions are in tests/helpers.py."""
+ZooKeeper server, a Kafka-protocol broker, a Spark standalone cluster, held writes.  Plain helper functions are in tests/helpers.py."""
 
 from __future__ import annotations
 
@@ -74,6 +74,29 @@ def zk(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def broker():
+    """A Kafka-protocol broker on 127.0.0.1 (noida-db, pip install noida-db); yields its bootstrap address."""
+    pytest.importorskip("confluent_kafka")
+    from lakesdk.testing.kafka import BrokerNotFoundError, LocalBroker
+    try:
+        b = LocalBroker().start()
+    except BrokerNotFoundError as e:
+        pytest.skip(str(e))
+    yield b.bootstrap
+    b.stop()
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory):
+    """A Spark standalone master and one worker (2 cores, 2 GiB) on 127.0.0.1, started from
+    pyspark's own distribution for the tests of one module.  Drivers connect to ``url`` with
+    the environment ``env``; give each application ``spark.cores.max=1`` so that two of them
+    get an executor each."""
+    from .helpers import spark_cluster_processes
+    yield from spark_cluster_processes(tmp_path_factory.mktemp("spark-cluster"), cores=2, memory="2g")
 
 
 @pytest.fixture

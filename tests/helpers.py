@@ -1,8 +1,8 @@
 """Helpers shared by several test modules: plain functions and classes, no tests.
 
-Fixtures built on them live in conftest.py (``zk``, ``gates``, ``spawn_path``).  A test
-module imports what it uses from here (``from .helpers import rows``), never from another
-test module.
+Fixtures built on them live in conftest.py (``zk``, ``broker``, ``spark_cluster``, ``gates``,
+``spawn_path``).  A test module imports what it uses from here (``from .helpers import rows``),
+never from another test module.
 """
 
 from __future__ import annotations
@@ -329,3 +329,227 @@ class ZooKeeperServer:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait(timeout=10)
+
+
+# -- a Kafka-protocol broker (the fixture ``broker``) --------------------------------------------
+def make_topic(bootstrap: str, partitions: int) -> str:
+    """A new topic with a unique name and ``partitions`` partitions; returns once it is listed."""
+    import uuid
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+    name = f"t{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
+    for _ in range(50):
+        md = admin.list_topics(timeout=5)
+        if name in md.topics and len(md.topics[name].partitions) == partitions:
+            break
+        time.sleep(0.1)
+    return name
+
+
+def produce(bootstrap: str, topic: str, ids, *, encode=None) -> None:
+    """One record per id (key: the id), JSON ``{id, ts: 1, v: r<id>, part: p<id % 2>}`` unless ``encode``."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    enc = encode or (lambda i: json.dumps({"id": i, "ts": 1, "v": f"r{i}", "part": f"p{i % 2}"}).encode())
+    for n, i in enumerate(ids):
+        p.produce(topic, key=str(i).encode(), value=enc(i))
+        if n % 1000 == 0:
+            p.poll(0)
+    p.flush(30)
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """The high watermark of every partition of ``topic``."""
+    import uuid
+
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4().hex}"})
+    try:
+        n = len(c.list_topics(topic, timeout=10).topics[topic].partitions)
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(n)}
+    finally:
+        c.close()
+
+
+def group_offsets(bootstrap: str, group: str, topic: str, n: int) -> dict[int, int]:
+    """The offsets consumer group ``group`` committed for partitions 0 .. n-1 of ``topic``."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(n)], timeout=10)}
+    finally:
+        c.close()
+
+
+def topic_records(bootstrap: str, topic: str) -> dict[tuple[int, int], bytes]:
+    """Every record of ``topic`` up to its end offsets now: (partition, offset) -> value."""
+    import uuid
+
+    from confluent_kafka import Consumer, TopicPartition
+    ends = end_offsets(bootstrap, topic)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4().hex}",
+                  "enable.auto.commit": False, "enable.partition.eof": False})
+    out: dict[tuple[int, int], bytes] = {}
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in ends])
+        deadline = time.monotonic() + 60
+        while len(out) < sum(ends.values()) and time.monotonic() < deadline:
+            for m in c.consume(num_messages=1000, timeout=1.0) or []:
+                if not m.error() and m.offset() < ends[m.partition()]:
+                    out[(m.partition(), m.offset())] = m.value()
+    finally:
+        c.close()
+    assert len(out) == sum(ends.values()), f"read {len(out)} of the {sum(ends.values())} records of {topic}"
+    return out
+
+
+# -- a Spark standalone cluster (the fixture ``spark_cluster``) ----------------------------------
+FAST_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+
+def spark_home() -> str:
+    import pyspark
+    return os.path.dirname(pyspark.__file__)
+
+
+def java_available() -> bool:
+    jh = os.environ.get("JAVA_HOME")
+    return bool(shutil.which("java") or (jh and os.path.exists(os.path.join(jh, "bin", "java"))))
+
+
+def spark_env() -> dict[str, str]:
+    """The environment of the cluster's processes and of the drivers connecting to it."""
+    env = dict(os.environ)
+    for k in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "LAKESDK_SPARK_REMOTE", "LAKESDK_SPARK_MASTER", "SPARK_REMOTE"):
+        env.pop(k, None)
+    env.update({
+        "SPARK_HOME": spark_home(),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,          # the executors' Python workers
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_DAEMON_JAVA_OPTS": FAST_JVM,
+        # no REST submission server: it would bind the fixed port 6066
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    })
+    return env
+
+
+def start_process(cmd: list[str], log: Path, env: dict[str, str], cwd: Path) -> subprocess.Popen:
+    """A process in a session of its own (so :func:`stop_process` ends its children too), output to ``log``."""
+    f = open(log, "wb")  # noqa: SIM115 - owned by the process, closed in stop_process
+    p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                         cwd=str(cwd), start_new_session=True)
+    p._lk_log = f  # type: ignore[attr-defined]
+    return p
+
+
+def stop_process(p: subprocess.Popen, grace: float = 10.0) -> None:
+    """Terminate the process and its process group (the worker's executors, their Python workers)."""
+    import signal
+    try:
+        pgid = os.getpgid(p.pid)
+    except ProcessLookupError:
+        pgid = None
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            if pgid is not None:
+                os.killpg(pgid, sig)
+            else:
+                p.send_signal(sig)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    if pgid is not None:  # leftovers of the group (children outliving the leader)
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    log = getattr(p, "_lk_log", None)
+    if log is not None:
+        log.close()
+
+
+def tail(path: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "<no log>"
+
+
+def wait_for(what: str, check: Callable[[], Any], *, timeout: float,
+             procs: dict[str, tuple[subprocess.Popen, Path]]) -> Any:
+    """Poll ``check`` until it returns something true; fails when one of ``procs`` exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for name, (p, log) in procs.items():
+            if p.poll() is not None:
+                raise RuntimeError(f"{name} exited with {p.returncode} while waiting for {what}:\n{tail(log)}")
+        try:
+            v = check()
+        except Exception:  # noqa: BLE001 - not up yet
+            v = None
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            logs = "\n\n".join(f"--- {n} ---\n{tail(log)}" for n, (_, log) in procs.items())
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}\n{logs}")
+        time.sleep(0.2)
+
+
+def http_json(url: str) -> dict[str, Any]:
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read().decode("utf-8"))
+
+
+def port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def spark_cluster_processes(d: Path, *, cores: int, memory: str):
+    """Start a standalone master and one worker (``cores``, ``memory``) from pyspark's own
+    distribution; yields the cluster's description and stops both afterwards (a generator
+    for the fixture ``spark_cluster``)."""
+    import re
+    spark_class = os.path.join(spark_home(), "bin", "spark-class")
+    if not java_available():
+        pytest.skip("java is not available")
+    if not os.path.exists(spark_class):
+        pytest.skip(f"{spark_class} not found")
+    env = spark_env()
+    port = free_port()
+    master_log, worker_log = d / "master.log", d / "worker.log"
+    procs: dict[str, tuple[subprocess.Popen, Path]] = {}
+    try:
+        master = start_process([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                "--port", str(port), "--webui-port", "0"], master_log, env, d)
+        procs["master"] = (master, master_log)
+
+        def master_ui() -> int | None:
+            text = master_log.read_text(errors="replace")
+            m = re.search(r"Successfully started service 'MasterUI' on port (\d+)", text)
+            return int(m.group(1)) if m and "ALIVE" in text else None
+        ui_port = wait_for("the master", master_ui, timeout=60, procs=procs)
+        url = f"spark://127.0.0.1:{port}"
+        json_url = f"http://127.0.0.1:{ui_port}/json/"
+        worker = start_process([spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
+                                "--cores", str(cores), "--memory", memory, "--webui-port", "0",
+                                "--work-dir", str(d / "work")], worker_log, env, d)
+        procs["worker"] = (worker, worker_log)
+        wait_for("the worker to register", lambda: http_json(json_url).get("aliveworkers", 0) >= 1,
+                 timeout=60, procs=procs)
+        yield {"url": url, "json_url": json_url, "dir": d, "work_dir": d / "work", "env": env}
+    finally:
+        for p, _ in reversed(list(procs.values())):
+            stop_process(p)

@@ -14,20 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-from .helpers import free_port
+from .helpers import FAST_JVM, free_port, http_json, port_open, start_process, stop_process, tail, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -37,151 +32,10 @@ BUCKET = "lakesdk-cluster"
 ROOT = f"s3://{BUCKET}/lake"
 TABLE = "trips"
 KEY_COLS = ("uuid", "city", "ts", "fare", "rider")
-FAST_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
-
-
-# -- process helpers ----------------------------------------------------------------------------
-def _spark_home() -> str:
-    import pyspark
-    return os.path.dirname(pyspark.__file__)
-
-
-def _java_available() -> bool:
-    jh = os.environ.get("JAVA_HOME")
-    return bool(shutil.which("java") or (jh and os.path.exists(os.path.join(jh, "bin", "java"))))
-
-
-def _spark_env() -> dict[str, str]:
-    env = dict(os.environ)
-    for k in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "LAKESDK_SPARK_REMOTE", "LAKESDK_SPARK_MASTER", "SPARK_REMOTE"):
-        env.pop(k, None)
-    env.update({
-        "SPARK_HOME": _spark_home(),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": PYTHON,
-        "PYSPARK_DRIVER_PYTHON": PYTHON,
-        "SPARK_DAEMON_JAVA_OPTS": FAST_JVM,
-        # no REST submission server: it would bind the fixed port 6066
-        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-    })
-    return env
-
-
-def _start(cmd: list[str], log: Path, env: dict[str, str], cwd: Path) -> subprocess.Popen:
-    f = open(log, "wb")  # noqa: SIM115 - owned by the process, closed in _stop
-    p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                         cwd=str(cwd), start_new_session=True)
-    p._lk_log = f  # type: ignore[attr-defined]
-    return p
-
-
-def _stop(p: subprocess.Popen, grace: float = 10.0) -> None:
-    """Terminate the process and its process group (the worker's executors, their Python workers)."""
-    try:
-        pgid = os.getpgid(p.pid)
-    except ProcessLookupError:
-        pgid = None
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            if pgid is not None:
-                os.killpg(pgid, sig)
-            else:
-                p.send_signal(sig)
-        except ProcessLookupError:
-            pass
-        try:
-            p.wait(timeout=wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    if pgid is not None:  # leftovers of the group (children outliving the leader)
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    log = getattr(p, "_lk_log", None)
-    if log is not None:
-        log.close()
-
-
-def _tail(path: Path, n: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return "<no log>"
-
-
-def _wait_for(what: str, check: Callable[[], Any], *, timeout: float, procs: dict[str, tuple[subprocess.Popen, Path]]) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        for name, (p, log) in procs.items():
-            if p.poll() is not None:
-                raise RuntimeError(f"{name} exited with {p.returncode} while waiting for {what}:\n{_tail(log)}")
-        try:
-            v = check()
-        except Exception:  # noqa: BLE001 - not up yet
-            v = None
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            logs = "\n\n".join(f"--- {n} ---\n{_tail(log)}" for n, (_, log) in procs.items())
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}\n{logs}")
-        time.sleep(0.2)
-
-
-def _http_json(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return json.loads(r.read().decode("utf-8"))
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 # -- fixtures -----------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def spark_cluster(tmp_path_factory):
-    """A standalone master and one worker (1 core, 1 GiB) on 127.0.0.1."""
-    if not _java_available():
-        pytest.skip("java is not available")
-    home = _spark_home()
-    spark_class = os.path.join(home, "bin", "spark-class")
-    if not os.path.exists(spark_class):
-        pytest.skip(f"{spark_class} not found")
-    d = tmp_path_factory.mktemp("spark-cluster")
-    env = _spark_env()
-    port = free_port()
-    master_log, worker_log = d / "master.log", d / "worker.log"
-    procs: dict[str, tuple[subprocess.Popen, Path]] = {}
-    try:
-        master = _start([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                         "--port", str(port), "--webui-port", "0"], master_log, env, d)
-        procs["master"] = (master, master_log)
-
-        def master_ui() -> int | None:
-            text = master_log.read_text(errors="replace")
-            m = re.search(r"Successfully started service 'MasterUI' on port (\d+)", text)
-            return int(m.group(1)) if m and "ALIVE" in text else None
-        ui_port = _wait_for("the master", master_ui, timeout=60, procs=procs)
-        url = f"spark://127.0.0.1:{port}"
-        json_url = f"http://127.0.0.1:{ui_port}/json/"
-        worker = _start([spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                         "--cores", "1", "--memory", "1g", "--webui-port", "0", "--work-dir", str(d / "work")],
-                        worker_log, env, d)
-        procs["worker"] = (worker, worker_log)
-        _wait_for("the worker to register", lambda: _http_json(json_url).get("aliveworkers", 0) >= 1,
-                  timeout=60, procs=procs)
-        yield {"url": url, "json_url": json_url, "dir": d, "work_dir": d / "work", "env": env}
-    finally:
-        for p, _ in reversed(list(procs.values())):
-            _stop(p)
-
-
+# ``spark_cluster`` (a standalone master and worker) is in conftest.py.
 @pytest.fixture(scope="module")
 def s3_server(tmp_path_factory):
     """moto's S3-compatible server with one bucket; yields s3fs storage options."""
@@ -196,9 +50,9 @@ def s3_server(tmp_path_factory):
     port = free_port()
     env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
     log = d / "moto.log"
-    p = _start([str(exe), "-H", "127.0.0.1", "-p", str(port)], log, env, d)
+    p = start_process([str(exe), "-H", "127.0.0.1", "-p", str(port)], log, env, d)
     try:
-        _wait_for("moto_server", lambda: _port_open(port), timeout=30, procs={"moto_server": (p, log)})
+        wait_for("moto_server", lambda: port_open(port), timeout=30, procs={"moto_server": (p, log)})
         endpoint = f"http://127.0.0.1:{port}"
         opts = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint}}
         fs = s3fs.S3FileSystem(skip_instance_cache=True, **opts)
@@ -206,7 +60,7 @@ def s3_server(tmp_path_factory):
         assert BUCKET in [b.rstrip("/") for b in fs.ls("", refresh=True)]
         yield {"port": port, "endpoint": endpoint, "options": opts, "dir": d}
     finally:
-        _stop(p)
+        stop_process(p)
 
 
 # -- the driver program (runs in its own Python process, connected to the cluster) ---------------
@@ -388,16 +242,16 @@ def _run_driver(cluster: dict[str, Any], s3: dict[str, Any], tmp_path: Path, dat
            "storage_options": s3["options"], "columns": list(KEY_COLS), "data": data, "jvm_opts": FAST_JVM}
     cfg_path, out_path, log = tmp_path / "driver_config.json", tmp_path / "driver_result.json", tmp_path / "driver.log"
     cfg_path.write_text(json.dumps(cfg))
-    p = _start([PYTHON, str(script), str(cfg_path), str(out_path)], log, cluster["env"], tmp_path)
+    p = start_process([PYTHON, str(script), str(cfg_path), str(out_path)], log, cluster["env"], tmp_path)
     try:
         rc = p.wait(timeout=150)
     except subprocess.TimeoutExpired:
-        _stop(p)
-        pytest.fail(f"the cluster driver did not finish in 150 s:\n{_tail(log, 80)}")
+        stop_process(p)
+        pytest.fail(f"the cluster driver did not finish in 150 s:\n{tail(log, 80)}")
     finally:
-        _stop(p, grace=5)
+        stop_process(p, grace=5)
     if rc != 0 or not out_path.exists():
-        pytest.fail(f"the cluster driver failed (exit {rc}):\n{_tail(log, 80)}")
+        pytest.fail(f"the cluster driver failed (exit {rc}):\n{tail(log, 80)}")
     return json.loads(out_path.read_text())
 
 
@@ -415,7 +269,7 @@ def test_spark_cluster_writes_hudi_table_to_s3(spark_cluster, s3_server, tmp_pat
     assert res["executors"] == 1, res
     assert res["executor_hosts"] == ["127.0.0.1"]
     assert res["task_pids"] and res["driver_pid"] not in res["task_pids"]
-    master = _http_json(spark_cluster["json_url"])
+    master = http_json(spark_cluster["json_url"])
     apps = {a["id"]: a for a in master.get("activeapps", []) + master.get("completedapps", [])}
     assert res["app_id"] in apps, master
     assert apps[res["app_id"]]["cores"] == 1

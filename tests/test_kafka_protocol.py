@@ -775,3 +775,32 @@ def test_coordinator_history_is_seeded_from_the_table():
     assert [(h.instant, h.offsets, h.records) for h in c.history] == [
         ("099", {0: 3}, 3), ("100", {0: 5, 1: 2}, 4), (start.commit_time, {0: 8, 1: 2}, 20)]
     assert c.history[0].committed_at is None and c.history[-1].committed_at is not None
+
+
+def test_sink_opens_the_table_with_its_concurrency_settings(tmp_path):
+    """``concurrency``, ``lock`` and ``lock_options`` (KafkaSink, SinkConfig, the CLI's
+    --concurrency/--lock/--lock-option) open the table as open_table does, so the sink can
+    write beside other writers and table services; the settings survive the JSON form."""
+    import argparse
+
+    import lakesdk as lk
+    from lakesdk.cli.kafka import _config, add_arguments
+    from lakesdk.streaming.kafka import KafkaSink, SinkConfig
+    from lakesdk.streaming.kafka.worker import open_sink_table
+    t = lk.Lake(str(tmp_path)).create_table("events", key="id", ordering="ts", table_type="mor")
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["--table", t.path, "--topic", "x", "--bootstrap", "127.0.0.1:1", "--concurrency",
+                         "optimistic", "--lock", "storage", "--lock-option", "timeout_s=300",
+                         "--lock-option", "note=a=b"])
+    cfg = _config(args)
+    assert cfg.lock_options == (("note", "a=b"), ("timeout_s", 300))
+    assert SinkConfig.from_json(cfg.to_json()) == cfg
+    assert cfg == KafkaSink(t.path, "x", "127.0.0.1:1", concurrency="optimistic", lock="storage",
+                            lock_options={"timeout_s": 300, "note": "a=b"}).config
+    opts = open_sink_table(cfg).options
+    assert (opts.concurrency, opts.lock, dict(opts.lock_options)["timeout_s"]) == ("optimistic", "storage", 300)
+    assert (opts.engine, opts.markers) == ("local", "direct")
+    assert open_sink_table(SinkConfig(t.path, "x", "b")).options.concurrency == "single_writer"
+    with pytest.raises(SystemExit):
+        p.parse_args(["--table", t.path, "--topic", "x", "--bootstrap", "b", "--lock-option", "no-equals-sign"])

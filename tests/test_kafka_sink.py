@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -26,60 +25,7 @@ ck = pytest.importorskip("confluent_kafka")
 from lakesdk.streaming.kafka import KafkaSink  # noqa: E402
 from lakesdk.streaming.kafka.worker import latest_commit_offsets  # noqa: E402
 
-
-@pytest.fixture(scope="session")
-def broker():
-    """A Kafka-protocol broker on 127.0.0.1 (noida-db, pip install noida-db)."""
-    from lakesdk.testing.kafka import BrokerNotFoundError, LocalBroker
-    try:
-        b = LocalBroker().start()
-    except BrokerNotFoundError as e:
-        pytest.skip(str(e))
-    yield b.bootstrap
-    b.stop()
-
-
-def make_topic(bootstrap: str, partitions: int) -> str:
-    from confluent_kafka.admin import AdminClient, NewTopic
-    name = f"t{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
-    for _ in range(50):
-        md = admin.list_topics(timeout=5)
-        if name in md.topics and len(md.topics[name].partitions) == partitions:
-            break
-        time.sleep(0.1)
-    return name
-
-
-def produce(bootstrap: str, topic: str, ids, *, encode=None) -> None:
-    from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    enc = encode or (lambda i: json.dumps({"id": i, "ts": 1, "v": f"r{i}", "part": f"p{i % 2}"}).encode())
-    for n, i in enumerate(ids):
-        p.produce(topic, key=str(i).encode(), value=enc(i))
-        if n % 1000 == 0:
-            p.poll(0)
-    p.flush(30)
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4().hex}"})
-    try:
-        n = len(c.list_topics(topic, timeout=10).topics[topic].partitions)
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(n)}
-    finally:
-        c.close()
-
-
-def group_offsets(bootstrap: str, group: str, topic: str, n: int) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(n)], timeout=10)}
-    finally:
-        c.close()
+from .helpers import end_offsets, group_offsets, make_topic, produce  # noqa: E402
 
 
 def wait_ingested(table, topic: str, bootstrap: str, timeout: float, *, check=None) -> dict[int, int]:

@@ -15,138 +15,15 @@ planned against, which then fails with a conflict error."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import pandas as pd
 import pytest
 
 import lakesdk as lk
-from lakesdk.services.archival import archived_instants
 
-from .helpers import check_no_leftovers, hudi_read, hudi_rows, stress, values
-
-PARTITIONS = 4
-
-WRITER = textwrap.dedent("""
-    import json, random, sys, time
-    import pandas as pd
-    import lakesdk as lk
-    path, wid, lock, n, opts = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), json.loads(sys.argv[5])
-    rows, keys, parts, inline = int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
-    t = lk.open_table(path, concurrency="optimistic", lock=lock, lock_options=opts,
-                      options=lk.TableOptions(compact_every=inline) if inline else None)
-    rng = random.Random(wid)
-    out = []
-
-    def clustering_pending(instant):    # the clustering that refused a batch (any, when it is not named)
-        return any(x.action == "clustering" and (not instant or x.requested == instant) for x in t.timeline.pending)
-
-    for i in range(n):
-        mine = {(i + wid) % parts, (i + wid + 1) % parts}   # two of the partitions, rotating
-        ids = sorted(rng.sample([k for k in range(rows) if k % parts in mine], keys))
-        ts = (i + 1) * 10 + wid        # increasing per batch, never equal across writers
-        val = f"w{wid}-{i}"
-        df = pd.DataFrame({"id": ids, "p": [f"p{k % parts}" for k in ids], "ts": [ts] * keys, "v": [val] * keys})
-        rec = {"keys": ids, "ts": ts, "v": val}
-        for attempt in range(3):
-            try:
-                r = t.upsert(df)
-                out.append({**rec, "ok": True, "instant": r.instant, "completed": r.completed})
-                break
-            except lk.ClusteringConflictError as e:   # updates of file groups being clustered are
-                out.append({**rec, "ok": False, "error": type(e).__name__})   # refused: once it is done,
-                deadline = time.monotonic() + 300                            # the batch is tried again
-                while time.monotonic() < deadline and clustering_pending(e.instant):
-                    time.sleep(0.05)
-            except lk.WriteConflictError as e:   # anything else fails the writer, and the test
-                out.append({**rec, "ok": False, "error": type(e).__name__})
-                break
-    print("RESULT" + json.dumps(out))
-""")
-
-SERVICE = textwrap.dedent("""
-    import json, os, sys
-    import lakesdk as lk
-    path, service, stop = sys.argv[1], sys.argv[2], sys.argv[3]
-    t = lk.open_table(path, concurrency="optimistic", lock="storage", lock_options={"timeout_s": 300})
-    m = t.maintenance
-
-    def once():
-        if service == "compaction":
-            return m.compact()
-        if service == "clustering":                  # one partition a round, every file group of it
-            once.n = getattr(once, "n", -1) + 1
-            return m.cluster(single_group=True, partitions=[f"p=p{once.n % 4}"])
-        if t.config.is_mor:
-            m.compact()
-        if service == "clean":
-            return m.clean(retain_commits=2)
-        if service == "clean_versions":           # deletes what a running write may still read
-            return m.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
-        r = m.archive(min_commits=2, max_commits=4)
-        return r if r.archived else None
-
-    ran = conflicts = 0
-    while True:
-        last = os.path.exists(stop)              # one more round once the writers are done
-        try:
-            ran += once() is not None
-        except lk.WriteConflictError:            # a clustering whose input a write changed rolls back
-            conflicts += 1
-        if last:
-            break
-    print("SERVICE" + json.dumps({"ran": ran, "conflicts": conflicts}))
-""")
-
-
-def race(tmp_path, table_type: str, service: str, *, batches: int, rows: int, keys: int, inline: int = 0):
-    """Create the table, run the service loop and two writers; returns (table, results, service summary)."""
-    t = lk.Lake(str(tmp_path)).create_table("race", key="id", partition_by="p", table_type=table_type,
-                                            ordering="ts")
-    ids = list(range(rows))
-    t.upsert(pd.DataFrame({"id": ids, "p": [f"p{k % PARTITIONS}" for k in ids], "ts": [0] * rows,
-                           "v": ["init"] * rows}))
-    stop = str(tmp_path / "stop")
-    svc = subprocess.Popen([sys.executable, "-c", SERVICE, t.path, service, stop], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, env=os.environ.copy())
-    try:
-        results = stress(t.path, "storage", writers=2, commits=batches, lock_options={"timeout_s": 300},
-                         script=WRITER, args=(rows, keys, PARTITIONS, inline))
-    finally:
-        open(stop, "w").close()
-        out, err = svc.communicate(timeout=600)
-    line = [x for x in out.splitlines() if x.startswith("SERVICE")]
-    assert svc.returncode == 0 and line, err[-3000:]
-    return lk.open_table(t.path), results, json.loads(line[0][7:]), rows
-
-
-def check_race(t, results, summary, rows: int) -> None:
-    assert all(r["ok"] or r["error"].endswith("ConflictError") for r in results)
-    landed = sorted((r for r in results if r["ok"]), key=lambda r: r["completed"])
-    assert landed, "no write landed: the race proves nothing"
-    assert summary["ran"] >= 1, f"the service never ran: {summary}"
-    expect = {k: (0, "init") for k in range(rows)}
-    for r in landed:                              # event-time ordering, in completion order
-        for k in r["keys"]:
-            if r["ts"] >= expect[k][0]:
-                expect[k] = (r["ts"], r["v"])
-    want = sorted((k, v) for k, (_, v) in expect.items())
-    df = t.read().to_pandas()
-    assert df.id.is_unique, f"duplicate keys {sorted(df.id[df.id.duplicated()])[:10]}"
-    got = sorted(zip(df.id, df.v))
-    lost = {k: (v, dict(got).get(k)) for k, v in want if dict(got).get(k) != v}
-    assert not lost, f"{len(lost)} keys are not the fold of the landed commits (key: (expected, found)): " \
-                     f"{dict(list(lost.items())[:10])}"
-    assert hudi_rows(t.path) == want, "the hudi reader does not read the fold of the landed commits"
-    assert not t.timeline.pending
-    completed = {i.requested for i in t.timeline.commits}
-    completed |= {a.instant.requested for a in archived_instants(t)}
-    check_no_leftovers(t, completed)
-
+from .helpers import check_no_leftovers, hudi_read, hudi_rows, values
+from .service_rounds import Round, play, race
 
 CASES = [pytest.param(tt, s, id=f"{tt}-{s}") for s in ("compaction", "clustering", "clean", "clean_versions", "archival")
          for tt in ("cow", "mor") if not (s == "compaction" and tt == "cow")]
@@ -154,23 +31,20 @@ CASES = [pytest.param(tt, s, id=f"{tt}-{s}") for s in ("compaction", "clustering
 
 @pytest.mark.parametrize("table_type,service", CASES)
 def test_table_service_racing_two_writers_keeps_the_fold_of_landed_commits(tmp_path, table_type, service):
-    t, results, summary, rows = race(tmp_path, table_type, service, batches=8, rows=200, keys=20)
-    check_race(t, results, summary, rows)
+    race(str(tmp_path), table_type, service, batches=8, rows=200, keys=20)
 
 
 def test_compaction_loop_and_writers_compacting_inline_keep_the_fold_of_landed_commits(tmp_path):
     """Three processes compact the same table: the service loop, and each writer after every
     second delta commit (``compact_every=2``)."""
-    t, results, summary, rows = race(tmp_path, "mor", "compaction", batches=8, rows=200, keys=20, inline=2)
-    check_race(t, results, summary, rows)
+    race(str(tmp_path), "mor", "compaction", batches=8, rows=200, keys=20, inline=2)
 
 
 @pytest.mark.parametrize("table_type,service", CASES)
 def test_table_service_racing_two_writers_at_scale(tmp_path, table_type, service):
     """2 writers x 40 batches x 150 keys of a 2,000-row, 4-partition table (the race as the
     issue that found the compaction loss described it)."""
-    t, results, summary, rows = race(tmp_path, table_type, service, batches=40, rows=2000, keys=150)
-    check_race(t, results, summary, rows)
+    race(str(tmp_path), table_type, service, batches=40, rows=2000, keys=150)
 
 
 # -- deterministic cases of the compaction race -------------------------------------------------------
@@ -282,6 +156,68 @@ def test_write_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_conflict(tm
     with pytest.raises(lk.WriteConflictError) as e:
         t.upsert(pd.DataFrame({"id": [2], "ts": [5], "v": ["racing write"]}))
     assert served[0].instant in str(e.value) and e.value.other_instant == served[0].instant
+    want = {1: "first update", 2: "base"}
+    assert values(t) == want and hudi_rows(t.path) == sorted(want.items())
+    assert not t.timeline.pending
+    check_no_leftovers(t, {i.requested for i in t.timeline.commits})
+
+
+@pytest.mark.spark
+def test_spark_write_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_conflict(tmp_path, monkeypatch, spark):
+    """The same race on the Spark engine, between the key lookup and the tasks that rewrite
+    the file groups of a copy-on-write table: the task reading the deleted base file failed,
+    and the write stopped with a WriteError naming a FileNotFoundError instead of the
+    conflict (found by writers on a Spark standalone cluster racing a service process)."""
+    from lakesdk.engine.spark import SparkWriteJob
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", ordering="ts")
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["base", "base"]}))
+    other = lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+    writer = lk.open_table(t.path, spark=spark, concurrency="optimistic", lock="in_process",
+                           options=lk.TableOptions(engine="spark"))
+    original = SparkWriteJob.write_groups
+    served = []
+
+    def others_meanwhile(self, *args, **kwargs):
+        if not served:
+            other.upsert(pd.DataFrame({"id": [1], "ts": [2], "v": ["other write"]}))   # a new slice
+            served.append(other.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(SparkWriteJob, "write_groups", others_meanwhile)
+    with pytest.raises(lk.WriteConflictError) as e:
+        writer.upsert(pd.DataFrame({"id": [2], "ts": [5], "v": ["racing write"]}))
+    assert served[0].deleted and served[0].instant in str(e.value) and e.value.other_instant == served[0].instant
+    want = {1: "other write", 2: "base"}
+    assert values(t) == want and hudi_rows(t.path) == sorted(want.items())
+    assert not t.timeline.pending
+    check_no_leftovers(t, {i.requested for i in t.timeline.commits})
+
+
+def test_transaction_batch_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_conflict(tmp_path, monkeypatch):
+    """The same race for a batch written into an instant opened elsewhere (the Kafka sink's
+    participants, ``lakesdk.table.transaction.write_batch``): it failed with a raw
+    FileNotFoundError (found by the service soak with the Kafka sink); it is a conflict
+    naming the clean, and aborting the instant leaves the table as the other commits made it."""
+    from lakesdk.engine.local import LocalWriteJob
+    from lakesdk.table import transaction
+    t, other = mor_table(tmp_path)
+    sink = lk.open_table(t.path, concurrency="optimistic", lock="in_process",
+                         options=lk.TableOptions(engine="local", markers="direct"))
+    original = LocalWriteJob.key_index
+    served = []
+
+    def services_run_meanwhile(self, slices, *args, **kwargs):
+        if not served:
+            other.maintenance.compact()
+            served.append(other.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
+        return original(self, slices, *args, **kwargs)
+    monkeypatch.setattr(LocalWriteJob, "key_index", services_run_meanwhile)
+    txn = transaction.begin(sink)
+    with pytest.raises(lk.WriteConflictError) as e:
+        transaction.write_batch(sink, txn, pd.DataFrame({"id": [2], "ts": [5], "v": ["racing batch"]}))
+    assert served[0].instant in str(e.value) and e.value.other_instant == served[0].instant
+    assert "Abort the instant" in str(e.value)
+    transaction.abort(sink, txn)
     want = {1: "first update", 2: "base"}
     assert values(t) == want and hudi_rows(t.path) == sorted(want.items())
     assert not t.timeline.pending
@@ -472,103 +408,100 @@ def test_write_whose_timeline_archival_moves_meanwhile_reads_the_history(tmp_pat
     assert values(t) == want and hudi_rows(t.path) == sorted(want.items())
 
 
-# -- the soak: every service at once, in two processes ------------------------------------------------
-SERVICES = textwrap.dedent("""
-    import json, os, random, sys
-    import lakesdk as lk
-    path, seed, stop = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    t = lk.open_table(path, concurrency="optimistic", lock="storage", lock_options={"timeout_s": 300})
-    m = t.maintenance
-    rng = random.Random(seed)
-    names = ["compact", "cluster", "clean_commits", "clean_versions", "archive", "savepoint", "delete_savepoint"]
-
-    def once(name):
-        if name == "compact":
-            return m.compact() if t.config.is_mor else None
-        if name == "cluster":
-            return m.cluster(single_group=rng.random() < 0.5,
-                             partitions=[f"p=p{rng.randrange(4)}"] if rng.random() < 0.7 else None)
-        if name == "clean_commits":
-            return m.clean(retain_commits=rng.randint(1, 3))
-        if name == "clean_versions":
-            return m.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=rng.randint(1, 2))
-        if name == "archive":
-            lo = rng.randint(1, 3)
-            r = m.archive(min_commits=lo, max_commits=lo + rng.randint(1, 2), beyond_savepoint=rng.random() < 0.5)
-            return r if r.archived else None
-        if name == "savepoint":
-            commits = [i.requested for i in t.timeline.commits]
-            return m.savepoint(rng.choice(commits)) if commits else None
-        sps = m.savepoints()
-        return m.delete_savepoint(rng.choice(sps).instant) if sps else None
-
-    ran, refused = {}, {}
-    while True:
-        last = os.path.exists(stop)              # one more round once the writers are done
-        name = rng.choice(names)
-        try:
-            if once(name) is not None:
-                ran[name] = ran.get(name, 0) + 1
-        except (lk.WriteConflictError, lk.SavepointError):   # a conflict, or a savepoint refused
-            refused[name] = refused.get(name, 0) + 1
-        if last:
-            break
-    print("SERVICE" + json.dumps({"ran": sum(ran.values()), "by_service": ran, "refused": refused}))
-""")
+# -- writers of every kind: the ZooKeeper lock, the Kafka sink, a Spark standalone cluster -------------
+def round_of(kind: str, request, **kw) -> Round:
+    """A :class:`Round` of ``kind`` with the fixture it needs (skips where it is not available)."""
+    if kind == "zookeeper":
+        zk = request.getfixturevalue("zk")
+        return Round(kind, lock="zookeeper", lock_options={"zk_connect": zk.connect, "timeout_s": 300,
+                                                           "zk_session_timeout_s": 10}, **kw)
+    if kind == "kafka":
+        return Round(kind, broker=request.getfixturevalue("broker"), **kw)
+    if kind == "spark":
+        return Round(kind, spark=request.getfixturevalue("spark_cluster"), **kw)
+    return Round(kind, **kw)
 
 
-def _soak_round(d: str, round_seed: int) -> None:
-    """One round of the soak below: a table, two writer processes, two service processes."""
-    import random
-    table_type = random.Random(round_seed).choice(["cow", "mor"])
-    t = lk.Lake(d).create_table("race", key="id", partition_by="p", table_type=table_type, ordering="ts")
-    rows = 400
-    ids = list(range(rows))
-    t.upsert(pd.DataFrame({"id": ids, "p": [f"p{k % PARTITIONS}" for k in ids], "ts": [0] * rows,
-                           "v": ["init"] * rows}))
-    stop = os.path.join(d, "stop")
-    svcs = [subprocess.Popen([sys.executable, "-c", SERVICES, t.path, str(round_seed + i), stop],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
-            for i in range(2)]
-    try:
-        results = stress(t.path, "storage", writers=2, commits=15, lock_options={"timeout_s": 300},
-                         script=WRITER, args=(rows, 40, PARTITIONS, 0))
+@pytest.mark.zookeeper
+def test_writers_and_services_with_the_zookeeper_lock_keep_the_fold(tmp_path, request):
+    """Two writers and two service processes whose commits the ZooKeeper lock (a real
+    server) guards instead of the storage lock."""
+    r = round_of("zookeeper", request, batches=6)
+    out = play(str(tmp_path), 7, r)
+    assert out["writer_commits"] >= 1
+    from kazoo.client import KazooClient
+    zk = KazooClient(hosts=r.lock_options["zk_connect"])
+    zk.start(timeout=10)
+    try:                       # the table's lock node: the commits took the ZooKeeper lock
+        assert zk.get_children("/lakesdk/locks")
     finally:
-        open(stop, "w").close()
-        outs = [p.communicate(timeout=600) for p in svcs]
-    summary = {"ran": 0}
-    for p, (out, err) in zip(svcs, outs):
-        line = [x for x in out.splitlines() if x.startswith("SERVICE")]
-        assert p.returncode == 0 and line, f"{table_type}: {err[-3000:]}"
-        summary["ran"] += json.loads(line[0][7:])["ran"]
-    check_race(lk.open_table(t.path), results, summary, rows)
+        zk.stop()
+        zk.close()
+
+
+@pytest.mark.kafka
+def test_kafka_sink_and_a_writer_racing_every_service_keep_the_fold(tmp_path, request):
+    """The exactly-once Kafka sink (optimistic concurrency, the storage lock) writes batches a
+    producer sends while a writer upserts the same keys and two service processes run random
+    table services: the sink's commits cover every offset once, and the table is the fold of
+    the sink's and the writer's landed commits."""
+    out = play(str(tmp_path), 11, round_of("kafka", request, batches=6))
+    assert out["sink_commits"] >= 1 and out["writer_commits"] >= 1
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(300)
+def test_writers_on_a_spark_standalone_cluster_racing_a_service_keep_the_fold(tmp_path, request):
+    """Two writers whose writes run as jobs on a Spark standalone cluster (master and one
+    worker started by the test, an executor per writer) race a service process running a
+    random service after each write that landed.  Three batches a writer: a write on the
+    cluster takes seconds here, so the soak's longer rounds stay in the soak."""
+    out = play(str(tmp_path), 3, round_of("spark", request, batches=3, services=1))
+    assert out["writer_commits"] >= 1
+
+
+SOAK_KINDS = ("storage", "zookeeper", "kafka", "spark")
 
 
 @pytest.mark.soak
 @pytest.mark.skipif(not os.environ.get("LAKESDK_SOAK_MINUTES"), reason="set LAKESDK_SOAK_MINUTES to run the soak")
-def test_every_service_racing_writers_soak(tmp_path):
-    """For LAKESDK_SOAK_MINUTES minutes: rounds of two writer processes racing two service
+def test_every_service_racing_writers_soak(tmp_path, request):
+    """For LAKESDK_SOAK_MINUTES minutes: rounds of writer processes racing two service
     processes that each run a random service a round (compaction, clustering, both clean
     policies, archival beyond savepoints or not, savepoints made and deleted), on a random
     table type; after each round the table is the fold of the landed commits for lakesdk and
-    the ``hudi`` reader, with nothing left behind."""
+    the ``hudi`` reader, with nothing left behind.  The kinds of rounds (see
+    tests/service_rounds.py) take turns: two writers with the storage lock, the same with the
+    ZooKeeper lock, a writer and the Kafka sink, two writers on a Spark standalone cluster.
+    A round's seed names its kind (seed % number of kinds available)."""
     import random
     import shutil
     import time
     stop_at = time.monotonic() + float(os.environ["LAKESDK_SOAK_MINUTES"]) * 60
     seed = int(os.environ.get("LAKESDK_SOAK_SEED") or random.randrange(1 << 30))
     keep = os.environ.get("LAKESDK_SOAK_KEEP")       # a folder: failing rounds' tables are copied there
+    kinds: dict[str, Round] = {}
+    for kind in SOAK_KINDS:
+        try:
+            kinds[kind] = round_of(kind, request, batches=5 if kind == "spark" else 15)
+        except pytest.skip.Exception as e:
+            print(f"soak: no {kind} rounds: {e}")
+    names = list(kinds)
     rng = random.Random(seed)
+    done: dict[str, int] = {}
     rounds = 0
     while time.monotonic() < stop_at:
-        round_seed = rng.randrange(1 << 30)
+        round_seed = rng.randrange(1 << 30) * len(names) + rounds % len(names)    # the kinds take turns
+        kind = names[round_seed % len(names)]
         d = tmp_path / f"r{rounds}"
         d.mkdir()
         try:
-            _soak_round(str(d), round_seed)
+            play(str(d), round_seed, kinds[kind])
         except BaseException as e:
             if keep:
                 shutil.copytree(d, os.path.join(keep, f"round-{round_seed}"), dirs_exist_ok=True)
-            raise AssertionError(f"round seed {round_seed} (soak seed {seed}): {e}") from e
+            raise AssertionError(f"{kind} round, round seed {round_seed} (soak seed {seed}): {e}") from e
         rounds += 1
+        done[kind] = done.get(kind, 0) + 1
+    print(f"soak seed {seed}: {rounds} rounds {done}")
     assert rounds

@@ -3,6 +3,7 @@
     lakesdk kafka-sink --table URL --topic T --bootstrap HOST:PORT [--workers N] [--format json|avro]
                        [--avro-schema FILE] [--commit-interval SECONDS] [--write-timeout SECONDS]
                        [--group G] [--control-topic C] [--instance-id ID] [--status-every SECONDS]
+                       [--concurrency optimistic --lock storage|zookeeper [--lock-option KEY=VALUE ...]]
 
 With ``--workers N`` (N > 1) it starts N worker processes that share the consumer group and
 waits for them; SIGTERM or Ctrl-C stops them (an open round is rolled back).  The table's
@@ -43,6 +44,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session-timeout-ms", type=int, default=10000, help="consumer group session timeout")
     p.add_argument("--max-poll-interval-ms", type=int, default=300000,
                    help="consumer max.poll.interval.ms, also the rebalance timeout (default 300000)")
+    p.add_argument("--concurrency", choices=["single_writer", "optimistic"], default=None,
+                   help="optimistic: write beside other writers and table services (with their --lock)")
+    p.add_argument("--lock", choices=["in_process", "storage", "zookeeper"], default=None,
+                   help="the lock that guards commits (with --concurrency optimistic)")
+    p.add_argument("--lock-option", action="append", default=[], metavar="KEY=VALUE", type=_lock_option,
+                   help="a lock option, e.g. timeout_s=300 or zk_connect=HOST:PORT (repeatable; JSON values "
+                        "such as numbers are parsed)")
     p.add_argument("--no-allow-commit-on-errors", action="store_true",
                    help="abort a round in which some records could not be decoded")
     p.add_argument("--status-every", type=float, default=0.0, help="print the status every N seconds (0: never)")
@@ -56,7 +64,25 @@ def _config(args: argparse.Namespace) -> Any:
                       commit_interval=args.commit_interval, write_timeout=args.write_timeout, format=args.format,
                       avro_schema=args.avro_schema, avro_framing=args.avro_framing,
                       allow_commit_on_errors=not args.no_allow_commit_on_errors,
-                      instance_id=args.instance_id, session_timeout_ms=args.session_timeout_ms, max_poll_interval_ms=args.max_poll_interval_ms)
+                      instance_id=args.instance_id, session_timeout_ms=args.session_timeout_ms,
+                      max_poll_interval_ms=args.max_poll_interval_ms, concurrency=args.concurrency, lock=args.lock,
+                      lock_options=tuple(sorted(dict(args.lock_option).items())))
+
+
+def _lock_option(pair: str) -> tuple[str, Any]:
+    """One ``KEY=VALUE``; a value that is JSON (a number, true, ...) is parsed, else kept as text.
+
+    >>> _lock_option("timeout_s=300"), _lock_option("zk_connect=127.0.0.1:2181")
+    (('timeout_s', 300), ('zk_connect', '127.0.0.1:2181'))
+    """
+    import json
+    key, sep, raw = pair.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, found {pair!r}")
+    try:
+        return key, json.loads(raw)
+    except ValueError:
+        return key, raw
 
 
 def _child_argv(argv: Sequence[str], index: int = 0, instance_id: str | None = None) -> list[str]:

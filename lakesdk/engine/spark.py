@@ -162,6 +162,10 @@ def _guard_task(what: str, fn: Callable[..., Any]) -> Any:
 
 def _task_failure(what: str, e: BaseException) -> LakeError:
     msg = " ".join(str(e).split())
+    if isinstance(e, FileNotFoundError):   # re-typed on the driver, which tells whether a clean deleted it
+        return exc_mod.DataFileMissingError(
+            f"the Spark task for {what} found a file missing ({type(e).__module__}.{type(e).__qualname__}: "
+            f"{msg}); the instant did not complete and the table is unchanged", path=e.filename)
     return exc_mod.WriteError(
         f"the Spark task for {what} failed with {type(e).__module__}.{type(e).__qualname__}: {msg}; "
         "the instant did not complete and the table is unchanged")

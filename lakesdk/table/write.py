@@ -41,8 +41,11 @@ class WriteOperation(WriteInput):
             stats, counts, _ = self._run(prep.ctx, prep.arrow, prep.sdf, prep.timeline, prep.store, prep.partitions,
                                          prep.global_delete)
         except Exception as err:
-            from lakesdk.engine.spark import reraise_task_error
-            reraise_task_error(err)  # an error raised inside a Spark task comes out typed
+            typed = _typed(err)     # an error raised inside a Spark task comes out typed
+            if isinstance(typed, FileNotFoundError):
+                _raise_if_cleaned(self.table, prep.store, prep.timeline, instant, typed, rolled_back=False)
+            if typed is not err:
+                raise typed from err
             raise
         return stats, counts, prep.target_schema
 
@@ -95,10 +98,11 @@ class WriteOperation(WriteInput):
             try:
                 stats, counts, replaced = self._run(ctx, arrow, sdf, timeline, store, partitions, global_delete)
             except Exception as err:
-                from lakesdk.engine.spark import reraise_task_error
-                reraise_task_error(err)  # a lakesdk error raised inside a Spark task keeps its type
-                if isinstance(err, FileNotFoundError):
-                    _raise_if_cleaned(t, store, timeline, instant, err)
+                typed = _typed(err)     # a lakesdk error raised inside a Spark task keeps its type
+                if isinstance(typed, FileNotFoundError):
+                    _raise_if_cleaned(t, store, timeline, instant.requested, typed)
+                if typed is not err:
+                    raise typed from err
                 raise
             faults.crash_point("after_data")
             self._finalize(ctx, stats, partitions)
@@ -387,10 +391,22 @@ def _group_stats(stats: list[WriteStat]) -> dict[str, list[WriteStat]]:
     return out
 
 
-def _raise_if_cleaned(table: Any, store: Any, timeline: Any, instant: Instant, err: FileNotFoundError) -> None:
+def _typed(err: Exception) -> BaseException:
+    """``err`` as lakesdk raises it: an error of a Spark task re-typed on the driver
+    (:func:`lakesdk.engine.spark.reraise_task_error`), any other error as it is."""
+    from lakesdk.engine.spark import reraise_task_error
+    try:
+        reraise_task_error(err)
+    except Exception as typed:  # noqa: BLE001 - handed back
+        return typed
+    return err
+
+
+def _raise_if_cleaned(table: Any, store: Any, timeline: Any, instant: str, err: FileNotFoundError, *,
+                      rolled_back: bool = True) -> None:
     """A file this write read is gone: when a clean or restore started after the write read
     the timeline, it deleted the file slice under the write (a conflict: the write is rolled
-    back and can be retried)."""
+    back, or its instant is to be aborted by whoever opened it, and can be retried)."""
     seen = {i.requested for i in timeline.instants}
     later = [i for i in store.load().instants if i.action in ("clean", "restore") and i.requested not in seen]
     if not later:
@@ -398,9 +414,11 @@ def _raise_if_cleaned(table: Any, store: Any, timeline: Any, instant: Instant, e
     from lakesdk.exceptions import WriteConflictError
     other = later[0]
     lost = WriteConflictError(
-        f"write {instant.requested} to {table.name!r} read a file that {other.action} {other.requested} deleted "
+        f"write {instant} to {table.name!r} read a file that {other.action} {other.requested} deleted "
         f"meanwhile ({getattr(err, 'filename', None) or err}): the file slice it planned against was cleaned. "
-        "This write was rolled back; retry it (it then reads the newer slices), or retain more versions in cleans",
+        + ("This write was rolled back; retry it" if rolled_back else
+           "Abort the instant (lakesdk.table.transaction.abort) and write the batch again in a new one")
+        + " (it then reads the newer slices), or retain more versions in cleans",
         other_instant=other.requested)
     raise lost from err
 

@@ -22,7 +22,10 @@ class SinkConfig:
     which some records could not be decoded (they are skipped and counted).
     ``instance_id`` is Kafka's ``group.instance.id`` (static membership): a worker restarted
     with the same id takes over its partitions at once, without waiting for the broker to
-    expire the dead member's session."""
+    expire the dead member's session.  ``concurrency``, ``lock`` and ``lock_options`` open
+    the table as :func:`lakesdk.open_table` does (Hudi's ``hoodie.write.concurrency.mode``
+    and ``hoodie.write.lock.*``): ``concurrency="optimistic"`` with the lock the table's other
+    writers and table services use lets the sink run beside them."""
 
     table_url: str
     topic: str
@@ -41,6 +44,9 @@ class SinkConfig:
     max_poll_interval_ms: int = 300000   # also the group's rebalance timeout: a dead member can stall a rebalance this long
     consumer_config: tuple[tuple[str, Any], ...] = ()
     storage_options: tuple[tuple[str, Any], ...] = ()
+    concurrency: Literal["single_writer", "optimistic"] | None = None   # None: the table handle's default
+    lock: Literal["in_process", "storage", "zookeeper"] | None = None
+    lock_options: tuple[tuple[str, Any], ...] = ()
     create_control_topic: bool = True
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -60,6 +66,7 @@ class SinkConfig:
         d = json.loads(text)
         d["consumer_config"] = tuple(tuple(x) for x in d.get("consumer_config", ()))
         d["storage_options"] = tuple(tuple(x) for x in d.get("storage_options", ()))
+        d["lock_options"] = tuple(tuple(x) for x in d.get("lock_options", ()))
         return cls(**d)
 
 

@@ -30,7 +30,10 @@ class KafkaSink:
 
     The table's record key, ordering and partition fields decide how records are written;
     the value of each Kafka record is one row (``format="json"``: a JSON object;
-    ``format="avro"``: Avro binary written with ``avro_schema``)."""
+    ``format="avro"``: Avro binary written with ``avro_schema``).  Beside other writers or
+    table services, give it their concurrency settings (``concurrency="optimistic"``, the
+    same ``lock`` and ``lock_options``): a round that loses a race to them is rolled back
+    and its records are written again in the next round."""
 
     def __init__(self, table_url: str, topic: str, bootstrap: str, *, group: str | None = None,
                  control_topic: str = DEFAULT_CONTROL_TOPIC, commit_interval: float = 60.0,
@@ -41,7 +44,10 @@ class KafkaSink:
                  session_timeout_ms: int = 10000,
                  max_poll_interval_ms: int = 300000,
                  consumer_config: dict[str, Any] | None = None,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None,
+                 concurrency: Literal["single_writer", "optimistic"] | None = None,
+                 lock: Literal["in_process", "storage", "zookeeper"] | None = None,
+                 lock_options: dict[str, Any] | None = None) -> None:
         self.config = SinkConfig(
             table_url=str(table_url), topic=topic, bootstrap=bootstrap, group=group, control_topic=control_topic,
             commit_interval=commit_interval, write_timeout=write_timeout, format=format, avro_schema=avro_schema,
@@ -49,7 +55,8 @@ class KafkaSink:
             skip_empty_rounds=skip_empty_rounds, instance_id=instance_id, session_timeout_ms=session_timeout_ms,
             max_poll_interval_ms=max_poll_interval_ms,
             consumer_config=tuple(sorted((consumer_config or {}).items())),
-            storage_options=tuple(sorted((storage_options or {}).items())))
+            storage_options=tuple(sorted((storage_options or {}).items())), concurrency=concurrency, lock=lock,
+            lock_options=tuple(sorted((lock_options or {}).items())))
         if workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers}")
         self.workers = workers

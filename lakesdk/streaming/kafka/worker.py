@@ -38,12 +38,13 @@ def require_kafka() -> Any:
 
 
 def open_sink_table(cfg: SinkConfig) -> Any:
-    """Open the target table for the sink's writes (local Arrow engine, direct markers);
-    refuses copy-on-write tables and tables lakesdk does not write."""
+    """Open the target table for the sink's writes (local Arrow engine, direct markers, the
+    sink's concurrency settings); refuses copy-on-write tables and tables lakesdk does not write."""
     import lakesdk as lk
     from lakesdk.table.table import TableOptions
     t = lk.open_table(cfg.table_url, storage_options=dict(cfg.storage_options) or None,
-                      options=TableOptions(engine="local", markers="direct"))
+                      options=TableOptions(engine="local", markers="direct"), concurrency=cfg.concurrency,
+                      lock=cfg.lock, lock_options=dict(cfg.lock_options) or None)
     if not t.config.is_mor:
         raise TableConfigError(
             f"the Kafka sink writes into merge-on-read tables, and {t.name!r} at {cfg.table_url!r} is "
