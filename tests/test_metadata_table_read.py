@@ -82,3 +82,11 @@ def test_damaged_records_are_typed_errors_naming_the_file():
     # the files merge is Hudi's: sizes only grow, a deletion removes or stays a tombstone
     assert merge_file_entries({"a": FileEntry(5, False)}, {"a": FileEntry(3, False)}) == {"a": FileEntry(5, False)}
     assert merge_file_entries({"a": FileEntry(0, True)}, {"a": FileEntry(2, False)}) == {"a": FileEntry(2, False)}
+
+
+def test_opening_a_metadata_table_as_a_table_is_refused(corpus):
+    rel = sorted(MDT_TABLES)[0]
+    path = helpers.zipped_table(corpus, rel)
+    with pytest.raises(lk.TableConfigError, match="metadata table of a Hudi table") as e:
+        lk.open_table(f"{path}/.hoodie/metadata")
+    assert e.value.key == "hoodie.table.keygenerator.type"
