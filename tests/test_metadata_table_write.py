@@ -111,3 +111,17 @@ def test_version_6_tables_refuse_to_build_one(tmp_path):
     t = lk.open_table(copy_table(corpus, "sample_table/cow/v6_nonpartitioned", tmp_path))
     with pytest.raises(lk.UnsupportedTableVersionError, match="version 6"):
         t.maintenance.create_metadata_table()
+
+
+def test_check_compares_the_metadata_table_with_storage(tmp_path):
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    t.upsert(batch(0))
+    t.upsert(batch(1, ids=(2, 4)))
+    assert t.inspect.check().ok
+    # the last delta commit's log file lost: the files of the last upsert are not listed
+    logs = sorted((Path(t.path) / METADATA_DIR / "files").glob(".files-*"))
+    logs[-1].unlink()
+    report = t.inspect.check()
+    assert report.names == ["metadata_table_mismatch"]
+    assert [p.detail for p in report.problems if "does not list" in p.detail] and len(report.problems) == 1

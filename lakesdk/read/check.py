@@ -10,7 +10,9 @@ The check reads, never writes.  It verifies
   travel to each active commit), per the write stats of the commits that wrote it, exists with
   the size its write stat records (a file a clean deleted is not needed);
 * orphans: no base or log file outside every commit (active or archived) and every pending
-  write.
+  write;
+* Hudi's metadata table, when ``hoodie.properties`` names its ``files`` partition: it lists
+  exactly the data files of the completed instants, with their sizes (what Hudi's readers list).
 
 Each problem has a stable name (:data:`PROBLEM_NAMES`); the report is ``ok`` without any.
 When a completed instant does not parse, the data files are not checked: the timeline cannot
@@ -34,7 +36,7 @@ __all__ = ["Problem", "CheckReport", "check_table", "PROBLEM_NAMES"]
 
 #: the stable names of the problems a check reports
 PROBLEM_NAMES = ("missing_property", "bad_property", "bad_checksum", "unparsable_instant", "missing_file",
-                 "size_mismatch", "orphan_file")
+                 "size_mismatch", "orphan_file", "metadata_table_mismatch")
 
 
 @dataclass(frozen=True)
@@ -293,7 +295,41 @@ def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
         problems.append(Problem("orphan_file", f.path,
                                 f"no commit's write stats and no pending write name this file (instant {at}): "
                                 "a left-over of a failed write, or a file copied in", at))
+    if not any(p.name == "unparsable_instant" for p in problems):
+        done = {i.requested for i in timeline.completed} | {i.requested for i, _ in history if i.is_completed}
+        _check_metadata_table(storage, config, timeline, files, done, problems)
     return CheckReport(table, storage.base_url, tuple(problems), len(timeline), len(files))
+
+
+def _check_metadata_table(storage: Storage, config: TableConfig, timeline: Any, files: list[Any], done: set[str],
+                          problems: list[Problem]) -> None:
+    """``metadata_table_mismatch``: the MDT's files partition against storage."""
+    from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
+    from lakesdk.read.metadata_table import MetadataTableReader
+    if "files" not in metadata_partitions(config.props) or config.version < 8:
+        return
+    try:
+        listed = {posixpath.join(lst.partition, n) if lst.partition else n: size
+                  for lst in MetadataTableReader(storage, timeline).listings() for n, size in lst.files.items()}
+    except (LakeError, FileNotFoundError) as exc:
+        problems.append(Problem("metadata_table_mismatch", METADATA_DIR, f"the metadata table cannot be read: {exc}"))
+        return
+    stored = {}
+    for f in files:
+        name = posixpath.basename(f.path)
+        at = BaseFile.parse(name).instant if is_base_file(name) else LogFile.parse(name).instant
+        if at in done:
+            stored[f.path] = f.size
+    for path in sorted(set(listed) | set(stored)):
+        if path not in stored:
+            problems.append(Problem("metadata_table_mismatch", path, "the metadata table lists this file, which no "
+                                    "completed instant holds in storage: Hudi's readers would look for it"))
+        elif path not in listed:
+            problems.append(Problem("metadata_table_mismatch", path, "a completed instant wrote this file and the "
+                                    "metadata table does not list it: Hudi's readers would not see its records"))
+        elif listed[path] != stored[path]:
+            problems.append(Problem("metadata_table_mismatch", path, f"the metadata table lists {listed[path]} bytes, "
+                                    f"storage holds {stored[path]}"))
 
 
 def _safe_list(storage: Storage, rel: str) -> list[Any]:
