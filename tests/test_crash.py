@@ -124,8 +124,9 @@ MDT_WRITER = textwrap.dedent("""
     os.environ["LAKESDK_CRASH_PID"] = str(os.getpid())
     import pyarrow.parquet as pq
     import lakesdk as lk
-    keep = {"keep": None, "drop": False}[sys.argv[3]]
-    t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local", metadata=keep))
+    keep = {"keep": None, "compact": None, "drop": False}[sys.argv[3]]
+    every = 1 if sys.argv[3] == "compact" else 10
+    t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local", metadata=keep, metadata_compact_every=every))
     t.upsert(pq.read_table(sys.argv[2]))
     print("WRITE FINISHED")
 """)
@@ -191,7 +192,8 @@ def test_crash_while_the_metadata_table_is_dropped_then_recover(point, table_typ
     assert bool(tl.filter(actions=["rollback"]).completed.instants) != landed
 
 
-KEEP_POINTS = ["after_data", "properties_backup_written", "metadata_log_written", "metadata_committed", "after_commit"]
+KEEP_POINTS = ["after_data", "properties_backup_written", "metadata_compacted", "metadata_log_written",
+               "metadata_committed", "after_commit"]
 
 
 @pytest.mark.interop
@@ -200,7 +202,7 @@ KEEP_POINTS = ["after_data", "properties_backup_written", "metadata_log_written"
 def test_crash_while_the_metadata_table_is_kept_then_recover(point, table_type, tmp_path):
     """A writer keeping a Hudi-written table's MDT killed at each step of its commit point
     (before the MDT changes, while the partitions lakesdk does not maintain are dropped, with
-    the MDT log file written, with the MDT delta commit completed and the data instant not,
+    the new base file of an MDT compaction written, with the MDT log file written, with the MDT delta commit completed and the data instant not,
     after the commit): lakesdk and the hudi reader (which lists from the MDT) read exactly the
     last completed commit, and the MDT lists exactly the files of the completed instants; the
     next writer rolls the dead instant back, the MDT still agreeing with storage."""
@@ -223,7 +225,8 @@ def test_crash_while_the_metadata_table_is_kept_then_recover(point, table_type, 
     changed = [m.updated(m.first()), m.new()]
     pa.Table.from_pylist(changed, schema=m.snap.schema).to_pandas().to_parquet(tmp_path / "batch.parquet")
     env = {**os.environ, "LAKESDK_CRASH_AT": point}
-    r = subprocess.run([sys.executable, "-c", MDT_WRITER, path, str(tmp_path / "batch.parquet"), "keep"],
+    mode = "compact" if point in ("metadata_compacted", "metadata_log_written") else "keep"
+    r = subprocess.run([sys.executable, "-c", MDT_WRITER, path, str(tmp_path / "batch.parquet"), mode],
                        env=env, capture_output=True, text=True, timeout=240)
     assert r.returncode == -9, f"writer was not killed at {point}: rc={r.returncode}\n{r.stdout[-2000:]}{r.stderr[-3000:]}"
     landed = point == "after_commit"

@@ -125,3 +125,27 @@ def test_check_compares_the_metadata_table_with_storage(tmp_path):
     report = t.inspect.check()
     assert report.names == ["metadata_table_mismatch"]
     assert [p.detail for p in report.problems if "does not list" in p.detail] and len(report.problems) == 1
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_the_metadata_table_compacts_every_n_delta_commits(tmp_path, table_type):
+    """hoodie.metadata.compact.max.delta.commits: the files partition gets a new base HFile of
+    the merged records (deletions applied), and readers read one base file and a few log files."""
+    from lakesdk.read.metadata_table import MetadataTableReader
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True, metadata_compact_every=3))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type=table_type)
+    for i in range(10):
+        t.upsert(batch(i, ids=(i % 4, 10 + i)))
+        if i % 4 == 3:
+            t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+        agree(t, f"after write {i}")
+    mdt = MetadataTableReader(t.storage, t.timeline)
+    compactions = [i for i in mdt.store.load().completed if i.action == "compaction"]
+    assert len(compactions) >= 3
+    [sl] = mdt.slices("files")
+    assert sl.base_instant == compactions[-1].requested and len(sl.log_files) <= 3
+    from lakesdk.format.hfile import HFileReader
+    from lakesdk.format.metadata_records import decode_record
+    base = HFileReader(mdt.mdt.read(sl.base_path))
+    schema = base.file_info[b"schema"].decode()
+    assert not any(e.deleted for k, v in base for e in (decode_record(v, schema, key=k).files or {}).values())

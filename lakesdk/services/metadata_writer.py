@@ -91,7 +91,10 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
         raw, cfg = _drop_partitions(ctx, raw, cfg, sorted(set(named) - set(MAINTAINED)), inflight.action)
     change = _change_of(ctx, inflight, data)
     if change:
-        _write_delta_commit(ctx.storage.child(METADATA_DIR), inflight.requested, change)
+        mdt = ctx.storage.child(METADATA_DIR)
+        _remove_failed(mdt, _mdt_store(mdt))
+        _maybe_compact(ctx, mdt, ctx.options.metadata_compact_every)
+        _write_delta_commit(mdt, inflight.requested, change)
 
 
 # -- what an action changes -------------------------------------------------------------------------
@@ -129,12 +132,15 @@ def _mdt_store(mdt: "Storage") -> "TimelineStore":
 
 
 def _remove_failed(mdt: "Storage", store: "TimelineStore") -> None:
-    """Delete what a crash inside an earlier MDT delta commit left (its log files, then its
-    pending instant files): under the table lock nothing else writes the MDT."""
+    """Delete what a crash inside an earlier MDT delta commit or compaction left (its files,
+    then its pending instant files): under the table lock nothing else writes the MDT."""
     for inst in store.load().pending:
         for f in mdt.list("files"):
-            if not f.is_dir and is_log_file(f.name) and LogFile.parse(f.name).instant == inst.requested:
-                mdt.delete(f"files/{f.name}")
+            name = f.name
+            at = (LogFile.parse(name).instant if is_log_file(name) else BaseFile.parse(name).instant
+                  if is_base_file(name) else None)
+            if not f.is_dir and at == inst.requested:
+                mdt.delete(f"files/{name}")
         for name in store.all_states(inst.requested, inst.action):
             mdt.delete(f"{store.dir}/{name}")
 
@@ -182,6 +188,56 @@ def _write_delta_commit(mdt: "Storage", instant: str, change: FilesChange) -> No
                         operation_type="UPSERT_PREPPED")
     store.transition(inflight, "completed", md.encode(layout=2))
     faults.crash_point("metadata_committed")
+
+
+# -- compacting the MDT -----------------------------------------------------------------------------
+def _maybe_compact(ctx: "TableContext", mdt: "Storage", every: int) -> None:
+    """Compact the ``files`` partition once ``every`` delta commits completed since its last
+    compaction (Hudi's ``hoodie.metadata.compact.max.delta.commits``), and only while no delta
+    commit belongs to a pending data instant (its records would become visible with the new
+    base file): a new base HFile of the merged records, deletions applied, at a compaction
+    instant later than every MDT instant.  Runs before the delta commit of the instant being
+    committed, under the table lock."""
+    from lakesdk.format.plans import CompactionOperation, CompactionPlanData
+    from lakesdk.format.timeline import InstantClock
+    from lakesdk.read.metadata_table import MetadataTableReader
+    store = _mdt_store(mdt)
+    tl = store.load()
+    compactions = [i for i in tl.completed if i.action == "compaction" or i.completed_action == "commit"]
+    last = max((i.completed or "" for i in compactions), default="")
+    since = [i for i in tl.completed if i.action == "deltacommit" and (i.completed or "") > last]
+    if len(since) < every or tl.pending:
+        return
+    data_timeline = ctx.store.load()
+    pending = {i.requested for i in data_timeline.pending}
+    if any(i.requested in pending for i in tl.completed if i.action == "deltacommit"):
+        return
+    reader = MetadataTableReader(ctx.storage, data_timeline)
+    slices = reader.slices("files")
+    if len(slices) != 1:
+        return
+    sl = slices[0]
+    merged = reader.records("files")
+    schema = _schema_of(store)
+    records = {k: {"key": k, "type": r.type, "filesystemMetadata": {
+        n: {"size": e.size, "isDeleted": False} for n, e in sorted((r.files or {}).items()) if not e.deleted}}
+        for k, r in merged.items()}
+    when = InstantClock.next(after=tl.max_time())
+    op = CompactionOperation(FILES_GROUP, "files", sl.base_instant, sl.base_file.name if sl.base_file else None,
+                             tuple(f.name for f in sl.log_files))
+    requested = Instant("compaction", "requested", when)
+    store.create(requested, CompactionPlanData((op,)).to_avro())
+    inflight = store.transition(requested, "inflight")
+    base = BaseFile(FILES_GROUP, WRITE_TOKEN, when, "hfile").name
+    data = hfile_of(records, base=True, schema_json=schema)
+    mdt.write(f"files/{base}", data)
+    faults.crash_point("metadata_compacted")
+    stat = WriteStat(fileId=FILES_GROUP, path=f"files/{base}", partitionPath="files", prevCommit=sl.base_instant,
+                     numWrites=len(records), numUpdateWrites=len(records), totalWriteBytes=len(data),
+                     fileSizeInBytes=len(data), totalLogFilesCompacted=len(sl.log_files))
+    md = CommitMetadata(partition_to_write_stats={"files": [stat]}, extra_metadata={"schema": schema},
+                        operation_type="COMPACT", compacted=True)
+    store.transition(inflight, "completed", md.encode(layout=2))
 
 
 # -- creating and trimming the MDT ------------------------------------------------------------------
