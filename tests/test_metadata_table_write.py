@@ -149,3 +149,29 @@ def test_the_metadata_table_compacts_every_n_delta_commits(tmp_path, table_type)
     base = HFileReader(mdt.mdt.read(sl.base_path))
     schema = base.file_info[b"schema"].decode()
     assert not any(e.deleted for k, v in base for e in (decode_record(v, schema, key=k).files or {}).values())
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_with_a_metadata_table_planning_lists_no_data_partition(tmp_path, table_type, monkeypatch):
+    """Reads and writes plan from the metadata table's files partition: no listing of the
+    table's data partitions (on an object store, a LIST per partition)."""
+    from lakesdk.storage import Storage
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type=table_type)
+    for i in range(3):
+        t.upsert(batch(i, ids=(i, 10 + i)))
+    listed: list[str] = []
+    for name in ("find", "list"):
+        real = getattr(Storage, name)
+
+        def spy(self, rel="", *args, _real=real, name=name, **kwargs):
+            if not self.base_url.rstrip("/").endswith("/.hoodie/metadata") and not str(rel).startswith(".hoodie"):
+                listed.append(f"{name}({rel!r})")
+            return _real(self, rel, *args, **kwargs)
+        monkeypatch.setattr(Storage, name, spy)
+    assert len(t.read().to_arrow()) == 6
+    t.upsert(batch(5, ids=(1, 20)))
+    t.delete([10])
+    assert listed == []
+    monkeypatch.undo()
+    agree(t, "after planning from the metadata table")

@@ -12,11 +12,13 @@ delta commit first, so a writer that died in between leaves one that its rollbac
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 from lakesdk.exceptions import CorruptFileError
 from lakesdk.format.file_group import FileSlice
+from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file
 from lakesdk.format.log_block import BlockType, read_log_file
 from lakesdk.format.log_framing import HeaderKey
 from lakesdk.format.metadata_records import (
@@ -46,21 +48,59 @@ class MetadataTableReader:
     """The MDT of the table on ``storage``, read against the data table's ``timeline``."""
 
     def __init__(self, storage: Storage, timeline: Timeline) -> None:
-        from lakesdk.read.view import FileSystemView
         from lakesdk.timeline.store import TimelineStore
         self.storage = storage
         self.mdt = storage.child(METADATA_DIR)
         self.config = TableConfig.from_bytes(self.mdt.read(".hoodie/hoodie.properties"))
         self.store = TimelineStore(self.mdt, self.config)
         mdt_timeline = self.store.load()
-        self.view = FileSystemView(self.mdt, self.config, self.store, mdt_timeline)
+        # an MDT instant's completion time; older than the active MDT timeline: archived, completed
+        self._completion = {i.requested: i.completed or i.requested for i in mdt_timeline.completed}
+        self._start = min((i.requested for i in mdt_timeline.instants), default="")
         pending = {i.requested for i in timeline.pending}
-        self.valid = frozenset(i for i in self.view.log_instants if i not in pending)
+        self.valid = frozenset(i for i in self._completion if i not in pending)
+
+    def _completed(self, instant: str) -> str | None:
+        done = self._completion.get(instant)
+        return done if done is not None else instant if instant < self._start else None
 
     # -- file slices ---------------------------------------------------------------------------
     def slices(self, partition: str) -> list[FileSlice]:
-        """The latest file slice of each file group of an MDT partition (``files``, ...)."""
-        return [g.latest for g in self.view.file_groups if g.partition == partition and g.latest is not None]
+        """The latest file slice of each file group of an MDT partition (``files``, ...): its
+        newest base file of a completed instant, and the log files of completed delta commits
+        on top of it (table version 8+: a log file belongs to the newest base file no later than
+        its delta commit's completion; version 6: the log files name their base file's instant)."""
+        bases: dict[str, list[tuple[BaseFile, int]]] = defaultdict(list)
+        logs: dict[str, list[tuple[LogFile, int]]] = defaultdict(list)
+        try:
+            entries = [e for e in self.mdt.list(partition) if not e.is_dir]
+        except FileNotFoundError:
+            return []
+        for e in entries:
+            if is_base_file(e.name):
+                b = BaseFile.parse(e.name)
+                if self._completed(b.instant) is not None:
+                    bases[b.file_id].append((b, e.size))
+            elif is_log_file(e.name):
+                lf = LogFile.parse(e.name)
+                logs[lf.file_id].append((lf, e.size))
+        out = []
+        layout = self.config.layout_version
+        for fid in sorted(set(bases) | set(logs)):
+            base, size = max(bases.get(fid, []), key=lambda x: x[0].instant, default=(None, 0))
+            mine = []
+            for lf, lsize in sorted(logs.get(fid, []), key=lambda x: (x[0].instant, x[0].version, x[0].write_token)):
+                done = self._completed(lf.instant) if layout >= 2 else lf.instant
+                if done is None or (base is not None and (done < base.instant if layout >= 2
+                                                          else lf.instant != base.instant)):
+                    continue
+                mine.append((lf, lsize))
+            if base is None and not mine:
+                continue
+            first = base.instant if base is not None else mine[0][0].instant
+            out.append(FileSlice(partition, fid, first, base, size, tuple(x[0] for x in mine),
+                                 tuple(x[1] for x in mine)))
+        return out
 
     def records(self, partition: str) -> dict[str, MetadataRecord]:
         """Every live record of an MDT partition by key, base and log blocks merged."""

@@ -16,7 +16,7 @@ from lakesdk.format.timeline import Timeline
 from lakesdk.storage import FileInfo, Storage
 from lakesdk.timeline.store import TimelineStore
 
-__all__ = ["FileSystemView", "ExpectedFile", "list_data_files"]
+__all__ = ["FileSystemView", "ExpectedFile", "list_data_files", "listed_files"]
 
 PartitionFilter = Callable[[dict[str, str | None]], bool]
 #: actions that delete data files of completed commits
@@ -27,6 +27,30 @@ _LIST_ATTEMPTS = 10
 def _skip(path: str) -> bool:
     parts = path.split("/")
     return parts[0] in (".hoodie", "__MACOSX") or any(p.startswith(".") for p in parts[:-1]) or parts[-1].endswith(".crc")
+
+
+def listed_files(storage: Storage, config: TableConfig, timeline: Timeline) -> list[FileInfo]:
+    """The base and log files of a table's completed instants as its metadata table lists them
+    (its ``files`` partition: no listing of the data partitions), or, for a table without one,
+    :func:`list_data_files`.  A ``hoodie.properties`` read earlier may name a metadata table
+    another writer has dropped since: read again, it then no longer names one."""
+    from lakesdk.commit.table_properties import read_properties
+    from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
+    if config.is_metadata_table or config.version < 8:
+        return list_data_files(storage)
+    if "files" not in metadata_partitions(config.props):
+        # a handle's config read before another writer (or this one) built the MDT
+        if not storage.exists(METADATA_DIR) or "files" not in metadata_partitions(read_properties(storage)[1].props):
+            return list_data_files(storage)
+    from lakesdk.read.metadata_table import MetadataTableReader
+    try:
+        reader = MetadataTableReader(storage, timeline)
+    except FileNotFoundError:
+        if "files" in metadata_partitions(read_properties(storage)[1].props):
+            raise
+        return list_data_files(storage)
+    return [FileInfo(posixpath.join(lst.partition, name) if lst.partition else name, size, False)
+            for lst in reader.listings() for name, size in lst.files.items()]
 
 
 def list_data_files(storage: Storage) -> list[FileInfo]:
@@ -87,7 +111,7 @@ class FileSystemView:
         def deleters(tl: Timeline) -> set[tuple[str, str]]:
             return {(i.requested, i.action) for i in tl.instants if i.action in _DELETERS}
         for _ in range(_LIST_ATTEMPTS):
-            files = list_data_files(self.storage)
+            files = listed_files(self.storage, self.config, self.timeline)
             now = store.load()
             active = {i.requested for i in now.instants}
             if deleters(now) <= deleters(self.timeline) and all(i.requested in active for i in self.timeline.completed):
