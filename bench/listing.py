@@ -1,0 +1,124 @@
+"""Listing benchmark: planning from Hudi's metadata table vs listing storage, on slow storage.
+
+    python bench/listing.py [--quick] [--partitions P] [--files-per-partition F] [--latency-ms MS]
+
+Two copies of one table are built on local disk (``--partitions`` partitions, default 1,000
+(``--quick``: 100), each with ``--files-per-partition`` base files, default 10, written by as
+many bulk inserts): one keeps Hudi's metadata table (``TableOptions(metadata=True)``), the
+other has none.  Each is then opened on ``LatencyStorage`` (bench/markers.py): every storage
+operation sleeps ``--latency-ms`` (default 20 ms, an object-store round trip) and is counted,
+and a recursive listing costs one round trip per 1,000 entries it returns, as an object
+store's paginated LIST does.  Timed, three times each (the best kept):
+
+* ``plan``: what a snapshot read and a write plan first: the timeline, then the file groups
+  and latest slices of every partition (``FileSystemView(...).latest_slices()``), from the
+  metadata table's ``files`` partition or from a listing of storage;
+* the same on a table ten times smaller (``--partitions`` / 10), with the metadata table, to
+  see how planning grows with the number of files.
+
+The last line printed is the summary::
+
+    listing: files=N plan_mdt_s=X plan_list_s=X speedup=X storage_calls_mdt=N storage_calls_list=N growth_mdt=X
+
+``speedup`` = plan_list_s / plan_mdt_s; ``growth_mdt`` = plan time with the metadata table at
+N files / at N/10 files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import pyarrow as pa  # noqa: E402
+from markers import LatencyStorage  # noqa: E402
+
+import lakesdk as lk  # noqa: E402
+from lakesdk.format.table_config import TableConfig  # noqa: E402
+from lakesdk.read.view import FileSystemView  # noqa: E402
+from lakesdk.timeline.store import TimelineStore  # noqa: E402
+
+
+class PagedLatencyStorage(LatencyStorage):
+    """LatencyStorage whose recursive listing costs one round trip per 1,000 entries."""
+
+    def find(self, rel: str = "", *args: Any, **kwargs: Any) -> Any:
+        out = super().find(rel, *args, **kwargs)
+        pages = max(1, -(-len(out) // 1000)) - 1
+        if pages:
+            with self._ops_lock:
+                self.ops["find"] += pages
+            time.sleep(self.latency_s * pages)
+        return out
+
+
+def build(root: str, partitions: int, files: int, metadata: bool) -> str:
+    lake = lk.Lake(root, options=lk.TableOptions(engine="local", metadata=metadata or None))
+    t = lake.create_table("t", key="id", partition_by="part", ordering="ts")
+    for k in range(files):
+        ids = list(range(k * partitions, (k + 1) * partitions))
+        t.bulk_insert(pa.table({"id": ids, "part": [f"p{i:05d}" for i in range(partitions)], "ts": [k] * partitions,
+                                "v": ["x"] * partitions}))
+    return t.path
+
+
+def plan(path: str, latency_s: float) -> tuple[float, int, int]:
+    """(seconds, storage calls, file slices) of planning on slow storage, best of three."""
+    best: tuple[float, int, int] | None = None
+    for _ in range(3):
+        storage = PagedLatencyStorage(path, latency_s)
+        t0 = time.perf_counter()
+        cfg = TableConfig.from_bytes(storage.read(".hoodie/hoodie.properties"))
+        store = TimelineStore(storage, cfg)
+        slices = FileSystemView(storage, cfg, store, store.load()).latest_slices()
+        took = time.perf_counter() - t0
+        run = (took, storage.total_ops, len(slices))
+        best = run if best is None or took < best[0] else best
+    assert best is not None
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--partitions", type=int)
+    ap.add_argument("--files-per-partition", type=int, default=10)
+    ap.add_argument("--latency-ms", type=float, default=20.0)
+    args = ap.parse_args(argv)
+    parts = args.partitions or (100 if args.quick else 1000)
+    per = args.files_per_partition
+    latency_s = args.latency_ms / 1000.0
+    root = tempfile.mkdtemp(prefix="lakesdk-listing-")
+    try:
+        t0 = time.perf_counter()
+        with_mdt = build(os.path.join(root, "mdt"), parts, per, True)
+        without = build(os.path.join(root, "list"), parts, per, False)
+        small = build(os.path.join(root, "small"), max(1, parts // 10), per, True)
+        print(f"listing: built {parts} partitions x {per} files (twice) and {max(1, parts // 10)} x {per} in "
+              f"{time.perf_counter() - t0:.1f} s; storage latency {args.latency_ms:g} ms per call")
+        mdt_s, mdt_calls, n_mdt = plan(with_mdt, latency_s)
+        list_s, list_calls, n_list = plan(without, latency_s)
+        small_s, _, _ = plan(small, latency_s)
+        if n_mdt != n_list or n_mdt != parts * per:
+            print(f"listing: the plans disagree: {n_mdt} slices from the metadata table, {n_list} from the listing, "
+                  f"{parts * per} written")
+            return 1
+        print(f"listing: metadata table {mdt_s:.3f} s ({mdt_calls} calls), listing {list_s:.3f} s ({list_calls} calls), "
+              f"metadata table at {max(1, parts // 10) * per} files {small_s:.3f} s")
+        files = parts * per
+        print(f"listing: files={files} plan_mdt_s={mdt_s:.3f} plan_list_s={list_s:.3f} speedup={list_s / mdt_s:.2f} "
+              f"storage_calls_mdt={mdt_calls} storage_calls_list={list_calls} growth_mdt={mdt_s / small_s:.2f}")
+        return 0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
