@@ -300,3 +300,17 @@ def test_widgets_are_a_lazy_leaf_layer():
     users = sorted(p for p in core.stdout.split() if not p.startswith("lakesdk/widgets/"))
     # only the lazy `Table.widgets` property (and display(t)) and `KafkaSink.widget()`
     assert users == ["lakesdk/streaming/kafka/sink.py", "lakesdk/table/table.py"], users
+
+
+def test_file_layout_shows_the_metadata_table(lake):
+    t = lake.create_table("mdt", key="uuid", partition_by="city", ordering="ts", table_type="mor")
+    t.upsert(rides(9))
+    w = t.widgets.file_layout()
+    assert w.metadata is None and "metadata table</b>: none" in w.summary.value
+    t = t.with_options(metadata=True)
+    t.upsert(rides(3, ts=2))
+    w = t.widgets.file_layout()
+    files = int(w.groups.log_files.sum()) + int(w.groups.base_file.notna().sum())
+    assert w.metadata["partitions"] == ["files"] and w.metadata["files_listed"] == files
+    assert w.metadata["base_file"].endswith(".hfile") and w.metadata["log_files"] == 1
+    assert f"lists {files} files" in w.summary.value

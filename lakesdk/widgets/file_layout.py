@@ -8,7 +8,10 @@ one horizontal bar per file group, its latest slice's base bytes and log bytes s
 traces ``base file``, ``base file (small)`` and ``log files``.  A base file is *small*
 below ``small_file_bytes`` (default: the handle's ``TableOptions.small_file_limit``, Hudi's
 ``hoodie.parquet.small.file.limit``): inserts are routed to small files to grow them.
-Click a bar to list the group's slices.
+Click a bar to list the group's slices.  ``widget.metadata`` describes Hudi's metadata table
+when the table keeps one (None otherwise): the partitions built, the files its ``files``
+partition lists, and its file slice (a base HFile and the log files of the delta commits since
+its last compaction), shown beside the per-partition summary.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class FileLayoutWidget(TableWidgetBase):
                                     else table.options.small_file_limit)
         self.groups: Any = None
         self.slices: Any = None
+        self.metadata: dict[str, Any] | None = None
         self.selected: tuple[str, str] | None = None
         self._labels: dict[str, tuple[str, str]] = {}
         self.figure = go.FigureWidget(layout=go.Layout(
@@ -88,8 +92,9 @@ class FileLayoutWidget(TableWidgetBase):
                                "latest": k == len(g.slices) - 1})
         self.groups = pd.DataFrame(groups, columns=GROUP_COLUMNS)
         self.slices = pd.DataFrame(slices, columns=SLICE_COLUMNS)
+        self.metadata = _metadata_table(t)
         self._draw()
-        self.summary.value = self._summary_html()
+        self.summary.value = self._summary_html() + _metadata_html(self.metadata)
         if self.selected is not None:
             self.select(*self.selected)
         self.status.value = (f"<span style='color:#555'>{len(self.groups)} file groups, {len(self.slices)} slices"
@@ -153,3 +158,32 @@ class FileLayoutWidget(TableWidgetBase):
                          r.log_files, human_bytes(r.log_bytes), "yes" if r.latest else "")
                         for r in rows.itertuples()], wrap=(1,)) + "</div>")
         return rows
+
+
+def _metadata_table(t: Any) -> dict[str, Any] | None:
+    """What ``widget.metadata`` holds (see the module doc)."""
+    from lakesdk.commit.table_properties import read_properties
+    from lakesdk.format.metadata_table import metadata_partitions
+    from lakesdk.read.metadata_table import MetadataTableReader
+    named = metadata_partitions(read_properties(t.storage)[1].props)
+    if "files" not in named or t.config.version < 8:
+        return None
+    reader = MetadataTableReader(t.storage, t.context.store.load())
+    [sl] = reader.slices("files") or [None]
+    listed = sum(len(lst.files) for lst in reader.listings())
+    return {"partitions": list(named), "files_listed": listed, "data_partitions": len(reader.partitions()),
+            "base_file": sl.base_file.name if sl is not None and sl.base_file is not None else None,
+            "log_files": len(sl.log_files) if sl is not None else 0}
+
+
+def _metadata_html(md: dict[str, Any] | None) -> str:
+    if md is None:
+        return ("<div class='lakesdk-panel lakesdk-mdt'><b>metadata table</b>: none. Readers list storage to find "
+                "the files (TableOptions(metadata=True) keeps one).</div>")
+    base = esc(md["base_file"] or "-")
+    return (f"<div class='lakesdk-panel lakesdk-mdt'><b>metadata table</b> (<code>.hoodie/metadata</code>, "
+            f"partitions {esc(', '.join(md['partitions']))}): its files partition lists {md['files_listed']} files "
+            f"in {md['data_partitions']} partitions, so readers plan without listing storage. It is one base HFile "
+            f"(<code>{base}</code>) and {md['log_files']} log files, one per delta commit since its last compaction: "
+            "each commit of the table writes one before it completes.</div>")
+
