@@ -169,7 +169,8 @@ def _metadata_table(t: Any) -> dict[str, Any] | None:
     if "files" not in named or t.config.version < 8:
         return None
     reader = MetadataTableReader(t.storage, t.context.store.load())
-    [sl] = reader.slices("files") or [None]
+    slices = reader.slices("files")
+    sl = slices[0] if slices else None
     listed = sum(len(lst.files) for lst in reader.listings())
     return {"partitions": list(named), "files_listed": listed, "data_partitions": len(reader.partitions()),
             "base_file": sl.base_file.name if sl is not None and sl.base_file is not None else None,
