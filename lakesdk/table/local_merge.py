@@ -153,7 +153,8 @@ def _read_target(t: "Table", src: pa.Table, tschema: pa.Schema, on: Sequence[str
         if tree is not None:
             q = replace(q, predicate=Predicate(tree, "the merge source's partitions"))
         for k in on:
-            if k in parts or k not in tschema.names:
+            # floating keys: NaN and -0.0 match as the join compares them (not as is_in does): every row
+            if k in parts or k not in tschema.names or pa.types.is_floating(tschema.field(k).type):
                 continue
             try:
                 keys = pc.unique(src.column(k)).cast(tschema.field(k).type)
@@ -169,13 +170,21 @@ def _read_target(t: "Table", src: pa.Table, tschema: pa.Schema, on: Sequence[str
 
 
 def _join_keys(cols: list[Any], nulls_match: list[bool], side: int, fills: list[Any]) -> dict[str, Any]:
+    """Join columns: a flag (0 a value, 1 a null that matches a null, 2/3 a null that matches
+    nothing, 4 a NaN) and the value.  Floating values compare as Spark SQL compares them in a
+    join: NaN equals NaN, -0.0 equals 0.0 (``NormalizeFloatingNumbers``)."""
     out: dict[str, Any] = {}
     for i, (c, match, fill) in enumerate(zip(cols, nulls_match, fills)):
         isnull = pc.is_null(c)
         flag = pc.if_else(isnull, pa.scalar(1 if match else 2 + side, pa.int8()), pa.scalar(0, pa.int8()))
+        if pa.types.is_floating(c.type):
+            nan = pc.fill_null(pc.is_nan(c), False)
+            flag = pc.if_else(nan, pa.scalar(4, pa.int8()), flag)
+            c = pc.if_else(nan, pa.scalar(0.0, c.type), pc.add(c, pa.scalar(0.0, c.type)))   # -0.0 + 0.0 is 0.0
+            fill = 0.0 if fill is not None else None
         out[f"__f{i}"] = flag
         if fill is not None:
-            out[f"__v{i}"] = pc.fill_null(c, fill)
+            out[f"__v{i}"] = pc.fill_null(c, pa.scalar(fill, c.type))
     return out
 
 
