@@ -557,8 +557,8 @@ class _BadAvroBytes(LakeError):
 
 
 class MetadataTableDroppedWarning(LakeError, UserWarning):
-    """lakesdk dropped Hudi's metadata table (``.hoodie/metadata``) before an action completed,
-    because it does not maintain it yet (:mod:`lakesdk.services.metadata_table`): a warning, not
+    """lakesdk dropped Hudi's metadata table (``.hoodie/metadata``), or the partitions of it that
+    it does not maintain, before an action completed (:mod:`lakesdk.services.metadata_table`): a warning, not
     an error.  ``table`` names the table, ``partitions`` the metadata-table partitions that
     ``hoodie.properties`` named."""
 

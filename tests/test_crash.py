@@ -252,3 +252,43 @@ def test_crash_while_the_metadata_table_is_kept_then_recover(point, table_type, 
     assert not t.timeline.pending
     assert not MetadataTableReader(t.storage, t.timeline).store.load().pending, "the MDT's dead delta commit is gone"
     assert bool(t.timeline.filter(actions=["rollback"]).completed.instants) != landed
+
+
+ROLLBACK_WRITER = textwrap.dedent("""
+    import os, sys
+    os.environ["LAKESDK_CRASH_PID"] = str(os.getpid())
+    import pyarrow as pa
+    import lakesdk as lk
+    t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local", metadata=True))
+    t.upsert(pa.table({"id": [int(sys.argv[2])], "ts": [1], "v": ["x"]}))
+    print("WRITE FINISHED")
+""")
+
+
+@pytest.mark.parametrize("point", ["metadata_log_written", "metadata_committed"])
+def test_a_rollback_killed_inside_its_metadata_delta_commit_is_finished_by_the_next_writer(point, tmp_path):
+    """A dead writer's instant, then the rollback of it by the next writer killed inside the
+    rollback's MDT delta commit (the MDT delta commit completed, the rollback not): the rollback
+    is retried at the same instant time and its MDT delta commit written again (it failed with
+    CorruptTimelineError on every later write; found by review)."""
+    import lakesdk as lk
+
+    from .corpus_model import check_mdt
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True))
+    t = lake.create_table("t", key="id", ordering="ts")
+    t.upsert({"id": [1], "ts": [0], "v": ["a"]})
+
+    def run(key: int, at: str) -> None:
+        env = {**os.environ, "LAKESDK_CRASH_AT": at}
+        r = subprocess.run([sys.executable, "-c", ROLLBACK_WRITER, t.path, str(key)], env=env, capture_output=True,
+                           text=True, timeout=240)
+        assert r.returncode == -9, f"not killed at {at}: rc={r.returncode}\n{r.stderr[-3000:]}"
+    run(2, "after_data")            # a dead write
+    run(3, point)                   # the next writer's eager rollback of it dies in its MDT delta commit
+    t = lk.open_table(t.path, options=lk.TableOptions(engine="local"))
+    check_mdt(t.path, f"after a rollback killed at {point}")
+    t.upsert({"id": [4], "ts": [0], "v": ["d"]})
+    assert sorted(r["id"] for r in t.read().to_arrow().to_pylist()) == [1, 4]
+    assert sorted(r["id"] for r in hudi_read(t.path)) == [1, 4]
+    check_mdt(t.path, "after the next write")
+    assert not t.timeline.pending

@@ -138,7 +138,8 @@ WRITER = textwrap.dedent("""
     os.environ["LAKESDK_CRASH_PID"] = str(os.getpid())
     import pyarrow as pa
     import lakesdk as lk
-    t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local", markers=sys.argv[4]))
+    keep = True if sys.argv[5] == "metadata" else None
+    t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local", markers=sys.argv[4], metadata=keep))
     data = pa.ipc.open_file(sys.argv[2]).read_all()
     getattr(t, sys.argv[3])(data)
     print("WRITE FINISHED")
@@ -674,7 +675,8 @@ class LakeMachine(RuleBasedStateMachine):
         known = {i.requested for i in self.t.timeline.instants}
         before = self._fingerprint()
         env = {**os.environ, "LAKESDK_CRASH_AT": point}
-        r = subprocess.run([sys.executable, "-c", WRITER, self.t.path, path, op, self.markers], env=env,
+        r = subprocess.run([sys.executable, "-c", WRITER, self.t.path, path, op, self.markers,
+                            "metadata" if self.metadata else "-"], env=env,
                            capture_output=True, text=True, timeout=240)
         note(f"crashed {op} at {point}: rc={r.returncode}")
         why = self._refusal(b)

@@ -75,15 +75,16 @@ def _record(key: str, typ: int, files: Mapping[str, tuple[int, bool]]) -> dict[s
             "filesystemMetadata": {n: {"size": s, "isDeleted": d} for n, (s, d) in sorted(files.items())}}
 
 
-def files_records(change: FilesChange) -> dict[str, dict[str, Any]]:
-    """The ``HoodieMetadataRecord``s (as dicts) of a change, by key."""
+def files_records(change: FilesChange, *, all_partitions: bool = False) -> dict[str, dict[str, Any]]:
+    """The ``HoodieMetadataRecord``s (as dicts) of a change, by key; with ``all_partitions``
+    the partition list even when the change adds none (an MDT built for a table without files)."""
     out: dict[str, dict[str, Any]] = {}
     parts = set(change.added) | set(change.deleted)
     for part in parts:
         files: dict[str, tuple[int, bool]] = {n: (0, True) for n in change.deleted.get(part, ())}
         files.update({n: (s, False) for n, s in change.added.get(part, {}).items()})
         out[mdt_partition_key(part)] = _record(mdt_partition_key(part), RecordType.FILE_LIST, files)
-    if change.added:
+    if change.added or all_partitions:
         out[ALL_PARTITIONS_KEY] = _record(ALL_PARTITIONS_KEY, RecordType.PARTITION_LIST,
                                           {mdt_partition_key(p): (0, False) for p in change.added})
     return out
@@ -123,5 +124,7 @@ def mdt_properties(table_name: str, version: int) -> dict[str, str]:
         "hoodie.table.base.file.format": "HFILE", "hoodie.populate.meta.fields": "false",
         "hoodie.datasource.write.drop.partition.columns": "false", "hoodie.record.merge.mode": "CUSTOM",
         "hoodie.record.merge.strategy.id": "00000000-0000-0000-0000-000000000000",
-        "hoodie.compaction.payload.class": METADATA_PAYLOAD, "hoodie.table.metadata.partitions": "files",
+        "hoodie.compaction.payload.class": METADATA_PAYLOAD,
+        # Hudi 1.1 names the built partitions in the MDT's config too (Hudi 1.0 does not)
+        **({"hoodie.table.metadata.partitions": "files"} if version >= 9 else {}),
     }

@@ -33,7 +33,7 @@ def listed_files(storage: Storage, config: TableConfig, timeline: Timeline) -> l
     """The base and log files of a table's completed instants as its metadata table lists them
     (its ``files`` partition: no listing of the data partitions), or, for a table without one,
     :func:`list_data_files`.  A ``hoodie.properties`` read earlier may name a metadata table
-    another writer has dropped since: read again, it then no longer names one."""
+    another writer has dropped since: read again after the MDT, it then no longer names one."""
     from lakesdk.commit.table_properties import read_properties
     from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
     if config.is_metadata_table or config.version < 8:
@@ -49,8 +49,13 @@ def listed_files(storage: Storage, config: TableConfig, timeline: Timeline) -> l
         if "files" in metadata_partitions(read_properties(storage)[1].props):
             raise
         return list_data_files(storage)
-    return [FileInfo(posixpath.join(lst.partition, name) if lst.partition else name, size, False)
-            for lst in reader.listings() for name, size in lst.files.items()]
+    files = [FileInfo(posixpath.join(lst.partition, name) if lst.partition else name, size, False)
+             for lst in reader.listings() for name, size in lst.files.items()]
+    # still named now: a writer that drops the MDT (or builds it again) unnames it before it deletes
+    # a file (and names it after the last): an MDT read while it changed is not trusted
+    if "files" not in metadata_partitions(read_properties(storage)[1].props):
+        return list_data_files(storage)
+    return files
 
 
 def list_data_files(storage: Storage) -> list[FileInfo]:

@@ -1,5 +1,6 @@
-"""Never leave Hudi's metadata table (MDT) stale: until lakesdk maintains it, every action
-lakesdk completes on a table with an MDT drops it first.
+"""Dropping Hudi's metadata table (MDT), so that it is never left stale: what an action does
+on a table whose MDT lakesdk does not keep (``TableOptions(metadata=False)``, table version 6;
+:mod:`lakesdk.services.metadata_writer` keeps the others).
 
 Apache Hudi's readers and writers (and the ``hudi`` reader on table versions 8 and 9) list a
 table's files from the MDT's ``files`` partition, and find a key's file group in its
@@ -75,12 +76,20 @@ def drop_metadata_table(ctx: "TableContext", action: str) -> tuple[str, ...]:
     if named:
         warnings.warn(MetadataTableDroppedWarning(
             f"lakesdk dropped the Hudi metadata table of {cfg.name!r} ({METADATA_DIR}: {', '.join(named)}) before "
-            f"its {action} completed: lakesdk does not maintain the metadata table yet, and Hudi's readers list the "
+            f"its {action} completed: lakesdk does not keep it {_why(cfg, action)}, and Hudi's readers list the "
             "table's files from it, so keeping it would leave them answering from a stale listing. Apache Hudi "
             "builds it again from a listing on its next write with hoodie.metadata.enable=true; the indexes it held "
             "are gone with it until then.", table=cfg.name, partitions=named),
             stacklevel=_outside_lakesdk())
     return named
+
+
+def _why(cfg: TableConfig, action: str) -> str:
+    if action == "upgrade":
+        return "through the upgrade to version 9 (Hudi upgrades it with the table)"
+    if cfg.version < 8:
+        return "on a table of version 6"
+    return "with TableOptions(metadata=False) (hoodie.metadata.enable=false)"
 
 
 def _outside_lakesdk() -> int:

@@ -92,7 +92,7 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
     change = _change_of(ctx, inflight, data)
     if change:
         mdt = ctx.storage.child(METADATA_DIR)
-        _remove_failed(mdt, _mdt_store(mdt))
+        _remove_failed(mdt, _mdt_store(mdt), inflight.requested)
         _maybe_compact(ctx, mdt, ctx.options.metadata_compact_every)
         _write_delta_commit(mdt, inflight.requested, change)
 
@@ -106,7 +106,9 @@ def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> FilesChan
     if action in WRITE_ACTIONS or action in _SERVICE_WRITES:
         md = CommitMetadata.parse(data, layout=ctx.config.layout_version,
                                   replace=action in ("replacecommit", "clustering"))
-        return FilesChange.of_writes((s.partitionPath or "", s.path.rsplit("/", 1)[-1], int(s.fileSizeInBytes or 0))
+        # a listed file has a size (Hudi's payload refuses an existing file of size 0)
+        return FilesChange.of_writes((s.partitionPath or "", s.path.rsplit("/", 1)[-1],
+                                      int(s.fileSizeInBytes or 0) or ctx.storage.size(s.path))
                                      for s in md.write_stats if s.path and s.path != "null")
     if action == "clean":
         for part, names in CleanMetadataData.parse(data).deleted.items():
@@ -131,18 +133,33 @@ def _mdt_store(mdt: "Storage") -> "TimelineStore":
     return TimelineStore(mdt, TableConfig.from_bytes(mdt.read(".hoodie/hoodie.properties")))
 
 
-def _remove_failed(mdt: "Storage", store: "TimelineStore") -> None:
-    """Delete what a crash inside an earlier MDT delta commit or compaction left (its files,
-    then its pending instant files): under the table lock nothing else writes the MDT."""
-    for inst in store.load().pending:
-        for f in mdt.list("files"):
-            name = f.name
-            at = (LogFile.parse(name).instant if is_log_file(name) else BaseFile.parse(name).instant
-                  if is_base_file(name) else None)
-            if not f.is_dir and at == inst.requested:
-                mdt.delete(f"files/{name}")
-        for name in store.all_states(inst.requested, inst.action):
+def _remove_instant(mdt: "Storage", store: "TimelineStore", inst: Instant) -> None:
+    """Delete an MDT instant: its completed file first (readers then ignore it), then the files
+    it wrote, then its pending files."""
+    names = sorted(store.all_states(inst.requested, inst.action), key=lambda n: "_" not in n.split(".")[0])
+    done = [n for n in names if "_" in n.split(".")[0]]
+    for name in done:
+        mdt.delete(f"{store.dir}/{name}")
+    for f in mdt.list("files"):
+        name = f.name
+        at = (LogFile.parse(name).instant if is_log_file(name) else BaseFile.parse(name).instant
+              if is_base_file(name) else None)
+        if not f.is_dir and at == inst.requested:
+            mdt.delete(f"files/{name}")
+    for name in names:
+        if name not in done:
             mdt.delete(f"{store.dir}/{name}")
+
+
+def _remove_failed(mdt: "Storage", store: "TimelineStore", instant: str | None = None) -> None:
+    """Delete what a crash inside an earlier MDT delta commit or compaction left (a pending MDT
+    instant), and the MDT delta commit of ``instant`` (the data instant at its commit point, so
+    still pending) that an earlier attempt of the same commit completed before it died: it is
+    written again, as Hudi's writer rolls back the MDT instant it finds and applies it anew.
+    Under the table lock nothing else writes the MDT."""
+    for inst in store.load().instants:
+        if not inst.is_completed or (inst.requested == instant and inst.action == "deltacommit"):
+            _remove_instant(mdt, store, inst)
 
 
 def _schema_of(store: "TimelineStore") -> str:
@@ -171,7 +188,7 @@ def _with_meta_fields(schema_json: str) -> str:
 
 def _write_delta_commit(mdt: "Storage", instant: str, change: FilesChange) -> None:
     store = _mdt_store(mdt)
-    _remove_failed(mdt, store)
+    _remove_failed(mdt, store, instant)
     schema = _schema_of(store)
     records = files_records(change)
     requested = Instant("deltacommit", "requested", instant)
@@ -186,7 +203,9 @@ def _write_delta_commit(mdt: "Storage", instant: str, change: FilesChange) -> No
                      fileSizeInBytes=len(block), logVersion=1, logOffset=0, baseFile="", logFiles=[name])
     md = CommitMetadata(partition_to_write_stats={"files": [stat]}, extra_metadata={"schema": schema},
                         operation_type="UPSERT_PREPPED")
-    store.transition(inflight, "completed", md.encode(layout=2))
+    # completed after every MDT time (a compaction by a machine whose clock runs ahead included):
+    # a log file that completed before the newest base file would be left out of the file slice
+    store.transition(inflight, "completed", md.encode(layout=2), after=store.load().max_time())
     faults.crash_point("metadata_committed")
 
 
@@ -237,7 +256,7 @@ def _maybe_compact(ctx: "TableContext", mdt: "Storage", every: int) -> None:
                      fileSizeInBytes=len(data), totalLogFilesCompacted=len(sl.log_files))
     md = CommitMetadata(partition_to_write_stats={"files": [stat]}, extra_metadata={"schema": schema},
                         operation_type="COMPACT", compacted=True)
-    store.transition(inflight, "completed", md.encode(layout=2))
+    store.transition(inflight, "completed", md.encode(layout=2), after=store.load().max_time())
 
 
 # -- creating and trimming the MDT ------------------------------------------------------------------
@@ -275,7 +294,7 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
     requested = Instant("deltacommit", "requested", INIT_INSTANT)
     store.create(requested)
     inflight = store.transition(requested, "inflight")
-    records = files_records(_listing(ctx, pending))
+    records = files_records(_listing(ctx, pending), all_partitions=True)
     base = BaseFile(FILES_GROUP, WRITE_TOKEN, INIT_INSTANT, "hfile").name
     data = hfile_of(records, base=True)
     mdt.write(f"files/{base}", data)

@@ -6,7 +6,7 @@ every index definition (``hoodie.table.index.defs.path``, written by Hudi's meta
 indexes) a version, ``V1`` where it has none.  The rewrite runs under the table lock (with
 several writers) and writes ``hoodie.properties`` as Hudi's ``HoodieTableConfig.modify``
 does (:mod:`lakesdk.commit.table_properties`).  Apache Hudi upgrades a table's metadata table
-with it; lakesdk does not maintain the metadata table yet and drops it first
+with it; lakesdk does not upgrade the metadata table and drops it first
 (:mod:`lakesdk.services.metadata_table`).
 
 There is no downgrade: a version 9 table goes back to version 8 with Apache Hudi
@@ -50,8 +50,8 @@ def upgrade_table(table: "TableContext | Any") -> TableConfig | None:
                 f"version {cfg.version} table with Apache Hudi (a Hudi 1.1+ writer upgrades it on its first write)",
                 key="hoodie.table.version")
         _version_index_definitions(ctx, cfg)
-        # Hudi upgrades the metadata table with the data table; lakesdk does not maintain it
-        # yet, so a version 9 table does not keep a version 8 metadata table: dropped first
+        # Hudi upgrades the metadata table with the data table; lakesdk does not upgrade it,
+        # so a version 9 table does not keep a version 8 metadata table: dropped first
         drop_metadata_table(ctx, "upgrade")
         raw, cfg = read_properties(ctx.storage)
         new = cfg.upgraded()
