@@ -398,3 +398,21 @@ def test_a_write_whose_timeline_a_clean_overtook_plans_again(lake, monkeypatch, 
     t.upsert(batch(9, ids=(1,)))
     monkeypatch.undo()
     assert rows(t.read()) == [(1, "v9"), (2, "v8"), (3, "v8")] == hudi_rows(t.path)
+
+
+def test_the_last_clean_archived_since_the_timeline_was_read_is_read_from_the_history(lake):
+    """A clean planned on a timeline whose latest clean another process archived meanwhile read
+    its completed file and stopped with a raw FileNotFoundError (found by the service soak)."""
+    from lakesdk.services.clean import last_clean
+    t = lake.create_table("c_arch", key="id", partition_by="p", ordering="ts")
+    for i in range(4):
+        t.upsert(batch(i))
+    done = t.maintenance.clean(retain_commits=1)
+    for i in range(4, 9):
+        t.upsert(batch(i))
+    store = t.context.store
+    before = store.load()
+    assert t.maintenance.archive(min_commits=2, max_commits=3).history_file is not None
+    assert not any(i.action == "clean" for i in store.load())
+    inst, md = last_clean(store, before)
+    assert inst.requested == done.instant and md.total_deleted == len(done.deleted)

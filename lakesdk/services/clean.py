@@ -212,8 +212,8 @@ def last_clean(store: TimelineStore, timeline: Timeline, *, pending: bool = Fals
     if not cleans:
         return None
     inst = cleans[-1]
-    if inst.is_completed:
-        return inst, CleanMetadataData.parse(store.read_bytes(inst))
+    if inst.is_completed:   # archived by another process since the timeline was read: from the history
+        return inst, CleanMetadataData.parse(store.read_completed(inst))
     return inst, CleanerPlanData.parse(store.read_bytes(Instant("clean", "requested", inst.requested)))
 
 

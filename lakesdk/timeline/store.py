@@ -58,6 +58,17 @@ class TimelineStore:
             self._cache[key] = m
         return m
 
+    def read_completed(self, instant: Instant) -> bytes:
+        """The completed file's bytes of ``instant``, from the timeline history when archival
+        moved it there since the timeline was read (a service racing an archival)."""
+        try:
+            return self.read_bytes(instant)
+        except FileNotFoundError:
+            data = self._archived_metadata(instant)
+            if data is None:
+                raise
+            return FileBytes(data, self.storage.url(self.path(instant)))
+
     def _archived_metadata(self, instant: Instant) -> bytes | None:
         """The completed file's bytes of ``instant`` from the timeline history (layout 2),
         None when it is not there."""
