@@ -11,6 +11,7 @@ import sys
 import textwrap
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -130,6 +131,34 @@ MDT_WRITER = textwrap.dedent("""
     t.upsert(pq.read_table(sys.argv[2]))
     print("WRITE FINISHED")
 """)
+
+
+def _kill_mdt_writer(table_type: str, point: str, mode: str, tmp_path: Path) -> tuple[str, Any, tuple, list]:
+    """A copy of the Hudi-written v9_txns_simple_meta table of ``table_type`` and a writer (MDT
+    ``mode``: keep, compact or drop) of an update and an insert into it, killed at ``point``.
+    Returns (path, the model before the write, the MDT partitions named before, the rows written)."""
+    import pyarrow as pa
+
+    import lakesdk as lk
+
+    from .corpus_model import DATA, Model, mdt_state
+    from .helpers import unpack_zips, zipped_table
+    rel = f"sample_table/{table_type}/v9_txns_simple_meta"
+    zdir = tmp_path / "zip"
+    (zdir / rel).parent.mkdir(parents=True)
+    (zdir / f"{rel}.zip").write_bytes((DATA / f"{rel}.zip").read_bytes())
+    path = zipped_table(unpack_zips(zdir, tmp_path / "t"), rel)
+    m = Model(lk.open_table(path, options=lk.TableOptions(engine="local")))
+    listed = mdt_state(path)[0]
+    changed = [m.updated(m.first()), m.new()]
+    pa.Table.from_pylist(changed, schema=m.snap.schema).to_pandas().to_parquet(tmp_path / "batch.parquet")
+    env = {**os.environ, "LAKESDK_CRASH_AT": point}
+    r = subprocess.run([sys.executable, "-c", MDT_WRITER, path, str(tmp_path / "batch.parquet"), mode],
+                       env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == -9, f"writer was not killed at {point}: rc={r.returncode}\n{r.stdout[-2000:]}{r.stderr[-3000:]}"
+    return path, m, listed, changed
+
+
 MDT_POINTS = ["after_data", "properties_backup_written", "metadata_table_unlisted", "metadata_table_deleted",
               "after_commit"]
 
@@ -144,28 +173,12 @@ def test_crash_while_the_metadata_table_is_dropped_then_recover(point, table_typ
     (the hudi reader lists from the MDT while hoodie.properties names it) see exactly the last
     completed commit, the MDT and its listing are either both untouched (the instant not
     completed) or no reader trusts the MDT any more; the next writer finishes the drop."""
-    import pyarrow as pa
 
     import lakesdk as lk
     from lakesdk.format.metadata_table import METADATA_DIR
 
-    from .corpus_model import DATA, Model
     from .corpus_model import mdt_state as _state
-    from .helpers import unpack_zips, zipped_table
-    rel = f"sample_table/{table_type}/v9_txns_simple_meta"
-    zdir = tmp_path / "zip"
-    (zdir / rel).parent.mkdir(parents=True)
-    (zdir / f"{rel}.zip").write_bytes((DATA / f"{rel}.zip").read_bytes())
-    path = zipped_table(unpack_zips(zdir, tmp_path / "t"), rel)
-    t = lk.open_table(path, options=lk.TableOptions(engine="local"))
-    m = Model(t)
-    listed = _state(path)[0]
-    changed = [m.updated(m.first()), m.new()]
-    pa.Table.from_pylist(changed, schema=m.snap.schema).to_pandas().to_parquet(tmp_path / "batch.parquet")
-    env = {**os.environ, "LAKESDK_CRASH_AT": point}
-    r = subprocess.run([sys.executable, "-c", MDT_WRITER, path, str(tmp_path / "batch.parquet"), "drop"],
-                       env=env, capture_output=True, text=True, timeout=240)
-    assert r.returncode == -9, f"writer was not killed at {point}: rc={r.returncode}\n{r.stdout[-2000:]}{r.stderr[-3000:]}"
+    path, m, listed, changed = _kill_mdt_writer(table_type, point, "drop", tmp_path)
     landed = point == "after_commit"
     # what a crash at each point leaves
     state = {"after_data": (listed, True), "properties_backup_written": (listed, True),
@@ -206,29 +219,14 @@ def test_crash_while_the_metadata_table_is_kept_then_recover(point, table_type, 
     after the commit): lakesdk and the hudi reader (which lists from the MDT) read exactly the
     last completed commit, and the MDT lists exactly the files of the completed instants; the
     next writer rolls the dead instant back, the MDT still agreeing with storage."""
-    import pyarrow as pa
 
     import lakesdk as lk
     from lakesdk.read.metadata_table import MetadataTableReader
 
-    from .corpus_model import DATA, Model, check_mdt
+    from .corpus_model import check_mdt
     from .corpus_model import mdt_state as _state
-    from .helpers import unpack_zips, zipped_table
-    rel = f"sample_table/{table_type}/v9_txns_simple_meta"
-    zdir = tmp_path / "zip"
-    (zdir / rel).parent.mkdir(parents=True)
-    (zdir / f"{rel}.zip").write_bytes((DATA / f"{rel}.zip").read_bytes())
-    path = zipped_table(unpack_zips(zdir, tmp_path / "t"), rel)
-    t = lk.open_table(path, options=lk.TableOptions(engine="local"))
-    m = Model(t)
-    listed = _state(path)[0]
-    changed = [m.updated(m.first()), m.new()]
-    pa.Table.from_pylist(changed, schema=m.snap.schema).to_pandas().to_parquet(tmp_path / "batch.parquet")
-    env = {**os.environ, "LAKESDK_CRASH_AT": point}
     mode = "compact" if point in ("metadata_compacted", "metadata_log_written") else "keep"
-    r = subprocess.run([sys.executable, "-c", MDT_WRITER, path, str(tmp_path / "batch.parquet"), mode],
-                       env=env, capture_output=True, text=True, timeout=240)
-    assert r.returncode == -9, f"writer was not killed at {point}: rc={r.returncode}\n{r.stdout[-2000:]}{r.stderr[-3000:]}"
+    path, m, listed, changed = _kill_mdt_writer(table_type, point, mode, tmp_path)
     landed = point == "after_commit"
     trimmed = point not in ("after_data", "properties_backup_written")
     assert _state(path) == (("files",) if trimmed else listed, True)
