@@ -187,8 +187,7 @@ def _with_meta_fields(schema_json: str) -> str:
 
 
 def _write_delta_commit(mdt: "Storage", instant: str, change: FilesChange) -> None:
-    store = _mdt_store(mdt)
-    _remove_failed(mdt, store, instant)
+    store = _mdt_store(mdt)         # what a crash left is gone already (sync_metadata_table)
     schema = _schema_of(store)
     records = files_records(change)
     requested = Instant("deltacommit", "requested", instant)
