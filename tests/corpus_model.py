@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import lakesdk as lk
 from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
@@ -73,6 +74,12 @@ def mdt_state(path: str) -> tuple[tuple[str, ...], bool]:
     return metadata_partitions(cfg.props), (Path(path) / METADATA_DIR).exists()
 
 
+def kept_partitions(path: str) -> tuple[str, ...]:
+    """The MDT partitions lakesdk keeps on this table (column_stats on version 9)."""
+    cfg = TableConfig.from_bytes((Path(path) / ".hoodie/hoodie.properties").read_bytes())
+    return ("column_stats", "files") if cfg.version >= 9 else ("files",)
+
+
 def storage_files(t: lk.Table) -> dict[tuple[str, str], int]:
     """The data files in storage written by completed instants (or instants older than the
     active timeline, archived): (partition, file name) -> size."""
@@ -102,13 +109,82 @@ def mdt_files(t: lk.Table) -> dict[tuple[str, str], int]:
 
 
 def check_mdt(path: str, what: str) -> None:
-    """The MDT hoodie.properties names lists exactly the files of the completed instants."""
+    """The MDT hoodie.properties names lists exactly the files of the completed instants, and
+    its column statistics say each stored file's values (checked against the rows it holds)."""
     t = lk.open_table(path)
-    if "files" in metadata_partitions(t.context.config.props):
+    named = metadata_partitions(t.context.config.props)
+    if "files" in named:
         listed, stored = mdt_files(t), storage_files(t)
         assert listed == stored, (f"the MDT's files partition {what}: listed, not stored: "
                                   f"{sorted(set(listed.items()) - set(stored.items()))}; stored, not listed: "
                                   f"{sorted(set(stored.items()) - set(listed.items()))}")
+        if "column_stats" in named:
+            check_column_stats(t, stored, what)
+
+
+def file_rows(t: lk.Table, path: str, columns: list[str]) -> pa.Table | None:
+    """The rows a data file holds (a log file: its data blocks), or None for a Lance file."""
+    import pyarrow.parquet as pq
+
+    from lakesdk.format.log_block import read_log_file
+    from lakesdk.format.log_framing import BlockType
+    name = path.rsplit("/", 1)[-1]
+    if name.endswith(".parquet"):
+        have = pq.ParquetFile(t.storage.url(path)).schema_arrow.names
+        return pq.read_table(t.storage.url(path), columns=[c for c in columns if c in have])
+    if ".log." not in name:
+        return None
+    blocks = [b.records([c for c in columns]) for b in read_log_file(t.storage.read(path))
+              if b.block_type in (BlockType.PARQUET_DATA, BlockType.AVRO_DATA)]
+    return pa.concat_tables(blocks, promote_options="permissive") if blocks else None
+
+
+def check_column_stats(t: lk.Table, stored: dict[tuple[str, str], int], what: str) -> None:
+    """Every stored file has a column_stats record per indexed column whose bounds and counts
+    are those of the rows it holds (NaN left out of float bounds), and no live record names a
+    file that is not stored."""
+    from lakesdk.format.column_stats import INDEX_DEFS_PATH, column_stats_key, range_of_record, read_index_columns
+    from lakesdk.read.metadata_table import MetadataTableReader
+    columns = (read_index_columns(t.storage.read(INDEX_DEFS_PATH)) if t.storage.exists(INDEX_DEFS_PATH) else None) or []
+    recs = MetadataTableReader(t.storage, t.context.store.load()).records("column_stats")
+    live = {(r.raw["ColumnStatsMetadata"]["fileName"]) for r in recs.values() if not r.deleted}
+    names = {n for _, n in stored}
+    assert live <= names, f"column_stats {what}: records of files not stored: {sorted(live - names)}"
+    for part, name in stored:
+        path = f"{part}/{name}" if part else name
+        data = file_rows(t, path, columns)
+        if data is None:
+            continue
+        for c in columns:
+            rec = recs.get(column_stats_key(c, part, name))
+            if c not in data.column_names or (rec is None and len(data) == 0):
+                continue        # Hudi writes no statistics of a file without rows
+            assert rec is not None and not rec.deleted, f"column_stats {what}: no record of {c} in {path}"
+            got = range_of_record(rec.raw["ColumnStatsMetadata"])
+            col = data.column(c)
+            if pa.types.is_floating(col.type):
+                col = pc.filter(col, pc.invert(pc.fill_null(pc.is_nan(col), False)))
+            mm = pc.min_max(col)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            assert got is not None and got.null_count == data.column(c).null_count, (what, path, c, got)
+            assert got.value_count == len(data), (what, path, c, got, len(data))
+            assert (stored_value(got.min_value, col.type), stored_value(got.max_value, col.type)) == (lo, hi), \
+                (what, path, c, got, lo, hi)
+
+
+def stored_value(v, t: pa.DataType):
+    """A column_stats bound as the column's Python value."""
+    import datetime as dt
+    import decimal
+    if v is None:
+        return None
+    if pa.types.is_date32(t):
+        return dt.date(1970, 1, 1) + dt.timedelta(days=v)
+    if pa.types.is_timestamp(t):
+        return pa.scalar(v, pa.int64()).cast(t).as_py()
+    if pa.types.is_decimal(t):
+        return decimal.Decimal(v).scaleb(-t.scale)
+    return v
 
 
 def digest(path: str) -> str:

@@ -194,6 +194,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("metadata", "hoodie.metadata.enable", bool, None,
            "Hudi's metadata table: True keeps one (built from a listing when the table has none), None keeps "
            "the one a table has, False drops it", optional=True),
+    Option("metadata_column_stats", "hoodie.metadata.index.column.stats.enable", bool, True,
+           "Hudi's metadata table: keep its column_stats index (table version 9), which reads skip files by"),
     Option("metadata_compact_every", "hoodie.metadata.compact.max.delta.commits", int, 10,
            "Hudi's metadata table: compact its files partition after this many delta commits", minimum=1),
     Option("early_conflict_detection", "hoodie.write.concurrency.early.conflict.detection.enable", bool, False,
@@ -282,6 +284,7 @@ class TableOptions:
     cluster_target_file_size: int = 1024 * _MIB
     cluster_sort_by: tuple[str, ...] = ()
     metadata: bool | None = None                       # hoodie.metadata.enable
+    metadata_column_stats: bool = True                 # hoodie.metadata.index.column.stats.enable
     metadata_compact_every: int = 10                   # hoodie.metadata.compact.max.delta.commits
     early_conflict_detection: bool = False
     early_conflict_check_interval_ms: int = 1000

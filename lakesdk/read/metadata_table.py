@@ -109,14 +109,29 @@ class MetadataTableReader:
             out.update(self._slice_records(sl))
         return out
 
-    def _slice_records(self, sl: FileSlice) -> dict[str, MetadataRecord]:
+    def column_ranges(self, columns: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
+        """The ``column_stats`` of ``columns``: (partition hash, file name) -> column ->
+        :class:`~lakesdk.format.column_stats.ColumnRange` (records read by key prefix)."""
+        from lakesdk.format.column_stats import column_prefix, range_of_record
+        prefixes = tuple(column_prefix(c).encode("ascii") for c in columns)
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        for sl in self.slices("column_stats"):
+            for key, rec in self._slice_records(sl, prefixes).items():
+                cs = (rec.raw or {}).get("ColumnStatsMetadata") or {}
+                r = range_of_record(cs)
+                if r is not None:
+                    out.setdefault((key[12:24], str(cs.get("fileName"))), {})[r.column] = r
+        return out
+
+    def _slice_records(self, sl: FileSlice, prefixes: tuple[bytes, ...] | None = None) -> dict[str, MetadataRecord]:
         from lakesdk.format.hfile import HFileReader
         merged: dict[str, MetadataRecord] = {}
         if sl.base_path is not None:
             path = sl.base_path
             reader = HFileReader(self.mdt.read(path), name=self.mdt.url(path))
             schema = _schema_of(reader, self.mdt.url(path))
-            for key, value in reader:
+            items = reader if prefixes is None else (kv for p in prefixes for kv in reader.items(prefix=p))
+            for key, value in items:
                 _put(merged, decode_record(value, schema, key=key, path=self.mdt.url(path)))
         blocks: list[tuple[str, Any]] = []
         for path in sl.log_paths:
@@ -132,7 +147,8 @@ class MetadataTableReader:
                     raise CorruptFileError(f"{url}: an HFile data block at offset {b.offset} has no SCHEMA header",
                                            path=url)
                 for key, value in b.hfile(url):
-                    _put(merged, decode_record(value, schema, key=key, path=url))
+                    if prefixes is None or key.startswith(prefixes):
+                        _put(merged, decode_record(value, schema, key=key, path=url))
             elif b.block_type == BlockType.DELETE:
                 keys = b.delete_records().column("_hoodie_record_key").to_pylist()
                 for k in keys:

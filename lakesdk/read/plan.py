@@ -22,6 +22,7 @@ from lakesdk.format.schema import META_FIELDS, with_meta_fields
 from lakesdk.format.timeline import Timeline
 from lakesdk.read.bind import Bound, session_time_zone
 from lakesdk.read.predicate import Predicate
+from lakesdk.read.skipping import skip_slices
 from lakesdk.read.view import FileSystemView
 from lakesdk.timeline.history import LSMTimeline
 
@@ -78,8 +79,9 @@ def plan_read(table: "TableContext", request: ReadRequest, *, guard: Guard | Non
     if request.read_optimized:
         slices = [_base_only(s) for s in slices if s.base_file is not None]
     kept_parts = {s.partition for s in slices}
+    slices, skipped = skip_slices(view, slices, bound)
     return ReadPlan(tuple(slices), schema, tuple(view.visible), None, len(parts) - len(kept_parts), len(parts),
-                    tuple(view.visible), view.log_instants)
+                    tuple(view.visible), view.log_instants, skipped)
 
 
 #: partition column types whose partition path text is the column's value, exactly
@@ -168,11 +170,12 @@ def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, t
                 touched.add((st.partitionPath or "", st.fileId))
     pf = bound.prune if bound is not None and cfg.partition_fields else None
     slices = view.latest_slices(pf, file_groups=None if archived else touched)
+    kept_parts = {s.partition for s in slices}
+    slices, skipped = skip_slices(view, slices, bound)
     parts = view.partitions()
     selected = sorted(archived + in_range, key=lambda i: (i.completed or i.requested, i.requested))
     return ReadPlan(tuple(slices), schema, tuple(selected), frozenset(i.requested for i in selected),
-                    len(parts) - len({s.partition for s in slices}), len(parts), tuple(view.visible),
-                    view.log_instants)
+                    len(parts) - len(kept_parts), len(parts), tuple(view.visible), view.log_instants, skipped)
 
 
 def _archived_in_range(table: "TableContext", request: ReadRequest, timeline: Any) -> list[Instant]:

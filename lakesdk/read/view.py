@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from lakesdk.exceptions import StorageError
 from lakesdk.format.file_group import FileGroup, FileSlice
@@ -15,6 +15,9 @@ from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Timeline
 from lakesdk.storage import FileInfo, Storage
 from lakesdk.timeline.store import TimelineStore
+
+if TYPE_CHECKING:
+    from lakesdk.read.metadata_table import MetadataTableReader
 
 __all__ = ["FileSystemView", "ExpectedFile", "list_data_files", "listed_files"]
 
@@ -32,30 +35,39 @@ def _skip(path: str) -> bool:
 def listed_files(storage: Storage, config: TableConfig, timeline: Timeline) -> list[FileInfo]:
     """The base and log files of a table's completed instants as its metadata table lists them
     (its ``files`` partition: no listing of the data partitions), or, for a table without one,
-    :func:`list_data_files`.  A ``hoodie.properties`` read earlier may name a metadata table
-    another writer has dropped since: read again after the MDT, it then no longer names one."""
+    :func:`list_data_files`."""
+    return _listed(storage, config, timeline)[0]
+
+
+def _listed(storage: Storage, config: TableConfig,
+            timeline: Timeline) -> tuple[list[FileInfo], "MetadataTableReader | None", tuple[str, ...]]:
+    """:func:`listed_files`, the MDT reader it listed with (None when it listed storage) and
+    the MDT partitions ``hoodie.properties`` named then.  A ``hoodie.properties`` read earlier
+    may name a metadata table another writer has dropped since: read again after the MDT, it
+    then no longer names one."""
     from lakesdk.commit.table_properties import read_properties
     from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
     if config.is_metadata_table or config.version < 8:
-        return list_data_files(storage)
+        return list_data_files(storage), None, ()
     if "files" not in metadata_partitions(config.props):
         # a handle's config read before another writer (or this one) built the MDT
         if not storage.exists(METADATA_DIR) or "files" not in metadata_partitions(read_properties(storage)[1].props):
-            return list_data_files(storage)
+            return list_data_files(storage), None, ()
     from lakesdk.read.metadata_table import MetadataTableReader
     try:
         reader = MetadataTableReader(storage, timeline)
     except FileNotFoundError:
         if "files" in metadata_partitions(read_properties(storage)[1].props):
             raise
-        return list_data_files(storage)
+        return list_data_files(storage), None, ()
     files = [FileInfo(posixpath.join(lst.partition, name) if lst.partition else name, size, False)
              for lst in reader.listings() for name, size in lst.files.items()]
     # still named now: a writer that drops the MDT (or builds it again) unnames it before it deletes
     # a file (and names it after the last): an MDT read while it changed is not trusted
-    if "files" not in metadata_partitions(read_properties(storage)[1].props):
-        return list_data_files(storage)
-    return files
+    named = metadata_partitions(read_properties(storage)[1].props)
+    if "files" not in named:
+        return list_data_files(storage), None, ()
+    return files, reader, named
 
 
 def list_data_files(storage: Storage) -> list[FileInfo]:
@@ -104,6 +116,10 @@ class FileSystemView:
         self.config = config
         self.store = store
         self.as_of = as_of
+        #: the MDT reader the files were listed with (None: listed from storage or given), and
+        #: the MDT partitions ``hoodie.properties`` named then
+        self.metadata: MetadataTableReader | None = None
+        self.metadata_partitions: tuple[str, ...] = ()
         self._use(store, timeline)
         self._files = list(files) if files is not None else self._list(store)
         self._groups: dict[tuple[str, str], FileGroup] | None = None
@@ -116,7 +132,7 @@ class FileSystemView:
         def deleters(tl: Timeline) -> set[tuple[str, str]]:
             return {(i.requested, i.action) for i in tl.instants if i.action in _DELETERS}
         for _ in range(_LIST_ATTEMPTS):
-            files = listed_files(self.storage, self.config, self.timeline)
+            files, self.metadata, self.metadata_partitions = _listed(self.storage, self.config, self.timeline)
             now = store.load()
             active = {i.requested for i in now.instants}
             if deleters(now) <= deleters(self.timeline) and all(i.requested in active for i in self.timeline.completed):

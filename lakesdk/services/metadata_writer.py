@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from lakesdk import _faults as faults
 from lakesdk.commit.table_properties import read_properties, rewrite_properties
 from lakesdk.exceptions import MetadataTableDroppedWarning
+from lakesdk.format.column_stats import FILE_GROUPS, INDEX_DEFS_PATH, range_of_record, stats_group, stats_record
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
@@ -49,9 +50,16 @@ from lakesdk.format.metadata_files import (
     hfile_of,
     mdt_properties,
 )
-from lakesdk.format.metadata_records import record_schema_json
+from lakesdk.format.metadata_records import RecordType, record_schema_json
 from lakesdk.format.metadata_table import INFLIGHT_KEY, METADATA_DIR, PARTITIONS_KEY, metadata_partitions
 from lakesdk.format.table_config import TableConfig
+from lakesdk.services.metadata_stats import (
+    by_file_group,
+    stats_columns,
+    stats_records_of,
+    table_arrow_schema,
+    write_index_definition,
+)
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
@@ -62,9 +70,17 @@ if TYPE_CHECKING:
 __all__ = ["sync_metadata_table", "create_metadata_table", "build_metadata_table", "keeps_metadata_table",
            "MAINTAINED"]
 
-#: the MDT partitions lakesdk keeps
-MAINTAINED = ("files",)
+#: the MDT partitions lakesdk keeps (``column_stats`` on tables of version 9)
+MAINTAINED = ("files", "column_stats")
 _SERVICE_WRITES = ("compaction", "clustering", "logcompaction")
+
+
+def maintained(ctx: "TableContext", cfg: TableConfig) -> tuple[str, ...]:
+    """The MDT partitions lakesdk keeps for this table: ``files``, and ``column_stats`` on a
+    version 9 table unless ``TableOptions(metadata_column_stats=False)``."""
+    if cfg.version >= 9 and ctx.options.metadata_column_stats:
+        return MAINTAINED
+    return ("files",)
 
 
 def keeps_metadata_table(ctx: "TableContext", cfg: TableConfig) -> bool:
@@ -85,19 +101,37 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
         drop_metadata_table(ctx, inflight.action)
         return
     named = metadata_partitions(cfg.props)
-    if "files" not in named:
+    keep = maintained(ctx, cfg)
+    if set(keep) - set(named):
+        # a partition lakesdk keeps is missing: the MDT is built again from a listing
         raw, cfg = create_metadata_table(ctx, raw, cfg, pending=inflight.requested)
-    elif set(named) - set(MAINTAINED):
-        raw, cfg = _drop_partitions(ctx, raw, cfg, sorted(set(named) - set(MAINTAINED)), inflight.action)
+    elif set(named) - set(keep):
+        raw, cfg = _drop_partitions(ctx, raw, cfg, sorted(set(named) - set(keep)), inflight.action)
     change = _change_of(ctx, inflight, data)
     if change:
         mdt = ctx.storage.child(METADATA_DIR)
         _remove_failed(mdt, _mdt_store(mdt), inflight.requested)
         _maybe_compact(ctx, mdt, ctx.options.metadata_compact_every)
-        _write_delta_commit(mdt, inflight.requested, change)
+        stats = None
+        if "column_stats" in keep:
+            schema_json = _action_schema(ctx, inflight, data)
+            columns, defined = stats_columns(ctx, schema_json)
+            if columns and not defined:
+                write_index_definition(ctx.storage, columns)
+            stats = stats_records_of(ctx, change, columns, table_arrow_schema(columns, schema_json))
+        _write_delta_commit(mdt, inflight.requested, change, stats)
 
 
 # -- what an action changes -------------------------------------------------------------------------
+def _action_schema(ctx: "TableContext", inflight: Instant, data: bytes) -> str | None:
+    """The table schema (Avro JSON) the action's commit metadata records, if it is a write."""
+    if inflight.action in WRITE_ACTIONS or inflight.action in _SERVICE_WRITES:
+        md = CommitMetadata.parse(data, layout=ctx.config.layout_version,
+                                  replace=inflight.action in ("replacecommit", "clustering"))
+        return md.extra_metadata.get("schema") or None
+    return None
+
+
 def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> FilesChange:
     from lakesdk.format.plans import RollbackMetadataData
     from lakesdk.format.service_metadata import CleanMetadataData, RestoreMetadataData
@@ -140,15 +174,20 @@ def _remove_instant(mdt: "Storage", store: "TimelineStore", inst: Instant) -> No
     done = [n for n in names if "_" in n.split(".")[0]]
     for name in done:
         mdt.delete(f"{store.dir}/{name}")
-    for f in mdt.list("files"):
-        name = f.name
-        at = (LogFile.parse(name).instant if is_log_file(name) else BaseFile.parse(name).instant
-              if is_base_file(name) else None)
-        if not f.is_dir and at == inst.requested:
-            mdt.delete(f"files/{name}")
+    for part in _mdt_partition_dirs(mdt):
+        for f in mdt.list(part):
+            name = f.name
+            at = (LogFile.parse(name).instant if is_log_file(name) else BaseFile.parse(name).instant
+                  if is_base_file(name) else None)
+            if not f.is_dir and at == inst.requested:
+                mdt.delete(f"{part}/{name}")
     for name in names:
         if name not in done:
             mdt.delete(f"{store.dir}/{name}")
+
+
+def _mdt_partition_dirs(mdt: "Storage") -> list[str]:
+    return sorted(e.name for e in mdt.list("") if e.is_dir and not e.name.startswith("."))
 
 
 def _remove_failed(mdt: "Storage", store: "TimelineStore", instant: str | None = None) -> None:
@@ -186,21 +225,32 @@ def _with_meta_fields(schema_json: str) -> str:
     return json.dumps(schema, separators=(",", ":"))
 
 
-def _write_delta_commit(mdt: "Storage", instant: str, change: FilesChange) -> None:
+def _groups_of(change: FilesChange, stats: dict[str, dict] | None) -> list[tuple[str, str, dict[str, dict]]]:
+    """(MDT partition, file group, records) of a change: the ``files`` records, and the
+    ``column_stats`` records spread over their file groups."""
+    out = [("files", FILES_GROUP, files_records(change))]
+    for idx, recs in sorted(by_file_group(stats or {}).items()):
+        out.append(("column_stats", stats_group(idx), recs))
+    return out
+
+
+def _write_delta_commit(mdt: "Storage", instant: str, change: FilesChange, stats: dict[str, dict] | None = None) -> None:
     store = _mdt_store(mdt)         # what a crash left is gone already (sync_metadata_table)
     schema = _schema_of(store)
-    records = files_records(change)
     requested = Instant("deltacommit", "requested", instant)
     store.create(requested)
     inflight = store.transition(requested, "inflight", CommitMetadata(operation_type="UPSERT_PREPPED").encode(layout=2))
-    name = LogFile(FILES_GROUP, instant, 1, WRITE_TOKEN).name
-    block = files_log_block(records, instant, schema_json=schema)
-    mdt.write(f"files/{name}", block)
+    stats_by_part: dict[str, list[WriteStat]] = {}
+    for part, group, records in _groups_of(change, stats):
+        name = LogFile(group, instant, 1, WRITE_TOKEN).name
+        block = files_log_block(records, instant, schema_json=schema)
+        mdt.write(f"{part}/{name}", block)
+        stats_by_part.setdefault(part, []).append(WriteStat(
+            fileId=group, path=f"{part}/{name}", partitionPath=part, prevCommit=instant, numWrites=len(records),
+            numUpdateWrites=len(records), totalWriteBytes=len(block), fileSizeInBytes=len(block), logVersion=1,
+            logOffset=0, baseFile="", logFiles=[name]))
     faults.crash_point("metadata_log_written")
-    stat = WriteStat(fileId=FILES_GROUP, path=f"files/{name}", partitionPath="files", prevCommit=instant,
-                     numWrites=len(records), numUpdateWrites=len(records), totalWriteBytes=len(block),
-                     fileSizeInBytes=len(block), logVersion=1, logOffset=0, baseFile="", logFiles=[name])
-    md = CommitMetadata(partition_to_write_stats={"files": [stat]}, extra_metadata={"schema": schema},
+    md = CommitMetadata(partition_to_write_stats=stats_by_part, extra_metadata={"schema": schema},
                         operation_type="UPSERT_PREPPED")
     # completed after every MDT time (a compaction by a machine whose clock runs ahead included):
     # a log file that completed before the newest base file would be left out of the file slice
@@ -209,13 +259,28 @@ def _write_delta_commit(mdt: "Storage", instant: str, change: FilesChange) -> No
 
 
 # -- compacting the MDT -----------------------------------------------------------------------------
+def _live(part: str, merged: dict) -> dict[str, dict]:
+    """The records a compacted base file holds: deletions applied."""
+    out: dict[str, dict] = {}
+    for k, r in merged.items():
+        if part == "files":
+            out[k] = {"key": k, "type": r.type, "filesystemMetadata": {
+                n: {"size": e.size, "isDeleted": False} for n, e in sorted((r.files or {}).items()) if not e.deleted}}
+        elif r.type == RecordType.COLUMN_STATS and r.raw is not None:
+            cs = r.raw.get("ColumnStatsMetadata") or {}
+            rng = range_of_record(cs)
+            if rng is not None:     # deleted (or of a layout lakesdk does not write): left out
+                out[k] = stats_record("", str(cs.get("fileName")), rng, key=k)
+    return out
+
+
 def _maybe_compact(ctx: "TableContext", mdt: "Storage", every: int) -> None:
-    """Compact the ``files`` partition once ``every`` delta commits completed since its last
-    compaction (Hudi's ``hoodie.metadata.compact.max.delta.commits``), and only while no delta
-    commit belongs to a pending data instant (its records would become visible with the new
-    base file): a new base HFile of the merged records, deletions applied, at a compaction
-    instant later than every MDT instant.  Runs before the delta commit of the instant being
-    committed, under the table lock."""
+    """Compact the MDT once ``every`` delta commits completed since its last compaction
+    (Hudi's ``hoodie.metadata.compact.max.delta.commits``), and only while no delta commit
+    belongs to a pending data instant (its records would become visible with the new base
+    file): a new base HFile of the merged records of each file group, deletions applied, at a
+    compaction instant later than every MDT instant.  Runs before the delta commit of the
+    instant being committed, under the table lock."""
     from lakesdk.format.plans import CompactionOperation, CompactionPlanData
     from lakesdk.format.timeline import InstantClock
     from lakesdk.read.metadata_table import MetadataTableReader
@@ -231,29 +296,29 @@ def _maybe_compact(ctx: "TableContext", mdt: "Storage", every: int) -> None:
     if any(i.requested in pending for i in tl.completed if i.action == "deltacommit"):
         return
     reader = MetadataTableReader(ctx.storage, data_timeline)
-    slices = reader.slices("files")
-    if len(slices) != 1:
+    slices = [sl for part in metadata_partitions(reader.config.props) or ("files",) for sl in reader.slices(part)]
+    if not slices:
         return
-    sl = slices[0]
-    merged = reader.records("files")
     schema = _schema_of(store)
-    records = {k: {"key": k, "type": r.type, "filesystemMetadata": {
-        n: {"size": e.size, "isDeleted": False} for n, e in sorted((r.files or {}).items()) if not e.deleted}}
-        for k, r in merged.items()}
     when = InstantClock.next(after=tl.max_time())
-    op = CompactionOperation(FILES_GROUP, "files", sl.base_instant, sl.base_file.name if sl.base_file else None,
-                             tuple(f.name for f in sl.log_files))
+    ops = tuple(CompactionOperation(sl.file_id, sl.partition, sl.base_instant,
+                                    sl.base_file.name if sl.base_file else None, tuple(f.name for f in sl.log_files))
+                for sl in slices)
+    merged = [(sl, _live(sl.partition, reader._slice_records(sl))) for sl in slices]
     requested = Instant("compaction", "requested", when)
-    store.create(requested, CompactionPlanData((op,)).to_avro())
+    store.create(requested, CompactionPlanData(ops).to_avro())
     inflight = store.transition(requested, "inflight")
-    base = BaseFile(FILES_GROUP, WRITE_TOKEN, when, "hfile").name
-    data = hfile_of(records, base=True, schema_json=schema)
-    mdt.write(f"files/{base}", data)
+    by_part: dict[str, list[WriteStat]] = {}
+    for sl, records in merged:
+        base = BaseFile(sl.file_id, WRITE_TOKEN, when, "hfile").name
+        data = hfile_of(records, base=True, schema_json=schema)
+        mdt.write(f"{sl.partition}/{base}", data)
+        by_part.setdefault(sl.partition, []).append(WriteStat(
+            fileId=sl.file_id, path=f"{sl.partition}/{base}", partitionPath=sl.partition, prevCommit=sl.base_instant,
+            numWrites=len(records), numUpdateWrites=len(records), totalWriteBytes=len(data),
+            fileSizeInBytes=len(data), totalLogFilesCompacted=len(sl.log_files)))
     faults.crash_point("metadata_compacted")
-    stat = WriteStat(fileId=FILES_GROUP, path=f"files/{base}", partitionPath="files", prevCommit=sl.base_instant,
-                     numWrites=len(records), numUpdateWrites=len(records), totalWriteBytes=len(data),
-                     fileSizeInBytes=len(data), totalLogFilesCompacted=len(sl.log_files))
-    md = CommitMetadata(partition_to_write_stats={"files": [stat]}, extra_metadata={"schema": schema},
+    md = CommitMetadata(partition_to_write_stats=by_part, extra_metadata={"schema": schema},
                         operation_type="COMPACT", compacted=True)
     store.transition(inflight, "completed", md.encode(layout=2), after=store.load().max_time())
 
@@ -274,38 +339,67 @@ def _listing(ctx: "TableContext", pending: str | None) -> FilesChange:
     return FilesChange.of_writes(out)
 
 
+def _latest_schema(ctx: "TableContext") -> str | None:
+    for inst in reversed(ctx.store.load().commits.instants):
+        schema = ctx.store.commit_metadata(inst).extra_metadata.get("schema")
+        if schema:
+            return str(schema)
+    return None
+
+
 def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: TableConfig | None = None, *,
                           pending: str | None = None) -> tuple[bytes, TableConfig]:
     """Build the MDT from a listing (the files of the completed instants; ``pending``, the
     instant being committed, adds its own with its delta commit), then name it in
-    ``hoodie.properties``.  A folder an interrupted build left goes first.  Returns the new
-    config's bytes and config.  The caller holds the table lock (with several writers)."""
+    ``hoodie.properties``: the ``files`` partition, and ``column_stats`` on a version 9 table
+    (its columns named in the index definition).  A folder an interrupted build left goes
+    first.  Returns the new config's bytes and config.  The caller holds the table lock (with
+    several writers)."""
     storage = ctx.storage
     if raw is None or cfg is None:
         raw, cfg = read_properties(storage)
+    keep = maintained(ctx, cfg)
     storage.delete_dir(METADATA_DIR)
     mdt = storage.child(METADATA_DIR)
-    mdt.write(".hoodie/hoodie.properties",
-              TableConfig(mdt_properties(cfg.name, cfg.version)).to_text().encode("utf-8"))
-    mdt.write("files/.hoodie_partition_metadata",
-              f"#partition metadata\ncommitTime={INIT_INSTANT}\npartitionDepth=1\n".encode())
+    mprops = mdt_properties(cfg.name, cfg.version)
+    if cfg.version >= 9:
+        mprops["hoodie.table.metadata.partitions"] = ",".join(sorted(keep))
+    mdt.write(".hoodie/hoodie.properties", TableConfig(mprops).to_text().encode("utf-8"))
+    listing = _listing(ctx, pending)
+    stats = None
+    if "column_stats" in keep:
+        schema_json = _latest_schema(ctx)
+        columns, _ = stats_columns(ctx, schema_json)
+        stats = stats_records_of(ctx, listing, columns, table_arrow_schema(columns, schema_json))
+    for part in keep:
+        mdt.write(f"{part}/.hoodie_partition_metadata",
+                  f"#partition metadata\ncommitTime={INIT_INSTANT}\npartitionDepth=1\n".encode())
     store = _mdt_store(mdt)
     requested = Instant("deltacommit", "requested", INIT_INSTANT)
     store.create(requested)
     inflight = store.transition(requested, "inflight")
-    records = files_records(_listing(ctx, pending), all_partitions=True)
-    base = BaseFile(FILES_GROUP, WRITE_TOKEN, INIT_INSTANT, "hfile").name
-    data = hfile_of(records, base=True)
-    mdt.write(f"files/{base}", data)
-    stat = WriteStat(fileId=FILES_GROUP, path=f"files/{base}", partitionPath="files", prevCommit="null",
-                     numWrites=len(records), numInserts=len(records), totalWriteBytes=len(data),
-                     fileSizeInBytes=len(data))
-    md = CommitMetadata(partition_to_write_stats={"files": [stat]}, extra_metadata={"schema": record_schema_json()},
+    by_part: dict[str, list[WriteStat]] = {}
+    groups = [("files", FILES_GROUP, files_records(listing, all_partitions=True))]
+    if stats is not None:
+        grouped = by_file_group(stats)
+        groups += [("column_stats", stats_group(i), grouped.get(i, {})) for i in range(FILE_GROUPS)]
+    for part, group, records in groups:
+        base = BaseFile(group, WRITE_TOKEN, INIT_INSTANT, "hfile").name
+        data = hfile_of(records, base=True)
+        mdt.write(f"{part}/{base}", data)
+        by_part.setdefault(part, []).append(WriteStat(
+            fileId=group, path=f"{part}/{base}", partitionPath=part, prevCommit="null", numWrites=len(records),
+            numInserts=len(records), totalWriteBytes=len(data), fileSizeInBytes=len(data)))
+    md = CommitMetadata(partition_to_write_stats=by_part, extra_metadata={"schema": record_schema_json()},
                         operation_type="BULK_INSERT")
     store.transition(inflight, "completed", md.encode(layout=2))
+    if stats is not None and columns:
+        write_index_definition(storage, columns)
     props = dict(cfg.props)
-    props[PARTITIONS_KEY] = "files"
+    props[PARTITIONS_KEY] = ",".join(sorted(keep))
     props[INFLIGHT_KEY] = ""
+    if stats is not None:
+        props.setdefault("hoodie.table.index.defs.path", INDEX_DEFS_PATH)
     new = TableConfig(props)
     rewrite_properties(storage, raw, new)
     return new.to_text().encode("utf-8"), new

@@ -1,0 +1,152 @@
+"""The ``column_stats`` partition of the metadata table as lakesdk keeps it (table version 9).
+
+Every file an action adds gets one record per indexed column (:mod:`lakesdk.format.column_stats`):
+a base file's ranges come from its Parquet footer, a log file's from its blocks (a Parquet
+block's footer, an Avro block's rows; a log file holding only deletes has empty ranges, so
+that a reader still skips its file slice by the base file).  Every file a clean, rollback or
+restore deletes gets a deleted record per column.  The records go to the file groups
+``col-stats-0000-0`` and ``col-stats-0001-0`` by key hash, as Hudi writes them.
+
+Which columns: those the table's index definition (``.hoodie/.index_defs/index.json``) names
+for ``column_stats``; a table without one gets Hudi's default list (the meta fields, then the
+first 32 data columns of indexed types) written there when lakesdk builds the partition.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Iterable
+
+import pyarrow as pa
+
+from lakesdk.format.column_stats import (
+    FILE_GROUPS,
+    INDEX_DEFS_PATH,
+    ColumnRange,
+    deleted_record,
+    file_group_index,
+    index_definition,
+    indexed_columns,
+    ranges_from_arrow,
+    ranges_from_parquet,
+    read_index_columns,
+    stats_record,
+)
+from lakesdk.format.file_naming import is_log_file
+
+if TYPE_CHECKING:
+    from lakesdk.commit.context import TableContext
+    from lakesdk.format.metadata_files import FilesChange
+    from lakesdk.storage import Storage
+
+__all__ = ["stats_columns", "stats_records_of", "by_file_group", "write_index_definition", "file_ranges"]
+
+
+def stats_columns(ctx: "TableContext", schema_json: str | None = None) -> tuple[list[str], bool]:
+    """The columns the table's ``column_stats`` index holds, and whether its index definition
+    names them: else Hudi's default list of the table schema (``schema_json``, an Avro schema,
+    else the create schema; none without a schema)."""
+    storage = ctx.storage
+    try:
+        named = read_index_columns(storage.read(INDEX_DEFS_PATH)) if storage.exists(INDEX_DEFS_PATH) else None
+    except FileNotFoundError:
+        named = None
+    if named:
+        return named, True
+    from lakesdk.format.schema import avro_to_arrow
+    avro: Any = json.loads(schema_json) if schema_json else ctx.config.create_schema
+    if not avro:
+        return [], False
+    return indexed_columns(avro_to_arrow(avro), meta_fields=ctx.config.populate_meta_fields), False
+
+
+def write_index_definition(storage: "Storage", columns: list[str]) -> None:
+    """Name ``columns`` in the table's index definition (other indexes' definitions kept)."""
+    existing = storage.read(INDEX_DEFS_PATH) if storage.exists(INDEX_DEFS_PATH) else None
+    storage.write(INDEX_DEFS_PATH, index_definition(existing, columns))
+
+
+def _merge(a: ColumnRange, b: ColumnRange) -> ColumnRange:
+    unknown = a.null_count < 0 or b.null_count < 0
+    lo = None if unknown else min((v for v in (a.min_value, b.min_value) if v is not None), default=None)
+    hi = None if unknown else max((v for v in (a.max_value, b.max_value) if v is not None), default=None)
+    return ColumnRange(a.column, a.value_type, a.info, lo, hi, -1 if unknown else a.null_count + b.null_count,
+                       a.value_count + b.value_count, a.total_size + b.total_size,
+                       a.total_uncompressed_size + b.total_uncompressed_size)
+
+
+def file_ranges(storage: "Storage", path: str, columns: list[str], schema: pa.Schema | None = None) -> list[ColumnRange]:
+    """The ranges of ``columns`` in the data file at ``path`` (base file or log file); a base
+    file lakesdk cannot read statistics of (Lance) has none."""
+    import pyarrow.parquet as pq
+
+    from lakesdk.format.damaged import damaged_file
+    name = path.rsplit("/", 1)[-1]
+    if not is_log_file(name):
+        if not name.endswith(".parquet"):
+            return []
+        with damaged_file(path):
+            if storage.is_local:
+                pf = pq.ParquetFile(storage.url(path))
+            else:
+                pf = pq.ParquetFile(pa.BufferReader(storage.read(path)))
+            return ranges_from_parquet(pf.metadata, pf.schema_arrow, columns)
+    from lakesdk.format.log_block import read_log_file
+    from lakesdk.format.log_framing import BlockType
+    out: dict[str, ColumnRange] = {}
+    data_schema: pa.Schema | None = None
+    with damaged_file(path):
+        blocks = read_log_file(storage.read(path))
+        for block in blocks:
+            if block.block_type == BlockType.PARQUET_DATA:
+                pf = pq.ParquetFile(pa.BufferReader(block.content))
+                ranges = ranges_from_parquet(pf.metadata, pf.schema_arrow, columns)
+                data_schema = pf.schema_arrow
+            elif block.block_type in (BlockType.AVRO_DATA,):
+                records = block.records(columns)
+                ranges = ranges_from_arrow(records, columns)
+                data_schema = records.schema
+            else:
+                continue
+            for r in ranges:
+                out[r.column] = _merge(out[r.column], r) if r.column in out else r
+    if not out:
+        # deletes only: no value in any column (a reader skips by the other files of the slice)
+        empty = schema if schema is not None else data_schema
+        if empty is not None:
+            return ranges_from_arrow(empty.empty_table(), columns)
+    return list(out.values())
+
+
+def stats_records_of(ctx: "TableContext", change: "FilesChange", columns: list[str],
+                     schema: pa.Schema | None = None) -> dict[str, dict[str, Any]]:
+    """The ``column_stats`` records of a change, by key."""
+    out: dict[str, dict[str, Any]] = {}
+    for part, names in change.deleted.items():
+        for n in names:
+            for c in columns:
+                rec = deleted_record(part, n, c)
+                out[rec["key"]] = rec
+    for part, files in change.added.items():
+        for n in files:
+            path = f"{part}/{n}" if part else n
+            for r in file_ranges(ctx.storage, path, columns, schema):
+                rec = stats_record(part, n, r)
+                out[rec["key"]] = rec
+    return out
+
+
+def by_file_group(records: dict[str, dict[str, Any]], groups: int = FILE_GROUPS) -> dict[int, dict[str, dict[str, Any]]]:
+    out: dict[int, dict[str, dict[str, Any]]] = {}
+    for k, r in records.items():
+        out.setdefault(file_group_index(k, groups), {})[k] = r
+    return out
+
+
+def table_arrow_schema(columns: Iterable[str], schema_json: str | None) -> pa.Schema | None:
+    if not schema_json:
+        return None
+    from lakesdk.format.schema import avro_to_arrow, with_meta_fields
+    s = with_meta_fields(avro_to_arrow(json.loads(schema_json)))
+    wanted = set(columns)
+    return pa.schema([f for f in s if f.name in wanted])
