@@ -202,3 +202,55 @@ def test_merge_on_read_table_without_type_is_known_by_its_compaction(lake):
     open(pp, "w").write("".join(kept))
     with pytest.raises(lk.TableConfigError, match="MERGE_ON_READ"):
         lk.open_table(t.path)
+
+
+# -- tables that keep the metadata table: plans list no data partition, so a damaged file is found
+# when it is read (a read lists storage then, to say what is wrong) -----------------------------------
+def _mdt_table(tmp_path, name: str, table_type: str):
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True))
+    t = _table(lake, name, table_type)
+    assert os.path.isdir(f"{t.path}/.hoodie/metadata/files")
+    return lk.open_table(t.path, options=lk.TableOptions(engine="local"))
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_with_the_metadata_table_a_missing_base_file_is_an_error_at_read(tmp_path, table_type):
+    t = _mdt_table(tmp_path, f"mdt_dmg_{table_type}", table_type)
+    latest = _latest_base(t)
+    os.remove(latest)
+    name = os.path.basename(latest)
+    with pytest.raises(lk.DataFileMissingError, match=name) as e:
+        t.read().to_arrow()
+    assert e.value.path == f"p=a/{name}"
+    with pytest.raises(lk.DataFileMissingError, match=name):
+        t.read().count()
+    assert t.inspect.check().names[0] in ("missing_file", "metadata_table_mismatch")
+    assert "missing_file" in t.inspect.check().names
+
+
+def test_with_the_metadata_table_a_missing_log_file_is_an_error_at_read(tmp_path):
+    t = _mdt_table(tmp_path, "mdt_dmg_log", "mor")
+    log = glob.glob(f"{t.path}/p=a/.*.log.*")[0]
+    os.remove(log)
+    with pytest.raises(lk.DataFileMissingError, match=os.path.basename(log)):
+        t.read().to_arrow()
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_with_the_metadata_table_a_file_cut_short_is_an_error_not_a_shorter_read(tmp_path, table_type):
+    """The metadata table lists the size the commit recorded; a log file cut at a block
+    boundary is caught when it is read (its bytes are fewer), never read as a shorter one."""
+    t = _mdt_table(tmp_path, f"mdt_short_{table_type}", table_type)
+    pattern = f"{t.path}/p=a/.*.log.*" if table_type == "mor" else f"{t.path}/p=a/*.parquet"
+    f = max(glob.glob(pattern), key=os.path.getmtime)
+    data = open(f, "rb").read()
+    open(f, "wb").write(data[:-10])
+    with pytest.raises(lk.CorruptFileError, match="damaged: expected") as e:
+        t.read().to_arrow()
+    assert os.path.basename(e.value.path) == os.path.basename(f)
+    if table_type == "mor":
+        before = _state(t)
+        with pytest.raises(lk.CorruptFileError):
+            t.maintenance.compact()
+        assert _state(t) == before
+    assert "size_mismatch" in t.inspect.check().names

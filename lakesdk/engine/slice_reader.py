@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakesdk.exceptions import CorruptFileError
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.schema import with_meta_fields
 from lakesdk.merge.columns import IS_DELETED
@@ -106,8 +107,18 @@ def _log_versions(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema,
     parts: list[pa.Table] = []
     blocks = []
     paths = []
-    for path in sl.log_paths:
-        found = read_log_file(ctx.storage.read(path))
+    for i, path in enumerate(sl.log_paths):
+        data = ctx.storage.read(path)
+        expected = sl.log_sizes[i] if i < len(sl.log_sizes) else 0
+        if len(data) < expected:
+            # listed from the metadata table (or cut after the listing): a log file cut at a block
+            # boundary would read as a shorter valid one and drop committed updates without a word
+            raise CorruptFileError(
+                f"log file {path} of file group {sl.file_id} is damaged: expected {expected} bytes (the size its "
+                f"commit recorded), found {len(data)}. Reading it would return some of its records and silently "
+                "drop the rest. Run `lakesdk check` on the table to list every damaged file, then restore the file "
+                "or roll the table back before reading or writing again", path=path)
+        found = read_log_file(data)
         blocks.extend(found)
         paths.extend([path] * len(found))
     voided = {b.target_instant for b in blocks if b.is_rollback}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from lakesdk.exceptions import TableConfigError
 
@@ -78,8 +79,14 @@ def parse_properties(text: str, *, strict: bool = False) -> dict[str, str]:
 
     Malformed escapes raise :class:`~lakesdk.exceptions.TableConfigError`.  With ``strict``
     (files ``Properties.store`` wrote), an entry without a ``=``/``:`` separator or a last
-    entry without its line break (a truncated file) raises it too.
+    entry without its line break (a truncated file) raises it too.  The same text is parsed
+    once (a commit reads ``hoodie.properties`` several times); each call returns a new dict.
     """
+    return dict(_parsed(text, strict))
+
+
+@lru_cache(maxsize=32)
+def _parsed(text: str, strict: bool) -> tuple[tuple[str, str], ...]:
     props: dict[str, str] = {}
     for line, terminated in _logical_lines(text):
         i = 0
@@ -106,7 +113,7 @@ def parse_properties(text: str, *, strict: bool = False) -> dict[str, str]:
                 f"the last line {line[:80]!r} has no line break: the file ends in the middle of an entry "
                 "(truncated)", key=key)
         props[key] = _unescape(rest)
-    return props
+    return tuple(props.items())
 
 
 def _escape(s: str, *, is_key: bool) -> str:

@@ -29,7 +29,7 @@ from lakesdk.timeline.history import LSMTimeline
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
 
-__all__ = ["ReadPlan", "ReadRequest", "plan_read", "bind_filter", "decided_by_partitions"]
+__all__ = ["ReadPlan", "ReadRequest", "plan_read", "bind_filter", "decided_by_partitions", "diagnose_failed_read"]
 
 #: the time-travel guard (:func:`lakesdk.services.time_travel.check_time_travel` bound to the
 #: table, passed in by the caller: services sit above the read layer):
@@ -82,6 +82,20 @@ def plan_read(table: "TableContext", request: ReadRequest, *, guard: Guard | Non
     slices, skipped = skip_slices(view, slices, bound)
     return ReadPlan(tuple(slices), schema, tuple(view.visible), None, len(parts) - len(kept_parts), len(parts),
                     tuple(view.visible), view.log_instants, skipped)
+
+
+def diagnose_failed_read(table: "TableContext", plan: ReadPlan, as_of: str | None) -> None:
+    """A read of ``plan`` failed on a file (missing, or damaged bytes): list storage and raise
+    the typed error a plan from a listing raises for its file slices (a file missing:
+    :class:`~lakesdk.exceptions.DataFileMissingError`, or a ``TimeTravelError`` when a clean
+    deleted it; a file of another size than its commit recorded: ``CorruptFileError``).  A plan
+    from the metadata table lists no data partition, so this is where a damaged table is told
+    apart; returns when the listing shows nothing (the caller re-raises its error)."""
+    from lakesdk.read.view import list_data_files
+    wanted = {(s.partition, s.file_id) for s in plan.slices}
+    view = FileSystemView(table.storage, table.config, table.store, table.store.load(), as_of=as_of,
+                          files=list_data_files(table.storage))
+    view.verify(lambda e: (e.partition, e.file_id) in wanted)
 
 
 #: partition column types whose partition path text is the column's value, exactly

@@ -217,6 +217,8 @@ def _operations(table: "TableContext", store: Any, timeline: Timeline, *, before
             {"TOTAL_LOG_FILES": float(len(pairs)), "TOTAL_LOG_FILES_SIZE": logs,
              "TOTAL_BASE_FILE_SIZE": float(sl.base_size), "TOTAL_IO_READ_MB": read, "TOTAL_IO_WRITE_MB": write,
              "TOTAL_IO_MB": read + write}))
+    chosen = {(op.partition, op.file_id) for op in ops}
+    view.verify_stored(lambda e: (e.partition, e.file_id) in chosen)
     return ops
 
 
@@ -316,13 +318,18 @@ def _execute(table: "TableContext", store: Any, timeline: Timeline, txn: Any, pl
     instant = txn.instant.requested
     schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
     slices = []
+    # a log file is read against the size its commit recorded: one cut short is an error, not fewer records
+    from lakesdk.read.view import FileSystemView
+    recorded = {e.path: e.size for e in FileSystemView(table.storage, cfg, store, timeline).expected_files()
+                if e.kind == "log"}
     for op in plan.operations:
         base = BaseFile.parse(op.base_file) if op.base_file else None
         logs = tuple(LogFile.parse(n) for n in op.log_files)
         prefix = f"{op.partition}/" if op.partition else ""
         base_size = table.storage.size(prefix + op.base_file) if op.base_file else 0
         slices.append(FileSlice(op.partition, op.file_id, op.base_instant, base, base_size, logs,
-                                tuple(table.storage.size(prefix + lf.name) for lf in logs)))
+                                tuple(recorded.get(prefix + lf.name) or table.storage.size(prefix + lf.name)
+                                      for lf in logs)))
     ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
                        partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
                        ordering=cfg.ordering_key, merge_mode=cfg.merge_mode, table_name=cfg.name,

@@ -111,7 +111,8 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
     if change:
         mdt = ctx.storage.child(METADATA_DIR)
         _remove_failed(mdt, _mdt_store(mdt), inflight.requested)
-        _maybe_compact(ctx, mdt, ctx.options.metadata_compact_every)
+        if _maybe_compact(ctx, mdt, ctx.options.metadata_compact_every):
+            _clean(mdt)
         stats = None
         if "column_stats" in keep:
             schema_json = _action_schema(ctx, inflight, data)
@@ -274,7 +275,7 @@ def _live(part: str, merged: dict) -> dict[str, dict]:
     return out
 
 
-def _maybe_compact(ctx: "TableContext", mdt: "Storage", every: int) -> None:
+def _maybe_compact(ctx: "TableContext", mdt: "Storage", every: int) -> bool:
     """Compact the MDT once ``every`` delta commits completed since its last compaction
     (Hudi's ``hoodie.metadata.compact.max.delta.commits``), and only while no delta commit
     belongs to a pending data instant (its records would become visible with the new base
@@ -290,15 +291,15 @@ def _maybe_compact(ctx: "TableContext", mdt: "Storage", every: int) -> None:
     last = max((i.completed or "" for i in compactions), default="")
     since = [i for i in tl.completed if i.action == "deltacommit" and (i.completed or "") > last]
     if len(since) < every or tl.pending:
-        return
+        return False
     data_timeline = ctx.store.load()
     pending = {i.requested for i in data_timeline.pending}
     if any(i.requested in pending for i in tl.completed if i.action == "deltacommit"):
-        return
+        return False
     reader = MetadataTableReader(ctx.storage, data_timeline)
     slices = [sl for part in metadata_partitions(reader.config.props) or ("files",) for sl in reader.slices(part)]
     if not slices:
-        return
+        return False
     schema = _schema_of(store)
     when = InstantClock.next(after=tl.max_time())
     ops = tuple(CompactionOperation(sl.file_id, sl.partition, sl.base_instant,
@@ -321,6 +322,42 @@ def _maybe_compact(ctx: "TableContext", mdt: "Storage", every: int) -> None:
     md = CommitMetadata(partition_to_write_stats=by_part, extra_metadata={"schema": schema},
                         operation_type="COMPACT", compacted=True)
     store.transition(inflight, "completed", md.encode(layout=2), after=store.load().max_time())
+    return True
+
+
+def _clean(mdt: "Storage") -> None:
+    """The MDT's own clean, after a compaction: each file group keeps its two latest file
+    slices (a reader that loaded the MDT before the latest compaction still finds the slice it
+    reads); older base files and the log files of delta commits completed before the
+    previous compaction go, then the timeline instants completed before it (the kept files
+    reference none of them).  Under the table lock, like every MDT write."""
+    store = _mdt_store(mdt)
+    tl = store.load()
+    compactions = sorted(i.requested for i in tl.completed if i.action == "compaction" or i.completed_action == "commit")
+    if len(compactions) < 2:
+        return
+    keep_from = compactions[-2]
+    completion = {i.requested: i.completed or i.requested for i in tl.completed}
+    pending = {i.requested for i in tl.pending}
+    for part in _mdt_partition_dirs(mdt):
+        for f in mdt.list(part):
+            name = f.name
+            if f.is_dir:
+                continue
+            if is_base_file(name):
+                old = BaseFile.parse(name).instant < keep_from
+            elif is_log_file(name):
+                at = LogFile.parse(name).instant
+                old = at not in pending and completion.get(at, at) < keep_from
+            else:
+                continue
+            if old:
+                mdt.delete(f"{part}/{name}")
+    for inst in tl.completed:
+        if (inst.completed or inst.requested) < keep_from and inst.requested < keep_from:
+            # the completed file last: an instant cut short here stays a completed one
+            for n in sorted(store.all_states(inst.requested, inst.action), key=lambda n: "_" in n.split(".")[0]):
+                mdt.delete(f"{store.dir}/{n}")
 
 
 # -- creating and trimming the MDT ------------------------------------------------------------------

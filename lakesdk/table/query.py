@@ -6,8 +6,9 @@ load per plan), execution the engine's (:mod:`lakesdk.engine.read` to Arrow,
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Literal, Sequence
 
 import pyarrow as pa
 
@@ -108,8 +109,21 @@ class Query:
         from lakesdk.engine.read import read_arrow
         plan = self.plan()
         bound = self._bound(plan.schema)
-        return read_arrow(self.table.context, plan, self._out_columns(plan.schema),
-                          bound.to_arrow() if bound is not None else None, limit=self.row_limit)
+        with self._typed_failures(plan):
+            return read_arrow(self.table.context, plan, self._out_columns(plan.schema),
+                              bound.to_arrow() if bound is not None else None, limit=self.row_limit)
+
+    @contextmanager
+    def _typed_failures(self, plan: ReadPlan) -> Iterator[None]:
+        """A file the read found missing or damaged: the typed error a listing tells
+        (:func:`lakesdk.read.plan.diagnose_failed_read`), else the error as it was."""
+        from lakesdk.exceptions import CorruptFileError
+        from lakesdk.read.plan import diagnose_failed_read
+        try:
+            yield
+        except (FileNotFoundError, CorruptFileError):
+            diagnose_failed_read(self.table.context, plan, self._request().as_of)
+            raise
 
     def to_batches(self) -> pa.RecordBatchReader:
         """A stream of the rows as a ``pyarrow.RecordBatchReader``: planned now, read as it is
@@ -165,12 +179,13 @@ class Query:
         plan = self.plan()
         ctx = self.table.context
         exact = self.predicate is None or decided_by_partitions(ctx, self._request(), plan)
-        n = count_rows(ctx, plan) if exact else None
-        if n is None:
-            bound = self._bound(plan.schema)
-            cols = plan.schema.names[:1] or ["_hoodie_record_key"]
-            n = read_arrow(ctx, plan, cols, bound.to_arrow() if bound is not None else None,
-                           limit=self.row_limit).num_rows
+        with self._typed_failures(plan):
+            n = count_rows(ctx, plan) if exact else None
+            if n is None:
+                bound = self._bound(plan.schema)
+                cols = plan.schema.names[:1] or ["_hoodie_record_key"]
+                n = read_arrow(ctx, plan, cols, bound.to_arrow() if bound is not None else None,
+                               limit=self.row_limit).num_rows
         return n if self.row_limit is None else min(n, self.row_limit)
 
     def __repr__(self) -> str:
