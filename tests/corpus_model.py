@@ -166,7 +166,11 @@ def check_column_stats(t: lk.Table, stored: dict[tuple[str, str], int], what: st
                 col = pc.filter(col, pc.invert(pc.fill_null(pc.is_nan(col), False)))
             mm = pc.min_max(col)
             lo, hi = mm["min"].as_py(), mm["max"].as_py()
-            assert got is not None and got.null_count == data.column(c).null_count, (what, path, c, got)
+            assert got is not None, (what, path, c)
+            if got.null_count < 0:     # unknown: a float column whose only values are NaN has no bounds
+                assert pa.types.is_floating(col.type) and lo is None and got.min_value is None, (what, path, c, got)
+                continue
+            assert got.null_count == data.column(c).null_count, (what, path, c, got)
             assert got.value_count == len(data), (what, path, c, got, len(data))
             assert (stored_value(got.min_value, col.type), stored_value(got.max_value, col.type)) == (lo, hi), \
                 (what, path, c, got, lo, hi)

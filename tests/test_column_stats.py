@@ -238,3 +238,36 @@ def test_a_read_skips_the_files_a_filter_rules_out(tmp_path):
     assert t.read(where="d = 500").to_arrow().column("id").to_pylist() == [3]
     assert t.read(where="d = 500").plan().skipped_slices == 3       # the log file's range holds 500
     assert t.read(where="d > 1000").plan().slices == ()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_files_the_spark_engine_writes_get_their_statistics(tmp_path, spark, table_type):
+    """Parquet written by Spark (parquet-mr footers: decimals as INT32/INT64 or fixed bytes,
+    timestamps, NaN-only chunks without bounds) gets records equal to the rows it holds, and
+    reads skip by them."""
+    import datetime as dt
+
+    from .corpus_model import check_mdt
+
+    def rows(i, ids):
+        return pa.table({
+            "id": ids, "p": ["a" if k % 2 else "b" for k in ids], "ts": [i] * len(ids),
+            "d": pa.array([(decimal.Decimal(k) / 7).quantize(decimal.Decimal("0.001")) for k in ids],
+                          pa.decimal128(12, 3)),
+            "big": pa.array([decimal.Decimal(k) * 10 ** 20 for k in ids], pa.decimal128(38, 2)),
+            "t": pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(hours=k) for k in ids],
+                          pa.timestamp("us", "UTC")),
+            "day": pa.array([dt.date(2020, 1, 1) + dt.timedelta(days=k) for k in ids], pa.date32()),
+            "s": [f"é{k}" for k in ids], "f": [float(k) if k % 3 else math.nan for k in ids]})
+    lake = lk.Lake(str(tmp_path), spark=spark, options=lk.TableOptions(engine="spark", metadata=True))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type=table_type)
+    t.bulk_insert(rows(0, list(range(20))))
+    t.upsert(rows(1, [1, 2, 30]))
+    check_mdt(t.path, "after Spark writes")
+    t = lk.open_table(t.path)
+    for where, n in [("d = 1", 1), ("big > 1000", 20), ("day < DATE '2020-01-05'", 4), ("s = 'é3'", 1)]:
+        q = t.read(where=where)
+        assert q.count() == n, where
+    q = t.read(where="big > 1950000000000000000000")       # only id 30 (in p=b): p=a's file is ruled out
+    assert q.count() == 1 and q.plan().skipped_slices >= 1
