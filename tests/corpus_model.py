@@ -183,7 +183,7 @@ def stored_value(v, t: pa.DataType):
     if pa.types.is_timestamp(t):
         return pa.scalar(v, pa.int64()).cast(t).as_py()
     if pa.types.is_decimal(t):
-        return decimal.Decimal(v).scaleb(-t.scale)
+        return decimal.Decimal(f"{int(v)}E{-t.scale}")
     return v
 
 
