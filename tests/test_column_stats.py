@@ -318,3 +318,17 @@ def test_spark_comparisons_in_double_are_not_ruled_out():
     assert _may_match("v = 9007199254740992e0", schema, rows)
     assert _may_match("v <= 9007199254740992e0", schema, rows)
     assert _may_match(from_filters([("v", "<", math.nan)]), schema, rows)
+
+
+def test_a_nan_bound_rules_nothing_out():
+    """Apache Hudi orders a log file's float values as Java's Double.compare does (NaN above
+    every number): its record of a log file holding NaN says max NaN, which bounds nothing."""
+    rec = {"fileName": "f.log", "columnName": "x", "minValue": {"value": 1.0}, "maxValue": {"value": math.nan},
+           "valueCount": 3, "nullCount": 0, "valueType": {"typeOrdinal": 6, "additionalInfo": None}}
+    from lakesdk.read.skipping import may_match
+    r = range_of_record(rec)
+    schema = pa.schema([("x", pa.float64())])
+    for w in ("x = 2.0", "x <= 2.0", "x < 5.0", "x IN (3.0, 4.0)"):     # the file may hold 2.0, 3.0 ...
+        assert may_match(parse_where(w).bind(schema, "UTC").tree, {"x": r}), w
+    low = range_of_record({**rec, "minValue": {"value": math.nan}, "maxValue": {"value": math.nan}})
+    assert may_match(parse_where("x < 5.0").bind(schema, "UTC").tree, {"x": low})

@@ -276,6 +276,9 @@ def ranges_from_parquet(md: Any, schema: pa.Schema, columns: Iterable[str]) -> l
             nulls += s.null_count
             if s.has_min_max:
                 a, b = _physical(s.min_raw, c.physical_type, vt[0]), _physical(s.max_raw, c.physical_type, vt[0])
+                if a != a or b != b:     # NaN: a writer that ordered NaN in says nothing of the others
+                    known = False
+                    continue
                 lo = a if lo is None or a < lo else lo
                 hi = b if hi is None or b > hi else hi
             elif s.null_count != c.num_values:

@@ -117,6 +117,8 @@ def _compare_may_match(op: str, r: ColumnRange, value: Any, col_type: pa.DataTyp
         return True                          # Spark orders NaN above every number
     if floating and op in (">", ">=", "!="):
         return True                          # NaN rows are outside the bounds
+    if floating and any(isinstance(b, float) and math.isnan(b) for b in (r.min_value, r.max_value)):
+        return True                          # a NaN bound (Hudi's log file ranges order NaN last) bounds nothing
     try:
         lo, hi = _as_value(r.min_value, r, col_type), _as_value(r.max_value, r, col_type)
         v = value
