@@ -32,7 +32,7 @@ from lakesdk.format.column_stats import (
     xxh64,
 )
 from lakesdk.read.metadata_table import MetadataTableReader
-from lakesdk.read.predicate import parse_where
+from lakesdk.read.predicate import from_filters, parse_where
 from lakesdk.services.metadata_stats import file_ranges
 
 from . import helpers
@@ -115,12 +115,15 @@ def _values(kind: str):
                                                  timezones=st.just(dt.UTC)))
     if kind == "m":
         return st.one_of(st.none(), st.decimals(-100, 100, places=2, allow_nan=False))
+    if kind == "w":     # more digits than a double holds, and than Python's default decimal context
+        return st.one_of(st.none(), st.decimals(-10 ** 27, 10 ** 27, places=10, allow_nan=False),
+                         st.decimals(-1, 1, places=10, allow_nan=False))
     return st.one_of(st.none(), st.booleans())
 
 
 _TYPES = {"i": pa.int64(), "f": pa.float64(), "s": pa.string(), "d": pa.date32(), "t": pa.timestamp("us", "UTC"),
-          "m": pa.decimal128(10, 2), "b": pa.bool_()}
-_COLS = "ifsdtmb"
+          "m": pa.decimal128(10, 2), "w": pa.decimal128(38, 10), "b": pa.bool_()}
+_COLS = "ifsdtmwb"
 
 
 def _literal(kind: str, v) -> str:
@@ -136,13 +139,23 @@ def _literal(kind: str, v) -> str:
         return f"TIMESTAMP '{v.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
     if kind == "b":
         return "true" if v else "false"
-    return str(v)
+    return format(v, "f") if isinstance(v, decimal.Decimal) else str(v)
+
+
+def _double(v) -> str:
+    """``v`` as a double literal (Spark SQL: a number with an exponent)."""
+    text = repr(float(v)).replace("e+", "e")
+    return text if "e" in text else text + "e0"
 
 
 @st.composite
 def conditions(draw, depth: int = 0) -> str:
     kind = draw(st.sampled_from(_COLS))
     col = f"c_{kind}"
+    if kind in "imw" and draw(st.booleans()):
+        # a double literal: the column's values are compared converted to double
+        op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
+        return f"{col} {op} {_double(draw(_values(kind).filter(lambda x: x is not None)))}"
     form = draw(st.sampled_from(["cmp", "cmp", "cmp", "in", "null", "notnull"] + (["and", "or"] if depth < 2 else [])))
     if form in ("and", "or"):
         return f"({draw(conditions(depth + 1))}) {form.upper()} ({draw(conditions(depth + 1))})"
@@ -201,6 +214,12 @@ def test_a_filtered_read_returns_the_rows_a_full_read_keeps(tmp_path_factory, ta
     t.upsert(_table(chosen, new, 1))
     t = lk.open_table(t.path)
     full = t.read().to_arrow()
+    # stored numbers, as themselves and as doubles: a file's bounds compared as the read compares them
+    near = [(k, v) for k in "imw" for v in full.column(f"c_{k}").to_pylist() if v is not None]
+    if near:
+        for k, v in update.draw(st.lists(st.sampled_from(near), max_size=4)):
+            op = update.draw(st.sampled_from(["=", "<=", ">=", "<", ">"]))
+            where = where + [f"c_{k} {op} {update.draw(st.sampled_from([_double(v), _literal(k, v)]))}"]
     for w in where:
         q = t.read(where=w)
         plan = q.plan()
@@ -271,3 +290,78 @@ def test_files_the_spark_engine_writes_get_their_statistics(tmp_path, spark, tab
         assert q.count() == n, where
     q = t.read(where="big > 1950000000000000000000")       # only id 30 (in p=b): p=a's file is ruled out
     assert q.count() == 1 and q.plan().skipped_slices >= 1
+
+
+# -- cases found by review -----------------------------------------------------------------------------
+def _lake(root, **options) -> lk.Lake:
+    return lk.Lake(str(root), options=lk.TableOptions(engine="local", metadata=True, **options))
+
+
+def test_decimal_bounds_of_more_than_28_digits_are_exact(tmp_path):
+    """A decimal(38, 0) bound is not rounded to Python's default 28 digits (the largest value
+    of a file rounded down made the file skipped for it)."""
+    big = 10 ** 30
+    t = _lake(tmp_path).create_table("t", key="id", ordering="ts")
+    t.bulk_insert(pa.table({"id": [1, 2], "ts": [0, 0],
+                            "d": pa.array([decimal.Decimal(big), decimal.Decimal(big + 5)], pa.decimal128(38, 0))}))
+    t = lk.open_table(t.path)
+    assert t.read(where=f"d = {big + 5}").to_arrow().column("id").to_pylist() == [2]
+    assert t.read(where=f"d >= {big + 5}").to_arrow().column("id").to_pylist() == [2]
+    assert t.read(where=f"d > {big + 5}").plan().skipped_slices == 1
+
+
+def test_avro_log_blocks_of_decimals_of_more_than_28_digits(tmp_path):
+    """The statistics of an Avro log block holding a decimal(38, 0) beyond 28 digits are
+    computed (the write failed with decimal.InvalidOperation)."""
+    big = 10 ** 30
+    t = _lake(tmp_path, log_block_format="avro").create_table("t", key="id", ordering="ts", table_type="mor")
+    t.bulk_insert(pa.table({"id": [1], "ts": [0], "d": pa.array([decimal.Decimal(big)], pa.decimal128(38, 0))}))
+    t.upsert(pa.table({"id": [1], "ts": [1], "d": pa.array([decimal.Decimal(big + 7)], pa.decimal128(38, 0))}))
+    t = lk.open_table(t.path)
+    assert t.read(where=f"d = {big + 7}").to_arrow().column("id").to_pylist() == [1]
+    from .corpus_model import check_mdt
+    check_mdt(t.path, "after an Avro log block of a decimal(38, 0)")
+
+
+def test_a_double_compared_with_a_decimal_column_is_compared_as_doubles(tmp_path):
+    """``d = 0.30000000000000004e0`` compares ``d`` converted to double: Arrow's conversion
+    of 0.29999999999999999 gives that double (Spark's gives 0.3), so the file may match."""
+    t = _lake(tmp_path).create_table("t", key="id", ordering="ts")
+    t.bulk_insert(pa.table({"id": [1], "ts": [0], "d": pa.array([decimal.Decimal("0.29999999999999999")],
+                                                                pa.decimal128(20, 17))}))
+    t = lk.open_table(t.path)
+    full = t.read().to_arrow()
+    for w in ("d = 0.30000000000000004e0", "d >= 0.30000000000000004e0", "d != 0.29999999999999999e0"):
+        want = full.filter(parse_where(w).bind(full.schema, "UTC").to_arrow()).num_rows
+        assert want == 1 and t.read(where=w).to_arrow().num_rows == want, w
+
+
+def _may_match(where, schema: pa.Schema, rows: pa.Table) -> bool:
+    from lakesdk.format.column_stats import ranges_from_arrow
+    from lakesdk.read.skipping import may_match
+    bound = (parse_where(where) if isinstance(where, str) else where).bind(schema, "UTC")
+    return may_match(bound.tree, {r.column: r for r in ranges_from_arrow(rows, schema.names)})
+
+
+def test_spark_comparisons_in_double_are_not_ruled_out():
+    """Spark compares a bigint with a double as doubles (2**53 + 1 equals 2.0**53) and orders
+    NaN above every number (every bigint is below NaN)."""
+    schema = pa.schema([("v", pa.int64())])
+    rows = pa.table({"v": pa.array([2 ** 53 + 1], pa.int64())})
+    assert _may_match("v = 9007199254740992e0", schema, rows)
+    assert _may_match("v <= 9007199254740992e0", schema, rows)
+    assert _may_match(from_filters([("v", "<", math.nan)]), schema, rows)
+
+
+def test_a_nan_bound_rules_nothing_out():
+    """Apache Hudi orders a log file's float values as Java's Double.compare does (NaN above
+    every number): its record of a log file holding NaN says max NaN, which bounds nothing."""
+    rec = {"fileName": "f.log", "columnName": "x", "minValue": {"value": 1.0}, "maxValue": {"value": math.nan},
+           "valueCount": 3, "nullCount": 0, "valueType": {"typeOrdinal": 6, "additionalInfo": None}}
+    from lakesdk.read.skipping import may_match
+    r = range_of_record(rec)
+    schema = pa.schema([("x", pa.float64())])
+    for w in ("x = 2.0", "x <= 2.0", "x < 5.0", "x IN (3.0, 4.0)"):     # the file may hold 2.0, 3.0 ...
+        assert may_match(parse_where(w).bind(schema, "UTC").tree, {"x": r}), w
+    low = range_of_record({**rec, "minValue": {"value": math.nan}, "maxValue": {"value": math.nan}})
+    assert may_match(parse_where("x < 5.0").bind(schema, "UTC").tree, {"x": low})

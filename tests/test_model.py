@@ -20,7 +20,10 @@ its key.  After every step:
   TimeTravelError where a clean may have deleted its files (and must raise before the last
   clean's earliest retained commit, savepoints excepted);
 * incremental reads (completion-time ranges) equal the rows the model says changed;
-* the ``hudi`` reader returns the same snapshot (and incremental rows on copy-on-write).
+* the ``hudi`` reader returns the same snapshot (and incremental rows on copy-on-write);
+* on tables that keep a metadata table, a filter on a column (meta fields included) and a
+  value it holds returns, in a snapshot, an ``as_of`` and an incremental read, the rows the
+  same read without it keeps (reads skip files by the column statistics).
 
 An operation may refuse with a typed error (a ``lakesdk.LakeError``) if it does so before
 writing anything: the timeline, the data files and the rows must then be unchanged.  Any
@@ -712,6 +715,55 @@ class LakeMachine(RuleBasedStateMachine):
         else:
             assert not new, f"a writer killed at {point} completed {new}"
             self.crashed = True
+
+    # -- reads that skip files by the metadata table's column statistics ----------------------------------
+    @precondition(lambda self: self.t is not None and self.metadata)
+    @rule(data=st.data())
+    def filtered_read(self, data: st.DataObject) -> None:
+        """A filter on a column of the table (meta fields included) and a value it holds: the
+        snapshot, an ``as_of`` and an incremental read with it return the rows the same read
+        without it keeps (the file slices its column statistics rule out are skipped)."""
+        from lakesdk.read.bind import session_time_zone
+        from lakesdk.read.predicate import from_filters
+        full = self.t.read(meta_fields=True).to_arrow()
+        cols = [f.name for f in full.schema if not pa.types.is_nested(f.type) and not pa.types.is_binary(f.type)]
+        if not cols or not len(full):
+            return
+        col = data.draw(st.sampled_from(cols), label="filter column")
+        values = full.column(col).to_pylist()
+        op = data.draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "IN", "IS", "IS NOT"]), label="filter op")
+        v = None if op.startswith("IS") else data.draw(st.sampled_from(values), label="filter value")
+        if v is None and not op.startswith("IS"):
+            return
+        filters = [(col, op, [v] if op == "IN" else v)]
+        try:
+            bound = from_filters(filters).bind(full.schema, session_time_zone())
+        except lk.InvalidFilterError:
+            return       # a type filters do not compare
+        tl = self.t.timeline
+        moments = [i.requested for i in tl.commits if i.completed] + [None]
+        moment = data.draw(st.sampled_from(moments), label="as_of")
+        reads = {"snapshot": lambda q: q, f"as_of {moment}": lambda q: q.as_of(moment) if moment else q}
+        for what, pin in reads.items():
+            try:
+                every = pin(self.t.read(meta_fields=True)).to_arrow()
+            except TimeTravelError:
+                continue
+            got = pin(self.t.read(meta_fields=True, filters=filters)).to_arrow()
+            self._same_rows(f"{what} with filter {filters}", got, every.filter(bound.to_arrow()))
+        try:
+            every = self.t.incremental(None, None).to_arrow()
+        except TimeTravelError:
+            return
+        got = self.t.incremental(None, None).where(filters).to_arrow()
+        self._same_rows(f"incremental with filter {filters}", got, every.filter(bound.to_arrow()))
+
+    @staticmethod
+    def _same_rows(what: str, got: pa.Table, want: pa.Table) -> None:
+        def rows(t: pa.Table) -> list[str]:
+            return sorted(repr(r) for r in t.to_pylist())
+        assert rows(got) == rows(want), f"{what}: got {len(got)} rows, want {len(want)}: " \
+            f"missing {sorted(set(rows(want)) - set(rows(got)))[:3]}"
 
     # -- checks ---------------------------------------------------------------------------------------------
     def _compare(self, what: str, data: pa.Table, rows: Any, schema: pa.Schema, *, types: bool = True,

@@ -52,7 +52,7 @@ from lakesdk.format.metadata_records import RecordType, mdt_partition_key
 __all__ = ["ValueType", "ColumnRange", "column_stats_key", "partition_stats_key", "file_group_index",
            "indexed_columns", "ranges_from_parquet", "ranges_from_arrow", "stats_record", "deleted_record",
            "stats_group", "range_of_record", "xxh64", "META_COLUMNS", "MAX_COLUMNS", "FILE_GROUPS", "INDEX_DEFS_PATH",
-           "read_index_columns", "index_definition", "column_prefix", "partition_id"]
+           "read_index_columns", "index_definition", "column_prefix", "partition_id", "decimal_of"]
 
 META_COLUMNS = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")
 MAX_COLUMNS = 32
@@ -231,10 +231,19 @@ class ColumnRange:
     total_uncompressed_size: int = 0
 
 
-def _unscaled(v: decimal.Decimal) -> int:
-    sign, digits, _ = v.as_tuple()
+def _unscaled(v: decimal.Decimal, scale: int) -> int:
+    """The unscaled value of ``v`` at ``scale`` digits after the point, exactly (no decimal
+    context: its 28 digits would round a decimal(38, 0))."""
+    sign, digits, exp = v.as_tuple()
     n = int("".join(map(str, digits)) or "0")
+    shift = int(exp) + scale
+    n = n * 10 ** shift if shift >= 0 else n // 10 ** -shift
     return -n if sign else n
+
+
+def decimal_of(unscaled: int, scale: int) -> decimal.Decimal:
+    """The decimal of an unscaled value, exactly."""
+    return decimal.Decimal(f"{int(unscaled)}E{-scale}")
 
 
 def ranges_from_parquet(md: Any, schema: pa.Schema, columns: Iterable[str]) -> list[ColumnRange]:
@@ -267,6 +276,9 @@ def ranges_from_parquet(md: Any, schema: pa.Schema, columns: Iterable[str]) -> l
             nulls += s.null_count
             if s.has_min_max:
                 a, b = _physical(s.min_raw, c.physical_type, vt[0]), _physical(s.max_raw, c.physical_type, vt[0])
+                if a != a or b != b:     # NaN: a writer that ordered NaN in says nothing of the others
+                    known = False
+                    continue
                 lo = a if lo is None or a < lo else lo
                 hi = b if hi is None or b > hi else hi
             elif s.null_count != c.num_values:
@@ -319,7 +331,7 @@ def _to_stored(v: Any, t: pa.DataType) -> Any:
     if v is None:
         return None
     if pa.types.is_decimal(t):
-        return _unscaled(v.quantize(decimal.Decimal(1).scaleb(-t.scale)))
+        return _unscaled(v, t.scale)
     if pa.types.is_date32(t):
         return pa.scalar(v, t).cast(pa.int32()).as_py()
     return pa.scalar(v, t).cast(pa.int64()).as_py()

@@ -11,7 +11,9 @@ What is decided (anything else may match): ``AND``, ``OR``, comparisons of a col
 value (``= != < <= > >=``), ``IN``, ``IS NULL`` and ``IS NOT NULL``.  A comparison with NULL
 matches nothing, a column whose rows are all null matches no comparison.  Floats: a Parquet
 writer leaves NaN out of its bounds, and Spark SQL orders NaN above every number and equal to
-itself, so ``> >= !=`` and comparisons with NaN never skip by a float column.  Tables whose
+itself, so ``> >= !=`` never skip by a float column, and a comparison with NaN never skips.
+An integer or decimal column compared with a double is compared in double, as the read
+compares it, with its bounds widened past any engine's rounding.  Tables whose
 merge may compute values (a custom merger or payload) skip only by their base files on
 copy-on-write; on merge-on-read nothing is skipped.
 """
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pyarrow as pa
 
-from lakesdk.format.column_stats import ColumnRange, ValueType, partition_id
+from lakesdk.format.column_stats import ColumnRange, ValueType, decimal_of, partition_id
 
 if TYPE_CHECKING:
     from lakesdk.format.file_group import FileSlice
@@ -111,11 +113,18 @@ def _compare_may_match(op: str, r: ColumnRange, value: Any, col_type: pa.DataTyp
     if r.min_value is None or r.max_value is None:
         return True
     floating = r.value_type in (ValueType.FLOAT, ValueType.DOUBLE)
-    if floating and (op in (">", ">=", "!=") or (isinstance(value, float) and math.isnan(value))):
+    if isinstance(value, float) and math.isnan(value):
+        return True                          # Spark orders NaN above every number
+    if floating and op in (">", ">=", "!="):
         return True                          # NaN rows are outside the bounds
+    if floating and any(isinstance(b, float) and math.isnan(b) for b in (r.min_value, r.max_value)):
+        return True                          # a NaN bound (Hudi's log file ranges order NaN last) bounds nothing
     try:
         lo, hi = _as_value(r.min_value, r, col_type), _as_value(r.max_value, r, col_type)
         v = value
+        if isinstance(v, float) and not floating and isinstance(lo, (int, decimal.Decimal)) \
+                and not isinstance(lo, bool):
+            lo, hi = _as_double(lo, -1), _as_double(hi, 1)
         if isinstance(lo, decimal.Decimal) and not isinstance(v, decimal.Decimal):
             v = decimal.Decimal(str(v))
         if op == "=":
@@ -142,7 +151,7 @@ def _as_value(v: Any, r: ColumnRange, col_type: pa.DataType) -> Any:
         return _dt.date(1970, 1, 1) + _dt.timedelta(days=int(v))
     if vt == ValueType.DECIMAL:
         scale = int((r.info or "0,0").split(",")[1])
-        return decimal.Decimal(int(v)).scaleb(-scale)
+        return decimal_of(int(v), scale)
     if vt in (ValueType.TIMESTAMP_MILLIS, ValueType.TIMESTAMP_MICROS, ValueType.LOCAL_TIMESTAMP_MILLIS,
               ValueType.LOCAL_TIMESTAMP_MICROS):
         unit = "ms" if vt in (ValueType.TIMESTAMP_MILLIS, ValueType.LOCAL_TIMESTAMP_MILLIS) else "us"
@@ -151,3 +160,12 @@ def _as_value(v: Any, r: ColumnRange, col_type: pa.DataType) -> Any:
         target = col_type if pa.types.is_timestamp(col_type) else stored.type
         return stored.cast(target).as_py()
     return v
+
+
+def _as_double(v: int | decimal.Decimal, direction: int) -> float:
+    """A bound of an integer or decimal column compared with a double: a read compares the
+    column's values converted to double, and engines round that conversion differently
+    (Spark exactly, Arrow's decimal cast within a few units in the last place), so the bound
+    is moved outwards (``direction`` -1 for a lower bound) by far more than either's error."""
+    f = float(v)
+    return f + direction * abs(f) * 1e-9
