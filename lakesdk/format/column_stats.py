@@ -316,25 +316,24 @@ def ranges_from_arrow(table: pa.Table, columns: Iterable[str]) -> list[ColumnRan
         data = col
         if vt[0] in (ValueType.FLOAT, ValueType.DOUBLE):
             data = pc.filter(col, pc.invert(pc.fill_null(pc.is_nan(col), False)))
-        if pa.types.is_decimal(col.type) or pa.types.is_date32(col.type) or pa.types.is_timestamp(col.type):
-            mm = pc.min_max(data)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
-            lo, hi = _to_stored(lo, col.type), _to_stored(hi, col.type)
-        else:
-            mm = pc.min_max(data)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        mm = pc.min_max(data)
+        lo, hi = _to_stored(mm["min"].as_py(), col.type), _to_stored(mm["max"].as_py(), col.type)
         out.append(ColumnRange(name, vt[0], vt[1], lo, hi, nulls, len(col)))
     return out
 
 
 def _to_stored(v: Any, t: pa.DataType) -> Any:
+    """A column's Python value as the MDT stores it (a date its day, a timestamp its count of
+    its unit, a decimal its unscaled int; other values as they are)."""
     if v is None:
         return None
     if pa.types.is_decimal(t):
         return _unscaled(v, t.scale)
     if pa.types.is_date32(t):
         return pa.scalar(v, t).cast(pa.int32()).as_py()
-    return pa.scalar(v, t).cast(pa.int64()).as_py()
+    if pa.types.is_timestamp(t):
+        return pa.scalar(v, t).cast(pa.int64()).as_py()
+    return v
 
 
 # -- records ----------------------------------------------------------------------------------------

@@ -320,7 +320,7 @@ def _execute(table: "TableContext", store: Any, timeline: Timeline, txn: Any, pl
     slices = []
     # a log file is read against the size its commit recorded: one cut short is an error, not fewer records
     from lakesdk.read.view import FileSystemView
-    recorded = {e.path: e.size for e in FileSystemView(table.storage, cfg, store, timeline).expected_files()
+    recorded = {e.path: e.size for e in FileSystemView(table.storage, cfg, store, timeline, files=()).expected_files()
                 if e.kind == "log"}
     for op in plan.operations:
         base = BaseFile.parse(op.base_file) if op.base_file else None

@@ -46,11 +46,7 @@ def stats_columns(ctx: "TableContext", schema_json: str | None = None) -> tuple[
     """The columns the table's ``column_stats`` index holds, and whether its index definition
     names them: else Hudi's default list of the table schema (``schema_json``, an Avro schema,
     else the create schema; none without a schema)."""
-    storage = ctx.storage
-    try:
-        named = read_index_columns(storage.read(INDEX_DEFS_PATH)) if storage.exists(INDEX_DEFS_PATH) else None
-    except FileNotFoundError:
-        named = None
+    named = read_index_columns(_index_defs(ctx.storage))
     if named:
         return named, True
     from lakesdk.format.schema import avro_to_arrow
@@ -60,10 +56,17 @@ def stats_columns(ctx: "TableContext", schema_json: str | None = None) -> tuple[
     return indexed_columns(avro_to_arrow(avro), meta_fields=ctx.config.populate_meta_fields), False
 
 
+def _index_defs(storage: "Storage") -> bytes | None:
+    """The bytes of the table's index definition, None when it has none."""
+    try:
+        return storage.read(INDEX_DEFS_PATH)
+    except FileNotFoundError:
+        return None
+
+
 def write_index_definition(storage: "Storage", columns: list[str]) -> None:
     """Name ``columns`` in the table's index definition (other indexes' definitions kept)."""
-    existing = storage.read(INDEX_DEFS_PATH) if storage.exists(INDEX_DEFS_PATH) else None
-    storage.write(INDEX_DEFS_PATH, index_definition(existing, columns))
+    storage.write(INDEX_DEFS_PATH, index_definition(_index_defs(storage), columns))
 
 
 def _merge(a: ColumnRange, b: ColumnRange) -> ColumnRange:

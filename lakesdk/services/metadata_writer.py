@@ -107,7 +107,7 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
         raw, cfg = create_metadata_table(ctx, raw, cfg, pending=inflight.requested)
     elif set(named) - set(keep):
         raw, cfg = _drop_partitions(ctx, raw, cfg, sorted(set(named) - set(keep)), inflight.action)
-    change = _change_of(ctx, inflight, data)
+    change, schema_json = _change_of(ctx, inflight, data)
     if change:
         mdt = ctx.storage.child(METADATA_DIR)
         _remove_failed(mdt, _mdt_store(mdt), inflight.requested)
@@ -115,7 +115,6 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
             _clean(mdt)
         stats = None
         if "column_stats" in keep:
-            schema_json = _action_schema(ctx, inflight, data)
             columns, defined = stats_columns(ctx, schema_json)
             if columns and not defined:
                 write_index_definition(ctx.storage, columns)
@@ -124,16 +123,9 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
 
 
 # -- what an action changes -------------------------------------------------------------------------
-def _action_schema(ctx: "TableContext", inflight: Instant, data: bytes) -> str | None:
-    """The table schema (Avro JSON) the action's commit metadata records, if it is a write."""
-    if inflight.action in WRITE_ACTIONS or inflight.action in _SERVICE_WRITES:
-        md = CommitMetadata.parse(data, layout=ctx.config.layout_version,
-                                  replace=inflight.action in ("replacecommit", "clustering"))
-        return md.extra_metadata.get("schema") or None
-    return None
-
-
-def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> FilesChange:
+def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> tuple[FilesChange, str | None]:
+    """The files an action changed, and the table schema (Avro JSON) its commit metadata
+    records when it is a write."""
     from lakesdk.format.plans import RollbackMetadataData
     from lakesdk.format.service_metadata import CleanMetadataData, RestoreMetadataData
     action = inflight.action
@@ -144,7 +136,8 @@ def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> FilesChan
         # a listed file has a size (Hudi's payload refuses an existing file of size 0)
         return FilesChange.of_writes((s.partitionPath or "", s.path.rsplit("/", 1)[-1],
                                       int(s.fileSizeInBytes or 0) or ctx.storage.size(s.path))
-                                     for s in md.write_stats if s.path and s.path != "null")
+                                     for s in md.write_stats if s.path and s.path != "null"), \
+            md.extra_metadata.get("schema") or None
     if action == "clean":
         for part, names in CleanMetadataData.parse(data).deleted.items():
             for n in names:
@@ -159,7 +152,7 @@ def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> FilesChan
                 for part, m in (rec.get("partitionMetadata") or {}).items():
                     for p in m.get("successDeleteFiles") or ():
                         change.delete(part, p)
-    return change
+    return change, None
 
 
 # -- writing the MDT --------------------------------------------------------------------------------
@@ -205,11 +198,17 @@ def _remove_failed(mdt: "Storage", store: "TimelineStore", instant: str | None =
 def _schema_of(store: "TimelineStore") -> str:
     """The record schema the MDT writes with: its latest commit's (Hudi 1.0 writes fewer fields
     than Hudi 1.1, and a reader reconciles every block with the base file's schema)."""
+    schema = _latest_commit_schema(store)
+    return _with_meta_fields(schema) if schema else record_schema_json()
+
+
+def _latest_commit_schema(store: "TimelineStore") -> str | None:
+    """The schema (Avro JSON) the latest commit on ``store``'s timeline that records one records."""
     for inst in reversed(store.load().commits.instants):
         schema = store.commit_metadata(inst).extra_metadata.get("schema")
         if schema:
-            return _with_meta_fields(schema)
-    return record_schema_json()
+            return str(schema)
+    return None
 
 
 _META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
@@ -376,14 +375,6 @@ def _listing(ctx: "TableContext", pending: str | None) -> FilesChange:
     return FilesChange.of_writes(out)
 
 
-def _latest_schema(ctx: "TableContext") -> str | None:
-    for inst in reversed(ctx.store.load().commits.instants):
-        schema = ctx.store.commit_metadata(inst).extra_metadata.get("schema")
-        if schema:
-            return str(schema)
-    return None
-
-
 def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: TableConfig | None = None, *,
                           pending: str | None = None) -> tuple[bytes, TableConfig]:
     """Build the MDT from a listing (the files of the completed instants; ``pending``, the
@@ -405,7 +396,7 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
     listing = _listing(ctx, pending)
     stats = None
     if "column_stats" in keep:
-        schema_json = _latest_schema(ctx)
+        schema_json = _latest_commit_schema(ctx.store)
         columns, _ = stats_columns(ctx, schema_json)
         stats = stats_records_of(ctx, listing, columns, table_arrow_schema(columns, schema_json))
     for part in keep:
