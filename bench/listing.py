@@ -60,7 +60,7 @@ class PagedLatencyStorage(LatencyStorage):
 
 
 def build(root: str, partitions: int, files: int, metadata: bool) -> str:
-    lake = lk.Lake(root, options=lk.TableOptions(engine="local", metadata=metadata or None))
+    lake = lk.Lake(root, options=lk.TableOptions(engine="local", metadata=metadata))
     t = lake.create_table("t", key="id", partition_by="part", ordering="ts")
     for k in range(files):
         ids = list(range(k * partitions, (k + 1) * partitions))

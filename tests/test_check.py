@@ -18,7 +18,10 @@ from .helpers import batch, rows
 pytestmark = pytest.mark.spark
 
 
-def _table(lake, name: str, table_type: str):
+def _table(lake, name: str, table_type: str, *, metadata: bool = False):
+    """A damaged-table fixture, by default without the metadata table: plans list storage, so
+    a write refuses a damaged table before it writes anything (the tables that keep one: below)."""
+    lake = lk.Lake(lake.root, spark=lake._spark, options=lk.TableOptions(metadata=metadata, engine=lake.options.engine))
     t = lake.create_table(name, key="id", partition_by="p", ordering="ts", table_type=table_type)
     t.upsert(batch(0))
     t.upsert(batch(1, ids=(1, 3)))
@@ -207,8 +210,8 @@ def test_merge_on_read_table_without_type_is_known_by_its_compaction(lake):
 # -- tables that keep the metadata table: plans list no data partition, so a damaged file is found
 # when it is read (a read lists storage then, to say what is wrong) -----------------------------------
 def _mdt_table(tmp_path, name: str, table_type: str):
-    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True))
-    t = _table(lake, name, table_type)
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = _table(lake, name, table_type, metadata=True)
     assert os.path.isdir(f"{t.path}/.hoodie/metadata/files")
     return lk.open_table(t.path, options=lk.TableOptions(engine="local"))
 
@@ -224,6 +227,13 @@ def test_with_the_metadata_table_a_missing_base_file_is_an_error_at_read(tmp_pat
     assert e.value.path == f"p=a/{name}"
     with pytest.raises(lk.DataFileMissingError, match=name):
         t.read().count()
+    with pytest.raises(lk.DataFileMissingError, match=name):
+        t.read().to_batches().read_all()
+    # a write that reads the file fails typed; its own instant is rolled back, no data file changes
+    data = _state(t)[1]
+    with pytest.raises(lk.DataFileMissingError, match=name):
+        t.upsert(batch(5, ids=(1,)))
+    assert _state(t)[1] == data and not t.context.store.load().pending
     assert t.inspect.check().names[0] in ("missing_file", "metadata_table_mismatch")
     assert "missing_file" in t.inspect.check().names
 
@@ -254,3 +264,14 @@ def test_with_the_metadata_table_a_file_cut_short_is_an_error_not_a_shorter_read
             t.maintenance.compact()
         assert _state(t) == before
     assert "size_mismatch" in t.inspect.check().names
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_with_the_metadata_table_a_missing_base_file_is_an_error_in_spark(lake, table_type):
+    t = _table(lake, f"mdt_spark_{table_type}", table_type, metadata=True)
+    latest = _latest_base(t)
+    os.remove(latest)
+    # copy-on-write: Spark looks the files up when the DataFrame is made, and the error is typed;
+    # merge-on-read: the slices are read in Spark tasks, and the task's error names the file
+    with pytest.raises(lk.DataFileMissingError if table_type == "cow" else Exception, match=os.path.basename(latest)):
+        t.read().to_spark().collect()

@@ -38,13 +38,22 @@ def observed(monkeypatch):
     dropped: set[tuple[str, str]] = set()   # the metadata-table step of each commit point, by instant
     sync = transaction.sync_metadata_table
 
+    syncing = threading.local()
+
     def sync_metadata_table(ctx, inflight, data):
         if any(lock.held_by_this_thread() for lock in locks) or not locks:
             dropped.add((ctx.path, inflight.action))
-        return sync(ctx, inflight, data)
+        syncing.now = True
+        try:
+            return sync(ctx, inflight, data)
+        finally:
+            syncing.now = False
 
     def transition(self, instant, state, data=b"", *, after=None):
-        if state == "completed":
+        if state == "completed" and self.storage.base_url.rstrip("/").endswith("/.hoodie/metadata"):
+            # the metadata table's own instants complete inside the data action's commit point
+            assert getattr(syncing, "now", False), f"MDT {instant} completed outside a commit point"
+        elif state == "completed":
             inside = committing() is not None and committing().requested == instant.requested
             held = any(lock.held_by_this_thread() for lock in locks)
             # the metadata table (if any) was kept or dropped in this commit point, under the lock, before

@@ -191,9 +191,9 @@ OPTIONS: tuple[Option, ...] = (
            "clustering: largest output file (bytes)", minimum=1),
     Option("cluster_sort_by", "hoodie.clustering.plan.strategy.sort.columns", tuple, (),
            "clustering: columns the rewritten files are sorted by"),
-    Option("metadata", "hoodie.metadata.enable", bool, None,
+    Option("metadata", "hoodie.metadata.enable", bool, True,
            "Hudi's metadata table: True keeps one (built from a listing when the table has none), None keeps "
-           "the one a table has, False drops it", optional=True),
+           "the one a table has without building one, False drops it", optional=True),
     Option("metadata_column_stats", "hoodie.metadata.index.column.stats.enable", bool, True,
            "Hudi's metadata table: keep its column_stats index (table version 9), which reads skip files by"),
     Option("metadata_compact_every", "hoodie.metadata.compact.max.delta.commits", int, 10,
@@ -283,7 +283,7 @@ class TableOptions:
     cluster_max_bytes_per_group: int = 2048 * _MIB
     cluster_target_file_size: int = 1024 * _MIB
     cluster_sort_by: tuple[str, ...] = ()
-    metadata: bool | None = None                       # hoodie.metadata.enable
+    metadata: bool | None = True                       # hoodie.metadata.enable
     metadata_column_stats: bool = True                 # hoodie.metadata.index.column.stats.enable
     metadata_compact_every: int = 10                   # hoodie.metadata.compact.max.delta.commits
     early_conflict_detection: bool = False

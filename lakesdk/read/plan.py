@@ -91,11 +91,18 @@ def diagnose_failed_read(table: "TableContext", plan: ReadPlan, as_of: str | Non
     deleted it; a file of another size than its commit recorded: ``CorruptFileError``).  A plan
     from the metadata table lists no data partition, so this is where a damaged table is told
     apart; returns when the listing shows nothing (the caller re-raises its error)."""
+    diagnose_damage(table, as_of, {(s.partition, s.file_id) for s in plan.slices})
+
+
+def diagnose_damage(table: "TableContext", as_of: str | None = None,
+                    groups: set[tuple[str, str]] | None = None) -> None:
+    """List storage and raise the typed error of the first file of ``groups`` ((partition,
+    file id); None: every file group) that a read as of ``as_of`` needs and storage lacks or
+    holds at another size than its commit recorded; returns when there is none."""
     from lakesdk.read.view import list_data_files
-    wanted = {(s.partition, s.file_id) for s in plan.slices}
     view = FileSystemView(table.storage, table.config, table.store, table.store.load(), as_of=as_of,
                           files=list_data_files(table.storage))
-    view.verify(lambda e: (e.partition, e.file_id) in wanted)
+    view.verify(None if groups is None else lambda e: (e.partition, e.file_id) in groups)
 
 
 #: partition column types whose partition path text is the column's value, exactly

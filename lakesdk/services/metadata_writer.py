@@ -10,10 +10,11 @@ records is in :mod:`lakesdk.format.metadata_files`.
 
 Which MDT a table keeps (``TableOptions(metadata=...)``, Hudi's ``hoodie.metadata.enable``):
 
-* ``True``: the ``files`` partition is kept; a table without an MDT gets one at its next
-  action, built from a listing of the files of its completed instants
-  (:func:`create_metadata_table`, also ``table.maintenance.create_metadata_table()``);
-* ``None`` (the default): an MDT the table has is kept, none is created;
+* ``True`` (the default, as in Hudi 1.x): the MDT is kept; a table without one gets one at
+  its next action (a new table at its first commit), built from a listing of the files of its
+  completed instants (:func:`create_metadata_table`, also
+  ``table.maintenance.create_metadata_table()``);
+* ``None``: an MDT the table has is kept, none is created;
 * ``False``: the MDT is dropped (:mod:`lakesdk.services.metadata_table`), as a Hudi writer with
   the MDT disabled drops it.
 
@@ -110,16 +111,17 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
     change, schema_json = _change_of(ctx, inflight, data)
     if change:
         mdt = ctx.storage.child(METADATA_DIR)
-        _remove_failed(mdt, _mdt_store(mdt), inflight.requested)
-        if _maybe_compact(ctx, mdt, ctx.options.metadata_compact_every):
-            _clean(mdt)
+        store = _mdt_store(mdt)          # one per sync: its properties read once, its commits parsed once
+        _remove_failed(mdt, store, inflight.requested)
+        if _maybe_compact(ctx, mdt, store, ctx.options.metadata_compact_every):
+            _clean(mdt, store)
         stats = None
         if "column_stats" in keep:
             columns, defined = stats_columns(ctx, schema_json)
             if columns and not defined:
                 write_index_definition(ctx.storage, columns)
             stats = stats_records_of(ctx, change, columns, table_arrow_schema(columns, schema_json))
-        _write_delta_commit(mdt, inflight.requested, change, stats)
+        _write_delta_commit(mdt, store, inflight.requested, change, stats)
 
 
 # -- what an action changes -------------------------------------------------------------------------
@@ -234,8 +236,9 @@ def _groups_of(change: FilesChange, stats: dict[str, dict] | None) -> list[tuple
     return out
 
 
-def _write_delta_commit(mdt: "Storage", instant: str, change: FilesChange, stats: dict[str, dict] | None = None) -> None:
-    store = _mdt_store(mdt)         # what a crash left is gone already (sync_metadata_table)
+def _write_delta_commit(mdt: "Storage", store: "TimelineStore", instant: str, change: FilesChange,
+                        stats: dict[str, dict] | None = None) -> None:
+    # what a crash left is gone already (sync_metadata_table)
     schema = _schema_of(store)
     requested = Instant("deltacommit", "requested", instant)
     store.create(requested)
@@ -274,7 +277,7 @@ def _live(part: str, merged: dict) -> dict[str, dict]:
     return out
 
 
-def _maybe_compact(ctx: "TableContext", mdt: "Storage", every: int) -> bool:
+def _maybe_compact(ctx: "TableContext", mdt: "Storage", store: "TimelineStore", every: int) -> bool:
     """Compact the MDT once ``every`` delta commits completed since its last compaction
     (Hudi's ``hoodie.metadata.compact.max.delta.commits``), and only while no delta commit
     belongs to a pending data instant (its records would become visible with the new base
@@ -284,7 +287,6 @@ def _maybe_compact(ctx: "TableContext", mdt: "Storage", every: int) -> bool:
     from lakesdk.format.plans import CompactionOperation, CompactionPlanData
     from lakesdk.format.timeline import InstantClock
     from lakesdk.read.metadata_table import MetadataTableReader
-    store = _mdt_store(mdt)
     tl = store.load()
     compactions = [i for i in tl.completed if i.action == "compaction" or i.completed_action == "commit"]
     last = max((i.completed or "" for i in compactions), default="")
@@ -324,13 +326,12 @@ def _maybe_compact(ctx: "TableContext", mdt: "Storage", every: int) -> bool:
     return True
 
 
-def _clean(mdt: "Storage") -> None:
+def _clean(mdt: "Storage", store: "TimelineStore") -> None:
     """The MDT's own clean, after a compaction: each file group keeps its two latest file
     slices (a reader that loaded the MDT before the latest compaction still finds the slice it
     reads); older base files and the log files of delta commits completed before the
     previous compaction go, then the timeline instants completed before it (the kept files
     reference none of them).  Under the table lock, like every MDT write."""
-    store = _mdt_store(mdt)
     tl = store.load()
     compactions = sorted(i.requested for i in tl.completed if i.action == "compaction" or i.completed_action == "commit")
     if len(compactions) < 2:
@@ -361,13 +362,17 @@ def _clean(mdt: "Storage") -> None:
 
 # -- creating and trimming the MDT ------------------------------------------------------------------
 def _listing(ctx: "TableContext", pending: str | None) -> FilesChange:
-    """The data files of the completed instants (and of instants older than the active timeline)."""
-    from lakesdk.read.view import list_data_files
+    """The data files of the completed instants (and of instants older than the active
+    timeline).  A file the timeline records and storage lacks or holds at another size is an
+    error: the MDT never lists a damaged file as it is."""
+    from lakesdk.read.view import FileSystemView, list_data_files
     timeline = ctx.store.load()
     done = {i.requested for i in timeline.completed}
     first = min((i.requested for i in timeline.instants), default="")
+    files = list_data_files(ctx.storage)
+    FileSystemView(ctx.storage, ctx.config, ctx.store, timeline, files=files).verify()
     out = []
-    for f in list_data_files(ctx.storage):
+    for f in files:
         part, _, name = f.path.rpartition("/")
         inst = BaseFile.parse(name).instant if is_base_file(name) else LogFile.parse(name).instant
         if inst != pending and (inst in done or inst < first):

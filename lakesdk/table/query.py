@@ -124,6 +124,11 @@ class Query:
         except (FileNotFoundError, CorruptFileError):
             diagnose_failed_read(self.table.context, plan, self._request().as_of)
             raise
+        except Exception as err:
+            if "PATH_NOT_FOUND" not in str(err):      # Spark's error for a path a read names
+                raise
+            diagnose_failed_read(self.table.context, plan, self._request().as_of)
+            raise
 
     def to_batches(self) -> pa.RecordBatchReader:
         """A stream of the rows as a ``pyarrow.RecordBatchReader``: planned now, read as it is
@@ -136,7 +141,11 @@ class Query:
         cols = self._out_columns(plan.schema)
         batches = iter_arrow(self.table.context, plan, cols, bound.to_arrow() if bound is not None else None,
                              limit=self.row_limit)
-        return pa.RecordBatchReader.from_batches(output_schema(plan, cols), batches)
+
+        def typed() -> Iterator[pa.RecordBatch]:
+            with self._typed_failures(plan):
+                yield from batches
+        return pa.RecordBatchReader.from_batches(output_schema(plan, cols), typed())
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         """The Arrow PyCapsule stream protocol: ``pa.table(q)``, ``pa.RecordBatchReader.from_stream(q)``,
@@ -162,8 +171,9 @@ class Query:
         plan = self.plan()
         spark = self.table.spark
         bound = self._bound(plan.schema, spark)
-        df = read_spark(self.table.context, spark, plan, self._out_columns(plan.schema),
-                        bound.to_spark() if bound is not None else None)
+        with self._typed_failures(plan):
+            df = read_spark(self.table.context, spark, plan, self._out_columns(plan.schema),
+                            bound.to_spark() if bound is not None else None)
         return df.limit(self.row_limit) if self.row_limit is not None else df
 
     def count(self) -> int:

@@ -44,6 +44,7 @@ class WriteOperation(WriteInput):
             typed = _typed(err)     # an error raised inside a Spark task comes out typed
             if isinstance(typed, FileNotFoundError):
                 _raise_if_cleaned(self.table, prep.store, prep.timeline, instant, typed, rolled_back=False)
+            _raise_if_damaged(self.table, typed)
             if typed is not err:
                 raise typed from err
             raise
@@ -101,6 +102,7 @@ class WriteOperation(WriteInput):
                 typed = _typed(err)     # a lakesdk error raised inside a Spark task keeps its type
                 if isinstance(typed, FileNotFoundError):
                     _raise_if_cleaned(t, store, timeline, instant.requested, typed)
+                _raise_if_damaged(t, typed)
                 if typed is not err:
                     raise typed from err
                 raise
@@ -421,6 +423,17 @@ def _raise_if_cleaned(table: Any, store: Any, timeline: Any, instant: str, err: 
         + " (it then reads the newer slices), or retain more versions in cleans",
         other_instant=other.requested)
     raise lost from err
+
+
+def _raise_if_damaged(table: Any, err: BaseException) -> None:
+    """A file this write read is missing or damaged: on a table that keeps the metadata table
+    the plan listed no data partition (nothing checked storage before the write started), so
+    storage is listed now and the typed error a listing tells is raised (the write's instant
+    is rolled back by the caller)."""
+    from lakesdk.exceptions import CorruptFileError
+    if isinstance(err, (FileNotFoundError, CorruptFileError)):
+        from lakesdk.read.plan import diagnose_damage
+        diagnose_damage(table.context)
 
 
 def _reject_clustered(table: str, op: str, busy: dict[tuple[str, str], str], touched: set[tuple[str, str]]) -> None:
