@@ -86,29 +86,42 @@ def test_a_refused_write_on_a_lance_table_keeps_its_mdt(corpus, rel, tmp_path):
 
 
 @pytest.mark.interop
-def test_upgrade_to_version_9_drops_the_version_8_mdt(corpus, tmp_path):
-    """Apache Hudi upgrades the MDT with the table; lakesdk, which does not maintain it, drops it."""
+def test_upgrade_to_version_9_builds_a_version_9_mdt(corpus, tmp_path):
+    """Apache Hudi upgrades the MDT with the table; lakesdk drops the version 8 one and builds a
+    version 9 one from a listing (its files and column statistics): the indexes it does not
+    build are lost, and it says so."""
     path = copy_table(corpus, "quickstart_trips_table/mor/avro/v8_trips_8i3u1d", tmp_path)
+    named = mdt_state(path)[0]
     t = lk.open_table(path, options=lk.TableOptions(engine="local"))
     m = Model(t)
-    with pytest.warns(lk.MetadataTableDroppedWarning, match="upgrade"):
+    lost = set(named) - {"files", "column_stats"}
+    with warnings.catch_warnings(record=True) as told:
+        warnings.simplefilter("always")
         new = t.maintenance.upgrade()
-    assert new.version == 9 and mdt_state(path) == ((), False)
+    dropped = [w.message for w in told if issubclass(w.category, lk.MetadataTableDroppedWarning)]
+    assert [set(w.partitions) for w in dropped] == ([lost] if lost else [])
+    assert new.version == 9 and mdt_state(path) == (("column_stats", "files"), True)
     assert TableConfig.from_bytes((Path(path) / ".hoodie/hoodie.properties").read_bytes()).version == 9
     m.check(path, "after the upgrade")
+    check_mdt(path, "after the upgrade")
 
 
 def test_an_mdt_folder_no_config_names_is_deleted_by_the_next_action(lake, tmp_path):
     """The folder an interrupted drop left (hoodie.properties already cleared) goes with the next
     commit, silently: it was no MDT any reader trusted."""
-    t = lake.create_table("t", key="id", ordering="ts", table_type="cow").with_options(engine="local")
+    t = lake.create_table("t", key="id", ordering="ts", table_type="cow").with_options(engine="local", metadata=None)
     t.upsert({"id": [1], "ts": [1], "v": ["a"]})
+    assert mdt_state(t.path) == ((), False)       # metadata=None on a new table: none is built
     (Path(t.path) / METADATA_DIR / "files").mkdir(parents=True)
     (Path(t.path) / METADATA_DIR / "files" / "x.hfile").write_bytes(b"left over")
     with warnings.catch_warnings():
         warnings.simplefilter("error", lk.MetadataTableDroppedWarning)
         t.upsert({"id": [2], "ts": [1], "v": ["b"]})
     assert mdt_state(t.path) == ((), False)
+    (Path(t.path) / METADATA_DIR / "files").mkdir(parents=True)
+    (Path(t.path) / METADATA_DIR / "files" / "x.hfile").write_bytes(b"left over")
+    t.with_options(metadata=True).upsert({"id": [3], "ts": [1], "v": ["c"]})   # built anew, the folder replaced
+    assert mdt_state(t.path)[0] and not (Path(t.path) / METADATA_DIR / "files" / "x.hfile").exists()
 
 
 @pytest.mark.interop

@@ -63,7 +63,7 @@ def test_every_action_keeps_the_metadata_table(tmp_path, table_type):
 
 
 def test_an_existing_table_gets_its_metadata_table_from_a_listing(tmp_path):
-    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=None))
     t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
     t.upsert(batch(0))
     t.upsert(batch(1, ids=(2, 4)))

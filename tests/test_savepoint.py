@@ -238,7 +238,9 @@ def test_savepoint_refuses_files_a_running_clean_is_deleting(tmp_path, monkeypat
     monkeypatch.undo()
     assert res is not None and res.deleted
     assert isinstance(seen[0], SavepointError)
-    assert ("is deleting file versions" if not deleted_before else "a clean deleted file versions") in str(seen[0])
+    # with some deleted: a plan from a listing sees them gone; one from the metadata table (which
+    # lists them until the clean commits) names the running clean
+    assert "is deleting file versions" in str(seen[0]) or (deleted_before and "a clean deleted file versions" in str(seen[0]))
     assert t.maintenance.savepoints() == []
     assert rows(t.read()) == [(1, "v2"), (2, "v2")] == hudi_rows(t.path)
 

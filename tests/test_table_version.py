@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 
 import pandas as pd
 import pytest
@@ -95,8 +96,9 @@ def test_hudi_reads_versions_9_and_8_identically(lake, table_type):
 def test_a_version_8_table_stays_version_8(lake):
     """A table created as version 8 opens and writes as version 8: nothing upgrades it silently."""
     t = lake.create_table("old", key="uuid", ordering="ts", table_type="mor", table_version=8)
-    before = props(t)
     t.upsert(df([("a", "sf", 1, 1.0)]))
+    before = props(t)
+    assert before["hoodie.table.metadata.partitions"] == "files"     # Hudi 1.0's column stats: not kept
     t2 = lk.open_table(t.path)
     t2.upsert(df([("a", "sf", 2, 2.0)]))
     t2.maintenance.compact()
@@ -125,9 +127,11 @@ def test_upgrade_8_to_9(lake, table_type):
     defs = {"indexDefinitions": {"record_index": {"indexName": "record_index", "indexType": "record_index",
                                                   "sourceFields": [], "indexOptions": {}}}}
     t.storage.write(".hoodie/.index_defs/index.json", json.dumps(defs).encode())
-    t.storage.write(PROPERTIES_PATH, TableConfig({**t.config.props, "hoodie.table.index.defs.path":
+    t.storage.write(PROPERTIES_PATH, TableConfig({**t.refresh().config.props, "hoodie.table.index.defs.path":
                                                   ".hoodie/.index_defs/index.json"}).to_text().encode())
-    new = t.refresh().maintenance.upgrade()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", lk.MetadataTableDroppedWarning)   # its files partition is built again
+        new = t.refresh().maintenance.upgrade()
     assert new.version == 9
     p = props(t)
     assert (p["hoodie.table.version"], p["hoodie.table.initial.version"]) == ("9", "8")
@@ -146,6 +150,8 @@ def test_upgrade_8_to_9(lake, table_type):
     # and the table writes on as version 9
     results.append(up.upsert(df([("u1", "nyc", 9, 99.0), ("n1", "sf", 1, 1.0)])))
     assert_hudi_reads_the_same(up, results)
+    # the metadata table was built again with the column statistics a version 9 table keeps
+    assert p["hoodie.table.metadata.partitions"] == "column_stats,files"
     assert up.maintenance.upgrade() is None and props(up) == p
 
 

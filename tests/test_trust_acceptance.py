@@ -273,20 +273,30 @@ def test_write_counts_report_rows_that_lose_on_ordering_as_skipped(tmp_path, tab
 
 # 12: damaged tables
 
+@pytest.mark.parametrize("metadata", [True, False])
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_missing_latest_base_file_is_an_error_at_read_write_and_check(tmp_path, table_type):
-    t = _lake(tmp_path).create_table("t", key="k", ordering="ts", partition_by="p", table_type=table_type)
+def test_missing_latest_base_file_is_an_error_at_read_write_and_check(tmp_path, table_type, metadata):
+    """Without the metadata table a write lists storage and refuses before it writes anything;
+    with it (the default) the write finds the file missing when it reads it, and its own
+    instant is rolled back: no data file changes, nothing is left pending."""
+    lake = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(metadata=metadata))
+    t = lake.create_table("t", key="k", ordering="ts", partition_by="p", table_type=table_type)
     t.upsert(pd.DataFrame({"k": ["1", "2"], "p": ["a", "a"], "ts": [1, 1], "v": [1, 1]}))
     t.upsert(pd.DataFrame({"k": ["1"], "p": ["a"], "ts": [2], "v": [2]}))
     t.close()
     os.remove(sorted(glob.glob(t.path + "/p=a/*.parquet"), key=os.path.getmtime)[-1])
-    t2 = lk.open_table(t.path)
+    t2 = lk.open_table(t.path, options=lk.TableOptions(metadata=metadata))
     with pytest.raises(lk.DataFileMissingError):
         t2.read().to_arrow()
-    before = _instants(t2)
+    before, files = _instants(t2), sorted(glob.glob(t.path + "/p=a/*"))
     with pytest.raises(lk.DataFileMissingError):
         t2.upsert(pd.DataFrame({"k": ["3"], "p": ["a"], "ts": [1], "v": [3]}))
-    assert _instants(t2) == before
+    after = _instants(t2)
+    assert sorted(glob.glob(t.path + "/p=a/*")) == files
+    if metadata:
+        assert [i for i in after if i not in before] == [i for i in after if i[0] == "rollback"] != []
+    else:
+        assert after == before
     report = t2.inspect.check()
     assert not report.ok and "missing_file" in repr(report)
 

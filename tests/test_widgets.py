@@ -304,10 +304,11 @@ def test_widgets_are_a_lazy_leaf_layer():
 
 def test_file_layout_shows_the_metadata_table(lake):
     t = lake.create_table("mdt", key="uuid", partition_by="city", ordering="ts", table_type="mor")
+    t = t.with_options(metadata=False)
     t.upsert(rides(9))
     w = t.widgets.file_layout()
     assert w.metadata is None and "metadata table</b>: none" in w.summary.value
-    t = t.with_options(metadata=True)
+    t = t.with_options(metadata=True)       # the default: built from a listing by the next write
     t.upsert(rides(3, ts=2))
     w = t.widgets.file_layout()
     files = int(w.groups.log_files.sum()) + int(w.groups.base_file.notna().sum())

@@ -69,7 +69,7 @@ def test_every_action_on_a_hudi_written_table_agrees_with_the_model_and_the_hudi
     m = Model(t)
     m.check(path, "before (with an MDT the hudi reader lists from it)")
     named = metadata_partitions(TABLES[rel].props)
-    kept = bool(named) and TABLES[rel].version >= 8
+    kept = TABLES[rel].version >= 8      # kept, or built from a listing (metadata=True, the default)
     assert bool(mdt_state(path)[0]) == bool(mdt_state(path)[1]) == (rel in MDT_TABLES)
     with warnings.catch_warnings(record=True) as told:
         warnings.simplefilter("always")
@@ -77,8 +77,8 @@ def test_every_action_on_a_hudi_written_table_agrees_with_the_model_and_the_hudi
         run_op(op, t, m, monkeypatch)
     dropped = [w for w in told if issubclass(w.category, lk.MetadataTableDroppedWarning)]
     if kept:
-        # the files partition kept; the partitions lakesdk does not maintain dropped alone, the user
-        # told once (by the preparatory writes, which are told nothing here, when the action has some)
+        # the MDT kept (or built where the table had none); the partitions lakesdk does not maintain
+        # dropped alone, the user told once (by the preparatory writes, which are told nothing here, when the action has some)
         extra = set(named) - set(kept_partitions(path))
         if extra and not prepares_writes(op):
             assert len(dropped) == 1 and set(dropped[0].message.partitions) == extra, [str(w.message) for w in dropped]

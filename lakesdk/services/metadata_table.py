@@ -53,12 +53,13 @@ def has_metadata_table(ctx: "TableContext") -> bool:
     return bool(metadata_partitions(ctx.config.props)) or ctx.storage.exists(METADATA_DIR)
 
 
-def drop_metadata_table(ctx: "TableContext", action: str) -> tuple[str, ...]:
+def drop_metadata_table(ctx: "TableContext", action: str, *, rebuilt: tuple[str, ...] = ()) -> tuple[str, ...]:
     """Drop the table's MDT before ``action`` completes (see the module doc): clear the MDT
     partitions in ``hoodie.properties`` (read again now: another writer may have changed it),
     then delete ``.hoodie/metadata``.  Returns the partitions the config named (empty when it
     named none); warns once, with :class:`~lakesdk.MetadataTableDroppedWarning`, when it
-    cleared any.  The caller holds the table lock (with several writers).
+    cleared any the caller does not build again at once (``rebuilt``).  The caller holds the
+    table lock (with several writers).
 
     Crash points for the crash tests: ``metadata_table_unlisted`` (``hoodie.properties`` names
     no MDT partition, the folder is still there) and ``metadata_table_deleted`` (both gone, the
@@ -73,13 +74,14 @@ def drop_metadata_table(ctx: "TableContext", action: str) -> tuple[str, ...]:
         faults.crash_point("metadata_table_unlisted")
     storage.delete_dir(METADATA_DIR)
     faults.crash_point("metadata_table_deleted")
-    if named:
+    lost = tuple(p for p in named if p not in rebuilt)
+    if lost:
         warnings.warn(MetadataTableDroppedWarning(
-            f"lakesdk dropped the Hudi metadata table of {cfg.name!r} ({METADATA_DIR}: {', '.join(named)}) before "
+            f"lakesdk dropped the Hudi metadata table of {cfg.name!r} ({METADATA_DIR}: {', '.join(lost)}) before "
             f"its {action} completed: lakesdk does not keep it {_why(cfg, action)}, and Hudi's readers list the "
             "table's files from it, so keeping it would leave them answering from a stale listing. Apache Hudi "
             "builds it again from a listing on its next write with hoodie.metadata.enable=true; the indexes it held "
-            "are gone with it until then.", table=cfg.name, partitions=named),
+            "are gone with it until then.", table=cfg.name, partitions=lost),
             stacklevel=_outside_lakesdk())
     return named
 

@@ -105,7 +105,10 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
     keep = maintained(ctx, cfg)
     if set(keep) - set(named):
         # a partition lakesdk keeps is missing: the MDT is built again from a listing
-        raw, cfg = create_metadata_table(ctx, raw, cfg, pending=inflight.requested)
+        # the files of the instant being committed come with its delta commit (a savepoint has
+        # the time of the commit it saves, whose files are in the listing)
+        writes = inflight.action in WRITE_ACTIONS or inflight.action in _SERVICE_WRITES
+        raw, cfg = create_metadata_table(ctx, raw, cfg, pending=inflight.requested if writes else None)
     elif set(named) - set(keep):
         raw, cfg = _drop_partitions(ctx, raw, cfg, sorted(set(named) - set(keep)), inflight.action)
     change, schema_json = _change_of(ctx, inflight, data)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from lakesdk.commit.context import context_of
 from lakesdk.commit.table_properties import read_properties, rewrite_properties
 from lakesdk.exceptions import TableConfigError, UnsupportedTableVersionError
+from lakesdk.format.metadata_table import metadata_partitions
 from lakesdk.format.table_config import TableConfig
 from lakesdk.services.metadata_table import drop_metadata_table
 
@@ -50,12 +51,19 @@ def upgrade_table(table: "TableContext | Any") -> TableConfig | None:
                 f"version {cfg.version} table with Apache Hudi (a Hudi 1.1+ writer upgrades it on its first write)",
                 key="hoodie.table.version")
         _version_index_definitions(ctx, cfg)
-        # Hudi upgrades the metadata table with the data table; lakesdk does not upgrade it,
-        # so a version 9 table does not keep a version 8 metadata table: dropped first
-        drop_metadata_table(ctx, "upgrade")
+        # Hudi upgrades the metadata table with the data table; lakesdk builds it again: the
+        # version 8 one is dropped first, and a new one built from a listing once the table is
+        # version 9 (when the table keeps one); only the indexes lakesdk does not build are lost
+        from lakesdk.services.metadata_writer import MAINTAINED, create_metadata_table
+        had = bool(metadata_partitions(cfg.props))
+        enabled = ctx.options.metadata
+        rebuild = enabled is True or (enabled is None and had)
+        drop_metadata_table(ctx, "upgrade", rebuilt=MAINTAINED if rebuild else ())
         raw, cfg = read_properties(ctx.storage)
         new = cfg.upgraded()
         rewrite_properties(ctx.storage, raw, new)
+        if rebuild:
+            _, new = create_metadata_table(ctx, new.to_text().encode("utf-8"), new)
         return new
 
 

@@ -145,6 +145,11 @@ def _read_target(t: "Table", src: pa.Table, tschema: pa.Schema, on: Sequence[str
         tree: Any = None
         for f in parts:   # prune the partitions the source does not touch
             vals = pc.unique(src.column(f)).to_pylist()
+            ftype = src.column(f).type
+            if (None in vals or "" in vals) and (pa.types.is_string(ftype) or pa.types.is_large_string(ftype)):
+                # '' and null share one partition folder: the plan also skips files by their
+                # column statistics, where a stored null is not '' (the join decides)
+                vals = [v for v in vals if v is not None and v != ""] + ["", None]
             lits = tuple(_python_literal(v) for v in vals if v is not None)
             n: Any = Node("in", (Col((f,)), lits)) if lits else Lit(False, "bool")
             if None in vals:
