@@ -93,20 +93,22 @@ def _hi(a: Any, b: Any, floating: bool) -> Any:
 
 
 def aggregate(ranges: Iterable[ColumnRange], value_type: tuple[ValueType, str | None] | None = None) -> ColumnRange | None:
-    """One column's statistics over files (None for no file).  ``value_type``: the column's
-    type in the table schema (else the first range's).  Unknown when a file's are (null count
+    """One column's statistics over files (None for no file), typed as the files hold the
+    column; ``value_type`` (the column's type in the table schema) types a mix of integer or
+    float widths, and an unknown result.  Unknown when a file's statistics are (null count
     -1), or when files hold the column in types whose stored values do not compare (a decimal
     of another scale, a string and a number): then the bounds and null count are unknown."""
     out: ColumnRange | None = None
     known = True
+    types: set[tuple[ValueType, str | None]] = set()
     for r in ranges:
+        types.add((r.value_type, r.info))
         if out is None:
             out = r
             known = r.null_count >= 0
             continue
-        same = (r.value_type == out.value_type and r.info == out.info) or (
-            {r.value_type, out.value_type} <= set(_INTS) or {r.value_type, out.value_type} <= set(_FLOATS))
-        known = known and same and r.null_count >= 0
+        kinds = {t for t, _ in types}
+        known = known and r.null_count >= 0 and (len(types) == 1 or kinds <= set(_INTS) or kinds <= set(_FLOATS))
         floating = out.value_type in _FLOATS
         out = ColumnRange(out.column, out.value_type, out.info,
                           _lo(out.min_value, r.min_value, floating) if known else None,
@@ -115,10 +117,12 @@ def aggregate(ranges: Iterable[ColumnRange], value_type: tuple[ValueType, str | 
                           out.total_size + r.total_size, out.total_uncompressed_size + r.total_uncompressed_size)
     if out is None:
         return None
-    vt, info = value_type if value_type is not None else (out.value_type, out.info)
-    if (vt, info) != (out.value_type, out.info) and not (
-            {vt, out.value_type} <= set(_INTS) or {vt, out.value_type} <= set(_FLOATS)):
-        known = False
+    if len(types) == 1:
+        vt, info = next(iter(types))
+    else:
+        family = _INTS if {t for t, _ in types} <= set(_INTS) else _FLOATS
+        wide = (family[-1], None)
+        vt, info = value_type if value_type is not None and (known is False or value_type[0] in family) else wide
     if not known:
         return ColumnRange(out.column, vt, info, None, None, -1, out.value_count, out.total_size,
                            out.total_uncompressed_size)

@@ -58,6 +58,8 @@ class MetadataTableReader:
         # an MDT instant's completion time; older than the active MDT timeline: archived, completed
         self._completion = {i.requested: i.completed or i.requested for i in mdt_timeline.completed}
         self._start = min((i.requested for i in mdt_timeline.instants), default="")
+        #: the requested times of the completed MDT delta commits
+        self.delta_commits = frozenset(i.requested for i in mdt_timeline.completed if i.action == "deltacommit")
         pending = {i.requested for i in timeline.pending}
         self.valid = frozenset(i for i in self._completion if i not in pending)
 
