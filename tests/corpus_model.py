@@ -65,7 +65,28 @@ def unpack_corpus(out: Path) -> Path:
 def copy_table(corpus: Path, rel: str, dest: Path) -> str:
     src = Path(helpers.zipped_table(corpus, rel))
     shutil.copytree(src, dest / src.name)
+    remember_hudi_partition_stats(str(dest / src.name))
     return str(dest / src.name)
+
+
+#: table path -> the partition_stats records Hudi wrote (key -> (range, tight)), as a copy of a
+#: corpus table held them: Hudi's records of partitions lakesdk did not touch since may be wider
+#: than the rows (see lakesdk.services.partition_stats), lakesdk's equal them
+_HUDI_PARTITION_STATS: dict[str, dict[str, tuple]] = {}
+
+
+def remember_hudi_partition_stats(path: str) -> None:
+    """Note the partition_stats records of a Hudi-written table (before lakesdk writes to it)."""
+    from lakesdk.format.column_stats import range_of_record
+    from lakesdk.read.metadata_table import MetadataTableReader
+    cfg = TableConfig.from_bytes((Path(path) / ".hoodie/hoodie.properties").read_bytes())
+    if "partition_stats" not in metadata_partitions(cfg.props):
+        return
+    t = lk.open_table(path)
+    recs = MetadataTableReader(t.storage, t.context.store.load()).records("partition_stats")
+    _HUDI_PARTITION_STATS[str(Path(path).resolve())] = {
+        k: (range_of_record(r.raw["ColumnStatsMetadata"]), bool(r.raw["ColumnStatsMetadata"].get("isTightBound")))
+        for k, r in recs.items() if r.raw is not None}
 
 
 def mdt_state(path: str) -> tuple[tuple[str, ...], bool]:
@@ -75,9 +96,13 @@ def mdt_state(path: str) -> tuple[tuple[str, ...], bool]:
 
 
 def kept_partitions(path: str) -> tuple[str, ...]:
-    """The MDT partitions lakesdk keeps on this table (column_stats on version 9)."""
+    """The MDT partitions lakesdk keeps on this table (column_stats on version 9, and
+    partition_stats on a partitioned version 9 table not of Lance files)."""
     cfg = TableConfig.from_bytes((Path(path) / ".hoodie/hoodie.properties").read_bytes())
-    return ("column_stats", "files") if cfg.version >= 9 else ("files",)
+    if cfg.version < 9:
+        return ("files",)
+    partitioned = bool(cfg.partition_fields) and cfg.base_file_format != "LANCE"
+    return ("column_stats", "files", "partition_stats") if partitioned else ("column_stats", "files")
 
 
 def storage_files(t: lk.Table) -> dict[tuple[str, str], int]:
@@ -120,6 +145,8 @@ def check_mdt(path: str, what: str) -> None:
                                   f"{sorted(set(stored.items()) - set(listed.items()))}")
         if "column_stats" in named:
             check_column_stats(t, stored, what)
+        if "partition_stats" in named:
+            check_partition_stats(t, what)
 
 
 def file_rows(t: lk.Table, path: str, columns: list[str]) -> pa.Table | None:
@@ -175,6 +202,74 @@ def check_column_stats(t: lk.Table, stored: dict[tuple[str, str], int], what: st
             assert got.null_count == data.column(c).null_count, (what, path, c, got)
             assert (stored_value(got.min_value, col.type), stored_value(got.max_value, col.type)) == (lo, hi), \
                 (what, path, c, got, lo, hi)
+
+
+def check_partition_stats(t: lk.Table, what: str) -> None:
+    """Every partition with files has a partition_stats record per indexed column whose bounds
+    and counts are those of the rows its latest file slices hold (computed from the rows, NaN
+    left out of float bounds; unknown where a file's statistics of the column are), a
+    partition without files none but deleted ones.  A record Hudi wrote that lakesdk has not
+    rewritten since holds the rows (bounds around theirs, counts at least theirs)."""
+    import math
+
+    from lakesdk.format.column_stats import INDEX_DEFS_PATH, partition_stats_key, range_of_record, read_index_columns
+    from lakesdk.read.metadata_table import MetadataTableReader
+    from lakesdk.read.view import FileSystemView, list_data_files
+    columns = (read_index_columns(t.storage.read(INDEX_DEFS_PATH)) if t.storage.exists(INDEX_DEFS_PATH) else None) or []
+    tl = t.context.store.load()
+    recs = MetadataTableReader(t.storage, tl).records("partition_stats")
+    hudi = _HUDI_PARTITION_STATS.get(str(Path(t.path).resolve()), {})
+    view = FileSystemView(t.storage, t.context.config, t.context.store, tl, files=list_data_files(t.storage))
+    parts: dict[str, list[str]] = {}
+    for g in view.file_groups:
+        s = g.latest
+        if s is not None:
+            parts.setdefault(g.partition, []).extend(([s.base_path] if s.base_path else []) + s.log_paths)
+    for key, rec in recs.items():
+        name = rec.raw["ColumnStatsMetadata"]["fileName"]
+        assert name in parts or rec.deleted or key in hudi, f"partition_stats {what}: a live record of {name!r}, no file"
+    for part, paths in sorted(parts.items()):
+        datas = [d for d in (file_rows(t, p, columns) for p in paths) if d is not None and len(d)]
+        for c in columns:
+            key = partition_stats_key(c, part)
+            rec = recs.get(key)
+            where = (what, part, c)
+            assert rec is not None and not rec.deleted, f"partition_stats {what}: no record of {c} in {part!r}"
+            cs = rec.raw["ColumnStatsMetadata"]
+            got = range_of_record(cs)
+            assert got is not None and cs["fileName"] == part, where
+            rows = sum(len(d) for d in datas)
+            cols = [d.column(c) for d in datas if c in d.column_names]
+            nulls = sum(col.null_count for col in cols)
+            mixed = len({str(col.type) for col in cols}) > 1     # files of the column in other types
+            bounds = [] if mixed else [_bounds(col) for col in cols]
+            los = [b[0] for b in bounds if b[0] is not None]
+            his = [b[1] for b in bounds if b[1] is not None]
+            lo, hi = (min(los) if los else None), (max(his) if his else None)
+            typ = cols[0].type if cols and not mixed else None
+            if hudi.get(key) == (got, bool(cs.get("isTightBound"))):
+                assert got.value_count >= rows and (got.null_count < 0 or got.null_count >= nulls), (where, got)
+                if got.null_count >= 0 and lo is not None and typ is not None and got.min_value is not None:
+                    assert stored_value(got.min_value, typ) <= lo and stored_value(got.max_value, typ) >= hi, (where, got)
+                continue
+            assert cs.get("isTightBound") and got.value_count == rows, (where, got, rows)
+            if got.null_count < 0:
+                # unknown: a file without the column, or without bounds of values it holds
+                assert mixed or len(cols) < len(datas) or any(_unbounded(col) for col in cols), (where, got)
+                assert got.min_value is None and got.max_value is None, (where, got)
+                continue
+            assert got.null_count == nulls, (where, got, nulls)
+            if isinstance(got.max_value, float) and math.isnan(got.max_value):
+                continue        # a NaN bound (Hudi's log file ranges) bounds nothing
+            assert (stored_value(got.min_value, typ), stored_value(got.max_value, typ)) == (lo, hi), (where, got, lo, hi)
+
+
+def _bounds(col) -> tuple:
+    """The smallest and largest value of a column, NaN left out."""
+    if pa.types.is_floating(col.type):
+        col = pc.filter(col, pc.invert(pc.fill_null(pc.is_nan(col), False)))
+    mm = pc.min_max(col)
+    return mm["min"].as_py(), mm["max"].as_py()
 
 
 def _unbounded(col) -> bool:

@@ -141,13 +141,14 @@ def _kill_mdt_writer(table_type: str, point: str, mode: str, tmp_path: Path) -> 
 
     import lakesdk as lk
 
-    from .corpus_model import DATA, Model, mdt_state
+    from .corpus_model import DATA, Model, mdt_state, remember_hudi_partition_stats
     from .helpers import unpack_zips, zipped_table
     rel = f"sample_table/{table_type}/v9_txns_simple_meta"
     zdir = tmp_path / "zip"
     (zdir / rel).parent.mkdir(parents=True)
     (zdir / f"{rel}.zip").write_bytes((DATA / f"{rel}.zip").read_bytes())
     path = zipped_table(unpack_zips(zdir, tmp_path / "t"), rel)
+    remember_hudi_partition_stats(path)
     m = Model(lk.open_table(path, options=lk.TableOptions(engine="local")))
     listed = mdt_state(path)[0]
     changed = [m.updated(m.first()), m.new()]

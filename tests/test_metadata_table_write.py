@@ -192,5 +192,6 @@ def test_the_metadata_table_cleans_its_old_file_slices_and_instants(tmp_path, ta
         files = [f for f in mdt.rglob("*") if f.is_file() and ".hoodie" not in f.relative_to(mdt).parts]
         sizes.append((len(files), len(list((mdt / ".hoodie/timeline").glob("*")))))
     agree(t, "after 14 upserts with an MDT compacted every 2 delta commits")
-    assert all(f <= 20 and n <= 18 for f, n in sizes[4:]), sizes     # 14 commits leave 42+ files uncleaned
+    # four file groups (files, two of column_stats, partition_stats): 14 commits leave 56+ files uncleaned
+    assert all(f <= 27 and n <= 18 for f, n in sizes[4:]), sizes
     assert not any((Path(t.path) / METADATA_DIR / "files").glob("*_00000000000000000.hfile")), "the first base file went"

@@ -45,7 +45,8 @@ class ReadPlan:
     total_partitions: int
     visible: tuple[Instant, ...] = ()     # commits visible to the read
     log_instants: frozenset[str] | None = None  # requested times whose log blocks apply (default: visible)
-    skipped_slices: int = 0               # file slices the MDT's column statistics ruled out
+    skipped_slices: int = 0               # file slices the MDT's column (or partition) statistics ruled out
+    pruned_by_partition_stats: int = 0    # partitions (of those) the MDT's partition statistics ruled out
 
     @property
     def files(self) -> list[str]:
@@ -63,7 +64,9 @@ class ReadPlan:
     def __repr__(self) -> str:
         return (f"<ReadPlan {len(self.slices)} file slices, {self.bytes} bytes, "
                 f"{self.total_partitions - self.pruned_partitions}/{self.total_partitions} partitions"
-                + (f", {self.skipped_slices} skipped by column statistics" if self.skipped_slices else "") + ">")
+                + (f", {self.skipped_slices} skipped by column statistics" if self.skipped_slices else "")
+                + (f" ({self.pruned_by_partition_stats} partitions by partition statistics)"
+                   if self.pruned_by_partition_stats else "") + ">")
 
 
 def slice_context(table: "TableContext", plan: ReadPlan) -> "SliceReadContext":

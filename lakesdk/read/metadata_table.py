@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from lakesdk.exceptions import CorruptFileError
 from lakesdk.format.file_group import FileSlice
@@ -27,6 +27,7 @@ from lakesdk.format.metadata_records import (
     RecordType,
     data_partition_of,
     decode_record,
+    mdt_partition_key,
     merge_file_entries,
 )
 from lakesdk.format.metadata_table import METADATA_DIR
@@ -57,6 +58,8 @@ class MetadataTableReader:
         # an MDT instant's completion time; older than the active MDT timeline: archived, completed
         self._completion = {i.requested: i.completed or i.requested for i in mdt_timeline.completed}
         self._start = min((i.requested for i in mdt_timeline.instants), default="")
+        #: the requested times of the completed MDT delta commits
+        self.delta_commits = frozenset(i.requested for i in mdt_timeline.completed if i.action == "deltacommit")
         pending = {i.requested for i in timeline.pending}
         self.valid = frozenset(i for i in self._completion if i not in pending)
 
@@ -109,11 +112,14 @@ class MetadataTableReader:
             out.update(self._slice_records(sl))
         return out
 
-    def column_ranges(self, columns: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
-        """The ``column_stats`` of ``columns``: (partition hash, file name) -> column ->
-        :class:`~lakesdk.format.column_stats.ColumnRange` (records read by key prefix)."""
-        from lakesdk.format.column_stats import column_prefix, range_of_record
-        prefixes = tuple(column_prefix(c).encode("ascii") for c in columns)
+    def column_ranges(self, columns: list[str],
+                      partitions: Iterable[str] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+        """The ``column_stats`` of ``columns`` (of the data ``partitions``, None: all):
+        (partition hash, file name) -> column -> :class:`~lakesdk.format.column_stats.ColumnRange`
+        (records read by key prefix)."""
+        from lakesdk.format.column_stats import column_prefix, partition_id, range_of_record
+        parts = [""] if partitions is None else [partition_id(p) for p in partitions]
+        prefixes = tuple((column_prefix(c) + p).encode("ascii") for c in columns for p in parts)
         out: dict[tuple[str, str], dict[str, Any]] = {}
         for sl in self.slices("column_stats"):
             for key, rec in self._slice_records(sl, prefixes).items():
@@ -121,6 +127,33 @@ class MetadataTableReader:
                 r = range_of_record(cs)
                 if r is not None:
                     out.setdefault((key[12:24], str(cs.get("fileName"))), {})[r.column] = r
+        return out
+
+    def partition_ranges(self, columns: list[str]) -> dict[str, dict[str, Any]]:
+        """The ``partition_stats`` of ``columns`` a reader may skip by: partition hash -> column
+        -> :class:`~lakesdk.format.column_stats.ColumnRange` (tight bounds only, see
+        :func:`lakesdk.format.partition_stats.partition_range_of`)."""
+        from lakesdk.format.column_stats import column_prefix
+        from lakesdk.format.partition_stats import PARTITION, partition_range_of
+        prefixes = tuple(column_prefix(c).encode("ascii") for c in columns)
+        out: dict[str, dict[str, Any]] = {}
+        for sl in self.slices(PARTITION):
+            for key, rec in self._slice_records(sl, prefixes).items():
+                r = partition_range_of((rec.raw or {}).get("ColumnStatsMetadata") or {})
+                if r is not None:
+                    out.setdefault(key[12:24], {})[r.column] = r
+        return out
+
+    def partition_files(self, partitions: Iterable[str]) -> dict[str, dict[str, int]]:
+        """The live files of the data ``partitions`` as the ``files`` partition lists them
+        (partition -> file name -> size; records read by key prefix)."""
+        keys = {mdt_partition_key(p): p for p in partitions}
+        out: dict[str, dict[str, int]] = {p: {} for p in keys.values()}
+        prefixes = tuple(k.encode("utf-8") for k in keys)
+        for sl in self.slices("files"):
+            for key, rec in self._slice_records(sl, prefixes).items():
+                if key in keys and rec.type == RecordType.FILE_LIST and rec.files is not None:
+                    out[keys[key]] = {n: e.size for n, e in rec.files.items() if not e.deleted}
         return out
 
     def _slice_records(self, sl: FileSlice, prefixes: tuple[bytes, ...] | None = None) -> dict[str, MetadataRecord]:

@@ -22,7 +22,7 @@ from lakesdk.format.schema import META_FIELDS, with_meta_fields
 from lakesdk.format.timeline import Timeline
 from lakesdk.read.bind import Bound, session_time_zone
 from lakesdk.read.predicate import Predicate
-from lakesdk.read.skipping import skip_slices
+from lakesdk.read.skipping import prune_partitions, skip_slices
 from lakesdk.read.view import FileSystemView
 from lakesdk.timeline.history import LSMTimeline
 
@@ -79,9 +79,10 @@ def plan_read(table: "TableContext", request: ReadRequest, *, guard: Guard | Non
     if request.read_optimized:
         slices = [_base_only(s) for s in slices if s.base_file is not None]
     kept_parts = {s.partition for s in slices}
+    slices, by_partition, pruned = prune_partitions(view, slices, bound)
     slices, skipped = skip_slices(view, slices, bound)
     return ReadPlan(tuple(slices), schema, tuple(view.visible), None, len(parts) - len(kept_parts), len(parts),
-                    tuple(view.visible), view.log_instants, skipped)
+                    tuple(view.visible), view.log_instants, skipped + by_partition, pruned)
 
 
 def diagnose_failed_read(table: "TableContext", plan: ReadPlan, as_of: str | None) -> None:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from lakesdk.read.bind import Bound
     from lakesdk.read.view import FileSystemView
 
-__all__ = ["skip_slices", "may_match", "filter_columns"]
+__all__ = ["skip_slices", "prune_partitions", "may_match", "filter_columns"]
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}
 _VALUE_MERGES = ("COMMIT_TIME_ORDERING", "EVENT_TIME_ORDERING")
@@ -64,6 +64,42 @@ def skip_slices(view: "FileSystemView", slices: list["FileSlice"], bound: "Bound
         return slices, 0          # the MDT was dropped or rebuilt meanwhile: read everything
     kept = [s for s in slices if _slice_may_match(s, bound, stats)]
     return kept, len(slices) - len(kept)
+
+
+def prune_partitions(view: "FileSystemView", slices: list["FileSlice"],
+                     bound: "Bound | None") -> tuple[list["FileSlice"], int, int]:
+    """The slices of the partitions whose ``partition_stats`` may match ``bound``, how many
+    slices and partitions were left out.  Only for a read of the latest state (the statistics
+    say the latest file slices) from an MDT that keeps them, by the same rules as
+    :func:`skip_slices`, and only when the MDT says no more than the view's timeline: every
+    delta commit it holds belongs to an instant completed on it (or older than it), and no
+    compaction is pending (Hudi's records then may leave out the slice being compacted)."""
+    from lakesdk.format.partition_stats import PARTITION
+    config = view.config
+    reader = view.metadata
+    if (bound is None or not slices or reader is None or view.as_of is not None
+            or PARTITION not in view.metadata_partitions):
+        return slices, 0, 0
+    if config.merge_mode not in _VALUE_MERGES and any(s.log_files for s in slices):
+        return slices, 0, 0
+    tl = view.timeline
+    if any(i.action in ("compaction", "logcompaction") for i in tl.pending):
+        return slices, 0, 0
+    done = {i.requested for i in tl.completed}
+    first = min((i.requested for i in tl.instants), default="")
+    if any(d not in done and d >= first and not d.startswith("0" * 14) for d in reader.delta_commits & reader.valid):
+        return slices, 0, 0       # a delta commit of an instant this timeline does not hold completed
+    columns = filter_columns(bound)
+    if not columns:
+        return slices, 0, 0
+    try:
+        stats = reader.partition_ranges(sorted(columns))
+    except FileNotFoundError:
+        return slices, 0, 0
+    ruled_out = {p for p in {s.partition for s in slices}
+                 if partition_id(p) in stats and not may_match(bound.tree, stats[partition_id(p)])}
+    kept = [s for s in slices if s.partition not in ruled_out]
+    return kept, len(slices) - len(kept), len(ruled_out)
 
 
 def _slice_may_match(s: "FileSlice", bound: "Bound", stats: Mapping[tuple[str, str], dict[str, ColumnRange]]) -> bool:

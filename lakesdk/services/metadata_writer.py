@@ -18,9 +18,11 @@ Which MDT a table keeps (``TableOptions(metadata=...)``, Hudi's ``hoodie.metadat
 * ``False``: the MDT is dropped (:mod:`lakesdk.services.metadata_table`), as a Hudi writer with
   the MDT disabled drops it.
 
-The partitions lakesdk does not maintain yet (``column_stats``, ``partition_stats``,
-``record_index``, bloom filters, secondary and expression indexes) are dropped alone before the
-first delta commit lakesdk writes, as Hudi drops a disabled index: removed from
+On table version 9 it keeps ``column_stats`` (:mod:`lakesdk.services.metadata_stats`) and, on
+partitioned tables, ``partition_stats`` (:mod:`lakesdk.services.partition_stats`).  The
+partitions lakesdk does not maintain yet (``record_index``, bloom filters, secondary and
+expression indexes; ``column_stats`` and ``partition_stats`` on version 8) are dropped alone
+before the first delta commit lakesdk writes, as Hudi drops a disabled index: removed from
 ``hoodie.table.metadata.partitions``, then their folders deleted.  Tables of version 6 keep
 dropping the whole MDT (their MDT's log files follow the version 6 layout).
 
@@ -61,6 +63,13 @@ from lakesdk.services.metadata_stats import (
     table_arrow_schema,
     write_index_definition,
 )
+from lakesdk.services.partition_stats import (
+    by_partition_group,
+    group_count,
+    keeps_partition_stats,
+    records_after_action,
+    records_of_listing,
+)
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
@@ -71,16 +80,17 @@ if TYPE_CHECKING:
 __all__ = ["sync_metadata_table", "create_metadata_table", "build_metadata_table", "keeps_metadata_table",
            "MAINTAINED"]
 
-#: the MDT partitions lakesdk keeps (``column_stats`` on tables of version 9)
-MAINTAINED = ("files", "column_stats")
+#: the MDT partitions lakesdk keeps (``column_stats`` and ``partition_stats`` on tables of version 9)
+MAINTAINED = ("files", "column_stats", "partition_stats")
 _SERVICE_WRITES = ("compaction", "clustering", "logcompaction")
 
 
 def maintained(ctx: "TableContext", cfg: TableConfig) -> tuple[str, ...]:
     """The MDT partitions lakesdk keeps for this table: ``files``, and ``column_stats`` on a
-    version 9 table unless ``TableOptions(metadata_column_stats=False)``."""
+    version 9 table unless ``TableOptions(metadata_column_stats=False)``, with
+    ``partition_stats`` when the table is partitioned (and not of Lance files), as Hudi 1.1."""
     if cfg.version >= 9 and ctx.options.metadata_column_stats:
-        return MAINTAINED
+        return MAINTAINED if keeps_partition_stats(cfg) else MAINTAINED[:2]
     return ("files",)
 
 
@@ -118,13 +128,21 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
         _remove_failed(mdt, store, inflight.requested)
         if _maybe_compact(ctx, mdt, store, ctx.options.metadata_compact_every):
             _clean(mdt, store)
-        stats = None
+        stats = pstats = None
         if "column_stats" in keep:
             columns, defined = stats_columns(ctx, schema_json)
             if columns and not defined:
                 write_index_definition(ctx.storage, columns)
-            stats = stats_records_of(ctx, change, columns, table_arrow_schema(columns, schema_json))
-        _write_delta_commit(mdt, store, inflight.requested, change, stats)
+            arrow = table_arrow_schema(columns, schema_json)
+            stats = stats_records_of(ctx, change, columns, arrow)
+            if "partition_stats" in keep:
+                from lakesdk.read.metadata_table import MetadataTableReader
+                if arrow is None:
+                    arrow = table_arrow_schema(columns, _latest_commit_schema(ctx.store))
+                reader = MetadataTableReader(ctx.storage, ctx.store.load())
+                pstats = by_partition_group(records_after_action(ctx, reader, inflight, data, change, stats, columns,
+                                                                 arrow), group_count(mdt))
+        _write_delta_commit(mdt, store, inflight.requested, change, stats, pstats)
 
 
 # -- what an action changes -------------------------------------------------------------------------
@@ -230,24 +248,27 @@ def _with_meta_fields(schema_json: str) -> str:
     return json.dumps(schema, separators=(",", ":"))
 
 
-def _groups_of(change: FilesChange, stats: dict[str, dict] | None) -> list[tuple[str, str, dict[str, dict]]]:
-    """(MDT partition, file group, records) of a change: the ``files`` records, and the
-    ``column_stats`` records spread over their file groups."""
+def _groups_of(change: FilesChange, stats: dict[str, dict] | None,
+               pstats: dict[str, dict[str, dict]] | None = None) -> list[tuple[str, str, dict[str, dict]]]:
+    """(MDT partition, file group, records) of a change: the ``files`` records, the
+    ``column_stats`` records spread over their file groups, the ``partition_stats`` records
+    (by file group)."""
     out = [("files", FILES_GROUP, files_records(change))]
     for idx, recs in sorted(by_file_group(stats or {}).items()):
         out.append(("column_stats", stats_group(idx), recs))
+    out += [("partition_stats", group, recs) for group, recs in sorted((pstats or {}).items()) if recs]
     return out
 
 
 def _write_delta_commit(mdt: "Storage", store: "TimelineStore", instant: str, change: FilesChange,
-                        stats: dict[str, dict] | None = None) -> None:
+                        stats: dict[str, dict] | None = None, pstats: dict[str, dict[str, dict]] | None = None) -> None:
     # what a crash left is gone already (sync_metadata_table)
     schema = _schema_of(store)
     requested = Instant("deltacommit", "requested", instant)
     store.create(requested)
     inflight = store.transition(requested, "inflight", CommitMetadata(operation_type="UPSERT_PREPPED").encode(layout=2))
     stats_by_part: dict[str, list[WriteStat]] = {}
-    for part, group, records in _groups_of(change, stats):
+    for part, group, records in _groups_of(change, stats, pstats):
         name = LogFile(group, instant, 1, WRITE_TOKEN).name
         block = files_log_block(records, instant, schema_json=schema)
         mdt.write(f"{part}/{name}", block)
@@ -272,11 +293,12 @@ def _live(part: str, merged: dict) -> dict[str, dict]:
         if part == "files":
             out[k] = {"key": k, "type": r.type, "filesystemMetadata": {
                 n: {"size": e.size, "isDeleted": False} for n, e in sorted((r.files or {}).items()) if not e.deleted}}
-        elif r.type == RecordType.COLUMN_STATS and r.raw is not None:
+        elif r.type in (RecordType.COLUMN_STATS, RecordType.PARTITION_STATS) and r.raw is not None:
             cs = r.raw.get("ColumnStatsMetadata") or {}
             rng = range_of_record(cs)
             if rng is not None:     # deleted (or of a layout lakesdk does not write): left out
-                out[k] = stats_record("", str(cs.get("fileName")), rng, key=k)
+                out[k] = stats_record("", str(cs.get("fileName")), rng, kind=r.type,
+                                      tight=bool(cs.get("isTightBound")), key=k)
     return out
 
 
@@ -403,10 +425,14 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
     mdt.write(".hoodie/hoodie.properties", TableConfig(mprops).to_text().encode("utf-8"))
     listing = _listing(ctx, pending)
     stats = None
+    pstats: dict[str, dict[str, dict]] | None = None
     if "column_stats" in keep:
         schema_json = _latest_commit_schema(ctx.store)
         columns, _ = stats_columns(ctx, schema_json)
-        stats = stats_records_of(ctx, listing, columns, table_arrow_schema(columns, schema_json))
+        arrow = table_arrow_schema(columns, schema_json)
+        stats = stats_records_of(ctx, listing, columns, arrow)
+        if "partition_stats" in keep:
+            pstats = by_partition_group(records_of_listing(ctx, listing, stats, columns, arrow), 1)
     for part in keep:
         mdt.write(f"{part}/.hoodie_partition_metadata",
                   f"#partition metadata\ncommitTime={INIT_INSTANT}\npartitionDepth=1\n".encode())
@@ -419,6 +445,7 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
     if stats is not None:
         grouped = by_file_group(stats)
         groups += [("column_stats", stats_group(i), grouped.get(i, {})) for i in range(FILE_GROUPS)]
+    groups += [("partition_stats", group, recs) for group, recs in sorted((pstats or {}).items())]
     for part, group, records in groups:
         base = BaseFile(group, WRITE_TOKEN, INIT_INSTANT, "hfile").name
         data = hfile_of(records, base=True)
