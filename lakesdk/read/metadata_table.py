@@ -12,7 +12,9 @@ delta commit first, so a writer that died in between leaves one that its rollbac
 
 from __future__ import annotations
 
-from collections import defaultdict
+import hashlib
+import threading
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -60,7 +62,9 @@ class MetadataTableReader:
         self._start = min((i.requested for i in mdt_timeline.instants), default="")
         #: the requested times of the completed MDT delta commits
         self.delta_commits = frozenset(i.requested for i in mdt_timeline.completed if i.action == "deltacommit")
-        pending = {i.requested for i in timeline.pending}
+        # a savepoint has the time of the commit it saves: pending, it leaves that commit's
+        # delta commit valid (found by the service soak: the commit's files left the listing)
+        pending = {i.requested for i in timeline.pending if i.action != "savepoint"}
         self.valid = frozenset(i for i in self._completion if i not in pending)
 
     def _completed(self, instant: str) -> str | None:
@@ -166,29 +170,19 @@ class MetadataTableReader:
             items = reader if prefixes is None else (kv for p in prefixes for kv in reader.items(prefix=p))
             for key, value in items:
                 _put(merged, decode_record(value, schema, key=key, path=self.mdt.url(path)))
-        blocks: list[tuple[str, Any]] = []
+        blocks: list[_Block] = []
         for path in sl.log_paths:
-            blocks.extend((path, b) for b in read_log_file(self.mdt.read(path)))
-        voided = {b.target_instant for _, b in blocks if b.is_rollback}
-        for path, b in blocks:
+            blocks.extend(_log_blocks(self.mdt.url(path), self.mdt.read(path)))
+        voided = {b.target for b in blocks if b.rollback}
+        text = None if prefixes is None else tuple(p.decode("ascii", "replace") for p in prefixes)
+        for b in blocks:
             if b.instant not in self.valid or b.instant in voided:
                 continue
-            url = self.mdt.url(path)
-            if b.block_type == BlockType.HFILE_DATA:
-                schema = b.header.get(HeaderKey.SCHEMA)
-                if not schema:
-                    raise CorruptFileError(f"{url}: an HFile data block at offset {b.offset} has no SCHEMA header",
-                                           path=url)
-                for key, value in b.hfile(url):
-                    if prefixes is None or key.startswith(prefixes):
-                        _put(merged, decode_record(value, schema, key=key, path=url))
-            elif b.block_type == BlockType.DELETE:
-                keys = b.delete_records().column("_hoodie_record_key").to_pylist()
-                for k in keys:
-                    merged.pop(k, None)
-            elif b.block_type != BlockType.COMMAND:
-                raise CorruptFileError(f"{url}: a metadata table log file holds a {b.block_type.name} block at offset "
-                                       f"{b.offset}; it holds HFile data, delete and command blocks only", path=url)
+            for rec in b.records:
+                if text is None or rec.key.startswith(text):
+                    _put(merged, rec)
+            for k in b.deleted:
+                merged.pop(k, None)
         return merged
 
     # -- the files partition -------------------------------------------------------------------
@@ -206,6 +200,59 @@ class MetadataTableReader:
                 continue
             yield PartitionListing(data_partition_of(key),
                                    {n: e.size for n, e in sorted(rec.files.items()) if not e.deleted})
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A log block of an MDT log file, decoded: its records (HFile data) or the keys it deletes."""
+    instant: str | None
+    rollback: bool
+    target: str | None
+    records: tuple[MetadataRecord, ...] = ()
+    deleted: tuple[str, ...] = ()
+
+
+#: decoded MDT log files by (URL, content digest): a log file is written once (an MDT delta
+#: commit written again after a failed attempt has other bytes or the same records), so its
+#: records are decoded once per process, not by every plan and commit that reads the slice
+_DECODED: OrderedDict[tuple[str, bytes], tuple[_Block, ...]] = OrderedDict()
+_DECODED_FILES = 512
+_DECODED_MAX_BYTES = 4 << 20     # larger log files (a record index's) are decoded on each read
+_DECODED_LOCK = threading.Lock()
+
+
+def _log_blocks(url: str, data: bytes) -> tuple[_Block, ...]:
+    """The blocks of the MDT log file ``data`` (at ``url``), decoded (cached by content)."""
+    key = (url, hashlib.blake2b(data, digest_size=16).digest()) if len(data) <= _DECODED_MAX_BYTES else None
+    if key is not None:
+        with _DECODED_LOCK:
+            hit = _DECODED.get(key)
+            if hit is not None:
+                _DECODED.move_to_end(key)
+                return hit
+    out: list[_Block] = []
+    for b in read_log_file(data):
+        if b.block_type == BlockType.HFILE_DATA:
+            schema = b.header.get(HeaderKey.SCHEMA)
+            if not schema:
+                raise CorruptFileError(f"{url}: an HFile data block at offset {b.offset} has no SCHEMA header", path=url)
+            recs = tuple(decode_record(value, schema, key=k, path=url) for k, value in b.hfile(url))
+            out.append(_Block(b.instant, False, None, records=recs))
+        elif b.block_type == BlockType.DELETE:
+            keys = b.delete_records().column("_hoodie_record_key").to_pylist()
+            out.append(_Block(b.instant, False, None, deleted=tuple(str(k) for k in keys)))
+        elif b.block_type == BlockType.COMMAND:
+            out.append(_Block(b.instant, b.is_rollback, b.target_instant))
+        else:
+            raise CorruptFileError(f"{url}: a metadata table log file holds a {b.block_type.name} block at offset "
+                                   f"{b.offset}; it holds HFile data, delete and command blocks only", path=url)
+    blocks = tuple(out)
+    if key is not None:
+        with _DECODED_LOCK:
+            _DECODED[key] = blocks
+            while len(_DECODED) > _DECODED_FILES:
+                _DECODED.popitem(last=False)
+    return blocks
 
 
 def _put(merged: dict[str, MetadataRecord], rec: MetadataRecord) -> None:

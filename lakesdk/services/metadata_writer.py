@@ -319,7 +319,7 @@ def _maybe_compact(ctx: "TableContext", mdt: "Storage", store: "TimelineStore", 
     if len(since) < every or tl.pending:
         return False
     data_timeline = ctx.store.load()
-    pending = {i.requested for i in data_timeline.pending}
+    pending = {i.requested for i in data_timeline.pending if i.action != "savepoint"}
     if any(i.requested in pending for i in tl.completed if i.action == "deltacommit"):
         return False
     reader = MetadataTableReader(ctx.storage, data_timeline)
