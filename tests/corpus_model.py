@@ -95,13 +95,14 @@ def mdt_state(path: str) -> tuple[tuple[str, ...], bool]:
     return metadata_partitions(cfg.props), (Path(path) / METADATA_DIR).exists()
 
 
-def kept_partitions(path: str) -> tuple[str, ...]:
-    """The MDT partitions lakesdk keeps on this table (column_stats on version 9, and
-    partition_stats on a partitioned version 9 table not of Lance files)."""
+def kept_partitions(path: str, *, partition_stats: bool = False) -> tuple[str, ...]:
+    """The MDT partitions lakesdk keeps on this table (column_stats on version 9, and with
+    ``partition_stats`` (the option on) partition_stats on a partitioned version 9 table not
+    of Lance files)."""
     cfg = TableConfig.from_bytes((Path(path) / ".hoodie/hoodie.properties").read_bytes())
     if cfg.version < 9:
         return ("files",)
-    partitioned = bool(cfg.partition_fields) and cfg.base_file_format != "LANCE"
+    partitioned = partition_stats and bool(cfg.partition_fields) and cfg.base_file_format != "LANCE"
     return ("column_stats", "files", "partition_stats") if partitioned else ("column_stats", "files")
 
 

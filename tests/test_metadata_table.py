@@ -94,7 +94,7 @@ def test_upgrade_to_version_9_builds_a_version_9_mdt(corpus, tmp_path):
     named = mdt_state(path)[0]
     t = lk.open_table(path, options=lk.TableOptions(engine="local"))
     m = Model(t)
-    lost = set(named) - {"files", "column_stats", "partition_stats"}
+    lost = set(named) - {"files", "column_stats"}
     with warnings.catch_warnings(record=True) as told:
         warnings.simplefilter("always")
         new = t.maintenance.upgrade()

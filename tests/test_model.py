@@ -634,6 +634,27 @@ class LakeMachine(RuleBasedStateMachine):
         c = data.draw(st.sampled_from(self.m.commits), label="savepoint commit")
         self._attempt("savepoint", lambda: self.t.maintenance.savepoint(c.requested))
 
+    @precondition(lambda self: self.t is not None and _on("savepoint") and self.m.commits)
+    @rule(data=st.data())
+    def savepoint_in_progress(self, data: st.DataObject) -> None:
+        """A savepoint caught between requested and completed (it has the time of the commit
+        it saves): the table reads as the model says, the metadata table's listing included
+        (found by the service soak), then the savepoint goes."""
+        from lakesdk.format.instant import Instant
+        c = data.draw(st.sampled_from(self.m.commits), label="savepoint in progress")
+        store = self.t.context.store
+        if any(i.requested == c.requested and i.action == "savepoint" for i in store.load().instants):
+            return
+        requested = Instant("savepoint", "requested", c.requested)
+        store.create(requested)
+        inflight = store.transition(requested, "inflight")
+        try:
+            self.check_1_snapshot()
+            self.check_5_metadata_table()
+        finally:
+            store.delete(inflight)
+            store.delete(requested)
+
     @precondition(lambda self: self.t is not None and _on("savepoint"))
     @rule(data=st.data())
     def delete_savepoint(self, data: st.DataObject) -> None:

@@ -38,6 +38,8 @@ from .corpus_model import MDT_TABLES, check_mdt, copy_table, unpack_corpus
 from .test_column_stats import _COLS, _double, _literal, _rows, _same, _table, _values, batches, conditions
 
 #: the version 9 corpus tables whose MDT has partition_stats (version 8's is Hudi 1.0's layout)
+#: partition statistics are kept when the option is on (off by default)
+PSTATS = lk.TableOptions(metadata_partition_stats=True)
 PSTATS_TABLES = sorted(rel for rel, cfg in MDT_TABLES.items()
                        if "partition_stats" in cfg.props.get("hoodie.table.metadata.partitions", "")
                        and cfg.version >= 9)
@@ -88,7 +90,7 @@ def test_the_corpus_has_tables_with_partition_stats():
 @pytest.mark.parametrize("rel", PSTATS_TABLES)
 def test_lakesdk_aggregates_the_records_hudi_wrote(corpus, rel):
     from .helpers import zipped_table
-    t = lk.open_table(zipped_table(corpus, rel))
+    t = lk.open_table(zipped_table(corpus, rel), options=PSTATS)
     mdt = MetadataTableReader(t.storage, t.context.store.load())
     theirs = mdt.records("partition_stats")
     groups = {sl.file_id: sl for sl in mdt.slices("partition_stats")}
@@ -131,7 +133,7 @@ def test_an_mdt_lakesdk_builds_holds_the_records_hudi_wrote(corpus, rel, tmp_pat
     from lakesdk.format.metadata_table import INFLIGHT_KEY, METADATA_DIR, PARTITIONS_KEY
     from lakesdk.format.table_config import TableConfig
     path = copy_table(corpus, rel, tmp_path)
-    t = lk.open_table(path)
+    t = lk.open_table(path, options=PSTATS)
     tl = t.context.store.load()
     theirs = MetadataTableReader(t.storage, tl).records("partition_stats")
     current = {g.partition: {n for n in ([g.latest.base_file.name] if g.latest.base_file else [])
@@ -141,7 +143,7 @@ def test_an_mdt_lakesdk_builds_holds_the_records_hudi_wrote(corpus, rel, tmp_pat
     raw, cfg = read_properties(t.storage)
     rewrite_properties(t.storage, raw, TableConfig({**cfg.props, PARTITIONS_KEY: "", INFLIGHT_KEY: ""}))
     t.storage.delete_dir(METADATA_DIR)
-    t = lk.open_table(path)
+    t = lk.open_table(path, options=PSTATS)
     mine = t.maintenance.create_metadata_table().records("partition_stats")
     same = 0
     for key, rec in theirs.items():
@@ -159,14 +161,14 @@ def test_an_mdt_lakesdk_builds_holds_the_records_hudi_wrote(corpus, rel, tmp_pat
 
 
 def test_partitions_are_pruned_by_their_statistics(tmp_path):
-    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True))
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True, metadata_partition_stats=True))
     t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type="mor")
     for i in range(4):
         t.bulk_insert(pa.table({"id": list(range(i * 10, i * 10 + 10)), "p": [f"p{i}"] * 10, "ts": [0] * 10,
                                 "d": [decimal.Decimal(i * 10 + j) for j in range(10)]}))
     t.upsert(pa.table({"id": [3], "p": ["p0"], "ts": [1], "d": [decimal.Decimal(500)]}))   # a log file
     check_mdt(t.path, "after the writes")
-    t = lk.open_table(t.path)
+    t = lk.open_table(t.path, options=PSTATS)
     plan = t.read(where="id = 15").plan()
     assert (len(plan.slices), plan.skipped_slices, plan.pruned_by_partition_stats) == (1, 3, 3)
     assert t.read(where="d = 500").to_arrow().column("id").to_pylist() == [3]
@@ -177,12 +179,12 @@ def test_partitions_are_pruned_by_their_statistics(tmp_path):
 def test_a_pending_compaction_stops_pruning_by_partition(tmp_path):
     """Hudi takes the empty slice a pending compaction opens as a file group's latest, so its
     records may miss rows then: no partition is pruned while a compaction is pending."""
-    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True))
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True, metadata_partition_stats=True))
     t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type="mor")
     t.bulk_insert(pa.table({"id": [1, 2], "p": ["a", "b"], "ts": [0, 0]}))
     t.upsert(pa.table({"id": [1], "p": ["a"], "ts": [1]}))
     assert t.maintenance.schedule_compaction() is not None
-    t = lk.open_table(t.path)
+    t = lk.open_table(t.path, options=PSTATS)
     plan = t.read(where="id = 2").plan()
     assert plan.pruned_by_partition_stats == 0 and plan.skipped_slices == 1     # the file-level statistics still skip
     assert t.read(where="id = 2").to_arrow().column("id").to_pylist() == [2]
@@ -197,7 +199,7 @@ def test_a_read_pruned_by_partition_returns_the_rows_a_full_read_keeps(tmp_path_
     """Generated batches, each written into a partition drawn from three (so a partition holds
     the values of several files, and updates in log files), read with generated filters."""
     root = tmp_path_factory.mktemp("prune")
-    lake = lk.Lake(str(root), options=lk.TableOptions(engine="local", metadata=True))
+    lake = lk.Lake(str(root), options=lk.TableOptions(engine="local", metadata=True, metadata_partition_stats=True))
     t = lake.create_table("t", key="id", partition_by="part", ordering="ts", table_type=table_type)
     for ids, cols in data:
         part = update.draw(st.sampled_from(["x", "y", "z"]))
@@ -209,7 +211,7 @@ def test_a_read_pruned_by_partition_returns_the_rows_a_full_read_keeps(tmp_path_
     new = {f"c_{k}": update.draw(st.lists(_values(k), min_size=len(chosen), max_size=len(chosen))) for k in _COLS}
     t.upsert(_table(chosen, new, 1).append_column("part", pa.array([parts[i] for i in chosen])))
     check_mdt(t.path, "after the generated writes")
-    t = lk.open_table(t.path)
+    t = lk.open_table(t.path, options=PSTATS)
     full = t.read().to_arrow()
     near = [(k, v) for k in "imw" for v in full.column(f"c_{k}").to_pylist() if v is not None]
     if near:

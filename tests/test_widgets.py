@@ -312,6 +312,6 @@ def test_file_layout_shows_the_metadata_table(lake):
     t.upsert(rides(3, ts=2))
     w = t.widgets.file_layout()
     files = int(w.groups.log_files.sum()) + int(w.groups.base_file.notna().sum())
-    assert w.metadata["partitions"] == ["column_stats", "files", "partition_stats"] and w.metadata["files_listed"] == files
+    assert w.metadata["partitions"] == ["column_stats", "files"] and w.metadata["files_listed"] == files
     assert w.metadata["base_file"].endswith(".hfile") and w.metadata["log_files"] == 1
     assert f"lists {files} files" in w.summary.value

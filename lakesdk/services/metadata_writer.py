@@ -88,9 +88,11 @@ _SERVICE_WRITES = ("compaction", "clustering", "logcompaction")
 def maintained(ctx: "TableContext", cfg: TableConfig) -> tuple[str, ...]:
     """The MDT partitions lakesdk keeps for this table: ``files``, and ``column_stats`` on a
     version 9 table unless ``TableOptions(metadata_column_stats=False)``, with
-    ``partition_stats`` when the table is partitioned (and not of Lance files), as Hudi 1.1."""
+    ``partition_stats`` when the table is partitioned (and not of Lance files) and
+    ``TableOptions(metadata_partition_stats=True)`` (off by default, see docs/metadata-table.md)."""
     if cfg.version >= 9 and ctx.options.metadata_column_stats:
-        return MAINTAINED if keeps_partition_stats(cfg) else MAINTAINED[:2]
+        pstats = ctx.options.metadata_partition_stats and keeps_partition_stats(cfg)
+        return MAINTAINED if pstats else MAINTAINED[:2]
     return ("files",)
 
 

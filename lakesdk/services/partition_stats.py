@@ -123,6 +123,16 @@ def _undone(action: str, data: bytes) -> set[str]:
     return set()
 
 
+def _replaced_partitions(ctx: "TableContext", inflight: Instant, data: bytes) -> set[str]:
+    """The partitions whose file groups a replace (``insert_overwrite``, clustering) replaces:
+    their latest slices change although the action may write no file there."""
+    if inflight.action not in ("replacecommit", "clustering"):
+        return set()
+    from lakesdk.format.commit_metadata import CommitMetadata
+    md = CommitMetadata.parse(data, layout=ctx.config.layout_version, replace=True)
+    return {p for p, fids in (md.partition_to_replace_file_ids or {}).items() if fids}
+
+
 def _latest_slices(ctx: "TableContext", files: Mapping[str, Mapping[str, int]], timeline: Any,
                    store: Any) -> dict[str, list[FileSlice]]:
     """The latest file slice of every file group of ``files`` (partition -> name -> size)."""
@@ -143,7 +153,7 @@ def _slices_after(ctx: "TableContext", reader: "MetadataTableReader", inflight: 
     """The latest file slices of the partitions whose files ``change`` changes, once the
     action ``inflight`` (completing with the completed file ``data``) has completed."""
     from lakesdk.format.timeline import Timeline
-    touched = sorted(set(change.added) | set(change.deleted))
+    touched = sorted(set(change.added) | set(change.deleted) | _replaced_partitions(ctx, inflight, data))
     files = reader.partition_files(touched)
     for p in touched:
         cur = files.setdefault(p, {})

@@ -58,7 +58,8 @@ def upgrade_table(table: "TableContext | Any") -> TableConfig | None:
         had = bool(metadata_partitions(cfg.props))
         enabled = ctx.options.metadata
         rebuild = enabled is True or (enabled is None and had)
-        drop_metadata_table(ctx, "upgrade", rebuilt=MAINTAINED if rebuild else ())
+        rebuilt = MAINTAINED if ctx.options.metadata_partition_stats else MAINTAINED[:2]
+        drop_metadata_table(ctx, "upgrade", rebuilt=rebuilt if rebuild else ())
         raw, cfg = read_properties(ctx.storage)
         new = cfg.upgraded()
         rewrite_properties(ctx.storage, raw, new)
