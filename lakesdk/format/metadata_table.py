@@ -24,9 +24,13 @@ that no reader trusts a listing the write makes stale: :func:`without_metadata_t
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
-__all__ = ["METADATA_DIR", "PARTITIONS_KEY", "INFLIGHT_KEY", "metadata_partitions", "without_metadata_table"]
+if TYPE_CHECKING:
+    from lakesdk.format.timeline import Timeline
+
+__all__ = ["METADATA_DIR", "PARTITIONS_KEY", "INFLIGHT_KEY", "metadata_partitions", "without_metadata_table",
+           "pending_data_instants"]
 
 #: the MDT's base path, relative to the data table's
 METADATA_DIR = ".hoodie/metadata"
@@ -52,3 +56,11 @@ def without_metadata_table(props: Mapping[str, str]) -> dict[str, str]:
     out[PARTITIONS_KEY] = ""
     out[INFLIGHT_KEY] = ""
     return out
+
+
+def pending_data_instants(timeline: "Timeline") -> set[str]:
+    """The requested times of the data table's pending instants whose MDT delta commits do not
+    count yet (Hudi completes the delta commit first).  A pending savepoint is none of them: it
+    has the time of the commit it saves, whose delta commit counts (found by the service soak:
+    that commit's files left the listing while the savepoint ran)."""
+    return {i.requested for i in timeline.pending if i.action != "savepoint"}

@@ -32,7 +32,7 @@ from lakesdk.format.metadata_records import (
     mdt_partition_key,
     merge_file_entries,
 )
-from lakesdk.format.metadata_table import METADATA_DIR
+from lakesdk.format.metadata_table import METADATA_DIR, pending_data_instants
 from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Timeline
 from lakesdk.storage import Storage
@@ -62,9 +62,7 @@ class MetadataTableReader:
         self._start = min((i.requested for i in mdt_timeline.instants), default="")
         #: the requested times of the completed MDT delta commits
         self.delta_commits = frozenset(i.requested for i in mdt_timeline.completed if i.action == "deltacommit")
-        # a savepoint has the time of the commit it saves: pending, it leaves that commit's
-        # delta commit valid (found by the service soak: the commit's files left the listing)
-        pending = {i.requested for i in timeline.pending if i.action != "savepoint"}
+        pending = pending_data_instants(timeline)
         self.valid = frozenset(i for i in self._completion if i not in pending)
 
     def _completed(self, instant: str) -> str | None:

@@ -54,7 +54,14 @@ from lakesdk.format.metadata_files import (
     mdt_properties,
 )
 from lakesdk.format.metadata_records import RecordType, record_schema_json
-from lakesdk.format.metadata_table import INFLIGHT_KEY, METADATA_DIR, PARTITIONS_KEY, metadata_partitions
+from lakesdk.format.metadata_table import (
+    INFLIGHT_KEY,
+    METADATA_DIR,
+    PARTITIONS_KEY,
+    metadata_partitions,
+    pending_data_instants,
+)
+from lakesdk.format.partition_stats import FILE_GROUPS as PSTATS_GROUPS
 from lakesdk.format.table_config import TableConfig
 from lakesdk.services.metadata_stats import (
     by_file_group,
@@ -119,8 +126,8 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
         # a partition lakesdk keeps is missing: the MDT is built again from a listing
         # the files of the instant being committed come with its delta commit (a savepoint has
         # the time of the commit it saves, whose files are in the listing)
-        writes = inflight.action in WRITE_ACTIONS or inflight.action in _SERVICE_WRITES
-        raw, cfg = create_metadata_table(ctx, raw, cfg, pending=inflight.requested if writes else None)
+        raw, cfg = create_metadata_table(ctx, raw, cfg,
+                                         pending=inflight.requested if _writes_files(inflight.action) else None)
     elif set(named) - set(keep):
         raw, cfg = _drop_partitions(ctx, raw, cfg, sorted(set(named) - set(keep)), inflight.action)
     change, schema_json = _change_of(ctx, inflight, data)
@@ -148,6 +155,11 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
 
 
 # -- what an action changes -------------------------------------------------------------------------
+def _writes_files(action: str) -> bool:
+    """Whether an action of this kind writes data files (its commit metadata records them)."""
+    return action in WRITE_ACTIONS or action in _SERVICE_WRITES
+
+
 def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> tuple[FilesChange, str | None]:
     """The files an action changed, and the table schema (Avro JSON) its commit metadata
     records when it is a write."""
@@ -155,7 +167,7 @@ def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> tuple[Fil
     from lakesdk.format.service_metadata import CleanMetadataData, RestoreMetadataData
     action = inflight.action
     change = FilesChange()
-    if action in WRITE_ACTIONS or action in _SERVICE_WRITES:
+    if _writes_files(action):
         md = CommitMetadata.parse(data, layout=ctx.config.layout_version,
                                   replace=action in ("replacecommit", "clustering"))
         # a listed file has a size (Hudi's payload refuses an existing file of size 0)
@@ -321,7 +333,7 @@ def _maybe_compact(ctx: "TableContext", mdt: "Storage", store: "TimelineStore", 
     if len(since) < every or tl.pending:
         return False
     data_timeline = ctx.store.load()
-    pending = {i.requested for i in data_timeline.pending if i.action != "savepoint"}
+    pending = pending_data_instants(data_timeline)
     if any(i.requested in pending for i in tl.completed if i.action == "deltacommit"):
         return False
     reader = MetadataTableReader(ctx.storage, data_timeline)
@@ -434,7 +446,7 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
         arrow = table_arrow_schema(columns, schema_json)
         stats = stats_records_of(ctx, listing, columns, arrow)
         if "partition_stats" in keep:
-            pstats = by_partition_group(records_of_listing(ctx, listing, stats, columns, arrow), 1)
+            pstats = by_partition_group(records_of_listing(ctx, listing, stats, columns, arrow), PSTATS_GROUPS)
     for part in keep:
         mdt.write(f"{part}/.hoodie_partition_metadata",
                   f"#partition metadata\ncommitTime={INIT_INSTANT}\npartitionDepth=1\n".encode())

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from lakesdk.commit.context import context_of
 from lakesdk.commit.table_properties import read_properties, rewrite_properties
 from lakesdk.exceptions import TableConfigError, UnsupportedTableVersionError
-from lakesdk.format.metadata_table import metadata_partitions
 from lakesdk.format.table_config import TableConfig
 from lakesdk.services.metadata_table import drop_metadata_table
 
@@ -54,12 +53,9 @@ def upgrade_table(table: "TableContext | Any") -> TableConfig | None:
         # Hudi upgrades the metadata table with the data table; lakesdk builds it again: the
         # version 8 one is dropped first, and a new one built from a listing once the table is
         # version 9 (when the table keeps one); only the indexes lakesdk does not build are lost
-        from lakesdk.services.metadata_writer import MAINTAINED, create_metadata_table
-        had = bool(metadata_partitions(cfg.props))
-        enabled = ctx.options.metadata
-        rebuild = enabled is True or (enabled is None and had)
-        rebuilt = MAINTAINED if ctx.options.metadata_partition_stats else MAINTAINED[:2]
-        drop_metadata_table(ctx, "upgrade", rebuilt=rebuilt if rebuild else ())
+        from lakesdk.services.metadata_writer import create_metadata_table, keeps_metadata_table, maintained
+        rebuild = keeps_metadata_table(ctx, cfg)
+        drop_metadata_table(ctx, "upgrade", rebuilt=maintained(ctx, cfg.upgraded()) if rebuild else ())
         raw, cfg = read_properties(ctx.storage)
         new = cfg.upgraded()
         rewrite_properties(ctx.storage, raw, new)
