@@ -35,11 +35,11 @@ from lakesdk.read.predicate import parse_where
 from lakesdk.read.view import FileSystemView
 
 from .corpus_model import MDT_TABLES, check_mdt, copy_table, unpack_corpus
-from .test_column_stats import _COLS, _double, _literal, _rows, _same, _table, _values, batches, conditions
+from .test_column_stats import _COLS, _table, _values, batches, check_filtered_reads, conditions
 
-#: the version 9 corpus tables whose MDT has partition_stats (version 8's is Hudi 1.0's layout)
 #: partition statistics are kept when the option is on (off by default)
 PSTATS = lk.TableOptions(metadata_partition_stats=True)
+#: the version 9 corpus tables whose MDT has partition_stats (version 8's is Hudi 1.0's layout)
 PSTATS_TABLES = sorted(rel for rel, cfg in MDT_TABLES.items()
                        if "partition_stats" in cfg.props.get("hoodie.table.metadata.partitions", "")
                        and cfg.version >= 9)
@@ -211,20 +211,7 @@ def test_a_read_pruned_by_partition_returns_the_rows_a_full_read_keeps(tmp_path_
     new = {f"c_{k}": update.draw(st.lists(_values(k), min_size=len(chosen), max_size=len(chosen))) for k in _COLS}
     t.upsert(_table(chosen, new, 1).append_column("part", pa.array([parts[i] for i in chosen])))
     check_mdt(t.path, "after the generated writes")
-    t = lk.open_table(t.path, options=PSTATS)
-    full = t.read().to_arrow()
-    near = [(k, v) for k in "imw" for v in full.column(f"c_{k}").to_pylist() if v is not None]
-    if near:
-        for k, v in update.draw(st.lists(st.sampled_from(near), max_size=4)):
-            op = update.draw(st.sampled_from(["=", "<=", ">=", "<", ">"]))
-            where = where + [f"c_{k} {op} {update.draw(st.sampled_from([_double(v), _literal(k, v)]))}"]
-    for w in where:
-        q = t.read(where=w)
-        plan = q.plan()
-        expected = full.filter(parse_where(w).bind(full.schema, "UTC").to_arrow())
-        want = sorted(expected.drop_columns([c for c in expected.column_names if c.startswith("_hoodie")])
-                      .to_pylist(), key=lambda r: r["id"])
-        assert _same(_rows(q), want), (w, plan)
+    for plan in check_filtered_reads(lk.open_table(t.path, options=PSTATS), update, where):
         PRUNED["pruned"] += plan.pruned_by_partition_stats
         PRUNED["plans"] += 1
 
