@@ -95,9 +95,9 @@ def mdt_state(path: str) -> tuple[tuple[str, ...], bool]:
     return metadata_partitions(cfg.props), (Path(path) / METADATA_DIR).exists()
 
 
-def kept_partitions(path: str, *, partition_stats: bool = False) -> tuple[str, ...]:
+def kept_partitions(path: str, *, partition_stats: bool = True) -> tuple[str, ...]:
     """The MDT partitions lakesdk keeps on this table (column_stats on version 9, and with
-    ``partition_stats`` (the option on) partition_stats on a partitioned version 9 table not
+    ``partition_stats`` (the option on, the default) partition_stats on a partitioned version 9 table not
     of Lance files)."""
     cfg = TableConfig.from_bytes((Path(path) / ".hoodie/hoodie.properties").read_bytes())
     if cfg.version < 9:

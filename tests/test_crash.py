@@ -291,3 +291,39 @@ def test_a_rollback_killed_inside_its_metadata_delta_commit_is_finished_by_the_n
     assert sorted(r["id"] for r in hudi_read(t.path)) == [1, 4]
     check_mdt(t.path, "after the next write")
     assert not t.timeline.pending
+
+
+OVERWRITE_WRITER = textwrap.dedent("""
+    import os, sys
+    os.environ["LAKESDK_CRASH_PID"] = str(os.getpid())
+    import pyarrow as pa
+    import lakesdk as lk
+    t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local"))
+    t.insert_overwrite(pa.table({"id": [9], "p": ["a"], "ts": [1]}), scope="table")
+""")
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_an_overwrite_killed_after_its_metadata_delta_commit_is_undone_in_the_partition_statistics(table_type,
+                                                                                                 tmp_path):
+    """An insert_overwrite of the whole table killed with its MDT delta commit completed (its
+    partition statistics say the partitions it replaced empty) and rolled back by the next
+    writer: the rollback says those partitions again, the one where the overwrite wrote no
+    file included."""
+    import lakesdk as lk
+
+    from .corpus_model import check_mdt
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type=table_type)
+    t.upsert({"id": [1, 2], "p": ["a", "Zürich"], "ts": [0, 0]})
+    r = subprocess.run([sys.executable, "-c", OVERWRITE_WRITER, t.path], capture_output=True, text=True, timeout=240,
+                       env={**os.environ, "LAKESDK_CRASH_AT": "metadata_committed"})
+    assert r.returncode == -9, f"not killed: rc={r.returncode}\n{r.stderr[-3000:]}"
+    t = lk.open_table(t.path, options=lk.TableOptions(engine="local"))
+    dead = t.context.store.load().pending.instants
+    assert [i.action for i in dead] == ["replacecommit"]
+    t.maintenance.rollback(dead[0].requested, force=True)      # its heartbeat has not expired yet
+    assert not t.context.store.load().pending
+    check_mdt(t.path, "after the rollback of the killed overwrite")
+    assert t.read(where="id = 2").to_arrow().column("id").to_pylist() == [2]
+    assert t.read(where="id = 2").plan().pruned_by_partition_stats == 1

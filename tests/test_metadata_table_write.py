@@ -103,6 +103,20 @@ def test_a_pending_write_is_not_listed_until_it_commits(tmp_path):
     agree(t, "after the pending write committed")
 
 
+def test_partition_names_beyond_ascii_are_read_by_prefix_from_log_blocks(tmp_path):
+    """The files of a partition read by key prefix (as partition statistics read them) include
+    those its log blocks add, whatever the partition's name."""
+    from lakesdk.read.metadata_table import MetadataTableReader
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type="mor")
+    for i, p in enumerate(["Zürich", "東京", "a b", "Zürich"]):
+        t.upsert(pa.table({"id": [i], "p": [p], "ts": [i]}))
+    reader = MetadataTableReader(t.storage, t.context.store.load())
+    names = ["p=Zürich", "p=東京", "p=a b"]
+    assert reader.partition_files(names) == {lst.partition: lst.files for lst in reader.listings()}
+    assert len(reader.partition_files(["p=Zürich"])["p=Zürich"]) == 2
+
+
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_a_savepoint_in_progress_leaves_the_commit_it_saves_listed(tmp_path, table_type):
     """A savepoint has the time of the commit it saves: while it is pending, that commit's

@@ -196,7 +196,7 @@ OPTIONS: tuple[Option, ...] = (
            "the one a table has without building one, False drops it", optional=True),
     Option("metadata_column_stats", "hoodie.metadata.index.column.stats.enable", bool, True,
            "Hudi's metadata table: keep its column_stats index (table version 9), which reads skip files by"),
-    Option("metadata_partition_stats", "hoodie.metadata.index.partition.stats.enable", bool, False,
+    Option("metadata_partition_stats", "hoodie.metadata.index.partition.stats.enable", bool, True,
            "Hudi's metadata table: keep its partition_stats index (partitioned version 9 tables, with "
            "column_stats), which reads prune partitions by"),
     Option("metadata_compact_every", "hoodie.metadata.compact.max.delta.commits", int, 10,
@@ -288,7 +288,7 @@ class TableOptions:
     cluster_sort_by: tuple[str, ...] = ()
     metadata: bool | None = True                       # hoodie.metadata.enable
     metadata_column_stats: bool = True                 # hoodie.metadata.index.column.stats.enable
-    metadata_partition_stats: bool = False             # hoodie.metadata.index.partition.stats.enable
+    metadata_partition_stats: bool = True              # hoodie.metadata.index.partition.stats.enable
     metadata_compact_every: int = 10                   # hoodie.metadata.compact.max.delta.commits
     early_conflict_detection: bool = False
     early_conflict_check_interval_ms: int = 1000

@@ -158,6 +158,16 @@ class MetadataTableReader:
                     out[keys[key]] = {n: e.size for n, e in rec.files.items() if not e.deleted}
         return out
 
+    def written_at(self, partition: str, instant: str) -> list[MetadataRecord]:
+        """The records the MDT delta commit ``instant`` wrote to ``partition``'s log files,
+        whether they count or not (what a rollback of its data instant must say again)."""
+        out: list[MetadataRecord] = []
+        for sl in self.slices(partition):
+            for path in sl.log_paths:
+                out += [r for b in _log_blocks(self.mdt.url(path), self.mdt.read(path)) if b.instant == instant
+                        for r in b.records]
+        return out
+
     def _slice_records(self, sl: FileSlice, prefixes: tuple[bytes, ...] | None = None) -> dict[str, MetadataRecord]:
         from lakesdk.format.hfile import HFileReader
         merged: dict[str, MetadataRecord] = {}
@@ -172,7 +182,7 @@ class MetadataTableReader:
         for path in sl.log_paths:
             blocks.extend(_log_blocks(self.mdt.url(path), self.mdt.read(path)))
         voided = {b.target for b in blocks if b.rollback}
-        text = None if prefixes is None else tuple(p.decode("ascii", "replace") for p in prefixes)
+        text = None if prefixes is None else tuple(p.decode("utf-8") for p in prefixes)
         for b in blocks:
             if b.instant not in self.valid or b.instant in voided:
                 continue

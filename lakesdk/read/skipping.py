@@ -87,7 +87,8 @@ def prune_partitions(view: "FileSystemView", slices: list["FileSlice"],
         return slices, 0, 0
     done = {i.requested for i in tl.completed}
     first = min((i.requested for i in tl.instants), default="")
-    if any(d not in done and d >= first and not d.startswith("0" * 14) for d in reader.delta_commits & reader.valid):
+    beyond = {d for d in reader.delta_commits & reader.valid if d not in done and d >= first and not d.startswith("0" * 14)}
+    if beyond and beyond - _undone_on(view):
         return slices, 0, 0       # a delta commit of an instant this timeline does not hold completed
     columns = filter_columns(bound)
     if not columns:
@@ -100,6 +101,21 @@ def prune_partitions(view: "FileSystemView", slices: list["FileSlice"],
                  if partition_id(p) in stats and not may_match(bound.tree, stats[partition_id(p)])}
     kept = [s for s in slices if s.partition not in ruled_out]
     return kept, len(slices) - len(kept), len(ruled_out)
+
+
+def _undone_on(view: "FileSystemView") -> set[str]:
+    """The instants the completed rollbacks and restores of the view's timeline undid (their
+    delta commits stay in lakesdk's MDT; the rollback's own delta commit says again what they
+    changed)."""
+    from lakesdk.format.plans import RollbackMetadataData
+    from lakesdk.format.service_metadata import RestoreMetadataData
+    out: set[str] = set()
+    for inst in view.timeline.completed:
+        if inst.action == "rollback":
+            out |= {i for i, _ in RollbackMetadataData.parse(view.store.read_bytes(inst)).rolled_back}
+        elif inst.action == "restore":
+            out |= {i for i, _ in RestoreMetadataData.parse(view.store.read_bytes(inst)).instants}
+    return out
 
 
 def _slice_may_match(s: "FileSlice", bound: "Bound", stats: Mapping[tuple[str, str], dict[str, ColumnRange]]) -> bool:

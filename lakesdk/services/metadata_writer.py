@@ -72,6 +72,7 @@ from lakesdk.services.metadata_stats import (
 )
 from lakesdk.services.partition_stats import (
     by_partition_group,
+    changed_partitions,
     group_count,
     keeps_partition_stats,
     records_after_action,
@@ -95,8 +96,8 @@ _SERVICE_WRITES = ("compaction", "clustering", "logcompaction")
 def maintained(ctx: "TableContext", cfg: TableConfig) -> tuple[str, ...]:
     """The MDT partitions lakesdk keeps for this table: ``files``, and ``column_stats`` on a
     version 9 table unless ``TableOptions(metadata_column_stats=False)``, with
-    ``partition_stats`` when the table is partitioned (and not of Lance files) and
-    ``TableOptions(metadata_partition_stats=True)`` (off by default, see docs/metadata-table.md)."""
+    ``partition_stats`` when the table is partitioned (and not of Lance files) unless
+    ``TableOptions(metadata_partition_stats=False)``."""
     if cfg.version >= 9 and ctx.options.metadata_column_stats:
         pstats = ctx.options.metadata_partition_stats and keeps_partition_stats(cfg)
         return MAINTAINED if pstats else MAINTAINED[:2]
@@ -113,6 +114,7 @@ def keeps_metadata_table(ctx: "TableContext", cfg: TableConfig) -> bool:
 def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> None:
     """Bring the MDT up to ``inflight`` completing with the completed file ``data`` (or drop it,
     see the module doc).  The caller holds the table lock (with several writers)."""
+    from lakesdk.read.metadata_table import MetadataTableReader
     from lakesdk.services.metadata_table import drop_metadata_table, has_metadata_table
     if not keeps_metadata_table(ctx, ctx.config) and not has_metadata_table(ctx):
         return
@@ -131,12 +133,18 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
     elif set(named) - set(keep):
         raw, cfg = _drop_partitions(ctx, raw, cfg, sorted(set(named) - set(keep)), inflight.action)
     change, schema_json = _change_of(ctx, inflight, data)
-    if change:
+    reader = touched = None
+    if "partition_stats" in keep:
+        reader = MetadataTableReader(ctx.storage, ctx.store.load())
+        touched = changed_partitions(ctx, reader, inflight, data, change)
+    if change or touched:
         mdt = ctx.storage.child(METADATA_DIR)
         store = _mdt_store(mdt)          # one per sync: its properties read once, its commits parsed once
         _remove_failed(mdt, store, inflight.requested)
         if _maybe_compact(ctx, mdt, store, ctx.options.metadata_compact_every):
             _clean(mdt, store)
+            if reader is not None:       # read the compacted MDT (the clean deleted older file slices)
+                reader = MetadataTableReader(ctx.storage, ctx.store.load())
         stats = pstats = None
         if "column_stats" in keep:
             columns, defined = stats_columns(ctx, schema_json)
@@ -144,13 +152,11 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
                 write_index_definition(ctx.storage, columns)
             arrow = table_arrow_schema(columns, schema_json)
             stats = stats_records_of(ctx, change, columns, arrow)
-            if "partition_stats" in keep:
-                from lakesdk.read.metadata_table import MetadataTableReader
+            if reader is not None and touched:
                 if arrow is None:
                     arrow = table_arrow_schema(columns, _latest_commit_schema(ctx.store))
-                reader = MetadataTableReader(ctx.storage, ctx.store.load())
-                pstats = by_partition_group(records_after_action(ctx, reader, inflight, data, change, stats, columns,
-                                                                 arrow), group_count(mdt))
+                pstats = by_partition_group(records_after_action(ctx, reader, inflight, data, change, touched, stats,
+                                                                 columns, arrow), group_count(mdt))
         _write_delta_commit(mdt, store, inflight.requested, change, stats, pstats)
 
 
@@ -267,7 +273,7 @@ def _groups_of(change: FilesChange, stats: dict[str, dict] | None,
     """(MDT partition, file group, records) of a change: the ``files`` records, the
     ``column_stats`` records spread over their file groups, the ``partition_stats`` records
     (by file group)."""
-    out = [("files", FILES_GROUP, files_records(change))]
+    out = [("files", FILES_GROUP, files_records(change))] if change else []
     for idx, recs in sorted(by_file_group(stats or {}).items()):
         out.append(("column_stats", stats_group(idx), recs))
     out += [("partition_stats", group, recs) for group, recs in sorted((pstats or {}).items()) if recs]

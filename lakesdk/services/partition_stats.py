@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from lakesdk.read.metadata_table import MetadataTableReader
     from lakesdk.storage import Storage
 
-__all__ = ["keeps_partition_stats", "records_after_action", "records_of_listing", "by_partition_group",
+__all__ = ["keeps_partition_stats", "changed_partitions", "records_after_action", "records_of_listing", "by_partition_group",
            "group_count"]
 
 #: after every instant: the action being committed completes last
@@ -148,13 +148,45 @@ def _latest_slices(ctx: "TableContext", files: Mapping[str, Mapping[str, int]], 
     return out
 
 
+def _undone_partitions(ctx: "TableContext", reader: "MetadataTableReader", undone: set[str]) -> set[str]:
+    """The partitions the instants a rollback undoes changed: a completed one's commit metadata
+    names them (written and replaced); a pending one whose MDT delta commit completed before its
+    writer died (that delta commit counts once the instant leaves the timeline) names them in
+    the ``partition_stats`` records of that delta commit, which the MDT's compaction has not
+    folded in (it waits for the data instant)."""
+    out: set[str] = set()
+    for inst in ctx.store.load().instants:
+        if inst.requested not in undone:
+            continue
+        if inst.is_completed:
+            md = ctx.store.commit_metadata(inst)
+            out |= {s.partitionPath or "" for s in md.write_stats}
+            out |= {p for p, fids in (md.partition_to_replace_file_ids or {}).items() if fids}
+        elif inst.requested in reader.delta_commits:
+            out |= {str((r.raw or {}).get("ColumnStatsMetadata", {}).get("fileName") or "")
+                    for r in reader.written_at(PARTITION, inst.requested)}
+    return out
+
+
+def changed_partitions(ctx: "TableContext", reader: "MetadataTableReader", inflight: Instant, data: bytes,
+                       change: "FilesChange") -> set[str]:
+    """The partitions whose latest file slices the action ``inflight`` changes: those whose
+    files ``change`` adds or deletes, those whose file groups a replace replaces (it may write
+    no file there), and those the instants a rollback undoes changed (lakesdk's MDT keeps
+    their delta commits, whose records say those partitions as they were with them)."""
+    out = set(change.added) | set(change.deleted) | _replaced_partitions(ctx, inflight, data)
+    if inflight.action == "rollback":
+        out |= _undone_partitions(ctx, reader, _undone(inflight.action, data))
+    return out
+
+
 def _slices_after(ctx: "TableContext", reader: "MetadataTableReader", inflight: Instant, data: bytes,
-                  change: "FilesChange") -> dict[str, list[FileSlice]]:
-    """The latest file slices of the partitions whose files ``change`` changes, once the
-    action ``inflight`` (completing with the completed file ``data``) has completed."""
+                  change: "FilesChange", touched: Iterable[str]) -> dict[str, list[FileSlice]]:
+    """The latest file slices of the partitions ``touched``, once the action ``inflight``
+    (completing with the completed file ``data``, adding and deleting the files of ``change``)
+    has completed."""
     from lakesdk.format.timeline import Timeline
-    touched = sorted(set(change.added) | set(change.deleted) | _replaced_partitions(ctx, inflight, data))
-    files = reader.partition_files(touched)
+    files = reader.partition_files(sorted(touched))
     for p in touched:
         cur = files.setdefault(p, {})
         for n in change.deleted.get(p, ()):
@@ -221,14 +253,15 @@ def _partition_records(ctx: "TableContext", slices: Mapping[str, list[FileSlice]
 
 
 def records_after_action(ctx: "TableContext", reader: "MetadataTableReader", inflight: Instant, data: bytes,
-                         change: "FilesChange", stats: Mapping[str, Mapping[str, Any]], columns: list[str],
-                         schema: pa.Schema | None) -> dict[str, dict[str, Any]]:
-    """The ``partition_stats`` records of the partitions whose files an action changes, as of
-    after it (``stats``: the action's ``column_stats`` records; ``reader``: the MDT before the
-    action's delta commit)."""
-    if not columns or not change:
+                         change: "FilesChange", touched: Iterable[str], stats: Mapping[str, Mapping[str, Any]],
+                         columns: list[str], schema: pa.Schema | None) -> dict[str, dict[str, Any]]:
+    """The ``partition_stats`` records of the partitions ``touched`` (:func:`changed_partitions`)
+    as of after an action (``change``: the files it adds and deletes; ``stats``: its
+    ``column_stats`` records; ``reader``: the MDT before the action's delta commit)."""
+    touched = set(touched)
+    if not columns or not touched:
         return {}
-    slices = _slices_after(ctx, reader, inflight, data, change)
+    slices = _slices_after(ctx, reader, inflight, data, change, touched)
     parts = list(slices)
     ids = {partition_id(p): p for p in parts}
     known = {(ids[pid], name): dict(ranges) for (pid, name), ranges in reader.column_ranges(columns, parts).items()
