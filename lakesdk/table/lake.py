@@ -226,6 +226,12 @@ class Lake:
     def __repr__(self) -> str:
         return f"<Lake {self.root!r}>"
 
+    def _repr_html_(self) -> str:
+        """The lake in a notebook: its tables with their type, version and commits
+        (:mod:`lakesdk.table.preview`)."""
+        from lakesdk.table.preview import lake_html
+        return lake_html(self)
+
 
 def _with_concurrency(options: TableOptions, concurrency: str | None, lock: str | None,
                       lock_options: dict[str, Any] | None) -> TableOptions:

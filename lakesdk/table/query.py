@@ -198,6 +198,12 @@ class Query:
                                limit=self.row_limit).num_rows
         return n if self.row_limit is None else min(n, self.row_limit)
 
+    def _repr_html_(self) -> str:
+        """The query in a notebook: what it reads, its columns and its first rows
+        (:mod:`lakesdk.table.preview`)."""
+        from lakesdk.table.preview import query_html
+        return query_html(self)
+
     def __repr__(self) -> str:
         parts: list[str] = [self.kind]
         if self.as_of_time:

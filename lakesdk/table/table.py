@@ -464,13 +464,10 @@ class Table:
         return f"<Table {c.name!r} {kind} v{c.props.get('hoodie.table.version')} at {self.path!r} {' '.join(parts)}>"
 
     def _repr_html_(self) -> str:
-        import html
-        c = self.config
-        rows = [("path", self.path), ("type", c.table_type), ("table version", c.props.get("hoodie.table.version")),
-                ("record key", ", ".join(c.record_key_fields)), ("partitioned by", ", ".join(c.partition_fields) or "-"),
-                ("ordering fields", ", ".join(c.ordering_fields) or "-"), ("merge mode", c.merge_mode)]
-        body = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
-        return f"<div><b>lakesdk Table</b> <code>{html.escape(c.name)}</code><table>{body}</table></div>"
+        """The table in a notebook: configuration, commits, size, schema and its first rows
+        (:mod:`lakesdk.table.preview`)."""
+        from lakesdk.table.preview import table_html
+        return table_html(self)
 
     def _ipython_display_(self) -> None:
         """``display(t)`` in a notebook: the summary, and tabs with the timeline, file layout

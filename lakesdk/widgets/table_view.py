@@ -1,6 +1,7 @@
 """TableView: what ``display(t)`` shows in a notebook.
 
-Tabs: ``Table`` (the HTML summary, ``Table._repr_html_``: no I/O), then ``Timeline``,
+Tabs: ``Table`` (the HTML summary, ``Table._repr_html_``: the commits, size, schema and first
+rows, read with a small limit), then ``Timeline``,
 ``File layout`` and ``Transactions``, each built (reading the table) the first time its
 tab is opened, so displaying a table stays cheap.
 """
