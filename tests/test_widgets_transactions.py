@@ -105,6 +105,8 @@ def test_lanes_bars_and_outcomes(raced):
     assert set(w.lanes) == {"hostA:11:main", "hostB:22:main", "hostC:33:main", "hostD:44:main", LANE_WRITES,
                             f"pending {beating.requested}", f"pending {silent.requested}"}
     assert list(fig.layout.yaxis.categoryarray)[::-1] == w.lanes and w.lanes[0] == "hostD:44:main"
+    # the writers the journal names are counted; lanes of unjournaled writes are no writers
+    assert "7 writes by 4 writers, 3 not journaled (writer unknown)" in w.status.value
     # a journaled bar spans started_ms -> ended_ms; a timeline bar requested -> completed
     done = fig.data[0]
     k = by[won.instant][2]
@@ -183,6 +185,7 @@ def test_single_writer_table_without_journal(table):
     assert w.lanes == [LANE_WRITES]
     assert [s.instant for s in w.bars["committed"]] == [r.instant for r in results]
     assert w.overlaps == [] and "No transaction journal" in w.verdicts_html.value
+    assert "3 writes (not journaled: writers unknown)" in w.status.value
     assert sum(len(tr.x) for tr in w.figure.data[:len(OUTCOMES)]) == 3
     # a later write shows up on refresh; compaction-free tables have no service lane
     res = t.upsert(rides(2, ts=3, start=10))
@@ -193,6 +196,17 @@ def test_single_writer_table_without_journal(table):
     few = t.widgets.transactions(limit=2)
     assert [s.instant for s in few.writes] == [results[2].instant, res.instant] and few.hidden == 2
     assert "2 older not shown" in few.status.value
+
+
+def test_a_compaction_is_no_second_writer(tmp_path):
+    """One writer and a table service: one writer's writes and a service, not "2 writers"."""
+    lake = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("trips", key="uuid", partition_by="city", ordering="ts", table_type="mor")
+    t.upsert(rides(3))
+    t.upsert(rides(3, ts=2))
+    assert t.maintenance.compact() is not None
+    status = t.widgets.transactions().status.value
+    assert "3 writes (not journaled: writers unknown), 1 by table services" in status and "2 writers" not in status
 
 
 def test_a_real_lost_race(tmp_path, monkeypatch):

@@ -141,6 +141,23 @@ def find_overlaps(writes: list[WriteSpan]) -> list[Overlap]:
     return out
 
 
+def writers_text(writes: list[WriteSpan]) -> str:
+    """"5 writes by 2 writers, 1 not journaled (writer unknown), 1 by table services": the
+    writers the journal names are counted; a write without a journal record (a single-writer
+    table's, another engine's) has no known writer, and a table service is no writer."""
+    known = {w.lane for w in writes if w.source == "journal"}
+    services = sum(1 for w in writes if w.lane == LANE_SERVICES)
+    unknown = sum(1 for w in writes if w.source != "journal" and w.lane != LANE_SERVICES)
+    out = f"{len(writes)} write{'s' if len(writes) != 1 else ''}"
+    if known:
+        out += f" by {len(known)} writer{'s' if len(known) != 1 else ''}"
+    if unknown:
+        out += f", {unknown} not journaled (writer unknown)" if known else " (not journaled: writers unknown)"
+    if services:
+        out += f", {services} by table services"
+    return out
+
+
 class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
     """Writers as lanes over time, coloured by outcome, with overlaps and verdicts.
 
@@ -307,7 +324,7 @@ class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
             n_inflight = len(per["inflight"])
             live = " · live" if self.live else ""
             older = f", {self.hidden} older not shown" if self.hidden else ""
-            self.status.value = (f"<span style='color:#555'>{len(writes)} writes{older} by {len(lanes)} writers"
+            self.status.value = (f"<span style='color:#555'>{writers_text(writes)}{older}"
                                  f" ({n_inflight} inflight), {len(overlaps)} overlaps"
                                  f" · read {now.strftime('%H:%M:%S')} UTC{live}</span>")
         return self
