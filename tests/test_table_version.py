@@ -150,8 +150,8 @@ def test_upgrade_8_to_9(lake, table_type):
     # and the table writes on as version 9
     results.append(up.upsert(df([("u1", "nyc", 9, 99.0), ("n1", "sf", 1, 1.0)])))
     assert_hudi_reads_the_same(up, results)
-    # the metadata table was built again with the column statistics a version 9 table keeps
-    assert p["hoodie.table.metadata.partitions"] == "column_stats,files"
+    # the metadata table was built again with the statistics a partitioned version 9 table keeps
+    assert p["hoodie.table.metadata.partitions"] == "column_stats,files,partition_stats"
     assert up.maintenance.upgrade() is None and props(up) == p
 
 
