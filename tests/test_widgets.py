@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import UTC, datetime
 
 import pandas as pd
 import pytest
@@ -19,18 +18,13 @@ pytest.importorskip("plotly")
 pytest.importorskip("anywidget")
 
 from lakesdk.format.commit_metadata import CommitMetadata  # noqa: E402
-from lakesdk.format.instant import Instant, parse_instant_time  # noqa: E402
+from lakesdk.format.instant import Instant  # noqa: E402
 from lakesdk.format.timeline import InstantClock  # noqa: E402
 from lakesdk.markers import TEMP_DIR, DirectWriteMarkers, parse_marker_name  # noqa: E402
 
 from .helpers import click, rides  # noqa: E402
 
 pytestmark = pytest.mark.spark
-
-
-def plotly_date(ts: str) -> str:
-    t = parse_instant_time(ts)
-    return t.strftime("%Y-%m-%d %H:%M:%S.") + f"{t.microsecond // 1000:03d}"
 
 
 def start_pending_write(t, action: str = "commit") -> Instant:
@@ -50,34 +44,41 @@ def trips(lake):
 
 # --------------------------------------------------------------------------------- timeline
 def test_timeline_bars_are_the_instants(trips):
+    """One slot per instant in requested-time order, its bar on a lane, its three stages as
+    dots filled up to its state, and the completed ones again in completion order."""
     t, results = trips
     pending = start_pending_write(t)
-    before = datetime.now(UTC).replace(tzinfo=None)
     w = t.widgets.timeline()
     timeline = t.timeline
     fig = w.figure
 
-    assert [tr.name for tr in fig.data] == ["requested", "inflight", "completed"]
-    assert sum(len(tr.x) for tr in fig.data) == len(timeline) == 4
-    shown = {(cd[0], cd[2], cd[3]) for tr in fig.data for cd in tr.customdata}
+    assert [tr.name for tr in fig.data] == ["requested", "inflight", "completed", "stages", "completion order",
+                                            "order links"]
+    assert sum(len(tr.x) for tr in fig.data[:3]) == len(timeline) == 4
+    shown = {(cd[0], cd[2], cd[3]) for tr in fig.data[:3] for cd in tr.customdata}
     assert shown == {(i.requested, i.action, i.state) for i in timeline}
-    # each completed bar spans exactly requested -> completed
+    # the writes ran one after another: one lane, a slot each in requested order
     done = fig.data[2]
     assert [cd[0] for cd in done.customdata] == [r.instant for r in results]
     for k, r in enumerate(results):
-        assert done.y[k] == "commit"
-        assert done.base[k] == plotly_date(r.instant)
-        span = (parse_instant_time(r.completed) - parse_instant_time(r.instant)).total_seconds() * 1000
-        assert done.x[k] == pytest.approx(span)
-        assert done.customdata[k][1] == r.completed
-    # the pending write is an inflight bar from its requested time up to now
+        assert done.customdata[k][1] == r.completed and done.customdata[k][4:] == [k, 0]
+        assert done.base[k] == pytest.approx(k - 0.4) and done.x[k] == pytest.approx(0.8) and done.y[k] == 0
+        assert done.text[k] == "commit"
+    # the pending write is an inflight bar in the last slot
     infl = fig.data[1]
-    assert list(infl.customdata) == [[pending.requested, "", "commit", "inflight"]]
-    assert w.bars["inflight"] == [pending]
-    assert infl.base[0] == plotly_date(pending.requested)
-    end = parse_instant_time(pending.requested).timestamp() + infl.x[0] / 1000
-    assert before.timestamp() - 1 <= end <= datetime.now(UTC).replace(tzinfo=None).timestamp() + 1
-    assert len(fig.data[0].x) == 0
+    assert list(infl.customdata) == [[pending.requested, "", "commit", "inflight", 3, 0]]
+    assert w.bars["inflight"] == [pending] and len(fig.data[0].x) == 0
+    # stages: completed instants fill all three dots, the inflight one two
+    stages = fig.data[3]
+    white = ["#ffffff" == c for c in stages.marker.color]
+    assert len(stages.x) == 12 and white == [False] * 9 + [False, False, True]
+    # the completion order: the three completed writes, linked to their requested slots
+    comp = fig.data[4]
+    assert [cd[0] for cd in comp.customdata] == [r.instant for r in results]
+    assert list(comp.y) == [comp.y[0]] * 3 and comp.y[0] > 0
+    links = fig.data[5]
+    assert [x for x in links.x if x is not None] == [0, 0, 1, 1, 2, 2]
+    assert "4 instants (1 pending) on 1 lane" in w.status.value and "out of requested order" not in w.status.value
     # hover text carries the commit metadata
     md = t.inspect.commit_metadata(results[0].instant).totals()
     assert "operation UPSERT" in done.hovertext[0]
@@ -86,7 +87,54 @@ def test_timeline_bars_are_the_instants(trips):
     assert "operation DELETE" in done.hovertext[2] and "deleted 1" in done.hovertext[2]
     assert "operation UPSERT" in infl.hovertext[0]  # read from the inflight file
     bars = w.to_pandas()
-    assert sorted(bars.requested) == sorted(i.requested for i in timeline)
+    assert list(bars.requested) == sorted(i.requested for i in timeline) and list(bars.slot) == [0, 1, 2, 3]
+    assert list(bars.completion_slot[:3]) == [0, 1, 2] and pd.isna(bars.completion_slot[3])
+
+
+def test_racing_instants_get_their_own_lanes_and_the_completion_order_shows_it(lake):
+    """A compaction scheduled, two writes while it is pending, then the compaction: the writes
+    overlap it (a second lane), and it completes after them (its link crosses theirs)."""
+    t = lake.create_table("mor", key="uuid", partition_by="city", ordering="ts", table_type="mor")
+    t.upsert(rides(6))
+    t.upsert(rides(3, ts=2))                          # a log file to compact
+    plan = t.maintenance.schedule_compaction()
+    during = [t.upsert(rides(2, ts=3)), t.upsert(rides(2, ts=4, start=10))]
+    t.maintenance.compact(plan.instant)
+    w = t.widgets.timeline()
+    df = w.to_pandas()
+    by = {r.requested: r for r in df.itertuples()}
+    assert by[plan.instant].lane == 0 and [by[r.instant].lane for r in during] == [1, 1]
+    assert by[plan.instant].slot == 2 and by[plan.instant].completion_slot == 4
+    assert [by[r.instant].completion_slot for r in during] == [2, 3]
+    assert "on 2 lanes, 1 completed out of requested order" in w.status.value
+    assert list(w.figure.layout.yaxis.ticktext) == ["lane 1", "lane 2", "completion order"]
+    # a click changes the outline only: no bar moves, the axes keep their ranges
+    before = (w.figure.to_dict()["layout"]["yaxis"]["range"], [list(tr.base) for tr in w.figure.data[:3]],
+              [list(tr.y) for tr in w.figure.data[:3]])
+    click(w.figure, 2, [cd[0] for cd in w.figure.data[2].customdata].index(plan.instant))
+    assert w.selected.requested == plan.instant
+    after = (w.figure.to_dict()["layout"]["yaxis"]["range"], [list(tr.base) for tr in w.figure.data[:3]],
+             [list(tr.y) for tr in w.figure.data[:3]])
+    assert after == before
+
+
+def test_the_as_of_slider_shows_rows_and_pins_linked_file_layouts(lake):
+    t = lake.create_table("mor", key="uuid", partition_by="city", ordering="ts", table_type="mor")
+    results = [t.upsert(rides(6)), t.upsert(rides(4, ts=2, start=10)), t.delete(["r1"])]
+    w = t.widgets.timeline()
+    assert [v for _, v in w.slider.options] == [r.instant for r in results] and w.slider.value == results[-1].instant
+    assert "Move the" in w.as_of_output.value          # nothing read until the slider moves
+    fl = w.link(t.widgets.file_layout())
+    w.slider.value = results[0].instant               # what a user's move does
+    assert f"data-instant='{results[0].instant}'" in w.as_of_output.value and "6 rows" in w.as_of_output.value
+    assert fl.as_of == results[0].instant and len(fl.groups) == len(t.as_of(results[0].instant).plan().slices)
+    rows = w.show_as_of(results[1].instant)
+    assert w.slider.value == results[1].instant and "10 rows" in w.as_of_output.value and rows.num_rows == 5
+    assert fl.as_of == results[1].instant
+    # a refresh keeps the slider where the user left it
+    t.upsert(rides(1, ts=9, start=30))
+    w.refresh()
+    assert w.slider.value == results[1].instant and len(w.slider.options) == 4
 
 
 def test_click_selects_instant_files_and_time_travel(trips):
@@ -128,7 +176,7 @@ def test_live_mode_picks_up_new_writes(trips):
             return res.instant in [cd[0] for cd in w.figure.data[2].customdata]
         while time.time() < deadline and not shown_done():
             time.sleep(0.05)
-        assert sum(len(tr.x) for tr in w.figure.data) == n + 1
+        assert sum(len(tr.x) for tr in w.figure.data[:3]) == n + 1
         assert res.instant in [cd[0] for cd in w.figure.data[2].customdata]
     finally:
         w.stop_live()
@@ -275,8 +323,7 @@ def test_timeline_shows_a_scheduled_compaction(lake):
     w = t.widgets.timeline()
     assert [(i.action, i.requested) for i in w.bars["requested"]] == [("compaction", plan.instant)]
     assert [i.action for i in w.bars["completed"]] == ["deltacommit", "deltacommit"]
-    assert list(w.figure.layout.yaxis.categoryarray)[::-1][:8] == ["commit", "deltacommit", "replacecommit", "clean",
-                                                                   "compaction", "rollback", "savepoint", "restore"]
+    assert [cd[2] for tr in w.figure.data[:3] for cd in tr.customdata if cd[3] == "requested"] == ["compaction"]
     w.select(plan.instant)
     assert w.selected_files == sorted(f"{o.partition}/{o.file_id}" for o in plan.operations)
     assert "file groups to compact" in w.panel.value
@@ -312,6 +359,6 @@ def test_file_layout_shows_the_metadata_table(lake):
     t.upsert(rides(3, ts=2))
     w = t.widgets.file_layout()
     files = int(w.groups.log_files.sum()) + int(w.groups.base_file.notna().sum())
-    assert w.metadata["partitions"] == ["column_stats", "files"] and w.metadata["files_listed"] == files
+    assert w.metadata["partitions"] == ["column_stats", "files", "partition_stats"] and w.metadata["files_listed"] == files
     assert w.metadata["base_file"].endswith(".hfile") and w.metadata["log_files"] == 1
     assert f"lists {files} files" in w.summary.value

@@ -1,16 +1,32 @@
-"""TimelineWidget: every instant of a table as a bar from its requested time to its
-completion time (pending instants reach "now"), one row per action, coloured by state.
+"""TimelineWidget: the instants of a table in the order Hudi orders them, each with its stages.
 
-Figure layout (``widget.figure``): three horizontal bar traces named ``requested``,
-``inflight`` and ``completed`` (one per state, so the legend shows the colours).  Point
-``i`` of a trace is ``widget.bars[state][i]``; its ``base`` is the requested time and its
-``x`` the duration in milliseconds (plotly's date-axis Gantt encoding), and ``customdata``
-holds ``[requested, completed, action, state]`` as instant times.  Times are UTC, as
-instant times are.
+What it teaches (tutorial 02): every action is an *instant* that goes requested -> inflight ->
+completed; instants are ordered by their requested time, and on table versions 8 and 9 a
+reader's view is cut by *completion* time, which need not follow the requested order when
+writers race.  So the figure has no wall-clock axis (sub-second commits would merge into one
+block): one slot per instant.
 
-Clicking a bar selects the instant: the side panel lists the files it wrote (its write
-stats; a pending write's markers; a rollback's deleted files; a compaction plan's slices)
-and a "Time travel" button shows ``table.as_of(instant).to_pandas().head()``.
+Figure (``widget.figure``), x = slot, y = lane:
+
+* the requested-time order, top: instant ``k`` (by requested time) is a bar in slot ``k``,
+  labelled with its action, on a *lane*: instants whose [requested, completed] spans overlap
+  (racing writers, a service running beside a write) go on separate lanes, so a lane is a
+  sequence of instants that did not overlap.  Three bar traces, ``requested``, ``inflight`` and
+  ``completed``, one per current state; point ``i`` of a trace is ``widget.bars[state][i]``
+  and ``customdata`` holds ``[requested, completed, action, state, slot, lane]``.  A
+  ``stages`` trace marks each instant's three stages with dots, filled for each stage it has
+  reached;
+* the completion-time order, bottom (a row below the lanes, ``completion order`` trace): the completed
+  instants in slot order of their completion, and ``order links`` from each instant's
+  requested slot to its completion slot: crossing links are instants that completed out of
+  requested order.
+
+The axes have fixed ranges, so nothing moves when a bar is clicked.  Clicking a bar selects
+the instant: the side panel lists the files it wrote (its write stats; a pending write's
+markers; a rollback's deleted files; a compaction plan's slices).  The ``as of`` slider (the
+completed commits in completion order) shows the table's first rows as of that commit and
+drives a linked :class:`~lakesdk.widgets.file_layout.FileLayoutWidget` (``widget.link(fl)``),
+and "Time travel" shows ``table.as_of(instant).to_pandas().head()``.  Times are UTC.
 """
 
 from __future__ import annotations
@@ -35,20 +51,47 @@ from lakesdk.widgets._common import (
     sync_figure,
 )
 
-__all__ = ["TimelineWidget", "ACTION_ROWS", "STATES"]
+__all__ = ["TimelineWidget", "STATES", "assign_lanes", "completion_order"]
 
-#: y rows, top to bottom (other actions found on the timeline are appended).
-ACTION_ROWS = ("commit", "deltacommit", "replacecommit", "clean", "compaction", "rollback", "savepoint", "restore")
 STATES = ("requested", "inflight", "completed")
 _PENDING_WRITES = frozenset({"commit", "deltacommit", "replacecommit", "compaction", "clustering", "logcompaction"})
+#: the completion-time order's row sits this far below the last lane
+_COMPLETION_GAP = 1.0
+#: x offsets of the three stage dots inside a slot
+_STAGE_DX = (-0.25, 0.0, 0.25)
+_BAR = 0.8
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
+def assign_lanes(instants: list[Instant], now: datetime | None = None) -> list[int]:
+    """A lane per instant (in requested order): the first lane whose last instant ended before
+    this one was requested, so instants whose [requested, completed] spans overlap (a pending
+    one reaches ``now``) are on separate lanes."""
+    ends: list[datetime] = []
+    out = []
+    for inst in instants:
+        start, end = TimelineWidget.bar_times(inst, now)
+        lane = next((k for k, e in enumerate(ends) if e < start), len(ends))
+        if lane == len(ends):
+            ends.append(end)
+        else:
+            ends[lane] = end
+        out.append(lane)
+    return out
+
+
+def completion_order(instants: list[Instant]) -> list[Instant]:
+    """The completed instants by completion time (then requested time): the order a reader of
+    table version 8 or 9 sees them land in."""
+    return sorted((i for i in instants if i.is_completed), key=lambda i: (i.completed or i.requested, i.requested))
+
+
 class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
-    """The table's timeline as an interactive Gantt chart.
+    """The table's timeline: instants in requested order with their stages, racing instants on
+    separate lanes, and the completion order below.
 
     ``live=True`` (or :meth:`start_live`) re-reads the timeline every ``interval_s`` seconds
     from a background thread and updates the figure in place; :meth:`stop_live` (or
@@ -62,38 +105,62 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
         self.instants: list[Instant] = []
         #: state -> instants in point order of that state's trace
         self.bars: dict[str, list[Instant]] = {s: [] for s in STATES}
+        #: requested time -> lane
+        self.lanes: dict[str, int] = {}
         self.selected: Instant | None = None
         self.selected_files: list[str] = []
+        self.as_of_instant: Instant | None = None
+        self._linked: list[Any] = []
         self._lock = threading.RLock()
         self._details: dict[tuple[str, str, str | None], dict[str, Any]] = {}
         self.refreshes = 0
 
         self.figure = go.FigureWidget(layout=go.Layout(
-            barmode="overlay", height=344, margin=dict(l=110, r=20, t=40, b=40),
-            xaxis=dict(type="date", title="time (UTC)"),
-            yaxis=dict(type="category", categoryorder="array", categoryarray=list(reversed(ACTION_ROWS)),
-                       title=None),
-            legend=dict(title="state", orientation="h", y=1.02, yanchor="bottom", x=0), showlegend=True,
-            hovermode="closest",
-            clickmode="event",
+            barmode="overlay", height=260, margin=dict(l=120, r=10, t=36, b=36),
+            xaxis=dict(title="instants in requested-time order (below: the completed ones in completion order)",
+                       zeroline=False, showgrid=False, fixedrange=True, tickfont=dict(size=10)),
+            yaxis=dict(zeroline=False, showgrid=False, fixedrange=True),
+            legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0, font=dict(size=11)), showlegend=True,
+            hovermode="closest", clickmode="event", dragmode=False,
+            annotations=[dict(xref="paper", yref="paper", x=1, y=1.02, xanchor="right", yanchor="bottom",
+                              showarrow=False, font=dict(size=11),
+                              text="stages: " + " ".join(f"<span style='color:{STATE_COLOURS[s]}'>●</span> {s}"
+                                                        for s in STATES))],
         ))
         for state in STATES:
             self.figure.add_bar(name=state, orientation="h", base=[], x=[], y=[], customdata=[], hovertext=[],
+                                text=[], textposition="inside", insidetextanchor="middle",
+                                textfont=dict(size=10, color="#ffffff"),
                                 marker=dict(color=STATE_COLOURS[state], line=dict(color=STATE_COLOURS[state], width=1)),
-                                hovertemplate="%{hovertext}<extra></extra>", width=0.6)
-        for trace in self.figure.data:
+                                hovertemplate="%{hovertext}<extra></extra>", width=0.55)
+        self.figure.add_scatter(name="stages", mode="markers", x=[], y=[], hoverinfo="skip", showlegend=False,
+                                marker=dict(size=7, color=[], line=dict(width=1.5, color=[]), symbol="circle"))
+        self.figure.add_bar(name="completion order", orientation="h", base=[], x=[], y=[], customdata=[],
+                            hovertext=[], text=[], textposition="inside", insidetextanchor="middle",
+                            textfont=dict(size=10, color="#ffffff"), width=0.55,
+                            marker=dict(color="#66bb6a", line=dict(color="#2e7d32", width=1)),
+                            hovertemplate="%{hovertext}<extra></extra>")
+        self.figure.add_scatter(name="order links", mode="lines", x=[], y=[], hoverinfo="skip",
+                                line=dict(color="#9e9e9e", width=1, dash="dot"))
+        for trace in self.figure.data[:len(STATES)]:
             trace.on_click(self._on_click)
 
-        self.panel = ipywidgets.HTML(self._panel_html(), layout=ipywidgets.Layout(min_width="320px"))
+        self.panel = ipywidgets.HTML(self._panel_html(), layout=ipywidgets.Layout(min_width="260px"))
         self.travel_button = ipywidgets.Button(description="Time travel", icon="history", disabled=True,
                                                tooltip="table.as_of(instant).to_pandas().head()")
         self.travel_button.on_click(lambda _b: self.time_travel())
         self.travel_output = ipywidgets.HTML("")
+        self.slider = ipywidgets.SelectionSlider(options=[("-", "")], value="", description="as of",
+                                                 continuous_update=False, disabled=True,
+                                                 layout=ipywidgets.Layout(width="98%"))
+        self.slider.observe(self._on_slide, names="value")
+        self.as_of_output = ipywidgets.HTML("")
         side = ipywidgets.VBox([self.panel, self.travel_button, self.travel_output],
-                               layout=ipywidgets.Layout(width="38%"))
-        fig_box = ipywidgets.Box([self.figure], layout=ipywidgets.Layout(width="62%"))
+                               layout=ipywidgets.Layout(width="34%", min_width="0"))
+        fig_box = ipywidgets.Box([self.figure], layout=ipywidgets.Layout(width="66%", min_width="0"))
         self._init_live(interval_s)
-        self._set_body(ipywidgets.HBox([fig_box, side]))
+        self._set_body(ipywidgets.HBox([fig_box, side], layout=ipywidgets.Layout(width="100%")),
+                       self.slider, self.as_of_output)
         self.add_class("lakesdk-timeline")
         self.refresh()
         if live:
@@ -101,46 +168,93 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
 
     # -- reading the table ----------------------------------------------------------------
     def refresh(self) -> "TimelineWidget":
-        """Re-read the timeline and update the figure in place (pending bars grow to now)."""
+        """Re-read the timeline and update the figure in place."""
         with self._lock:
             timeline = self.table.context.store.load()
             now = _utcnow()
-            rows_order = list(ACTION_ROWS) + sorted({i.action for i in timeline} - set(ACTION_ROWS))
+            insts = sorted(timeline, key=lambda i: (i.requested, i.action))
+            lanes = assign_lanes(insts, now)
+            done = completion_order(insts)
+            slot = {(i.requested, i.action): k for k, i in enumerate(insts)}
+            cslot = {(i.requested, i.action): k for k, i in enumerate(done)}
             per_state: dict[str, list[Instant]] = {s: [] for s in STATES}
-            for inst in timeline:
+            where: dict[tuple[str, str], tuple[int, int]] = {}
+            for inst, lane in zip(insts, lanes):
                 per_state[inst.state].append(inst)
+                where[(inst.requested, inst.action)] = (slot[(inst.requested, inst.action)], lane)
+            n_lanes = max(lanes, default=0) + 1
+            below = n_lanes - 1 + _COMPLETION_GAP            # y of the completion-time order
             with self.figure.batch_update():
-                self.figure.layout.yaxis.categoryarray = list(reversed(rows_order))
-                self.figure.layout.yaxis.range = [-0.5, len(rows_order) - 0.5]   # every action row, even empty
-                self.figure.layout.height = 120 + 28 * len(rows_order)
-                for trace in self.figure.data:
-                    insts = per_state[trace.name]
-                    base, x, cd, hover = [], [], [], []
-                    for inst in insts:
-                        start, end = self.bar_times(inst, now)
-                        base.append(fmt_time(start))
-                        x.append(round((end - start).total_seconds() * 1000, 3))
-                        cd.append([inst.requested, inst.completed or "", inst.action, inst.state])
-                        hover.append(self._hover(inst, start, end))
-                    trace.base = base
-                    trace.x = x
-                    trace.y = [i.action for i in insts]
-                    trace.customdata = cd
-                    trace.hovertext = hover
+                for trace in self.figure.data[:len(STATES)]:
+                    pts = per_state[trace.name]
+                    trace.base = [where[(i.requested, i.action)][0] - _BAR / 2 for i in pts]
+                    trace.x = [_BAR] * len(pts)
+                    trace.y = [where[(i.requested, i.action)][1] for i in pts]
+                    trace.text = [_short(i.action) for i in pts]
+                    trace.customdata = [[i.requested, i.completed or "", i.action, i.state,
+                                         *where[(i.requested, i.action)]] for i in pts]
+                    trace.hovertext = [self._hover(i, *self.bar_times(i, now)) for i in pts]
+                self._draw_stages(insts, lanes)
+                comp = self.figure.data[len(STATES) + 1]
+                comp.base = [k - _BAR / 2 for k in range(len(done))]
+                comp.x = [_BAR] * len(done)
+                comp.y = [below] * len(done)
+                comp.text = [_short(i.action) for i in done]
+                comp.customdata = [[i.requested, i.completed or "", i.action, i.state, k] for k, i in enumerate(done)]
+                comp.hovertext = [f"<b>{esc(i.action)}</b> {i.requested}<br>completed {i.completed or '-'}<br>"
+                                  f"{k + 1}. to complete; {slot[(i.requested, i.action)] + 1}. requested"
+                                  for k, i in enumerate(done)]
+                links_x: list[float | None] = []
+                links_y: list[float | None] = []
+                for i in done:
+                    s, lane = where[(i.requested, i.action)]
+                    links_x += [s, cslot[(i.requested, i.action)], None]
+                    links_y += [lane + 0.3, below - 0.3, None]
+                links = self.figure.data[len(STATES) + 2]
+                links.x, links.y = links_x, links_y
+                lay = self.figure.layout
+                lay.xaxis.range = [-0.6, max(len(insts), 1) - 0.4]
+                lay.xaxis.tickvals = list(range(len(insts)))
+                lay.xaxis.ticktext = [str(k + 1) for k in range(len(insts))]
+                lay.yaxis.range = [below + 0.6, -0.6]                        # lane 1 on top
+                lay.yaxis.tickvals = [*range(n_lanes), below]
+                lay.yaxis.ticktext = [f"lane {k + 1}" for k in range(n_lanes)] + ["completion order"]
+                lay.height = 150 + 34 * (n_lanes + 1)
                 self._highlight()
             sync_figure(self.figure)
-            self.instants = list(timeline)
+            self.instants = insts
             self.bars = per_state
+            self.lanes = {i.requested: lane for i, lane in zip(insts, lanes)}
+            self._update_slider(done)
             self.refreshes += 1
-            n_pending = sum(1 for i in timeline if not i.is_completed)
+            n_pending = sum(1 for i in insts if not i.is_completed)
+            out_of_order = sum(1 for a, b in zip(done, done[1:]) if b.requested < a.requested)
             live = " · live" if self.live else ""
-            self.status.value = (f"<span style='color:#555'>{len(timeline)} instants ({n_pending} pending)"
-                                 f" · read {now.strftime('%H:%M:%S')} UTC{live}</span>")
+            self.status.value = (f"<span style='color:#555'>{len(insts)} instants ({n_pending} pending) on "
+                                 f"{n_lanes} lane{'s' if n_lanes != 1 else ''}"
+                                 + (f", {out_of_order} completed out of requested order" if out_of_order else "")
+                                 + f" · read {now.strftime('%H:%M:%S')} UTC{live}</span>")
             if self.selected is not None:
-                same = [i for i in timeline if i.requested == self.selected.requested and i.action == self.selected.action]
+                same = [i for i in insts if i.requested == self.selected.requested and i.action == self.selected.action]
                 if same and same[0] != self.selected:
                     self.select(same[0])   # its state changed: show the new one
         return self
+
+    def _draw_stages(self, insts: list[Instant], lanes: list[int]) -> None:
+        """Three dots per instant (requested, inflight, completed), filled up to its state."""
+        xs, ys, fill, edge = [], [], [], []
+        for k, (inst, lane) in enumerate(zip(insts, lanes)):
+            reached = STATES.index(inst.state)
+            for s, dx in enumerate(_STAGE_DX):
+                colour = STATE_COLOURS[STATES[s]]
+                xs.append(k + dx)
+                ys.append(lane + 0.42)
+                fill.append(colour if s <= reached else "#ffffff")
+                edge.append(colour)
+        st = self.figure.data[len(STATES)]
+        st.x, st.y = xs, ys
+        st.marker.color = fill
+        st.marker.line.color = edge
 
     @staticmethod
     def bar_times(inst: Instant, now: datetime | None = None) -> tuple[datetime, datetime]:
@@ -231,11 +345,7 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
     # -- selection ----------------------------------------------------------------------------
     def select(self, instant: Instant | str) -> Instant:
         """Select an instant (an Instant or its requested time): fill the side panel."""
-        if isinstance(instant, str):
-            matches = [i for i in self.instants if i.requested == instant]
-            if not matches:
-                raise KeyError(f"no instant {instant!r} on the timeline shown (refresh() to re-read it)")
-            instant = matches[0]
+        instant = self._find(instant)
         with self._lock:
             self.selected = instant
             self.selected_files = list(self.details(instant).get("files_list", []))
@@ -250,11 +360,82 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
         """Outline the selected instant's bar in black."""
         sel = self.selected
         with self.figure.batch_update():
-            for trace in self.figure.data:
-                chosen = [sel is not None and req == sel.requested and action == sel.action
-                          for req, _done, action, _state in (trace.customdata or [])]
+            for trace in self.figure.data[:len(STATES)]:
+                chosen = [sel is not None and cd[0] == sel.requested and cd[2] == sel.action
+                          for cd in (trace.customdata or [])]
                 trace.marker.line.width = [3 if c else 1 for c in chosen]
                 trace.marker.line.color = ["#000000" if c else STATE_COLOURS[trace.name] for c in chosen]
+
+    # -- as of -----------------------------------------------------------------------------------
+    def link(self, file_layout: Any) -> Any:
+        """Let the ``as of`` slider drive ``file_layout`` (a FileLayoutWidget of the same table):
+        it shows the file groups as of the commit the slider is on.  Returns it."""
+        self._linked.append(file_layout)
+        if self.as_of_instant is not None:
+            self._apply_as_of(self.as_of_instant)
+        return file_layout
+
+    def _update_slider(self, done: list[Instant]) -> None:
+        """The slider's stops: the completed writes in completion order (kept where it was)."""
+        writes = [i for i in done if i.completed_action in WRITE_ACTIONS]
+        options = [(f"{k + 1}. {_short(i.action)} {i.requested}", i.requested) for k, i in enumerate(writes)]
+        current = self.as_of_instant.requested if self.as_of_instant is not None else None
+        self._sliding = False              # the options and value set here are no user's move
+        try:
+            self.slider.options = options or [("-", "")]
+            self.slider.disabled = not options
+            if options:
+                self.slider.value = current if current in {v for _, v in options} else options[-1][1]
+        finally:
+            self._sliding = True
+        if not self.as_of_output.value:
+            self.as_of_output.value = ("<div style='color:#555'>Move the <b>as of</b> slider to see the table as of "
+                                       "a commit (and the file layouts linked with <code>link()</code>).</div>")
+
+    _sliding = True
+
+    def _on_slide(self, change: dict[str, Any]) -> None:
+        if self._sliding and change["new"]:
+            self.show_as_of(change["new"])
+
+    def show_as_of(self, instant: Instant | str) -> Any:
+        """The table as of a completed commit (its requested time): its first rows below the
+        figure, and the linked file layouts pinned to it.  Returns the rows (pyarrow)."""
+        inst = self._find(instant)
+        if self.slider.value != inst.requested and any(v == inst.requested for _, v in self.slider.options):
+            self.slider.value = inst.requested          # calls back here
+            return self._rows
+        return self._apply_as_of(inst)
+
+    _rows: Any = None
+
+    def _apply_as_of(self, inst: Instant) -> Any:
+        from lakesdk.table.preview import PREVIEW_ROWS, rows_html
+        self.as_of_instant = inst
+        try:
+            q = self.table.as_of(inst.requested)
+            rows = q.limit(PREVIEW_ROWS + 1).to_arrow()
+            n = q.count()
+            self._rows = rows.slice(0, PREVIEW_ROWS)
+            self.as_of_output.value = (
+                f"<div class='lakesdk-as-of' data-instant='{inst.requested}'><b>as of {inst.requested}</b> "
+                f"({esc(inst.action)}, completed {esc(inst.completed or '-')}): {n} rows"
+                f"{rows_html(self._rows, more=rows.num_rows > PREVIEW_ROWS)}</div>")
+        except Exception as exc:  # noqa: BLE001 - the error goes under the figure
+            self._rows = None
+            self.as_of_output.value = f"<div style='color:#b71c1c'>{esc(type(exc).__name__)}: {esc(exc)}</div>"
+        for fl in self._linked:
+            fl.as_of = inst.requested
+            fl.refresh()
+        return self._rows
+
+    def _find(self, instant: Instant | str) -> Instant:
+        if isinstance(instant, Instant):
+            return instant
+        matches = [i for i in self.instants if i.requested == instant]
+        if not matches:
+            raise KeyError(f"no instant {instant!r} on the timeline shown (refresh() to re-read it)")
+        return matches[0]
 
     def _panel_html(self) -> str:
         inst = self.selected
@@ -311,12 +492,22 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
 
     # -- data -------------------------------------------------------------------------------------
     def to_pandas(self) -> Any:
-        """The bars as a DataFrame: one row per instant (trace = state, point = index in it)."""
+        """The instants as a DataFrame: one row per instant, in requested order, with its slot,
+        lane, its slot in completion order (None while pending), and its trace and point."""
         import pandas as pd
         rows = []
-        for trace in self.figure.data:
-            for k, (req, done, action, state) in enumerate(trace.customdata or []):
+        for trace in self.figure.data[:len(STATES)]:
+            for k, (req, done, action, state, slot, lane) in enumerate(trace.customdata or []):
                 rows.append({"action": action, "state": state, "requested": req, "completed": done or None,
-                             "start": trace.base[k], "duration_ms": trace.x[k], "trace": trace.name, "point": k})
-        return pd.DataFrame(rows, columns=["action", "state", "requested", "completed", "start", "duration_ms",
-                                           "trace", "point"])
+                             "slot": slot, "lane": lane, "trace": trace.name, "point": k})
+        comp = {(cd[0], cd[2]): cd[4] for cd in (self.figure.data[len(STATES) + 1].customdata or [])}
+        for r in rows:
+            r["completion_slot"] = comp.get((r["requested"], r["action"]))
+        cols = ["action", "state", "requested", "completed", "slot", "lane", "completion_slot", "trace", "point"]
+        return pd.DataFrame(rows, columns=cols).sort_values("slot").reset_index(drop=True)
+
+
+def _short(action: str) -> str:
+    """An action's label inside a bar."""
+    return {"deltacommit": "delta", "replacecommit": "replace", "compaction": "compact",
+            "logcompaction": "logcompact"}.get(action, action)
