@@ -229,6 +229,8 @@ def test_markers_of_a_simulated_failed_write(trips):
     on_disk = [f.path for f in t.storage.find(f"{TEMP_DIR}/{pending.requested}")]
     assert len(on_disk) == 3 == sum(w.counts().values())
     assert w.counts() == {("city=ams", "CREATE"): 2, ("city=bcn", "MERGE"): 1}
+    y = w.figure.layout.yaxis                  # whole numbers: no fractional ticks
+    assert (y.tick0, y.dtick, y.tickformat) == (0, 1, "d")
     assert sorted(w.markers.marker) == sorted(made)
     exists = dict(zip(w.markers.data_path, w.markers.exists))
     assert exists == {parse_marker_name(n).data_path: n.startswith(("city=ams/f1", "city=bcn")) for n in made}

@@ -189,6 +189,9 @@ class MarkersWidget(TableWidgetBase):
                 trace.y = [int(counts.get(p, 0)) for p in parts]
             self.figure.layout.title = (f"markers of {self.selected.requested}" if self.selected is not None
                                         else "no pending or failed writes")
+            # counts are whole numbers: integer ticks, about eight of them at most
+            top = max((int(v) for v in (df.groupby("partition").size() if len(df) else [])), default=1)
+            self.figure.layout.yaxis.update(tick0=0, dtick=max(1, -(-top // 8)), tickformat="d", rangemode="tozero")
         sync_figure(self.figure)
 
     def counts(self) -> dict[tuple[str, str], int]:
