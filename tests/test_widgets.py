@@ -315,6 +315,15 @@ def test_file_layout_matches_inspect(lake):
     gid = list(small.customdata[0])
     click(w.figure, 1, 0)
     assert w.selected == tuple(gid) and f"data-file-group='{gid[1]}'" in w.detail.value
+    # records as written, beside the bytes: the base files hold the 11 inserted rows, the log files the 3 updates
+    assert w.groups.base_records.sum() == 11 and w.groups.log_records.sum() == 3
+    w.measure_toggle.value = "records"                # what a click on the toggle does
+    assert w.measure == "records" and sorted(small.x) == sorted(w.groups.base_records) and sum(logs.x) == 3
+    assert "records" in w.figure.layout.xaxis.title.text
+    w.set_measure("bytes")
+    assert w.measure_toggle.value == "bytes" and sum(logs.x) == w.groups.log_bytes.sum()
+    with pytest.raises(ValueError, match="measure"):
+        w.set_measure("rows")
 
 
 def test_timeline_shows_a_scheduled_compaction(lake):

@@ -87,10 +87,12 @@ class TableWidgets:
         from lakesdk.widgets.markers import MarkersWidget
         return MarkersWidget(self._t, instant=instant)
 
-    def file_layout(self, *, as_of: Any = None, small_file_bytes: int | None = None) -> "FileLayoutWidget":
-        """File groups and slices per partition, base vs log bytes, small files highlighted."""
+    def file_layout(self, *, as_of: Any = None, small_file_bytes: int | None = None,
+                    measure: str = "bytes") -> "FileLayoutWidget":
+        """File groups and slices per partition, base vs log files in ``"bytes"`` or in
+        ``"records"`` written (a toggle switches), small files highlighted."""
         from lakesdk.widgets.file_layout import FileLayoutWidget
-        return FileLayoutWidget(self._t, as_of=as_of, small_file_bytes=small_file_bytes)
+        return FileLayoutWidget(self._t, as_of=as_of, small_file_bytes=small_file_bytes, measure=measure)
 
     def transactions(self, *, live: bool = False, interval_s: float = 2.0, limit: int = 500) -> "TransactionsWidget":
         """Writers as lanes over time, coloured by outcome: overlaps on shared file groups,
