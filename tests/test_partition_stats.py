@@ -264,3 +264,34 @@ def test_files_of_other_types_make_a_partition_unknown():
     b = ColumnRange("d", ValueType.DECIMAL, "12,4", 10000, 20000, 0, 2)
     agg = aggregate([a, b])
     assert agg is not None and (agg.min_value, agg.max_value, agg.null_count, agg.value_count) == (None, None, -1, 5)
+
+
+@pytest.mark.parametrize("racer", ["write", "clean"])
+def test_an_action_completing_before_an_earlier_one_does_not_hide_its_rows(tmp_path, racer):
+    """Two actions of one partition, the later one (by instant time) completing first: the
+    earlier one's record, written last, says the partition with both; readers take it, not
+    the later instant's record written before it (MDT log files sort by instant time)."""
+    from lakesdk.table.write import WriteOperation
+    opts = lk.TableOptions(engine="local")
+    lake = lk.Lake(str(tmp_path), options=opts, concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    t.upsert(pa.table({"id": [1], "p": ["a"], "v": [1], "ts": [1]}))
+    t.upsert(pa.table({"id": [1], "p": ["a"], "v": [2], "ts": [2]}))       # a second file version
+    other = lk.open_table(t.path, options=opts, concurrency="optimistic", lock="in_process")
+    original = WriteOperation._finalize
+    fired: list = []
+
+    def racing_finalize(self, ctx, stats, partitions):
+        if not fired and self.table is t:
+            if racer == "write":
+                fired.append(other.bulk_insert(pa.table({"id": [3], "p": ["a"], "v": [50], "ts": [1]})))
+            else:
+                fired.append(other.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
+            assert fired[0] is not None
+        return original(self, ctx, stats, partitions)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(WriteOperation, "_finalize", racing_finalize)
+        t.bulk_insert(pa.table({"id": [2], "p": ["a"], "v": [100], "ts": [1]}))
+    check_mdt(t.path, f"after a {racer} completed inside a write begun before it")
+    t = lk.open_table(t.path, options=PSTATS)
+    assert t.read(where="v = 100").to_arrow().column("id").to_pylist() == [2]
