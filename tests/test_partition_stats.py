@@ -295,3 +295,22 @@ def test_an_action_completing_before_an_earlier_one_does_not_hide_its_rows(tmp_p
     check_mdt(t.path, f"after a {racer} completed inside a write begun before it")
     t = lk.open_table(t.path, options=PSTATS)
     assert t.read(where="v = 100").to_arrow().column("id").to_pylist() == [2]
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_restore_across_an_overwrite_says_its_partitions_again_and_prunes(tmp_path, table_type):
+    """A restore to a savepoint across an insert_overwrite of the whole table (a partition it
+    replaced without writing there) and a later write: the partitions are said as the savepoint
+    had them, and reads prune by them again (the restore's rollbacks leave the timeline with
+    it; their delta commits, which said the partitions again, count)."""
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type=table_type)
+    t.upsert(pa.table({"id": [1, 2], "p": ["A", "B"], "v": [1, 2], "ts": [1, 1]}))
+    sp = t.maintenance.savepoint()
+    t.insert_overwrite(pa.table({"id": [3], "p": ["A"], "v": [4], "ts": [1]}), scope="table")
+    t.upsert(pa.table({"id": [5], "p": ["A"], "v": [5], "ts": [1]}))
+    t.maintenance.restore(sp.instant)
+    check_mdt(t.path, "after the restore")
+    t = lk.open_table(t.path, options=PSTATS)
+    assert t.read(where="v = 2").to_arrow().column("id").to_pylist() == [2]
+    assert t.read(where="v = 2").plan().pruned_by_partition_stats == 1
