@@ -314,3 +314,30 @@ def test_a_restore_across_an_overwrite_says_its_partitions_again_and_prunes(tmp_
     t = lk.open_table(t.path, options=PSTATS)
     assert t.read(where="v = 2").to_arrow().column("id").to_pylist() == [2]
     assert t.read(where="v = 2").plan().pruned_by_partition_stats == 1
+
+
+def test_a_commit_reads_the_metadata_table_once_for_its_partition_statistics(tmp_path, monkeypatch):
+    """Bringing the MDT up to a commit builds one reader of it for the partition statistics,
+    after the MDT's compaction (which reads it once more); an action that changes no file, none."""
+    import sys
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata_compact_every=2))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    t.upsert(pa.table({"id": [1], "p": ["a"], "v": [1], "ts": [1]}))
+    built: list[str] = []
+    original = MetadataTableReader.__init__
+
+    def counting(self, *args, **kwargs):
+        f = sys._getframe(1)
+        while f is not None and f.f_code.co_name != "sync_metadata_table":
+            f = f.f_back
+        if f is not None:
+            built.append(sys._getframe(1).f_code.co_name)
+        original(self, *args, **kwargs)
+    monkeypatch.setattr(MetadataTableReader, "__init__", counting)
+    t.maintenance.savepoint()
+    assert built == []
+    t.upsert(pa.table({"id": [2], "p": ["a"], "v": [2], "ts": [1]}))     # the MDT compacts first
+    mdt = MetadataTableReader(t.storage, t.context.store.load())
+    assert any(i.completed_action == "commit" for i in mdt.store.load().completed)
+    assert built == ["_maybe_compact", "sync_metadata_table"]
+    check_mdt(t.path, "after the compacting write")
