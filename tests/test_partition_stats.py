@@ -264,3 +264,80 @@ def test_files_of_other_types_make_a_partition_unknown():
     b = ColumnRange("d", ValueType.DECIMAL, "12,4", 10000, 20000, 0, 2)
     agg = aggregate([a, b])
     assert agg is not None and (agg.min_value, agg.max_value, agg.null_count, agg.value_count) == (None, None, -1, 5)
+
+
+@pytest.mark.parametrize("racer", ["write", "clean"])
+def test_an_action_completing_before_an_earlier_one_does_not_hide_its_rows(tmp_path, racer):
+    """Two actions of one partition, the later one (by instant time) completing first: the
+    earlier one's record, written last, says the partition with both; readers take it, not
+    the later instant's record written before it (MDT log files sort by instant time)."""
+    from lakesdk.table.write import WriteOperation
+    opts = lk.TableOptions(engine="local")
+    lake = lk.Lake(str(tmp_path), options=opts, concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    t.upsert(pa.table({"id": [1], "p": ["a"], "v": [1], "ts": [1]}))
+    t.upsert(pa.table({"id": [1], "p": ["a"], "v": [2], "ts": [2]}))       # a second file version
+    other = lk.open_table(t.path, options=opts, concurrency="optimistic", lock="in_process")
+    original = WriteOperation._finalize
+    fired: list = []
+
+    def racing_finalize(self, ctx, stats, partitions):
+        if not fired and self.table is t:
+            if racer == "write":
+                fired.append(other.bulk_insert(pa.table({"id": [3], "p": ["a"], "v": [50], "ts": [1]})))
+            else:
+                fired.append(other.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
+            assert fired[0] is not None
+        return original(self, ctx, stats, partitions)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(WriteOperation, "_finalize", racing_finalize)
+        t.bulk_insert(pa.table({"id": [2], "p": ["a"], "v": [100], "ts": [1]}))
+    check_mdt(t.path, f"after a {racer} completed inside a write begun before it")
+    t = lk.open_table(t.path, options=PSTATS)
+    assert t.read(where="v = 100").to_arrow().column("id").to_pylist() == [2]
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_restore_across_an_overwrite_says_its_partitions_again_and_prunes(tmp_path, table_type):
+    """A restore to a savepoint across an insert_overwrite of the whole table (a partition it
+    replaced without writing there) and a later write: the partitions are said as the savepoint
+    had them, and reads prune by them again (the restore's rollbacks leave the timeline with
+    it; their delta commits, which said the partitions again, count)."""
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type=table_type)
+    t.upsert(pa.table({"id": [1, 2], "p": ["A", "B"], "v": [1, 2], "ts": [1, 1]}))
+    sp = t.maintenance.savepoint()
+    t.insert_overwrite(pa.table({"id": [3], "p": ["A"], "v": [4], "ts": [1]}), scope="table")
+    t.upsert(pa.table({"id": [5], "p": ["A"], "v": [5], "ts": [1]}))
+    t.maintenance.restore(sp.instant)
+    check_mdt(t.path, "after the restore")
+    t = lk.open_table(t.path, options=PSTATS)
+    assert t.read(where="v = 2").to_arrow().column("id").to_pylist() == [2]
+    assert t.read(where="v = 2").plan().pruned_by_partition_stats == 1
+
+
+def test_a_commit_reads_the_metadata_table_once_for_its_partition_statistics(tmp_path, monkeypatch):
+    """Bringing the MDT up to a commit builds one reader of it for the partition statistics,
+    after the MDT's compaction (which reads it once more); an action that changes no file, none."""
+    import sys
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata_compact_every=2))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    t.upsert(pa.table({"id": [1], "p": ["a"], "v": [1], "ts": [1]}))
+    built: list[str] = []
+    original = MetadataTableReader.__init__
+
+    def counting(self, *args, **kwargs):
+        f = sys._getframe(1)
+        while f is not None and f.f_code.co_name != "sync_metadata_table":
+            f = f.f_back
+        if f is not None:
+            built.append(sys._getframe(1).f_code.co_name)
+        original(self, *args, **kwargs)
+    monkeypatch.setattr(MetadataTableReader, "__init__", counting)
+    t.maintenance.savepoint()
+    assert built == []
+    t.upsert(pa.table({"id": [2], "p": ["a"], "v": [2], "ts": [1]}))     # the MDT compacts first
+    mdt = MetadataTableReader(t.storage, t.context.store.load())
+    assert any(i.completed_action == "commit" for i in mdt.store.load().completed)
+    assert built == ["_maybe_compact", "sync_metadata_table"]
+    check_mdt(t.path, "after the compacting write")

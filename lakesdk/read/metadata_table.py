@@ -181,6 +181,12 @@ class MetadataTableReader:
         blocks: list[_Block] = []
         for path in sl.log_paths:
             blocks.extend(_log_blocks(self.mdt.url(path), self.mdt.read(path)))
+        if self.config.layout_version >= 2:
+            # merged in the order their delta commits completed (as the data instants did, under
+            # the table lock), not by instant time: a record that says a data partition as a
+            # whole (partition_stats) from an action that began earlier but completed later
+            # holds the files of the one that completed in between
+            blocks.sort(key=lambda b: self._completion.get(b.instant or "", b.instant or ""))
         voided = {b.target for b in blocks if b.rollback}
         text = None if prefixes is None else tuple(p.decode("utf-8") for p in prefixes)
         for b in blocks:

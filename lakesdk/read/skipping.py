@@ -106,7 +106,8 @@ def prune_partitions(view: "FileSystemView", slices: list["FileSlice"],
 def _undone_on(view: "FileSystemView") -> set[str]:
     """The instants the completed rollbacks and restores of the view's timeline undid (their
     delta commits stay in lakesdk's MDT; the rollback's own delta commit says again what they
-    changed)."""
+    changed), and the rollbacks a completed restore ran (their instants leave the timeline
+    when it completes; their delta commits count)."""
     from lakesdk.format.plans import RollbackMetadataData
     from lakesdk.format.service_metadata import RestoreMetadataData
     out: set[str] = set()
@@ -114,7 +115,10 @@ def _undone_on(view: "FileSystemView") -> set[str]:
         if inst.action == "rollback":
             out |= {i for i, _ in RollbackMetadataData.parse(view.store.read_bytes(inst)).rolled_back}
         elif inst.action == "restore":
-            out |= {i for i, _ in RestoreMetadataData.parse(view.store.read_bytes(inst)).instants}
+            md = RestoreMetadataData.parse(view.store.read_bytes(inst))
+            out |= {i for i, _ in md.instants}
+            out |= {str(r["startRollbackTime"]) for recs in md.rollbacks.values() for r in recs
+                    if r.get("startRollbackTime")}
     return out
 
 

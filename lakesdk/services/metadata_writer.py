@@ -133,18 +133,13 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
     elif set(named) - set(keep):
         raw, cfg = _drop_partitions(ctx, raw, cfg, sorted(set(named) - set(keep)), inflight.action)
     change, schema_json = _change_of(ctx, inflight, data)
-    reader = touched = None
-    if "partition_stats" in keep:
-        reader = MetadataTableReader(ctx.storage, ctx.store.load())
-        touched = changed_partitions(ctx, reader, inflight, data, change)
+    touched = changed_partitions(ctx, inflight, data, change) if "partition_stats" in keep else None
     if change or touched:
         mdt = ctx.storage.child(METADATA_DIR)
         store = _mdt_store(mdt)          # one per sync: its properties read once, its commits parsed once
         _remove_failed(mdt, store, inflight.requested)
         if _maybe_compact(ctx, mdt, store, ctx.options.metadata_compact_every):
             _clean(mdt, store)
-            if reader is not None:       # read the compacted MDT (the clean deleted older file slices)
-                reader = MetadataTableReader(ctx.storage, ctx.store.load())
         stats = pstats = None
         if "column_stats" in keep:
             columns, defined = stats_columns(ctx, schema_json)
@@ -152,9 +147,11 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
                 write_index_definition(ctx.storage, columns)
             arrow = table_arrow_schema(columns, schema_json)
             stats = stats_records_of(ctx, change, columns, arrow)
-            if reader is not None and touched:
+            if touched:
                 if arrow is None:
                     arrow = table_arrow_schema(columns, _latest_commit_schema(ctx.store))
+                # the MDT as it is now (compacted and cleaned above, a failed attempt's delta commit gone)
+                reader = MetadataTableReader(ctx.storage, ctx.store.load())
                 pstats = by_partition_group(records_after_action(ctx, reader, inflight, data, change, touched, stats,
                                                                  columns, arrow), group_count(mdt))
         _write_delta_commit(mdt, store, inflight.requested, change, stats, pstats)

@@ -148,13 +148,15 @@ def _latest_slices(ctx: "TableContext", files: Mapping[str, Mapping[str, int]], 
     return out
 
 
-def _undone_partitions(ctx: "TableContext", reader: "MetadataTableReader", undone: set[str]) -> set[str]:
+def _undone_partitions(ctx: "TableContext", undone: set[str]) -> set[str]:
     """The partitions the instants a rollback undoes changed: a completed one's commit metadata
     names them (written and replaced); a pending one whose MDT delta commit completed before its
     writer died (that delta commit counts once the instant leaves the timeline) names them in
     the ``partition_stats`` records of that delta commit, which the MDT's compaction has not
     folded in (it waits for the data instant)."""
+    from lakesdk.read.metadata_table import MetadataTableReader
     out: set[str] = set()
+    reader = None
     for inst in ctx.store.load().instants:
         if inst.requested not in undone:
             continue
@@ -162,21 +164,22 @@ def _undone_partitions(ctx: "TableContext", reader: "MetadataTableReader", undon
             md = ctx.store.commit_metadata(inst)
             out |= {s.partitionPath or "" for s in md.write_stats}
             out |= {p for p, fids in (md.partition_to_replace_file_ids or {}).items() if fids}
-        elif inst.requested in reader.delta_commits:
+            continue
+        reader = reader or MetadataTableReader(ctx.storage, ctx.store.load())
+        if inst.requested in reader.delta_commits:
             out |= {str((r.raw or {}).get("ColumnStatsMetadata", {}).get("fileName") or "")
                     for r in reader.written_at(PARTITION, inst.requested)}
     return out
 
 
-def changed_partitions(ctx: "TableContext", reader: "MetadataTableReader", inflight: Instant, data: bytes,
-                       change: "FilesChange") -> set[str]:
+def changed_partitions(ctx: "TableContext", inflight: Instant, data: bytes, change: "FilesChange") -> set[str]:
     """The partitions whose latest file slices the action ``inflight`` changes: those whose
     files ``change`` adds or deletes, those whose file groups a replace replaces (it may write
     no file there), and those the instants a rollback undoes changed (lakesdk's MDT keeps
     their delta commits, whose records say those partitions as they were with them)."""
     out = set(change.added) | set(change.deleted) | _replaced_partitions(ctx, inflight, data)
     if inflight.action == "rollback":
-        out |= _undone_partitions(ctx, reader, _undone(inflight.action, data))
+        out |= _undone_partitions(ctx, _undone(inflight.action, data))
     return out
 
 
