@@ -1,7 +1,8 @@
 # lakesdk: `make demo` runs the demo, `make test` runs the test suite.
 # `make demo` needs Python 3.11+ and Java 17 only: it creates .venv and installs lakesdk with its
-# dependencies. `make setup` (and test, lint, bench) also installs the development tools and,
-# on Debian/Ubuntu as root, the system packages the tests use (scripts/system-deps.sh).
+# dependencies. `make setup` (and test, lint, bench) also installs the development tools
+# (JupyterLab among them, to open the notebooks) and, on Debian/Ubuntu as root, the system
+# packages the tests use (scripts/system-deps.sh).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin

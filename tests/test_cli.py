@@ -15,6 +15,9 @@ def test_demo_and_table_commands(tmp_path, spark, capsys):
     assert "== table now" in out and "ride-008" in out and "Spark over the table" in out
     assert "<Timeline 3 instants (3 completed, 0 pending)" in out
     table = str(tmp_path / "lake" / "trips")
+    props = (tmp_path / "lake" / "trips" / ".hoodie" / "hoodie.properties").read_text()
+    assert "hoodie.table.version=9" in props.splitlines()
+    assert f"The table is a Hudi table of version 9 at {table}" in out   # what it wrote (it said v8)
     assert main(["history", table]) == 0 and "DELETE" in capsys.readouterr().out
     assert main(["read", table, "--where", "fare > 40"]) == 0 and "ride-008" in capsys.readouterr().out
     assert main(["show", str(tmp_path / "nothing")]) == 2

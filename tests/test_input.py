@@ -158,6 +158,47 @@ def test_input_without_a_table_form_is_a_typed_error(local_lake, case):
         fn()
 
 
+# -- one row as a dict ------------------------------------------------------------------------------
+ONE_ROW = {"id": 1, "v": 2, "s": "x", "f": 1.5, "b": True, "d": dt.date(2024, 1, 2),
+           "amount": decimal.Decimal("1.25"), "st": {"a": 1}, "n": None}
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_dict_of_single_values_is_one_row_and_round_trips(local_lake, table_type):
+    """``t.upsert({"id": 1, "v": 2})`` was refused (the dict's columns must be sequences); a
+    dict whose values are all single values (a dict value is a struct) is one row."""
+    t = local_lake.create_table("t", key="id", table_type=table_type)
+    res = t.upsert(ONE_ROW)
+    assert res.inserted == 1
+    got = t.read().to_arrow()
+    assert got.to_pylist() == [ONE_ROW]
+    assert got.equals(pa.Table.from_pylist([ONE_ROW], schema=got.schema))
+    assert [got.schema.field(c).type for c in ("id", "v", "s", "f", "b", "d")] == [
+        pa.int64(), pa.int64(), pa.string(), pa.float64(), pa.bool_(), pa.date32()]
+    # every write entry point takes it, a list of such dicts too (rows)
+    t.upsert({**ONE_ROW, "v": 3})
+    t.insert({**ONE_ROW, "id": 2})
+    t.bulk_insert([{**ONE_ROW, "id": 3}, {**ONE_ROW, "id": 4, "s": "y"}])
+    assert [(r["id"], r["v"], r["s"]) for r in rows(t)] == [(1, 3, "x"), (2, 2, "x"), (3, 2, "x"), (4, 2, "y")]
+    t.merge({"id": 2, "v": 20}, on="id", missing_columns="null").when_matched_update_all().execute()
+    assert [(r["id"], r["v"], r["s"]) for r in rows(t)][1] == (2, 20, None)
+    t.delete({"id": 3})
+    assert [r["id"] for r in rows(t)] == [1, 2, 4]
+    t.insert_overwrite({**ONE_ROW, "id": 5})
+    assert [r["id"] for r in rows(t)] == [5]
+
+
+def test_dict_mixing_single_values_and_sequences_is_refused_naming_both(local_lake):
+    t = local_lake.create_table("t", key="id")
+    t.upsert({"id": 1, "v": 2})
+    mixed = {"id": [2, 3], "v": 4, "tags": ["a", "b"], "s": "x"}
+    match = r"single values \(columns \['v', 's'\]\) with sequences \(columns \['id', 'tags'\]\)"
+    for fn in (t.upsert, t.insert, t.bulk_insert, t.insert_overwrite, t.delete):
+        refused(t, SchemaError, lambda fn=fn: fn(mixed), match=match)
+    refused(t, SchemaError, lambda: t.merge(mixed, on="id").when_matched_update_all().execute(), match=match)
+    assert rows(t) == [{"id": 1, "v": 2}]
+
+
 # -- null ordering values ---------------------------------------------------------------------------
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_null_ordering_values_are_refused_before_the_instant(local_lake, table_type):

@@ -67,6 +67,32 @@ def test_development_tools_are_dependency_groups_not_extras():
     assert (ROOT / "uv.lock").is_file()
 
 
+def _group_requirements(name: str) -> set[str]:
+    """The package names a dependency group asks for, its included groups' too."""
+    out: set[str] = set()
+    for r in PYPROJECT["dependency-groups"][name]:
+        if isinstance(r, dict):
+            out |= _group_requirements(r["include-group"])
+        else:
+            out.add(_norm(re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0]))
+    return out
+
+
+def test_setup_installs_jupyterlab():
+    """``make setup`` installs the ``dev`` group from uv.lock: JupyterLab is in it (and in the
+    lock), so a checkout opens the notebooks without installing anything else."""
+    assert "--group dev" in _recipe_line("uv sync")
+    assert "jupyterlab" in _group_requirements("dev")
+    lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
+    assert "jupyterlab" in {_norm(p["name"]) for p in lock["package"]}
+
+
+def _recipe_line(command: str) -> str:
+    """The Makefile's one recipe line running ``command``."""
+    (line,) = [ln for ln in (ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
+               if command in ln and ln.startswith("\t")]
+    return line
+
 def test_core_dependency_error_names_no_extra():
     e = lakesdk.MissingDependencyError("pyspark", "", "Running Spark jobs")
     assert "lakesdk[" not in str(e) and "pip install pyspark" in str(e)

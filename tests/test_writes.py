@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 import lakesdk as lk
+from lakesdk.commit.results import SchemaChange
 from lakesdk.exceptions import (
     IncompatibleSchemaError,
     InvalidFilterError,
@@ -183,6 +184,64 @@ def test_schema_evolution_adds_columns(table):
     table.upsert(df2, missing_columns="null")
     assert pd.isna(table.read().to_pandas().set_index("uuid").fare["u0004"])
 
+
+def test_write_results_say_when_they_change_the_schema(table):
+    """An upsert or a merge adding a column evolved the table's schema without a word; the
+    result says it (``schema_change``, ``added_columns``, its repr and HTML)."""
+    first = table.upsert(trips(3))
+    assert first.schema_change is None and first.added_columns == ()   # the first write defines the schema
+    same = table.upsert(trips(2, start=3))
+    assert same.schema_change is None and "added columns" not in repr(same) + same._repr_html_()
+    df = trips(1, start=5)
+    df["tip"] = [2.5]
+    added = table.upsert(df)
+    assert added.added_columns == ("tip",)
+    assert added.schema_change == SchemaChange(added=(("tip", "double"),))
+    assert repr(added).endswith("; added columns: tip (double))")
+    assert "added columns: tip (double)" in added._repr_html_()
+    assert table.upsert(df).schema_change is None   # the column is the table's now
+    narrow = pa.table({"uuid": ["u0009"], "city": ["sf"], "ts": pa.array([1], pa.int64()), "fare": [1.0],
+                       "tip": [1.0], "n": pa.array([7], pa.int32())})
+    table.upsert(narrow)
+    wide = table.upsert(narrow.set_column(5, "n", pa.array([8], pa.int64())))
+    assert wide.schema_change == SchemaChange(widened=(("n", "int32", "int64"),)) and wide.added_columns == ()
+    assert "widened columns: n (int32 -> int64)" in repr(wide)
+    src = pd.DataFrame({"uuid": ["u0010"], "city": ["la"], "ts": [1], "fare": [3.0], "tip": [0.5], "n": [1],
+                        "rating": [4]})
+    m = table.merge(src, on="uuid").when_not_matched_insert_all().execute()
+    assert m.inserted == 1 and m.added_columns == ("rating",)
+    assert m.schema_change == SchemaChange(added=(("rating", "int64"),))
+    assert "added columns: rating (int64)" in repr(m) and "added columns: rating (int64)" in m._repr_html_()
+    m2 = table.merge(src.assign(fare=4.0), on="uuid").when_matched_update_all().execute()
+    assert m2.updated == 1 and m2.schema_change is None
+    assert table.delete(["u0000"]).schema_change is None
+
+
+def test_write_result_schema_change_under_optimistic_concurrency(tmp_path, monkeypatch):
+    """With a lock the schema is resolved again at commit: a column another writer added
+    meanwhile is not this write's change."""
+    from lakesdk.table.write import WriteOperation
+    opts = lk.TableOptions(engine="local")
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process", options=opts)
+    t = lake.create_table("t", key="uuid", ordering="ts")
+    t.upsert(trips(2))
+    other = lk.open_table(t.path, concurrency="optimistic", lock="in_process",
+                          options=lk.TableOptions(engine="local", schema_reconcile=True))
+    df, df2 = trips(1, start=2), trips(1, start=3)
+    df["tip"] = [2.5]
+    df2["tip"], df2["tolls"] = [1.0], [0.5]
+    run = WriteOperation._run
+    concurrent = []
+
+    def run_after_another_write(self, *args, **kwargs):   # the other writer commits while this one writes
+        if self.table is other and not concurrent:
+            concurrent.append(t.bulk_insert(df))
+        return run(self, *args, **kwargs)
+    monkeypatch.setattr(WriteOperation, "_run", run_after_another_write)
+    r = other.upsert(df2)
+    assert concurrent[0].added_columns == ("tip",)
+    assert r.schema_change == SchemaChange(added=(("tolls", "double"),))
+    assert t.refresh().schema.names[-2:] == ["tip", "tolls"]
 
 # -- bad input: typed errors, table unchanged ----------------------------------------------------
 def _unchanged(t, before):

@@ -97,7 +97,9 @@ def demo(path: str, master: str | None) -> int:
     _print_frame("timeline instants", t.timeline.to_pandas())
     _print_frame("history", t.history())
     assert len(t.read().to_pandas()) == 7, "demo: expected 7 rides"
-    print(f"\nDemo finished in {time.perf_counter() - t0:.1f}s. The table is a Hudi v8 table at {t.path}")
+    version = t.refresh().config.version   # as hoodie.properties says it
+    print(f"\nDemo finished in {time.perf_counter() - t0:.1f}s. The table is a Hudi table of version {version} "
+          f"at {t.path}")
     return 0
 
 

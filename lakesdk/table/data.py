@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from lakesdk.exceptions import DuplicateColumnError, IncompatibleSchemaError, SchemaError
@@ -42,7 +44,7 @@ def _convert(data: Any) -> tuple[pa.Table | None, Any]:
     if mod.startswith("polars") and hasattr(data, "to_arrow"):
         return data.to_arrow(), None
     if isinstance(data, dict):
-        return _from_columns(data, "dict"), None
+        return _from_columns(_one_row_or_columns(data), "dict"), None
     if isinstance(data, (list, tuple)):
         if not data:
             raise SchemaError("no rows to write: the list is empty")
@@ -91,10 +93,36 @@ def _unusable(name: str, values: Any, err: Exception) -> IncompatibleSchemaError
         "Nothing was written")
 
 
+def _is_column(v: Any) -> bool:
+    """A dict value that holds one value per row (a list, tuple, array or Series), not one value
+    (a number, a string, bytes, None, a dict: a struct value)."""
+    if isinstance(v, (str, bytes, bytearray, Mapping, pa.Scalar)):
+        return False
+    if isinstance(v, np.ndarray):
+        return v.ndim > 0
+    return hasattr(v, "__len__")
+
+
+def _one_row_or_columns(data: dict) -> dict:
+    """A dict of columns as given, or a dict whose values are all single values as one row
+    (``{"id": 1, "v": 2}``).  A dict mixing the two has no one reading: a typed error naming
+    which columns are which."""
+    columns = [k for k, v in data.items() if _is_column(v)]
+    if len(columns) == len(data):
+        return data
+    if not columns:
+        return {k: [v] for k, v in data.items()}
+    scalars = [k for k in data if k not in columns]
+    raise SchemaError(
+        f"the dict mixes single values (columns {scalars}) with sequences (columns {columns}): pass one row "
+        f"as a dict of single values ({{'id': 1, 'v': 2}}), rows as a list of such dicts, or columns as a dict of "
+        f"equally long lists ({{'id': [1, 2], 'v': [2, 3]}}); a list value of one row goes in a list of dicts "
+        "([{'id': 1, 'tags': ['a', 'b']}]). Nothing was written")
+
+
 def _from_columns(cols: dict, what: str) -> pa.Table:
     """A table from a dict of columns: every column as long as the others, each of one type."""
-    lengths = {k: len(v) if hasattr(v, "__len__") and not isinstance(v, (str, bytes)) else None
-               for k, v in cols.items()}
+    lengths = {k: len(v) if _is_column(v) else None for k, v in cols.items()}
     if None in lengths.values() or len(set(lengths.values())) > 1:
         raise SchemaError(
             f"the {what}'s columns must be sequences of one length, found lengths "

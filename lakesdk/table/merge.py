@@ -28,6 +28,7 @@ insert a second record and keep the stored one.
 
 from __future__ import annotations
 
+import html
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,7 +37,7 @@ from lakesdk.exceptions import KeyChangeError, MergeConflictError, MissingColumn
 from lakesdk.merge.ordering import event_time_field, event_time_fields, null_ordering_error
 
 if TYPE_CHECKING:
-    from lakesdk.commit.results import WriteResult
+    from lakesdk.commit.results import SchemaChange, WriteResult
     from lakesdk.table.table import Table
 
 __all__ = ["MergeBuilder", "MergeResult", "MergeConflictError", "KeyChangeError"]
@@ -89,15 +90,27 @@ class MergeResult:
         """The commit's completion time, as :attr:`WriteResult.completed` (None when nothing changed)."""
         return self.write.completed if self.write is not None else None
 
+    @property
+    def schema_change(self) -> "SchemaChange | None":
+        """The columns the merge added to (or widened in) the table's schema, as
+        :attr:`WriteResult.schema_change` (None when the schema is as it was)."""
+        return self.write.schema_change if self.write is not None else None
+
+    @property
+    def added_columns(self) -> tuple[str, ...]:
+        """The names of the columns the merge added to the table's schema."""
+        return self.write.added_columns if self.write is not None else ()
+
     def __repr__(self) -> str:
         at = f" @ {self.write.instant}" if self.write and self.write.instant else " (no changes)"
         extra = f", skipped={self.skipped}" if self.skipped else ""
+        change = f"; {self.schema_change}" if self.schema_change is not None else ""
         return (f"MergeResult({self.source_rows} source rows{at}: updated={self.updated}, inserted={self.inserted}, "
-                f"deleted={self.deleted}{extra}, unchanged={self.unchanged}, seconds={self.seconds:.2f})")
+                f"deleted={self.deleted}{extra}, unchanged={self.unchanged}, seconds={self.seconds:.2f}{change})")
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><td><code>{c}</code></td><td>{n}</td></tr>" for c, n in self.per_clause)
-        return f"<div><b>{repr(self)}</b><table><tr><th>clause</th><th>rows</th></tr>{rows}</table></div>"
+        rows = "".join(f"<tr><td><code>{html.escape(c)}</code></td><td>{n}</td></tr>" for c, n in self.per_clause)
+        return f"<div><b>{html.escape(repr(self))}</b><table><tr><th>clause</th><th>rows</th></tr>{rows}</table></div>"
 
 
 @dataclass(frozen=True)

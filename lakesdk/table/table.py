@@ -284,6 +284,10 @@ class Table:
               truncate_nanoseconds: bool = False) -> WriteOperation:
         """Stage a write; call ``.execute()`` on the result.
 
+        ``data``: a pandas, pyarrow, polars or Spark DataFrame, a dict of equally long columns
+        (``{"id": [1, 2], "v": [2, 3]}``), one row as a dict of single values
+        (``{"id": 1, "v": 2}``), or rows as a list of dicts.
+
         ``missing_columns``: what happens to table columns the data lacks: ``"error"`` (the
         default, as Hudi: :class:`MissingColumnError`), ``"null"`` (written as null) or
         ``"keep"`` (upserts only: updated records keep their stored values, a partial update).

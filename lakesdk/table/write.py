@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from lakesdk import _faults as faults
-from lakesdk.commit.results import WriteResult
+from lakesdk.commit.results import SchemaChange, WriteResult, schema_change
 from lakesdk.commit.schema_store import resolve_schema, schema_extra_metadata
 from lakesdk.engine.tasks import FileGroupTarget, WriteContext
 from lakesdk.exceptions import WriteError
@@ -94,6 +94,9 @@ class WriteOperation(WriteInput):
         stats: list[WriteStat] = []
         replaced: dict[str, list[str]] = {}
         self._schemas: tuple[Any, Any] = (prep.table_schema, None)
+        # what the commit changes in the table's schema (the commit's schema check, run with
+        # concurrent writers, compares the schema it records with the table's at commit)
+        self._schema_change: SchemaChange | None = schema_change(prep.table_schema, target_schema, cfg.name)
         try:
             ctx.markers = txn.markers(detector=t.context.early_detector(instant.requested, timeline))
             try:
@@ -159,7 +162,7 @@ class WriteOperation(WriteInput):
             skipped=counts.skipped, files=len(stats), bytes=sum(s.totalWriteBytes for s in stats),
             partitions=len({s.partitionPath for s in stats}), seconds=time.perf_counter() - t0,
             replaced_file_groups=sum(len(v) for v in replaced.values()) if replaced else 0,
-            file_paths=tuple(s.path for s in stats), compaction=compaction,
+            file_paths=tuple(s.path for s in stats), compaction=compaction, schema_change=self._schema_change,
         )
 
     def _resolve_schema(self, store: Any, start: Any, now: Any, writer: pa.Schema, instant: Instant) -> pa.Schema:
@@ -190,6 +193,7 @@ class WriteOperation(WriteInput):
             record = self._resolve_schema(store, start, now, writer, instant)
             if not record.equals(writer):
                 md.extra_metadata.update(schema_extra_metadata(record, name))
+            self._schema_change = schema_change(self._schemas[1], record, name)
 
         def file_groups(now: Any) -> None:
             raise_on_conflict(name, instant, find_conflicts(store, now, instant, stats, overwrite, seen=seen))
