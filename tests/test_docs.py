@@ -109,6 +109,10 @@ def test_mkdocs_build_strict(tmp_path):
     # ... and the widgets as their static figures (plotly.js draws them)
     tutorial = (site / "notebooks" / "02_time_travel_and_incremental" / "index.html").read_text(encoding="utf-8")
     assert "lakesdk-widget-static" in tutorial and "Plotly.newPlot" in tutorial
+    # ... with plotly.js from the site itself, so they draw offline
+    assert "cdn.plot.ly" not in tutorial and 'src="../../assets/javascripts/plotly.min.js"' in tutorial
+    assert (site / "assets" / "javascripts" / "plotly.min.js").stat().st_size > 1_000_000
+    assert not [p for p in site.rglob("*.html") if "cdn.plot.ly" in p.read_text(encoding="utf-8")]
     print(f"mkdocs build --strict: {seconds:.1f} s")
 
 

@@ -81,3 +81,38 @@ def test_reprs_do_no_io(trips, monkeypatch):
     assert "trips" in repr(t) and "<b>lakesdk Table</b>" in t._repr_html_()
     assert "transactions(), provenance()" in repr(t.widgets)
     assert "built: none" in repr(v)
+
+
+def test_a_line_says_which_widget_is_being_built_until_it_is(trips, monkeypatch):
+    import IPython.display
+
+    class Handle:
+        def __init__(self, obj):
+            self.shown = [obj.data]
+
+        def update(self, obj):
+            self.shown.append(obj.data)
+    handles = []
+    monkeypatch.setattr(IPython.display, "display",
+                        lambda obj, **kw: handles.append(Handle(obj)) or handles[-1])
+    monkeypatch.setattr(lw, "_in_kernel", lambda: True)
+    w = trips.widgets.file_layout()
+    (h,) = handles
+    assert "building the file layout" in h.shown[0] and h.shown[-1] == "" and w.groups is not None
+    monkeypatch.setattr(lw, "_in_kernel", lambda: False)          # a script: nothing said
+    trips.widgets.timeline()
+    assert len(handles) == 1
+
+
+def test_offline_figures_carry_plotly_js_once(trips):
+    t = trips
+    cdn = 'src="https://cdn.plot.ly/'
+    assert cdn in t.widgets.file_layout().static_html()
+    lw.offline_figures()
+    try:
+        first, second = t.widgets.file_layout().static_html(), t.widgets.timeline().static_html()
+        assert cdn not in first and len(first) > 3_000_000         # plotly.js itself
+        assert cdn not in second and len(second) < 200_000 and "Plotly.newPlot" in second
+    finally:
+        lw.offline_figures(False)
+    assert cdn in t.widgets.file_layout().static_html()

@@ -4,9 +4,10 @@
 (an ipywidgets box holding a plotly ``FigureWidget``) that reads the table's state when it
 is built and on ``refresh()``:
 
-* ``table.widgets.timeline()``: every instant as a bar from its requested to its
-  completion time, by action and coloured by state; click a bar for its files and to
-  time-travel to it; ``live=True`` refreshes while writers run.
+* ``table.widgets.timeline()``: a slot per instant in requested-time order with its stages,
+  racing instants on separate lanes, the completion-time order below; click a bar for its
+  files and to time-travel to it, an *as of* slider for the rows then; ``live=True``
+  refreshes while writers run.
 * ``table.widgets.markers()``: the markers of pending or failed writes by partition and
   IO type, which of their data files exist, and a read-only rollback preview.
 * ``table.widgets.file_layout()``: file groups and slices per partition, base versus log
@@ -24,13 +25,20 @@ per-partition lag and the rounds it committed; ``display(t)`` shows a :class:`Ta
 when its tab is opened).
 
 Nothing here imports ipywidgets or plotly until a widget is built (``pip install
-'lakesdk[notebook]'``), and building a widget does I/O; reprs do not.
+'lakesdk[notebook]'``), and building a widget does I/O; reprs do not.  In a kernel, a line
+says which widget is being built until it is (the first one imports plotly: seconds).
+
+Beside the live widget each one stores a static figure for where widgets do not run
+(nbconvert, the documentation site): it loads plotly.js from its CDN, or, after
+:func:`offline_figures`, carries it (the first figure of the process; the others use that
+copy), so an exported notebook draws its figures without a network.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
@@ -43,7 +51,48 @@ if TYPE_CHECKING:
     from lakesdk.widgets.transactions import TransactionsWidget
 
 __all__ = ["TableWidgets", "TimelineWidget", "MarkersWidget", "FileLayoutWidget", "TransactionsWidget",
-           "ProvenanceWidget", "KafkaMonitorWidget", "TableView", "display_table"]
+           "ProvenanceWidget", "KafkaMonitorWidget", "TableView", "display_table", "offline_figures"]
+
+#: how the static figures load plotly.js: "cdn", or "embed" (``offline_figures()``) with
+#: "embedded" set once a figure of this process carries it
+_PLOTLYJS: dict[str, Any] = {"mode": "cdn", "embedded": False}
+
+
+def offline_figures(enabled: bool = True) -> None:
+    """Make the static figures stored beside the widgets draw without a network: the next one
+    carries plotly.js (about 4.6 MB, once), the later ones use it; ``enabled=False`` goes
+    back to loading it from plotly's CDN.  For notebooks exported with nbconvert or opened
+    where no network is.  Call it again after re-running the cell whose figure carried it."""
+    _PLOTLYJS.update(mode="embed" if enabled else "cdn", embedded=False)
+
+
+def plotlyjs_source() -> Any:
+    """What the next static figure passes as plotly's ``include_plotlyjs``."""
+    if _PLOTLYJS["mode"] != "embed":
+        return "cdn"
+    if _PLOTLYJS["embedded"]:
+        return False
+    _PLOTLYJS["embedded"] = True
+    return True
+
+
+@contextlib.contextmanager
+def building(what: str) -> Iterator[None]:
+    """In a kernel, a line saying ``what`` is being built while the block runs (cleared after)."""
+    handle = None
+    if _in_kernel():
+        try:
+            from IPython.display import HTML, display
+            handle = display(HTML(f"<div class='lakesdk-building' style='color:#555'>⏳ building the {what}…"
+                                  "</div>"), display_id=True)
+        except Exception:  # noqa: BLE001 - a missing line is no reason to fail the widget
+            handle = None
+    try:
+        yield
+    finally:
+        if handle is not None:
+            from IPython.display import HTML
+            handle.update(HTML(""))
 
 _LAZY = {
     "TimelineWidget": "lakesdk.widgets.timeline",
@@ -78,34 +127,40 @@ class TableWidgets:
         self._t = table
 
     def timeline(self, *, live: bool = False, interval_s: float = 2.0) -> "TimelineWidget":
-        """Every instant as a bar (requested -> completed), by action, coloured by state."""
-        from lakesdk.widgets.timeline import TimelineWidget
-        return TimelineWidget(self._t, live=live, interval_s=interval_s)
+        """A slot per instant in requested-time order with its stages, racing instants on
+        separate lanes, the completion-time order below, an *as of* slider."""
+        with building("timeline"):
+            from lakesdk.widgets.timeline import TimelineWidget
+            return TimelineWidget(self._t, live=live, interval_s=interval_s)
 
     def markers(self, instant: str | None = None) -> "MarkersWidget":
         """Markers of pending and failed writes (``instant``: the one to show first)."""
-        from lakesdk.widgets.markers import MarkersWidget
-        return MarkersWidget(self._t, instant=instant)
+        with building("markers view"):
+            from lakesdk.widgets.markers import MarkersWidget
+            return MarkersWidget(self._t, instant=instant)
 
     def file_layout(self, *, as_of: Any = None, small_file_bytes: int | None = None,
                     measure: str = "bytes") -> "FileLayoutWidget":
         """File groups and slices per partition, base vs log files in ``"bytes"`` or in
         ``"records"`` written (a toggle switches), small files highlighted."""
-        from lakesdk.widgets.file_layout import FileLayoutWidget
-        return FileLayoutWidget(self._t, as_of=as_of, small_file_bytes=small_file_bytes, measure=measure)
+        with building("file layout"):
+            from lakesdk.widgets.file_layout import FileLayoutWidget
+            return FileLayoutWidget(self._t, as_of=as_of, small_file_bytes=small_file_bytes, measure=measure)
 
     def transactions(self, *, live: bool = False, interval_s: float = 2.0, limit: int = 500) -> "TransactionsWidget":
         """Writers as lanes over time, coloured by outcome: overlaps on shared file groups,
         which commit won and why the others failed, heartbeats of inflight writes (the
         newest ``limit`` writes)."""
-        from lakesdk.widgets.transactions import TransactionsWidget
-        return TransactionsWidget(self._t, live=live, interval_s=interval_s, limit=limit)
+        with building("transactions view"):
+            from lakesdk.widgets.transactions import TransactionsWidget
+            return TransactionsWidget(self._t, live=live, interval_s=interval_s, limit=limit)
 
     def provenance(self, keys: Any = None, *, limit: int = 50) -> "ProvenanceWidget":
         """Partial-update tables: per key, the ordering value each column group (stream) was
         last written with (``keys``: the record keys to show, else the first ``limit``)."""
-        from lakesdk.widgets.provenance import ProvenanceWidget
-        return ProvenanceWidget(self._t, keys=keys, limit=limit)
+        with building("provenance view"):
+            from lakesdk.widgets.provenance import ProvenanceWidget
+            return ProvenanceWidget(self._t, keys=keys, limit=limit)
 
     def __repr__(self) -> str:
         return (f"<TableWidgets {self._t.name!r}: timeline(), markers(), file_layout(), transactions(), "

@@ -141,7 +141,7 @@ class TableWidgetBase(ipywidgets.VBox):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """The live widget, and beside it a static picture of its figure (``text/html``, plotly.js
-        from its CDN) for where widgets do not run: nbconvert, the documentation site, a notebook
+        from its CDN or carried) for where widgets do not run: nbconvert, the documentation site, a notebook
         saved without widget state. Jupyter shows the live widget when it can."""
         bundle = super()._repr_mimebundle_(**kwargs)
         if isinstance(bundle, dict) and self.figure is not None:
@@ -149,9 +149,12 @@ class TableWidgetBase(ipywidgets.VBox):
         return bundle
 
     def static_html(self) -> str:
-        """The title and the figure as an HTML fragment that draws the figure (no controls)."""
+        """The title and the figure as an HTML fragment that draws the figure (no controls);
+        plotly.js from its CDN, or carried (:func:`lakesdk.widgets.offline_figures`)."""
         import plotly.graph_objects as go_
-        figure = go_.Figure(self.figure).to_html(full_html=False, include_plotlyjs="cdn",
+
+        from lakesdk.widgets import plotlyjs_source
+        figure = go_.Figure(self.figure).to_html(full_html=False, include_plotlyjs=plotlyjs_source(),
                                                  config={"displayModeBar": False})
         return f'<div class="lakesdk-widget-static">{self._title_html()}{figure}</div>'
 
