@@ -40,6 +40,8 @@ import contextlib
 import importlib
 from typing import TYPE_CHECKING, Any, Iterator
 
+from lakesdk.widgets._static import offline_figures  # no plotly: cheap
+
 if TYPE_CHECKING:
     from lakesdk.table.table import Table
     from lakesdk.widgets.file_layout import FileLayoutWidget
@@ -52,28 +54,6 @@ if TYPE_CHECKING:
 
 __all__ = ["TableWidgets", "TimelineWidget", "MarkersWidget", "FileLayoutWidget", "TransactionsWidget",
            "ProvenanceWidget", "KafkaMonitorWidget", "TableView", "display_table", "offline_figures"]
-
-#: how the static figures load plotly.js: "cdn", or "embed" (``offline_figures()``) with
-#: "embedded" set once a figure of this process carries it
-_PLOTLYJS: dict[str, Any] = {"mode": "cdn", "embedded": False}
-
-
-def offline_figures(enabled: bool = True) -> None:
-    """Make the static figures stored beside the widgets draw without a network: the next one
-    carries plotly.js (about 4.6 MB, once), the later ones use it; ``enabled=False`` goes
-    back to loading it from plotly's CDN.  For notebooks exported with nbconvert or opened
-    where no network is.  Call it again after re-running the cell whose figure carried it."""
-    _PLOTLYJS.update(mode="embed" if enabled else "cdn", embedded=False)
-
-
-def plotlyjs_source() -> Any:
-    """What the next static figure passes as plotly's ``include_plotlyjs``."""
-    if _PLOTLYJS["mode"] != "embed":
-        return "cdn"
-    if _PLOTLYJS["embedded"]:
-        return False
-    _PLOTLYJS["embedded"] = True
-    return True
 
 
 @contextlib.contextmanager

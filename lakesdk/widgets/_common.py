@@ -153,7 +153,7 @@ class TableWidgetBase(ipywidgets.VBox):
         plotly.js from its CDN, or carried (:func:`lakesdk.widgets.offline_figures`)."""
         import plotly.graph_objects as go_
 
-        from lakesdk.widgets import plotlyjs_source
+        from lakesdk.widgets._static import plotlyjs_source
         figure = go_.Figure(self.figure).to_html(full_html=False, include_plotlyjs=plotlyjs_source(),
                                                  config={"displayModeBar": False})
         return f'<div class="lakesdk-widget-static">{self._title_html()}{figure}</div>'
