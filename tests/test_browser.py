@@ -37,7 +37,8 @@ SETUP = textwrap.dedent("""\
 """)
 
 
-# the bars plotly drew, per trace name, in point order: what a user sees
+# the bars plotly drew, per trace name, in point order: what a user sees (the instants' bars by
+# state, and the completion order's)
 BARS_JS = """() => {
   const out = {};
   for (const g of document.querySelectorAll('.lakesdk-timeline g.trace.bars')) {
@@ -61,10 +62,14 @@ def test_timeline_renders_and_reacts_to_a_click(tmp_path):
         import lakesdk as lk
         timeline = lk.open_table(str(tmp_path / "lake" / "trips")).timeline
         assert len(timeline) == 4
+        # every instant's bar, and every completed one's again in completion order
         page.wait_for_function(
             "n => document.querySelectorAll('.lakesdk-timeline g.trace.bars g.point path').length === n",
-            arg=len(timeline), timeout=30_000)
+            arg=len(timeline) + len(timeline.completed), timeout=30_000)
         bars = page.evaluate(BARS_JS)
+        done_order = bars.pop("completion order")
+        assert [b["requested"] for b in done_order] == [i.requested for i in timeline.by_completion()
+                                                        if i.is_completed]
         drawn = sorted((b["requested"], b["state"]) for v in bars.values() for b in v)
         assert drawn == sorted((i.requested, i.state) for i in timeline)
         assert [b["requested"] for b in bars["inflight"]] == [i.requested for i in timeline.pending]
