@@ -47,12 +47,17 @@ def esc(value: Any) -> str:
 
 
 def html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, cls: str = "", max_rows: int = 200,
-               wrap: Sequence[int] = ()) -> str:
+               wrap: Sequence[int] = (), clip: Sequence[int] = ()) -> str:
     """A small HTML table (values escaped); at most ``max_rows`` rows, with a note when cut.
-    Cells stay on one line except in the columns listed in ``wrap`` (long file names)."""
+    Cells stay on one line except in the columns listed in ``wrap`` (prose); the columns in
+    ``clip`` (long file names) end with an ellipsis where the column is too narrow, the whole
+    value in their tooltip (and their text)."""
     rows = list(rows)
 
     def td(k: int, v: Any) -> str:
+        if k in clip:
+            return (f"<td title='{esc(v)}' style='white-space:nowrap;overflow:hidden;text-overflow:ellipsis;"
+                    f"max-width:16em;padding-right:8px'>{esc(v)}</td>")
         style = "overflow-wrap:anywhere" if k in wrap else "white-space:nowrap"
         return f"<td style='{style};padding-right:8px'>{esc(v)}</td>"
 

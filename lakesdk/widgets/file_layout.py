@@ -196,7 +196,7 @@ class FileLayoutWidget(TableWidgetBase):
             html_table(["base instant", "base file", "base bytes", "log files", "log bytes", "latest"],
                        [(r.base_instant, (r.base_file or "-").rsplit("/", 1)[-1], human_bytes(r.base_bytes),
                          r.log_files, human_bytes(r.log_bytes), "yes" if r.latest else "")
-                        for r in rows.itertuples()], wrap=(1,)) + "</div>")
+                        for r in rows.itertuples()], clip=(1,)) + "</div>")
         return rows
 
 

@@ -227,7 +227,7 @@ class MarkersWidget(TableWidgetBase):
                 html_table(["partition", "data file", "IO type", "on storage", "bytes"],
                            [(r.partition, r.file_name, r.io_type, "yes" if r.exists else "no",
                              human_bytes(r.bytes) if r.exists else "-") for r in df.itertuples()],
-                           cls="lakesdk-markers-files", wrap=(1,)))
+                           cls="lakesdk-markers-files", clip=(1,)))
 
     # -- rollback preview -------------------------------------------------------------------------
     def preview_rollback(self) -> list[str]:
@@ -253,9 +253,9 @@ class MarkersWidget(TableWidgetBase):
         self.preview_output.value = (
             f"<div class='lakesdk-rollback-preview' data-instant='{cand.requested}'>"
             f"<b>A rollback of {cand.requested} would delete {len(files)} data files</b> (nothing was deleted)"
-            + html_table(["data file", "bytes"], [(f, self._size(f)) for f in files], wrap=(0,))
+            + html_table(["data file", "bytes"], [(f, self._size(f)) for f in files], clip=(0,))
             + "<div style='margin-top:4px'>then remove its timeline files, markers and heartbeat:</div>"
-            + html_table(["path"], [(p,) for p in timeline_files + extra], wrap=(0,)) + "</div>")
+            + html_table(["path"], [(p,) for p in timeline_files + extra], clip=(0,)) + "</div>")
         return files
 
     def _size(self, path: str) -> str:

@@ -116,8 +116,9 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
         self.refreshes = 0
 
         self.figure = go.FigureWidget(layout=go.Layout(
-            barmode="overlay", height=260, margin=dict(l=120, r=10, t=36, b=36),
-            xaxis=dict(title="instants in requested-time order (below: the completed ones in completion order)",
+            barmode="overlay", height=260, margin=dict(l=120, r=10, t=36, b=44),
+            xaxis=dict(title=dict(text="instants in requested-time order (below: the completed ones in completion "
+                                       "order)"),
                        zeroline=False, showgrid=False, fixedrange=True, tickfont=dict(size=10)),
             yaxis=dict(zeroline=False, showgrid=False, fixedrange=True),
             legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0, font=dict(size=11)), showlegend=True,
@@ -140,7 +141,7 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
                             textfont=dict(size=10, color="#ffffff"), width=0.55,
                             marker=dict(color="#66bb6a", line=dict(color="#2e7d32", width=1)),
                             hovertemplate="%{hovertext}<extra></extra>")
-        self.figure.add_scatter(name="order links", mode="lines", x=[], y=[], hoverinfo="skip",
+        self.figure.add_scatter(name="order links", mode="lines", x=[], y=[], hoverinfo="skip", showlegend=False,
                                 line=dict(color="#9e9e9e", width=1, dash="dot"))
         for trace in self.figure.data[:len(STATES)]:
             trace.on_click(self._on_click)
@@ -378,7 +379,8 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
     def _update_slider(self, done: list[Instant]) -> None:
         """The slider's stops: the completed writes in completion order (kept where it was)."""
         writes = [i for i in done if i.completed_action in WRITE_ACTIONS]
-        options = [(f"{k + 1}. {_short(i.action)} {i.requested}", i.requested) for k, i in enumerate(writes)]
+        options = [(f"{k + 1}. {_short(i.action)} {i.requested_at.strftime('%H:%M:%S.%f')[:-3]}", i.requested)
+                   for k, i in enumerate(writes)]
         current = self.as_of_instant.requested if self.as_of_instant is not None else None
         self._sliding = False              # the options and value set here are no user's move
         try:
@@ -460,10 +462,10 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
             files = html_table(["partition", "file", "records (ins/upd/del)", "bytes"],
                                [(p, path.rsplit("/", 1)[-1], f"{w} ({i}/{u}/{de})", human_bytes(b))
                                 for p, path, w, i, u, de, b in sorted(d["stats"], key=lambda s: s[1])],
-                               cls="lakesdk-files", wrap=(1,))
+                               cls="lakesdk-files", clip=(1,))
             label = "written files (write stats)"
         else:
-            files = html_table(["path"], [(p,) for p in d.get("files_list", [])], cls="lakesdk-files", wrap=(0,))
+            files = html_table(["path"], [(p,) for p in d.get("files_list", [])], cls="lakesdk-files", clip=(0,))
             label = d.get("files_label", "files")
         err = f"<div style='color:#b71c1c'>{esc(d['error'])}</div>" if d.get("error") else ""
         return (f"<div class='lakesdk-panel' data-instant='{inst.requested}'>"

@@ -490,7 +490,7 @@ class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
                 f"<div style='margin:4px 0;font-size:12px'>{esc(self.verdict(w))}</div>"
                 f"<table style='font-size:12px'>{info}</table>"
                 f"<div style='margin-top:6px'><b>file groups</b> ({len(w.file_groups)})</div>"
-                + html_table(["partition", "file id"], [(p or "(root)", f) for p, f in w.file_groups], wrap=(1,))
+                + html_table(["partition", "file id"], [(p or "(root)", f) for p, f in w.file_groups], clip=(1,))
                 + (f"<div style='margin-top:6px'><b>overlaps</b> ({len(mine)})</div>{overl}" if mine else "")
                 + "</div>")
 
