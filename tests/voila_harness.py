@@ -27,20 +27,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_port(port: int, proc: subprocess.Popen, log: Path, timeout: float) -> None:
+def wait_port(port: int, proc: subprocess.Popen, log: Path, timeout: float, name: str = "voila") -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"voila exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            raise AssertionError(f"{name} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return
         time.sleep(0.1)
-    raise AssertionError(f"voila did not listen on 127.0.0.1:{port} within {timeout} s:\n{log.read_text()[-3000:]}")
+    raise AssertionError(f"{name} did not listen on 127.0.0.1:{port} within {timeout} s:\n{log.read_text()[-3000:]}")
 
 
 def stop(proc: subprocess.Popen) -> None:
-    """Stop voila and its kernel (the process group the test started)."""
+    """Stop a server the test started (its process group: voila and its kernel)."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
         try:

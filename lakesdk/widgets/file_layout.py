@@ -26,6 +26,7 @@ from typing import Any
 
 from lakesdk.format.instant import WRITE_ACTIONS
 from lakesdk.widgets._common import TableWidgetBase, esc, go, html_table, human_bytes, ipywidgets, sync_figure
+from lakesdk.widgets._figure import FigureWidget
 
 __all__ = ["FileLayoutWidget"]
 
@@ -57,7 +58,7 @@ class FileLayoutWidget(TableWidgetBase):
         self.metadata: dict[str, Any] | None = None
         self.selected: tuple[str, str] | None = None
         self._labels: dict[str, tuple[str, str]] = {}
-        self.figure = go.FigureWidget(layout=go.Layout(
+        self.figure = FigureWidget(layout=go.Layout(
             barmode="stack", height=320, margin=dict(l=10, r=20, t=70, b=40),
             xaxis=dict(title="bytes (latest file slice)"), yaxis=dict(type="category", automargin=True),
             title=dict(x=0, xanchor="left", y=0.97, font=dict(size=14)), showlegend=True,

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from lakesdk.streaming.kafka.status import SinkStatus
 from lakesdk.widgets._common import LiveMixin, TableWidgetBase, esc, go, html_table, ipywidgets, sync_figure
+from lakesdk.widgets._figure import FigureWidget
 
 __all__ = ["KafkaMonitorWidget"]
 
@@ -79,7 +80,7 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
         self._lock = threading.RLock()
         self._round_cache: dict[str, dict[str, Any] | None] = {}
         super().__init__(table)
-        self.figure = go.FigureWidget(layout=go.Layout(
+        self.figure = FigureWidget(layout=go.Layout(
             barmode="group", height=300, margin=dict(l=60, r=20, t=50, b=40),
             xaxis=dict(type="category", title="partition"), yaxis=dict(title="messages"),
             legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"), hovermode="closest"))
@@ -87,7 +88,7 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
                             hovertemplate="%{hovertext}<extra></extra>")
         self.figure.add_bar(name="committed offset", x=[], y=[], hovertext=[], marker=dict(color=OFFSET_COLOUR),
                             visible="legendonly", hovertemplate="%{hovertext}<extra></extra>")
-        self.rounds_figure = go.FigureWidget(layout=go.Layout(
+        self.rounds_figure = FigureWidget(layout=go.Layout(
             height=260, margin=dict(l=60, r=20, t=30, b=40), xaxis=dict(type="date", title="committed (UTC)"),
             yaxis=dict(title="committed offsets (sum)"), showlegend=False, hovermode="closest"))
         self.rounds_figure.add_scatter(name="rounds", mode="lines+markers", x=[], y=[], hovertext=[],

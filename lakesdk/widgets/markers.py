@@ -29,6 +29,7 @@ from lakesdk.widgets._common import (
     ipywidgets,
     sync_figure,
 )
+from lakesdk.widgets._figure import FigureWidget
 
 __all__ = ["MarkersWidget", "MarkerInstant"]
 
@@ -82,7 +83,7 @@ class MarkersWidget(TableWidgetBase):
         self.markers: Any = None          # DataFrame, one row per marker
         self.rollback_preview: list[str] | None = None
 
-        self.figure = go.FigureWidget(layout=go.Layout(
+        self.figure = FigureWidget(layout=go.Layout(
             barmode="stack", height=320, margin=dict(l=50, r=20, t=70, b=60),
             xaxis=dict(type="category", title="partition"), yaxis=dict(title="markers"),
             title=dict(x=0, xanchor="left", y=0.97, font=dict(size=14)), showlegend=True,

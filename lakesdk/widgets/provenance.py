@@ -25,6 +25,7 @@ from typing import Any
 
 from lakesdk.exceptions import TableConfigError
 from lakesdk.widgets._common import TableWidgetBase, esc, go, html_table, ipywidgets, sync_figure
+from lakesdk.widgets._figure import FigureWidget
 
 __all__ = ["ProvenanceWidget"]
 
@@ -75,7 +76,7 @@ class ProvenanceWidget(TableWidgetBase):
         self.rows: Any = None
         self.matrix: Any = None
         self.recency: Any = None
-        self.figure = go.FigureWidget(layout=go.Layout(
+        self.figure = FigureWidget(layout=go.Layout(
             height=320, margin=dict(l=10, r=20, t=50, b=40),
             xaxis=dict(type="category", side="top", title=None, showgrid=False),
             yaxis=dict(type="category", automargin=True, autorange="reversed", showgrid=False),

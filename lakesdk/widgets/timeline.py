@@ -50,6 +50,7 @@ from lakesdk.widgets._common import (
     ipywidgets,
     sync_figure,
 )
+from lakesdk.widgets._figure import FigureWidget
 
 __all__ = ["TimelineWidget", "STATES", "assign_lanes", "completion_order"]
 
@@ -115,7 +116,7 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
         self._details: dict[tuple[str, str, str | None], dict[str, Any]] = {}
         self.refreshes = 0
 
-        self.figure = go.FigureWidget(layout=go.Layout(
+        self.figure = FigureWidget(layout=go.Layout(
             barmode="overlay", height=260, margin=dict(l=120, r=10, t=36, b=44),
             xaxis=dict(title=dict(text="instants in requested-time order (below: the completed ones in completion "
                                        "order)"),

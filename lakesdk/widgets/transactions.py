@@ -49,6 +49,7 @@ from lakesdk.widgets._common import (
     sync_figure,
     utc_from_ms,
 )
+from lakesdk.widgets._figure import FigureWidget
 
 __all__ = ["TransactionsWidget", "WriteSpan", "Overlap", "OUTCOMES", "OUTCOME_COLOURS"]
 
@@ -180,7 +181,7 @@ class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
         self.selected: WriteSpan | None = None
         self._lock = threading.RLock()
         self._metadata_cache: dict[str, tuple[tuple[tuple[str, str], ...], str]] = {}
-        self.figure = go.FigureWidget(layout=go.Layout(
+        self.figure = FigureWidget(layout=go.Layout(
             barmode="overlay", height=300, margin=dict(l=10, r=20, t=40, b=40),
             xaxis=dict(type="date", title="time (UTC)"), yaxis=dict(type="category", automargin=True, title=None),
             legend=dict(title="outcome", orientation="h", y=1.02, yanchor="bottom", x=0), showlegend=True,

@@ -1,0 +1,307 @@
+"""A real-browser harness for JupyterLab: ``jupyter lab`` serves a temporary root folder on
+127.0.0.1 (a free port, a token, its settings, workspaces, runtime and config folders inside
+the temporary folder, so nothing reads or changes the user's Jupyter setup), Playwright drives
+Debian's Chromium (never a downloaded browser) through JupyterLab's own command registry
+(``window.jupyterapp``, exposed with ``LabApp.expose_app_in_browser``).
+
+The widget notebook the JupyterLab test and ``scripts/widget_screenshots.py`` share is here too:
+:data:`WIDGET_CELLS` builds a small merge-on-read table and displays every widget, and
+:data:`DRAWN_JS` reads from the DOM what plotly drew inside a widget's container."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from voila_harness import CHROMIUM_ARGS, free_port, stop, wait_port, write_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: what a widget-capable notebook needs in this environment: missing, the tests skip
+LAB_MODULES = ("jupyterlab", "playwright", "ipywidgets", "plotly", "anywidget")
+
+#: settings JupyterLab reads from the temporary user-settings folder: no news or update checks
+#: (no network), and widget state saved in the notebook (a reload then has it, as a user's has)
+LAB_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+    "@jupyter-widgets/jupyterlab-manager/plugin": {"saveState": True},
+}
+
+
+def require_lab() -> str:
+    """Debian's Chromium path; skips the test when it or a Python module it needs is missing."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium; scripts/system-deps.sh does it)")
+    import importlib.util
+    missing = [m for m in LAB_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed: JupyterLab tests need the lab and test dependency "
+                    "groups (make setup)")
+    return chromium
+
+
+class LabServer:
+    """A running ``jupyter lab``: its URL, token and root folder, and its REST API."""
+
+    def __init__(self, port: int, token: str, root: Path, log: Path, proc: subprocess.Popen) -> None:
+        self.port, self.token, self.root, self.log, self.proc = port, token, root, log, proc
+
+    def url(self, path: str = "lab") -> str:
+        sep = "&" if "?" in path else "?"
+        return f"http://127.0.0.1:{self.port}/{path}{sep}token={self.token}"
+
+    def api(self, method: str, path: str) -> Any:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/api/{path}", method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            body = resp.read()
+        return json.loads(body) if body else None
+
+    def shutdown(self) -> None:
+        """Shut down every kernel, then the server (its process group, if it lingers)."""
+        if self.proc.poll() is None:
+            try:
+                for kernel in self.api("GET", "kernels"):
+                    self.api("DELETE", f"kernels/{kernel['id']}")
+                self.api("POST", "shutdown")
+                self.proc.wait(20)
+            except Exception:  # noqa: BLE001 - the process group is stopped below either way
+                pass
+        stop(self.proc)
+
+
+@contextmanager
+def lab_server(tmp_path: Path, *, env: dict[str, str] | None = None) -> Iterator[LabServer]:
+    """``jupyter lab`` on 127.0.0.1 serving ``tmp_path/root``; stopped with its kernels on exit."""
+    root = tmp_path / "root"
+    root.mkdir(exist_ok=True)
+    home = tmp_path / "jupyter"
+    for plugin, values in LAB_SETTINGS.items():
+        f = home / "settings" / f"{plugin}.jupyterlab-settings"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps(values))
+    port, token = free_port(), secrets.token_hex(16)
+    log = tmp_path / "jupyterlab.log"
+    full_env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTER_CONFIG_DIR": str(home / "config"),
+                "IPYTHONDIR": str(home / "ipython"), "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT),
+                "LAKESDK_PROGRESS": "0", **(env or {})}
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+           "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+           f"--LabApp.user_settings_dir={home / 'settings'}", f"--LabApp.workspaces_dir={home / 'workspaces'}",
+           "--LabApp.expose_app_in_browser=True", "--ServerApp.terminals_enabled=False", "--allow-root",
+           "--LabApp.extension_manager=readonly",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, env=full_env,
+                                start_new_session=True)
+    server = LabServer(port, token, root, log, proc)
+    try:
+        wait_port(port, proc, log, 60, "jupyter lab")
+        yield server
+    finally:
+        server.shutdown()
+
+
+#: the current notebook panel, ready: its document loaded and a kernel idle
+_READY_JS = """async () => {
+  const app = window.jupyterapp;
+  await app.restored;
+  const panel = app.shell.currentWidget;
+  await panel.context.ready;
+  await panel.sessionContext.ready;
+}"""
+_IDLE_JS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const kernel = panel && panel.sessionContext.session && panel.sessionContext.session.kernel;
+  return !!kernel && kernel.status === 'idle' && kernel.connectionStatus === 'connected';
+}"""
+#: every code cell has run (an execution count) and the kernel is idle
+_DONE_JS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const cells = panel.content.model.cells;
+  for (let i = 0; i < cells.length; i++) {
+    const c = cells.get(i);
+    if (c.type === 'code' && (c.executionCount === null || c.executionState === 'running')) return false;
+  }
+  const kernel = panel.sessionContext.session.kernel;
+  return kernel.status === 'idle';
+}"""
+_OUTPUTS_JS = """() => {
+  const cells = window.jupyterapp.shell.currentWidget.content.model.cells;
+  const out = [];
+  for (let i = 0; i < cells.length; i++) {
+    const c = cells.get(i);
+    out.push(c.type === 'code' ? c.outputs.toJSON() : []);
+  }
+  return out;
+}"""
+
+
+class LabPage:
+    """A Chromium page on a JupyterLab server, a notebook open in it; collects console errors
+    and page errors (uncaught exceptions and unhandled rejections) in :attr:`errors`."""
+
+    def __init__(self, page: Any, sync_api: Any, server: LabServer) -> None:
+        self.page, self.sync_api, self.server = page, sync_api, server
+        self.errors: list[str] = []
+        page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+
+    def open(self, notebook: str, timeout_s: float = 120) -> None:
+        """A fresh page load of ``notebook`` (a reload when it is open): its kernel ready and idle."""
+        self.page.goto(self.server.url(f"lab/tree/{notebook}?reset"), timeout=timeout_s * 1000)
+        self.page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
+                                    "&& window.jupyterapp.shell.currentWidget.sessionContext", timeout=timeout_s * 1000)
+        self.page.evaluate(_READY_JS)
+        self.page.wait_for_function(_IDLE_JS, timeout=timeout_s * 1000)
+
+    def run_all(self, timeout_s: float = 180) -> list[list[dict[str, Any]]]:
+        """Run every cell (JupyterLab's ``notebook:run-all-cells``) and wait until each has run
+        and the kernel is idle; returns each cell's outputs. A cell's error fails the test."""
+        self.page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        self.page.wait_for_function(_DONE_JS, timeout=timeout_s * 1000, polling=200)
+        outputs = self.outputs()
+        errors = [o for cell in outputs for o in cell if o.get("output_type") == "error"]
+        assert not errors, "a cell failed:\n" + "\n".join(
+            f"{e['ename']}: {e['evalue']}\n" + "\n".join(e.get("traceback", [])[-5:]) for e in errors)
+        return outputs
+
+    def outputs(self) -> list[list[dict[str, Any]]]:
+        return self.page.evaluate(_OUTPUTS_JS)
+
+    def restart_kernel(self, timeout_s: float = 60) -> None:
+        """Restart the kernel without a dialog and wait until it is idle."""
+        self.page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.session"
+                           ".kernel.restart(); }")
+        self.page.wait_for_function(_IDLE_JS, timeout=timeout_s * 1000)
+
+    def save(self) -> None:
+        """Save the notebook (with the widget state: LAB_SETTINGS turns it on)."""
+        self.page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.context.save(); }")
+
+
+@contextmanager
+def lab_page(server: LabServer, *, viewport: dict[str, int] | None = None) -> Iterator[LabPage]:
+    """Chromium (Debian's, headless) with one page on ``server``; closed on exit."""
+    chromium = require_lab()
+    from playwright import sync_api
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport=viewport or {"width": 1400, "height": 1000})
+            yield LabPage(page, sync_api, server)
+        finally:
+            browser.close()
+
+
+def write_widget_notebook(server: LabServer, name: str = "widgets.ipynb") -> str:
+    """The widget notebook in the server's root; returns its name."""
+    write_notebook(server.root / name, WIDGET_CELLS)
+    return name
+
+
+# ---------------------------------------------------------------------------------- the notebook
+#: the widgets' containers, by name (the PNG names of scripts/widget_screenshots.py)
+WIDGETS = {"timeline": "lakesdk-timeline", "file_layout": "lakesdk-file-layout",
+           "transactions": "lakesdk-transactions", "markers": "lakesdk-markers", "table_view": "lakesdk-table-view"}
+
+WIDGET_CELLS = [textwrap.dedent(c) for c in (
+    """\
+    import shutil
+    import pandas as pd
+    import lakesdk as lk
+    from lakesdk.format.commit_metadata import CommitMetadata
+    from lakesdk.format.instant import Instant
+    from lakesdk.format.timeline import InstantClock
+    from lakesdk.markers import DirectWriteMarkers
+
+    shutil.rmtree("lake", ignore_errors=True)
+    lake = lk.Lake("lake", options=lk.TableOptions(engine="local", markers="direct", progress=False))
+    t = lake.create_table("trips", key="uuid", partition_by="city", ordering="ts", table_type="mor")
+    rides = pd.DataFrame({"uuid": [f"r{i}" for i in range(9)], "city": ["ams", "bcn", "cph"] * 3,
+                          "ts": [1] * 9, "fare": [float(i) for i in range(9)]})
+    t.upsert(rides)
+    t.upsert(rides.assign(ts=2, fare=rides.fare + 1).head(5))    # log files
+    t.upsert(rides.assign(ts=3, fare=rides.fare + 2).tail(3))
+    plan = t.maintenance.schedule_compaction()
+    t.maintenance.compact(plan.instant)
+    t.upsert(rides.assign(ts=4).head(2))
+    # a write that stopped after it wrote its markers and one of its files: the markers widget's
+    store = t.context.store
+    pending = Instant("deltacommit", "requested", InstantClock.next(after=t.timeline.max_time()))
+    store.create(pending)
+    pending = store.transition(pending, "inflight", CommitMetadata(operation_type="UPSERT").to_avro())
+    markers = DirectWriteMarkers(t.storage, pending.requested)
+    markers.create("city=ams", f"f1-0_0-1-1_{pending.requested}.parquet", "CREATE")
+    markers.create("city=bcn", f"f2-0_1-1-2_{pending.requested}.parquet", "MERGE")
+    t.storage.write(f"city=ams/f1-0_0-1-1_{pending.requested}.parquet", b"x" * 10)
+    """,
+    "t.widgets.timeline()",
+    "t.widgets.file_layout()",
+    "t.widgets.transactions()",
+    "t.widgets.markers()",
+    "display(t)",
+)]
+
+#: What plotly drew inside each lakesdk widget container of class ``cls`` (outside a table view
+#: unless ``cls`` is the table view's): per figure, per trace of bars or markers, its points and
+#: how many have a non-zero size on screen. Empty axes have no such points.
+DRAWN_JS = """cls => {
+  const roots = [...document.querySelectorAll('.' + cls)].filter(
+    el => cls === 'lakesdk-table-view' || !el.parentElement.closest('.lakesdk-table-view'));
+  return roots.map(root => [...root.querySelectorAll('.js-plotly-plot')].map(plot => {
+    const traces = {};
+    for (const g of plot.querySelectorAll('g.trace.bars, g.trace.scatter')) {
+      const tr = g.__data__ && g.__data__[0] && g.__data__[0].trace;
+      if (!tr || tr.visible === false) continue;
+      const pts = g.querySelectorAll('g.point path, path.point');
+      let drawn = 0;
+      pts.forEach(p => { const r = p.getBoundingClientRect(); if (r.width > 0 && r.height > 0) drawn++; });
+      traces[tr.name] = {points: pts.length, drawn: drawn};
+    }
+    return traces;
+  }));
+}"""
+
+
+def wait_drawn(lab: LabPage, cls: str, timeout_s: float = 60) -> list[list[dict[str, dict[str, int]]]]:
+    """Wait until each container of class ``cls`` holds a figure with a drawn point; returns
+    :data:`DRAWN_JS`'s answer (what was drawn when the last figure first showed data)."""
+    ready = f"""() => {{
+      const roots = ({DRAWN_JS})({json.dumps(cls)});
+      return roots.length > 0 && roots.every(figs => figs.length > 0 && figs.some(
+        traces => Object.values(traces).some(t => t.drawn > 0)));
+    }}"""
+    try:
+        lab.page.wait_for_function(ready, timeout=timeout_s * 1000, polling=250)
+    except lab.sync_api.TimeoutError:
+        pass  # the caller's assertion shows what was drawn
+    return lab.page.evaluate(DRAWN_JS, cls)
+
+
+def open_table_view_tab(lab: LabPage, title: str = "Timeline", timeout_s: float = 60) -> None:
+    """Click a tab of the ``display(t)`` view: the kernel builds the widget behind it."""
+    root = lab.page.locator(".lakesdk-table-view")
+    root.get_by_role("tab", name=title).wait_for(timeout=timeout_s * 1000)
+    deadline = time.monotonic() + timeout_s
+    while True:       # a click before the tab's model is wired up can be lost: click again
+        root.get_by_role("tab", name=title).click()
+        try:
+            lab.page.wait_for_selector(".lakesdk-table-view .lakesdk-widget .js-plotly-plot", timeout=10_000)
+            return
+        except lab.sync_api.TimeoutError:
+            if time.monotonic() > deadline:
+                raise
+            root.get_by_role("tab", name="Table").click()
