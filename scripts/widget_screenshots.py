@@ -23,6 +23,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from lab_harness import (  # noqa: E402
     WIDGETS,
+    figures_wider_than_their_box,
     lab_page,
     lab_server,
     open_table_view_tab,
@@ -40,6 +41,9 @@ def main(out_dir: Path) -> list[Path]:
             lab.open(nb)
             lab.run_all()
             open_table_view_tab(lab, "Timeline")
+            wide = figures_wider_than_their_box(lab)       # plotly sizes each figure to its box
+            if wide:
+                raise SystemExit(f"figures wider than their boxes: {wide}; not saving screenshots of them")
             for name, cls in WIDGETS.items():
                 drawn = wait_drawn(lab, cls)
                 if not drawn or not any(t["drawn"] for figs in drawn for traces in figs for t in traces.values()):

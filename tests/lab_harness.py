@@ -305,3 +305,24 @@ def open_table_view_tab(lab: LabPage, title: str = "Timeline", timeout_s: float 
             if time.monotonic() > deadline:
                 raise
             root.get_by_role("tab", name="Table").click()
+
+
+#: each shown figure's drawing and the widget box that holds it: widths on screen
+FIT_JS = """() => [...document.querySelectorAll('.lakesdk-widget .js-plotly-plot')]
+  .filter(p => p.offsetParent !== null)
+  .map(p => {
+    const svg = p.querySelector('svg.main-svg');
+    return {svg: svg ? svg.getBoundingClientRect().width : 0, box: p.parentElement.getBoundingClientRect().width};
+  })"""
+
+
+def figures_wider_than_their_box(lab: Any, timeout_s: float = 30) -> list[str]:
+    """Wait until every shown figure is drawn no wider than its box (plotly sizes it to the
+    box once the box is laid out); what is still wider when the time is up."""
+    fits = f"() => ({FIT_JS})().every(f => f.svg > 0 && f.svg <= f.box + 1)"
+    try:
+        lab.page.wait_for_function(fits, timeout=timeout_s * 1000, polling=250)
+    except lab.sync_api.TimeoutError:
+        pass
+    return [f"a figure {f['svg']:.0f} px wide in a box of {f['box']:.0f} px" for f in lab.page.evaluate(FIT_JS)
+            if not f["svg"] <= f["box"] + 1]

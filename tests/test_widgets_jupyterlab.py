@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from lab_harness import (
     WIDGETS,
+    figures_wider_than_their_box,
     lab_page,
     lab_server,
     open_table_view_tab,
@@ -94,6 +95,8 @@ def test_every_widget_draws_its_data_in_jupyterlab_ten_renders_in_a_row(tmp_path
                 lab.open(nb)
             expected = expected or expected_traces(server.root)
             problems = check_render(lab, expected)
+            if k == 0:
+                problems += figures_wider_than_their_box(lab)
             if kind == "fresh run":
                 lab.save()
             errors = lab.errors[seen:]

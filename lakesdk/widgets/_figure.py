@@ -13,7 +13,9 @@ miss the deadline.
 :class:`FigureWidget` keeps plotly's bundle as a model trait (``_plotly_esm``) and sends a small
 module as ``_esm``: it imports the bundle once per page (shared by every figure of the same
 bundle, keyed by its hash) and hands plotly's own ``initialize`` and ``render`` the model and
-view, so only the first figure of a page waits for the bundle.
+view, so only the first figure of a page waits for the bundle.  It also makes plotly's view
+follow its box's width (anywidget sends none of the layout messages plotly sizes a figure on,
+so a figure kept plotly's default 700 px, cut off in a narrower box).
 """
 
 from __future__ import annotations
@@ -53,11 +55,40 @@ function bundle(model) {
   return loading;
 }
 
+// plotly's view sizes its figure to its box on the notebook's layout messages, which anywidget
+// does not send: its first size is plotly's default (700 px), wider than a narrower box. A
+// figure without a width of its own follows its box's width instead.
+function followBoxWidth(mod) {
+  const View = mod.FigureView;
+  if (!View || View.prototype.__followsBoxWidth || typeof ResizeObserver !== "function") return;
+  const perform = View.prototype.perform_render;
+  View.prototype.perform_render = function () {
+    const out = perform.apply(this, arguments);
+    // as wide as its box, never wider: a flex item's minimum width is its content's (700 px)
+    this.el.style.minWidth = "0";
+    this.el.style.width = "100%";
+    let width = 0;
+    this.__boxObserver = new ResizeObserver(() => {
+      const w = this.el.clientWidth;
+      if (w > 0 && w !== width) { width = w; this.autosizeFigure(); }
+    });
+    this.__boxObserver.observe(this.el);
+    return out;
+  };
+  const remove = View.prototype.remove;
+  View.prototype.remove = function () {
+    if (this.__boxObserver) this.__boxObserver.disconnect();
+    return remove.apply(this, arguments);
+  };
+  View.prototype.__followsBoxWidth = true;
+}
+
 export default () => {
   let widget = null;
   return {
     async initialize(ctx) {
       const mod = await bundle(ctx.model);
+      followBoxWidth(mod);
       widget = typeof mod.default === "function" ? await mod.default() : mod.default;
       return widget.initialize ? widget.initialize(ctx) : undefined;
     },

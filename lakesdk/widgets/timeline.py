@@ -118,16 +118,13 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
 
         self.figure = FigureWidget(layout=go.Layout(
             barmode="overlay", height=260, margin=dict(l=120, r=10, t=36, b=44),
-            xaxis=dict(title=dict(text="instants in requested-time order (below: the completed ones in completion "
-                                       "order)"),
+            xaxis=dict(title=dict(text="instants in requested-time order · stages: " + " ".join(
+                           f"<span style='color:{STATE_COLOURS[s]}'>●</span> {s}" for s in STATES),
+                           font=dict(size=11)),
                        zeroline=False, showgrid=False, fixedrange=True, tickfont=dict(size=10)),
             yaxis=dict(zeroline=False, showgrid=False, fixedrange=True),
             legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0, font=dict(size=11)), showlegend=True,
             hovermode="closest", clickmode="event", dragmode=False,
-            annotations=[dict(xref="paper", yref="paper", x=1, y=1.02, xanchor="right", yanchor="bottom",
-                              showarrow=False, font=dict(size=11),
-                              text="stages: " + " ".join(f"<span style='color:{STATE_COLOURS[s]}'>●</span> {s}"
-                                                        for s in STATES))],
         ))
         for state in STATES:
             self.figure.add_bar(name=state, orientation="h", base=[], x=[], y=[], customdata=[], hovertext=[],
