@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from lakesdk.format.timeline import Timeline
 
 __all__ = ["METADATA_DIR", "PARTITIONS_KEY", "INFLIGHT_KEY", "metadata_partitions", "without_metadata_table",
-           "pending_data_instants"]
+           "pending_data_instants", "undone_instants"]
 
 #: the MDT's base path, relative to the data table's
 METADATA_DIR = ".hoodie/metadata"
@@ -64,3 +64,15 @@ def pending_data_instants(timeline: "Timeline") -> set[str]:
     has the time of the commit it saves, whose delta commit counts (found by the service soak:
     that commit's files left the listing while the savepoint ran)."""
     return {i.requested for i in timeline.pending if i.action != "savepoint"}
+
+
+def undone_instants(action: str, data: bytes) -> set[str]:
+    """The requested times of the instants a completed rollback or restore (its completed
+    file ``data``) undoes; none for another action."""
+    if action == "rollback":
+        from lakesdk.format.plans import RollbackMetadataData
+        return {i for i, _ in RollbackMetadataData.parse(data).rolled_back}
+    if action == "restore":
+        from lakesdk.format.service_metadata import RestoreMetadataData
+        return {i for i, _ in RestoreMetadataData.parse(data).instants}
+    return set()

@@ -46,6 +46,7 @@ import pyarrow as pa
 from lakesdk.format.column_stats import ColumnRange, partition_id, range_of_record, value_type_of
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.instant import Instant
+from lakesdk.format.metadata_table import undone_instants
 from lakesdk.format.partition_stats import (
     FILE_GROUPS,
     PARTITION,
@@ -112,17 +113,6 @@ class _StoreAfter:
         return getattr(self._store, name)
 
 
-def _undone(action: str, data: bytes) -> set[str]:
-    """The instants a rollback or restore undoes."""
-    if action == "rollback":
-        from lakesdk.format.plans import RollbackMetadataData
-        return {i for i, _ in RollbackMetadataData.parse(data).rolled_back}
-    if action == "restore":
-        from lakesdk.format.service_metadata import RestoreMetadataData
-        return {i for i, _ in RestoreMetadataData.parse(data).instants}
-    return set()
-
-
 def _replaced_partitions(ctx: "TableContext", inflight: Instant, data: bytes) -> set[str]:
     """The partitions whose file groups a replace (``insert_overwrite``, clustering) replaces:
     their latest slices change although the action may write no file there."""
@@ -179,7 +169,7 @@ def changed_partitions(ctx: "TableContext", inflight: Instant, data: bytes, chan
     their delta commits, whose records say those partitions as they were with them)."""
     out = set(change.added) | set(change.deleted) | _replaced_partitions(ctx, inflight, data)
     if inflight.action == "rollback":
-        out |= _undone_partitions(ctx, _undone(inflight.action, data))
+        out |= _undone_partitions(ctx, undone_instants(inflight.action, data))
     return out
 
 
@@ -197,7 +187,7 @@ def _slices_after(ctx: "TableContext", reader: "MetadataTableReader", inflight: 
         for n, size in change.added.get(p, {}).items():
             cur[n] = max(size, cur.get(n, 0))
     tl = ctx.store.load()
-    gone = _undone(inflight.action, data) | {inflight.requested}
+    gone = undone_instants(inflight.action, data) | {inflight.requested}
     done = inflight.to("completed", _LAST)
     after = Timeline(tuple(sorted((*(i for i in tl.instants if i.requested not in gone), done),
                                   key=lambda i: (i.requested, i.completed or ""))), tl.layout)
