@@ -45,8 +45,10 @@ BARS_JS = """() => {
     if (!tr || !OUTCOMES.includes(tr.name)) continue;
     g.querySelectorAll('g.point path').forEach((p, i) => {
       const r = p.getBoundingClientRect();
+      const area = g.closest('.js-plotly-plot').querySelector('.nsewdrag').getBoundingClientRect();
       out.push({instant: tr.customdata[i][0], lane: tr.customdata[i][2], outcome: tr.name, width: r.width,
-                x: r.x + r.width * 0.9, y: r.y + r.height / 2});
+                x: r.x + r.width * 0.9, y: r.y + r.height / 2,
+                fx: (r.x + r.width - area.x) / area.width});   // the bar's end across the plot area
     });
   }
   return out;
@@ -60,6 +62,15 @@ SELECTED_DRAWN_JS = """req => {
         && g.querySelectorAll('g.point path').length) return true;
   }
   return false;
+}"""
+#: the transactions figure is drawn as wide as its box (plotly draws it 700 px wide first and
+#: sizes it to its box a moment later, once the box is laid out)
+FITS_BOX_JS = """() => {
+  const p = document.querySelector('.lakesdk-transactions .js-plotly-plot');
+  const svg = p && p.querySelector('svg.main-svg');
+  if (!svg) return false;
+  const w = svg.getBoundingClientRect().width;
+  return w > 0 && Math.abs(w - p.parentElement.getBoundingClientRect().width) <= 1;
 }"""
 PIXELS = 2      # positions are compared with this tolerance: a redraw may lay a bar out a pixel off
 
@@ -89,6 +100,7 @@ def test_display_table_tabs_and_transactions_in_a_browser(tmp_path):
         n = len(journal) + len(unjournaled)
         assert len(journal) == 2 and len(unjournaled) == 1
         page.wait_for_function(f"n => ({BARS_JS})().length === n", arg=n, timeout=30_000)
+        page.wait_for_function(FITS_BOX_JS, timeout=30_000, polling=250)
         bars = page.evaluate(BARS_JS)
         drawn = sorted((b["instant"], b["lane"], b["outcome"]) for b in bars)
         assert drawn == sorted([(r.instant, r.writer, r.outcome) for r in journal] +
@@ -106,13 +118,17 @@ def test_display_table_tabs_and_transactions_in_a_browser(tmp_path):
         panel = page.locator(".lakesdk-transactions .lakesdk-panel").inner_text()
         assert "lost (conflict at commit)" in panel and "overlaps" in panel
         # the redraw the click caused (the selected write's outline is drawn last) kept the time
-        # axis and every bar where it was, give or take the sub-pixel layout of a redraw
+        # axis and every bar where it was across the plot area (which follows its box's width),
+        # give or take the sub-pixel layout of a redraw
         page.wait_for_function(SELECTED_DRAWN_JS, arg=lost["instant"], timeout=30_000)
+        page.wait_for_function(FITS_BOX_JS, timeout=30_000, polling=250)
         after = page.evaluate(BARS_JS)
+        area = page.evaluate("() => document.querySelector('.lakesdk-transactions .nsewdrag')"
+                             ".getBoundingClientRect().width")
         assert page.evaluate("() => document.querySelector('.lakesdk-transactions .js-plotly-plot')"
                              "._fullLayout.xaxis.type") == "date"
         assert sorted(b["instant"] for b in after) == sorted(b["instant"] for b in bars)
-        moved = {b["instant"]: (b["x"], a["x"]) for b in bars for a in after
-                 if a["instant"] == b["instant"] and abs(a["x"] - b["x"]) > PIXELS}
-        assert not moved, f"bars moved by the redraw (instant: (x before, x after)): {moved}"
+        moved = {b["instant"]: (b["fx"], a["fx"]) for b in bars for a in after
+                 if a["instant"] == b["instant"] and abs(a["fx"] - b["fx"]) * area > PIXELS}
+        assert not moved, f"bars moved by the redraw (instant: (end across the plot before, after)): {moved}"
         screenshot(page, tmp_path, "transactions.png")
