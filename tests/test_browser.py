@@ -9,7 +9,7 @@ import json
 import textwrap
 
 import pytest
-from voila_harness import ROOT, screenshot, voila_page
+from voila_harness import ROOT, fits_box_js, screenshot, voila_page
 
 pytestmark = pytest.mark.browser
 
@@ -66,6 +66,7 @@ def test_timeline_renders_and_reacts_to_a_click(tmp_path):
         page.wait_for_function(
             "n => document.querySelectorAll('.lakesdk-timeline g.trace.bars g.point path').length === n",
             arg=len(timeline) + len(timeline.completed), timeout=30_000)
+        page.wait_for_function(fits_box_js(".lakesdk-timeline"), timeout=30_000, polling=250)
         bars = page.evaluate(BARS_JS)
         done_order = bars.pop("completion order")
         assert [b["requested"] for b in done_order] == [i.requested for i in timeline.by_completion()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from voila_harness import screenshot, voila_page
+from voila_harness import fits_box_js, screenshot, voila_page
 
 pytestmark = pytest.mark.browser
 
@@ -63,15 +63,6 @@ SELECTED_DRAWN_JS = """req => {
   }
   return false;
 }"""
-#: the transactions figure is drawn as wide as its box (plotly draws it 700 px wide first and
-#: sizes it to its box a moment later, once the box is laid out)
-FITS_BOX_JS = """() => {
-  const p = document.querySelector('.lakesdk-transactions .js-plotly-plot');
-  const svg = p && p.querySelector('svg.main-svg');
-  if (!svg) return false;
-  const w = svg.getBoundingClientRect().width;
-  return w > 0 && Math.abs(w - p.parentElement.getBoundingClientRect().width) <= 1;
-}"""
 PIXELS = 2      # positions are compared with this tolerance: a redraw may lay a bar out a pixel off
 
 
@@ -100,7 +91,7 @@ def test_display_table_tabs_and_transactions_in_a_browser(tmp_path):
         n = len(journal) + len(unjournaled)
         assert len(journal) == 2 and len(unjournaled) == 1
         page.wait_for_function(f"n => ({BARS_JS})().length === n", arg=n, timeout=30_000)
-        page.wait_for_function(FITS_BOX_JS, timeout=30_000, polling=250)
+        page.wait_for_function(fits_box_js(".lakesdk-transactions"), timeout=30_000, polling=250)
         bars = page.evaluate(BARS_JS)
         drawn = sorted((b["instant"], b["lane"], b["outcome"]) for b in bars)
         assert drawn == sorted([(r.instant, r.writer, r.outcome) for r in journal] +
@@ -121,7 +112,7 @@ def test_display_table_tabs_and_transactions_in_a_browser(tmp_path):
         # axis and every bar where it was across the plot area (which follows its box's width),
         # give or take the sub-pixel layout of a redraw
         page.wait_for_function(SELECTED_DRAWN_JS, arg=lost["instant"], timeout=30_000)
-        page.wait_for_function(FITS_BOX_JS, timeout=30_000, polling=250)
+        page.wait_for_function(fits_box_js(".lakesdk-transactions"), timeout=30_000, polling=250)
         after = page.evaluate(BARS_JS)
         area = page.evaluate("() => document.querySelector('.lakesdk-transactions .nsewdrag')"
                              ".getBoundingClientRect().width")

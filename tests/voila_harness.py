@@ -94,6 +94,19 @@ def voila_page(tmp_path: Path, cells: list[str], *, env: dict[str, str] | None =
         stop(proc)
 
 
+def fits_box_js(widget: str) -> str:
+    """A page function: the widget's figure is drawn as wide as its box. plotly draws a figure
+    700 px wide first and sizes it to its box a moment later, once the box is laid out: a test
+    that measures positions to click waits for this first."""
+    return """() => {
+  const p = document.querySelector(SELECTOR);
+  const svg = p && p.querySelector('svg.main-svg');
+  if (!svg) return false;
+  const w = svg.getBoundingClientRect().width;
+  return w > 0 && Math.abs(w - p.parentElement.getBoundingClientRect().width) <= 1;
+}""".replace("SELECTOR", repr(f"{widget} .js-plotly-plot"))
+
+
 def screenshot(page: Any, tmp_path: Path, name: str) -> Path:
     """A full-page screenshot without a hover label, kept under ``test-output/<name>``."""
     shot = tmp_path / name
