@@ -129,8 +129,9 @@ def _bytes(data: bytes, pos: int) -> tuple[bytes, int]:
     return data[pos:pos + n], pos + n
 
 
-def _check_framing(data: bytes) -> str:
-    """Check the container's framing; return the name of the writer schema's record."""
+def _check_framing(data: bytes) -> tuple[str, bytes]:
+    """Check the container's framing; return the name of the writer schema's record and the
+    schema's bytes."""
     if data[:4] != AVRO_MAGIC:
         raise _BadAvroBytes(f"it does not start with the Avro magic {AVRO_MAGIC!r} (found {bytes(data[:4])!r})")
     pos = 4
@@ -153,17 +154,8 @@ def _check_framing(data: bytes) -> str:
                 raise _BadAvroBytes("a header key is not UTF-8") from None
     if "avro.schema" not in meta:
         raise _BadAvroBytes("the header has no avro.schema entry")
-    try:
-        writer = json.loads(meta["avro.schema"].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise _BadAvroBytes("the header's avro.schema is not JSON") from None
-    name = writer.get("name") if isinstance(writer, dict) else None
-    if not isinstance(name, str):
-        raise _BadAvroBytes("the header's avro.schema is not a named record schema")
-    try:
-        check_writer_schema(writer)
-    except (ValueError, RecursionError) as exc:
-        raise _BadAvroBytes(str(exc)) from None
+    raw_schema = meta["avro.schema"]
+    name = _writer_schema_name(raw_schema)
     codec = meta.get("avro.codec", b"null")
     if codec not in (b"null", b""):
         raise _BadAvroBytes(f"codec {codec!r} is not the codec timeline files use (null)")
@@ -187,7 +179,36 @@ def _check_framing(data: bytes) -> str:
         blocks += 1
     if blocks == 0:
         raise _BadAvroBytes("it holds no record (a header only: truncated?)")
+    return name, raw_schema
+
+
+@lru_cache(maxsize=64)
+def _writer_schema_name(raw: bytes) -> str:
+    """The record name of a writer schema (its header's ``avro.schema``), once checked; cached
+    by its bytes, as a timeline holds files of a handful of schemas."""
+    try:
+        writer = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _BadAvroBytes("the header's avro.schema is not JSON") from None
+    name = writer.get("name") if isinstance(writer, dict) else None
+    if not isinstance(name, str):
+        raise _BadAvroBytes("the header's avro.schema is not a named record schema")
+    try:
+        check_writer_schema(writer)
+    except (ValueError, RecursionError) as exc:
+        raise _BadAvroBytes(str(exc)) from None
     return name
+
+
+@lru_cache(maxsize=64)
+def _is_model_schema(raw: bytes, name: str) -> bool:
+    """Whether a writer schema is lakesdk's model schema ``name`` itself (the files lakesdk
+    writes): such a file is read without schema resolution, which would change nothing and
+    take as long again as the decoding."""
+    try:
+        return bool(fastavro.parse_schema(json.loads(raw.decode("utf-8"))) == model_schema(name))
+    except Exception:  # noqa: BLE001 - any schema fastavro will not parse is resolved as before
+        return False
 
 
 def read_record(data: bytes, schema: str | tuple[str, ...], what: str) -> dict[str, Any]:
@@ -203,7 +224,7 @@ def read_record(data: bytes, schema: str | tuple[str, ...], what: str) -> dict[s
     data = bytes(data)
     names = (schema,) if isinstance(schema, str) else tuple(schema)
     try:
-        writer_name = _check_framing(data)
+        writer_name, raw_schema = _check_framing(data)
     except _BadAvroBytes as exc:
         raise CorruptTimelineError(f"{what} is not a valid Avro file ({len(data)} bytes): {exc}",
                                    path=where) from None
@@ -213,7 +234,8 @@ def read_record(data: bytes, schema: str | tuple[str, ...], what: str) -> dict[s
             f"{what} holds a {short!r} record, expected {' or '.join(repr(n) for n in names)}", path=where)
     schema = short
     try:
-        reader = fastavro.reader(io.BytesIO(data), reader_schema=model_schema(schema))
+        resolve = None if _is_model_schema(raw_schema, schema) else model_schema(schema)
+        reader = fastavro.reader(io.BytesIO(data), reader_schema=resolve)
         rec = next(iter(reader))
     except Exception as exc:  # noqa: BLE001 - fastavro raises many kinds on bad bytes or schemas
         raise CorruptTimelineError(

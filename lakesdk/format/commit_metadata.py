@@ -64,18 +64,16 @@ class WriteStat:
     def from_dict(cls, d: dict[str, Any]) -> "WriteStat":
         if not isinstance(d, dict):
             raise CorruptTimelineError(f"a write stat is a {type(d).__name__}, expected an object")
-        names = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names}
-        for f in fields(cls):
-            if kw.get(f.name) is not None and not _STAT_CHECKS[str(f.type)](kw[f.name]):
-                raise CorruptTimelineError(
-                    f"write stat field {f.name} is {kw[f.name]!r}, expected {str(f.type).replace(' | None', '')}")
-        for req in ("fileId", "path", "partitionPath"):
-            kw.setdefault(req, None)
-        for f in fields(cls):
-            if kw.get(f.name) is None and f.type in ("int",):
-                kw[f.name] = 0
-        if kw.get("prevCommit") is None:
+        kw: dict[str, Any] = {}
+        for name, check, expected in _STAT_FIELDS:
+            v = d.get(name)
+            if v is not None and not check(v):
+                raise CorruptTimelineError(f"write stat field {name} is {v!r}, expected {expected}")
+            kw[name] = v
+        for name in _INT_FIELDS:
+            if kw[name] is None:
+                kw[name] = 0
+        if kw["prevCommit"] is None:
             kw["prevCommit"] = "null"
         return cls(**kw)
 
@@ -102,6 +100,11 @@ _STAT_CHECKS = {
     "int": _is_int, "int | None": _is_int,
     "list[str] | None": _is_str_list, "dict[str, int] | None": _is_int_map,
 }
+
+
+#: (name, type check, expected type's words) of every field of a write stat, in field order
+_STAT_FIELDS = tuple((f.name, _STAT_CHECKS[str(f.type)], str(f.type).replace(" | None", "")) for f in fields(WriteStat))
+_INT_FIELDS = tuple(f.name for f in fields(WriteStat) if f.type == "int")
 
 
 def _check_shape(d: Any) -> None:
