@@ -40,12 +40,12 @@ def observed(monkeypatch):
 
     syncing = threading.local()
 
-    def sync_metadata_table(ctx, inflight, data):
+    def sync_metadata_table(ctx, inflight, data, *args):
         if any(lock.held_by_this_thread() for lock in locks) or not locks:
             dropped.add((ctx.path, inflight.action))
         syncing.now = True
         try:
-            return sync(ctx, inflight, data)
+            return sync(ctx, inflight, data, *args)
         finally:
             syncing.now = False
 

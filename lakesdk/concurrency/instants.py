@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from lakesdk.format.instant import Instant
+from lakesdk.format.timeline import Timeline
 from lakesdk.timeline.store import TimelineStore
 
 __all__ = ["holding", "create_instant", "create_planned_instant"]
@@ -36,12 +37,17 @@ def holding(lock: Any) -> Iterator[None]:
 
 
 def create_instant(store: TimelineStore, lock: Any, action: str, data: bytes = b"", *,
-                   claim: Callable[[str], Callable[[], None] | None] | None = None) -> Instant:
+                   claim: Callable[[str], Callable[[], None] | None] | None = None,
+                   seen: list[Timeline] | None = None) -> Instant:
     """Create a requested ``action`` instant holding ``data`` at a time no other instant
     holds, later than every time on the timeline; under ``lock`` when given.  ``claim``: see
-    :meth:`~lakesdk.timeline.store.TimelineStore.create_new`."""
+    :meth:`~lakesdk.timeline.store.TimelineStore.create_new`; ``seen`` gets the timeline read
+    under the lock (without the new instant)."""
     with holding(lock):
-        return store.create_new(action, data, after=store.load().max_time(), claim=claim)
+        timeline = store.load()
+        if seen is not None:
+            seen.append(timeline)
+        return store.create_new(action, data, after=timeline.max_time(), claim=claim)
 
 
 def create_planned_instant(store: TimelineStore, lock: Any, action: str,

@@ -16,7 +16,7 @@ import hashlib
 import threading
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from lakesdk.exceptions import CorruptFileError
 from lakesdk.format.file_group import FileSlice
@@ -37,6 +37,9 @@ from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Timeline
 from lakesdk.storage import Storage
 
+if TYPE_CHECKING:
+    from lakesdk.timeline.store import TimelineStore
+
 __all__ = ["MetadataTableReader", "PartitionListing"]
 
 
@@ -50,13 +53,19 @@ class PartitionListing:
 class MetadataTableReader:
     """The MDT of the table on ``storage``, read against the data table's ``timeline``."""
 
-    def __init__(self, storage: Storage, timeline: Timeline) -> None:
+    def __init__(self, storage: Storage, timeline: Timeline, *, store: "TimelineStore | None" = None,
+                 mdt_timeline: Timeline | None = None) -> None:
+        """``store`` and ``mdt_timeline``: the MDT's timeline store and its timeline, when the
+        caller (the MDT's writer, under the table lock) has them already."""
         from lakesdk.timeline.store import TimelineStore
         self.storage = storage
         self.mdt = storage.child(METADATA_DIR)
-        self.config = TableConfig.from_bytes(self.mdt.read(".hoodie/hoodie.properties"))
-        self.store = TimelineStore(self.mdt, self.config)
-        mdt_timeline = self.store.load()
+        if store is None:
+            store = TimelineStore(self.mdt, TableConfig.from_bytes(self.mdt.read(".hoodie/hoodie.properties")))
+        self.store = store
+        self.config = store.config
+        if mdt_timeline is None:
+            mdt_timeline = self.store.load()
         # an MDT instant's completion time; older than the active MDT timeline: archived, completed
         self._completion = {i.requested: i.completed or i.requested for i in mdt_timeline.completed}
         self._start = min((i.requested for i in mdt_timeline.instants), default="")

@@ -133,18 +133,24 @@ class FileSystemView:
         (it may have deleted files that timeline still needs: the slice a compaction replaced
         since), or archival moved completed instants of it away (a clean among them, which
         the active timeline then no longer shows), list again against the newer timeline."""
-        def deleters(tl: Timeline) -> set[tuple[str, str]]:
-            return {(i.requested, i.action) for i in tl.instants if i.action in _DELETERS}
         for _ in range(_LIST_ATTEMPTS):
             files, self.metadata, self.metadata_partitions = _listed(self.storage, self.config, self.timeline)
             now = store.load()
-            active = {i.requested for i in now.instants}
-            if deleters(now) <= deleters(self.timeline) and all(i.requested in active for i in self.timeline.completed):
+            if not self.outdated_by(now):
                 return files
             self._use(store, now)
         raise StorageError(
             f"the files of the table at {self.storage.base_url} could not be listed consistently: cleans or restores "
             f"kept deleting files during {_LIST_ATTEMPTS} listings; retry the operation")
+
+    def outdated_by(self, now: Timeline) -> bool:
+        """Whether files this view's listing holds may be gone in the later timeline ``now``: a
+        clean or restore started since this view's timeline, or archival moved completed
+        instants of it away (a clean among them, which the active timeline then no longer shows)."""
+        def deleters(tl: Timeline) -> set[tuple[str, str]]:
+            return {(i.requested, i.action) for i in tl.instants if i.action in _DELETERS}
+        active = {i.requested for i in now.instants}
+        return not (deleters(now) <= deleters(self.timeline) and all(i.requested in active for i in self.timeline.completed))
 
     def _use(self, store: TimelineStore, timeline: Timeline) -> None:
         """Take ``timeline`` as the state the files are read against."""

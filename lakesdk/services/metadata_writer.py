@@ -81,6 +81,7 @@ from lakesdk.services.partition_stats import (
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
+    from lakesdk.format.timeline import Timeline
     from lakesdk.read.metadata_table import MetadataTableReader
     from lakesdk.storage import Storage
     from lakesdk.timeline.store import TimelineStore
@@ -111,9 +112,10 @@ def keeps_metadata_table(ctx: "TableContext", cfg: TableConfig) -> bool:
     return enabled is not False and cfg.version >= 8 and (enabled is True or "files" in named)
 
 
-def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> None:
+def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, timeline: "Timeline | None" = None) -> None:
     """Bring the MDT up to ``inflight`` completing with the completed file ``data`` (or drop it,
-    see the module doc).  The caller holds the table lock (with several writers)."""
+    see the module doc).  The caller holds the table lock (with several writers) and passes
+    the data timeline it read under it (None: loaded when needed)."""
     from lakesdk.read.metadata_table import MetadataTableReader
     from lakesdk.services.metadata_table import drop_metadata_table, has_metadata_table
     if not keeps_metadata_table(ctx, ctx.config) and not has_metadata_table(ctx):
@@ -137,9 +139,12 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
     if change or touched:
         mdt = ctx.storage.child(METADATA_DIR)
         store = _mdt_store(mdt)          # one per sync: its properties read once, its commits parsed once
-        _remove_failed(mdt, store, inflight.requested)
-        if _maybe_compact(ctx, mdt, store, ctx.options.metadata_compact_every):
+        tl = store.load()                # and its timeline loaded once, again only after a change to it
+        if _remove_failed(mdt, store, tl, inflight.requested):
+            tl = store.load()
+        if _maybe_compact(ctx, mdt, store, tl, ctx.options.metadata_compact_every):
             _clean(mdt, store)
+            tl = store.load()
         stats = pstats = None
         if "column_stats" in keep:
             columns, defined = stats_columns(ctx, schema_json)
@@ -151,10 +156,11 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes) -> 
                 if arrow is None:
                     arrow = table_arrow_schema(columns, _latest_commit_schema(ctx.store))
                 # the MDT as it is now (compacted and cleaned above, a failed attempt's delta commit gone)
-                reader = MetadataTableReader(ctx.storage, ctx.store.load())
+                data_tl = timeline if timeline is not None else ctx.store.load()
+                reader = MetadataTableReader(ctx.storage, data_tl, store=store, mdt_timeline=tl)
                 pstats = by_partition_group(records_after_action(ctx, reader, inflight, data, change, touched, stats,
-                                                                 columns, arrow), group_count(mdt))
-        _write_delta_commit(mdt, store, inflight.requested, change, stats, pstats)
+                                                                 columns, arrow, timeline=data_tl), group_count(mdt))
+        _write_delta_commit(mdt, store, inflight.requested, change, stats, pstats, timeline=tl)
 
 
 # -- what an action changes -------------------------------------------------------------------------
@@ -224,27 +230,32 @@ def _mdt_partition_dirs(mdt: "Storage") -> list[str]:
     return sorted(e.name for e in mdt.list("") if e.is_dir and not e.name.startswith("."))
 
 
-def _remove_failed(mdt: "Storage", store: "TimelineStore", instant: str | None = None) -> None:
+def _remove_failed(mdt: "Storage", store: "TimelineStore", timeline: "Timeline | None" = None,
+                   instant: str | None = None) -> bool:
     """Delete what a crash inside an earlier MDT delta commit or compaction left (a pending MDT
     instant), and the MDT delta commit of ``instant`` (the data instant at its commit point, so
     still pending) that an earlier attempt of the same commit completed before it died: it is
     written again, as Hudi's writer rolls back the MDT instant it finds and applies it anew.
-    Under the table lock nothing else writes the MDT."""
-    for inst in store.load().instants:
+    Under the table lock nothing else writes the MDT.  Whether it removed anything."""
+    removed = False
+    for inst in (timeline if timeline is not None else store.load()).instants:
         if not inst.is_completed or (inst.requested == instant and inst.action == "deltacommit"):
             _remove_instant(mdt, store, inst)
+            removed = True
+    return removed
 
 
-def _schema_of(store: "TimelineStore") -> str:
+def _schema_of(store: "TimelineStore", timeline: "Timeline | None" = None) -> str:
     """The record schema the MDT writes with: its latest commit's (Hudi 1.0 writes fewer fields
     than Hudi 1.1, and a reader reconciles every block with the base file's schema)."""
-    schema = _latest_commit_schema(store)
+    schema = _latest_commit_schema(store, timeline)
     return _with_meta_fields(schema) if schema else record_schema_json()
 
 
-def _latest_commit_schema(store: "TimelineStore") -> str | None:
-    """The schema (Avro JSON) the latest commit on ``store``'s timeline that records one records."""
-    for inst in reversed(store.load().commits.instants):
+def _latest_commit_schema(store: "TimelineStore", timeline: "Timeline | None" = None) -> str | None:
+    """The schema (Avro JSON) the latest commit on ``store``'s timeline (``timeline``, loaded
+    when None) that records one records."""
+    for inst in reversed((timeline if timeline is not None else store.load()).commits.instants):
         schema = store.commit_metadata(inst).extra_metadata.get("schema")
         if schema:
             return str(schema)
@@ -278,9 +289,13 @@ def _groups_of(change: FilesChange, stats: dict[str, dict] | None,
 
 
 def _write_delta_commit(mdt: "Storage", store: "TimelineStore", instant: str, change: FilesChange,
-                        stats: dict[str, dict] | None = None, pstats: dict[str, dict[str, dict]] | None = None) -> None:
+                        stats: dict[str, dict] | None = None, pstats: dict[str, dict[str, dict]] | None = None, *,
+                        timeline: "Timeline | None" = None) -> None:
+    """Write the MDT delta commit of the data instant ``instant``; ``timeline``: the MDT's as it
+    is now (loaded when None; under the table lock nothing else writes the MDT)."""
     # what a crash left is gone already (sync_metadata_table)
-    schema = _schema_of(store)
+    tl = timeline if timeline is not None else store.load()
+    schema = _schema_of(store, tl)
     requested = Instant("deltacommit", "requested", instant)
     store.create(requested)
     inflight = store.transition(requested, "inflight", CommitMetadata(operation_type="UPSERT_PREPPED").encode(layout=2))
@@ -298,7 +313,7 @@ def _write_delta_commit(mdt: "Storage", store: "TimelineStore", instant: str, ch
                         operation_type="UPSERT_PREPPED")
     # completed after every MDT time (a compaction by a machine whose clock runs ahead included):
     # a log file that completed before the newest base file would be left out of the file slice
-    store.transition(inflight, "completed", md.encode(layout=2), after=store.load().max_time())
+    store.transition(inflight, "completed", md.encode(layout=2), after=max(tl.max_time() or "", instant))
     faults.crash_point("metadata_committed")
 
 
@@ -319,7 +334,7 @@ def _live(part: str, merged: dict) -> dict[str, dict]:
     return out
 
 
-def _maybe_compact(ctx: "TableContext", mdt: "Storage", store: "TimelineStore", every: int) -> bool:
+def _maybe_compact(ctx: "TableContext", mdt: "Storage", store: "TimelineStore", tl: "Timeline", every: int) -> bool:
     """Compact the MDT once ``every`` delta commits completed since its last compaction
     (Hudi's ``hoodie.metadata.compact.max.delta.commits``), and only while no delta commit
     belongs to a pending data instant (its records would become visible with the new base
@@ -329,7 +344,6 @@ def _maybe_compact(ctx: "TableContext", mdt: "Storage", store: "TimelineStore", 
     from lakesdk.format.plans import CompactionOperation, CompactionPlanData
     from lakesdk.format.timeline import InstantClock
     from lakesdk.read.metadata_table import MetadataTableReader
-    tl = store.load()
     compactions = [i for i in tl.completed if i.action == "compaction" or i.completed_action == "commit"]
     last = max((i.completed or "" for i in compactions), default="")
     since = [i for i in tl.completed if i.action == "deltacommit" and (i.completed or "") > last]

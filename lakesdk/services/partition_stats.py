@@ -174,10 +174,10 @@ def changed_partitions(ctx: "TableContext", inflight: Instant, data: bytes, chan
 
 
 def _slices_after(ctx: "TableContext", reader: "MetadataTableReader", inflight: Instant, data: bytes,
-                  change: "FilesChange", touched: Iterable[str]) -> dict[str, list[FileSlice]]:
+                  change: "FilesChange", touched: Iterable[str], timeline: Any = None) -> dict[str, list[FileSlice]]:
     """The latest file slices of the partitions ``touched``, once the action ``inflight``
     (completing with the completed file ``data``, adding and deleting the files of ``change``)
-    has completed."""
+    has completed on the data ``timeline`` (loaded when None)."""
     from lakesdk.format.timeline import Timeline
     files = reader.partition_files(sorted(touched))
     for p in touched:
@@ -186,7 +186,7 @@ def _slices_after(ctx: "TableContext", reader: "MetadataTableReader", inflight: 
             cur.pop(n, None)
         for n, size in change.added.get(p, {}).items():
             cur[n] = max(size, cur.get(n, 0))
-    tl = ctx.store.load()
+    tl = timeline if timeline is not None else ctx.store.load()
     gone = undone_instants(inflight.action, data) | {inflight.requested}
     done = inflight.to("completed", _LAST)
     after = Timeline(tuple(sorted((*(i for i in tl.instants if i.requested not in gone), done),
@@ -247,14 +247,14 @@ def _partition_records(ctx: "TableContext", slices: Mapping[str, list[FileSlice]
 
 def records_after_action(ctx: "TableContext", reader: "MetadataTableReader", inflight: Instant, data: bytes,
                          change: "FilesChange", touched: Iterable[str], stats: Mapping[str, Mapping[str, Any]],
-                         columns: list[str], schema: pa.Schema | None) -> dict[str, dict[str, Any]]:
+                         columns: list[str], schema: pa.Schema | None, *, timeline: Any = None) -> dict[str, dict[str, Any]]:
     """The ``partition_stats`` records of the partitions ``touched`` (:func:`changed_partitions`)
     as of after an action (``change``: the files it adds and deletes; ``stats``: its
     ``column_stats`` records; ``reader``: the MDT before the action's delta commit)."""
     touched = set(touched)
     if not columns or not touched:
         return {}
-    slices = _slices_after(ctx, reader, inflight, data, change, touched)
+    slices = _slices_after(ctx, reader, inflight, data, change, touched, timeline)
     parts = list(slices)
     ids = {partition_id(p): p for p in parts}
     known = {(ids[pid], name): dict(ranges) for (pid, name), ranges in reader.column_ranges(columns, parts).items()

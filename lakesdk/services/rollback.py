@@ -343,15 +343,17 @@ def rollback(table: "TableContext", instant: str | Instant, *, force: bool = Fal
     return _execute(table, store, target, plan, rb)
 
 
-def resume_pending_rollbacks(table: "TableContext", *, min_age_s: float = 0.0) -> list[RollbackResult]:
+def resume_pending_rollbacks(table: "TableContext", *, min_age_s: float = 0.0,
+                             timeline: Any = None) -> list[RollbackResult]:
     """Finish rollbacks that a crash interrupted (with several writers: only those older
-    than ``min_age_s``, since a young one belongs to a writer that is still at it)."""
+    than ``min_age_s``, since a young one belongs to a writer that is still at it), found on
+    ``timeline`` (loaded when None)."""
     table = context_of(table)
     from datetime import datetime
     store = table.store
     out = []
     now = datetime.now(UTC).replace(tzinfo=None)
-    for rb in store.load().pending.filter(actions=["rollback"]):
+    for rb in (timeline if timeline is not None else store.load()).pending.filter(actions=["rollback"]):
         if (now - rb.requested_at).total_seconds() < min_age_s:
             continue
         try:
@@ -396,13 +398,18 @@ def _dead(table: "TableContext", inst: Instant, is_expired: Any) -> bool:
 
 
 def rollback_failed_writes(table: "TableContext", *, policy: Literal["eager", "lazy"] = "eager",
-                           exclude: str | None = None) -> list[RollbackResult]:
-    """Roll back pending writes left by failed or dead writers (see module doc)."""
+                           exclude: str | None = None, timeline: Any = None) -> list[RollbackResult]:
+    """Roll back pending writes left by failed or dead writers (see module doc), found on
+    ``timeline`` (the operation's snapshot; loaded when None).  Each rollback checks its
+    instant again under the lock, so a snapshot a moment old finds no more than a fresh load
+    would, bar a writer that failed since: the next operation rolls that one back."""
     table = context_of(table)
     from lakesdk.concurrency.heartbeat import is_expired
     tolerance = table.options.heartbeat_interval_s * table.options.heartbeat_misses
-    out = resume_pending_rollbacks(table, min_age_s=tolerance if policy == "lazy" else 0.0)
-    timeline = table.store.load()
+    given = timeline is not None
+    out = resume_pending_rollbacks(table, min_age_s=tolerance if policy == "lazy" else 0.0, timeline=timeline)
+    if out or not given:     # resumed rollbacks changed the timeline
+        timeline = table.store.load()
     _remove_stale_markers_and_heartbeats(table, timeline)
     for inst in timeline.pending:
         if inst.action not in ("commit", "deltacommit", "replacecommit") or inst.requested == exclude:

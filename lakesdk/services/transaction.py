@@ -82,6 +82,7 @@ class InstantTransaction:
         self._markers = markers
         self.completed: Instant | None = None
         self.at_commit: Timeline | None = None     # the timeline the commit point read under the lock
+        self.at_begin: Timeline | None = None      # the timeline read under the lock to create the instant
 
     # -- opening ---------------------------------------------------------------------------------
     @classmethod
@@ -101,11 +102,14 @@ class InstantTransaction:
             # another instant may hold this time and its heartbeat file: stop beating, leave the file
             return hb.abandon
         try:
-            instant = create_instant(ctx.store, ctx.lock(), action, plan, claim=claim if heartbeat else None)
+            seen: list[Timeline] = []
+            instant = create_instant(ctx.store, ctx.lock(), action, plan, claim=claim if heartbeat else None, seen=seen)
         except CorruptTimelineError:
             raise WriteError(f"could not create a requested {action} instant after 50 attempts: is the timeline "
                              "writable?") from None
-        return cls(ctx, instant, operation=operation, heartbeat=beats.get(instant.requested))
+        txn = cls(ctx, instant, operation=operation, heartbeat=beats.get(instant.requested))
+        txn.at_begin = seen[-1] if seen else None
+        return txn
 
     @classmethod
     def resume(cls, ctx: "TableContext", instant: Instant, *, operation: str, heartbeat: Any = None,
@@ -157,7 +161,7 @@ class InstantTransaction:
                 faults.crash_point("during_commit")
             # Hudi's metadata table: its delta commit of this instant completes first, or it is
             # dropped (lakesdk.services.metadata_writer)
-            sync_metadata_table(ctx, inflight, data)
+            sync_metadata_table(ctx, inflight, data, now)
             if table_lock is not None:
                 _ensure_held(table_lock, ctx.name, inflight)
             _state.instant = inflight

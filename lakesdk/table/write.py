@@ -75,9 +75,10 @@ class WriteOperation(WriteInput):
         # -- failed writes of earlier writers are rolled back first ------------------------------
         from lakesdk.services.rollback import rollback_failed_writes
         policy = "lazy" if t.options.concurrency == "optimistic" else t.options.failed_writes
-        if rollback_failed_writes(t.context, policy=policy):
+        if rollback_failed_writes(t.context, policy=policy, timeline=timeline):
             timeline = store.load()
             self._view = FileSystemView(t.storage, cfg, store, timeline)
+            self._view.verify()
 
         # -- the instant: requested -> inflight ------------------------------------------------
         if self.operation.startswith("insert_overwrite"):
@@ -88,6 +89,12 @@ class WriteOperation(WriteInput):
         from lakesdk.services.transaction import InstantTransaction
         txn = InstantTransaction.begin(t.context, action, operation=self.operation)
         instant = txn.instant
+        if txn.at_begin is not None and self._view.outdated_by(txn.at_begin):
+            # a clean (or restore, or archival) ran since the view listed the files: it may have
+            # deleted a slice the view holds for the latest (a compaction superseded it), so the
+            # files are listed again as of the timeline read to create the instant (the commit
+            # checks still start from the write's snapshot)
+            self._view = FileSystemView(t.storage, cfg, store, txn.at_begin)
         ctx.instant = instant.requested
         faults.crash_point("after_requested")
         txn.start(CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).encode(layout=cfg.layout_version))
@@ -100,7 +107,8 @@ class WriteOperation(WriteInput):
         try:
             ctx.markers = txn.markers(detector=t.context.early_detector(instant.requested, timeline))
             try:
-                stats, counts, replaced = self._run(ctx, arrow, sdf, timeline, store, partitions, global_delete)
+                stats, counts, replaced = self._run(ctx, arrow, sdf, timeline, store, partitions, global_delete,
+                                                    view=self._view)
             except Exception as err:
                 typed = _typed(err)     # a lakesdk error raised inside a Spark task keeps its type
                 if isinstance(typed, FileNotFoundError):
@@ -236,7 +244,8 @@ class WriteOperation(WriteInput):
         return self.table.context.engine()
 
     def _run(self, ctx: WriteContext, arrow: pa.Table | None, sdf: Any, timeline: Any, store: Any,
-             partitions: list[str] | None, global_delete: bool) -> tuple[list[WriteStat], MergeCounts, dict[str, list[str]]]:
+             partitions: list[str] | None, global_delete: bool, *,
+             view: FileSystemView | None = None) -> tuple[list[WriteStat], MergeCounts, dict[str, list[str]]]:
         from lakesdk.engine.planning import plan_insert_buckets
         t = self.table
         op = self.operation
@@ -257,9 +266,10 @@ class WriteOperation(WriteInput):
         from lakesdk.engine.jobs import write_job
         job, data = write_job(t.context, ctx, arrow, sdf, deletes=op == "delete", global_keys=global_delete,
                               combine=op not in ("bulk_insert", "delete"))
-        # listed now, not reused from the check before the instant: a clean that ran since then
-        # (after a compaction) makes the view list again against the newer timeline
-        view = FileSystemView(t.storage, t.config, store, timeline)
+        # the operation's view, checked before its instant was created (a clean that deleted a file
+        # slice it reads since then fails the write with a typed error, as it would in its tasks)
+        if view is None:
+            view = FileSystemView(t.storage, t.config, store, timeline)
         from lakesdk.services.clustering import pending_clustering_file_groups
         busy = pending_clustering_file_groups(store, timeline)   # Hudi's reject-update strategy
         if op in ("bulk_insert", "insert_overwrite", "insert_overwrite_table"):

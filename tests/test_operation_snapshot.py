@@ -1,0 +1,65 @@
+"""One snapshot per operation: how often an upsert and a read load the timeline and build a
+file-system view (each load is a LIST of the timeline on an object store, each view a listing
+of the table or a read of the metadata table's ``files`` partition).
+
+An upsert loads the data table's timeline four times: to plan (the write's snapshot), once more
+right after its view lists the files (a clean or restore that ran meanwhile makes the view list
+again), to create its instant at a time later than every instant (under the table lock with
+several writers), and at the commit point (under the lock with several writers, which passes
+it on to the metadata table's delta commit).  It builds one view that lists files, used by the
+check before its instant, the key index and the merge.  The metadata table's timeline is
+loaded once by that view's listing and once by the delta commit.  A read loads the timeline to
+plan and once after its view's listing."""
+
+from __future__ import annotations
+
+import collections
+
+import pyarrow as pa
+import pytest
+
+import lakesdk as lk
+from lakesdk.read.view import FileSystemView
+from lakesdk.timeline.store import TimelineStore
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    counts: collections.Counter[str] = collections.Counter()
+    load, init = TimelineStore.load, FileSystemView.__init__
+
+    def counting_load(self, *a, **k):
+        counts["mdt_loads" if self.storage.base_url.rstrip("/").endswith(".hoodie/metadata") else "loads"] += 1
+        return load(self, *a, **k)
+
+    def counting_init(self, *a, **k):
+        counts["listing_views" if k.get("files") is None else "views_of_given_files"] += 1
+        return init(self, *a, **k)
+    monkeypatch.setattr(TimelineStore, "load", counting_load)
+    monkeypatch.setattr(FileSystemView, "__init__", counting_init)
+    return counts
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("concurrency", ["single_writer", "optimistic"])
+def test_an_upsert_loads_the_timeline_four_times_and_lists_once(tmp_path, counted, table_type, concurrency):
+    opts = lk.TableOptions(engine="local", concurrency=concurrency)
+    t = lk.Lake(str(tmp_path), options=opts).create_table("t", key="id", partition_by="p", ordering="ts",
+                                                           table_type=table_type)
+    t.upsert(pa.table({"id": [1, 2, 3], "p": ["a", "b", "a"], "ts": [1, 1, 1]}))
+    assert (tmp_path / "t" / ".hoodie" / "metadata" / "files").exists()
+    counted.clear()
+    t.upsert(pa.table({"id": [1, 4], "p": ["a", "b"], "ts": [2, 2]}))
+    assert counted["loads"] == 4, counted
+    assert counted["listing_views"] == 1, counted
+    assert counted["mdt_loads"] == 2, counted
+    assert counted["views_of_given_files"] <= 1, counted     # the partition statistics' slices after the commit
+
+
+def test_a_read_loads_the_timeline_twice_and_lists_once(tmp_path, counted):
+    t = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local")).create_table(
+        "t", key="id", partition_by="p", ordering="ts")
+    t.upsert(pa.table({"id": [1, 2, 3], "p": ["a", "b", "a"], "ts": [1, 1, 1]}))
+    counted.clear()
+    assert t.read(where="id > 1").to_arrow().num_rows == 2
+    assert counted == {"loads": 2, "listing_views": 1, "mdt_loads": 1}, counted
