@@ -260,3 +260,14 @@ def test_the_check_finds_any_and_missing_annotations():
     assert problems(api) == ["in_a_list: -> list[Any]", "loose: -> Any", "optional: -> Any | None",
                              "quoted: -> 'list[Any]'", "untyped: no return annotation"]
 
+
+def test_type_checkers_see_the_names_lakesdk_imports_lazily():
+    """``lk.open_table`` and the other names ``lakesdk.__getattr__`` imports on first use are
+    imported under ``if TYPE_CHECKING:`` too, from the same module: without that a type checker
+    sees ``__getattr__``'s ``Any`` and every call on a table goes unchecked."""
+    import lakesdk
+    imports = checking_imports("lakesdk")
+    for name, module in lakesdk._LAZY.items():
+        assert imports.get(name) == (module, name), name
+    for name, module in lakesdk._SUBMODULES.items():
+        assert imports.get(name) == (module.rpartition(".")[0], name), name
