@@ -7,10 +7,23 @@ True
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakesdk.exceptions import *  # noqa: F403
 from lakesdk.exceptions import __all__ as _exc_all
+
+if TYPE_CHECKING:   # the names __getattr__ imports on first use, for type checkers
+    from lakesdk import spark as spark
+    from lakesdk.commit.results import WriteResult as WriteResult
+    from lakesdk.engine.session import get_spark as get_spark
+    from lakesdk.format.instant import Instant as Instant
+    from lakesdk.format.timeline import Timeline as Timeline
+    from lakesdk.merge.registry import register_merger as register_merger
+    from lakesdk.table.lake import Lake as Lake
+    from lakesdk.table.lake import open_table as open_table
+    from lakesdk.table.query import Query as Query
+    from lakesdk.table.table import Table as Table
+    from lakesdk.table.table import TableOptions as TableOptions
 
 __version__ = "0.1.0"
 

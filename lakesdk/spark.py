@@ -13,14 +13,17 @@ session lakesdk has not seen.  The options: :mod:`lakesdk.table.spark_source`.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lakesdk.engine.spark_types import SparkSession
 
 __all__ = ["FORMAT", "register"]
 
 FORMAT = "lakesdk"
 
 
-def register(spark: Any = None) -> Any:
+def register(spark: Any = None) -> SparkSession:
     """Register the ``lakesdk`` format with ``spark`` (default: the session lakesdk would
     use, :func:`lakesdk.get_spark`); idempotent.  Returns the session."""
     from lakesdk.engine.session import get_spark

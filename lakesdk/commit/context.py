@@ -34,6 +34,12 @@ DATA_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit", "compaction"
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from lakesdk.concurrency.early import EarlyConflictDetector
+    from lakesdk.concurrency.lock_base import LockProvider
+    from lakesdk.engine.spark_types import SparkSession
+    from lakesdk.markers import MarkerServer, WriteMarkers
+    from lakesdk.merge.registry import MergerFn
+
 __all__ = ["Resources", "TableContext", "context_of"]
 
 
@@ -69,7 +75,7 @@ class Resources:
         # interpreter exiting) stops the servers
         self._finalizer = weakref.finalize(self, _stop_all, self._servers, self._heartbeats)
 
-    def lock(self, storage: Storage, kind: str, options: dict[str, Any]) -> Any:
+    def lock(self, storage: Storage, kind: str, options: dict[str, Any]) -> LockProvider:
         """The lock provider of ``kind`` for the table at ``storage`` (one per table, kind
         and options, shared by the owner's handles)."""
         key = (storage.base_url, kind, tuple(sorted((k, repr(v)) for k, v in options.items())))
@@ -80,7 +86,7 @@ class Resources:
                 provider = self._locks[key] = lock_provider(kind, storage, dict(options))
             return provider
 
-    def marker_server(self, storage: Storage, *, host: str, options: TableOptions) -> Any:
+    def marker_server(self, storage: Storage, *, host: str, options: TableOptions) -> MarkerServer:
         """The running marker server of the table at ``storage``, started on first use (and
         again after it stopped)."""
         with self._mutex:
@@ -96,7 +102,7 @@ class Resources:
                 early_conflict_interval_ms=options.early_conflict_check_interval_ms).start()
             return server
 
-    def server_of(self, storage: Storage) -> Any:
+    def server_of(self, storage: Storage) -> MarkerServer | None:
         """The marker server this owner runs for the table at ``storage`` (None if none runs)."""
         with self._mutex:
             server = self._servers.get(storage.base_url)
@@ -183,7 +189,7 @@ class TableContext:
         return resolve_schema(self.store, self.store.load(), create_schema=self.config.create_schema) or pa.schema([])
 
     # -- what the layers below need ------------------------------------------------------------
-    def merger(self) -> Any:
+    def merger(self) -> MergerFn | None:
         """The user-defined merger function of a custom-merge table (looked up by name)."""
         name = self.config.merger_name
         if not name:
@@ -192,7 +198,7 @@ class TableContext:
         return get_merger(name)
 
     @property
-    def spark(self) -> Any:
+    def spark(self) -> SparkSession:
         """The Spark session given, else the active one, else a new one (see
         :func:`lakesdk.engine.session.get_spark`)."""
         from lakesdk.engine.session import get_spark
@@ -267,7 +273,7 @@ class TableContext:
             return choice
         return "local" if self.spark_is_local() else "spark"
 
-    def lock(self) -> Any:
+    def lock(self) -> LockProvider | None:
         """The table lock of optimistic concurrency (None for a single writer)."""
         o = self.options
         if o.concurrency != "optimistic":
@@ -278,7 +284,7 @@ class TableContext:
         """Heartbeats of this table's transactions left open between calls, by instant."""
         return self.resources.heartbeats(self.storage)
 
-    def markers(self, instant: str, *, detector: Any = None) -> Any:
+    def markers(self, instant: str, *, detector: EarlyConflictDetector | None = None) -> WriteMarkers:
         """WriteMarkers for ``instant``: timeline-server based (the owner's server for this
         table, started on first use) unless direct markers are configured or Spark runs over
         Spark Connect.  With an early-conflict ``detector``, every marker is checked before
@@ -305,7 +311,7 @@ class TableContext:
         """Stop watching ``instant``'s markers for early conflicts (they stay, for a rollback)."""
         self.resources.unwatch(self.storage, instant)
 
-    def early_detector(self, instant: str, timeline: Timeline) -> Any:
+    def early_detector(self, instant: str, timeline: Timeline) -> EarlyConflictDetector | None:
         """The early-conflict detector of a write at ``instant`` (None unless enabled)."""
         o = self.options
         if not (o.early_conflict_detection and o.concurrency == "optimistic"):

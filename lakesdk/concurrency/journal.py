@@ -35,9 +35,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from lakesdk.storage.fs import Storage
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["JOURNAL_DIR", "TransactionRecord", "Transactions", "read_transactions", "record_transaction",
            "schema_fields", "writer_id", "outcome_of", "instant_ms"]
@@ -229,7 +232,7 @@ class Transactions(Sequence[TransactionRecord]):
                          "seconds": round(r.seconds, 3), "writer": r.writer, "reason": r.reason})
         return rows
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         """pandas DataFrame: one row per journaled write."""
         import pandas as pd
         return pd.DataFrame(self._rows(), columns=list(_COLUMNS))

@@ -22,11 +22,15 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, fields
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Union, cast
 
 from lakesdk.exceptions import OptionsError
 
-__all__ = ["Option", "OPTIONS", "TableOptions", "option"]
+__all__ = ["Option", "OptionValue", "OPTIONS", "TableOptions", "option"]
+
+#: a value an option holds: a string, a switch, a number, a tuple (``cluster_sort_by``'s column
+#: names, ``lock_options``' (key, value) pairs) or None (off)
+OptionValue = Union[str, bool, int, float, tuple[object, ...], None]
 
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
@@ -55,7 +59,7 @@ class Option:
     def _label(self) -> str:
         return f"{self.name} ({self.key})" if self.key else self.name
 
-    def check(self, value: Any) -> Any:
+    def check(self, value: Any) -> OptionValue:
         """The value as :class:`TableOptions` stores it; raises OptionsError."""
         if value is None and self.optional:
             return None
@@ -91,7 +95,7 @@ class Option:
             return tuple(tuple(v) if isinstance(v, list) else v for v in value)
         return value
 
-    def parse(self, text: Any) -> Any:
+    def parse(self, text: Any) -> OptionValue:
         """A wire value (a string, as Hudi configs hold them) -> the option's value."""
         if not isinstance(text, str):
             return self.check(text / self.scale if self.scale != 1 and isinstance(text, (int, float)) else text)
@@ -326,7 +330,7 @@ class TableOptions:
                 o = _BY_KEY[key]
                 values[o.name] = o.parse(raw)
             elif key in _SWITCHES:
-                switches[_SWITCHES[key]] = Option(key, key, bool, False, "").parse(raw)
+                switches[_SWITCHES[key]] = cast(bool, Option(key, key, bool, False, "").parse(raw))   # a bool option parses to a bool
             elif key.startswith("hoodie.write.lock."):
                 lock[key] = raw
             elif key in _TABLE_KEYS:
@@ -373,7 +377,7 @@ class TableOptions:
                 key="hoodie.write.concurrency.early.conflict.detection.enable")
         return self
 
-    def describe(self) -> list[tuple[str, str | None, Any, Any, str]]:
+    def describe(self) -> list[tuple[str, str | None, OptionValue, OptionValue, str]]:
         """(name, Hudi key, value, default, doc) of every option."""
         return [(o.name, o.key, getattr(self, o.name), o.default, o.doc) for o in OPTIONS]
 

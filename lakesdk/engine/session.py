@@ -6,12 +6,17 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from lakesdk.exceptions import MissingDependencyError
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 __all__ = ["get_spark", "local_spark_conf", "active_session", "spark_is_local", "session_time_zone", "on_session",
            "announce_session"]
+
+_Session = TypeVar("_Session")   # a classic or Spark Connect session, returned as given
 
 _LOCK = threading.Lock()
 _HOOKS: list[Callable[[Any], None]] = []
@@ -25,7 +30,7 @@ def on_session(hook: Callable[[Any], None]) -> None:
         _HOOKS.append(hook)
 
 
-def announce_session(spark: Any) -> Any:
+def announce_session(spark: _Session) -> _Session:
     """Run the :func:`on_session` hooks for ``spark``; returns it."""
     for hook in list(_HOOKS):
         hook(spark)
@@ -55,7 +60,7 @@ def local_spark_conf(master: str) -> dict[str, str]:
     return conf
 
 
-def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, str] | None = None) -> Any:
+def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """Return a SparkSession.
 
     Order: the ``spark`` given; a Spark Connect URL (``sc://host:port``, from ``master`` or
@@ -88,7 +93,7 @@ def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, s
     return _announced(s)
 
 
-def active_session(*, if_imported: bool = False) -> Any:
+def active_session(*, if_imported: bool = False) -> SparkSession | None:
     """The active SparkSession, or None.  ``if_imported``: None without importing pyspark
     when nothing imported it yet (no session can be active then)."""
     if if_imported and "pyspark.sql" not in sys.modules:

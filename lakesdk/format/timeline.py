@@ -12,10 +12,13 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Timeline", "InstantClock", "corrupt_commit_error"]
 
@@ -137,7 +140,7 @@ class Timeline:
         return ("<table>" + more + "<thead><tr><th>requested</th><th>action</th><th>state</th>"
                 "<th>completed</th></tr></thead><tbody>" + rows + "</tbody></table>")
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         import pandas as pd
         return pd.DataFrame([{"requested": i.requested, "action": i.action, "state": i.state,
                               "completed": i.completed} for i in self.instants],

@@ -45,7 +45,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakesdk.exceptions import _MarkerHTTPError
 from lakesdk.markers.base import (
@@ -58,6 +58,9 @@ from lakesdk.markers.base import (
 )
 from lakesdk.markers.http_api import API_PREFIX, TOKEN_HEADER, MarkerHTTPServer, MarkerRequestHandler
 from lakesdk.storage import Storage
+
+if TYPE_CHECKING:
+    from lakesdk.concurrency.early import EarlyConflict
 
 __all__ = ["MarkerServer", "MarkerServerStats", "MarkerDirSnapshot", "TOKEN_HEADER", "API_PREFIX",
            "DEFAULT_MAX_BODY_BYTES"]
@@ -330,7 +333,7 @@ class MarkerServer:
         with self._lock:
             self._detections.pop(instant, None)
 
-    def early_conflict(self, instant: str) -> Any:
+    def early_conflict(self, instant: str) -> EarlyConflict | None:
         """The conflict found for a watched ``instant`` (None: none found, or not watched).  No I/O."""
         with self._lock:
             det = self._detections.get(instant)

@@ -38,7 +38,7 @@ import posixpath
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, overload
 
 from lakesdk._display import human_bytes as _human
 from lakesdk._progress import progress as show_progress
@@ -52,6 +52,8 @@ from lakesdk.services.time_travel import check_time_travel
 from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from lakesdk.commit.context import TableContext
 
 __all__ = ["CleanPolicy", "CleanFile", "CleanPlan", "CleanResult", "earliest_commit_to_retain",
@@ -205,7 +207,14 @@ def savepointed_files(store: TimelineStore, timeline: Timeline) -> tuple[dict[st
     return out, {n for md in out.values() for n in md.file_names}
 
 
-def last_clean(store: TimelineStore, timeline: Timeline, *, pending: bool = False) -> tuple[Instant, Any] | None:
+@overload
+def last_clean(store: TimelineStore, timeline: Timeline, *,
+               pending: Literal[False] = False) -> tuple[Instant, CleanMetadataData] | None: ...
+@overload
+def last_clean(store: TimelineStore, timeline: Timeline, *,
+               pending: bool) -> tuple[Instant, CleanMetadataData | CleanerPlanData] | None: ...
+def last_clean(store: TimelineStore, timeline: Timeline, *,
+               pending: bool = False) -> tuple[Instant, CleanMetadataData | CleanerPlanData] | None:
     """The latest completed clean and its metadata (or, with ``pending=True``, the latest
     clean in any state: a pending one with its plan)."""
     cleans = [i for i in timeline.instants if i.action == "clean" and (pending or i.is_completed)]
@@ -345,7 +354,7 @@ class CleanPlan:
                  + rows + "</table>") if self.files else ""
         return f"<div>{head}{table}</div>"
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         import pandas as pd
         return pd.DataFrame([f.__dict__ for f in self.files],
                             columns=["partition", "file_id", "path", "size", "kind", "base_instant", "reason"])

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence, TypeVar
 
 from lakesdk._display import human_bytes as _human
 from lakesdk.commit.context import context_of
@@ -43,12 +43,16 @@ from lakesdk.format.timeline import Timeline
 from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from lakesdk.commit.context import TableContext
 
 __all__ = ["ClusteringGroup", "ClusteringPlan", "ClusteringResult", "plan_clustering", "pack_slices",
            "eligible_slices", "schedule_clustering", "pending_clusterings", "plan_of_instant", "plan_of", "slices_of",
            "pending_clustering_file_groups", "commits_since_clustering", "SMALL_FILE_LIMIT", "MAX_BYTES_PER_GROUP",
            "TARGET_FILE_SIZE", "MAX_GROUPS"]
+
+_Item = TypeVar("_Item")   # what pack_slices packs
 
 MiB = 1024 * 1024
 #: Hudi's defaults (hoodie.clustering.plan.strategy.*)
@@ -164,7 +168,7 @@ class ClusteringPlan:
                 f"<table>{more}<tr><th>group</th><th>partition</th><th>file groups</th><th>files</th><th>bytes</th>"
                 f"<th>output file groups</th><th>file ids</th></tr>{rows}</table></div>")
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         """One row per input file slice."""
         import pandas as pd
         rows = [{"group": i, "partition": g.partition, "file_id": s.file_id, "base_file": s.base_file.name
@@ -283,8 +287,8 @@ def commits_since_clustering(timeline: Timeline) -> int:
 
 
 # -- planning ---------------------------------------------------------------------------------------
-def pack_slices(sizes: Sequence[tuple[Any, int | None]], *, max_bytes_per_group: int, target_file_size: int,
-                max_groups: int, single_group: bool) -> list[tuple[list[Any], int]]:
+def pack_slices(sizes: Sequence[tuple[_Item, int | None]], *, max_bytes_per_group: int, target_file_size: int,
+                max_groups: int, single_group: bool) -> list[tuple[list[_Item], int]]:
     """Hudi's size-based packing of one partition's eligible slices.
 
     ``sizes`` holds (item, base file bytes or None for a slice without a base file).  Items
@@ -295,8 +299,8 @@ def pack_slices(sizes: Sequence[tuple[Any, int | None]], *, max_bytes_per_group:
     def weight(sz: int | None) -> int:
         return target_file_size if sz is None else sz
     ordered = sorted(sizes, key=lambda x: weight(x[1]), reverse=True)
-    groups: list[tuple[list[Any], int]] = []
-    current: list[Any] = []
+    groups: list[tuple[list[_Item], int]] = []
+    current: list[_Item] = []
     total = 0
 
     def out_groups(n: int) -> int:

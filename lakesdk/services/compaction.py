@@ -30,6 +30,7 @@ from lakesdk.services.claim import claim, running_elsewhere
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
+    from lakesdk.commit.results import WriteResult
 
 __all__ = ["CompactionPlan", "plan_compaction", "schedule_compaction", "execute_compaction",
            "deltacommits_since_compaction", "compaction_due", "order_operations", "running_elsewhere", "TRIGGERS"]
@@ -270,7 +271,7 @@ def schedule_compaction(table: "TableContext", plan: CompactionPlan) -> Compacti
     return CompactionPlan(plan.table, tuple(planned), instant.requested)
 
 
-def execute_compaction(table: "TableContext", instant: str) -> Any:
+def execute_compaction(table: "TableContext", instant: str) -> WriteResult:
     """Execute a scheduled compaction and commit it; returns a WriteResult.  Raises
     :class:`CompactionConflictError` when another process is executing it."""
     table = context_of(table)
@@ -308,7 +309,7 @@ def _claim(table: "TableContext", store: Any, instant: str) -> tuple[Instant, He
 
 
 def _execute(table: "TableContext", store: Any, timeline: Timeline, txn: Any, plan: CompactionPlanData,
-             t0: float) -> Any:
+             t0: float) -> WriteResult:
     from lakesdk.commit.results import WriteResult
     from lakesdk.commit.schema_store import resolve_schema, schema_extra_metadata
     from lakesdk.engine.slice_reader import SliceReadContext

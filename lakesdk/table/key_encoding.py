@@ -7,7 +7,7 @@ partitions holding earlier keys with one ``insert_overwrite`` whose keys are Hud
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
 
@@ -16,12 +16,13 @@ from lakesdk.format.keys import HUDI_ENCODING, legacy_key_pattern, partition_pat
 from lakesdk.format.schema import META_FIELDS
 
 if TYPE_CHECKING:
+    from lakesdk.commit.results import WriteResult
     from lakesdk.table.table import Table
 
 __all__ = ["upgrade_key_encoding"]
 
 
-def upgrade_key_encoding(table: "Table") -> Any:
+def upgrade_key_encoding(table: "Table") -> WriteResult | None:
     """Rewrite the partitions whose rows have keys in lakesdk's earlier encoding; returns the
     WriteResult of the ``insert_overwrite``, or None when no key needs rewriting."""
     from lakesdk.table.write import WriteOperation

@@ -9,6 +9,21 @@ from typing import TYPE_CHECKING, Any
 from lakesdk.table.query import _moment
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+    from lakesdk.commit.results import WriteResult
+    from lakesdk.concurrency.journal import Transactions
+    from lakesdk.format.commit_metadata import CommitMetadata
+    from lakesdk.format.instant import Instant
+    from lakesdk.format.table_config import TableConfig
+    from lakesdk.read.check import CheckReport
+    from lakesdk.read.metadata_table import MetadataTableReader
+    from lakesdk.services.archival import ArchivePlan, ArchiveResult
+    from lakesdk.services.clean import CleanPlan, CleanResult
+    from lakesdk.services.clustering import ClusteringPlan, ClusteringResult
+    from lakesdk.services.compaction import CompactionPlan
+    from lakesdk.services.rollback import RollbackPlan, RollbackResult
+    from lakesdk.services.savepoint import RestorePlan, RestoreResult, Savepoint
     from lakesdk.table.table import Table
 
 __all__ = ["Inspect", "Maintenance"]
@@ -25,7 +40,7 @@ class Inspect:
         store = self._t.context.store
         return FileSystemView(self._t.storage, self._t.config, store, store.load(), as_of=_moment(as_of))
 
-    def file_groups(self, as_of: Any = None) -> Any:
+    def file_groups(self, as_of: Any = None) -> pd.DataFrame:
         """pandas DataFrame of file groups with their latest slice."""
         import pandas as pd
         rows = []
@@ -40,7 +55,7 @@ class Inspect:
     def partitions(self, as_of: Any = None) -> list[str]:
         return self._view(as_of).partitions()
 
-    def commit_metadata(self, instant: Any) -> Any:
+    def commit_metadata(self, instant: Any) -> CommitMetadata:
         """The CommitMetadata of a completed write instant (requested time or Instant)."""
         store = self._t.context.store
         req = instant.requested if hasattr(instant, "requested") else instant.instant if hasattr(instant, "instant") else instant
@@ -48,7 +63,7 @@ class Inspect:
         writes = [i for i in timeline.commits if i.requested == req]   # another action may share the time
         return store.commit_metadata(writes[0] if writes else timeline.get(req))
 
-    def check(self) -> Any:
+    def check(self) -> CheckReport:
         """Check the table's integrity: ``hoodie.properties`` (keys, checksum), the timeline
         (every instant parses), the data files (every file of every file slice a reader can reach
         exists with the size its write stat records) and orphans (data files outside every commit
@@ -57,7 +72,7 @@ class Inspect:
         from lakesdk.read.check import check_table
         return check_table(self._t.storage, name=self._t.name)
 
-    def transactions(self) -> Any:
+    def transactions(self) -> Transactions:
         """The transaction journal: one record per write under optimistic concurrency
         (committed, conflict, schema_conflict, early_conflict or failed), oldest first."""
         from lakesdk.concurrency.journal import Transactions, read_transactions
@@ -73,13 +88,13 @@ class Maintenance:
     def __init__(self, table: Table) -> None:
         self._t = table
 
-    def plan_compaction(self, *, min_log_files: int = 1) -> Any:
+    def plan_compaction(self, *, min_log_files: int = 1) -> CompactionPlan:
         """What a compaction would merge now (nothing is written)."""
         from lakesdk.services.compaction import plan_compaction
         return plan_compaction(self._t.context, min_log_files=min_log_files)
 
     def schedule_compaction(self, *, min_log_files: int = 1, trigger: str | None = None, max_delta_commits: int = 5,
-                            max_delta_seconds: float = 3600) -> Any:
+                            max_delta_seconds: float = 3600) -> CompactionPlan | None:
         """Write a compaction plan as a requested instant; returns the plan (``None`` if no
         slice has log files).  With ``trigger`` (``hoodie.compact.inline.trigger.strategy``:
         NUM_COMMITS, NUM_COMMITS_AFTER_LAST_REQUEST, TIME_ELAPSED, NUM_OR_TIME, NUM_AND_TIME)
@@ -96,7 +111,7 @@ class Maintenance:
         scheduled = schedule_compaction(self._t.context, plan)   # planned again as of its instant time
         return scheduled if scheduled.instant else None
 
-    def compact(self, instant: str | None = None, *, min_log_files: int = 1) -> Any:
+    def compact(self, instant: str | None = None, *, min_log_files: int = 1) -> WriteResult | None:
         """Execute the pending compaction ``instant``, or plan, schedule and execute one now.
         Returns the compaction's WriteResult, or ``None`` when there was nothing to compact.
         Without ``instant``, pending compactions that another process is executing are left
@@ -113,7 +128,7 @@ class Maintenance:
             instant = pending[0].requested
         else:
             plan = self.schedule_compaction(min_log_files=min_log_files)
-            if plan is None:
+            if plan is None or plan.instant is None:   # a scheduled plan has its instant
                 return None
             instant = plan.instant
         try:
@@ -121,7 +136,7 @@ class Maintenance:
         except CompactionConflictError:
             return None   # another process took it first
 
-    def plan_rollback(self, instant: Any, *, force: bool = False) -> Any:
+    def plan_rollback(self, instant: Any, *, force: bool = False) -> RollbackPlan:
         """What :meth:`rollback` of ``instant`` would delete (nothing is written): a
         RollbackPlan with the data files, their sizes and the expected effect.  Raises the
         same RollbackNotAllowedError as :meth:`rollback` when the instant cannot be rolled back."""
@@ -129,7 +144,7 @@ class Maintenance:
         req = instant.instant if hasattr(instant, "instant") and not hasattr(instant, "requested") else instant
         return plan_rollback(self._t.context, req, force=force)
 
-    def rollback(self, instant: Any, *, force: bool = False) -> Any:
+    def rollback(self, instant: Any, *, force: bool = False) -> RollbackResult:
         """Roll back a failed (pending) write, or the latest completed write: its files are
         deleted and a rollback instant records what was removed.  A pending write whose
         writer is alive (fresh heartbeat) is refused unless ``force=True``; a completed write
@@ -139,12 +154,12 @@ class Maintenance:
         req = instant.instant if hasattr(instant, "instant") and not hasattr(instant, "requested") else instant
         return rollback(self._t.context, req, force=force)
 
-    def rollback_failed_writes(self) -> list[Any]:
+    def rollback_failed_writes(self) -> list[RollbackResult]:
         """Roll back every pending write whose writer is gone (heartbeat expired)."""
         from lakesdk.services.rollback import rollback_failed_writes
         return rollback_failed_writes(self._t.context, policy="lazy")
 
-    def upgrade(self) -> Any:
+    def upgrade(self) -> TableConfig | None:
         """Upgrade a table version 8 table (Hudi 1.0) to version 9 (Hudi 1.1+), as Apache Hudi's
         upgrade does: ``hoodie.properties`` is rewritten (``hoodie.table.ordering.fields``
         replaces ``hoodie.table.precombine.field``, the built-in merge modes lose their strategy
@@ -157,7 +172,7 @@ class Maintenance:
             self._t._ctx = self._t.context.with_config(new)
         return new
 
-    def upgrade_key_encoding(self) -> Any:
+    def upgrade_key_encoding(self) -> WriteResult | None:
         """Rewrite the record keys an earlier lakesdk wrote for empty composite-key values
         (``id:1,name:``) as Apache Hudi writes them (``id:1,name:__empty__``), so that upserts
         and deletes by lakesdk and by Hudi find those rows instead of adding second copies.
@@ -171,14 +186,14 @@ class Maintenance:
         from lakesdk.table.key_encoding import upgrade_key_encoding
         return upgrade_key_encoding(self._t)
 
-    def pending_compactions(self) -> list[Any]:
+    def pending_compactions(self) -> list[Instant]:
         return [i for i in self._t.timeline.pending if i.action == "compaction"]
 
     # -- clustering (lakesdk.services.clustering) ---------------------------------------------------
     def plan_clustering(self, *, small_file_limit: int = 300 * 1024 * 1024,
                         max_bytes_per_group: int = 2048 * 1024 * 1024, target_file_size: int = 1024 * 1024 * 1024,
                         max_groups: int = 30, sort_by: str | list[str] | None = None, single_group: bool = False,
-                        partitions: list[str] | None = None) -> Any:
+                        partitions: list[str] | None = None) -> ClusteringPlan:
         """What a clustering would rewrite now (nothing is written): a ClusteringPlan of groups
         of small file groups (base file under ``small_file_limit``) per partition, each at most
         ``max_bytes_per_group``, rewritten into files of about ``target_file_size`` (sorted by
@@ -189,7 +204,7 @@ class Maintenance:
                                target_file_size=target_file_size, max_groups=max_groups, sort_by=sort_by,
                                single_group=single_group, partitions=partitions)
 
-    def schedule_clustering(self, **plan_options: Any) -> Any:
+    def schedule_clustering(self, **plan_options: Any) -> ClusteringPlan | None:
         """Plan a clustering and write it as a requested instant (``T.clustering.requested``),
         leaving it pending; returns the plan with ``instant`` set (``None`` when nothing needs
         clustering).  Takes the options of :meth:`plan_clustering`.  While it is pending,
@@ -198,7 +213,7 @@ class Maintenance:
         plan = self.plan_clustering(**plan_options)
         return schedule_clustering(self._t.context, plan) if len(plan) else None
 
-    def cluster(self, instant: str | None = None, **plan_options: Any) -> Any:
+    def cluster(self, instant: str | None = None, **plan_options: Any) -> ClusteringResult | None:
         """Execute the pending clustering ``instant``; without one, finish the pending
         clusterings (re-executing an interrupted one), or else plan, schedule and execute one
         now (options of :meth:`plan_clustering`).  Returns a ClusteringResult, or ``None`` when
@@ -207,14 +222,14 @@ class Maintenance:
         req = getattr(instant, "instant", None) or getattr(instant, "requested", None) or instant
         return cluster(self._t.context, req, **plan_options)
 
-    def pending_clusterings(self) -> list[Any]:
+    def pending_clusterings(self) -> list[ClusteringPlan]:
         """Plans of scheduled, not yet completed clusterings (each with ``.instant``), oldest first."""
         from lakesdk.services.clustering import pending_clusterings
         return pending_clusterings(self._t.context)
 
     # -- clean, savepoint/restore, archival (lakesdk.services.clean / savepoint / archival) --------
     def plan_clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retain_commits: int = 10, retain_versions: int = 3,
-                   retain_hours: float = 24) -> Any:
+                   retain_hours: float = 24) -> CleanPlan:
         """What a clean would delete now (nothing is written): a CleanPlan with the files,
         their bytes, the expected effect and the earliest retained instant.  ``policy`` is
         KEEP_LATEST_COMMITS (retain ``retain_commits``), KEEP_LATEST_FILE_VERSIONS (retain
@@ -224,20 +239,20 @@ class Maintenance:
                           retain_hours=retain_hours)
 
     def clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retain_commits: int = 10, retain_versions: int = 3,
-              retain_hours: float = 24) -> Any:
+              retain_hours: float = 24) -> CleanResult | None:
         """Plan, schedule (``T.clean.requested``) and execute a clean; returns a CleanResult,
         or ``None`` when nothing needed deleting.  Pending cleans are finished first."""
         from lakesdk.services.clean import clean
         return clean(self._t.context, policy=policy, retain_commits=retain_commits, retain_versions=retain_versions,
                      retain_hours=retain_hours)
 
-    def savepoint(self, instant: Any = None, *, user: str = "", comment: str = "") -> Any:
+    def savepoint(self, instant: Any = None, *, user: str = "", comment: str = "") -> Savepoint:
         """Savepoint a completed commit (default: the latest): its files are kept by cleans,
         archival stops before it, and :meth:`restore` can go back to it."""
         from lakesdk.services.savepoint import savepoint
         return savepoint(self._t.context, instant, user=user, comment=comment)
 
-    def savepoints(self) -> list[Any]:
+    def savepoints(self) -> list[Savepoint]:
         """Completed savepoints, oldest first."""
         from lakesdk.services.savepoint import savepoints
         return savepoints(self._t.context)
@@ -247,31 +262,31 @@ class Maintenance:
         from lakesdk.services.savepoint import delete_savepoint
         return delete_savepoint(self._t.context, instant)
 
-    def plan_restore(self, savepoint_instant: Any) -> Any:
+    def plan_restore(self, savepoint_instant: Any) -> RestorePlan:
         """What :meth:`restore` would roll back (nothing is written)."""
         from lakesdk.services.savepoint import plan_restore
         return plan_restore(self._t.context, savepoint_instant)
 
-    def restore(self, savepoint_instant: Any) -> Any:
+    def restore(self, savepoint_instant: Any) -> RestoreResult:
         """Roll back every write after the savepoint (newest first) as one restore instant;
         returns a RestoreResult.  The table then holds exactly the savepointed rows."""
         from lakesdk.services.savepoint import restore
         return restore(self._t.context, savepoint_instant)
 
-    def plan_archive(self, *, min_commits: int = 20, max_commits: int = 30, beyond_savepoint: bool = False) -> Any:
+    def plan_archive(self, *, min_commits: int = 20, max_commits: int = 30, beyond_savepoint: bool = False) -> ArchivePlan:
         """The instants :meth:`archive` would move into the timeline history (nothing is written)."""
         from lakesdk.services.archival import plan_archive
         return plan_archive(self._t.context, min_commits=min_commits, max_commits=max_commits,
                             beyond_savepoint=beyond_savepoint)
 
-    def create_metadata_table(self) -> Any:
+    def create_metadata_table(self) -> MetadataTableReader:
         """Build Hudi's metadata table (its ``files`` partition) from a listing of the files of
         the completed instants, as Hudi does when a writer enables it; lakesdk then keeps it at
         every commit.  Returns the metadata table reader (``.partitions()``, ``.listings()``)."""
         from lakesdk.services.metadata_writer import build_metadata_table
         return build_metadata_table(self._t.context)
 
-    def archive(self, *, min_commits: int = 20, max_commits: int = 30, beyond_savepoint: bool = False) -> Any:
+    def archive(self, *, min_commits: int = 20, max_commits: int = 30, beyond_savepoint: bool = False) -> ArchiveResult:
         """Move old completed instants into the timeline history (``.hoodie/timeline/history``)
         once more than ``max_commits`` commits are active, keeping the newest ``min_commits``
         (never past a pending instant or the earliest savepoint); returns an ArchiveResult."""

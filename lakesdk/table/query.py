@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Iterator, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Literal, Sequence, cast
 
 import pyarrow as pa
 
@@ -20,6 +20,10 @@ from lakesdk.read.plan import ReadRequest, bind_filter, plan_read
 from lakesdk.read.predicate import Predicate, from_filters, parse_where
 
 if TYPE_CHECKING:
+    import pandas as pd
+    import polars as pl
+
+    from lakesdk.engine.spark_types import DataFrame as SparkDataFrame
     from lakesdk.table.table import Table
 
 __all__ = ["Query", "ReadPlan"]
@@ -152,20 +156,20 @@ class Query:
         ``pl.DataFrame(q)`` read the query as a stream (:meth:`to_batches`)."""
         return self.to_batches().__arrow_c_stream__(requested_schema)
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         """Read into a pandas DataFrame."""
         return self.to_arrow().to_pandas()
 
-    def to_polars(self) -> Any:
+    def to_polars(self) -> pl.DataFrame:
         """Read into a polars DataFrame (``pip install 'lakesdk[polars]'``)."""
         try:
             import polars as pl
         except ImportError:
             from lakesdk.exceptions import MissingDependencyError
             raise MissingDependencyError("polars", "polars", "Query.to_polars()") from None
-        return pl.from_arrow(self.to_arrow())
+        return cast("pl.DataFrame", pl.from_arrow(self.to_arrow()))   # a DataFrame, from a pa.Table
 
-    def to_spark(self) -> Any:
+    def to_spark(self) -> SparkDataFrame:
         """A Spark DataFrame over the planned files (Spark's Parquet reader for local files)."""
         from lakesdk.engine.spark_read import read_spark
         plan = self.plan()

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar
 
 import pyarrow as pa
 
@@ -43,7 +43,12 @@ from lakesdk.format.schema import type_family, with_meta_fields
 from lakesdk.read.predicate import from_filters
 from lakesdk.table.query import Query
 
+if TYPE_CHECKING:
+    from lakesdk.table.table import Table
+
 __all__ = ["LakeSource", "TableBackend", "register"]
+
+_Session = TypeVar("_Session")   # a classic or Spark Connect session, returned as given
 
 QUERY_TYPE = "hoodie.datasource.query.type"
 AS_OF = "as.of.instant"
@@ -100,7 +105,7 @@ def _first(options: dict[str, str], *keys: str) -> str | None:
 class TableBackend:
     """Reads of the table at the option ``path`` (:class:`lakesdk.engine.spark_source.SourceBackend`)."""
 
-    def table(self, options: dict[str, str]) -> Any:
+    def table(self, options: dict[str, str]) -> Table:
         from lakesdk.table.lake import open_table
         check_options(options)
         path = options.get("path")
@@ -235,7 +240,7 @@ class LakeSource(LakeDataSource):
 _REGISTERED: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
-def register(spark: Any) -> Any:
+def register(spark: _Session) -> _Session:
     """Register the ``lakesdk`` format with ``spark`` (a classic or Spark Connect session);
     idempotent.  Returns the session."""
     register_source(spark, LakeSource)

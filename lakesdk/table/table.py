@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -18,6 +18,14 @@ from lakesdk.storage import Storage
 from lakesdk.table.namespaces import Inspect, Maintenance
 from lakesdk.table.query import Query, _moment
 from lakesdk.table.write import WriteOperation
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from lakesdk.engine.spark_types import DataFrame as SparkDataFrame
+    from lakesdk.engine.spark_types import SparkSession
+    from lakesdk.table.merge import MergeBuilder
+    from lakesdk.widgets import TableWidgets
 
 __all__ = ["Table", "TableOptions", "load_config", "validate_options"]
 
@@ -202,7 +210,7 @@ class Table:
         return self.config.ordering_fields
 
     @property
-    def spark(self) -> Any:
+    def spark(self) -> SparkSession:
         return self._ctx.spark
 
     def _key_encoding(self) -> str:
@@ -249,7 +257,7 @@ class Table:
         """The table's data schema (without meta fields) at the latest commit."""
         return self._ctx.schema
 
-    def history(self) -> Any:
+    def history(self) -> pd.DataFrame:
         """pandas DataFrame: one row per completed instant, newest last, with write stats;
         instants archived into the timeline history are included (``archived`` is True)."""
         import pandas as pd
@@ -361,7 +369,7 @@ class Table:
         return self.write(data, operation=op, missing_columns=missing_columns,
                           truncate_nanoseconds=truncate_nanoseconds).execute()
 
-    def merge(self, source: Any, on: str | list[str] | None = None, *, missing_columns: str = "error") -> Any:
+    def merge(self, source: Any, on: str | list[str] | None = None, *, missing_columns: str = "error") -> MergeBuilder:
         """Start a merge (Delta Lake style) of ``source`` into this table, matched on ``on``
         (default: the record key; on a partitioned table within the source row's partition).
         Chain ``when_*`` clauses, then ``.execute()``.
@@ -427,13 +435,13 @@ class Table:
             q = q.where(where)
         return q
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         return self.read().to_pandas()
 
     def to_arrow(self) -> pa.Table:
         return self.read().to_arrow()
 
-    def to_spark(self) -> Any:
+    def to_spark(self) -> SparkDataFrame:
         return self.read().to_spark()
 
     # -- namespaces ----------------------------------------------------------------------------
@@ -449,7 +457,7 @@ class Table:
         return Maintenance(self)
 
     @property
-    def widgets(self) -> Any:
+    def widgets(self) -> TableWidgets:
         """Notebook widgets (``pip install 'lakesdk[notebook]'``): ``timeline()``, ``markers()``,
         ``file_layout()``, ``transactions()``, ``provenance()``.  Display one as a cell's last
         expression: ``t.widgets.timeline()``; ``display(t)`` shows them as tabs."""

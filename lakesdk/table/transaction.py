@@ -28,6 +28,7 @@ from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import Instant
 
 if TYPE_CHECKING:
+    from lakesdk.services.rollback import RollbackResult
     from lakesdk.table.table import Table
 
 __all__ = ["OpenInstant", "begin", "write_batch", "commit", "abort"]
@@ -162,7 +163,7 @@ def commit(table: "Table", txn: OpenInstant, stats: list[dict[str, Any]], *, sch
                        seconds=time.perf_counter() - t0, file_paths=tuple(sorted(written)))
 
 
-def abort(table: "Table", txn: OpenInstant, *, reason: str = "aborted", outcome: str = "failed") -> Any:
+def abort(table: "Table", txn: OpenInstant, *, reason: str = "aborted", outcome: str = "failed") -> RollbackResult:
     """Roll back everything written for ``txn``."""
     from lakesdk.markers import read_markers
     from lakesdk.services.rollback import rollback

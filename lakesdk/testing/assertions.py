@@ -20,7 +20,7 @@ _META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_
          "_hoodie_file_name", "_hoodie_operation")
 
 
-def canonical(arr: Any) -> list[Any]:
+def canonical(arr: Any) -> list[object]:
     """Values of an Arrow column as exactly comparable Python values: timestamps as integers
     in their unit, floats by bit pattern (NaN equals NaN, -0.0 differs from 0.0), structs as
     tuples of (name, value)."""

@@ -155,7 +155,7 @@ def column_types(features: Iterable[str] = ALL_FEATURES, *, depth: int = 0) -> s
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
-def values(t: pa.DataType, features: Iterable[str] = ALL_FEATURES, *, nullable: bool = True) -> st.SearchStrategy[Any]:
+def values(t: pa.DataType, features: Iterable[str] = ALL_FEATURES, *, nullable: bool = True) -> st.SearchStrategy[object]:
     """Python values of type ``t`` (None where ``nulls`` is on and ``nullable``)."""
     f = set(features)
     s: st.SearchStrategy[Any]

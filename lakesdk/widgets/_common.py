@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import threading
 from datetime import UTC
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Self, Sequence
 
 from lakesdk._display import human_bytes as human_bytes  # re-exported for the widgets
 from lakesdk.exceptions import MissingDependencyError
@@ -125,7 +125,7 @@ class TableWidgetBase(ipywidgets.VBox):
     def _set_body(self, *children: Any) -> None:
         self.children = (self._header, *children)
 
-    def refresh(self) -> Any:  # pragma: no cover - abstract
+    def refresh(self) -> Self:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def to_html(self, path: str, *, include_plotlyjs: Any = True, **kwargs: Any) -> str:
@@ -208,7 +208,7 @@ class LiveMixin:
     def live(self) -> bool:
         return self._live_thread is not None and self._live_thread.is_alive()
 
-    def start_live(self, interval_s: float | None = None) -> Any:
+    def start_live(self, interval_s: float | None = None) -> Self:
         """Refresh every ``interval_s`` seconds from a background thread until :meth:`stop_live`."""
         if interval_s is not None:
             if interval_s <= 0:
@@ -224,7 +224,7 @@ class LiveMixin:
             self.live_toggle.value = True
         return self
 
-    def stop_live(self) -> Any:
+    def stop_live(self) -> Self:
         """Stop refreshing (waits for the background thread)."""
         if getattr(self, "_live_stop", None) is None:
             return self           # closed before it was fully built

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 __all__ = ["offline_figures", "plotlyjs_source"]
 
@@ -19,7 +19,7 @@ def offline_figures(enabled: bool = True) -> None:
     _PLOTLYJS.update(mode="embed" if enabled else "cdn", embedded=False)
 
 
-def plotlyjs_source() -> Any:
+def plotlyjs_source() -> Literal["cdn"] | bool:
     """What the next static figure passes as plotly's ``include_plotlyjs``."""
     if _PLOTLYJS["mode"] != "embed":
         return "cdn"

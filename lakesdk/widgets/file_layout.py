@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import posixpath
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakesdk.format.instant import WRITE_ACTIONS
 from lakesdk.widgets._common import TableWidgetBase, esc, go, html_table, human_bytes, ipywidgets, sync_figure
 from lakesdk.widgets._figure import FigureWidget
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["FileLayoutWidget"]
 
@@ -186,7 +189,7 @@ class FileLayoutWidget(TableWidgetBase):
         if 0 <= i < len(cd):
             self.select(cd[i][0], cd[i][1])
 
-    def select(self, partition: str, file_id: str) -> Any:
+    def select(self, partition: str, file_id: str) -> pd.DataFrame:
         """Show the slices of one file group; returns them as a DataFrame."""
         self.selected = (partition, file_id)
         s = self.slices

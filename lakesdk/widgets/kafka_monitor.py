@@ -23,11 +23,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from lakesdk.streaming.kafka.status import SinkStatus
 from lakesdk.widgets._common import LiveMixin, TableWidgetBase, esc, go, html_table, ipywidgets, sync_figure
 from lakesdk.widgets._figure import FigureWidget
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from lakesdk.table.table import Table
 
 __all__ = ["KafkaMonitorWidget"]
 
@@ -123,7 +128,7 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
         return f"<KafkaMonitorWidget topic={self.topic!r}>"
 
     # -- reading -----------------------------------------------------------------------------------
-    def sink_table(self) -> Any:
+    def sink_table(self) -> Table | None:
         """The sink's table: the one given, else opened from the sink's config (None if unknown)."""
         if self._table is None:
             cfg = getattr(self.source, "config", None)
@@ -136,7 +141,7 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
                     self._table_error = f"{type(exc).__name__}: {exc}"
         return self._table
 
-    def read_rounds(self) -> Any:
+    def read_rounds(self) -> pd.DataFrame:
         """The rounds the table committed for this topic (delta commits with ``kafka.commit.offsets``)."""
         import pandas as pd
 

@@ -8,9 +8,14 @@ tab is opened, so displaying a table stays cheap.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from lakesdk.widgets._common import ipywidgets
+
+if TYPE_CHECKING:
+    from lakesdk.widgets.file_layout import FileLayoutWidget
+    from lakesdk.widgets.timeline import TimelineWidget
+    from lakesdk.widgets.transactions import TransactionsWidget
 
 __all__ = ["TableView", "TABS"]
 
@@ -41,7 +46,7 @@ class TableView(ipywidgets.Tab):
         if i is not None and 0 < i <= len(TABS):
             self.show(self.titles[i])
 
-    def show(self, title: str) -> Any:
+    def show(self, title: str) -> TimelineWidget | FileLayoutWidget | TransactionsWidget:
         """Build (once) and return the widget of the tab ``title``; selects the tab."""
         if title not in self._builders:
             raise KeyError(f"no tab {title!r}; tabs: {', '.join(TABS)}")

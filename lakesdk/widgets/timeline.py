@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, parse_instant_time
 from lakesdk.widgets._common import (
@@ -51,6 +51,12 @@ from lakesdk.widgets._common import (
     sync_figure,
 )
 from lakesdk.widgets._figure import FigureWidget
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+    from lakesdk.widgets.file_layout import FileLayoutWidget
 
 __all__ = ["TimelineWidget", "STATES", "assign_lanes", "completion_order"]
 
@@ -366,7 +372,7 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
                 trace.marker.line.color = ["#000000" if c else STATE_COLOURS[trace.name] for c in chosen]
 
     # -- as of -----------------------------------------------------------------------------------
-    def link(self, file_layout: Any) -> Any:
+    def link(self, file_layout: FileLayoutWidget) -> FileLayoutWidget:
         """Let the ``as of`` slider drive ``file_layout`` (a FileLayoutWidget of the same table):
         it shows the file groups as of the commit the slider is on.  Returns it."""
         self._linked.append(file_layout)
@@ -398,7 +404,7 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
         if self._sliding and change["new"]:
             self.show_as_of(change["new"])
 
-    def show_as_of(self, instant: Instant | str) -> Any:
+    def show_as_of(self, instant: Instant | str) -> pa.Table | None:
         """The table as of a completed commit (its requested time): its first rows below the
         figure, and the linked file layouts pinned to it.  Returns the rows (pyarrow)."""
         inst = self._find(instant)
@@ -471,7 +477,7 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
                 f"<table style='font-size:12px'>{info}</table>{err}"
                 f"<div style='margin-top:6px'><b>{esc(label)}</b> ({len(d.get('files_list', []))})</div>{files}</div>")
 
-    def time_travel(self) -> Any:
+    def time_travel(self) -> pd.DataFrame:
         """``table.as_of(<selected instant's requested time>).to_pandas()``: the table with
         the commits requested at or before it; the first rows go to the side panel."""
         inst = self.selected
@@ -491,7 +497,7 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
         return df
 
     # -- data -------------------------------------------------------------------------------------
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         """The instants as a DataFrame: one row per instant, in requested order, with its slot,
         lane, its slot in completion order (None while pending), and its trace and point."""
         import pandas as pd

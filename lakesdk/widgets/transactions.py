@@ -33,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakesdk.concurrency.journal import TransactionRecord, read_transactions
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, parse_instant_time
@@ -50,6 +50,9 @@ from lakesdk.widgets._common import (
     utc_from_ms,
 )
 from lakesdk.widgets._figure import FigureWidget
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["TransactionsWidget", "WriteSpan", "Overlap", "OUTCOMES", "OUTCOME_COLOURS"]
 
@@ -402,7 +405,7 @@ class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
             return f"{w.instant} still inflight: {w.heartbeat}"
         return f"{w.instant} {w.outcome}"
 
-    def verdicts(self) -> Any:
+    def verdicts(self) -> pd.DataFrame:
         """A DataFrame: one row per write, its outcome and verdict, newest last."""
         import pandas as pd
         rows = [{"instant": w.instant, "writer": w.lane, "action": w.action, "operation": w.operation,
@@ -413,7 +416,7 @@ class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
                                            "seconds", "file_groups", "conflicts_with", "heartbeat", "source",
                                            "verdict"])
 
-    def schema_versions(self) -> Any:
+    def schema_versions(self) -> pd.DataFrame:
         """For every write with a schema conflict: each column whose type differs between the
         writer's schema, the table's schema when it started and the one seen at commit."""
         import pandas as pd
@@ -510,7 +513,7 @@ class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
         return write
 
     # -- data -----------------------------------------------------------------------------------------------
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> pd.DataFrame:
         """The bars as a DataFrame: one row per write (trace = outcome, point = index in it)."""
         df = self.verdicts()
         point = {w.instant: k for ws in self.bars.values() for k, w in enumerate(ws)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 __all__ = ["SinkConfig", "make_decoder", "DEFAULT_CONTROL_TOPIC"]
 
@@ -70,7 +70,7 @@ class SinkConfig:
         return cls(**d)
 
 
-def make_decoder(cfg: SinkConfig) -> Any:
+def make_decoder(cfg: SinkConfig) -> Callable[[bytes | None], dict[str, Any]]:
     """A function from a Kafka record value (bytes) to a row (dict).
 
     >>> dec = make_decoder(SinkConfig("t", "x", "b"))

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lakesdk.streaming.kafka.config import DEFAULT_CONTROL_TOPIC, SinkConfig
 from lakesdk.streaming.kafka.status import CommittedRound, PartitionStatus, SinkStatus, merge_snapshots
+
+if TYPE_CHECKING:
+    from lakesdk.widgets.kafka_monitor import KafkaMonitorWidget
 
 __all__ = ["KafkaSink", "SinkStatus", "PartitionStatus", "CommittedRound"]
 
@@ -123,7 +126,7 @@ class KafkaSink:
         errors = [f"{w.name}: {type(w.error).__name__}: {w.error}" for w, _ in self._threads if w.error is not None]
         return merge_snapshots(self.config.topic, snaps, errors)
 
-    def widget(self, *, live: bool = False, interval_s: float = 2.0) -> Any:
+    def widget(self, *, live: bool = False, interval_s: float = 2.0) -> KafkaMonitorWidget:
         """A notebook monitor of this sink: coordinator, rounds, per-partition offsets and lag
         (:class:`lakesdk.widgets.KafkaMonitorWidget`; ``pip install 'lakesdk[notebook]'``)."""
         from lakesdk.widgets.kafka_monitor import KafkaMonitorWidget

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakesdk.exceptions import MissingDependencyError, TableConfigError
 from lakesdk.streaming.kafka.config import SinkConfig, make_decoder
@@ -26,10 +26,15 @@ from lakesdk.streaming.kafka.participant import TransactionParticipant
 
 log = logging.getLogger(__name__)
 
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from lakesdk.table.table import Table
+
 __all__ = ["SinkWorker", "latest_commit_offsets", "sink_commit_history", "open_sink_table", "require_kafka"]
 
 
-def require_kafka() -> Any:
+def require_kafka() -> ModuleType:
     try:
         import confluent_kafka
     except ImportError:
@@ -37,7 +42,7 @@ def require_kafka() -> Any:
     return confluent_kafka
 
 
-def open_sink_table(cfg: SinkConfig) -> Any:
+def open_sink_table(cfg: SinkConfig) -> Table:
     """Open the target table for the sink's writes (local Arrow engine, direct markers, the
     sink's concurrency settings); refuses copy-on-write tables and tables lakesdk does not write."""
     import lakesdk as lk
