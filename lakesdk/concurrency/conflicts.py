@@ -195,9 +195,9 @@ def _being_rolled_back(store: TimelineStore, timeline: Timeline, me: Instant) ->
             continue
         try:
             if rb.is_completed:
-                named = {i for i, _ in RollbackMetadataData.parse(store.read_bytes(rb)).rolled_back}
+                named = store.metadata(rb, RollbackMetadataData).undone
             else:
-                named = {RollbackPlanData.parse(store.read_bytes(Instant("rollback", "requested", rb.requested))).instant}
+                named = {store.plan(rb, RollbackPlanData).instant}
         except (FileNotFoundError, CorruptTimelineError):
             continue
         if me.requested in named:

@@ -71,8 +71,8 @@ def undone_instants(action: str, data: bytes) -> set[str]:
     file ``data``) undoes; none for another action."""
     if action == "rollback":
         from lakesdk.format.plans import RollbackMetadataData
-        return {i for i, _ in RollbackMetadataData.parse(data).rolled_back}
+        return RollbackMetadataData.parse(data).undone
     if action == "restore":
         from lakesdk.format.service_metadata import RestoreMetadataData
-        return {i for i, _ in RestoreMetadataData.parse(data).instants}
+        return RestoreMetadataData.parse(data).undone
     return set()

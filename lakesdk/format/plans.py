@@ -123,10 +123,17 @@ class RollbackMetadataData:
     rolled_back: tuple[tuple[str, str], ...]            # (instant, action)
     deleted: dict[str, tuple[str, ...]]                 # partition -> deleted file paths
     failed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the record it was read from (fields this class leaves out too), which restore metadata embeds
+    record: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def total_deleted(self) -> int:
         return sum(len(v) for v in self.deleted.values())
+
+    @property
+    def undone(self) -> set[str]:
+        """The requested times of the instants the rollback undid."""
+        return {i for i, _ in self.rolled_back}
 
     def to_avro(self) -> bytes:
         parts = sorted(set(self.deleted) | set(self.failed))
@@ -148,7 +155,7 @@ class RollbackMetadataData:
                    tuple((i["commitTime"], i["action"]) for i in r.get("instantsRollback") or []) or
                    tuple((c, "") for c in r.get("commitsRollback") or []),
                    {p: tuple(m["successDeleteFiles"]) for p, m in pm.items()},
-                   {p: tuple(m["failedDeleteFiles"]) for p, m in pm.items() if m["failedDeleteFiles"]})
+                   {p: tuple(m["failedDeleteFiles"]) for p, m in pm.items() if m["failedDeleteFiles"]}, r)
 
 
 def _base_name(p: str | None) -> str | None:

@@ -234,6 +234,11 @@ class RestoreMetadataData:
     instants: tuple[tuple[str, str], ...]           # (requested time, action), rollback order
     rollbacks: dict[str, list[dict[str, Any]]]      # instant -> [HoodieRollbackMetadata record]
 
+    @property
+    def undone(self) -> set[str]:
+        """The requested times of the instants the restore rolled back."""
+        return {i for i, _ in self.instants}
+
     def to_avro(self) -> bytes:
         rec = {"startRestoreTime": self.start_time, "timeTakenInMillis": self.took_ms,
                "instantsToRollback": [i for i, _ in self.instants], "hoodieRestoreMetadata": self.rollbacks,

@@ -225,7 +225,7 @@ def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
     for inst in timeline.instants:
         if inst.action == "clean" and inst.is_completed:
             try:
-                md = CleanMetadataData.parse(store.read_bytes(inst))
+                md = store.metadata(inst, CleanMetadataData)
             except (LakeError, FileNotFoundError) as exc:
                 problems.append(Problem("unparsable_instant", store.path(inst), str(exc), inst.requested))
                 continue

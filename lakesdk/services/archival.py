@@ -292,7 +292,7 @@ def _drop_rolled_back_leftovers(table: "TableContext", timeline: Timeline, moved
         if rb.action != "rollback" or not rb.is_completed:
             continue
         try:
-            md = RollbackMetadataData.parse(store.read_bytes(rb))
+            md = store.metadata(rb, RollbackMetadataData)
         except (FileNotFoundError, LakeError):
             continue
         for target, _action in md.rolled_back:

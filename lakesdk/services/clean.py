@@ -199,7 +199,7 @@ def savepointed_files(store: TimelineStore, timeline: Timeline) -> tuple[dict[st
     for i in timeline.instants:
         if i.action == "savepoint" and i.is_completed:
             try:
-                out[i.requested] = SavepointMetadataData.parse(store.read_bytes(i))
+                out[i.requested] = store.metadata(i, SavepointMetadataData)
             except FileNotFoundError:   # deleted since the timeline was read: it protects nothing now
                 continue
     return out, {n for md in out.values() for n in md.file_names}
@@ -213,21 +213,15 @@ def last_clean(store: TimelineStore, timeline: Timeline, *, pending: bool = Fals
         return None
     inst = cleans[-1]
     if inst.is_completed:   # archived by another process since the timeline was read: from the history
-        return inst, CleanMetadataData.parse(store.read_completed(inst))
-    return inst, CleanerPlanData.parse(store.read_bytes(Instant("clean", "requested", inst.requested)))
+        return inst, store.metadata(inst, CleanMetadataData)
+    return inst, store.plan(inst, CleanerPlanData)
 
 
 def _pending_compaction_ops(store: TimelineStore, timeline: Timeline) -> tuple[set[tuple[str, str]], set[str]]:
     from lakesdk.format.plans import CompactionPlanData
     ops: set[tuple[str, str]] = set()
     names: set[str] = set()
-    for i in timeline.pending:
-        if i.action not in ("compaction", "logcompaction"):
-            continue
-        try:
-            plan = CompactionPlanData.parse(store.read_bytes(Instant(i.action, "requested", i.requested)))
-        except FileNotFoundError:
-            continue
+    for _, plan in store.pending_plans(timeline, CompactionPlanData):
         for op in plan.operations:
             ops.add((op.file_id, op.base_instant))
             names.update(([op.base_file] if op.base_file else []) + list(op.log_files))
@@ -237,9 +231,9 @@ def _pending_compaction_ops(store: TimelineStore, timeline: Timeline) -> tuple[s
 def _pending_clustering_files(store: TimelineStore, timeline: Timeline) -> set[str]:
     """Names of the files pending clusterings read (their input slices): kept like savepointed
     files, or the clustering fails on a file a clean deleted under it (found by the soak)."""
-    from lakesdk.services.clustering_plan import pending_clustering_plans
+    from lakesdk.format.plans import ClusteringPlanData
     names: set[str] = set()
-    for _, plan in pending_clustering_plans(store, timeline):
+    for _, plan in store.pending_plans(timeline, ClusteringPlanData):
         for g in plan.groups:
             for sl in g.slices:
                 names.update(([sl.base_file] if sl.base_file else []) + list(sl.log_files))
@@ -483,7 +477,7 @@ def execute_clean(table: "TableContext", instant: str) -> CleanResult:
                                    instant=instant) from None
     if inst.is_completed:   # by another process since the caller listed it
         raise CleanConflictError(f"clean {instant} of {table.name!r} is already completed", instant=instant)
-    plan = CleanerPlanData.parse(store.read_bytes(Instant("clean", "requested", instant)))
+    plan = store.plan(inst, CleanerPlanData)
     from lakesdk.services.claim import claim
     from lakesdk.services.transaction import InstantTransaction
     sp_files: set[str] = set()

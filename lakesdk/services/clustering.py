@@ -65,7 +65,6 @@ from lakesdk.services.clustering_plan import (
     pending_clustering_file_groups,
     pending_clusterings,
     plan_clustering,
-    plan_of,
     schedule_clustering,
     slices_of,
 )
@@ -145,7 +144,7 @@ def execute_clustering(table: "TableContext", instant: str) -> ClusteringResult:
     if inst.is_completed:
         raise ClusteringConflictError(f"clustering {instant} of {table.name!r} is already completed",
                                       instant=instant, held_elsewhere=True)
-    data = plan_of(store, inst)
+    data = store.plan(inst, ClusteringPlanData)
     from lakesdk.services.claim import claim
     from lakesdk.services.transaction import InstantTransaction
 
