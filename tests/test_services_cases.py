@@ -18,8 +18,8 @@ import pytest
 
 import lakesdk as lk
 from lakesdk.exceptions import CorruptTimelineError, LakeError, TimeTravelError
+from lakesdk.format.compaction_plan import CompactionOperation
 from lakesdk.format.instant import format_instant_time, parse_instant_time
-from lakesdk.format.plans import CompactionOperation
 from lakesdk.format.timeline import Timeline
 from lakesdk.services.compaction import compaction_due, order_operations
 from lakesdk.services.rollback import RollbackNotAllowedError
@@ -149,7 +149,7 @@ def test_t40_t47_second_compaction_skips_file_groups_of_the_pending_one(lake):
 
 
 def test_t47_file_groups_of_a_pending_clustering_are_not_compacted(lake):
-    from lakesdk.format.plans import ClusteringGroupData, ClusteringPlanData, ClusteringSliceInfo
+    from lakesdk.format.clustering_plan import ClusteringGroupData, ClusteringPlanData, ClusteringSliceInfo
     t = lake.create_table("t47", key="id", partition_by="p", ordering="ts", table_type="mor")
     t.upsert(batch(0, ids=(1, 2)))
     t.upsert(batch(1, ids=(1, 2)))                     # log files in both partitions

@@ -4,19 +4,18 @@ completed clean, rollback, savepoint or restore), on timelines the services wrot
 
 from __future__ import annotations
 
-import lakesdk as lk
 import pytest
+
+import lakesdk as lk
 from lakesdk.exceptions import CorruptTimelineError
 from lakesdk.format.avro_file import read_record
+from lakesdk.format.clean_metadata import CleanerPlanData, CleanMetadataData
+from lakesdk.format.clustering_plan import ClusteringPlanData
+from lakesdk.format.compaction_plan import CompactionPlanData
 from lakesdk.format.instant import Instant
-from lakesdk.format.plans import ClusteringPlanData, CompactionPlanData, RollbackMetadataData, RollbackPlanData
-from lakesdk.format.service_metadata import (
-    CleanerPlanData,
-    CleanMetadataData,
-    RestoreMetadataData,
-    RestorePlanData,
-    SavepointMetadataData,
-)
+from lakesdk.format.restore_metadata import RestoreMetadataData, RestorePlanData
+from lakesdk.format.rollback_metadata import RollbackMetadataData, RollbackPlanData
+from lakesdk.format.savepoint_metadata import SavepointMetadataData
 from lakesdk.timeline.history import LSMTimeline
 
 from .helpers import batch, rows

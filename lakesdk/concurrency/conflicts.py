@@ -189,7 +189,7 @@ def _being_rolled_back(store: TimelineStore, timeline: Timeline, me: Instant) ->
     completes before it removes them, so between the two ``me`` still looks pending; its data
     files are gone by then.  A rollback of ``me`` is always later than ``me``."""
     from lakesdk.exceptions import CorruptTimelineError
-    from lakesdk.format.plans import RollbackMetadataData, RollbackPlanData
+    from lakesdk.format.rollback_metadata import RollbackMetadataData, RollbackPlanData
     for rb in timeline.filter(actions=["rollback"]):
         if rb.requested <= me.requested:
             continue

@@ -108,8 +108,8 @@ def _undone_on(view: "FileSystemView") -> set[str]:
     delta commits stay in lakesdk's MDT; the rollback's own delta commit says again what they
     changed), and the rollbacks a completed restore ran (their instants leave the timeline
     when it completes; their delta commits count)."""
-    from lakesdk.format.plans import RollbackMetadataData
-    from lakesdk.format.service_metadata import RestoreMetadataData
+    from lakesdk.format.restore_metadata import RestoreMetadataData
+    from lakesdk.format.rollback_metadata import RollbackMetadataData
     out: set[str] = set()
     for inst in view.timeline.completed:
         if inst.action == "rollback":

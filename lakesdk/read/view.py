@@ -401,7 +401,7 @@ class FileSystemView:
         """The clean of the active timeline that deleted ``e``, if any: a completed one that
         records it, or one still running whose plan names it (the timeline as it is now: a
         clean may have started or completed since the view was built)."""
-        from lakesdk.format.service_metadata import CleanerPlanData, CleanMetadataData
+        from lakesdk.format.clean_metadata import CleanerPlanData, CleanMetadataData
         name = posixpath.basename(e.path)
         for inst in self.store.load().instants:
             if inst.action != "clean":

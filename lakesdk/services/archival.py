@@ -282,7 +282,7 @@ def _drop_rolled_back_leftovers(table: "TableContext", timeline: Timeline, moved
     (and those the rolled-back instant's remaining markers name) are listed for files named
     with the rolled-back instant."""
     from lakesdk.format.file_naming import written_by
-    from lakesdk.format.plans import RollbackMetadataData
+    from lakesdk.format.rollback_metadata import RollbackMetadataData
     from lakesdk.markers import marked_data_files
     storage, store = table.storage, table.store
     stay = [i.requested for i in timeline.instants

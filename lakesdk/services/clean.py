@@ -44,9 +44,10 @@ from lakesdk._display import human_bytes as _human
 from lakesdk._progress import progress as show_progress
 from lakesdk.commit.context import context_of
 from lakesdk.exceptions import CleanConflictError, InstantNotFoundError
+from lakesdk.format.clean_metadata import CleanerPlanData, CleanMetadataData
 from lakesdk.format.file_group import FileGroup, FileSlice
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
-from lakesdk.format.service_metadata import CleanerPlanData, CleanMetadataData, SavepointMetadataData
+from lakesdk.format.savepoint_metadata import SavepointMetadataData
 from lakesdk.format.timeline import Timeline
 from lakesdk.services.time_travel import check_time_travel
 from lakesdk.timeline.store import TimelineStore
@@ -218,7 +219,7 @@ def last_clean(store: TimelineStore, timeline: Timeline, *, pending: bool = Fals
 
 
 def _pending_compaction_ops(store: TimelineStore, timeline: Timeline) -> tuple[set[tuple[str, str]], set[str]]:
-    from lakesdk.format.plans import CompactionPlanData
+    from lakesdk.format.compaction_plan import CompactionPlanData
     ops: set[tuple[str, str]] = set()
     names: set[str] = set()
     for _, plan in store.pending_plans(timeline, CompactionPlanData):
@@ -231,7 +232,7 @@ def _pending_compaction_ops(store: TimelineStore, timeline: Timeline) -> tuple[s
 def _pending_clustering_files(store: TimelineStore, timeline: Timeline) -> set[str]:
     """Names of the files pending clusterings read (their input slices): kept like savepointed
     files, or the clustering fails on a file a clean deleted under it (found by the soak)."""
-    from lakesdk.format.plans import ClusteringPlanData
+    from lakesdk.format.clustering_plan import ClusteringPlanData
     names: set[str] = set()
     for _, plan in store.pending_plans(timeline, ClusteringPlanData):
         for g in plan.groups:

@@ -46,10 +46,10 @@ from lakesdk.exceptions import (
     InstantNotFoundError,
 )
 from lakesdk.format.bloom import BloomConfig
+from lakesdk.format.clustering_plan import ClusteringPlanData
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.instant import Instant
-from lakesdk.format.plans import ClusteringPlanData
 from lakesdk.services.claim import running_elsewhere
 from lakesdk.services.clustering_plan import MAX_BYTES_PER_GROUP as MAX_BYTES_PER_GROUP
 from lakesdk.services.clustering_plan import MAX_GROUPS as MAX_GROUPS

@@ -29,15 +29,15 @@ from lakesdk.exceptions import (
     LakeError,
     MissingColumnError,
 )
-from lakesdk.format.file_group import FileSlice
-from lakesdk.format.file_naming import BaseFile, LogFile
-from lakesdk.format.plans import (
+from lakesdk.format.clustering_plan import (
     SORT_COLUMNS_PARAM,
     ClusteringGroupData,
     ClusteringPlanData,
     ClusteringSliceInfo,
-    CompactionPlanData,
 )
+from lakesdk.format.compaction_plan import CompactionPlanData
+from lakesdk.format.file_group import FileSlice
+from lakesdk.format.file_naming import BaseFile, LogFile
 from lakesdk.format.timeline import Timeline
 from lakesdk.timeline.store import TimelineStore
 

@@ -20,11 +20,12 @@ from lakesdk.commit.context import context_of
 from lakesdk.concurrency.heartbeat import Heartbeat
 from lakesdk.exceptions import CompactionConflictError, CorruptTimelineError, InstantNotFoundError, LakeError
 from lakesdk.format.bloom import BloomConfig
+from lakesdk.format.clustering_plan import ClusteringPlanData
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
+from lakesdk.format.compaction_plan import CompactionOperation, CompactionPlanData
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
 from lakesdk.format.instant import Instant, parse_instant_time
-from lakesdk.format.plans import ClusteringPlanData, CompactionOperation, CompactionPlanData
 from lakesdk.format.timeline import Timeline
 from lakesdk.services.claim import claim, running_elsewhere
 

@@ -33,7 +33,7 @@ from lakesdk.exceptions import (
 )
 from lakesdk.format.file_naming import written_by
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
-from lakesdk.format.plans import RollbackMetadataData, RollbackPlanData, RollbackRequest
+from lakesdk.format.rollback_metadata import RollbackMetadataData, RollbackPlanData, RollbackRequest
 from lakesdk.storage import Storage
 from lakesdk.timeline.store import TimelineStore
 

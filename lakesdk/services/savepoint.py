@@ -42,8 +42,9 @@ from lakesdk.commit.context import context_of
 from lakesdk.concurrency.instants import create_instant
 from lakesdk.exceptions import LakeError, RestoreError, SavepointError
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
-from lakesdk.format.plans import RollbackMetadataData
-from lakesdk.format.service_metadata import RestoreMetadataData, RestorePlanData, SavepointMetadataData
+from lakesdk.format.restore_metadata import RestoreMetadataData, RestorePlanData
+from lakesdk.format.rollback_metadata import RollbackMetadataData
+from lakesdk.format.savepoint_metadata import SavepointMetadataData
 from lakesdk.format.timeline import Timeline
 from lakesdk.timeline.store import TimelineStore
 
@@ -191,7 +192,7 @@ def _refuse_files_of_running_cleans(store: TimelineStore, timeline: Timeline, co
                                     files: dict[str, list[str]]) -> None:
     """A clean that is inflight read the savepoints when it started and may be deleting any
     file of its plan now: a savepoint may not name one."""
-    from lakesdk.format.service_metadata import CleanerPlanData
+    from lakesdk.format.clean_metadata import CleanerPlanData
     for inst in timeline.instants:
         if inst.action != "clean" or inst.state != "inflight":
             continue
@@ -378,7 +379,7 @@ def restore(table: "TableContext", savepoint_instant: Any) -> RestoreResult:
     """Restore the table to ``savepoint_instant``: roll back every later write instant
     (newest first) as one restore instant.  Resumes a pending restore of the same savepoint."""
     table = context_of(table)
-    from lakesdk.format.plans import RollbackPlanData, RollbackRequest
+    from lakesdk.format.rollback_metadata import RollbackPlanData, RollbackRequest
     from lakesdk.services.rollback import _execute, files_written_by, resume_pending_rollbacks
     t0 = time.perf_counter()
     sp = _requested(savepoint_instant)

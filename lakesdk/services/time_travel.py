@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from lakesdk.commit.context import context_of
 from lakesdk.exceptions import TimeTravelError
+from lakesdk.format.clean_metadata import CleanMetadataData
 from lakesdk.format.instant import WRITE_ACTIONS
-from lakesdk.format.service_metadata import CleanMetadataData
 from lakesdk.format.timeline import Timeline
 from lakesdk.timeline.history import LSMTimeline
 from lakesdk.timeline.store import TimelineStore

@@ -6,16 +6,14 @@ from typing import Callable, TypeVar, overload
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
 from lakesdk.format.avro_file import FileBytes
+from lakesdk.format.clean_metadata import CleanerPlanData, CleanMetadataData
+from lakesdk.format.clustering_plan import ClusteringPlanData
 from lakesdk.format.commit_metadata import CommitMetadata
+from lakesdk.format.compaction_plan import CompactionPlanData
 from lakesdk.format.instant import Instant
-from lakesdk.format.plans import ClusteringPlanData, CompactionPlanData, RollbackMetadataData, RollbackPlanData
-from lakesdk.format.service_metadata import (
-    CleanerPlanData,
-    CleanMetadataData,
-    RestoreMetadataData,
-    RestorePlanData,
-    SavepointMetadataData,
-)
+from lakesdk.format.restore_metadata import RestoreMetadataData, RestorePlanData
+from lakesdk.format.rollback_metadata import RollbackMetadataData, RollbackPlanData
+from lakesdk.format.savepoint_metadata import SavepointMetadataData
 from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import InstantClock, Timeline, _family, corrupt_commit_error
 from lakesdk.storage import Storage
