@@ -14,10 +14,10 @@ import pytest
 
 import lakesdk as lk
 from lakesdk.exceptions import TimeTravelError
+from lakesdk.format.clean_metadata import CleanerPlanData, CleanMetadataData
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
 from lakesdk.format.instant import format_instant_time, parse_instant_time
-from lakesdk.format.service_metadata import CleanerPlanData, CleanMetadataData
 from lakesdk.format.timeline import Timeline
 from lakesdk.services.clean import (
     check_time_travel,

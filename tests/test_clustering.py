@@ -20,9 +20,9 @@ import pytest
 
 import lakesdk as lk
 from lakesdk.exceptions import ClusteringConflictError, WriteConflictError
+from lakesdk.format.clustering_plan import ClusteringPlanData
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile
-from lakesdk.format.plans import ClusteringPlanData
 from lakesdk.services.clustering import commits_since_clustering, eligible_slices, pack_slices
 
 from . import helpers

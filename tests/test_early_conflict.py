@@ -22,7 +22,7 @@ from lakesdk.concurrency.heartbeat import Heartbeat
 from lakesdk.engine import tasks
 from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file
 from lakesdk.format.instant import Instant
-from lakesdk.format.plans import RollbackPlanData
+from lakesdk.format.rollback_metadata import RollbackPlanData
 from lakesdk.markers import DirectWriteMarkers, MarkerServer, write_markers
 from lakesdk.table.write import WriteOperation
 

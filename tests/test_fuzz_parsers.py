@@ -37,7 +37,10 @@ from lakesdk.exceptions import (
     TimeTravelError,
     UnsupportedFileFeatureError,
 )
+from lakesdk.format.clean_metadata import CleanerPlanData, CleanMetadataData
+from lakesdk.format.clustering_plan import ClusteringGroupData, ClusteringPlanData, ClusteringSliceInfo
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
+from lakesdk.format.compaction_plan import CompactionOperation, CompactionPlanData
 from lakesdk.format.hfile import TRAILER_SIZE, HFileReader
 from lakesdk.format.hfile_writer import write_hfile
 from lakesdk.format.instant import Instant
@@ -52,24 +55,10 @@ from lakesdk.format.log_block import (
     scan_log_file,
 )
 from lakesdk.format.lsm_timeline import ArchivedInstant, parse_manifest
-from lakesdk.format.plans import (
-    ClusteringGroupData,
-    ClusteringPlanData,
-    ClusteringSliceInfo,
-    CompactionOperation,
-    CompactionPlanData,
-    RollbackMetadataData,
-    RollbackPlanData,
-    RollbackRequest,
-)
+from lakesdk.format.restore_metadata import RestoreMetadataData, RestorePlanData
+from lakesdk.format.rollback_metadata import RollbackMetadataData, RollbackPlanData, RollbackRequest
+from lakesdk.format.savepoint_metadata import SavepointMetadataData
 from lakesdk.format.schema import arrow_to_avro, avro_to_arrow
-from lakesdk.format.service_metadata import (
-    CleanerPlanData,
-    CleanMetadataData,
-    RestoreMetadataData,
-    RestorePlanData,
-    SavepointMetadataData,
-)
 from lakesdk.format.table_config import TableConfig
 from lakesdk.storage import Storage
 from lakesdk.timeline.history import LSMTimeline

@@ -12,13 +12,10 @@ from typing import Any
 import pytest
 
 import lakesdk as lk
+from lakesdk.format.clean_metadata import CleanMetadataData
 from lakesdk.format.instant import Instant
-from lakesdk.format.service_metadata import (
-    CleanMetadataData,
-    RestoreMetadataData,
-    RestorePlanData,
-    SavepointMetadataData,
-)
+from lakesdk.format.restore_metadata import RestoreMetadataData, RestorePlanData
+from lakesdk.format.savepoint_metadata import SavepointMetadataData
 from lakesdk.services.savepoint import RestoreError, SavepointError, restore_order
 
 from .helpers import batch, data_files, hudi_rows, rows

@@ -336,10 +336,10 @@ def test_clean_keeps_the_files_a_pending_clustering_reads(tmp_path):
     from lakesdk.services.clustering import schedule_clustering
     t.maintenance.cluster(schedule_clustering(t.context, first).instant)
     pending = schedule_clustering(t.context, second)
+    from lakesdk.format.clustering_plan import ClusteringPlanData
     from lakesdk.format.instant import Instant
-    from lakesdk.services.clustering_plan import plan_of
-    inputs = {sl.base_file for g in plan_of(t.context.store, Instant("clustering", "requested", pending.instant)).groups
-              for sl in g.slices}
+    plan = t.context.store.plan(Instant("clustering", "requested", pending.instant), ClusteringPlanData)
+    inputs = {sl.base_file for g in plan.groups for sl in g.slices}
     res = t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
     deleted = {f.rsplit("/", 1)[-1] for f in (res.deleted if res else ())}
     assert inputs and not inputs & deleted       # replaced, but the pending clustering's input

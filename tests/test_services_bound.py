@@ -127,7 +127,7 @@ def test_restore_to_savepoint_after_20_commits_with_clean_and_clustering(tmp_pat
     actions = [i.action for i in t.timeline]
     assert actions.count("clustering") >= 3 and actions.count("clean") >= 3
     store = t.context.store
-    from lakesdk.format.service_metadata import CleanMetadataData
+    from lakesdk.format.clean_metadata import CleanMetadataData
     cleaned = [CleanMetadataData.parse(store.read_bytes(i)) for i in t.timeline if i.action == "clean"]
     assert sum(md.total_deleted for md in cleaned) > 0              # cleans deleted files in between
     assert rows(t.as_of(sp.instant)) == expected                    # the savepoint survived cleaning

@@ -18,8 +18,8 @@ import pytest
 
 import lakesdk as lk
 from lakesdk.exceptions import CorruptTimelineError, LakeError, TimeTravelError
+from lakesdk.format.compaction_plan import CompactionOperation
 from lakesdk.format.instant import format_instant_time, parse_instant_time
-from lakesdk.format.plans import CompactionOperation
 from lakesdk.format.timeline import Timeline
 from lakesdk.services.compaction import compaction_due, order_operations
 from lakesdk.services.rollback import RollbackNotAllowedError
@@ -149,33 +149,27 @@ def test_t40_t47_second_compaction_skips_file_groups_of_the_pending_one(lake):
 
 
 def test_t47_file_groups_of_a_pending_clustering_are_not_compacted(lake):
-    import io
-
-    import fastavro
+    from lakesdk.format.clustering_plan import ClusteringGroupData, ClusteringPlanData, ClusteringSliceInfo
     t = lake.create_table("t47", key="id", partition_by="p", ordering="ts", table_type="mor")
     t.upsert(batch(0, ids=(1, 2)))
     t.upsert(batch(1, ids=(1, 2)))                     # log files in both partitions
     groups = t.inspect.file_groups()
     fid_a = groups[groups.partition == "p=a"].file_id.iloc[0]
-    slice_rec = {"type": "record", "name": "Slice", "fields": [{"name": "fileId", "type": "string"}]}
-    group_rec = {"type": "record", "name": "Group", "fields": [{"name": "slices", "type": {"type": "array",
-                                                                                          "items": slice_rec}}]}
-    schema = {"type": "record", "name": "HoodieRequestedReplaceMetadata", "fields": [
-        {"name": "operationType", "type": "string"},
-        {"name": "clusteringPlan", "type": {"type": "record", "name": "Plan", "fields": [
-            {"name": "inputGroups", "type": {"type": "array", "items": group_rec}}]}}]}
-    buf = io.BytesIO()
-    fastavro.writer(buf, schema, [{"operationType": "CLUSTER",
-                                   "clusteringPlan": {"inputGroups": [{"slices": [{"fileId": fid_a}]}]}}])
+    clustering = ClusteringPlanData((ClusteringGroupData((ClusteringSliceInfo("p=a", fid_a, None),)),))
     pending = plus_ms(t.timeline.max_time())
-    with open(f"{timeline_dir(t)}/{pending}.clustering.requested", "wb") as f:
-        f.write(buf.getvalue())
+    path = f"{timeline_dir(t)}/{pending}.clustering.requested"
+    with open(path, "wb") as f:
+        f.write(clustering.to_avro())
     plan = t.maintenance.plan_compaction()
     assert plan.partitions == ["p=b"] and fid_a not in {o.file_id for o in plan.operations}
-    with open(f"{timeline_dir(t)}/{pending}.clustering.requested", "wb") as f:
+    with open(path, "wb") as f:
         f.write(b"not avro")
-    with pytest.raises(CorruptTimelineError, match=f"pending clustering {pending}"):
+    with pytest.raises(CorruptTimelineError, match=f"pending clustering {pending}") as info:
         t.maintenance.plan_compaction()
+    assert info.value.path.endswith(f"{pending}.clustering.requested")
+    with open(path, "wb") as f:                         # an empty plan file holds no plan (Hudi: no clustering)
+        f.write(b"")
+    assert t.maintenance.plan_compaction().partitions == ["p=a", "p=b"]
 
 
 def test_t41_inflight_compaction_is_retried_by_the_next_inline_compaction(lake):

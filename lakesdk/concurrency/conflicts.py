@@ -189,15 +189,15 @@ def _being_rolled_back(store: TimelineStore, timeline: Timeline, me: Instant) ->
     completes before it removes them, so between the two ``me`` still looks pending; its data
     files are gone by then.  A rollback of ``me`` is always later than ``me``."""
     from lakesdk.exceptions import CorruptTimelineError
-    from lakesdk.format.plans import RollbackMetadataData, RollbackPlanData
+    from lakesdk.format.rollback_metadata import RollbackMetadataData, RollbackPlanData
     for rb in timeline.filter(actions=["rollback"]):
         if rb.requested <= me.requested:
             continue
         try:
             if rb.is_completed:
-                named = {i for i, _ in RollbackMetadataData.parse(store.read_bytes(rb)).rolled_back}
+                named = store.metadata(rb, RollbackMetadataData).undone
             else:
-                named = {RollbackPlanData.parse(store.read_bytes(Instant("rollback", "requested", rb.requested))).instant}
+                named = {store.plan(rb, RollbackPlanData).instant}
         except (FileNotFoundError, CorruptTimelineError):
             continue
         if me.requested in named:

@@ -2,10 +2,11 @@
 
 Hudi serialises every Avro timeline file (commit metadata on table version 8+, plans,
 clean, rollback, savepoint and restore metadata) with ``DataFileWriter`` and no codec, and
-reads the first record with the model class's schema.  :func:`read_record` does the same,
-after checking the container framing against the file's size, so that damaged bytes give
-a :class:`~lakesdk.exceptions.CorruptTimelineError` (never a decoder crash, a huge
-allocation or a shorter file read as a valid one)::
+reads the first record with the model class's schema.  :func:`write_record` writes such a
+file; :func:`read_record` reads one as Hudi does, after checking the container framing
+against the file's size, so that damaged bytes give a
+:class:`~lakesdk.exceptions.CorruptTimelineError` (never a decoder crash, a huge allocation
+or a shorter file read as a valid one)::
 
     file   := "Obj\\x01" metadata sync block+        (ends exactly after the last block)
     block  := long count >= 1, long size, size bytes of count records, sync
@@ -27,7 +28,7 @@ import fastavro
 
 from lakesdk.exceptions import CorruptTimelineError, _BadAvroBytes
 
-__all__ = ["AVRO_MAGIC", "FileBytes", "is_avro", "read_record", "model_schema", "check_writer_schema"]
+__all__ = ["AVRO_MAGIC", "FileBytes", "is_avro", "read_record", "write_record", "model_schema", "check_writer_schema"]
 
 AVRO_MAGIC = b"Obj\x01"
 _SYNC_LEN = 16
@@ -244,3 +245,11 @@ def read_record(data: bytes, schema: str | tuple[str, ...], what: str) -> dict[s
     if not isinstance(rec, dict):
         raise CorruptTimelineError(f"{what} does not hold a {schema} record", path=where)
     return rec
+
+
+def write_record(schema: str, record: dict[str, Any]) -> bytes:
+    """``record`` as an Avro object container file (codec null) with the model schema
+    ``schema``, as Hudi writes timeline files."""
+    buf = io.BytesIO()
+    fastavro.writer(buf, model_schema(schema), [record], codec="null")
+    return buf.getvalue()

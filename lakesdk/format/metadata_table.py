@@ -70,9 +70,9 @@ def undone_instants(action: str, data: bytes) -> set[str]:
     """The requested times of the instants a completed rollback or restore (its completed
     file ``data``) undoes; none for another action."""
     if action == "rollback":
-        from lakesdk.format.plans import RollbackMetadataData
-        return {i for i, _ in RollbackMetadataData.parse(data).rolled_back}
+        from lakesdk.format.rollback_metadata import RollbackMetadataData
+        return RollbackMetadataData.parse(data).undone
     if action == "restore":
-        from lakesdk.format.service_metadata import RestoreMetadataData
-        return {i for i, _ in RestoreMetadataData.parse(data).instants}
+        from lakesdk.format.restore_metadata import RestoreMetadataData
+        return RestoreMetadataData.parse(data).undone
     return set()

@@ -182,8 +182,8 @@ def _history(storage: Storage, config: TableConfig, problems: list[Problem]) -> 
 
 def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
     """Check the table at ``storage`` (see the module doc)."""
+    from lakesdk.format.clean_metadata import CleanMetadataData
     from lakesdk.format.commit_metadata import CommitMetadata
-    from lakesdk.format.service_metadata import CleanMetadataData
     from lakesdk.format.timeline import Timeline
     from lakesdk.read.view import FileSystemView, list_data_files
     from lakesdk.timeline.store import TimelineStore
@@ -225,7 +225,7 @@ def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
     for inst in timeline.instants:
         if inst.action == "clean" and inst.is_completed:
             try:
-                md = CleanMetadataData.parse(store.read_bytes(inst))
+                md = store.metadata(inst, CleanMetadataData)
             except (LakeError, FileNotFoundError) as exc:
                 problems.append(Problem("unparsable_instant", store.path(inst), str(exc), inst.requested))
                 continue

@@ -108,16 +108,16 @@ def _undone_on(view: "FileSystemView") -> set[str]:
     delta commits stay in lakesdk's MDT; the rollback's own delta commit says again what they
     changed), and the rollbacks a completed restore ran (their instants leave the timeline
     when it completes; their delta commits count)."""
-    from lakesdk.format.metadata_table import undone_instants
-    from lakesdk.format.service_metadata import RestoreMetadataData
+    from lakesdk.format.restore_metadata import RestoreMetadataData
+    from lakesdk.format.rollback_metadata import RollbackMetadataData
     out: set[str] = set()
     for inst in view.timeline.completed:
-        if inst.action in ("rollback", "restore"):
-            data = view.store.read_bytes(inst)
-            out |= undone_instants(inst.action, data)
-            if inst.action == "restore":
-                out |= {str(r["startRollbackTime"]) for recs in RestoreMetadataData.parse(data).rollbacks.values()
-                        for r in recs if r.get("startRollbackTime")}
+        if inst.action == "rollback":
+            out |= view.store.metadata(inst, RollbackMetadataData).undone
+        elif inst.action == "restore":
+            md = view.store.metadata(inst, RestoreMetadataData)
+            out |= md.undone | {str(r["startRollbackTime"]) for recs in md.rollbacks.values()
+                                for r in recs if r.get("startRollbackTime")}
     return out
 
 

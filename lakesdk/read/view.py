@@ -407,18 +407,16 @@ class FileSystemView:
         """The clean of the active timeline that deleted ``e``, if any: a completed one that
         records it, or one still running whose plan names it (the timeline as it is now: a
         clean may have started or completed since the view was built)."""
-        from lakesdk.format.instant import Instant
-        from lakesdk.format.service_metadata import CleanerPlanData, CleanMetadataData
+        from lakesdk.format.clean_metadata import CleanerPlanData, CleanMetadataData
         name = posixpath.basename(e.path)
         for inst in self.store.load().instants:
             if inst.action != "clean":
                 continue
             try:
                 if inst.is_completed:
-                    found = name in CleanMetadataData.parse(self.store.read_bytes(inst)).deleted.get(e.partition, ())
+                    found = name in self.store.metadata(inst, CleanMetadataData).deleted.get(e.partition, ())
                 else:
-                    plan = CleanerPlanData.parse(self.store.read_bytes(Instant("clean", "requested", inst.requested)))
-                    found = (e.partition, name) in plan.file_names()
+                    found = (e.partition, name) in self.store.plan(inst, CleanerPlanData).file_names()
             except Exception:  # noqa: BLE001 - an unreadable clean proves nothing about this file
                 continue
             if found:

@@ -282,7 +282,7 @@ def _drop_rolled_back_leftovers(table: "TableContext", timeline: Timeline, moved
     (and those the rolled-back instant's remaining markers name) are listed for files named
     with the rolled-back instant."""
     from lakesdk.format.file_naming import written_by
-    from lakesdk.format.plans import RollbackMetadataData
+    from lakesdk.format.rollback_metadata import RollbackMetadataData
     from lakesdk.markers import marked_data_files
     storage, store = table.storage, table.store
     stay = [i.requested for i in timeline.instants
@@ -292,7 +292,7 @@ def _drop_rolled_back_leftovers(table: "TableContext", timeline: Timeline, moved
         if rb.action != "rollback" or not rb.is_completed:
             continue
         try:
-            md = RollbackMetadataData.parse(store.read_bytes(rb))
+            md = store.metadata(rb, RollbackMetadataData)
         except (FileNotFoundError, LakeError):
             continue
         for target, _action in md.rolled_back:

@@ -44,9 +44,10 @@ from lakesdk._display import human_bytes as _human
 from lakesdk._progress import progress as show_progress
 from lakesdk.commit.context import context_of
 from lakesdk.exceptions import CleanConflictError, InstantNotFoundError
+from lakesdk.format.clean_metadata import CleanerPlanData, CleanMetadataData
 from lakesdk.format.file_group import FileGroup, FileSlice
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
-from lakesdk.format.service_metadata import CleanerPlanData, CleanMetadataData, SavepointMetadataData
+from lakesdk.format.savepoint_metadata import SavepointMetadataData
 from lakesdk.format.timeline import Timeline
 from lakesdk.services.time_travel import check_time_travel
 from lakesdk.timeline.store import TimelineStore
@@ -201,7 +202,7 @@ def savepointed_files(store: TimelineStore, timeline: Timeline) -> tuple[dict[st
     for i in timeline.instants:
         if i.action == "savepoint" and i.is_completed:
             try:
-                out[i.requested] = SavepointMetadataData.parse(store.read_bytes(i))
+                out[i.requested] = store.metadata(i, SavepointMetadataData)
             except FileNotFoundError:   # deleted since the timeline was read: it protects nothing now
                 continue
     return out, {n for md in out.values() for n in md.file_names}
@@ -222,21 +223,15 @@ def last_clean(store: TimelineStore, timeline: Timeline, *,
         return None
     inst = cleans[-1]
     if inst.is_completed:   # archived by another process since the timeline was read: from the history
-        return inst, CleanMetadataData.parse(store.read_completed(inst))
-    return inst, CleanerPlanData.parse(store.read_bytes(Instant("clean", "requested", inst.requested)))
+        return inst, store.metadata(inst, CleanMetadataData)
+    return inst, store.plan(inst, CleanerPlanData)
 
 
 def _pending_compaction_ops(store: TimelineStore, timeline: Timeline) -> tuple[set[tuple[str, str]], set[str]]:
-    from lakesdk.format.plans import CompactionPlanData
+    from lakesdk.format.compaction_plan import CompactionPlanData
     ops: set[tuple[str, str]] = set()
     names: set[str] = set()
-    for i in timeline.pending:
-        if i.action not in ("compaction", "logcompaction"):
-            continue
-        try:
-            plan = CompactionPlanData.parse(store.read_bytes(Instant(i.action, "requested", i.requested)))
-        except FileNotFoundError:
-            continue
+    for _, plan in store.pending_plans(timeline, CompactionPlanData):
         for op in plan.operations:
             ops.add((op.file_id, op.base_instant))
             names.update(([op.base_file] if op.base_file else []) + list(op.log_files))
@@ -246,9 +241,9 @@ def _pending_compaction_ops(store: TimelineStore, timeline: Timeline) -> tuple[s
 def _pending_clustering_files(store: TimelineStore, timeline: Timeline) -> set[str]:
     """Names of the files pending clusterings read (their input slices): kept like savepointed
     files, or the clustering fails on a file a clean deleted under it (found by the soak)."""
-    from lakesdk.services.clustering_plan import pending_clustering_plans
+    from lakesdk.format.clustering_plan import ClusteringPlanData
     names: set[str] = set()
-    for _, plan in pending_clustering_plans(store, timeline):
+    for _, plan in store.pending_plans(timeline, ClusteringPlanData):
         for g in plan.groups:
             for sl in g.slices:
                 names.update(([sl.base_file] if sl.base_file else []) + list(sl.log_files))
@@ -492,7 +487,7 @@ def execute_clean(table: "TableContext", instant: str) -> CleanResult:
                                    instant=instant) from None
     if inst.is_completed:   # by another process since the caller listed it
         raise CleanConflictError(f"clean {instant} of {table.name!r} is already completed", instant=instant)
-    plan = CleanerPlanData.parse(store.read_bytes(Instant("clean", "requested", instant)))
+    plan = store.plan(inst, CleanerPlanData)
     from lakesdk.services.claim import claim
     from lakesdk.services.transaction import InstantTransaction
     sp_files: set[str] = set()

@@ -46,10 +46,10 @@ from lakesdk.exceptions import (
     InstantNotFoundError,
 )
 from lakesdk.format.bloom import BloomConfig
+from lakesdk.format.clustering_plan import ClusteringPlanData
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.instant import Instant
-from lakesdk.format.plans import ClusteringPlanData
 from lakesdk.services.claim import running_elsewhere
 from lakesdk.services.clustering_plan import MAX_BYTES_PER_GROUP as MAX_BYTES_PER_GROUP
 from lakesdk.services.clustering_plan import MAX_GROUPS as MAX_GROUPS
@@ -65,7 +65,6 @@ from lakesdk.services.clustering_plan import (
     pending_clustering_file_groups,
     pending_clusterings,
     plan_clustering,
-    plan_of,
     schedule_clustering,
     slices_of,
 )
@@ -145,7 +144,7 @@ def execute_clustering(table: "TableContext", instant: str) -> ClusteringResult:
     if inst.is_completed:
         raise ClusteringConflictError(f"clustering {instant} of {table.name!r} is already completed",
                                       instant=instant, held_elsewhere=True)
-    data = plan_of(store, inst)
+    data = store.plan(inst, ClusteringPlanData)
     from lakesdk.services.claim import claim
     from lakesdk.services.transaction import InstantTransaction
 

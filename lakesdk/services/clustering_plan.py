@@ -29,16 +29,15 @@ from lakesdk.exceptions import (
     LakeError,
     MissingColumnError,
 )
-from lakesdk.format.file_group import FileSlice
-from lakesdk.format.file_naming import BaseFile, LogFile
-from lakesdk.format.instant import Instant
-from lakesdk.format.plans import (
+from lakesdk.format.clustering_plan import (
     SORT_COLUMNS_PARAM,
     ClusteringGroupData,
     ClusteringPlanData,
     ClusteringSliceInfo,
-    CompactionPlanData,
 )
+from lakesdk.format.compaction_plan import CompactionPlanData
+from lakesdk.format.file_group import FileSlice
+from lakesdk.format.file_naming import BaseFile, LogFile
 from lakesdk.format.timeline import Timeline
 from lakesdk.timeline.store import TimelineStore
 
@@ -48,7 +47,7 @@ if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
 
 __all__ = ["ClusteringGroup", "ClusteringPlan", "ClusteringResult", "plan_clustering", "pack_slices",
-           "eligible_slices", "schedule_clustering", "pending_clusterings", "plan_of_instant", "plan_of", "slices_of",
+           "eligible_slices", "schedule_clustering", "pending_clusterings", "plan_of_instant", "slices_of",
            "pending_clustering_file_groups", "commits_since_clustering", "SMALL_FILE_LIMIT", "MAX_BYTES_PER_GROUP",
            "TARGET_FILE_SIZE", "MAX_GROUPS"]
 
@@ -237,41 +236,15 @@ class ClusteringResult:
 
 
 # -- timeline helpers -----------------------------------------------------------------------------
-def plan_of(store: TimelineStore, inst: Instant) -> ClusteringPlanData:
-    req = Instant(inst.action, "requested", inst.requested)
-    return ClusteringPlanData.parse(store.read_bytes(req))
-
-
-def pending_clustering_plans(store: TimelineStore, timeline: Timeline) -> list[tuple[Instant, ClusteringPlanData]]:
-    """The pending clusterings of ``timeline`` with their plans (one rolled back meanwhile is left out)."""
-    out = []
-    for inst in timeline.pending:
-        if inst.action != "clustering":
-            continue
-        try:
-            out.append((inst, plan_of(store, inst)))
-        except FileNotFoundError:
-            continue   # rolled back meanwhile
-    return out
-
-
 def pending_clustering_file_groups(store: TimelineStore, timeline: Timeline) -> dict[tuple[str, str], str]:
     """(partition, file id) -> requested time of the pending clustering that rewrites it."""
-    return {key: inst.requested for inst, plan in pending_clustering_plans(store, timeline)
+    return {key: inst.requested for inst, plan in store.pending_plans(timeline, ClusteringPlanData)
             for key in plan.file_groups()}
 
 
 def _pending_compaction_file_groups(store: TimelineStore, timeline: Timeline) -> set[tuple[str, str]]:
-    out: set[tuple[str, str]] = set()
-    for inst in timeline.pending:
-        if inst.action not in ("compaction", "logcompaction"):
-            continue
-        try:
-            plan = CompactionPlanData.parse(store.read_bytes(Instant(inst.action, "requested", inst.requested)))
-        except FileNotFoundError:
-            continue
-        out.update((o.partition, o.file_id) for o in plan.operations)
-    return out
+    return {(o.partition, o.file_id) for _, plan in store.pending_plans(timeline, CompactionPlanData)
+            for o in plan.operations}
 
 
 def commits_since_clustering(timeline: Timeline) -> int:
@@ -453,7 +426,7 @@ def plan_of_instant(table: "TableContext", instant: str) -> ClusteringPlan:
     if inst is None:
         raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}",
                                    instant=instant)
-    data = plan_of(store, inst)
+    data = store.plan(inst, ClusteringPlanData)
     groups = tuple(ClusteringGroup(p, tuple(s), n) for p, s, n in slices_of(table, data, strict=False))
     return ClusteringPlan(table.name, groups, data.sort_columns, instant=instant)
 

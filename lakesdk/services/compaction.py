@@ -20,11 +20,12 @@ from lakesdk.commit.context import context_of
 from lakesdk.concurrency.heartbeat import Heartbeat
 from lakesdk.exceptions import CompactionConflictError, CorruptTimelineError, InstantNotFoundError, LakeError
 from lakesdk.format.bloom import BloomConfig
+from lakesdk.format.clustering_plan import ClusteringPlanData
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
+from lakesdk.format.compaction_plan import CompactionOperation, CompactionPlanData
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
 from lakesdk.format.instant import Instant, parse_instant_time
-from lakesdk.format.plans import CompactionOperation, CompactionPlanData
 from lakesdk.format.timeline import Timeline
 from lakesdk.services.claim import claim, running_elsewhere
 
@@ -160,28 +161,24 @@ def deltacommits_since_compaction(table: "TableContext") -> int:
 
 
 def _pending_clustering_file_ids(store: Any, timeline: Timeline) -> set[str]:
-    """File ids that pending clusterings rewrite (``clusteringPlan.inputGroups[].slices[]`` of
-    their ``HoodieRequestedReplaceMetadata``; the Avro file carries its own schema)."""
-    import io
-
-    import fastavro
+    """File ids that pending clusterings rewrite (the input slices of their plans).  A plan
+    file that is empty holds no plan (Hudi takes such a requested file for no clustering)."""
     out: set[str] = set()
-    for i in timeline.pending:
-        if i.action != "clustering":
-            continue
+    for i in timeline.pending.filter(actions=["clustering"]):
         try:
-            data = store.read_bytes(Instant("clustering", "requested", i.requested))
+            plan = store.plan(i, ClusteringPlanData)
         except FileNotFoundError:
             continue
-        try:
-            rec: Any = next(iter(fastavro.reader(io.BytesIO(data))), None) if data else None
-        except Exception as exc:  # noqa: BLE001 - fastavro raises several types for damaged files
+        except CorruptTimelineError as exc:
+            try:
+                if store.storage.size(store.path(Instant("clustering", "requested", i.requested))) == 0:
+                    continue
+            except FileNotFoundError:
+                continue
             raise CorruptTimelineError(
-                f"the plan of pending clustering {i.requested} is not a valid Avro file ({exc}): a compaction cannot "
-                "tell which file groups it rewrites; execute or roll back that clustering first") from exc
-        plan = (rec or {}).get("clusteringPlan") or {}
-        for group in plan.get("inputGroups") or []:
-            out.update(s.get("fileId") for s in group.get("slices") or [] if s.get("fileId"))
+                f"the plan of pending clustering {i.requested} cannot be read ({exc}): a compaction cannot tell which "
+                "file groups it rewrites; execute or roll back that clustering first", path=exc.path) from exc
+        out.update(s.file_id for g in plan.groups for s in g.slices if s.file_id)
     return out
 
 
@@ -286,7 +283,7 @@ def execute_compaction(table: "TableContext", instant: str) -> WriteResult:
         raise CompactionConflictError(f"compaction {instant} of {table.name!r} is already completed", instant=instant)
     # the plan is in the requested file (the inflight one is empty), also when resuming a
     # compaction whose executor died after it went inflight
-    plan = CompactionPlanData.parse(store.read_bytes(Instant("compaction", "requested", instant)))
+    plan = store.plan(inst, CompactionPlanData)
     from lakesdk.services.transaction import InstantTransaction
     inst, heartbeat = _claim(table, store, instant)
     txn = InstantTransaction.resume(table, inst, operation="compact", heartbeat=heartbeat)

@@ -172,8 +172,9 @@ def _writes_files(action: str) -> bool:
 def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> tuple[FilesChange, str | None]:
     """The files an action changed, and the table schema (Avro JSON) its commit metadata
     records when it is a write."""
-    from lakesdk.format.plans import RollbackMetadataData
-    from lakesdk.format.service_metadata import CleanMetadataData, RestoreMetadataData
+    from lakesdk.format.clean_metadata import CleanMetadataData
+    from lakesdk.format.restore_metadata import RestoreMetadataData
+    from lakesdk.format.rollback_metadata import RollbackMetadataData
     action = inflight.action
     change = FilesChange()
     if _writes_files(action):
@@ -341,7 +342,7 @@ def _maybe_compact(ctx: "TableContext", mdt: "Storage", store: "TimelineStore", 
     file): a new base HFile of the merged records of each file group, deletions applied, at a
     compaction instant later than every MDT instant.  Runs before the delta commit of the
     instant being committed, under the table lock."""
-    from lakesdk.format.plans import CompactionOperation, CompactionPlanData
+    from lakesdk.format.compaction_plan import CompactionOperation, CompactionPlanData
     from lakesdk.format.timeline import InstantClock
     from lakesdk.read.metadata_table import MetadataTableReader
     compactions = [i for i in tl.completed if i.action == "compaction" or i.completed_action == "commit"]

@@ -33,7 +33,7 @@ from lakesdk.exceptions import (
 )
 from lakesdk.format.file_naming import written_by
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
-from lakesdk.format.plans import RollbackMetadataData, RollbackPlanData, RollbackRequest
+from lakesdk.format.rollback_metadata import RollbackMetadataData, RollbackPlanData, RollbackRequest
 from lakesdk.storage import Storage
 from lakesdk.timeline.store import TimelineStore
 
@@ -269,7 +269,7 @@ def _pending_rollback_of(store: TimelineStore, timeline: Any, req: str) -> tuple
     """A pending rollback (interrupted by a crash) of instant ``req``, with its plan."""
     for rb in timeline.pending.filter(actions=["rollback"]):
         try:
-            plan = RollbackPlanData.parse(store.read_bytes(Instant("rollback", "requested", rb.requested)))
+            plan = store.plan(rb, RollbackPlanData)
         except (FileNotFoundError, CorruptTimelineError):
             continue
         if plan.instant == req:
@@ -357,7 +357,7 @@ def resume_pending_rollbacks(table: "TableContext", *, min_age_s: float = 0.0,
         if (now - rb.requested_at).total_seconds() < min_age_s:
             continue
         try:
-            plan = RollbackPlanData.parse(table.storage.read(store.path(Instant("rollback", "requested", rb.requested))))
+            plan = store.plan(rb, RollbackPlanData)
             target = Instant(plan.action or "commit", "inflight", plan.instant)
             out.append(_execute(table, store, target, plan, rb))
         except (FileNotFoundError, CorruptTimelineError, InstantNotFoundError):

@@ -42,12 +42,9 @@ from lakesdk.commit.context import context_of
 from lakesdk.concurrency.instants import create_instant
 from lakesdk.exceptions import LakeError, RestoreError, SavepointError
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
-from lakesdk.format.service_metadata import (
-    RestoreMetadataData,
-    RestorePlanData,
-    SavepointMetadataData,
-    avro_record,
-)
+from lakesdk.format.restore_metadata import RestoreMetadataData, RestorePlanData
+from lakesdk.format.rollback_metadata import RollbackMetadataData
+from lakesdk.format.savepoint_metadata import SavepointMetadataData
 from lakesdk.format.timeline import Timeline
 from lakesdk.timeline.store import TimelineStore
 
@@ -105,7 +102,7 @@ def _savepoint_instants(timeline: Timeline) -> list[Instant]:
 
 
 def _load(table: "TableContext", store: TimelineStore, inst: Instant) -> Savepoint:
-    md = SavepointMetadataData.parse(store.read_bytes(inst))
+    md = store.metadata(inst, SavepointMetadataData)
     return Savepoint(table.name, inst.requested, inst.completed, md.user, md.comment, md.savepointed_at, md.files)
 
 
@@ -195,11 +192,11 @@ def _refuse_files_of_running_cleans(store: TimelineStore, timeline: Timeline, co
                                     files: dict[str, list[str]]) -> None:
     """A clean that is inflight read the savepoints when it started and may be deleting any
     file of its plan now: a savepoint may not name one."""
-    from lakesdk.format.service_metadata import CleanerPlanData
+    from lakesdk.format.clean_metadata import CleanerPlanData
     for inst in timeline.instants:
         if inst.action != "clean" or inst.state != "inflight":
             continue
-        plan = CleanerPlanData.parse(store.read_bytes(Instant("clean", "requested", inst.requested)))
+        plan = store.plan(inst, CleanerPlanData)
         doomed = plan.file_names()
         hit = sorted((p, n) for p, names in files.items() for n in names if (p, n) in doomed)
         if hit:
@@ -382,7 +379,7 @@ def restore(table: "TableContext", savepoint_instant: Any) -> RestoreResult:
     """Restore the table to ``savepoint_instant``: roll back every later write instant
     (newest first) as one restore instant.  Resumes a pending restore of the same savepoint."""
     table = context_of(table)
-    from lakesdk.format.plans import RollbackPlanData, RollbackRequest
+    from lakesdk.format.rollback_metadata import RollbackPlanData, RollbackRequest
     from lakesdk.services.rollback import _execute, files_written_by, resume_pending_rollbacks
     t0 = time.perf_counter()
     sp = _requested(savepoint_instant)
@@ -392,7 +389,7 @@ def restore(table: "TableContext", savepoint_instant: Any) -> RestoreResult:
     pending = [i for i in timeline.pending if i.action == "restore"]
     if pending:
         rinst = pending[-1]
-        plan = RestorePlanData.parse(store.read_bytes(Instant("restore", "requested", rinst.requested)))
+        plan = store.plan(rinst, RestorePlanData)
         if plan.savepoint and plan.savepoint != sp:
             raise RestoreError(f"a restore to savepoint {plan.savepoint} is pending ({rinst.requested}); "
                                f"finish it first with table.maintenance.restore({plan.savepoint!r})", savepoint=sp)
@@ -414,7 +411,7 @@ def restore(table: "TableContext", savepoint_instant: Any) -> RestoreResult:
             done = next((r for r in tl.instants if r.action == "rollback" and r.is_completed
                          and r.requested > rinst.requested and _rolled_back(store, r) == req), None)
             if done is not None:
-                rollbacks[req] = [avro_record(store.read_bytes(done), "rollback metadata")]
+                rollbacks[req] = [store.metadata(done, RollbackMetadataData).record]
             continue
         files = files_written_by(table.storage, store, target)
         by_part: dict[str, list[str]] = {}
@@ -427,7 +424,7 @@ def restore(table: "TableContext", savepoint_instant: Any) -> RestoreResult:
         deleted += len(res.deleted_files)
         paths += res.deleted_files
         done_rb = next(i for i in store.load().instants if i.action == "rollback" and i.requested == rb.requested)
-        rollbacks[req] = [avro_record(store.read_bytes(done_rb), "rollback metadata")]
+        rollbacks[req] = [store.metadata(done_rb, RollbackMetadataData).record]
     md = RestoreMetadataData(rinst.requested, int((time.perf_counter() - t0) * 1000), plan.instants, rollbacks)
     done = txn.commit(md.to_avro())
     txn.finish()
@@ -448,8 +445,7 @@ def restore(table: "TableContext", savepoint_instant: Any) -> RestoreResult:
 
 def _rolled_back(store: TimelineStore, rb: Instant) -> str | None:
     try:
-        rec = avro_record(store.read_bytes(rb), "rollback metadata")
+        rolled_back = store.metadata(rb, RollbackMetadataData).rolled_back
     except (FileNotFoundError, LakeError):
         return None
-    info = rec.get("instantsRollback") or []
-    return info[0]["commitTime"] if info else (rec.get("commitsRollback") or [None])[0]
+    return rolled_back[0][0] if rolled_back else None

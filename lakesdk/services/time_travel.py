@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from lakesdk.commit.context import context_of
 from lakesdk.exceptions import TimeTravelError
+from lakesdk.format.clean_metadata import CleanMetadataData
 from lakesdk.format.instant import WRITE_ACTIONS
-from lakesdk.format.service_metadata import CleanMetadataData
 from lakesdk.format.timeline import Timeline
 from lakesdk.timeline.history import LSMTimeline
 from lakesdk.timeline.store import TimelineStore
@@ -41,7 +41,7 @@ def check_time_travel(table: "TableContext", moment: str, *, store: TimelineStor
     sps = {i.requested for i in timeline.instants if i.action == "savepoint" and i.is_completed}
     if moment in sps:
         return
-    cleans = [(c.requested, CleanMetadataData.parse(store.read_bytes(c)))
+    cleans = [(c.requested, store.metadata(c, CleanMetadataData))
               for c in timeline.instants if c.action == "clean" and c.is_completed]
     # the start of the active timeline, savepointed commits aside (archival beyond a savepoint
     # keeps them active while it archives the commits after them)

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Callable, overload
+from typing import Callable, TypeVar, overload
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
 from lakesdk.format.avro_file import FileBytes
+from lakesdk.format.clean_metadata import CleanerPlanData, CleanMetadataData
+from lakesdk.format.clustering_plan import ClusteringPlanData
 from lakesdk.format.commit_metadata import CommitMetadata
+from lakesdk.format.compaction_plan import CompactionPlanData
 from lakesdk.format.instant import Instant
+from lakesdk.format.restore_metadata import RestoreMetadataData, RestorePlanData
+from lakesdk.format.rollback_metadata import RollbackMetadataData, RollbackPlanData
+from lakesdk.format.savepoint_metadata import SavepointMetadataData
 from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import InstantClock, Timeline, _family, corrupt_commit_error
 from lakesdk.storage import Storage
 
 __all__ = ["TimelineStore"]
+
+# the plans of instants (the record of their requested file), each with the actions it plans
+Plan = TypeVar("Plan", CompactionPlanData, ClusteringPlanData, CleanerPlanData, RollbackPlanData, RestorePlanData)
+_PLAN_ACTIONS: dict[type, tuple[str, ...]] = {
+    CompactionPlanData: ("compaction", "logcompaction"), ClusteringPlanData: ("clustering",),
+    CleanerPlanData: ("clean",), RollbackPlanData: ("rollback",), RestorePlanData: ("restore",)}
+# the metadata of completed table-service instants (the record of their completed file), each with its action
+Metadata = TypeVar("Metadata", CleanMetadataData, RollbackMetadataData, SavepointMetadataData, RestoreMetadataData)
+_METADATA_ACTIONS: dict[type, str] = {CleanMetadataData: "clean", RollbackMetadataData: "rollback",
+                                      SavepointMetadataData: "savepoint", RestoreMetadataData: "restore"}
 
 
 class TimelineStore:
@@ -57,6 +73,46 @@ class TimelineStore:
                 raise corrupt_commit_error(self.storage.url(self.path(instant)), instant, self.layout, exc) from None
             self._cache[key] = m
         return m
+
+    def plan(self, instant: Instant, kind: type[Plan]) -> Plan:
+        """The plan of ``instant`` (in any state: its requested file holds it) as ``kind``, the
+        plan of the instant's action: :class:`CompactionPlanData` (compaction, log compaction),
+        :class:`ClusteringPlanData`, :class:`CleanerPlanData`, :class:`RollbackPlanData` or
+        :class:`RestorePlanData`.  Raises :class:`FileNotFoundError` when the file is gone
+        (rolled back or archived since the timeline was read) and :class:`CorruptTimelineError`
+        naming the file when it does not hold such a plan.  Not cached: a plan is read when an
+        instant is pending, while a rollback may still remove it."""
+        if instant.action not in _PLAN_ACTIONS[kind]:
+            raise ValueError(f"{instant!r} is not planned by a {kind.__name__} (that plans {_PLAN_ACTIONS[kind]})")
+        return kind.parse(self.read_bytes(Instant(instant.action, "requested", instant.requested)))
+
+    def pending_plans(self, timeline: Timeline, kind: type[Plan]) -> list[tuple[Instant, Plan]]:
+        """The pending instants of ``timeline`` planned by a ``kind`` (:meth:`plan`) with their
+        plans, oldest first; one whose plan is gone since the timeline was read (rolled back
+        meanwhile) is left out."""
+        out = []
+        for inst in timeline.pending.filter(actions=_PLAN_ACTIONS[kind]):
+            try:
+                out.append((inst, self.plan(inst, kind)))
+            except FileNotFoundError:
+                continue
+        return out
+
+    def metadata(self, instant: Instant, kind: type[Metadata]) -> Metadata:
+        """The metadata of the completed clean, rollback, savepoint or restore ``instant`` as
+        ``kind`` (:class:`CleanMetadataData`, :class:`RollbackMetadataData`,
+        :class:`SavepointMetadataData` or :class:`RestoreMetadataData`), from the timeline
+        history when archival moved it there since the timeline was read (as
+        :meth:`commit_metadata`).  Raises :class:`FileNotFoundError` when it is in neither and
+        :class:`CorruptTimelineError` naming the file when it does not hold such a record.
+
+        Not cached, unlike commit metadata: a savepoint deleted and taken again on a layout 1
+        timeline has the same file name, and a cached record would still answer for a
+        savepoint or a rollback removed since (a deleted savepoint protects no file)."""
+        if instant.action != _METADATA_ACTIONS[kind] or not instant.is_completed:
+            raise ValueError(f"{instant!r} is not a completed {_METADATA_ACTIONS[kind]} instant, "
+                             f"whose metadata is a {kind.__name__}")
+        return kind.parse(self.read_completed(instant))
 
     def read_completed(self, instant: Instant) -> bytes:
         """The completed file's bytes of ``instant``, from the timeline history when archival

@@ -296,19 +296,19 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
                          stats=[(s.partitionPath, s.path, s.numWrites, s.numInserts, s.numUpdateWrites,
                                  s.numDeletes, s.fileSizeInBytes or s.totalWriteBytes) for s in md.write_stats])
             elif inst.action == "rollback" and inst.is_completed:
-                from lakesdk.format.plans import RollbackMetadataData
-                rb = RollbackMetadataData.parse(store.read_bytes(inst))
+                from lakesdk.format.rollback_metadata import RollbackMetadataData
+                rb = store.metadata(inst, RollbackMetadataData)
                 d.update(rolled_back=", ".join(f"{a or 'write'} {i}" for i, a in rb.rolled_back),
                          files_list=sorted(p for v in rb.deleted.values() for p in v), files_label="deleted files")
             elif inst.action == "rollback":
-                from lakesdk.format.plans import RollbackPlanData
-                rb_plan = RollbackPlanData.parse(store.read_bytes(Instant("rollback", "requested", inst.requested)))
+                from lakesdk.format.rollback_metadata import RollbackPlanData
+                rb_plan = store.plan(inst, RollbackPlanData)
                 d.update(rolled_back=f"{rb_plan.action} {rb_plan.instant}",
                          files_list=sorted(p for r in rb_plan.requests for p in r.files_to_delete),
                          files_label="files to delete (plan)")
             elif inst.action == "compaction" and not inst.is_completed:
-                from lakesdk.format.plans import CompactionPlanData
-                plan = CompactionPlanData.parse(store.read_bytes(Instant("compaction", "requested", inst.requested)))
+                from lakesdk.format.compaction_plan import CompactionPlanData
+                plan = store.plan(inst, CompactionPlanData)
                 d.update(operation="COMPACT (planned)",
                          files_list=sorted(f"{o.partition}/{o.file_id}" if o.partition else o.file_id
                                            for o in plan.operations), files_label="file groups to compact")
