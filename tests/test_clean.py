@@ -19,8 +19,8 @@ from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
 from lakesdk.format.instant import format_instant_time, parse_instant_time
 from lakesdk.format.timeline import Timeline
+from lakesdk.read.time_travel import check_time_travel
 from lakesdk.services.clean import (
-    check_time_travel,
     earliest_commit_to_retain,
     needs_cleaning,
     partitions_to_clean,

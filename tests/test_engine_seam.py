@@ -62,11 +62,10 @@ def test_a_read_plan_loads_the_timeline_once(tmp_path, monkeypatch):
 
 
 def test_query_and_read_plan_keep_their_home():
-    from lakesdk.engine.read import ReadPlan
-    from lakesdk.read.plan import ReadPlan as Planned
+    from lakesdk.format.read_plan import ReadPlan
+    from lakesdk.table import ReadPlan as Public
     from lakesdk.table.query import Query
-    from lakesdk.table.query import ReadPlan as Public
-    assert Public is ReadPlan is Planned
+    assert Public is ReadPlan
     assert lk.Query is Query
 
 

@@ -63,3 +63,27 @@ def test_a_read_loads_the_timeline_twice_and_lists_once(tmp_path, counted):
     counted.clear()
     assert t.read(where="id > 1").to_arrow().num_rows == 2
     assert counted == {"loads": 2, "listing_views": 1, "mdt_loads": 1}, counted
+
+
+def test_a_read_binds_its_filter_once(tmp_path, monkeypatch):
+    """The plan binds the filter to the schema and carries it (and the output columns) to the
+    executor: neither the query nor the executor binds it again."""
+    from lakesdk.read.predicate import Predicate
+    t = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local")).create_table(
+        "t", key="id", partition_by="p", ordering="ts")
+    t.upsert(pa.table({"id": [1, 2, 3], "p": ["a", "b", "a"], "ts": [1, 1, 1]}))
+    binds = []
+    bind = Predicate.bind
+
+    def counting(self, *a, **k):
+        binds.append(str(self))
+        return bind(self, *a, **k)
+    monkeypatch.setattr(Predicate, "bind", counting)
+    q = t.read(where="id > 1 and p = 'a'")
+    for run in (lambda: q.to_arrow().num_rows, lambda: q.to_batches().read_all().num_rows, q.count):
+        binds.clear()
+        assert run() == 1
+        assert len(binds) == 1, binds
+    plan = q.plan()
+    assert plan.row_filter is not None and plan.columns == ("id", "p", "ts")
+    assert plan.columns == tuple(q.to_arrow().column_names)

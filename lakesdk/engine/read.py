@@ -1,9 +1,6 @@
-"""Executing a read plan: what a query reads (:class:`ReadPlan`, built by
+"""Executing a read plan (:class:`lakesdk.format.read_plan.ReadPlan`, built by
 :mod:`lakesdk.read.plan`) into a pyarrow Table on the driver.  The Spark executor is
-:mod:`lakesdk.engine.spark_read`.
-
-The plan is the contract between the read layer's planner and the engine's executors, so it
-is defined here, where both can import it (the read layer sits above the engine)."""
+:mod:`lakesdk.engine.spark_read`."""
 
 from __future__ import annotations
 
@@ -15,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk.format.file_group import FileSlice
-from lakesdk.format.instant import Instant
+from lakesdk.format.read_plan import ReadPlan
 from lakesdk.format.schema import with_meta_fields
 
 if TYPE_CHECKING:
@@ -23,7 +20,7 @@ if TYPE_CHECKING:
     from lakesdk.engine.slice_reader import SliceReadContext
     from lakesdk.storage import Storage
 
-__all__ = ["ReadPlan", "ScanPart", "count_rows", "iter_arrow", "iter_plan", "read_arrow", "read_part", "slice_context",
+__all__ = ["ScanPart", "count_rows", "iter_arrow", "iter_plan", "read_arrow", "read_part", "slice_context",
            "split_plan"]
 
 #: threads of a merge-on-read read's pool (log blocks, splits, merges) beside Arrow's own scan
@@ -31,42 +28,6 @@ __all__ = ["ReadPlan", "ScanPart", "count_rows", "iter_arrow", "iter_plan", "rea
 #: object store (log reads wait on requests)
 _SLICE_THREADS = max(2, os.cpu_count() or 2)
 _REMOTE_SLICE_THREADS = 8
-
-
-@dataclass(frozen=True)
-class ReadPlan:
-    """What a query will read: file slices, the instants it covers, and the schema."""
-
-    slices: tuple[FileSlice, ...]
-    schema: pa.Schema
-    instants: tuple[Instant, ...]        # snapshot: the visible commits; incremental: those in range
-    commit_times: frozenset[str] | None   # incremental: requested times whose rows to keep
-    pruned_partitions: int
-    total_partitions: int
-    visible: tuple[Instant, ...] = ()     # commits visible to the read
-    log_instants: frozenset[str] | None = None  # requested times whose log blocks apply (default: visible)
-    skipped_slices: int = 0               # file slices the MDT's column (or partition) statistics ruled out
-    pruned_by_partition_stats: int = 0    # partitions (of those) the MDT's partition statistics ruled out
-
-    @property
-    def files(self) -> list[str]:
-        return [s.base_path for s in self.slices if s.base_path]
-
-    @property
-    def bytes(self) -> int:
-        return sum(s.total_size for s in self.slices)
-
-    @property
-    def merges(self) -> bool:
-        """True when a file slice has log files to merge (merge-on-read)."""
-        return any(s.log_files for s in self.slices)
-
-    def __repr__(self) -> str:
-        return (f"<ReadPlan {len(self.slices)} file slices, {self.bytes} bytes, "
-                f"{self.total_partitions - self.pruned_partitions}/{self.total_partitions} partitions"
-                + (f", {self.skipped_slices} skipped by column statistics" if self.skipped_slices else "")
-                + (f" ({self.pruned_by_partition_stats} partitions by partition statistics)"
-                   if self.pruned_by_partition_stats else "") + ">")
 
 
 def slice_context(table: "TableContext", plan: ReadPlan) -> "SliceReadContext":
@@ -196,7 +157,7 @@ def split_plan(table: "TableContext", plan: ReadPlan, columns: Sequence[str], ex
         groups[-1].append(sl)
         size += sl.total_size
     from dataclasses import replace
-    return [ScanPart(table.storage, replace(plan, slices=tuple(g), instants=(), visible=()), tuple(columns), expr,
+    return [ScanPart(table.storage, replace(plan, slices=tuple(g), instants=(), visible=(), row_filter=None), tuple(columns), expr,
                      ctx if any(s.log_files for s in g) else None) for g in groups]
 
 

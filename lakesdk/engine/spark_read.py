@@ -1,4 +1,4 @@
-"""Executing a read plan (:class:`lakesdk.engine.read.ReadPlan`) as a Spark DataFrame:
+"""Executing a read plan (:class:`lakesdk.format.read_plan.ReadPlan`) as a Spark DataFrame:
 Spark's Parquet reader over base files, an Arrow task per merge-on-read file slice."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pyarrow as pa
 
-from lakesdk.engine.read import ReadPlan, slice_context
+from lakesdk.engine.read import slice_context
+from lakesdk.format.read_plan import ReadPlan
 from lakesdk.format.schema import with_meta_fields
 
 if TYPE_CHECKING:

@@ -2,39 +2,36 @@
 
 Each plan is pinned to one load of the timeline: the file-system view, the schema, the
 time-travel guard and the incremental range all see the same instants.  The plan
-(:class:`~lakesdk.engine.read.ReadPlan`) is executed by the engine
+(:class:`~lakesdk.format.read_plan.ReadPlan`, its filter bound once, here) is executed by the engine
 (:func:`lakesdk.engine.read.read_arrow`, :func:`lakesdk.engine.spark_read.read_spark`);
 :class:`lakesdk.table.query.Query` is the builder calling both."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
 from lakesdk.commit.schema_store import resolve_schema
-from lakesdk.engine.read import ReadPlan
 from lakesdk.exceptions import InvalidFilterError, TimeTravelError
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
+from lakesdk.format.read_plan import ReadPlan
 from lakesdk.format.schema import META_FIELDS, with_meta_fields
 from lakesdk.format.timeline import Timeline
 from lakesdk.read.bind import Bound, session_time_zone
 from lakesdk.read.predicate import Predicate
 from lakesdk.read.skipping import prune_partitions, skip_slices
+from lakesdk.read.time_travel import check_time_travel
 from lakesdk.read.view import FileSystemView
 from lakesdk.timeline.history import LSMTimeline
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
 
-__all__ = ["ReadPlan", "ReadRequest", "plan_read", "bind_filter", "decided_by_partitions", "diagnose_failed_read"]
+__all__ = ["ReadRequest", "plan_read", "bind_filter", "decided_by_partitions", "diagnose_failed_read"]
 
-#: the time-travel guard (:func:`lakesdk.services.time_travel.check_time_travel` bound to the
-#: table, passed in by the caller: services sit above the read layer):
-#: ``guard(moment, store=..., timeline=...)`` raises when a read as of ``moment`` may miss files
-Guard = Callable[..., None]
 
 
 @dataclass(frozen=True)
@@ -49,24 +46,26 @@ class ReadRequest:
     end: str | None = None
     read_optimized: bool = False
     start_inclusive: bool = False
+    meta: bool = False                 # the meta fields first (when no columns are named)
+    time_zone: str | None = None       # of timestamps written as text in the filter (None: Spark's active session's, else UTC)
 
 
-def bind_filter(predicate: Predicate | None, schema: pa.Schema, spark: Any = None) -> Bound | None:
+def bind_filter(predicate: Predicate | None, schema: pa.Schema, time_zone: str | None = None) -> Bound | None:
     """The filter bound to the table's schema (literals cast to their columns' types, text
-    read as timestamps in Spark's session time zone, UTC without a session)."""
+    read as timestamps in ``time_zone``: None is Spark's active session's, UTC without one)."""
     if predicate is None:
         return None
-    return predicate.bind(with_meta_fields(schema), session_time_zone(spark))
+    return predicate.bind(with_meta_fields(schema), time_zone if time_zone is not None else session_time_zone())
 
 
-def plan_read(table: "TableContext", request: ReadRequest, *, guard: Guard | None = None) -> ReadPlan:
-    """The plan of ``request`` against one load of ``table``'s timeline."""
+def plan_read(table: "TableContext", request: ReadRequest) -> ReadPlan:
+    """The plan of ``request`` against one load of ``table``'s timeline, its filter bound once."""
     store = table.store
     timeline = store.load()
     if request.kind == "incremental":
-        return _plan_incremental(table, request, store, timeline, guard)
+        return _plan_incremental(table, request, store, timeline)
     if request.as_of is not None:
-        _check_as_of(table, store, timeline, request.as_of, guard)
+        _check_as_of(table, store, timeline, request.as_of)
     view = FileSystemView(table.storage, table.config, store, timeline, as_of=request.as_of)
     schema = resolve_schema(store, view.visible, create_schema=table.config.create_schema,
                             base_file=_any_base(view), history=_archived_as_of(table, timeline, request.as_of))
@@ -81,8 +80,10 @@ def plan_read(table: "TableContext", request: ReadRequest, *, guard: Guard | Non
     kept_parts = {s.partition for s in slices}
     slices, by_partition, pruned = prune_partitions(view, slices, bound)
     slices, skipped = skip_slices(view, slices, bound)
-    return ReadPlan(tuple(slices), schema, tuple(view.visible), None, len(parts) - len(kept_parts), len(parts),
-                    tuple(view.visible), view.log_instants, skipped + by_partition, pruned)
+    return ReadPlan(slices=tuple(slices), schema=schema, instants=tuple(view.visible), columns=_columns(request, schema),
+                    row_filter=bound, pruned_partitions=len(parts) - len(kept_parts), total_partitions=len(parts),
+                    visible=tuple(view.visible), log_instants=view.log_instants,
+                    skipped_slices=skipped + by_partition, pruned_by_partition_stats=pruned)
 
 
 def diagnose_failed_read(table: "TableContext", plan: ReadPlan, as_of: str | None) -> None:
@@ -127,8 +128,8 @@ def decided_by_partitions(table: "TableContext", request: ReadRequest, plan: Rea
     if any(c not in plan.schema.names or _family(plan.schema.field(c).type) not in _EXACT_FAMILIES
            for c in pred.columns):
         return False
-    bound = bind_filter(pred, plan.schema)
-    return bound is not None and all(bound.holds_for(parse_partition_path(p, fields, hive_style=cfg.hive_style, urlencoded=cfg.urlencode))
+    bound = plan.row_filter
+    return isinstance(bound, Bound) and all(bound.holds_for(parse_partition_path(p, fields, hive_style=cfg.hive_style, urlencoded=cfg.urlencode))
                for p in {s.partition for s in plan.slices})
 
 
@@ -158,8 +159,7 @@ def _any_base(view: FileSystemView) -> str | None:
     return None
 
 
-def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, timeline: Any,
-                      guard: Guard | None) -> ReadPlan:
+def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, timeline: Any) -> ReadPlan:
     cfg = table.config
     start, end = request.start, request.end
     if not cfg.populate_meta_fields:
@@ -169,8 +169,8 @@ def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, t
             "read a snapshot or time travel with as_of() instead")
     if start is not None and end is not None and start > end:
         raise TimeTravelError(f"incremental range ({start}, {end}] is empty: start is after end")
-    if end is not None and guard is not None:
-        guard(end, store=store, timeline=timeline)
+    if end is not None:
+        check_time_travel(table, end, store=store, timeline=timeline)
     in_range = list(timeline.in_range(start, end, start_inclusive=request.start_inclusive))
     if cfg.layout_version < 2 and in_range:
         _check_hollow(table, timeline, start, in_range[-1].requested)
@@ -196,8 +196,10 @@ def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, t
     slices, skipped = skip_slices(view, slices, bound)
     parts = view.partitions()
     selected = sorted(archived + in_range, key=lambda i: (i.completed or i.requested, i.requested))
-    return ReadPlan(tuple(slices), schema, tuple(selected), frozenset(i.requested for i in selected),
-                    len(parts) - len(kept_parts), len(parts), tuple(view.visible), view.log_instants, skipped)
+    return ReadPlan(slices=tuple(slices), schema=schema, instants=tuple(selected), columns=_columns(request, schema),
+                    row_filter=bound, commit_times=frozenset(i.requested for i in selected),
+                    pruned_partitions=len(parts) - len(kept_parts), total_partitions=len(parts),
+                    visible=tuple(view.visible), log_instants=view.log_instants, skipped_slices=skipped)
 
 
 def _archived_in_range(table: "TableContext", request: ReadRequest, timeline: Any) -> list[Instant]:
@@ -212,9 +214,16 @@ def _archived_in_range(table: "TableContext", request: ReadRequest, timeline: An
     return list(history.in_range(request.start, request.end, start_inclusive=request.start_inclusive))
 
 
+def _columns(request: ReadRequest, schema: pa.Schema) -> tuple[str, ...]:
+    """The columns a read returns: those named, else the table's (the meta fields first when asked)."""
+    if request.columns:
+        return tuple(request.columns)
+    return (tuple(META_FIELDS) if request.meta else ()) + tuple(schema.names)
+
+
 def _validate(request: ReadRequest, schema: pa.Schema) -> Bound | None:
     names = list(META_FIELDS) + schema.names
-    bound = bind_filter(request.predicate, schema)
+    bound = bind_filter(request.predicate, schema, request.time_zone)
     if request.columns:
         missing = [c for c in request.columns if c not in names]
         if missing:
@@ -231,11 +240,10 @@ def _base_only(s: FileSlice) -> FileSlice:
 _INCOMPLETE_WRITES = frozenset({"commit", "deltacommit", "replacecommit"})
 
 
-def _check_as_of(table: "TableContext", store: Any, timeline: Any, moment: str, guard: Guard | None) -> None:
+def _check_as_of(table: "TableContext", store: Any, timeline: Any, moment: str) -> None:
     """Hudi's ``TimelineUtils.validateTimestampAsOf``: a time-travel moment must be before
     the first incomplete write (else the read could change once it completes) and not
-    before what the last clean retained (the ``guard``:
-    :func:`lakesdk.services.time_travel.check_time_travel`)."""
+    before what the last clean retained (:func:`lakesdk.read.time_travel.check_time_travel`)."""
     first = next((i for i in timeline.pending if i.action in _INCOMPLETE_WRITES), None)
     if first is not None and moment >= first.requested:
         raise TimeTravelError(
@@ -243,8 +251,7 @@ def _check_as_of(table: "TableContext", store: Any, timeline: Any, moment: str, 
             f"'{first.requested}' ({first.action} {first.state} on {table.name!r}): the read could change when it "
             "completes. Pick an earlier moment, wait for the write, or roll back a failed one "
             "(table.maintenance.rollback_failed_writes())")
-    if guard is not None:
-        guard(moment, store=store, timeline=timeline)
+    check_time_travel(table, moment, store=store, timeline=timeline)
 
 
 def _check_hollow(table: "TableContext", timeline: Any, start: str | None, last: str) -> None:

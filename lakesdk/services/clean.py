@@ -49,7 +49,6 @@ from lakesdk.format.file_group import FileGroup, FileSlice
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
 from lakesdk.format.savepoint_metadata import SavepointMetadataData
 from lakesdk.format.timeline import Timeline
-from lakesdk.services.time_travel import check_time_travel
 from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
@@ -60,7 +59,7 @@ if TYPE_CHECKING:
 __all__ = ["CleanPolicy", "CleanFile", "CleanPlan", "CleanResult", "earliest_commit_to_retain",
            "slices_to_clean", "replaced_group_cleanable", "partitions_to_clean", "needs_cleaning",
            "plan_clean", "schedule_clean", "execute_clean", "clean", "clean_after_write",
-           "savepointed_files", "last_clean", "check_time_travel"]
+           "savepointed_files", "last_clean"]
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,9 @@ from typing import Any
 
 from lakesdk.commit.results import WriteResult
 from lakesdk.engine.session import on_session
+from lakesdk.format.read_plan import ReadPlan
 from lakesdk.table.lake import Lake, open_table
-from lakesdk.table.query import Query, ReadPlan
+from lakesdk.table.query import Query
 from lakesdk.table.table import Table, TableOptions
 from lakesdk.table.write import WriteOperation
 

@@ -1,7 +1,8 @@
 """Queries: snapshot, time travel and incremental reads, as immutable builders.
 
 A :class:`Query` holds what to read; planning is :mod:`lakesdk.read.plan`'s (one timeline
-load per plan), execution the engine's (:mod:`lakesdk.engine.read` to Arrow,
+load per plan, the filter bound once: the plan carries it and the output columns), execution
+the engine's (:mod:`lakesdk.engine.read` to Arrow,
 :mod:`lakesdk.engine.spark_read` to Spark)."""
 
 from __future__ import annotations
@@ -12,11 +13,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Literal, Sequence, cast
 
 import pyarrow as pa
 
-from lakesdk.engine.read import ReadPlan
 from lakesdk.format.instant import Instant, to_instant_time
-from lakesdk.format.schema import META_FIELDS
-from lakesdk.read.bind import Bound
-from lakesdk.read.plan import ReadRequest, bind_filter, plan_read
+from lakesdk.format.read_plan import ReadPlan
+from lakesdk.read.plan import ReadRequest, plan_read
 from lakesdk.read.predicate import Predicate, from_filters, parse_where
 
 if TYPE_CHECKING:
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
     from lakesdk.engine.spark_types import DataFrame as SparkDataFrame
     from lakesdk.table.table import Table
 
-__all__ = ["Query", "ReadPlan"]
+__all__ = ["Query"]
 
 
 def _moment(value: Any) -> str | None:
@@ -84,38 +83,26 @@ class Query:
         return replace(self, read_optimized=read_optimized)
 
     # -- planning --------------------------------------------------------------------------------
-    def _request(self) -> ReadRequest:
-        return ReadRequest(self.kind, self.columns, self.predicate, self.as_of_time, self.start, self.end,
-                           self.read_optimized, self.start_inclusive)
+    def _request(self, time_zone: str | None = None) -> ReadRequest:
+        return ReadRequest(kind=self.kind, columns=self.columns, predicate=self.predicate, as_of=self.as_of_time,
+                           start=self.start, end=self.end, read_optimized=self.read_optimized,
+                           start_inclusive=self.start_inclusive, meta=self.meta, time_zone=time_zone)
 
-    def plan(self) -> ReadPlan:
-        """What the query will read, against the timeline as it is now (:func:`lakesdk.read.plan.plan_read`)."""
-        from functools import partial
-
-        from lakesdk.services.time_travel import check_time_travel
-        ctx = self.table.context
-        return plan_read(ctx, self._request(), guard=partial(check_time_travel, ctx))
-
-    def _bound(self, schema: pa.Schema, spark: Any = None) -> Bound | None:
-        """The filter bound to the table's schema (literals cast to their columns' types, text
-        read as timestamps in Spark's session time zone, UTC without a session)."""
-        return bind_filter(self.predicate, schema, spark)
+    def plan(self, *, time_zone: str | None = None) -> ReadPlan:
+        """What the query will read, against the timeline as it is now
+        (:func:`lakesdk.read.plan.plan_read`): the file slices, the schema, the output columns
+        and the filter bound to the schema (timestamps written as text read in ``time_zone``;
+        None: Spark's active session's, else UTC)."""
+        return plan_read(self.table.context, self._request(time_zone))
 
     # -- execution --------------------------------------------------------------------------------
-    def _out_columns(self, schema: pa.Schema) -> list[str]:
-        if self.columns:
-            return list(self.columns)
-        return (list(META_FIELDS) if self.meta else []) + schema.names
-
     def to_arrow(self) -> pa.Table:
         """Read into a pyarrow Table (Arrow-native reader on the driver; merge-on-read
         slices are merged by the same merger the writer uses, a thread per slice)."""
         from lakesdk.engine.read import read_arrow
         plan = self.plan()
-        bound = self._bound(plan.schema)
         with self._typed_failures(plan):
-            return read_arrow(self.table.context, plan, self._out_columns(plan.schema),
-                              bound.to_arrow() if bound is not None else None, limit=self.row_limit)
+            return read_arrow(self.table.context, plan, list(plan.columns), plan.arrow_filter, limit=self.row_limit)
 
     @contextmanager
     def _typed_failures(self, plan: ReadPlan) -> Iterator[None]:
@@ -141,10 +128,8 @@ class Query:
         The limit, if any, stops the reading."""
         from lakesdk.engine.read import iter_arrow, output_schema
         plan = self.plan()
-        bound = self._bound(plan.schema)
-        cols = self._out_columns(plan.schema)
-        batches = iter_arrow(self.table.context, plan, cols, bound.to_arrow() if bound is not None else None,
-                             limit=self.row_limit)
+        cols = list(plan.columns)
+        batches = iter_arrow(self.table.context, plan, cols, plan.arrow_filter, limit=self.row_limit)
 
         def typed() -> Iterator[pa.RecordBatch]:
             with self._typed_failures(plan):
@@ -172,12 +157,12 @@ class Query:
     def to_spark(self) -> SparkDataFrame:
         """A Spark DataFrame over the planned files (Spark's Parquet reader for local files)."""
         from lakesdk.engine.spark_read import read_spark
-        plan = self.plan()
+        from lakesdk.read.bind import session_time_zone
         spark = self.table.spark
-        bound = self._bound(plan.schema, spark)
+        plan = self.plan(time_zone=session_time_zone(spark))
         with self._typed_failures(plan):
-            df = read_spark(self.table.context, spark, plan, self._out_columns(plan.schema),
-                            bound.to_spark() if bound is not None else None)
+            df = read_spark(self.table.context, spark, plan, list(plan.columns),
+                            plan.row_filter.to_spark() if plan.row_filter is not None else None)
         return df.limit(self.row_limit) if self.row_limit is not None else df
 
     def count(self) -> int:
@@ -196,10 +181,8 @@ class Query:
         with self._typed_failures(plan):
             n = count_rows(ctx, plan) if exact else None
             if n is None:
-                bound = self._bound(plan.schema)
                 cols = plan.schema.names[:1] or ["_hoodie_record_key"]
-                n = read_arrow(ctx, plan, cols, bound.to_arrow() if bound is not None else None,
-                               limit=self.row_limit).num_rows
+                n = read_arrow(ctx, plan, cols, plan.arrow_filter, limit=self.row_limit).num_rows
         return n if self.row_limit is None else min(n, self.row_limit)
 
     def _repr_html_(self) -> str:

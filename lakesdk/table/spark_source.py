@@ -151,7 +151,7 @@ class TableBackend:
     def schema(self, options: dict[str, str]) -> pa.Schema:
         q = self.query(options)
         plan = q.plan()
-        return output_schema(plan, q._out_columns(plan.schema))
+        return output_schema(plan, list(plan.columns))
 
     def exact(self, options: dict[str, str], filters: Sequence[tuple[str, str, Any]]) -> list[bool]:
         q = self.query(options)
@@ -163,10 +163,8 @@ class TableBackend:
 
     def _parts(self, q: Query, options: dict[str, str]) -> list[ScanPart]:
         plan = q.plan()
-        bound = q._bound(plan.schema)
         size = options.get(PART_BYTES)
-        return split_plan(q.table.context, plan, q._out_columns(plan.schema),
-                          bound.to_arrow() if bound is not None else None,
+        return split_plan(q.table.context, plan, list(plan.columns), plan.arrow_filter,
                           **({"part_bytes": int(size)} if size else {}))
 
     # -- streams ----------------------------------------------------------------------------------
