@@ -33,12 +33,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk.engine.footers import footer_of
-from lakesdk.engine.tasks import STORED_ORDERING, read_parquet, slice_keys, stored_ordering_values
+from lakesdk.engine.slice_reader import read_slice
+from lakesdk.engine.tasks import STORED_ORDERING, read_parquet
 from lakesdk.format.bloom import FooterIndex, KeySet
 from lakesdk.merge.ordering import KEY, OP, OP_UPSERT, PART, ROW, Ordering, fields_of
 from lakesdk.storage import Storage
 
-__all__ = ["pruned_key_index", "incoming_keys", "untagged_upserts", "FID"]
+__all__ = ["pruned_key_index", "incoming_keys", "untagged_upserts", "FID", "read_key_index", "slice_keys",
+           "stored_ordering_values"]
 
 FID = "_lk_fid"
 #: a partition's incoming keys up to which the bloom filters are asked (each key's bit
@@ -192,3 +194,61 @@ def untagged_upserts(incoming: pa.Table, found: pa.Table) -> dict[str, int]:
     new = ups.join(stored.group_by([PART, KEY]).aggregate([]), keys=[PART, KEY], join_type="left anti")
     counts = new.group_by(PART).aggregate([([], "count_all")])
     return {p: int(n) for p, n in zip(counts.column(PART).to_pylist(), counts.column("count_all").to_pylist())}
+
+
+# -- the keys of file slices, read whole (file slices with log files, base files without footers) --
+def slice_keys(storage: Storage, sl: Any, slice_ctx: Any = None,
+               ordering: tuple[Ordering, pa.DataType] | None = None) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
+    """The record keys of one file slice (merged with its log blocks when it has any) and,
+    with ``ordering`` (field or fields, type: a struct for several), each key's current
+    ordering value (else None)."""
+    cols = [KEY] if ordering is None else [KEY, *fields_of(ordering[0])]
+    if sl.log_files:
+        t = read_slice(slice_ctx, sl, columns=cols)
+    else:
+        try:
+            t = read_parquet(storage, sl.base_path, cols)
+        except pa.ArrowInvalid:
+            if ordering is None:
+                raise
+            t = read_parquet(storage, sl.base_path, [KEY])   # written before the ordering field existed
+    if ordering is None:
+        return t.column(KEY), None
+    return t.column(KEY), stored_ordering_values(t, ordering)
+
+
+def stored_ordering_values(t: pa.Table, ordering: tuple[Ordering, pa.DataType]) -> pa.ChunkedArray:
+    """The ordering value of each row of ``t`` as the key index carries it: the field's
+    values in ``ordering``'s type; several fields: a struct of them (a field written later,
+    or missing from ``t``: nulls)."""
+    name, typ = ordering
+    if not isinstance(name, str):     # several fields: a struct (a field written later: nulls)
+        children = [(t.column(f.name).cast(f.type).combine_chunks() if f.name in t.column_names
+                     else pa.nulls(t.num_rows, f.type)) for f in typ]
+        return pa.chunked_array([pa.StructArray.from_arrays(children, fields=list(typ))])
+    if name not in t.column_names:
+        return pa.chunked_array([pa.nulls(t.num_rows, typ)])
+    ordv = t.column(name)
+    return ordv.cast(typ) if ordv.type != typ else ordv
+
+
+def read_key_index(storage: Storage, slices: list[Any], slice_ctx: Any = None,
+                   ordering: tuple[Ordering, pa.DataType] | None = None) -> pa.Table:
+    """Record keys of file slices (base file keys, merged with log blocks when the slice has
+    any).  Returns columns ``_hoodie_record_key``, ``_hoodie_partition_path``, ``_lk_fid``,
+    and with ``ordering`` (field, type) the stored ordering value (``_lk_stored_ord``)."""
+    parts = []
+    for sl in slices:
+        keys, ordv = slice_keys(storage, sl, slice_ctx, ordering)
+        n = len(keys)
+        cols = {KEY: keys, PART: pa.repeat(pa.scalar(sl.partition, pa.string()), n),
+                "_lk_fid": pa.repeat(pa.scalar(sl.file_id, pa.string()), n)}
+        if ordv is not None:
+            cols[STORED_ORDERING] = ordv
+        parts.append(pa.table(cols))
+    if not parts:
+        empty = {KEY: pa.array([], pa.string()), PART: pa.array([], pa.string()), "_lk_fid": pa.array([], pa.string())}
+        if ordering is not None:
+            empty[STORED_ORDERING] = pa.array([], ordering[1])
+        return pa.table(empty)
+    return pa.concat_tables(parts)

@@ -22,7 +22,7 @@ from lakesdk import _faults as faults
 from lakesdk._progress import progress as show_progress
 from lakesdk.engine.global_index import STORED_PART, route_moves
 from lakesdk.engine.group_write import planned_group_file, write_group
-from lakesdk.engine.key_index import incoming_keys, pruned_key_index
+from lakesdk.engine.key_index import incoming_keys, pruned_key_index, read_key_index, slice_keys
 from lakesdk.engine.tasks import (
     STORED_ORDERING,
     FileGroupTarget,
@@ -32,9 +32,7 @@ from lakesdk.engine.tasks import (
     compacted_file,
     index_ordering_type,
     new_file_path,
-    read_key_index,
     read_parquet,
-    slice_keys,
     stored_ordering_type,
     write_new_file,
 )

@@ -33,11 +33,8 @@ _REMOTE_SLICE_THREADS = 8
 def slice_context(table: "TableContext", plan: ReadPlan) -> "SliceReadContext":
     """How the plan's merge-on-read slices are merged: the merger the writer uses."""
     from lakesdk.engine.slice_reader import SliceReadContext
-    cfg = table.config
-    return SliceReadContext(table.storage, plan.schema, cfg.ordering_key, cfg.merge_mode,
-                            plan.log_instants if plan.log_instants is not None
-                            else frozenset(i.requested for i in plan.visible), column_groups=cfg.column_groups,
-                            merger=table.merger())
+    valid = plan.log_instants if plan.log_instants is not None else frozenset(i.requested for i in plan.visible)
+    return SliceReadContext.for_table(table.storage, table.config, plan.schema, valid, table.merger())
 
 
 def _filter_merged(t: pa.Table, plan: ReadPlan, cols: list[str], expr: Any) -> pa.Table:

@@ -8,7 +8,7 @@ the read's moment) are skipped, and so are blocks that a rollback command block 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +21,9 @@ from lakesdk.merge.columns import IS_DELETED
 from lakesdk.merge.ordering import KEY, OP, OP_DELETE, OP_UPSERT, PART, SEQ, Ordering, fields_of
 from lakesdk.merge.slice_merge import merge_versions
 from lakesdk.storage import Storage
+
+if TYPE_CHECKING:
+    from lakesdk.format.table_config import TableConfig
 
 __all__ = ["SliceReadContext", "conform", "is_in", "merge_touched", "read_slice", "slice_versions", "split_base",
            "split_touched", "touched_keys", "keys_as", "deleted_flags"]
@@ -63,6 +66,14 @@ class SliceReadContext:
     @property
     def full_schema(self) -> pa.Schema:
         return with_meta_fields(self.schema)
+
+    @classmethod
+    def for_table(cls, storage: Storage, config: "TableConfig", schema: pa.Schema, valid_instants: frozenset[str],
+                  merger: Any = None) -> "SliceReadContext":
+        """How a table's file slices are merged (its ordering, merge mode and column groups),
+        with the log blocks of ``valid_instants`` and the table's ``merger``."""
+        return cls(storage, schema, config.ordering_key, config.merge_mode, valid_instants,
+                   column_groups=config.column_groups, merger=merger)
 
 
 def _tag(t: pa.Table, seq: int, op: int | np.ndarray) -> pa.Table:

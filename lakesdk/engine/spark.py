@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from lakesdk import exceptions as exc_mod
 from lakesdk.engine.group_write import write_group
+from lakesdk.engine.key_index import read_key_index
 from lakesdk.engine.spark_keys import spark_arrow_schema, spark_key_columns
 from lakesdk.engine.spark_order import descending
 from lakesdk.engine.tasks import (
@@ -28,7 +29,6 @@ from lakesdk.engine.tasks import (
     WriteContext,
     add_key_columns,
     index_ordering_type,
-    read_key_index,
     stored_ordering_type,
     write_new_files,
 )

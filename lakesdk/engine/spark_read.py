@@ -84,8 +84,8 @@ def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Sche
         urls = [_hadoop_path(storage.url(p)) for p in paths]
         with _listed_on_the_driver(spark, len(urls)):
             return spark.read.schema(sschema).parquet(*urls)
+    from lakesdk.engine.slice_reader import conform
     from lakesdk.engine.spark import parallelism
-    from lakesdk.engine.tasks import conform
     n = max(1, min(len(paths), parallelism(spark) * 2))
     src = spark.createDataFrame([(p,) for p in paths], "p string").repartition(n)
 
@@ -124,7 +124,7 @@ def _on_driver(spark: Any, parts: list[pa.Table], schema: pa.Schema) -> Any:
     a Spark worker too, has a memory file system of its own, which does not hold the table)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    from lakesdk.engine.slice_reader import conform
     from lakesdk.engine.spark import _for_spark_exchange
-    from lakesdk.engine.tasks import conform
     data = pa.concat_tables([conform(p, schema).select(schema.names) for p in parts])
     return spark.createDataFrame(data.cast(_for_spark_exchange(schema)), from_arrow_schema(schema))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from lakesdk import _faults as faults
 from lakesdk.engine.footers import remember_footer
-from lakesdk.engine.slice_reader import conform, read_slice
+from lakesdk.engine.slice_reader import SliceReadContext, conform, read_slice
 from lakesdk.engine.stored_fields import keep_stored
 from lakesdk.format.bloom import FOOTER_KEYS, BloomConfig, file_footer
 from lakesdk.format.commit_metadata import WriteStat
@@ -41,8 +41,11 @@ from lakesdk.merge.ordering import (
 )
 from lakesdk.storage import Storage
 
+if TYPE_CHECKING:
+    from lakesdk.format.table_config import TableConfig
+
 __all__ = ["WriteContext", "TaskInfo", "FileGroupTarget", "write_file_group", "write_new_files",
-           "add_key_columns", "compacted_file", "conform", "read_key_index", "write_log_group", "write_clustered_file",
+           "add_key_columns", "compacted_file", "write_log_group", "write_clustered_file",
            "cluster_group", "STORED_ORDERING", "stored_ordering_type", "index_ordering_type"]
 
 # merge-on-read upserts and deletes: the stored record's ordering value, carried by the key
@@ -110,6 +113,24 @@ class WriteContext:
     @property
     def file_schema(self) -> pa.Schema:
         return with_meta_fields(self.schema)
+
+    @classmethod
+    def for_table(cls, storage: Storage, config: "TableConfig", options: Any, *, instant: str, schema: pa.Schema,
+                  operation: str, merger: Any = None, **more: Any) -> "WriteContext":
+        """The context of a write of ``operation`` into a table: its key, partitioning, ordering,
+        merge mode and column groups from its ``config``, its bloom filters from its ``options``
+        (a :class:`~lakesdk.config.options.TableOptions`); ``more`` sets further fields."""
+        return cls(storage=storage, instant=instant, schema=schema, key_fields=config.record_key_fields,
+                   partition_fields=config.partition_fields, keygen=config.keygen_type, hive_style=config.hive_style,
+                   urlencode=config.urlencode, ordering=config.ordering_key, merge_mode=config.merge_mode,
+                   table_name=config.name, column_groups=config.column_groups, merger=merger, operation=operation,
+                   bloom=BloomConfig.of(options), **more)
+
+    def slice_context(self, valid_instants: frozenset[str]) -> "SliceReadContext":
+        """How this write reads the file slices it merges with: its schema, ordering and
+        merger, with the log blocks of ``valid_instants``."""
+        return SliceReadContext(self.storage, self.schema, self.ordering, self.merge_mode, valid_instants,
+                                column_groups=self.column_groups, merger=self.merger)
 
 
 def stored_ordering_type(ctx: WriteContext) -> pa.DataType | None:
@@ -376,63 +397,6 @@ def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskIn
                 yield from flush(p)
     for p in list(buffers):
         yield from flush(p)
-
-
-def slice_keys(storage: Storage, sl: Any, slice_ctx: Any = None,
-               ordering: tuple[Ordering, pa.DataType] | None = None) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
-    """The record keys of one file slice (merged with its log blocks when it has any) and,
-    with ``ordering`` (field or fields, type: a struct for several), each key's current
-    ordering value (else None)."""
-    cols = [KEY] if ordering is None else [KEY, *fields_of(ordering[0])]
-    if sl.log_files:
-        t = read_slice(slice_ctx, sl, columns=cols)
-    else:
-        try:
-            t = read_parquet(storage, sl.base_path, cols)
-        except pa.ArrowInvalid:
-            if ordering is None:
-                raise
-            t = read_parquet(storage, sl.base_path, [KEY])   # written before the ordering field existed
-    if ordering is None:
-        return t.column(KEY), None
-    return t.column(KEY), stored_ordering_values(t, ordering)
-
-
-def stored_ordering_values(t: pa.Table, ordering: tuple[Ordering, pa.DataType]) -> pa.ChunkedArray:
-    """The ordering value of each row of ``t`` as the key index carries it: the field's
-    values in ``ordering``'s type; several fields: a struct of them (a field written later,
-    or missing from ``t``: nulls)."""
-    name, typ = ordering
-    if not isinstance(name, str):     # several fields: a struct (a field written later: nulls)
-        children = [(t.column(f.name).cast(f.type).combine_chunks() if f.name in t.column_names
-                     else pa.nulls(t.num_rows, f.type)) for f in typ]
-        return pa.chunked_array([pa.StructArray.from_arrays(children, fields=list(typ))])
-    if name not in t.column_names:
-        return pa.chunked_array([pa.nulls(t.num_rows, typ)])
-    ordv = t.column(name)
-    return ordv.cast(typ) if ordv.type != typ else ordv
-
-
-def read_key_index(storage: Storage, slices: list[Any], slice_ctx: Any = None,
-                   ordering: tuple[Ordering, pa.DataType] | None = None) -> pa.Table:
-    """Record keys of file slices (base file keys, merged with log blocks when the slice has
-    any).  Returns columns ``_hoodie_record_key``, ``_hoodie_partition_path``, ``_lk_fid``,
-    and with ``ordering`` (field, type) the stored ordering value (``_lk_stored_ord``)."""
-    parts = []
-    for sl in slices:
-        keys, ordv = slice_keys(storage, sl, slice_ctx, ordering)
-        n = len(keys)
-        cols = {KEY: keys, PART: pa.repeat(pa.scalar(sl.partition, pa.string()), n),
-                "_lk_fid": pa.repeat(pa.scalar(sl.file_id, pa.string()), n)}
-        if ordv is not None:
-            cols[STORED_ORDERING] = ordv
-        parts.append(pa.table(cols))
-    if not parts:
-        empty = {KEY: pa.array([], pa.string()), PART: pa.array([], pa.string()), "_lk_fid": pa.array([], pa.string())}
-        if ordering is not None:
-            empty[STORED_ORDERING] = pa.array([], ordering[1])
-        return pa.table(empty)
-    return pa.concat_tables(parts)
 
 
 def _distinct_keys(t: pa.Table, mask: np.ndarray) -> int:

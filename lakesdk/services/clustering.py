@@ -45,7 +45,6 @@ from lakesdk.exceptions import (
     ClusteringConflictError,
     InstantNotFoundError,
 )
-from lakesdk.format.bloom import BloomConfig
 from lakesdk.format.clustering_plan import ClusteringPlanData
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
@@ -170,7 +169,6 @@ def _execute(table: "TableContext", store: TimelineStore, txn: Any, data: Cluste
     from lakesdk import _faults as faults
     from lakesdk.commit.schema_store import resolve_schema, schema_extra_metadata
     from lakesdk.engine.local import _task, run_parallel
-    from lakesdk.engine.slice_reader import SliceReadContext
     from lakesdk.engine.tasks import WriteContext, cluster_group
 
     cfg = table.config
@@ -182,14 +180,9 @@ def _execute(table: "TableContext", store: TimelineStore, txn: Any, data: Cluste
         _discard_failed_attempt(table, store, inst, {p for p, _, _ in groups})
     faults.crash_point("after_requested")
     schema = resolve_schema(store, timeline, create_schema=cfg.create_schema)
-    ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
-                       partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
-                       ordering=cfg.ordering_key, merge_mode=cfg.merge_mode, table_name=cfg.name,
-                       column_groups=cfg.column_groups, merger=table.merger(), operation="cluster",
-                       bloom=BloomConfig.of(table.options))
-    visible = frozenset(i.requested for i in timeline.commits if i.requested < instant)
-    slice_ctx = SliceReadContext(table.storage, schema, cfg.ordering_key, cfg.merge_mode, visible,
-                                 column_groups=cfg.column_groups, merger=table.merger())
+    ctx = WriteContext.for_table(table.storage, cfg, table.options, instant=instant, schema=schema,
+                                 operation="cluster", merger=table.merger())
+    slice_ctx = ctx.slice_context(frozenset(i.requested for i in timeline.commits if i.requested < instant))
     ctx.markers = txn.markers()
     sort_by = data.sort_columns
     engine = table.engine()

@@ -19,7 +19,6 @@ from lakesdk._display import human_bytes as _human
 from lakesdk.commit.context import context_of
 from lakesdk.concurrency.heartbeat import Heartbeat
 from lakesdk.exceptions import CompactionConflictError, CorruptTimelineError, InstantNotFoundError, LakeError
-from lakesdk.format.bloom import BloomConfig
 from lakesdk.format.clustering_plan import ClusteringPlanData
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.compaction_plan import CompactionOperation, CompactionPlanData
@@ -309,7 +308,6 @@ def _execute(table: "TableContext", store: Any, timeline: Timeline, txn: Any, pl
              t0: float) -> WriteResult:
     from lakesdk.commit.results import WriteResult
     from lakesdk.commit.schema_store import resolve_schema, schema_extra_metadata
-    from lakesdk.engine.slice_reader import SliceReadContext
     from lakesdk.engine.tasks import WriteContext
 
     cfg = table.config
@@ -328,14 +326,9 @@ def _execute(table: "TableContext", store: Any, timeline: Timeline, txn: Any, pl
         slices.append(FileSlice(op.partition, op.file_id, op.base_instant, base, base_size, logs,
                                 tuple(recorded.get(prefix + lf.name) or table.storage.size(prefix + lf.name)
                                       for lf in logs)))
-    ctx = WriteContext(storage=table.storage, instant=instant, schema=schema, key_fields=cfg.record_key_fields,
-                       partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
-                       ordering=cfg.ordering_key, merge_mode=cfg.merge_mode, table_name=cfg.name,
-                       column_groups=cfg.column_groups, merger=table.merger(),
-                       operation="compact", bloom=BloomConfig.of(table.options))
-    visible = frozenset(i.requested for i in timeline.commits if i.requested < instant)
-    slice_ctx = SliceReadContext(table.storage, schema, cfg.ordering_key, cfg.merge_mode, visible,
-                                 column_groups=cfg.column_groups, merger=table.merger())
+    ctx = WriteContext.for_table(table.storage, cfg, table.options, instant=instant, schema=schema,
+                                 operation="compact", merger=table.merger())
+    slice_ctx = ctx.slice_context(frozenset(i.requested for i in timeline.commits if i.requested < instant))
     ctx.markers = txn.markers()
     engine = table.engine()
     if engine == "local":

@@ -302,10 +302,7 @@ class WriteOperation(WriteInput):
                                                   has_logs=bool(s.log_files), slice=s if keep_mor else None)
                        for s in slices}
         if keep_mor:
-            from lakesdk.engine.slice_reader import SliceReadContext
-            ctx.slice_ctx = SliceReadContext(t.storage, ctx.schema, ctx.ordering, ctx.merge_mode,
-                                             frozenset(i.requested for i in view.visible),
-                                             column_groups=ctx.column_groups, merger=ctx.merger)
+            ctx.slice_ctx = ctx.slice_context(frozenset(i.requested for i in view.visible))
         if slices and op != "insert":  # insert skips the index lookup, as in Hudi
             index = job.key_index(slices, _index_slice_ctx(ctx, view, slices), data, global_keys=everywhere)
             if ctx.global_index:   # keys stored in another partition move (or stay) by the ordering
@@ -471,6 +468,4 @@ def _index_slice_ctx(ctx: WriteContext, view: Any, slices: list[Any]) -> Any:
     """How the key index reads the keys of ``slices`` with log files (None: none has any)."""
     if not any(s.log_files for s in slices):
         return None
-    from lakesdk.engine.slice_reader import SliceReadContext
-    return SliceReadContext(ctx.storage, ctx.schema, ctx.ordering, ctx.merge_mode, view.log_instants,
-                            column_groups=ctx.column_groups, merger=ctx.merger)
+    return ctx.slice_context(view.log_instants)

@@ -4,7 +4,7 @@ nothing)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -14,7 +14,6 @@ import pyarrow.compute as pc
 from lakesdk.commit.schema_store import resolve_schema
 from lakesdk.engine.tasks import WriteContext, add_key_columns
 from lakesdk.exceptions import DeleteMarkerTypeError, MissingColumnError, OptionsError, SchemaError, TableConfigError
-from lakesdk.format.bloom import BloomConfig
 from lakesdk.format.file_naming import PARTITION_METAFILE
 from lakesdk.format.keys import HUDI_ENCODING, has_missing_key_parts
 from lakesdk.format.schema import (
@@ -206,15 +205,12 @@ class WriteInput:
         # a delete finds its keys in any partition when the rows lack the partition fields, and
         # always with a global index (Hudi's global index ignores a delete's partition path)
         global_delete = is_delete and (global_index or not all(f in in_schema.names for f in cfg.partition_fields))
-        ctx = WriteContext(
-            storage=t.storage, instant="", schema=target_schema, key_fields=cfg.record_key_fields,
-            partition_fields=cfg.partition_fields, keygen=cfg.keygen_type, hive_style=cfg.hive_style, urlencode=cfg.urlencode,
-            ordering=cfg.ordering_key, merge_mode=cfg.merge_mode, column_groups=cfg.column_groups,
-            merger=t.context.merger(),
-            target_file_bytes=t.options.target_file_size, record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
-            operation=self.operation, table_name=cfg.name, merge_on_read=cfg.is_mor, keep_columns=keep,
-            key_encoding=self.key_encoding or cfg.key_encoding or HUDI_ENCODING,
-            log_block_format=t.options.log_block_format, bloom=BloomConfig.of(t.options),
+        ctx = WriteContext.for_table(
+            t.storage, cfg, t.options, instant="", schema=target_schema, operation=self.operation,
+            merger=t.context.merger(), target_file_bytes=t.options.target_file_size,
+            record_size_estimate=self._record_size(store, timeline, t.options.record_size_estimate),
+            merge_on_read=cfg.is_mor, keep_columns=keep, key_encoding=self.key_encoding or cfg.key_encoding or HUDI_ENCODING,
+            log_block_format=t.options.log_block_format,
             global_index=global_index and self.operation in (*_MERGING, "insert_overwrite", "insert_overwrite_table"),
             update_partition_path=update_partition_path,
         )
@@ -235,7 +231,7 @@ class WriteInput:
             if resolve is not None and has_missing_key_parts(arrow, cfg.record_key_fields):
                 ctx.key_encoding = resolve()
             if global_delete:
-                ctx_keys = WriteContext(**{**ctx.__dict__, "partition_fields": ()})
+                ctx_keys = replace(ctx, partition_fields=())
                 arrow = add_key_columns(ctx_keys, arrow)
             else:
                 arrow = add_key_columns(ctx, arrow)
