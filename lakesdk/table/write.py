@@ -17,7 +17,14 @@ from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import Instant
 from lakesdk.merge.ordering import MergeCounts
 from lakesdk.read.view import FileSystemView
-from lakesdk.table.write_input import _OPERATION_TYPE, MISSING_COLUMNS, PARTITION_METAFILE, Operation, WriteInput
+from lakesdk.table.write_input import (
+    _OPERATION_TYPE,
+    MISSING_COLUMNS,
+    PARTITION_METAFILE,
+    Operation,
+    WriteInput,
+    WriteSnapshot,
+)
 
 __all__ = ["WriteOperation", "Operation", "MISSING_COLUMNS", "PARTITION_METAFILE"]
 
@@ -38,8 +45,7 @@ class WriteOperation(WriteInput):
         prep.ctx.instant = instant
         prep.ctx.markers = markers
         try:
-            stats, counts, _ = self._run(prep.ctx, prep.arrow, prep.sdf, prep.timeline, prep.store, prep.partitions,
-                                         prep.global_delete)
+            stats, counts, _ = self._run(prep)
         except Exception as err:
             typed = _typed(err)     # an error raised inside a Spark task comes out typed
             if isinstance(typed, FileNotFoundError):
@@ -59,8 +65,7 @@ class WriteOperation(WriteInput):
         prep = self._prepare()
         if prep is None:
             return self._empty_result(t0)
-        ctx, arrow, sdf, store, timeline = prep.ctx, prep.arrow, prep.sdf, prep.store, prep.timeline
-        partitions, global_delete, target_schema = prep.partitions, prep.global_delete, prep.target_schema
+        ctx, store, timeline, target_schema = prep.ctx, prep.store, prep.timeline, prep.target_schema
 
         pending_restore = [i for i in timeline.pending if i.action == "restore"]
         if pending_restore:
@@ -70,15 +75,15 @@ class WriteOperation(WriteInput):
 
         # a file of the table that the timeline records and storage lacks stops the write before it
         # starts: checked before anything is written, a rollback of a failed write included
-        self._view = FileSystemView(t.storage, cfg, store, timeline)
-        self._view.verify()
+        prep.view = FileSystemView(t.storage, cfg, store, timeline)
+        prep.view.verify()
         # -- failed writes of earlier writers are rolled back first ------------------------------
         from lakesdk.services.rollback import rollback_failed_writes
         policy = "lazy" if t.options.concurrency == "optimistic" else t.options.failed_writes
         if rollback_failed_writes(t.context, policy=policy, timeline=timeline):
-            timeline = store.load()
-            self._view = FileSystemView(t.storage, cfg, store, timeline)
-            self._view.verify()
+            timeline = prep.timeline = store.load()
+            prep.view = FileSystemView(t.storage, cfg, store, timeline)
+            prep.view.verify()
 
         # -- the instant: requested -> inflight ------------------------------------------------
         if self.operation.startswith("insert_overwrite"):
@@ -89,12 +94,12 @@ class WriteOperation(WriteInput):
         from lakesdk.services.transaction import InstantTransaction
         txn = InstantTransaction.begin(t.context, action, operation=self.operation)
         instant = txn.instant
-        if txn.at_begin is not None and self._view.outdated_by(txn.at_begin):
+        if txn.at_begin is not None and prep.view.outdated_by(txn.at_begin):
             # a clean (or restore, or archival) ran since the view listed the files: it may have
             # deleted a slice the view holds for the latest (a compaction superseded it), so the
             # files are listed again as of the timeline read to create the instant (the commit
             # checks still start from the write's snapshot)
-            self._view = FileSystemView(t.storage, cfg, store, txn.at_begin)
+            prep.view = FileSystemView(t.storage, cfg, store, txn.at_begin)
         ctx.instant = instant.requested
         faults.crash_point("after_requested")
         txn.start(CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).encode(layout=cfg.layout_version))
@@ -107,8 +112,7 @@ class WriteOperation(WriteInput):
         try:
             ctx.markers = txn.markers(detector=t.context.early_detector(instant.requested, timeline))
             try:
-                stats, counts, replaced = self._run(ctx, arrow, sdf, timeline, store, partitions, global_delete,
-                                                    view=self._view)
+                stats, counts, replaced = self._run(prep)
             except Exception as err:
                 typed = _typed(err)     # a lakesdk error raised inside a Spark task keeps its type
                 if isinstance(typed, FileNotFoundError):
@@ -118,7 +122,7 @@ class WriteOperation(WriteInput):
                     raise typed from err
                 raise
             faults.crash_point("after_data")
-            self._finalize(ctx, stats, partitions)
+            self._finalize(ctx, stats, prep.partitions)
             md = CommitMetadata(
                 partition_to_write_stats=_group_stats(stats),
                 extra_metadata=schema_extra_metadata(target_schema, cfg.name),
@@ -243,9 +247,10 @@ class WriteOperation(WriteInput):
         """``local`` for driver-side data when Spark is (or would be) local; else ``spark``."""
         return self.table.context.engine()
 
-    def _run(self, ctx: WriteContext, arrow: pa.Table | None, sdf: Any, timeline: Any, store: Any,
-             partitions: list[str] | None, global_delete: bool, *,
-             view: FileSystemView | None = None) -> tuple[list[WriteStat], MergeCounts, dict[str, list[str]]]:
+    def _run(self, snap: WriteSnapshot) -> tuple[list[WriteStat], MergeCounts, dict[str, list[str]]]:
+        """Write the files of the write prepared as ``snap`` (its instant is ``snap.ctx.instant``)."""
+        ctx, arrow, sdf, store, timeline = snap.ctx, snap.arrow, snap.sdf, snap.store, snap.timeline
+        partitions, global_delete = snap.partitions, snap.global_delete
         from lakesdk.engine.planning import plan_insert_buckets
         t = self.table
         op = self.operation
@@ -268,8 +273,9 @@ class WriteOperation(WriteInput):
                               combine=op not in ("bulk_insert", "delete"))
         # the operation's view, checked before its instant was created (a clean that deleted a file
         # slice it reads since then fails the write with a typed error, as it would in its tasks)
-        if view is None:
-            view = FileSystemView(t.storage, t.config, store, timeline)
+        if snap.view is None:
+            snap.view = FileSystemView(t.storage, t.config, store, timeline)
+        view = snap.view
         from lakesdk.services.clustering import pending_clustering_file_groups
         busy = pending_clustering_file_groups(store, timeline)   # Hudi's reject-update strategy
         if op in ("bulk_insert", "insert_overwrite", "insert_overwrite_table"):

@@ -61,7 +61,11 @@ _WRITES_NEW = ("bulk_insert", "insert_overwrite", "insert_overwrite_table")
 
 
 @dataclass
-class _Prepared:
+class WriteSnapshot:
+    """A write's input, prepared, and the table's state it was prepared against, taken once
+    per operation and passed down: the timeline (one load), the schema, and the checked
+    file-system view (set once the write checked it, before its instant)."""
+
     ctx: WriteContext
     arrow: pa.Table | None
     sdf: Any
@@ -71,6 +75,7 @@ class _Prepared:
     global_delete: bool
     target_schema: pa.Schema
     table_schema: pa.Schema | None = None
+    view: Any = None          # a FileSystemView of ``timeline``
 
 
 @dataclass
@@ -156,7 +161,7 @@ class WriteInput:
         return arrow, sdf, schema
 
     # -- execution ------------------------------------------------------------------------------
-    def _prepare(self) -> "_Prepared | None":
+    def _prepare(self) -> "WriteSnapshot | None":
         """Validate the input and compute keys and the target schema; None when there is
         nothing to write.  Reads the timeline, writes nothing."""
         t = self.table
@@ -249,7 +254,8 @@ class WriteInput:
         elif sdf is not None and IS_DELETED in sdf.columns and self.operation in _WRITES_NEW:
             from lakesdk.engine.spark import drop_flagged
             sdf = drop_flagged(sdf)
-        return _Prepared(ctx, arrow, sdf, store, timeline, partitions, global_delete, target_schema, table_schema)
+        return WriteSnapshot(ctx=ctx, arrow=arrow, sdf=sdf, store=store, timeline=timeline, partitions=partitions,
+                             global_delete=global_delete, target_schema=target_schema, table_schema=table_schema)
 
     def _check_global_index(self, keep: tuple[str, ...]) -> None:
         """What a global index cannot do yet, refused before anything is written: a MERGE INTO
