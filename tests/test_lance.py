@@ -90,9 +90,9 @@ def test_projection_filter_and_count(corpus, rel):
     one = full.column(key)[0].as_py()
     proj = t.read(columns=[key, "_hoodie_commit_time"]).to_arrow()
     assert proj.schema.names == [key, "_hoodie_commit_time"] and proj.num_rows == full.num_rows
-    hit = t.read(filters=[(key, "=", one)]).to_arrow()
+    hit = t.read(where=[(key, "=", one)]).to_arrow()
     assert hit.num_rows == 1 and hit.to_pylist() == [r for r in full.to_pylist() if r[key] == one]
-    assert t.read(filters=[(key, "=", one)]).count() == 1
+    assert t.read(where=[(key, "=", one)]).count() == 1
     # a stream of batches (the path of Spark's data source tasks) gives the same rows
     streamed = t.read().to_batches().read_all()
     assert canon(streamed.to_pylist(), full.schema.names) == canon(full.to_pylist(), full.schema.names)
