@@ -1,5 +1,6 @@
 """One word for one thing across the public API: ``where=`` filters reads, incremental reads,
-deletes and merge clauses; ``updates=`` holds an update clause's assignments.  The old keywords (``filters=``,
+deletes and merge clauses; ``updates=`` holds an update clause's assignments; ``meta_fields``
+has one default for ``read`` and ``incremental``.  The old keywords (``filters=``,
 ``condition=``, ``set=``) still work for a release: each emits a ``DeprecationWarning`` naming
 the new keyword, at the caller's line, and gives the same result; both given is an
 ``OptionsError`` before anything is read or written."""
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lakesdk as lk
+from lakesdk.format.schema import META_FIELDS
 from lakesdk.table.renamed import RENAMED
 
 
@@ -79,6 +81,15 @@ def test_incremental_and_delete_take_where(table):
     assert _ids(_quiet(lambda: table.incremental(start=first.completed, where="v > 15"))) == [2]
     res = _quiet(lambda: table.delete(where="v > 15"))
     assert res.deleted == 1 and 2 not in _ids(table.read())
+
+
+def test_read_and_incremental_have_one_meta_fields_default(table):
+    """Both leave Hudi's ``_hoodie_*`` columns out unless ``meta_fields=True`` (incremental
+    returned them by default before)."""
+    snap, inc = table.read().to_arrow(), table.incremental().to_arrow()
+    assert snap.column_names == inc.column_names == list(TARGET.columns)
+    for q in (table.read(meta_fields=True), table.incremental(meta_fields=True)):
+        assert q.to_arrow().column_names[:len(META_FIELDS)] == list(META_FIELDS)
 
 
 # -- merges ---------------------------------------------------------------------------------------

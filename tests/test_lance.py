@@ -77,7 +77,7 @@ def test_reads_match_the_hudi_reader(corpus, rel):
     bounds = [None] + [c.completed for c in commits]
     pairs = [(a, b) for a, b in itertools.combinations(bounds, 2) if a is None or bounds.index(b) - bounds.index(a) <= 2]
     for a, b in pairs:
-        assert ours(t.incremental(a, b), cols) == hudi(path, cols, start=a, end=b), f"incremental ({a}, {b}]"
+        assert ours(t.incremental(a, b, meta_fields=True), cols) == hudi(path, cols, start=a, end=b), f"incremental ({a}, {b}]"
 
 
 @pytest.mark.parametrize("rel", TABLES)

@@ -773,10 +773,10 @@ class LakeMachine(RuleBasedStateMachine):
             got = pin(self.t.read(meta_fields=True, where=filters)).to_arrow()
             self._same_rows(f"{what} with filter {filters}", got, every.filter(bound.to_arrow()))
         try:
-            every = self.t.incremental(None, None).to_arrow()
+            every = self.t.incremental(None, None, meta_fields=True).to_arrow()
         except TimeTravelError:
             return
-        got = self.t.incremental(None, None).where(filters).to_arrow()
+        got = self.t.incremental(None, None, meta_fields=True, where=filters).to_arrow()
         self._same_rows(f"incremental with filter {filters}", got, every.filter(bound.to_arrow()))
 
     @staticmethod

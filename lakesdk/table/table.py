@@ -393,7 +393,7 @@ class Table:
 
         ``where``: a filter, text in Spark SQL's syntax (``"city = 'sf' AND fare > 20"``) or
         ``[(column, op, value), ...]`` (docs/filters.md).  ``meta_fields=True`` adds Hudi's
-        ``_hoodie_*`` columns.
+        ``_hoodie_*`` columns (left out by default, as in :meth:`incremental`).
         ``read_optimized=True`` reads only base files of a merge-on-read table (what the
         last compaction produced), skipping log merging.  ``filters=`` is the deprecated
         name of ``where=`` (a ``DeprecationWarning``; both given: ``OptionsError``)."""
@@ -419,7 +419,7 @@ class Table:
         return Query(self).as_of(moment)
 
     def incremental(self, start: Any = None, end: Any = None, *, columns: list[str] | None = None,
-                    where: Any = None, meta_fields: bool = True, start_inclusive: bool = False) -> Query:
+                    where: Any = None, meta_fields: bool = False, start_inclusive: bool = False) -> Query:
         """Records changed by commits in ``(start, end]``, in their latest state as of ``end``.
 
         On table version 8+ the bounds are compared with completion times (as Hudi 1.x
@@ -429,7 +429,9 @@ class Table:
         makes the range ``[start, end]`` (Hudi 1.x Spark's ``CLOSED_CLOSED``: ``start=end=``
         a commit's completion time selects exactly that commit).
 
-        ``where`` filters as in :meth:`read`.
+        ``where`` filters as in :meth:`read`.  ``meta_fields=True`` adds Hudi's ``_hoodie_*``
+        columns (``_hoodie_commit_time``: the commit that wrote each record); they are left
+        out by default, as in :meth:`read`.
         """
         if isinstance(start, str) and start.strip().lower() == "earliest":
             start = None
