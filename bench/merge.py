@@ -7,7 +7,7 @@ One process, no Spark: a copy-on-write table of N rows (default 1,000; ``id``, `
 run the same merges, each of 10 source rows (5 keys of the table with a higher ``ts``,
 5 new keys)::
 
-    t.merge(src, on="id").when_matched_update_all(condition="s.ts > t.ts").when_not_matched_insert_all()
+    t.merge(src, on="id").when_matched_update_all(where="s.ts > t.ts").when_not_matched_insert_all()
     DeltaTable(p).merge(src, "t.id = s.id", ...).when_matched_update_all("s.ts > t.ts").when_not_matched_insert_all()
 
 after one warm-up merge each; the best of ``--repeat`` merges (default 10, 5 with
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(reps + 1):   # round 0 warms up
             src = make_source(n, r)
             t0 = time.perf_counter()
-            res = (t.merge(src, on="id").when_matched_update_all(condition="s.ts > t.ts")
+            res = (t.merge(src, on="id").when_matched_update_all(where="s.ts > t.ts")
                    .when_not_matched_insert_all().execute())
             t1 = time.perf_counter()
             m = (DeltaTable(dp).merge(source=src, predicate="t.id = s.id", source_alias="s", target_alias="t")

@@ -337,8 +337,9 @@ def _parse_early(message: str) -> tuple[str | None, str | None, tuple[tuple[str,
 
 
 class OptionsError(LakeError, ValueError):
-    """Table handle options that are invalid or contradict each other; ``key`` names the
-    option (its ``hoodie.*`` key where it has one)."""
+    """Table handle options, or arguments of a call, that are invalid or contradict each other
+    (a keyword and its deprecated name both given); ``key`` names the option (its ``hoodie.*``
+    key where it has one) or the argument."""
 
     def __init__(self, message: str, *, key: str | None = None) -> None:
         super().__init__(message)

@@ -117,7 +117,7 @@ r2 = t.upsert(pd.DataFrame(d["update"]))
 res["steps"]["r2"] = {"result": wr(r2), "snapshot": rows(t.read().to_arrow())}
 r3 = t.delete(d["delete"])
 res["steps"]["r3"] = {"result": wr(r3), "snapshot": rows(t.read().to_arrow())}
-inc = t.incremental(start=r1.completed).to_arrow()
+inc = t.incremental(start=r1.completed, meta_fields=True).to_arrow()
 res["incremental_after_r1"] = rows(inc, ["_hoodie_commit_time"] + COLS)
 r4 = t.insert_overwrite(pd.DataFrame(d["overwrite"]))
 res["steps"]["r4"] = {"result": wr(r4), "snapshot": rows(t.read().to_arrow())}
@@ -133,7 +133,7 @@ res["final_spark_where"] = [[r[c] for c in COLS] for r in t.read(where="city = '
 res["as_of_r1"] = rows(t.as_of(r1.instant).to_arrow())
 res["as_of_r2"] = rows(t.as_of(r2.instant).to_arrow())
 res["as_of_r3_spark"] = [[r[c] for c in COLS] for r in t.as_of(r3).to_spark().collect()]
-res["incremental_after_r3"] = rows(t.incremental(start=r3.completed).to_arrow(), ["_hoodie_commit_time"] + COLS)
+res["incremental_after_r3"] = rows(t.incremental(start=r3.completed, meta_fields=True).to_arrow(), ["_hoodie_commit_time"] + COLS)
 res["history"] = t.history()[["instant", "action", "operation"]].values.tolist()
 # Spark's own read API (the ``lakesdk`` data source): planned on the driver, read on the executors
 lk.spark.register(spark)
@@ -144,9 +144,11 @@ res["source"] = {
     "as_of_r2": [srows(src(**{"as.of.instant": r2.instant})), srows(t.as_of(r2.instant).to_spark())],
     "incremental_after_r1": [srows(src(**{"hoodie.datasource.query.type": "incremental",
                                           "hoodie.datasource.read.begin.instanttime": r1.completed,
-                                          "hoodie.datasource.read.end.instanttime": r3.completed}),
+                                          "hoodie.datasource.read.end.instanttime": r3.completed,
+                                          "meta_fields": "true"}),
                                    ["_hoodie_commit_time"] + COLS),
-                             srows(t.incremental(r1.completed, r3.completed).to_spark(), ["_hoodie_commit_time"] + COLS)],
+                             srows(t.incremental(r1.completed, r3.completed, meta_fields=True).to_spark(),
+                                   ["_hoodie_commit_time"] + COLS)],
 }
 # one more job whose tasks report where they ran
 res["task_pids"] = sorted(set(sc.parallelize(range(4), 2).map(lambda _: os.getpid()).collect()))

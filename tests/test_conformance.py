@@ -59,7 +59,7 @@ def test_complexkeygen_filters(conformance_dir, name):
 @pytest.mark.parametrize("name", ["v6_simplekeygen_nonhivestyle", "v8_simplekeygen_nonhivestyle"])
 def test_simplekeygen_partition_pruning(conformance_dir, name):
     t = open_(conformance_dir, f"sample_table/cow/{name}")
-    q = t.read(filters=[("byteField", "=", 10)])
+    q = t.read(where=[("byteField", "=", 10)])
     plan = q.plan()
     assert plan.total_partitions == 3 and len(plan.slices) == 1
     assert rows(q) == [(1, "Alice", False), (3, "Carol", True)]

@@ -150,10 +150,10 @@ def test_write_counts_match_the_model(tmp_path, spark, engine, table_type):
             src = batch(12).drop_duplicates("id")
             src["gone"] = [rng.random() < 0.3 for _ in range(len(src))]
             res = (t.merge(src, on="id")
-                   .when_matched_delete(condition="s.gone")
-                   .when_matched_update(set={"v": "s.v", "ts": "s.ts"})
+                   .when_matched_delete(where="s.gone")
+                   .when_matched_update(updates={"v": "s.v", "ts": "s.ts"})
                    .when_not_matched_insert(values={"id": "s.id", "ts": "s.ts", "v": "s.v", "p": "s.p"},
-                                            condition="NOT s.gone")
+                                            where="NOT s.gone")
                    .execute())
             want = model.merge(src)
             assert (res.inserted, res.updated, res.deleted, res.skipped) == want, step

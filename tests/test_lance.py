@@ -77,7 +77,7 @@ def test_reads_match_the_hudi_reader(corpus, rel):
     bounds = [None] + [c.completed for c in commits]
     pairs = [(a, b) for a, b in itertools.combinations(bounds, 2) if a is None or bounds.index(b) - bounds.index(a) <= 2]
     for a, b in pairs:
-        assert ours(t.incremental(a, b), cols) == hudi(path, cols, start=a, end=b), f"incremental ({a}, {b}]"
+        assert ours(t.incremental(a, b, meta_fields=True), cols) == hudi(path, cols, start=a, end=b), f"incremental ({a}, {b}]"
 
 
 @pytest.mark.parametrize("rel", TABLES)
@@ -90,9 +90,9 @@ def test_projection_filter_and_count(corpus, rel):
     one = full.column(key)[0].as_py()
     proj = t.read(columns=[key, "_hoodie_commit_time"]).to_arrow()
     assert proj.schema.names == [key, "_hoodie_commit_time"] and proj.num_rows == full.num_rows
-    hit = t.read(filters=[(key, "=", one)]).to_arrow()
+    hit = t.read(where=[(key, "=", one)]).to_arrow()
     assert hit.num_rows == 1 and hit.to_pylist() == [r for r in full.to_pylist() if r[key] == one]
-    assert t.read(filters=[(key, "=", one)]).count() == 1
+    assert t.read(where=[(key, "=", one)]).count() == 1
     # a stream of batches (the path of Spark's data source tasks) gives the same rows
     streamed = t.read().to_batches().read_all()
     assert canon(streamed.to_pylist(), full.schema.names) == canon(full.to_pylist(), full.schema.names)

@@ -54,10 +54,10 @@ def test_merge_clauses_match_pandas_reference(lake, table_type):
     t.upsert(target_rows())
     before_groups = set(t.inspect.file_groups().file_id)
     res = (t.merge(source_rows(), on="id")
-           .when_matched_delete(condition="s.deleted")
-           .when_matched_update(set={"fare": "s.fare * 2", "ts": "s.ts"}, condition="s.ts > t.ts")
-           .when_not_matched_insert_all(condition="s.fare > 0")
-           .when_not_matched_by_source_delete(condition="t.city = 'x'")
+           .when_matched_delete(where="s.deleted")
+           .when_matched_update(updates={"fare": "s.fare * 2", "ts": "s.ts"}, where="s.ts > t.ts")
+           .when_not_matched_insert_all(where="s.fare > 0")
+           .when_not_matched_by_source_delete(where="t.city = 'x'")
            .execute())
     got = t.read().to_pandas()[["id", "city", "ts", "fare"]].sort_values("id").reset_index(drop=True)
     want = reference(target_rows(), source_rows())
@@ -121,7 +121,7 @@ def test_merge_with_explicit_clauses_does_not_add_source_only_columns(lake):
     t = lake.create_table("m", key="id", ordering="ts")
     t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": [10, 20]}))
     src = pd.DataFrame({"id": [1, 3], "ts": [2, 2], "v": [11, 30], "flag": [True, False]})
-    (t.merge(src, on="id").when_matched_update(set={"v": "s.v", "ts": "s.ts"})
+    (t.merge(src, on="id").when_matched_update(updates={"v": "s.v", "ts": "s.ts"})
      .when_not_matched_insert(values={"id": "s.id", "ts": "s.ts", "v": "s.v"}).execute())
     assert t.refresh().schema.names[-3:] == ["id", "ts", "v"]
     t.upsert(pd.DataFrame({"id": [2], "ts": [3], "v": [21]}))
@@ -148,7 +148,7 @@ def test_merge_all_clauses_with_a_source_lacking_table_columns_are_refused_unles
     with pytest.raises(OptionsError):
         t.merge(src, missing_columns="drop")
     # explicit clauses name their columns: unaffected
-    t.merge(src).when_matched_update(set={"fare": "s.fare", "ts": "s.ts"}).execute()
+    t.merge(src).when_matched_update(updates={"fare": "s.fare", "ts": "s.ts"}).execute()
     assert rows() == {1: (10.0, "a"), 2: (21.0, "b")}
     keep = pd.DataFrame({"id": [2, 3], "ts": [3, 3], "fare": [22.0, 30.0]})
     t.merge(keep, missing_columns="keep").when_matched_update_all().when_not_matched_insert_all().execute()
@@ -270,10 +270,10 @@ def _key_table(lake):
 
 
 @pytest.mark.parametrize("clauses", [
-    lambda m: m.when_matched_update(set={"id": "s.nid"}),
-    lambda m: m.when_matched_update(set={"city": "'z'"}),
-    lambda m: m.when_not_matched_by_source_update(set={"id": "t.id + 100"}),
-    lambda m: m.when_matched_delete(condition="s.ts > 5").when_matched_update(set={"id": "s.nid", "ts": "s.ts"}),
+    lambda m: m.when_matched_update(updates={"id": "s.nid"}),
+    lambda m: m.when_matched_update(updates={"city": "'z'"}),
+    lambda m: m.when_not_matched_by_source_update(updates={"id": "t.id + 100"}),
+    lambda m: m.when_matched_delete(where="s.ts > 5").when_matched_update(updates={"id": "s.nid", "ts": "s.ts"}),
 ], ids=["set-key", "set-partition", "by-source-set-key", "after-another-clause"])
 def test_merge_changing_a_record_key_or_partition_is_refused_before_writing(lake, clauses):
     """Hudi does not change a stored record's key or partition path: written, the change
@@ -306,7 +306,7 @@ def test_merge_clauses_that_keep_the_key_still_run(lake):
     key, is no change: the merge updates in place."""
     t = _key_table(lake)
     src = pd.DataFrame({"id": [1], "city": ["x"], "ts": [2], "email": ["a"], "nid": [11]})
-    res = t.merge(src, on="id").when_matched_update(set={"id": "s.id", "city": "t.city", "nid": "s.nid"}).execute()
+    res = t.merge(src, on="id").when_matched_update(updates={"id": "s.id", "city": "t.city", "nid": "s.nid"}).execute()
     assert (res.updated, res.inserted) == (1, 0)
     res = t.merge(src.assign(ts=3, nid=12), on="email").when_matched_update_all().execute()
     assert (res.updated, res.inserted) == (1, 0)

@@ -48,11 +48,11 @@ def _apply(builder, clauses):
     for name, cond, vals in clauses:
         fn = getattr(builder, name)
         if vals is None:
-            builder = fn(condition=cond)
+            builder = fn(where=cond)
         elif name.startswith("when_not_matched_insert"):
-            builder = fn(values=vals, condition=cond)
+            builder = fn(values=vals, where=cond)
         else:
-            builder = fn(set=vals, condition=cond)
+            builder = fn(updates=vals, where=cond)
     return builder
 
 
@@ -92,7 +92,7 @@ lake = lk.Lake({str(tmp_path)!r}, options=lk.TableOptions(engine="local"))
 t = lake.create_table("m", key="id", ordering="ts")
 t.upsert(pa.table({{"id": [1, 2], "ts": [1, 1], "v": [1, 2]}}))
 res = (t.merge(pa.table({{"id": [2, 3], "ts": [2, 2], "v": [20, 30]}}))
-       .when_matched_update(set={{"v": "t.v + s.v", "ts": "s.ts"}}, condition="s.ts > t.ts")
+       .when_matched_update(updates={{"v": "t.v + s.v", "ts": "s.ts"}}, where="s.ts > t.ts")
        .when_not_matched_insert_all().execute())
 assert (res.updated, res.inserted, res.engine) == (1, 1, "local"), res
 assert res.instant == res.write.instant and res.completed
@@ -108,16 +108,16 @@ def test_local_merge_errors_are_typed(lake):
     t = lake.create_table("e", key="id", ordering="ts").with_options(engine="local")
     t.upsert(TARGET)
     with pytest.raises(lk.InvalidFilterError, match="without s. or t."):
-        t.merge(SOURCE).when_matched_update(set={"n": "n + 1"}).execute()
+        t.merge(SOURCE).when_matched_update(updates={"n": "n + 1"}).execute()
     with pytest.raises(lk.InvalidFilterError, match="unknown column 's.nn'"):
-        t.merge(SOURCE).when_matched_update(set={"n": "s.nn"}).execute()
+        t.merge(SOURCE).when_matched_update(updates={"n": "s.nn"}).execute()
     assert len(t.timeline.commits) == 1
 
 
 def test_expressions_outside_the_local_subset_run_on_spark(lake):
     t = lake.create_table("f", key="id", ordering="ts").with_options(engine="local")
     t.upsert(TARGET)
-    res = t.merge(SOURCE).when_matched_update(set={"name": "upper(s.name)", "ts": "s.ts"}).execute()
+    res = t.merge(SOURCE).when_matched_update(updates={"name": "upper(s.name)", "ts": "s.ts"}).execute()
     assert res.engine == "spark" and res.updated == 2
     assert {r["id"]: r["name"] for r in _rows(t)}[2] == "B"
 
@@ -134,6 +134,6 @@ def test_a_merge_on_a_float_column_matches_nan_and_negative_zero_as_spark_does(t
         lake = lk.Lake(str(root / engine), spark=spark, options=lk.TableOptions(engine=engine))
         t = lake.create_table("d", key="id")
         t.upsert(target)
-        res = t.merge(source, on="f").when_matched_update(set={"v": "s.v"}).execute()
+        res = t.merge(source, on="f").when_matched_update(updates={"v": "s.v"}).execute()
         got[engine] = (sorted((r["id"], r["v"]) for r in t.read().to_arrow().to_pylist()), res.updated, res.unchanged)
     assert got["local"] == got["spark"] == ([(1, "nan-hit"), (2, "zero-hit"), (3, "c")], 2, 1)

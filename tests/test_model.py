@@ -553,9 +553,9 @@ class LakeMachine(RuleBasedStateMachine):
         self.fresh += 1
         moved = f"moved~{self.fresh}"   # a value no stored row has
         if how == "set_key":
-            run = lambda: self.t.merge(b).when_matched_update(set={m.key_fields[0]: f"'{moved}'"}).execute()  # noqa: E731
+            run = lambda: self.t.merge(b).when_matched_update(updates={m.key_fields[0]: f"'{moved}'"}).execute()  # noqa: E731
         elif how == "set_partition":
-            run = lambda: self.t.merge(b).when_matched_update(set={"p": f"'{moved}'"}).execute()  # noqa: E731
+            run = lambda: self.t.merge(b).when_matched_update(updates={"p": f"'{moved}'"}).execute()  # noqa: E731
         else:
             # columns the source lacks (the stored _hoodie_is_deleted) keep their values: the refusal is the key's
             run = lambda: self.t.merge(b, on=m.ordering, missing_columns="keep").when_matched_update_all().execute()  # noqa: E731
@@ -770,13 +770,13 @@ class LakeMachine(RuleBasedStateMachine):
                 every = pin(self.t.read(meta_fields=True)).to_arrow()
             except TimeTravelError:
                 continue
-            got = pin(self.t.read(meta_fields=True, filters=filters)).to_arrow()
+            got = pin(self.t.read(meta_fields=True, where=filters)).to_arrow()
             self._same_rows(f"{what} with filter {filters}", got, every.filter(bound.to_arrow()))
         try:
-            every = self.t.incremental(None, None).to_arrow()
+            every = self.t.incremental(None, None, meta_fields=True).to_arrow()
         except TimeTravelError:
             return
-        got = self.t.incremental(None, None).where(filters).to_arrow()
+        got = self.t.incremental(None, None, meta_fields=True, where=filters).to_arrow()
         self._same_rows(f"incremental with filter {filters}", got, every.filter(bound.to_arrow()))
 
     @staticmethod

@@ -108,11 +108,11 @@ def test_filter_tuples_build_the_same_tree_for_spark(tables, kind):
     t = tables[kind]
     filters = [("s", "in", ["a", "ab"]), ("l", ">", -10)]
     assert from_filters(filters).tree == parse_where("s IN ('a', 'ab') AND l > -10").tree
-    assert sorted(t.read(filters=filters).to_arrow().column("k").to_pylist()) == ["0", "1"]
-    assert sorted(r.k for r in t.read(filters=filters).to_spark().collect()) == ["0", "1"]
+    assert sorted(t.read(where=filters).to_arrow().column("k").to_pylist()) == ["0", "1"]
+    assert sorted(r.k for r in t.read(where=filters).to_spark().collect()) == ["0", "1"]
     dnf = [[("p", "=", "a")], [("d", "=", dt.date(2024, 1, 3))]]   # OR of ANDs
-    assert sorted(r.k for r in t.read(filters=dnf).to_spark().collect()) == ["0", "3", "4"]
-    assert sorted(t.read(filters=dnf).to_arrow().column("k").to_pylist()) == ["0", "3", "4"]
+    assert sorted(r.k for r in t.read(where=dnf).to_spark().collect()) == ["0", "3", "4"]
+    assert sorted(t.read(where=dnf).to_arrow().column("k").to_pylist()) == ["0", "3", "4"]
 
 
 @pytest.mark.parametrize("where,column,fix", [

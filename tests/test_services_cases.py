@@ -321,7 +321,7 @@ def four_commits(lake, request):
 
 
 def inc_rows(q) -> list[tuple]:
-    df = q.to_pandas()
+    df = q.with_meta_fields().to_pandas()
     return sorted(zip(df["id"], df["_hoodie_commit_time"]))
 
 
@@ -353,7 +353,7 @@ def test_t92_incremental_over_archived_commits(lake):
     res = [t.upsert(batch(i, ids=(i,))) for i in range(6)]
     t.maintenance.archive(min_commits=2, max_commits=3)
     assert [i.requested for i in t.timeline.commits] == [r.instant for r in res[4:]]
-    got = t.incremental().to_pandas()
+    got = t.incremental(meta_fields=True).to_pandas()
     assert sorted(zip(got["id"], got["_hoodie_commit_time"])) == [(i, res[i].instant) for i in range(6)]
     mid = t.incremental(res[1].completed, res[3].completed).to_pandas()
     assert sorted(mid["id"]) == [2, 3]

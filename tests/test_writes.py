@@ -151,7 +151,7 @@ def test_time_travel_and_incremental(table):
     assert table.as_of(r1).to_pandas().set_index("uuid").fare["u0000"] == 0.0
     assert table.as_of(r2.instant).to_pandas().set_index("uuid").fare["u0000"] == 9.0
     assert table.as_of("2000-01-01 00:00:00").to_pandas().empty
-    inc = table.incremental(start=r1.completed, end=r2.completed).to_pandas()
+    inc = table.incremental(start=r1.completed, end=r2.completed, meta_fields=True).to_pandas()
     assert list(inc.uuid) == ["u0000"] and set(inc._hoodie_commit_time) == {r2.instant}
     inc = table.incremental(start=r2).to_pandas()
     assert sorted(inc.uuid) == ["u0010", "u0011"]

@@ -89,7 +89,7 @@ def demo(path: str, master: str | None) -> int:
     by_city = t.read().to_spark().groupBy("city").sum("fare").withColumnRenamed("sum(fare)", "fares")
     _print_frame("Spark over the table: t.read().to_spark().groupBy('city').sum('fare')",
                  by_city.orderBy("city").toArrow().to_pandas())   # through Arrow, as lakesdk's reads
-    inc = t.incremental(start=r1.completed).to_pandas()
+    inc = t.incremental(start=r1.completed, meta_fields=True).to_pandas()
     _print_frame(f"incremental: records changed after the first commit (completed {r1.completed})",
                  inc[["_hoodie_commit_time", "uuid", "rider", "fare"]].sort_values("uuid"))
     print("\n== timeline")

@@ -21,7 +21,7 @@ def key_change_error(table: str, clause: Any, columns: Sequence[str], examples: 
     what = "record key" if set(columns) <= set(key) else "partition path" if not set(columns) & set(key) \
         else "record key and partition path"
     call = f"when_{c}" if (c := clause.kind).startswith("matched") else f"when_not_matched_{c}"
-    shown = f"{call}(set={clause.values!r})" if clause.values else f"{call}()"
+    shown = f"{call}(updates={clause.values!r})" if clause.values else f"{call}()"
     eg = ", ".join(f"{old!r} -> {new!r}" for old, new in examples[:3])
     return KeyChangeError(
         f"merge into {table!r}: {shown} would change the {what} ({', '.join(columns)}) of {count} stored "

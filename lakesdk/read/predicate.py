@@ -348,7 +348,7 @@ def parse_where(text: str) -> Predicate:
 
 
 def parse_expression(text: str) -> Predicate:
-    """A value expression (a merge's ``set=`` / ``values=``): the same grammar as a filter,
+    """A value expression (a merge's ``updates=`` / ``values=``): the same grammar as a filter,
     bound with :meth:`Predicate.bind_value` rather than as a condition."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidFilterError(f"the expression {text!r} is empty; pass a SQL expression such as \"s.fare\"")

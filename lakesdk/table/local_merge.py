@@ -3,11 +3,11 @@ without Spark, with the same meaning as :mod:`lakesdk.engine.spark_merge`.
 
 The target rows that can match (the source's keys, in the source rows' partitions; the whole
 snapshot when a ``when_not_matched_by_source_*`` clause needs every row) are read by the
-Arrow reader and joined with the source in Arrow.  Conditions and ``set`` / ``values``
-expressions are the predicate tree of :mod:`lakesdk.read.predicate`, bound to the joined
+Arrow reader and joined with the source in Arrow.  Conditions (``where=``) and ``updates`` /
+``values`` expressions are the predicate tree of :mod:`lakesdk.read.predicate`, bound to the joined
 schema (a struct ``s`` of the source's columns, a struct ``t`` of the target's) and evaluated
 by pyarrow with Spark SQL's semantics.  Each clause's condition is evaluated on the rows no
-earlier clause took (as Spark's ``CASE WHEN`` does), each ``set`` on the rows of its clause.
+earlier clause took (as Spark's ``CASE WHEN`` does), each assignment on the rows of its clause.
 
 :func:`local_merge_plan` raises :class:`LocalMergeUnsupported` for an expression outside
 what lakesdk evaluates (the caller then runs the merge on Spark) and InvalidFilterError for
@@ -93,7 +93,7 @@ def _evaluate(table: pa.Table, exprs: dict[str, Any]) -> pa.Table:
         return ds.dataset(table).to_table(columns=exprs)
     except pa.ArrowInvalid as err:   # as Spark SQL's ANSI mode: an overflow or a division by zero fails
         raise InvalidFilterError(f"a merge expression failed on a row: {err} (Spark SQL raises the same error "
-                                 "in ANSI mode); exclude such rows with the clause's condition") from None
+                                 "in ANSI mode); exclude such rows with the clause's where= condition") from None
 
 
 def local_merge_plan(t: "Table", src: pa.Table, *, on: Sequence[str], clauses: Sequence[Any],

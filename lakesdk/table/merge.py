@@ -1,11 +1,11 @@
 """The merge builder: ``t.merge(source, on=...)`` with when-matched / when-not-matched clauses.
 
 Semantics follow Delta Lake's MERGE: clauses are tried in the order given and the first
-whose condition holds applies to a row; ``s.`` names the source and ``t.`` the target.
-Conditions and ``set`` values are Spark SQL expressions.  With the local engine and a pandas
-or Arrow source they are evaluated by pyarrow (:mod:`lakesdk.table.local_merge`: the same
-typed tree as filters, with Spark SQL's semantics) over the join of the source with the
-target rows of its keys, without Spark; an expression outside what lakesdk evaluates
+whose condition (``where=``) holds applies to a row; ``s.`` names the source and ``t.`` the
+target.  Conditions and the ``updates=`` / ``values=`` expressions are Spark SQL
+expressions.  With the local engine and a pandas or Arrow source they are evaluated by
+pyarrow (:mod:`lakesdk.table.local_merge`: the same typed tree as filters, with Spark SQL's
+semantics) over the join of the source with the target rows of its keys, without Spark; an expression outside what lakesdk evaluates
 (docs/api/merge.md) runs the merge on Spark, as the spark engine and Spark sources always
 do, over the join of the source with the table's snapshot.  The changed rows are then written as one
 commit through the table's write path, which touches only the file groups that hold
@@ -19,9 +19,9 @@ its own partition only (``''`` and null share one partition folder): the table's
 (partition, key), as Hudi's MERGE INTO tags the source rows through its index.
 
 A source with duplicate keys is an error: which of its rows should update the target
-would be ambiguous.  A clause that would change a stored record's key or partition path (a
-``set`` of such a field, or ``when_matched_update_all`` matching on other columns with a
-source row carrying another key) is refused with
+would be ambiguous.  A clause that would change a stored record's key or partition path (an
+``updates=`` entry naming such a field, or ``when_matched_update_all`` matching on other
+columns with a source row carrying another key) is refused with
 :class:`~lakesdk.exceptions.KeyChangeError` before anything is written: the change would
 insert a second record and keep the stored one.
 """
@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from lakesdk.exceptions import KeyChangeError, MergeConflictError, MissingColumnError, OptionsError, SchemaError
 from lakesdk.merge.ordering import event_time_field, event_time_fields, null_ordering_error
+from lakesdk.table.renamed import renamed_keyword
 
 if TYPE_CHECKING:
     from lakesdk.commit.results import SchemaChange, WriteResult
@@ -131,26 +132,57 @@ class MergeBuilder:
     def _add(self, clause: _Clause) -> "MergeBuilder":
         return replace(self, clauses=self.clauses + (clause,))
 
-    def when_matched_update(self, set: dict[str, str], condition: str | None = None) -> "MergeBuilder":  # noqa: A002
-        return self._add(_Clause("matched_update", condition, dict(set)))
+    def when_matched_update(self, updates: dict[str, str] | None = None, where: str | None = None, *,
+                            set: dict[str, str] | None = None,  # noqa: A002
+                            condition: str | None = None) -> "MergeBuilder":
+        """Update the target rows a source row matches (those where ``where`` holds, if given):
+        ``updates`` maps each column to set to a Spark SQL expression over ``s.`` (the source)
+        and ``t.`` (the target), ``{"fare": "s.fare", "ts": "s.ts"}``.  ``set=`` and
+        ``condition=`` are the deprecated names of ``updates=`` and ``where=``."""
+        where = renamed_keyword("when_matched_update", "where", where, "condition", condition)
+        updates = renamed_keyword("when_matched_update", "updates", updates, "set", set)
+        return self._add(_Clause("matched_update", where, _assignments("when_matched_update", "updates", updates)))
 
-    def when_matched_update_all(self, condition: str | None = None) -> "MergeBuilder":
-        return self._add(_Clause("matched_update_all", condition))
+    def when_matched_update_all(self, where: str | None = None, *, condition: str | None = None) -> "MergeBuilder":
+        """Update the matched target rows (where ``where`` holds) with every column of the source row."""
+        where = renamed_keyword("when_matched_update_all", "where", where, "condition", condition)
+        return self._add(_Clause("matched_update_all", where))
 
-    def when_matched_delete(self, condition: str | None = None) -> "MergeBuilder":
-        return self._add(_Clause("matched_delete", condition))
+    def when_matched_delete(self, where: str | None = None, *, condition: str | None = None) -> "MergeBuilder":
+        """Delete the matched target rows (where ``where`` holds)."""
+        where = renamed_keyword("when_matched_delete", "where", where, "condition", condition)
+        return self._add(_Clause("matched_delete", where))
 
-    def when_not_matched_insert(self, values: dict[str, str], condition: str | None = None) -> "MergeBuilder":
-        return self._add(_Clause("not_matched_insert", condition, dict(values)))
+    def when_not_matched_insert(self, values: dict[str, str] | None = None, where: str | None = None, *,
+                                condition: str | None = None) -> "MergeBuilder":
+        """Insert the source rows no target row matches (where ``where`` holds): ``values``
+        maps each column to an expression over ``s.``, ``{"id": "s.id", "fare": "s.fare"}``."""
+        where = renamed_keyword("when_not_matched_insert", "where", where, "condition", condition)
+        return self._add(_Clause("not_matched_insert", where,
+                                 _assignments("when_not_matched_insert", "values", values)))
 
-    def when_not_matched_insert_all(self, condition: str | None = None) -> "MergeBuilder":
-        return self._add(_Clause("not_matched_insert_all", condition))
+    def when_not_matched_insert_all(self, where: str | None = None, *,
+                                    condition: str | None = None) -> "MergeBuilder":
+        """Insert the unmatched source rows (where ``where`` holds) with every column of the source."""
+        where = renamed_keyword("when_not_matched_insert_all", "where", where, "condition", condition)
+        return self._add(_Clause("not_matched_insert_all", where))
 
-    def when_not_matched_by_source_update(self, set: dict[str, str], condition: str | None = None) -> "MergeBuilder":  # noqa: A002
-        return self._add(_Clause("by_source_update", condition, dict(set)))
+    def when_not_matched_by_source_update(self, updates: dict[str, str] | None = None, where: str | None = None, *,
+                                          set: dict[str, str] | None = None,  # noqa: A002
+                                          condition: str | None = None) -> "MergeBuilder":
+        """Update the target rows no source row matches (where ``where`` holds): ``updates``
+        maps each column to an expression over ``t.``.  ``set=`` and ``condition=`` are the
+        deprecated names of ``updates=`` and ``where=``."""
+        where = renamed_keyword("when_not_matched_by_source_update", "where", where, "condition", condition)
+        updates = renamed_keyword("when_not_matched_by_source_update", "updates", updates, "set", set)
+        return self._add(_Clause("by_source_update", where,
+                                 _assignments("when_not_matched_by_source_update", "updates", updates)))
 
-    def when_not_matched_by_source_delete(self, condition: str | None = None) -> "MergeBuilder":
-        return self._add(_Clause("by_source_delete", condition))
+    def when_not_matched_by_source_delete(self, where: str | None = None, *,
+                                          condition: str | None = None) -> "MergeBuilder":
+        """Delete the target rows no source row matches (where ``where`` holds)."""
+        where = renamed_keyword("when_not_matched_by_source_delete", "where", where, "condition", condition)
+        return self._add(_Clause("by_source_delete", where))
 
     def __repr__(self) -> str:
         body = "".join(f"\n  .{c.label}" for c in self.clauses) or " (no clauses)"
@@ -288,6 +320,14 @@ class MergeBuilder:
             "when_not_matched_insert_all would insert nulls. Add the columns to the source, or pass "
             "missing_columns='null' (write nulls) or missing_columns='keep' (updated rows keep their stored "
             "values, inserted rows get nulls) to t.merge(...), or name the columns in explicit clauses")
+
+
+def _assignments(call: str, keyword: str, value: dict[str, str] | None) -> dict[str, str]:
+    """A clause's columns and their expressions, given as ``keyword`` (an :class:`OptionsError` without them)."""
+    if value is None:
+        raise OptionsError(f"{call}() needs {keyword}={{column: expression, ...}}, the columns it writes and "
+                           f"their Spark SQL expressions, e.g. {keyword}={{\"fare\": \"s.fare\"}}", key=keyword)
+    return dict(value)
 
 
 def _spark_installed() -> bool:

@@ -14,7 +14,8 @@ Options (keys are case-insensitive; Hudi's Spark datasource names, and lakesdk's
 ``start_inclusive``                                    ``true``: the range is ``[start, end]``
 ``read_optimized``                                     ``true``: base files only
 ``meta_fields``                                        ``true``/``false``: the ``_hoodie_*`` columns
-                                                       (default: as ``t.read()`` / ``t.incremental()``)
+                                                       (default: ``false``, as ``t.read()`` and
+                                                       ``t.incremental()``)
 ``columns``                                            the columns to return, comma separated
 ``where``                                              a filter in Spark SQL syntax
 ``storage_options``                                    the store's options, as JSON
@@ -128,7 +129,7 @@ class TableBackend:
             if _first(options, AS_OF, "as_of") is not None:
                 raise ValueError(f"{AS_OF} is for snapshot reads; an incremental read ends at {END}")
             q = t.incremental(_moment(start), _moment(end), start_inclusive=bool(_flag(options, "start_inclusive")),
-                              meta_fields=True if meta is None else meta)
+                              meta_fields=bool(meta))
         else:
             if start is not None or end is not None:    # a snapshot would read something else
                 from lakesdk.exceptions import OptionsError

@@ -17,6 +17,7 @@ from lakesdk.format.timeline import Timeline
 from lakesdk.storage import Storage
 from lakesdk.table.namespaces import Inspect, Maintenance
 from lakesdk.table.query import Query, _moment
+from lakesdk.table.renamed import renamed_keyword
 from lakesdk.table.write import WriteOperation
 
 if TYPE_CHECKING:
@@ -384,21 +385,24 @@ class Table:
         return MergeBuilder(self, source, keys, missing_columns=missing_columns)
 
     # -- reads -------------------------------------------------------------------------------
-    def read(self, columns: list[str] | None = None, *, where: Any = None, filters: Any = None,
-             as_of: Any = None, meta_fields: bool = False, read_optimized: bool = False,
-             limit: int | None = None) -> Query:
+    def read(self, columns: list[str] | None = None, *, where: Any = None, as_of: Any = None,
+             meta_fields: bool = False, read_optimized: bool = False, limit: int | None = None,
+             filters: Any = None) -> Query:
         """A snapshot query (optionally projected, filtered, limited to ``limit`` rows and
         pinned to a moment).
 
+        ``where``: a filter, text in Spark SQL's syntax (``"city = 'sf' AND fare > 20"``) or
+        ``[(column, op, value), ...]`` (docs/filters.md).  ``meta_fields=True`` adds Hudi's
+        ``_hoodie_*`` columns (left out by default, as in :meth:`incremental`).
         ``read_optimized=True`` reads only base files of a merge-on-read table (what the
-        last compaction produced), skipping log merging."""
+        last compaction produced), skipping log merging.  ``filters=`` is the deprecated
+        name of ``where=`` (a ``DeprecationWarning``; both given: ``OptionsError``)."""
+        where = renamed_keyword("read", "where", where, "filters", filters)
         q = Query(self, meta=meta_fields, read_optimized=read_optimized).limit(limit)
         if columns is not None:
             q = q.select(*columns)
         if where is not None:
             q = q.where(where)
-        if filters is not None:
-            q = q.where(filters)
         if as_of is not None:
             q = q.as_of(as_of)
         return q
@@ -415,7 +419,7 @@ class Table:
         return Query(self).as_of(moment)
 
     def incremental(self, start: Any = None, end: Any = None, *, columns: list[str] | None = None,
-                    where: Any = None, meta_fields: bool = True, start_inclusive: bool = False) -> Query:
+                    where: Any = None, meta_fields: bool = False, start_inclusive: bool = False) -> Query:
         """Records changed by commits in ``(start, end]``, in their latest state as of ``end``.
 
         On table version 8+ the bounds are compared with completion times (as Hudi 1.x
@@ -424,6 +428,10 @@ class Table:
         commit, commits archived into the timeline history included; ``start_inclusive=True``
         makes the range ``[start, end]`` (Hudi 1.x Spark's ``CLOSED_CLOSED``: ``start=end=``
         a commit's completion time selects exactly that commit).
+
+        ``where`` filters as in :meth:`read`.  ``meta_fields=True`` adds Hudi's ``_hoodie_*``
+        columns (``_hoodie_commit_time``: the commit that wrote each record); they are left
+        out by default, as in :meth:`read`.
         """
         if isinstance(start, str) and start.strip().lower() == "earliest":
             start = None
