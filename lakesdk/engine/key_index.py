@@ -140,13 +140,7 @@ def pruned_key_index(storage: Storage, slices: list[Any], keys: dict[str | None,
             if mask is not None and not mask.any():
                 return None
             wanted = k if mask is None or mask.all() else k.filter(pa.array(mask))
-            cols = [KEY] if ordering is None else [KEY, *fields_of(ordering[0])]
-            try:
-                t = read_parquet(storage, sl.base_path, cols)
-            except pa.ArrowInvalid:
-                if ordering is None:
-                    raise
-                t = read_parquet(storage, sl.base_path, [KEY])   # written before the ordering field existed
+            t = _base_keys(storage, sl.base_path, ordering)
             hit = np.asarray(pc.is_in(t.column(KEY), value_set=wanted).to_numpy(zero_copy_only=False), dtype=bool)
             rows = np.flatnonzero(hit)
             if not rows.size:
@@ -202,16 +196,10 @@ def slice_keys(storage: Storage, sl: Any, slice_ctx: Any = None,
     """The record keys of one file slice (merged with its log blocks when it has any) and,
     with ``ordering`` (field or fields, type: a struct for several), each key's current
     ordering value (else None)."""
-    cols = [KEY] if ordering is None else [KEY, *fields_of(ordering[0])]
     if sl.log_files:
-        t = read_slice(slice_ctx, sl, columns=cols)
+        t = read_slice(slice_ctx, sl, columns=[KEY] if ordering is None else [KEY, *fields_of(ordering[0])])
     else:
-        try:
-            t = read_parquet(storage, sl.base_path, cols)
-        except pa.ArrowInvalid:
-            if ordering is None:
-                raise
-            t = read_parquet(storage, sl.base_path, [KEY])   # written before the ordering field existed
+        t = _base_keys(storage, sl.base_path, ordering)
     if ordering is None:
         return t.column(KEY), None
     return t.column(KEY), stored_ordering_values(t, ordering)
@@ -252,3 +240,15 @@ def read_key_index(storage: Storage, slices: list[Any], slice_ctx: Any = None,
             empty[STORED_ORDERING] = pa.array([], ordering[1])
         return pa.table(empty)
     return pa.concat_tables(parts)
+
+
+def _base_keys(storage: Storage, path: str, ordering: tuple[Ordering, pa.DataType] | None) -> pa.Table:
+    """The record keys of a base file, with the ordering field(s) when asked (a file written
+    before the ordering field existed: the keys alone)."""
+    cols = [KEY] if ordering is None else [KEY, *fields_of(ordering[0])]
+    try:
+        return read_parquet(storage, path, cols)
+    except pa.ArrowInvalid:
+        if ordering is None:
+            raise
+        return read_parquet(storage, path, [KEY])
