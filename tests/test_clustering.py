@@ -23,7 +23,7 @@ from lakesdk.exceptions import ClusteringConflictError, WriteConflictError
 from lakesdk.format.clustering_plan import ClusteringPlanData
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile
-from lakesdk.services.clustering import commits_since_clustering, eligible_slices, pack_slices
+from lakesdk.services.clustering_plan import commits_since_clustering, eligible_slices, pack_slices
 
 from . import helpers
 from .helpers import data_files
@@ -312,7 +312,7 @@ def test_clustering_rolls_itself_back_when_a_write_changed_its_inputs(lake, monk
     """A write that planned before the clustering was scheduled (modelled by hiding the
     pending clustering from the writer) changes an input file group: the clustering must not
     drop that change."""
-    import lakesdk.services.clustering as clu
+    import lakesdk.services.clustering_plan as clu
     t = table_with_small_files(lake, "race", n_files=2, parts=("a",))
     plan = t.maintenance.schedule_clustering(small_file_limit=MB)
     with monkeypatch.context() as m:

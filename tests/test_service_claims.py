@@ -45,7 +45,7 @@ def test_clustering_scheduled_by_another_process_before_the_lock_is_refused(tmp_
     scheduling the same file groups in between made two pending clusterings of one file
     group.  The check runs under the lock now and refuses with a typed conflict."""
     from lakesdk.concurrency import instants
-    from lakesdk.services.clustering import schedule_clustering
+    from lakesdk.services.clustering_plan import schedule_clustering
     t, other = clustering_table(tmp_path)
     plan = t.maintenance.plan_clustering(single_group=True)
     original = instants.holding
@@ -73,7 +73,7 @@ def test_cluster_losing_the_schedule_to_another_process_plans_again(tmp_path, mo
     has just planned.  This one stopped with a plain LakeError ("already under pending
     clustering ... plan again", found by the service soak); it plans again (nothing is left
     to cluster here) and leaves the other's clustering to it."""
-    from lakesdk.services import clustering
+    from lakesdk.services import clustering, clustering_plan
     t, other = clustering_table(tmp_path)
     original = clustering.plan_clustering
     plans: list = []
@@ -86,7 +86,9 @@ def test_cluster_losing_the_schedule_to_another_process_plans_again(tmp_path, mo
             theirs[0] = other.maintenance.schedule_clustering(single_group=True)
         plans.append(plan)
         return plan
+    # the clustering's own plans, and the other process's through its table handle
     monkeypatch.setattr(clustering, "plan_clustering", plan_then_another_schedules)
+    monkeypatch.setattr(clustering_plan, "plan_clustering", plan_then_another_schedules)
     assert t.maintenance.cluster(single_group=True) is None
     monkeypatch.undo()
     assert len(plans) == 3 and plans[1].groups and not plans[2].groups   # theirs, ours (lost), ours again

@@ -333,7 +333,7 @@ def test_clean_keeps_the_files_a_pending_clustering_reads(tmp_path):
         t.insert(pd.DataFrame({"id": [10 * i, 10 * i + 1], "p": ["a", "a"], "ts": [i, i], "v": [f"v{i}"] * 2}))
     first = t.maintenance.plan_clustering(single_group=True)
     second = t.maintenance.plan_clustering(single_group=True)
-    from lakesdk.services.clustering import schedule_clustering
+    from lakesdk.services.clustering_plan import schedule_clustering
     t.maintenance.cluster(schedule_clustering(t.context, first).instant)
     pending = schedule_clustering(t.context, second)
     from lakesdk.format.clustering_plan import ClusteringPlanData

@@ -50,33 +50,19 @@ from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.instant import Instant
 from lakesdk.services.claim import running_elsewhere
-from lakesdk.services.clustering_plan import MAX_BYTES_PER_GROUP as MAX_BYTES_PER_GROUP
-from lakesdk.services.clustering_plan import MAX_GROUPS as MAX_GROUPS
-from lakesdk.services.clustering_plan import SMALL_FILE_LIMIT as SMALL_FILE_LIMIT
-from lakesdk.services.clustering_plan import TARGET_FILE_SIZE as TARGET_FILE_SIZE
 from lakesdk.services.clustering_plan import (
-    ClusteringGroup,
-    ClusteringPlan,
     ClusteringResult,
     commits_since_clustering,
-    eligible_slices,
-    pack_slices,
-    pending_clustering_file_groups,
-    pending_clusterings,
     plan_clustering,
     schedule_clustering,
     slices_of,
 )
-from lakesdk.services.clustering_plan import MiB as MiB
-from lakesdk.services.clustering_plan import plan_of_instant as plan_of_instant
 from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
 
-__all__ = ["ClusteringGroup", "ClusteringPlan", "ClusteringResult", "plan_clustering", "pack_slices",
-           "eligible_slices", "schedule_clustering", "execute_clustering", "cluster", "cluster_after_write", "pending_clusterings",
-           "pending_clustering_file_groups", "commits_since_clustering"]
+__all__ = ["execute_clustering", "cluster", "cluster_after_write"]
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from lakesdk.read.metadata_table import MetadataTableReader
     from lakesdk.services.archival import ArchivePlan, ArchiveResult
     from lakesdk.services.clean import CleanPlan, CleanResult
-    from lakesdk.services.clustering import ClusteringPlan, ClusteringResult
+    from lakesdk.services.clustering_plan import ClusteringPlan, ClusteringResult
     from lakesdk.services.compaction import CompactionPlan
     from lakesdk.services.rollback import RollbackPlan, RollbackResult
     from lakesdk.services.savepoint import RestorePlan, RestoreResult, Savepoint
@@ -199,7 +199,7 @@ class Maintenance:
         ``max_bytes_per_group``, rewritten into files of about ``target_file_size`` (sorted by
         ``sort_by`` when given).  File groups under a pending compaction or clustering are left
         out; a lone small file group only with ``sort_by`` or ``single_group=True``."""
-        from lakesdk.services.clustering import plan_clustering
+        from lakesdk.services.clustering_plan import plan_clustering
         return plan_clustering(self._t.context, small_file_limit=small_file_limit, max_bytes_per_group=max_bytes_per_group,
                                target_file_size=target_file_size, max_groups=max_groups, sort_by=sort_by,
                                single_group=single_group, partitions=partitions)
@@ -209,7 +209,7 @@ class Maintenance:
         leaving it pending; returns the plan with ``instant`` set (``None`` when nothing needs
         clustering).  Takes the options of :meth:`plan_clustering`.  While it is pending,
         updates and deletes of its file groups fail with ClusteringConflictError."""
-        from lakesdk.services.clustering import schedule_clustering
+        from lakesdk.services.clustering_plan import schedule_clustering
         plan = self.plan_clustering(**plan_options)
         return schedule_clustering(self._t.context, plan) if len(plan) else None
 
@@ -224,7 +224,7 @@ class Maintenance:
 
     def pending_clusterings(self) -> list[ClusteringPlan]:
         """Plans of scheduled, not yet completed clusterings (each with ``.instant``), oldest first."""
-        from lakesdk.services.clustering import pending_clusterings
+        from lakesdk.services.clustering_plan import pending_clusterings
         return pending_clusterings(self._t.context)
 
     # -- clean, savepoint/restore, archival (lakesdk.services.clean / savepoint / archival) --------

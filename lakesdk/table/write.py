@@ -276,7 +276,7 @@ class WriteOperation(WriteInput):
         if snap.view is None:
             snap.view = FileSystemView(t.storage, t.config, store, timeline)
         view = snap.view
-        from lakesdk.services.clustering import pending_clustering_file_groups
+        from lakesdk.services.clustering_plan import pending_clustering_file_groups
         busy = pending_clustering_file_groups(store, timeline)   # Hudi's reject-update strategy
         if op in ("bulk_insert", "insert_overwrite", "insert_overwrite_table"):
             if op == "insert_overwrite" and ctx.global_index:
