@@ -231,15 +231,14 @@ def _mdt_partition_dirs(mdt: "Storage") -> list[str]:
     return sorted(e.name for e in mdt.list("") if e.is_dir and not e.name.startswith("."))
 
 
-def _remove_failed(mdt: "Storage", store: "TimelineStore", timeline: "Timeline | None" = None,
-                   instant: str | None = None) -> bool:
+def _remove_failed(mdt: "Storage", store: "TimelineStore", timeline: "Timeline", instant: str | None = None) -> bool:
     """Delete what a crash inside an earlier MDT delta commit or compaction left (a pending MDT
     instant), and the MDT delta commit of ``instant`` (the data instant at its commit point, so
     still pending) that an earlier attempt of the same commit completed before it died: it is
     written again, as Hudi's writer rolls back the MDT instant it finds and applies it anew.
     Under the table lock nothing else writes the MDT.  Whether it removed anything."""
     removed = False
-    for inst in (timeline if timeline is not None else store.load()).instants:
+    for inst in timeline.instants:
         if not inst.is_completed or (inst.requested == instant and inst.action == "deltacommit"):
             _remove_instant(mdt, store, inst)
             removed = True
@@ -291,11 +290,11 @@ def _groups_of(change: FilesChange, stats: dict[str, dict] | None,
 
 def _write_delta_commit(mdt: "Storage", store: "TimelineStore", instant: str, change: FilesChange,
                         stats: dict[str, dict] | None = None, pstats: dict[str, dict[str, dict]] | None = None, *,
-                        timeline: "Timeline | None" = None) -> None:
+                        timeline: "Timeline") -> None:
     """Write the MDT delta commit of the data instant ``instant``; ``timeline``: the MDT's as it
-    is now (loaded when None; under the table lock nothing else writes the MDT)."""
+    is now (under the table lock nothing else writes the MDT)."""
     # what a crash left is gone already (sync_metadata_table)
-    tl = timeline if timeline is not None else store.load()
+    tl = timeline
     schema = _schema_of(store, tl)
     requested = Instant("deltacommit", "requested", instant)
     store.create(requested)
