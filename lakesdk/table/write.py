@@ -271,8 +271,9 @@ class WriteOperation(WriteInput):
         from lakesdk.engine.jobs import write_job
         job, data = write_job(t.context, ctx, arrow, sdf, deletes=op == "delete", global_keys=global_delete,
                               combine=op not in ("bulk_insert", "delete"))
-        # the operation's view, checked before its instant was created (a clean that deleted a file
-        # slice it reads since then fails the write with a typed error, as it would in its tasks)
+        # the operation's view: checked before its instant was created, and listed again when a
+        # clean, restore or archival ran before that (execute); one that runs later fails the
+        # write with a typed error, as it would in its tasks
         if snap.view is None:
             snap.view = FileSystemView(t.storage, t.config, store, timeline)
         view = snap.view
