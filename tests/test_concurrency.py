@@ -64,6 +64,38 @@ def test_disjoint_file_groups_both_land(tmp_path, monkeypatch):
     assert got[1] == "sf-writer" and got[7] == "nyc-writer" and r.completed > fired[0].completed
 
 
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_incremental_range_ending_inside_a_write_reads_rows_before_it(tmp_path, monkeypatch, table_type):
+    """A write requested before the end of an incremental range and completed after it is not
+    read: the range returns the versions of the rows it rewrote as of the end (Hudi reads the
+    files the commits of the range wrote), not nothing because their newest version is later."""
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", partition_by="city", table_type=table_type)
+    first = t.upsert(pd.concat([rows(range(5), "a", "sf"), rows(range(5, 10), "a", "nyc")]))
+    other = lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+    original = WriteOperation._finalize
+    fired = []
+
+    def racing_finalize(self, ctx, stats, partitions):
+        if not fired and self.table is t:
+            fired.append(other.upsert(rows([7], "inside", "nyc")))
+        return original(self, ctx, stats, partitions)
+    monkeypatch.setattr(WriteOperation, "_finalize", racing_finalize)
+    late = t.upsert(rows([1, 2], "late", "sf"))
+    monkeypatch.setattr(WriteOperation, "_finalize", original)
+    inside = fired[0]
+    assert late.instant < inside.completed < late.completed
+    got = t.incremental(None, inside.completed, meta_fields=True).to_pandas()
+    assert dict(zip(got["id"], got["v"])) == {**{k: "a" for k in range(10)}, 7: "inside"}
+    assert set(got["_hoodie_commit_time"]) == {first.instant, inside.instant}
+    got = t.incremental(first.completed, inside.completed).to_pandas()
+    assert dict(zip(got["id"], got["v"])) == {7: "inside"}
+    got = t.incremental(inside.completed, late.completed).to_pandas()
+    assert dict(zip(got["id"], got["v"])) == {1: "late", 2: "late"}
+    # a time travel as of the late write's requested time sees neither (it was requested first)
+    got = t.as_of(late.instant).to_pandas()
+    assert dict(zip(got["id"], got["v"])) == {**{k: "a" for k in range(10)}, 1: "late", 2: "late"}
+
 def test_merge_on_read_log_appends_do_not_conflict(tmp_path, monkeypatch):
     lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
     t = lake.create_table("t", key="id", table_type="mor", ordering="ts")

@@ -12,10 +12,13 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator, Literal
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
 from lakesdk.format.instant import WRITE_ACTIONS, Instant, format_instant_time
+
+#: which time of an instant a read as of a moment compares (:meth:`Timeline.visible_as_of`)
+Clock = Literal["requested", "completed"]
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -108,19 +111,25 @@ class Timeline:
         times = [t for i in self.instants for t in (i.requested, i.completed) if t]
         return max(times) if times else None
 
-    def visible_as_of(self, moment: str | None) -> "Timeline":
-        """Completed write instants visible to a time-travel read as of ``moment``
-        (None = latest): those whose requested time is at or before it, as Hudi's
-        time travel (and the ``hudi`` reader) select them."""
+    def visible_as_of(self, moment: str | None, *, clock: Clock = "requested") -> "Timeline":
+        """Completed write instants visible to a read as of ``moment`` (None = latest).
+        ``clock="requested"``: those requested at or before it, as Hudi's time travel (and the
+        ``hudi`` reader) select them.  ``clock="completed"``: those completed by it (requested
+        on layout 1), the state an incremental range ending at ``moment`` reads rows in: a
+        write requested earlier that completed later is not part of it."""
         if moment is None:
             return self.commits
-        return Timeline(tuple(i for i in self.commits if i.requested <= moment), self.layout)
+        return Timeline(tuple(i for i in self.commits if self.time_of(i, clock) <= moment), self.layout)
+
+    def time_of(self, i: Instant, clock: Clock = "completed") -> str:
+        """The time of ``i`` an incremental range (``clock="completed"``: completion time on
+        layout 2, requested time on layout 1) or a time travel (``"requested"``) compares."""
+        return i.completed if clock == "completed" and self.layout >= 2 and i.completed else i.requested
 
     def in_range(self, start: str | None, end: str | None, *, start_inclusive: bool = False) -> "Timeline":
         """Completed write instants with time in ``(start, end]`` (``[start, end]`` with
         ``start_inclusive``); completion time on layout 2, requested time on layout 1."""
-        def t(i: Instant) -> str:
-            return i.completed if self.layout >= 2 and i.completed else i.requested
+        t = self.time_of
 
         def after_start(i: Instant) -> bool:
             return start is None or t(i) > start or (start_inclusive and t(i) == start)

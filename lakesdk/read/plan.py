@@ -177,8 +177,10 @@ def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, t
     # commits archived into the timeline history: their rows are still in the latest file
     # slices (upserts keep _hoodie_commit_time of untouched rows), found by a full scan
     archived = _archived_in_range(table, request, timeline)
-    view = FileSystemView(table.storage, cfg, store, timeline, as_of=end)
-    # the rows are in their state as of ``end``, typed by the latest schema: Apache Hudi's
+    view = FileSystemView(table.storage, cfg, store, timeline, as_of=end, clock="completed")
+    # the rows are in their state as of ``end``: the commits completed by then (a write requested
+    # before ``end`` that completed after it is not read: its files would hide the versions the
+    # range changed of the rows it rewrote), typed by the latest schema: Apache Hudi's
     # incremental relations read with the latest table schema whatever the range (a column
     # added later reads null, a column whose type changed since reads in its latest type)
     schema = resolve_schema(store, view.timeline.visible_as_of(None), create_schema=cfg.create_schema,

@@ -12,7 +12,7 @@ from lakesdk.format.file_group import FileGroup, FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file
 from lakesdk.format.keys import parse_partition_path
 from lakesdk.format.table_config import TableConfig
-from lakesdk.format.timeline import Timeline
+from lakesdk.format.timeline import Clock, Timeline
 from lakesdk.storage import FileInfo, Storage
 from lakesdk.timeline.store import TimelineStore
 
@@ -108,18 +108,21 @@ class ExpectedFile:
 class FileSystemView:
     """File groups as of ``as_of`` (None = latest completed state).
 
-    A base file is visible when the commit that wrote it is completed (and, for time
-    travel, completed by ``as_of``; layout 2 compares completion times, layout 1 requested
-    times) or older than the active timeline (archived).  File groups replaced by a visible
+    A base file is visible when the commit that wrote it is completed (and, with ``as_of``,
+    requested at or before it for time travel, ``clock="requested"``; completed by it for the
+    end of an incremental range, ``clock="completed"``, :meth:`Timeline.visible_as_of`) or
+    older than the active timeline (archived).  File groups replaced by a visible
     replacecommit are hidden.
     """
 
     def __init__(self, storage: Storage, config: TableConfig, store: TimelineStore, timeline: Timeline,
-                 *, as_of: str | None = None, files: Iterable[FileInfo] | None = None) -> None:
+                 *, as_of: str | None = None, clock: Clock = "requested",
+                 files: Iterable[FileInfo] | None = None) -> None:
         self.storage = storage
         self.config = config
         self.store = store
         self.as_of = as_of
+        self.clock: Clock = clock
         #: the MDT reader the files were listed with (None: listed from storage or given), and
         #: the MDT partitions ``hoodie.properties`` named then
         self.metadata: MetadataTableReader | None = None
@@ -156,7 +159,7 @@ class FileSystemView:
         """Take ``timeline`` as the state the files are read against."""
         as_of = self.as_of
         self.timeline = timeline
-        visible = timeline.visible_as_of(as_of)
+        visible = timeline.visible_as_of(as_of, clock=self.clock)
         self.visible = visible
         self._completion = {i.requested: (i.completed or i.requested) for i in visible}
         pending = {i.requested for i in timeline.pending}
@@ -184,7 +187,9 @@ class FileSystemView:
             return False
         # files older than the active timeline belong to archived (completed) commits
         if self._first is not None and instant < self._first:
-            return self.as_of is None or instant <= self.as_of
+            if self.as_of is None or self.clock == "requested" or self.config.layout_version < 2:
+                return self.as_of is None or instant <= self.as_of
+            return self._archived_completion().get(instant, instant) <= self.as_of
         # a commit archived after an instant that still starts the active timeline (a hole an
         # instant created late left before lakesdk created instants under the table lock); an
         # instant newer than this timeline cannot be archived yet (files of a write in progress)
@@ -202,9 +207,10 @@ class FileSystemView:
                 from lakesdk.timeline.history import LSMTimeline
                 lsm = LSMTimeline(self.storage, self.config)
                 if lsm.manifest():
+                    seen = Timeline((), self.config.layout_version)
                     self._archived = {i.requested: i.completed or i.requested for i in lsm.instants()
                                       if i.completed_action in WRITE_ACTIONS
-                                      and (self.as_of is None or i.requested <= self.as_of)}
+                                      and (self.as_of is None or seen.time_of(i, self.clock) <= self.as_of)}
         return self._archived
 
     def _log_completion(self, instant: str) -> str | None:
