@@ -45,13 +45,20 @@ and the merged row carries the commit time of the write that produced it.
 
 Every completed write instant keeps the full state after it, so time travel (``as_of``),
 incremental reads (completion-time ranges, table version 8) and rollback / restore are
-computed from the history.
+computed from the history.  The history is in completion order: a commit's ``rows`` are the
+state once it completed.  Time travel selects commits by *requested* time (Hudi's, and
+``Timeline.visible_as_of``): as of ``T`` a read sees the completed commits requested at or
+before ``T``, folded in completion order.  Without concurrent writers both orders agree and a
+commit's ``rows`` are also what a read as of its requested time returns.  A write that
+completed after a commit requested later (several writers: tests/test_model.py's ``race``)
+keeps, besides, the rows such a read returns (``Commit.visible``: its changes on the state
+before the later-requested commits completed, which is exact when no key is in both).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 
@@ -134,6 +141,9 @@ class Commit:
     operation: str
     rows: dict[RowId, Row]
     schema: pa.Schema
+    # the rows a read as of ``requested`` returns when they are not ``rows``: the commit completed
+    # after commits requested after it, which such a read does not see (see the module docstring)
+    visible: dict[RowId, Row] | None = None
 
 
 @dataclass
@@ -308,7 +318,19 @@ class TableModel:
         self._reset_to_last()
 
     def restore(self, savepoint: str) -> None:
-        self.commits = [c for c in self.commits if c.requested <= savepoint]
+        """Roll back every commit requested after the savepoint (in any order they completed)."""
+        kept = [c for c in self.commits if c.requested <= savepoint]
+        gone = {c.requested for c in self.commits} - {c.requested for c in kept}
+        for c in kept:
+            if c.visible is None:
+                continue
+            raced = {x.requested for x in self.commits if x.requested > c.requested and x.completed < c.completed}
+            if raced <= gone:       # the commits it completed after are rolled back: it is as if it ran alone
+                c.rows, c.visible = c.visible, None
+            else:
+                assert not raced & gone, f"the model cannot restore to {savepoint}: it keeps {c.requested} and " \
+                    f"only some of the commits that completed inside it ({sorted(raced)})"
+        self.commits = kept
         self._reset_to_last()
 
     def _reset_to_last(self) -> None:
@@ -320,9 +342,34 @@ class TableModel:
             if self.grows:
                 self.schema = self.first_schema
 
+    # -- several writers ---------------------------------------------------------------------------
+    def completed_late(self, before: dict[RowId, Row], apply: Callable[[], None]) -> None:
+        """Apply (``apply``: one of the write methods above) a write that completed after
+        commits requested after it, which completed while it ran: in completion order on the
+        current rows, as every write; and, for a read as of its requested time (which does not
+        see those commits), on the rows ``before`` they completed.  Exact when no key of this
+        write is one of theirs (the order of two writes of disjoint keys does not matter)."""
+        rows = self.rows
+        self.rows = dict(before)
+        apply()
+        visible = self.commits.pop().rows
+        self.rows = rows
+        apply()
+        self.commits[-1].visible = visible
+
     # -- expected reads ----------------------------------------------------------------------------
     def commit(self, requested: str) -> Commit:
         return next(c for c in self.commits if c.requested == requested)
+
+    def as_of(self, c: Commit) -> dict[RowId, Row]:
+        """The rows a time-travel read as of ``c.requested`` returns: the commits requested at
+        or before it, folded in the order they completed."""
+        if c.visible is not None:
+            return c.visible
+        seen = [x for x in self.commits if x.requested <= c.requested]
+        assert [x.requested for x in seen] == [x.requested for x in self.commits[:len(seen)]], \
+            f"the model cannot read as of {c.requested}: commits requested later completed before some it sees"
+        return seen[-1].rows
 
     def incremental(self, start: str | None, end: str | None) -> tuple[dict[RowId, Row], pa.Schema]:
         """Rows changed by commits completed in (start, end], in their state as of end, with the

@@ -520,3 +520,28 @@ def test_archival_keeps_commits_completed_after_a_pending_write_started(tmp_path
     with pytest.raises(lk.WriteConflictError):
         commit(t, w, w_stats, schema=w_schema)
     assert dict(zip(*[t.read().to_pandas()[col] for col in ("id", "v")])) == {1: "c", 2: "c", 50: "d"}
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_pending_savepoint_at_an_archived_commit_hides_none_of_its_files(lake, table_type):
+    """A savepoint has the time of the commit it saves; while it is pending, that commit's files
+    stay visible (a pending write hides its files, a pending savepoint writes none), and the
+    metadata table's listing agrees."""
+    from .corpus_model import check_mdt
+    lake = lk.Lake(lake.root, spark=lake._spark, options=lk.TableOptions(metadata=True, engine=lake.options.engine))
+    t = lake.create_table(f"sp_{table_type}", key="id", ordering="ts", table_type=table_type, partition_by="p")
+    first = t.upsert(batch(1, ids=(1, 2)))
+    t.upsert(batch(2, ids=(3,)))
+    t.upsert(batch(3, ids=(2,)))
+    t.maintenance.archive(min_commits=1, max_commits=2)
+    assert first.instant not in {i.requested for i in t.timeline}
+    store = t.context.store
+    requested = Instant("savepoint", "requested", first.instant)
+    store.create(requested)
+    inflight = store.transition(requested, "inflight")
+    try:
+        assert rows(t.read()) == [(1, "v1"), (2, "v3"), (3, "v2")]
+        check_mdt(t.path, "with a pending savepoint")
+    finally:
+        store.delete(inflight)
+        store.delete(requested)

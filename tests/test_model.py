@@ -7,7 +7,10 @@ or 8, random columns, hostile partition values and keys), then runs operations: 
 delete by keys and by rows, insert_overwrite (partitions and table), compaction,
 clustering, clean (every policy), archival (with and without ``beyond_savepoint``),
 savepoint / restore / delete_savepoint, rollback, schema evolution (a new column) and a
-writer killed (SIGKILL) at a random step of the write protocol.  Inserts and bulk inserts of
+writer killed (SIGKILL) at a random step of the write protocol.  Tables written under
+optimistic concurrency (drawn at creation) also run writes with another action completing
+inside them (``race_upsert``, ``race_service``: an upsert of other keys, a clean or a compaction, by a second handle,
+after the write's files and before its commit); the writer killed runs on the others.  Inserts and bulk inserts of
 stored keys store them twice (the model keeps every copy, each later update or delete applies
 to every copy), and tables may order by a float field holding NaN, -0.0 and infinities (Java's
 ``Double.compareTo`` order).  ``test_table_matches_model_on_spark`` runs those dimensions with
@@ -97,7 +100,7 @@ OPERATIONS = frozenset({
     "key_in_partitions", "merge", "merge_into_empty", "merge_mor_ts", "hudi_no_active_commit",
     "part_urlencode", "clean_zero_hours", "rollback_replace_after_clean",
     "merge_arrow_types", "null_ordering", "is_deleted",
-    "duplicate_keys", "float_ordering", "table_v8", "metadata_table",
+    "duplicate_keys", "float_ordering", "table_v8", "metadata_table", "race", "incremental_inside_write",
 })
 #: writes that must be refused (typed error, table unchanged): the rules under "refusals" below
 REFUSALS = frozenset({"merge_key_change", "case_clash"})
@@ -221,6 +224,7 @@ class LakeMachine(RuleBasedStateMachine):
         self.home: dict[tuple[str, ...], Any] = {}
         self.crashed = False        # a killed writer left a pending instant (the next write rolls it back)
         self.metadata = False       # the table keeps Hudi's metadata table
+        self.optimistic = False     # the table's handles write under optimistic concurrency (the race rule)
 
     def teardown(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -257,16 +261,21 @@ class LakeMachine(RuleBasedStateMachine):
         self.markers = markers
         # Hudi's metadata table kept at every commit (the hudi reader then lists files from it)
         self.metadata = _on("metadata_table") and data.draw(st.booleans(), label="metadata table")
-        self.options = lk.TableOptions(engine=self.engine, markers=markers, metadata=True if self.metadata else None)
         # Hudi 1.0's table version 8 takes every dimension here (one ordering field, event-time ordering)
         version = data.draw(st.sampled_from([9, 8]), label="table version") if _on("table_v8") else 9
+        # several writers: every handle of the table writes under optimistic concurrency with a
+        # shared lock, and the race rule runs an action inside a write (a killed writer is then
+        # rolled back lazily, once its heartbeat expired: the crash rule runs on the other tables)
+        self.optimistic = _on("race") and data.draw(st.booleans(), label="optimistic concurrency")
+        self.options = lk.TableOptions(engine=self.engine, markers=markers, metadata=True if self.metadata else None,
+                                       concurrency="optimistic" if self.optimistic else "single_writer")
         lake = lk.Lake(self.dir, options=self.options, spark=SPARK.get("session"))
         self.t = lake.create_table("t", key=list(keys), partition_by=list(parts) or None, ordering="ts",
                                    table_type=table_type, partition_urlencode=self.urlencode, table_version=version)
         self.input_fields = {f.name: f for f in schema}    # the batches' fields (the model keeps stored types)
         self.m = TableModel(keys, parts, "ts", schema)
         note(f"table {table_type} v{version} keys={keys} parts={parts} schema={schema} markers={markers} "
-             f"urlencode={self.urlencode}")
+             f"urlencode={self.urlencode} optimistic={self.optimistic}")
 
     # -- data ------------------------------------------------------------------------------------------
     def _key(self, data: st.DataObject, *, fresh: bool = False) -> tuple[str, ...]:
@@ -282,8 +291,9 @@ class LakeMachine(RuleBasedStateMachine):
         return k
 
     def _batch(self, data: st.DataObject, *, fresh: bool = False, schema: pa.Schema | None = None,
-               max_rows: int = 5, part: Any = ...) -> pa.Table:
-        """A batch of rows with distinct (partition, key) ids; ``fresh`` keys are in no partition yet."""
+               max_rows: int = 5, part: Any = ..., exclude: frozenset[tuple[Any, ...]] = frozenset()) -> pa.Table:
+        """A batch of rows with distinct (partition, key) ids; ``fresh`` keys are in no partition yet;
+        a key drawn from ``exclude`` is replaced by a fresh one."""
         m = self.m
         schema = schema or pa.schema([self.input_fields[n] for n in m.schema.names])
         n = data.draw(st.integers(1, max_rows), label="rows")
@@ -295,6 +305,8 @@ class LakeMachine(RuleBasedStateMachine):
         seen: set[Any] = set()
         for _ in range(n):
             key = self._key(data, fresh=fresh)
+            if key in exclude:
+                key = self._key(data, fresh=True)
             p = data.draw(st.sampled_from(self.part_pool)) if part is ... else part
             if not _on("key_in_partitions"):    # each key stays in the partition it was first written to
                 p = self.home.setdefault(key, p)
@@ -319,6 +331,12 @@ class LakeMachine(RuleBasedStateMachine):
 
     # -- the table's state -------------------------------------------------------------------------------
     def _fingerprint(self) -> tuple[Any, ...]:
+        timeline, files = self._listing()
+        snap = self.t.read().to_arrow()
+        return timeline, files, actual_rows(snap, self.m.schema)[0]
+
+    def _listing(self) -> tuple[list[str], list[str]]:
+        """The table's timeline files and data files (paths under the table)."""
         root = self.t.path.removeprefix("file://")
         timeline, files = [], []
         for d, _dirs, names in os.walk(root):
@@ -329,8 +347,7 @@ class LakeMachine(RuleBasedStateMachine):
                     timeline.append(p)
                 elif not p.startswith(".hoodie"):
                     files.append(p)
-        snap = self.t.read().to_arrow()
-        return sorted(timeline), sorted(files), actual_rows(snap, self.m.schema)[0]
+        return sorted(timeline), sorted(files)
 
     def _attempt(self, what: str, fn: Callable[[], Any]) -> tuple[bool, Any]:
         """Run an operation; a typed error is a legitimate refusal when the table did not change."""
@@ -603,6 +620,10 @@ class LakeMachine(RuleBasedStateMachine):
                                                         or _on("clean_hours")))
     @rule(data=st.data())
     def clean(self, data: st.DataObject) -> None:
+        self._clean(data, self.t)
+
+    def _clean(self, data: st.DataObject, t: Any) -> None:
+        """A clean (every policy the features enable) by handle ``t``."""
         policies = [p for p, f in (("KEEP_LATEST_COMMITS", "clean_commits"), ("KEEP_LATEST_FILE_VERSIONS",
                     "clean_versions"), ("KEEP_LATEST_BY_HOURS", "clean_hours")) if _on(f)]
         policy = data.draw(st.sampled_from(policies), label="policy")
@@ -610,7 +631,7 @@ class LakeMachine(RuleBasedStateMachine):
               "retain_versions": data.draw(st.integers(1, 2), label="retain_versions"),
               "retain_hours": data.draw(st.sampled_from([1e-4, 24] + ([0] if _on("clean_zero_hours") else [])),
                                         label="retain_hours")}
-        ok, res = self._attempt(f"clean {policy}", lambda: self.t.maintenance.clean(policy=policy, **kw))
+        ok, res = self._attempt(f"clean {policy}", lambda: t.maintenance.clean(policy=policy, **kw))
         if ok and res is not None:
             if res.earliest:
                 self.m.earliest_retained = max(self.m.earliest_retained or "", res.earliest)
@@ -687,7 +708,7 @@ class LakeMachine(RuleBasedStateMachine):
         if ok:
             self.m.rollback_last()
 
-    @precondition(lambda self: self.t is not None and _on("crash"))
+    @precondition(lambda self: self.t is not None and _on("crash") and not self.optimistic)
     @rule(data=st.data(), point=st.sampled_from(CRASH_POINTS), op=st.sampled_from(["upsert", "insert"]))
     def crashed_write(self, data: st.DataObject, point: str, op: str) -> None:
         if self.metadata and data.draw(st.booleans(), label="crash in the metadata table's commit"):
@@ -737,6 +758,118 @@ class LakeMachine(RuleBasedStateMachine):
             assert not new, f"a writer killed at {point} completed {new}"
             self.crashed = True
 
+    # -- several writers: an action completing inside a write ---------------------------------------------
+    def _racers(self, *kinds: str) -> list[str]:
+        """The actions of ``kinds`` that may race a write on this table."""
+        on = {"upsert": _on("upsert"), "clean": _on("clean_commits") or _on("clean_versions") or _on("clean_hours"),
+              "compact": _on("compaction") and self.t.table_type == "MERGE_ON_READ"}
+        return [k for k in kinds if on[k]] if self.optimistic and not self.crashed and (
+            _on("upsert") or _on("insert")) else []
+
+    @precondition(lambda self: self.t is not None and self._racers("upsert"))
+    @rule(data=st.data())
+    def race_upsert(self, data: st.DataObject) -> None:
+        """An upsert of other keys completing inside a write (:meth:`_race`)."""
+        self._race(data, "upsert")
+
+    @precondition(lambda self: self.t is not None and self._racers("clean", "compact"))
+    @rule(data=st.data())
+    def race_service(self, data: st.DataObject) -> None:
+        """A clean or a compaction (merge-on-read) completing inside a write (:meth:`_race`)."""
+        self._race(data, data.draw(st.sampled_from(self._racers("clean", "compact")), label="action B"))
+
+    def _race(self, data: st.DataObject, racer: str) -> None:
+        """A write A (upsert or insert) during which, once its files are written and before its
+        commit, another handle of the table runs an action B to completion: an upsert of keys
+        A does not write, a clean, or a compaction (merge-on-read).  A then completes, and the
+        model applies B, then A (completion order; a read as of A's requested time does not see
+        B: ``TableModel.completed_late``), or A fails with WriteConflictError (B wrote a file
+        group A writes) and leaves no trace.  Then a filter on a value A wrote (tables with a
+        metadata table): each action's partition statistics were computed without the other's files."""
+        from lakesdk.table.write import PARTITION_METAFILE, WriteOperation
+        m = self.m
+        op = data.draw(st.sampled_from([o for o in ("upsert", "insert") if _on(o)]), label="write A")
+        a = self._batch(data, fresh=op == "insert")
+        a_keys = frozenset(tuple(r[f] for f in m.key_fields) for r in a.select(list(m.key_fields)).to_pylist())
+        why = self._refusal(a)
+        before = self._fingerprint()
+        rows0, n0 = dict(m.rows), len(m.commits)
+        schema0 = self.t.refresh().schema
+        other = lk.open_table(self.t.path, options=self.options, spark=SPARK.get("session"))
+        raced: dict[str, Any] = {}
+        original = WriteOperation._finalize
+
+        def b_runs() -> None:
+            if racer == "upsert":   # stored or fresh keys, none of A's (two inserts of one new key store it twice)
+                b = self._batch(data, fresh=data.draw(st.booleans(), label="B fresh keys"), exclude=a_keys)
+                self._write("racing upsert", lambda: other.upsert(b), lambda r, c, x: m.upsert(b, r, c, x), b)
+            elif racer == "clean":
+                self._clean(data, other)
+            else:
+                self._write("racing compact", lambda: other.maintenance.compact(),
+                            lambda r, c, x: m.service(r, c, x, "compact"))
+
+        def racing(w: Any, ctx: Any, stats: Any, partitions: Any) -> Any:
+            if not raced and w.table is self.t:
+                raced.update(instant=ctx.instant, files={s.path for s in stats if s.path})
+                b_runs()
+                raced.update(after=self._listing()[1], schema=other.refresh().schema)
+            return original(w, ctx, stats, partitions)
+        WriteOperation._finalize = racing     # type: ignore[method-assign]
+        try:
+            res = (self.t.upsert if op == "upsert" else self.t.insert)(a)
+        except LakeError as e:
+            res = e
+        finally:
+            WriteOperation._finalize = original     # type: ignore[method-assign]
+            other.close()
+        note(f"race: {op} with {racer} inside: {res!r}")
+        landed = m.commits[n0:]     # B's commit (an upsert or compaction that wrote something)
+        if not raced:      # A was refused (or had nothing to write) before its files: B did not run
+            assert self._fingerprint() == before, f"{op} that wrote no file changed the table ({res!r})"
+            if isinstance(res, LakeError):
+                event(f"refused: race {op}: {type(res).__name__}")
+            else:
+                assert why is None and not res.instant, f"{op} committed without writing files, or a batch " \
+                    f"with {why} was written: {res!r}"
+            return
+        assert why is None, f"{op} of a batch with {why} got as far as its files; it must be refused"
+        if isinstance(res, LakeError):
+            # only a conflict with B: A leaves no trace (the table is as B left it)
+            assert isinstance(res, lk.WriteConflictError), f"{op} failed after a racing {racer}: {res!r}"
+            if isinstance(res, lk.SchemaEvolutionConflictError):
+                # Hudi's concurrent schema evolution (RFC-82): B changed the table schema A started
+                # with (its first commit, or one adding the delete marker column) to one A does not write
+                assert landed and not raced["schema"].equals(schema0), \
+                    f"{op} refused a schema conflict although the racing {racer} left the schema as it was: {res}"
+            else:
+                assert landed and res.other_instant == landed[0].requested, \
+                    f"{op} conflicts with {res.other_instant}, not with the racing {racer} ({landed})"
+            tl = self.t.timeline
+            assert raced["instant"] not in {i.requested for i in tl.commits} | {i.requested for i in tl.pending}, \
+                f"{op} that lost to a racing {racer} left its instant {raced['instant']} on the timeline"
+            # its files are gone; a partition folder it created keeps its partition metafile (written
+            # at its commit point, before the conflict check), as Hudi's rollback keeps it: no rows
+            def data_files(files: list[str]) -> set[str]:
+                return {f for f in files if not os.path.basename(f).startswith(PARTITION_METAFILE)}
+            left, want = data_files(self._listing()[1]), data_files(raced["after"]) - raced["files"]
+            assert left == want, f"{op} that lost to a racing {racer}: files left {sorted(left - want)}, " \
+                f"gone {sorted(want - left)}"
+            event(f"race: {op} lost to a racing {racer}")
+            return
+        assert res.instant == raced["instant"] and res.completed, f"{op} returned {res!r}"
+        assert not landed or res.completed > landed[-1].completed, f"{op} completed before the racing {racer}"
+        event(f"race: {op} with a racing {racer}{' that wrote' if landed else ''}")
+
+        def apply() -> None:
+            (m.upsert if op == "upsert" else m.insert)(a, res.instant, res.completed, res.action)
+        if landed:
+            m.completed_late(rows0, apply)
+        else:
+            apply()
+        if self.metadata:
+            self._filtered_read(data, written_by=res.instant)
+
     # -- reads that skip files by the metadata table's column statistics ----------------------------------
     @precondition(lambda self: self.t is not None and self.metadata)
     @rule(data=st.data())
@@ -744,6 +877,13 @@ class LakeMachine(RuleBasedStateMachine):
         """A filter on a column of the table (meta fields included) and a value it holds: the
         snapshot, an ``as_of`` and an incremental read with it return the rows the same read
         without it keeps (the file slices its column statistics rule out are skipped)."""
+        self._filtered_read(data)
+
+    def _filtered_read(self, data: st.DataObject, written_by: str | None = None) -> None:
+        """:meth:`filtered_read`; ``written_by``: the value is one of a row the commit of that
+        requested time wrote (when it left one)."""
+        import pyarrow.compute as pc
+
         from lakesdk.read.bind import session_time_zone
         from lakesdk.read.predicate import from_filters
         full = self.t.read(meta_fields=True).to_arrow()
@@ -751,7 +891,8 @@ class LakeMachine(RuleBasedStateMachine):
         if not cols or not len(full):
             return
         col = data.draw(st.sampled_from(cols), label="filter column")
-        values = full.column(col).to_pylist()
+        pool = full if written_by is None else full.filter(pc.equal(full.column("_hoodie_commit_time"), written_by))
+        values = (pool if len(pool) else full).column(col).to_pylist()
         op = data.draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "IN", "IS", "IS NOT"]), label="filter op")
         v = None if op.startswith("IS") else data.draw(st.sampled_from(values), label="filter value")
         if v is None and not op.startswith("IS"):
@@ -770,8 +911,15 @@ class LakeMachine(RuleBasedStateMachine):
                 every = pin(self.t.read(meta_fields=True)).to_arrow()
             except TimeTravelError:
                 continue
+            try:    # a time travel reads with the schema as of its moment (Hudi's too)
+                pinned = from_filters(filters).bind(every.schema, session_time_zone())
+            except lk.InvalidFilterError:
+                # a column added later than the moment, or typed then so filters do not compare it
+                with pytest.raises(lk.InvalidFilterError):
+                    pin(self.t.read(meta_fields=True, where=filters)).to_arrow()
+                continue
             got = pin(self.t.read(meta_fields=True, where=filters)).to_arrow()
-            self._same_rows(f"{what} with filter {filters}", got, every.filter(bound.to_arrow()))
+            self._same_rows(f"{what} with filter {filters}", got, every.filter(pinned.to_arrow()))
         try:
             every = self.t.incremental(None, None, meta_fields=True).to_arrow()
         except TimeTravelError:
@@ -860,7 +1008,7 @@ class LakeMachine(RuleBasedStateMachine):
                 continue
             assert not guarded, (f"as_of {c.requested} answered although the last clean retained only commits "
                                  f"from {m.earliest_retained}")
-            self._compare(f"as_of {c.requested} ({c.operation})", data, c.rows, c.schema)
+            self._compare(f"as_of {c.requested} ({c.operation})", data, m.as_of(c), c.schema)
 
     @invariant()
     def check_3_incremental(self) -> None:
@@ -872,6 +1020,8 @@ class LakeMachine(RuleBasedStateMachine):
         ranges = [(None, last)] + ([(m.commits[-2].completed, last), (None, m.commits[-2].completed)]
                                    if len(m.commits) > 1 else [])
         for start, end in ranges:
+            if not _on("incremental_inside_write") and any(c.requested < end < c.completed for c in m.commits):
+                continue     # see DISABLED
             try:
                 data = self.t.incremental(start, end, meta_fields=False).to_arrow()
             except TimeTravelError as e:
@@ -915,7 +1065,7 @@ class LakeMachine(RuleBasedStateMachine):
         cleaned = m.earliest_retained is not None or m.cleaned_without_bound or m.archived
         if not cleaned:     # it ignores the time-travel clean guard
             data = read(hudi.HudiReadOptions().with_as_of_timestamp(prev.requested))
-            self._compare(f"hudi reader as_of {prev.requested}", data, prev.rows, prev.schema, types=False,
+            self._compare(f"hudi reader as_of {prev.requested}", data, m.as_of(prev), prev.schema, types=False,
                           hudi_mor=mor)
         if self.t.table_type == "COPY_ON_WRITE" and not cleaned:    # it resurfaces stale log updates on MOR
             opts = hudi.HudiReadOptions().with_query_type(hudi.HudiQueryType.Incremental)

@@ -162,7 +162,9 @@ class FileSystemView:
         visible = timeline.visible_as_of(as_of, clock=self.clock)
         self.visible = visible
         self._completion = {i.requested: (i.completed or i.requested) for i in visible}
-        pending = {i.requested for i in timeline.pending}
+        # writes in progress (a pending savepoint has the time of the commit it saves, whose
+        # files stay visible: of an archived commit too)
+        pending = {i.requested for i in timeline.pending if i.action != "savepoint"}
         # the start of the active timeline; savepointed instants do not count (archival beyond a
         # savepoint keeps them while archiving later commits: Hudi's getFirstNonSavepointCommit)
         sps = {i.requested for i in timeline.instants if i.action == "savepoint"}
