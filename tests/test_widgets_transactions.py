@@ -89,7 +89,8 @@ def test_lanes_bars_and_outcomes(raced):
     t, first, won, recs, beating, silent = raced
     w = t.widgets.transactions()
     fig = w.figure
-    assert [tr.name for tr in fig.data] == [*OUTCOMES, "overlap", "selected", "overlap links"]
+    assert [tr.name for tr in fig.data] == [*OUTCOMES, "overlap", "selected", "overlap links", "waiting for the lock",
+                                            "holding the lock", "steps"]
     assert len(read_transactions(t.storage)) == 4
     # every journal record, the unjournaled commit and the two pending writes: one bar each
     assert sum(len(tr.x) for tr in fig.data[:len(OUTCOMES)]) == 4 + 1 + 2 == len(w.writes)
@@ -127,7 +128,7 @@ def test_overlaps_and_verdicts(raced):
     assert [(o.a.instant, o.b.instant) for o in w.overlaps] == [(won.instant, recs[1].instant)]
     ams = [g for g in groups_of(t, won.instant) if g[0] == "city=ams"]
     assert list(w.overlaps[0].file_groups) == ams
-    outline, selected, links = w.figure.data[len(OUTCOMES):]
+    outline, selected, links = w.figure.data[len(OUTCOMES):len(OUTCOMES) + 3]
     assert list(links.y) == ["hostA:11:main", "hostB:22:main"] and links.x[0] == links.x[1]
     assert all(v is not None for v in (*links.x, *links.y))   # a None blanks the axis in the browser
     assert ams[0][1] in links.hovertext[0]
@@ -252,3 +253,27 @@ def test_a_real_lost_race(tmp_path, monkeypatch):
     assert v[lost.instant].startswith(f"{lost.instant} lost (conflict at commit) to commit {winner.instant}, "
                                       "which committed first")
     assert v[winner.instant].endswith(f"won against {lost.instant}")
+    # the steps each writer reached through the commit protocol, in order: the winner all of
+    # them, the loser up to the lock, then aborted by the conflict check
+    from lakesdk.concurrency.journal import STEPS
+    steps = {r.instant: [n for n, _ms in r.steps] for r in recs}
+    assert steps[winner.instant] == ["requested", "files_written", "lock_requested", "lock_acquired", "checked",
+                                     "metadata_table", "completed"]     # new tables keep Hudi's metadata table
+    assert steps[lost.instant] == ["requested", "files_written", "lock_requested", "lock_acquired"]
+    for r in recs:
+        times = [ms_ for _n, ms_ in r.steps]
+        assert times == sorted(times) and all(n in STEPS for n in steps[r.instant])
+    # the loser wrote its files before the winner ran (the hook ran the winner inside its
+    # _finalize), and acquired the lock after the winner completed
+    at = {r.instant: dict(r.steps) for r in recs}
+    assert at[lost.instant]["files_written"] >= at[winner.instant]["completed"]
+    assert at[lost.instant]["requested"] <= at[winner.instant]["requested"]
+    drawn = w.figure.data
+    marks = next(tr for tr in drawn if tr.name == "steps")
+    assert len(marks.x) == sum(len(v) for v in steps.values()) + 1     # + the loser's abort
+    assert list(marks.marker.symbol).count("x") == 1
+    held = next(tr for tr in drawn if tr.name == "holding the lock")
+    assert sorted(held.customdata[i][0] for i in range(len(held.y))) == sorted(steps)
+    w.select(lost.instant)
+    panel = w.panel.value
+    assert "steps" in panel and "the conflict check under the lock failed" in panel and "+0 ms" in panel

@@ -22,6 +22,10 @@ Record format, version 1 (a JSON object; unknown keys are ignored by readers)::
     schema           writer schema: [[name, arrow type string], ...] or null
     schema_at_start  table schema when the write started (same shape) or null
     schema_at_commit table schema seen at validation (same shape) or null
+    steps            [[step, epoch ms], ...] the write's path through the commit protocol, in
+                     order (:data:`STEPS`): requested, files_written, lock_requested,
+                     lock_acquired, checked, metadata_table, completed; a write that lost
+                     stops at the step it reached (absent in records of older versions)
 
 Recording never fails a write: storage errors while journaling are swallowed.
 """
@@ -42,11 +46,13 @@ from lakesdk.storage.fs import Storage
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["JOURNAL_DIR", "TransactionRecord", "Transactions", "read_transactions", "record_transaction",
+__all__ = ["JOURNAL_DIR", "STEPS", "TransactionRecord", "Transactions", "read_transactions", "record_transaction",
            "schema_fields", "writer_id", "outcome_of", "instant_ms"]
 
 JOURNAL_DIR = ".hoodie/.aux/lakesdk/transactions"
 OUTCOMES = ("committed", "conflict", "schema_conflict", "early_conflict", "failed")
+#: the steps of a write through the commit protocol, in order (:class:`lakesdk.services.transaction.InstantTransaction`)
+STEPS = ("requested", "files_written", "lock_requested", "lock_acquired", "checked", "metadata_table", "completed")
 
 
 def writer_id() -> str:
@@ -78,6 +84,7 @@ class TransactionRecord:
     schema: tuple[tuple[str, str], ...] | None = None
     schema_at_start: tuple[tuple[str, str], ...] | None = None
     schema_at_commit: tuple[tuple[str, str], ...] | None = None
+    steps: tuple[tuple[str, int], ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -94,12 +101,13 @@ class TransactionRecord:
                 "outcome": self.outcome, "file_groups": [list(g) for g in self.file_groups],
                 "conflicts_with": self.conflicts_with, "reason": self.reason,
                 "schema": _lists(self.schema), "schema_at_start": _lists(self.schema_at_start),
-                "schema_at_commit": _lists(self.schema_at_commit), **self.extra}
+                "schema_at_commit": _lists(self.schema_at_commit), "steps": [list(x) for x in self.steps],
+                **self.extra}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "TransactionRecord":
         known = {"version", "instant", "action", "operation", "writer", "started_ms", "ended_ms", "outcome",
-                 "file_groups", "conflicts_with", "reason", "schema", "schema_at_start", "schema_at_commit"}
+                 "file_groups", "conflicts_with", "reason", "schema", "schema_at_start", "schema_at_commit", "steps"}
         return cls(instant=str(d["instant"]), action=str(d.get("action", "")), outcome=str(d.get("outcome", "")),
                    operation=str(d.get("operation", "")), writer=str(d.get("writer", "")),
                    started_ms=int(d.get("started_ms") or 0), ended_ms=int(d.get("ended_ms") or 0),
@@ -107,6 +115,7 @@ class TransactionRecord:
                    conflicts_with=d.get("conflicts_with"), reason=str(d.get("reason") or ""),
                    schema=_tuples(d.get("schema")), schema_at_start=_tuples(d.get("schema_at_start")),
                    schema_at_commit=_tuples(d.get("schema_at_commit")),
+                   steps=tuple((str(n), int(ms)) for n, ms in d.get("steps") or ()),
                    extra={k: v for k, v in d.items() if k not in known})
 
     def __repr__(self) -> str:

@@ -43,6 +43,7 @@ rollback (:func:`lakesdk.services.rollback.abort`), which commits through this m
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -51,7 +52,7 @@ from lakesdk.concurrency.instants import create_instant, holding
 from lakesdk.exceptions import CorruptTimelineError, WriteConflictError, WriteError
 from lakesdk.format.instant import Instant
 from lakesdk.format.timeline import InstantClock, Timeline
-from lakesdk.services.metadata_writer import sync_metadata_table
+from lakesdk.services.metadata_writer import keeps_metadata_table, sync_metadata_table
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
@@ -83,6 +84,13 @@ class InstantTransaction:
         self.completed: Instant | None = None
         self.at_commit: Timeline | None = None     # the timeline the commit point read under the lock
         self.at_begin: Timeline | None = None      # the timeline read under the lock to create the instant
+        #: (step, epoch ms) of the instant's path through the commit protocol, in order
+        #: (:data:`lakesdk.concurrency.journal.STEPS`): what the transaction journal records
+        self.steps: list[tuple[str, int]] = []
+
+    def step(self, name: str) -> None:
+        """Note that the instant reached step ``name`` now."""
+        self.steps.append((name, int(time.time() * 1000)))
 
     # -- opening ---------------------------------------------------------------------------------
     @classmethod
@@ -109,6 +117,7 @@ class InstantTransaction:
                              "writable?") from None
         txn = cls(ctx, instant, operation=operation, heartbeat=beats.get(instant.requested))
         txn.at_begin = seen[-1] if seen else None
+        txn.step("requested")
         return txn
 
     @classmethod
@@ -142,9 +151,12 @@ class InstantTransaction:
         ctx, store = self.ctx, self.ctx.store
         table_lock = ctx.lock()
         inflight = self.instant if self.instant.state == "inflight" else self.instant.to("inflight")
+        if table_lock is not None:
+            self.step("lock_requested")
         with holding(table_lock):
             now: Timeline | None = None
             if table_lock is not None:
+                self.step("lock_acquired")
                 from lakesdk.concurrency.conflicts import ensure_still_pending
                 now = store.load()
                 ensure_still_pending(ctx.name, now, inflight, store)
@@ -153,6 +165,7 @@ class InstantTransaction:
             if now is not None:
                 for check in checks:
                     check(now)
+                self.step("checked")
             self._ensure_claimed(inflight)
             data = metadata(now) if callable(metadata) else metadata
             if faults.armed("during_commit"):   # leave what a crash inside the completed file's write leaves
@@ -162,6 +175,8 @@ class InstantTransaction:
             # Hudi's metadata table: its delta commit of this instant completes first, or it is
             # dropped (lakesdk.services.metadata_writer)
             sync_metadata_table(ctx, inflight, data, now)
+            if keeps_metadata_table(ctx, ctx.config):
+                self.step("metadata_table")
             if table_lock is not None:
                 _ensure_held(table_lock, ctx.name, inflight)
             _state.instant = inflight
@@ -171,6 +186,7 @@ class InstantTransaction:
             finally:
                 _state.instant = None
             self.at_commit = now
+        self.step("completed")
         self.instant = self.completed
         return self.completed
 

@@ -156,7 +156,7 @@ def commit(table: "Table", txn: OpenInstant, stats: list[dict[str, Any]], *, sch
         table.storage.delete(f".hoodie/.heartbeat/{txn.instant}")
     tot = md.totals()
     _journal(table, txn, "committed", groups={(s.partitionPath or "", s.fileId) for s in ws if s.fileId},
-             schema=arrow_schema)
+             schema=arrow_schema, steps=itx.steps)
     return WriteResult(table=table.name, operation=txn.operation, instant=txn.instant, completed=done.completed,
                        action=txn.action, inserted=tot["inserted"], updated=tot["updated"], deleted=tot["deleted"],
                        files=tot["files"], bytes=tot["bytes"], partitions=tot["partitions"],
@@ -182,7 +182,7 @@ def abort(table: "Table", txn: OpenInstant, *, reason: str = "aborted", outcome:
 
 
 def _journal(table: "Table", txn: OpenInstant, outcome: str, *, groups: set[tuple[str, str]],
-             schema: pa.Schema | None = None, reason: str = "") -> None:
+             schema: pa.Schema | None = None, reason: str = "", steps: list[tuple[str, int]] | None = None) -> None:
     """One transaction-journal record (optimistic concurrency only; never raises)."""
     if table.options.concurrency != "optimistic":
         return
@@ -198,4 +198,4 @@ def _journal(table: "Table", txn: OpenInstant, outcome: str, *, groups: set[tupl
     record_transaction(table.storage, TransactionRecord(
         instant=txn.instant, action=txn.action, outcome=outcome, operation=txn.operation, writer=writer_id(),
         started_ms=instant_ms(txn.instant), ended_ms=now_ms(), file_groups=tuple(sorted(groups)), reason=reason,
-        schema=None if fields is None else tuple((name, type_) for name, type_ in fields)))
+        schema=None if fields is None else tuple((name, type_) for name, type_ in fields), steps=tuple(steps or ())))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Sequence
 
 import pyarrow as pa
 
@@ -123,6 +123,7 @@ class WriteOperation(WriteInput):
                 raise
             faults.crash_point("after_data")
             self._finalize(ctx, stats, prep.partitions)
+            txn.step("files_written")
             md = CommitMetadata(
                 partition_to_write_stats=_group_stats(stats),
                 extra_metadata=schema_extra_metadata(target_schema, cfg.name),
@@ -149,12 +150,13 @@ class WriteOperation(WriteInput):
                 else:
                     t.context.unwatch_markers(instant.requested)   # markers stay for the next rollback
                 self._journal(store, instant, action, started_ms, target_schema, stats=stats, replaced=replaced,
-                              names=names, err=None if landed else err)
+                              names=names, err=None if landed else err, steps=txn.steps)
             raise
         txn.finish()
         completed = txn.completed
         assert completed is not None
-        self._journal(store, instant, action, started_ms, target_schema, stats=stats, replaced=replaced)
+        self._journal(store, instant, action, started_ms, target_schema, stats=stats, replaced=replaced,
+                      steps=txn.steps)
         compaction = None
         if cfg.is_mor and t.options.compact_every and action == "deltacommit":
             from lakesdk.services.compaction import deltacommits_since_compaction
@@ -213,7 +215,7 @@ class WriteOperation(WriteInput):
 
     def _journal(self, store: Any, instant: Instant, action: str, started_ms: int, writer_schema: pa.Schema, *,
                  stats: list[WriteStat], replaced: dict[str, list[str]] | None, names: Any = (),
-                 err: BaseException | None = None) -> None:
+                 err: BaseException | None = None, steps: Sequence[tuple[str, int]] = ()) -> None:
         """Record the outcome in the transaction journal (optimistic concurrency only; never raises)."""
         if self.table.options.concurrency != "optimistic":
             return
@@ -236,7 +238,8 @@ class WriteOperation(WriteInput):
                 instant=instant.requested, action=action, outcome=outcome_of(err), operation=self.operation,
                 writer=_writer(), started_ms=started_ms, ended_ms=now_ms(), file_groups=tuple(sorted(groups)),
                 conflicts_with=conflicts_with, reason="" if err is None else (str(err) or type(err).__name__),
-                schema=_fields(writer_schema), schema_at_start=_fields(s0), schema_at_commit=_fields(s1)))
+                schema=_fields(writer_schema), schema_at_start=_fields(s0), schema_at_commit=_fields(s1),
+                steps=tuple(steps)))
         except Exception:  # noqa: BLE001 - the journal is advisory: it never changes a write's outcome
             pass
 

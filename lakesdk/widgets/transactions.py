@@ -20,11 +20,17 @@ drawn over those bars (same encoding, no fill, no hover): ``overlap`` (red) for 
 that touched a common file group with another while both ran (``widget.overlaps``), and
 ``selected`` (black) for the selected write; last a scatter trace ``overlap links``
 marking, for each overlap, both lanes at the middle of the two writes' common time.  Inflight bars
-whose writer is gone (heartbeat expired or missing) are hatched.  Times are UTC.
+whose writer is gone (heartbeat expired or missing) are hatched.  Then the commit protocol
+of each journaled write (:mod:`lakesdk.widgets._steps`): two thin bar traces,
+``waiting for the lock`` and ``holding the lock`` (lock requested to acquired, acquired to
+completed or aborted), and a scatter trace ``steps`` with a mark per step the write reached
+(requested, files written, lock requested, lock acquired, checked, metadata table,
+completed, or aborted).  Times are UTC.
 
 Below the figure, the verdicts table (``widget.verdicts()``) says which commit won and why
 each other write failed; the schema table compares the schemas of writers that hit a
-schema conflict (``widget.schema_versions()``).  Click a bar for the write's details.
+schema conflict (``widget.schema_versions()``).  Click a bar for the write's details and
+its steps, each with its time after the instant was requested.
 """
 
 from __future__ import annotations
@@ -50,11 +56,12 @@ from lakesdk.widgets._common import (
     utc_from_ms,
 )
 from lakesdk.widgets._figure import FigureWidget
+from lakesdk.widgets._steps import STEP_SYMBOLS, lock_phases, step_hover, steps_html, steps_of
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["TransactionsWidget", "WriteSpan", "Overlap", "OUTCOMES", "OUTCOME_COLOURS"]
+__all__ = ["TransactionsWidget", "WriteSpan", "Overlap", "OUTCOMES", "OUTCOME_COLOURS", "LOCK_COLOURS", "STEPS_TRACE"]
 
 OUTCOMES = ("committed", "conflict", "schema_conflict", "early_conflict", "failed", "inflight")
 OUTCOME_COLOURS = {"committed": "#2e7d32", "conflict": "#c62828", "schema_conflict": "#6a1b9a",
@@ -63,6 +70,9 @@ LOSING = frozenset({"conflict", "schema_conflict", "early_conflict"})
 OVERLAP_COLOUR = "#d50000"
 #: trace names after the outcome bars: outlines of overlapping and selected writes, overlap connectors
 OVERLAP_TRACE, SELECTED_TRACE, CONNECTOR_TRACE = "overlap", "selected", "overlap links"
+#: thin bars over a journaled write: the time it waited for the table lock, and held it to commit
+LOCK_COLOURS = {"waiting for the lock": "#9e9e9e", "holding the lock": "#212121"}
+STEPS_TRACE = "steps"
 LANE_WRITES = "(not journaled) writes"
 LANE_SERVICES = "(not journaled) table services"
 _SERVICES = frozenset({"compaction", "clustering", "logcompaction"})
@@ -203,6 +213,15 @@ class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
         self.figure.add_scatter(name=CONNECTOR_TRACE, mode="markers", x=[], y=[], hovertext=[],
                                 marker=dict(color=OVERLAP_COLOUR, size=10, symbol="x"), legendgroup=OVERLAP_TRACE,
                                 showlegend=False, hovertemplate="%{hovertext}<extra></extra>")
+        # the commit protocol on each journaled write's bar: the time it waited for the table
+        # lock and held it (thin bars), and a mark per step it reached (lakesdk.widgets._steps)
+        for name, colour in LOCK_COLOURS.items():
+            self.figure.add_bar(name=name, orientation="h", x=[], y=[], customdata=[], hovertext=[], width=0.22,
+                                marker=dict(color=colour, line=dict(color=colour, width=0)), legendgroup="steps",
+                                hovertemplate="%{hovertext}<extra></extra>")
+        self.figure.add_scatter(name=STEPS_TRACE, mode="markers", x=[], y=[], hovertext=[], legendgroup="steps",
+                                marker=dict(color="#111111", size=9, symbol=[], line=dict(width=1.5)),
+                                hovertemplate="%{hovertext}<extra></extra>")
         for trace in self.figure.data[:len(OUTCOMES)]:
             trace.on_click(self._on_click)
         self.panel = ipywidgets.HTML(self._panel_html(), layout=ipywidgets.Layout(min_width="300px"))
@@ -372,7 +391,25 @@ class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
                 ys += [o.a.lane, o.b.lane]
                 hover += [text, text]
             ov.x, ov.y, ov.hovertext = xs, ys, hover
+            self._draw_steps()
         sync_figure(self.figure)
+
+    def _draw_steps(self) -> None:
+        first = len(OUTCOMES) + 3
+        for trace in self.figure.data[first:first + len(LOCK_COLOURS)]:
+            spans = [(w, start, end) for w in self.writes for name, start, end in lock_phases(w) if name == trace.name]
+            trace.base = [fmt_time(start) for _w, start, _end in spans]
+            trace.x = [round((end - start).total_seconds() * 1000, 3) for _w, start, end in spans]
+            trace.y = [w.lane for w, _s, _e in spans]
+            trace.customdata = [[w.instant, w.action, w.lane, w.outcome] for w, _s, _e in spans]
+            trace.hovertext = [f"<b>{esc(trace.name)}</b> {esc(w.instant)}: {(e - s).total_seconds() * 1000:.0f} ms"
+                               for w, s, e in spans]
+        marks = [(w, st) for w in self.writes for st in steps_of(w)]
+        tr = self.figure.data[first + len(LOCK_COLOURS)]
+        tr.x = [fmt_time(st.at) for _w, st in marks]
+        tr.y = [w.lane for w, _st in marks]
+        tr.hovertext = [step_hover(w, st) for w, st in marks]
+        tr.marker.symbol = [STEP_SYMBOLS.get(st.name, "circle") for _w, st in marks]
 
     # -- verdicts ------------------------------------------------------------------------------------
     def _by_instant(self, instant: str | None) -> WriteSpan | None:
@@ -496,7 +533,7 @@ class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
                 f"<div style='margin-top:6px'><b>file groups</b> ({len(w.file_groups)})</div>"
                 + html_table(["partition", "file id"], [(p or "(root)", f) for p, f in w.file_groups], clip=(1,))
                 + (f"<div style='margin-top:6px'><b>overlaps</b> ({len(mine)})</div>{overl}" if mine else "")
-                + "</div>")
+                + steps_html(w) + "</div>")
 
     # -- selection --------------------------------------------------------------------------------------
     def select(self, write: WriteSpan | str) -> WriteSpan:
