@@ -245,6 +245,54 @@ def test_markers_of_a_simulated_failed_write(trips):
     assert t.timeline.get(pending.requested).state == "inflight"
 
 
+def test_markers_roll_back_a_failed_write_step_by_step(trips):
+    """The widget rolls the failed write back and walks through the rollback's steps: each
+    says what it did, the paths it deleted, and the two instants' timeline files after it."""
+    t, _ = trips
+    pending = start_pending_write(t)
+    m = DirectWriteMarkers(t.storage, pending.requested)
+    m.create("city=ams", f"f1-0_0-1-1_{pending.requested}.parquet", "CREATE")
+    data = f"city=ams/f1-0_0-1-1_{pending.requested}.parquet"
+    t.storage.write(data, b"x" * 10)
+    before = sorted(t.read().to_pandas().uuid)
+    w = t.widgets.markers()
+    assert not w.rollback_button.disabled and all(b.layout.display == "none" for b in w.step_buttons)
+    w.rollback_button.click()
+    res = w.rollback_result
+    assert res is not None and res.rolled_back.requested == pending.requested
+    assert [s.name for s in res.steps] == ["planned", "started", "deleted data files", "completed",
+                                           "removed the instant"]
+    rb = res.rollback_instant
+    tl = [s.timeline for s in res.steps]
+    assert f"{rb}.rollback.requested" in tl[0] and f"{pending.requested}.inflight" in tl[0]   # Hudi names a commit inflight "<t>.inflight"
+    assert f"{rb}.rollback.inflight" in tl[1]
+    assert any(n.startswith(f"{rb}_") and n.endswith(".rollback") for n in tl[3])
+    assert not any(n.startswith(pending.requested) for n in tl[4])          # the failed instant is gone
+    assert res.steps[0].paths == res.steps[2].paths == (data,) and not t.storage.exists(data)
+    assert f".hoodie/.temp/{pending.requested}/" in res.steps[4].paths
+    assert "step 1 of 5: planned" in w.step_output.value and w.step_buttons[0].disabled
+    w.step_buttons[1].click()
+    assert w.step_index == 1 and "step 2 of 5: started" in w.step_output.value
+    w.show_step(99)
+    assert w.step_index == 4 and w.step_buttons[1].disabled and "removed the instant" in w.step_output.value
+    assert w.candidates == [] and sorted(t.read().to_pandas().uuid) == before and not t.timeline.pending
+    assert w.rollback_button.disabled               # nothing left to roll back
+    with pytest.raises(ValueError):
+        w.roll_back()
+
+
+def test_markers_show_a_refused_rollback(trips):
+    """A write whose writer is alive (fresh heartbeat) is not rolled back: the widget shows
+    the typed error in place and deletes nothing."""
+    from lakesdk.concurrency.heartbeat import Heartbeat
+    t, _ = trips
+    pending = start_pending_write(t)
+    Heartbeat(t.storage, pending.requested).beat()
+    w = t.widgets.markers()
+    w.rollback_button.click()
+    assert w.rollback_result is None and "RollbackNotAllowedError" in w.step_output.value
+    assert t.timeline.get(pending.requested).state == "inflight"
+
 def test_markers_of_a_real_write_stopped_mid_way(trips, monkeypatch):
     """A real upsert (timeline-server markers, the default) is held after its data files
     are written and before it commits: the widget shows its markers and data files."""

@@ -40,7 +40,7 @@ from lakesdk.timeline.store import TimelineStore
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
 
-__all__ = ["RollbackPlan", "RollbackResult", "plan_rollback", "rollback", "rollback_failed_writes",
+__all__ = ["RollbackPlan", "RollbackResult", "RollbackStep", "plan_rollback", "rollback", "rollback_failed_writes",
            "files_written_by", "RollbackNotAllowedError"]
 
 
@@ -95,14 +95,27 @@ class RollbackPlan:
 
 
 @dataclass(frozen=True)
+class RollbackStep:
+    """One step of a rollback as it ran (:attr:`RollbackResult.steps`): its name, what it
+    did, the paths it deleted (or, planned, will delete), and with ``rollback(trace=True)``
+    the timeline files of the two instants (the one rolled back and the rollback) after it."""
+
+    name: str
+    text: str
+    paths: tuple[str, ...]
+    timeline: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RollbackResult:
-    """What a rollback removed."""
+    """What a rollback removed, and the steps it took (Hudi's rollback protocol)."""
 
     table: str
     rolled_back: Instant
     rollback_instant: str
     deleted_files: tuple[str, ...]
     seconds: float
+    steps: tuple[RollbackStep, ...] = ()
 
     def __repr__(self) -> str:
         return (f"RollbackResult({self.table!r}: rolled back {self.rolled_back.action} {self.rolled_back.requested} "
@@ -137,7 +150,7 @@ def files_written_by(storage: Storage, store: TimelineStore, inst: Instant, *, s
 
 
 def _execute(table: "TableContext", store: TimelineStore, target: Instant, plan: RollbackPlanData,
-             rollback_instant: Instant) -> RollbackResult:
+             rollback_instant: Instant, trace: bool = False) -> RollbackResult:
     from lakesdk.services.transaction import InstantTransaction
     t0 = time.perf_counter()
     storage = table.storage
@@ -145,10 +158,23 @@ def _execute(table: "TableContext", store: TimelineStore, target: Instant, plan:
     # another writer rolls it back as failed): deleting the planned files twice is harmless, and
     # the commit point lets one of them complete it
     txn = InstantTransaction.resume(table, rollback_instant, operation="rollback")
+    steps: list[RollbackStep] = []
+
+    def step(name: str, text: str, paths: Any = ()) -> None:
+        names = (store.all_states(target.requested, target.action) +
+                 store.all_states(rollback_instant.requested, "rollback")) if trace else []
+        steps.append(RollbackStep(name, text, tuple(paths), tuple(sorted(names))))
+    to_delete = [path for req in plan.requests for path in req.files_to_delete]
+    step("planned" if rollback_instant.state == "requested" else "resumed",
+         (f"{rollback_instant.requested}.rollback.requested holds the plan: the {len(to_delete)} data files "
+          f"{target.action} {target.requested} wrote (from its markers), to delete"
+          if rollback_instant.state == "requested" else
+          f"rollback {rollback_instant.requested}, which a crash interrupted, is resumed with its plan"), to_delete)
     try:
         rollback_instant = txn.start()
     except CorruptTimelineError:        # made inflight by the other executor
         rollback_instant = txn.instant = rollback_instant.to("inflight")
+    step("started", "the rollback is inflight: from here it only moves forward (a crash resumes it)")
     deleted: dict[str, list[str]] = {}
     failed: dict[str, list[str]] = {}
     todo = [(req.partition, path) for req in plan.requests for path in req.files_to_delete]
@@ -164,6 +190,10 @@ def _execute(table: "TableContext", store: TimelineStore, target: Instant, plan:
             deleted.setdefault(partition, []).append(path)
         except OSError:
             failed.setdefault(partition, []).append(path)
+    step("deleted data files", f"deleted {sum(len(v) for v in deleted.values())} data files: readers never saw "
+         f"them ({target.requested} did not complete)" if not target.is_completed else
+         f"deleted {sum(len(v) for v in deleted.values())} data files of {target.requested}",
+         [p for v in deleted.values() for p in v])
     md = RollbackMetadataData(rollback_instant.requested, int((time.perf_counter() - t0) * 1000),
                               ((target.requested, target.action),),
                               {p: tuple(v) for p, v in deleted.items()}, {p: tuple(v) for p, v in failed.items()})
@@ -174,14 +204,19 @@ def _execute(table: "TableContext", store: TimelineStore, target: Instant, plan:
                    for i in store.load()):
             raise
     txn.finish()
+    step("completed", f"the rollback completed: its metadata records the deleted files (Hudi's metadata table, if "
+         f"kept, got a delta commit of {rollback_instant.requested} first)")
     # the rolled-back instant leaves the timeline: completed file first, requested last
     names = store.all_states(target.requested, target.action)
     for name in sorted(names, key=lambda n: (0 if "_" in n.split(".")[0] else 1 if "inflight" in n else 2)):
         storage.delete(posixpath.join(store.dir, name))
     storage.delete_dir(f".hoodie/.temp/{target.requested}")
     storage.delete(f".hoodie/.heartbeat/{target.requested}")
+    step("removed the instant", f"{target.action} {target.requested} left the timeline (its timeline files), with "
+         "its markers and heartbeat", [posixpath.join(store.dir, n) for n in sorted(names)]
+         + [f".hoodie/.temp/{target.requested}/", f".hoodie/.heartbeat/{target.requested}"])
     return RollbackResult(table.name, target, rollback_instant.requested,
-                          tuple(p for v in deleted.values() for p in v), time.perf_counter() - t0)
+                          tuple(p for v in deleted.values() for p in v), time.perf_counter() - t0, tuple(steps))
 
 
 def _target(table: "TableContext", timeline: Any, req: str, *, force: bool, allow_alive: bool) -> Instant:
@@ -306,13 +341,15 @@ def plan_rollback(table: "TableContext", instant: str | Instant, *, force: bool 
     return RollbackPlan(table.name, target, files, tuple(sizes), pending[0].requested if pending else None)
 
 
-def rollback(table: "TableContext", instant: str | Instant, *, force: bool = False,
+def rollback(table: "TableContext", instant: str | Instant, *, force: bool = False, trace: bool = False,
              _allow_alive: bool = False, _only_pending: bool = False) -> RollbackResult:
     """Roll back ``instant``: a pending write (its writer failed or died), or the latest
     completed write.  A pending write whose heartbeat is fresh belongs to a live writer and
     is refused unless ``force=True``.  A completed write with later completed writes is
     refused (roll back the later ones first, or restore a savepoint).  A rollback of the
-    same instant that a crash interrupted is resumed (same rollback instant)."""
+    same instant that a crash interrupted is resumed (same rollback instant).  The result's
+    ``steps`` say what each step of the rollback did; with ``trace=True`` each also holds the
+    timeline files of the two instants after it (a listing of the timeline per step)."""
     table = context_of(table)
     store = table.store
     req = instant.requested if isinstance(instant, Instant) else str(instant)
@@ -339,8 +376,8 @@ def rollback(table: "TableContext", instant: str | Instant, *, force: bool = Fal
         if lock is not None:
             lock.release()
     if pending is not None:
-        return _execute(table, store, target, pending[1], pending[0])
-    return _execute(table, store, target, plan, rb)
+        return _execute(table, store, target, pending[1], pending[0], trace)
+    return _execute(table, store, target, plan, rb, trace)
 
 
 def resume_pending_rollbacks(table: "TableContext", *, min_age_s: float = 0.0,

@@ -144,15 +144,17 @@ class Maintenance:
         req = instant.instant if hasattr(instant, "instant") and not hasattr(instant, "requested") else instant
         return plan_rollback(self._t.context, req, force=force)
 
-    def rollback(self, instant: Any, *, force: bool = False) -> RollbackResult:
+    def rollback(self, instant: Any, *, force: bool = False, trace: bool = False) -> RollbackResult:
         """Roll back a failed (pending) write, or the latest completed write: its files are
         deleted and a rollback instant records what was removed.  A pending write whose
         writer is alive (fresh heartbeat) is refused unless ``force=True``; a completed write
         that later writes followed is refused (the error names them): roll those back first,
-        or :meth:`restore` a savepoint.  Returns a RollbackResult."""
+        or :meth:`restore` a savepoint.  Returns a RollbackResult, whose ``steps`` say what
+        each step did (with ``trace=True`` each also lists the two instants' timeline files
+        after it)."""
         from lakesdk.services.rollback import rollback
         req = instant.instant if hasattr(instant, "instant") and not hasattr(instant, "requested") else instant
-        return rollback(self._t.context, req, force=force)
+        return rollback(self._t.context, req, force=force, trace=trace)
 
     def rollback_failed_writes(self) -> list[RollbackResult]:
         """Roll back every pending write whose writer is gone (heartbeat expired)."""

@@ -9,14 +9,19 @@ write on the timeline, the widget shows:
   the instant's state on the timeline and its writer's heartbeat;
 * which data files the markers name exist on storage (a failed write leaves them behind);
 * "Preview rollback": what a rollback of the instant would delete
-  (:func:`lakesdk.services.rollback.files_written_by`), without deleting anything.
+  (:func:`lakesdk.services.rollback.files_written_by`), without deleting anything;
+* "Roll back": rolls the failed write back (:func:`lakesdk.services.rollback.rollback`, traced),
+  then walks through what the rollback did, one step at a time (previous / next): its plan
+  written as ``rollback.requested``, the rollback inflight, the data files deleted, the
+  rollback completed, the failed instant removed with its markers and heartbeat; each step
+  with the paths it deleted and the two instants' timeline files after it.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakesdk.format.instant import Instant
 from lakesdk.widgets._common import (
@@ -30,6 +35,9 @@ from lakesdk.widgets._common import (
     sync_figure,
 )
 from lakesdk.widgets._figure import FigureWidget
+
+if TYPE_CHECKING:
+    from lakesdk.services.rollback import RollbackResult
 
 __all__ = ["MarkersWidget", "MarkerInstant"]
 
@@ -82,6 +90,8 @@ class MarkersWidget(TableWidgetBase):
         self.marker_type: str | None = None
         self.markers: Any = None          # DataFrame, one row per marker
         self.rollback_preview: list[str] | None = None
+        self.rollback_result: RollbackResult | None = None  # of roll_back(): the steps the widget walks
+        self.step_index = 0
 
         self.figure = FigureWidget(layout=go.Layout(
             barmode="stack", height=320, margin=dict(l=50, r=20, t=70, b=60),
@@ -99,7 +109,18 @@ class MarkersWidget(TableWidgetBase):
                                                 tooltip="list what a rollback would delete (deletes nothing)")
         self.preview_button.on_click(lambda _b: self.preview_rollback())
         self.preview_output = ipywidgets.HTML("")
-        side = ipywidgets.VBox([self.info, self.preview_button, self.preview_output],
+        self.rollback_button = ipywidgets.Button(description="Roll back", icon="undo",
+                                                 tooltip="roll the failed write back, then walk through its steps")
+        self.rollback_button.on_click(lambda _b: self._roll_back_clicked())
+        self.step_buttons = (ipywidgets.Button(description="previous step", icon="arrow-left"),
+                             ipywidgets.Button(description="next step", icon="arrow-right"))
+        self.step_buttons[0].on_click(lambda _b: self.show_step(self.step_index - 1))
+        self.step_buttons[1].on_click(lambda _b: self.show_step(self.step_index + 1))
+        for b in self.step_buttons:
+            b.layout.display = "none"
+        self.step_output = ipywidgets.HTML("")
+        side = ipywidgets.VBox([self.info, ipywidgets.HBox([self.preview_button, self.rollback_button]),
+                                self.preview_output, self.step_output, ipywidgets.HBox(list(self.step_buttons))],
                                layout=ipywidgets.Layout(width="45%"))
         self._set_body(self.picker, ipywidgets.HBox([ipywidgets.Box([self.figure],
                                                                     layout=ipywidgets.Layout(width="55%")), side]),
@@ -177,6 +198,7 @@ class MarkersWidget(TableWidgetBase):
                                                    "exists", "bytes"])
         self._draw()
         self.preview_button.disabled = cand is None or (cand.instant is not None and cand.instant.is_completed)
+        self.rollback_button.disabled = self.preview_button.disabled
         self.info.value = self._info_html(cand, error)
         self.files.value = self._files_html()
 
@@ -258,6 +280,48 @@ class MarkersWidget(TableWidgetBase):
             + "<div style='margin-top:4px'>then remove its timeline files, markers and heartbeat:</div>"
             + html_table(["path"], [(p,) for p in timeline_files + extra], clip=(0,)) + "</div>")
         return files
+
+    # -- a rollback, step by step -------------------------------------------------------------------
+    def roll_back(self, *, force: bool = False) -> "RollbackResult":
+        """Roll back the selected failed write (``table.maintenance.rollback(instant, trace=True)``;
+        a write whose writer is alive is refused unless ``force=True``), then show its first
+        step; :meth:`show_step` walks through the others.  Returns the RollbackResult."""
+        cand = self.selected
+        if cand is None:
+            raise ValueError("no instant is selected")
+        result = self.table.maintenance.rollback(cand.requested, force=force, trace=True)
+        self.rollback_result = result
+        self.refresh()
+        self.show_step(0)
+        return result
+
+    def _roll_back_clicked(self) -> None:
+        from lakesdk.exceptions import LakeError
+        try:
+            self.roll_back()
+        except (LakeError, ValueError) as e:
+            self.step_output.value = (f"<div class='lakesdk-rollback-steps' style='color:#b71c1c'>"
+                                      f"<b>{esc(type(e).__name__)}</b>: {esc(str(e))}</div>")
+
+    def show_step(self, k: int) -> None:
+        """Show step ``k`` (0-based, clamped) of the last :meth:`roll_back`: what it did, the
+        paths it deleted and the timeline files of both instants after it."""
+        result = self.rollback_result
+        if result is None or not result.steps:
+            raise ValueError("no rollback to show: roll_back() first")
+        steps = result.steps
+        self.step_index = k = max(0, min(k, len(steps) - 1))
+        st = steps[k]
+        self.step_buttons[0].disabled, self.step_buttons[1].disabled = k == 0, k == len(steps) - 1
+        for b in self.step_buttons:
+            b.layout.display = None
+        paths = html_table(["path"], [(p,) for p in st.paths], clip=(0,)) if st.paths else ""
+        tl = html_table(["timeline file"], [(n,) for n in st.timeline], clip=(0,)) if st.timeline else \
+            "<div style='color:#555'>(neither instant has a timeline file now)</div>"
+        self.step_output.value = (
+            f"<div class='lakesdk-rollback-steps' data-step='{k}'><b>Rollback of {esc(result.rolled_back.requested)}, "
+            f"step {k + 1} of {len(steps)}: {esc(st.name)}</b><div style='margin:4px 0'>{esc(st.text)}</div>"
+            f"{paths}<div style='margin-top:4px'>the timeline after this step:</div>{tl}</div>")
 
     def _size(self, path: str) -> str:
         try:
