@@ -233,10 +233,17 @@ def test_delete_where(tmp_path, kind):
 def test_delete_takes_keys_or_where(tmp_path):
     t = _lake(tmp_path).create_table("t", key="id")
     t.upsert(_data(range(5)))
-    with pytest.raises(TypeError, match="keys or where=, not both"):
+    with pytest.raises(lk.OptionsError, match="keys or where=, not both") as e:
         t.delete([1], where="id = 1")
-    with pytest.raises(TypeError, match="needs the keys to delete or where="):
+    assert e.value.key == "where"
+    with pytest.raises(lk.OptionsError, match="needs the keys to delete or where=") as e:
         t.delete()
+    assert e.value.key == "keys"
+    import inspect
+
+    from lakesdk.table.namespaces import Maintenance
+    public = [n for n, _ in inspect.getmembers(Maintenance, inspect.isfunction) if not n.startswith("_")]
+    assert all(f" {n}()" in repr(t.maintenance) for n in public)     # the repr names every method
     with pytest.raises(lk.LakeError, match="nope"):
         t.delete(where="nope = 1")
     assert t.delete([1, 2]).deleted == 2 and t.read().count() == 3

@@ -17,6 +17,7 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 pytest.importorskip("anywidget")
 
+import lakesdk as lk  # noqa: E402
 from lakesdk.format.commit_metadata import CommitMetadata  # noqa: E402
 from lakesdk.format.instant import Instant  # noqa: E402
 from lakesdk.format.timeline import InstantClock  # noqa: E402
@@ -135,6 +136,14 @@ def test_the_as_of_slider_shows_rows_and_pins_linked_file_layouts(lake):
     t.upsert(rides(1, ts=9, start=30))
     w.refresh()
     assert w.slider.value == results[1].instant and len(w.slider.options) == 4
+    # a read that fails: the slider shows the typed error under the figure, show_as_of raises it
+    first_base = next(p for p in results[0].file_paths if p.endswith(".parquet"))
+    t.storage.delete(first_base)
+    w.slider.value = results[0].instant
+    assert "DataFileMissingError" in w.as_of_output.value
+    with pytest.raises(lk.DataFileMissingError):
+        w.show_as_of(results[0].instant)
+    assert w.slider.value == results[0].instant
 
 
 def test_click_selects_instant_files_and_time_travel(trips):

@@ -296,7 +296,5 @@ class Maintenance:
         return archive(self._t.context, min_commits=min_commits, max_commits=max_commits, beyond_savepoint=beyond_savepoint)
 
     def __repr__(self) -> str:
-        return (f"<Maintenance {self._t.name!r}: plan_compaction(), schedule_compaction(), compact(), "
-                "plan_clustering(), schedule_clustering(), cluster(), pending_clusterings(), plan_clean(), "
-                "clean(), savepoint(), savepoints(), delete_savepoint(), plan_restore(), restore(), plan_archive(), "
-                "archive(), plan_rollback(), rollback(), rollback_failed_writes(), upgrade(), upgrade_key_encoding()>")
+        methods = [n for n, v in vars(type(self)).items() if callable(v) and not n.startswith("_")]
+        return f"<Maintenance {self._t.name!r}: {', '.join(m + '()' for m in methods)}>"

@@ -11,7 +11,13 @@ from lakesdk.commit.context import Resources, TableContext
 from lakesdk.commit.results import WriteResult
 from lakesdk.config.options import TableOptions
 from lakesdk.engine.session import announce_session
-from lakesdk.exceptions import StorageError, TableConfigError, TableNotFoundError, UnsupportedTableVersionError
+from lakesdk.exceptions import (
+    OptionsError,
+    StorageError,
+    TableConfigError,
+    TableNotFoundError,
+    UnsupportedTableVersionError,
+)
 from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
 from lakesdk.format.timeline import Timeline
 from lakesdk.storage import Storage
@@ -343,13 +349,13 @@ class Table:
         (``deleted=0``), as Apache Hudi does, and so does a predicate matching no row; an empty
         list of keys is a no-op that commits nothing, as an empty upsert is."""
         if keys is not None and where is not None:
-            raise TypeError("delete() takes keys or where=, not both: pass the keys to delete, or a predicate "
-                            "selecting the rows to delete (t.delete(where=\"city = 'sf'\"))")
+            raise OptionsError("delete() takes keys or where=, not both: pass the keys to delete, or a predicate "
+                               "selecting the rows to delete (t.delete(where=\"city = 'sf'\"))", key="where")
         if where is not None:
             keys = self._keys_where(where)
         elif keys is None:
-            raise TypeError("delete() needs the keys to delete or where=: t.delete(['k1', 'k2']) or "
-                            "t.delete(where=\"city = 'sf'\")")
+            raise OptionsError("delete() needs the keys to delete or where=: t.delete(['k1', 'k2']) or "
+                               "t.delete(where=\"city = 'sf'\")", key="keys")
         return WriteOperation(self, "delete", keys, commit_empty=where is not None).execute()
 
     def _keys_where(self, where: Any) -> pa.Table:

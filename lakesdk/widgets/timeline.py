@@ -402,22 +402,32 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
 
     def _on_slide(self, change: dict[str, Any]) -> None:
         if self._sliding and change["new"]:
-            self.show_as_of(change["new"])
+            self._apply_as_of(self._find(change["new"]))     # a failed read is shown under the figure
 
-    def show_as_of(self, instant: Instant | str) -> pa.Table | None:
+    def show_as_of(self, instant: Instant | str) -> pa.Table:
         """The table as of a completed commit (its requested time): its first rows below the
-        figure, and the linked file layouts pinned to it.  Returns the rows (pyarrow)."""
+        figure, and the linked file layouts pinned to it.  Returns the rows (pyarrow); a read
+        that fails (the commit's files cleaned, say) raises its typed error, also shown under
+        the figure."""
         inst = self._find(instant)
         if self.slider.value != inst.requested and any(v == inst.requested for _, v in self.slider.options):
-            self.slider.value = inst.requested          # calls back here
-            return self._rows
-        return self._apply_as_of(inst)
+            self._sliding = False
+            try:
+                self.slider.value = inst.requested
+            finally:
+                self._sliding = True
+        rows = self._apply_as_of(inst)
+        if self._as_of_error is not None:
+            raise self._as_of_error
+        return rows
 
     _rows: Any = None
+    _as_of_error: Exception | None = None
 
     def _apply_as_of(self, inst: Instant) -> Any:
         from lakesdk.table.preview import PREVIEW_ROWS, rows_html
         self.as_of_instant = inst
+        self._as_of_error = None
         try:
             q = self.table.as_of(inst.requested)
             rows = q.limit(PREVIEW_ROWS + 1).to_arrow()
@@ -427,8 +437,8 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
                 f"<div class='lakesdk-as-of' data-instant='{inst.requested}'><b>as of {inst.requested}</b> "
                 f"({esc(inst.action)}, completed {esc(inst.completed or '-')}): {n} rows"
                 f"{rows_html(self._rows, more=rows.num_rows > PREVIEW_ROWS)}</div>")
-        except Exception as exc:  # noqa: BLE001 - the error goes under the figure
-            self._rows = None
+        except Exception as exc:  # noqa: BLE001 - the error goes under the figure (show_as_of raises it)
+            self._rows, self._as_of_error = None, exc
             self.as_of_output.value = f"<div style='color:#b71c1c'>{esc(type(exc).__name__)}: {esc(exc)}</div>"
         for fl in self._linked:
             fl.as_of = inst.requested
