@@ -214,6 +214,9 @@ def write_widget_notebook(server: LabServer, name: str = "widgets.ipynb") -> str
 
 # ---------------------------------------------------------------------------------- the notebook
 #: the widgets' containers, by name (the PNG names of scripts/widget_screenshots.py)
+#: the table each widget shows, under the notebook's "lake" folder (the transactions widget's
+#: has two writers' race; the others are the merge-on-read table's)
+WIDGET_TABLES = {"transactions": "accounts"}
 WIDGETS = {"timeline": "lakesdk-timeline", "file_layout": "lakesdk-file-layout",
            "transactions": "lakesdk-transactions", "markers": "lakesdk-markers", "table_view": "lakesdk-table-view"}
 
@@ -248,9 +251,47 @@ WIDGET_CELLS = [textwrap.dedent(c) for c in (
     markers.create("city=bcn", f"f2-0_1-1-2_{pending.requested}.parquet", "MERGE")
     t.storage.write(f"city=ams/f1-0_0-1-1_{pending.requested}.parquet", b"x" * 10)
     """,
+    """\
+    # the transactions widget's table: two writers race on one file group under optimistic
+    # concurrency (bob commits while alice waits at her commit point; alice loses), then one
+    # writes elsewhere; the writer ids show a fixed host name, not this machine's
+    import socket
+    import threading
+    from lakesdk.table.write import WriteOperation
+    socket.gethostname = lambda: "laptop"
+    race = lk.Lake("lake", options=lk.TableOptions(engine="local", progress=False), concurrency="optimistic")
+    a = race.create_table("accounts", key="id", partition_by="region", ordering="ts")
+    a.upsert(pd.DataFrame({"id": [1, 2, 3], "region": ["eu", "eu", "us"], "ts": [1, 1, 1], "balance": [10.0, 20.0, 30.0]}))
+    bob = lk.open_table(a.path, options=a.options)
+    finalize = WriteOperation._finalize
+    def racing(self, *args):
+        if self.table is a and not racing.done:
+            racing.done = True
+            th = threading.Thread(name="bob", target=lambda: bob.upsert(
+                pd.DataFrame({"id": [2], "region": ["eu"], "ts": [2], "balance": [25.0]})))
+            th.start()
+            th.join()
+        return finalize(self, *args)
+    racing.done = False
+    WriteOperation._finalize = racing
+    def alice(df):
+        try:
+            a.upsert(df)
+        except lk.WriteConflictError:
+            pass
+    th = threading.Thread(name="alice", target=alice, args=(pd.DataFrame(
+        {"id": [1], "region": ["eu"], "ts": [2], "balance": [5.0]}),))
+    th.start()
+    th.join()
+    WriteOperation._finalize = finalize
+    th = threading.Thread(name="alice", target=alice, args=(pd.DataFrame(
+        {"id": [3], "region": ["us"], "ts": [2], "balance": [35.0]}),))
+    th.start()
+    th.join()
+    """,
     "t.widgets.timeline()",
     "t.widgets.file_layout()",
-    "t.widgets.transactions()",
+    "a.widgets.transactions()",
     "t.widgets.markers()",
     "display(t)",
 )]

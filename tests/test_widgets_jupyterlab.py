@@ -1,8 +1,8 @@
 """Every widget draws its data in JupyterLab 4, ten renders in a row.
 
 A notebook (``lab_harness.WIDGET_CELLS``) builds a small merge-on-read table (upserts, a
-compaction scheduled and executed, a write stopped after its markers) and displays the
-timeline, file layout, transactions and markers widgets and ``display(t)``, whose Timeline tab
+compaction scheduled and executed, a write stopped after its markers) and a table two writers
+raced on, and displays the timeline, file layout, transactions (of the raced table) and markers widgets and ``display(t)``, whose Timeline tab
 the test opens. Each render is checked from the DOM: inside each widget's container plotly drew
 the points of every trace the widget's figure holds (the test builds the same widgets from the
 table on disk to know them), with a non-zero size on screen, not empty axes. Renders alternate
@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from lab_harness import (
+    WIDGET_TABLES,
     WIDGETS,
     figures_wider_than_their_box,
     lab_page,
@@ -40,9 +41,9 @@ def expected_traces(root: Path) -> dict[str, dict[str, tuple[int, int]]]:
     """Per widget, per trace of its figure: (points, points of a non-zero size), from widgets
     built here on the table the notebook wrote."""
     import lakesdk as lk
-    t = lk.open_table(str(root / "lake" / "trips"))
     out = {}
     for name in ("timeline", "file_layout", "transactions", "markers"):
+        t = lk.open_table(str(root / "lake" / WIDGET_TABLES.get(name, "trips")))
         fig = getattr(t.widgets, name)().figure
         traces = {}
         for tr in fig.data:
