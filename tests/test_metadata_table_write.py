@@ -231,3 +231,70 @@ def test_the_metadata_table_cleans_its_old_file_slices_and_instants(tmp_path, ta
     # four file groups (files, two of column_stats, partition_stats): 14 commits leave 56+ files uncleaned
     assert all(f <= 27 and n <= 18 for f, n in sizes[4:]), sizes
     assert not any((Path(t.path) / METADATA_DIR / "files").glob("*_00000000000000000.hfile")), "the first base file went"
+
+
+def delta_commit_records(t: lk.Table, instant: str) -> dict[str, dict[str, int]] | None:
+    """The ``files`` records of the MDT delta commit of ``instant`` (key -> the record's file
+    names and sizes), or None when it wrote no log file there; fails unless it completed."""
+    from lakesdk.format.log_block import hfile_block_items, read_log_file
+    from lakesdk.format.metadata_records import decode_record
+    mdt = Path(t.path) / METADATA_DIR
+    done = [f.name for f in (mdt / ".hoodie/timeline").glob(f"{instant}_*.deltacommit")]
+    assert done, f"no completed MDT delta commit of {instant}"
+    logs = list((mdt / "files").glob(f".files-0000-0_{instant}.log.*"))
+    if not logs:
+        return None
+    [block] = read_log_file(logs[0].read_bytes())
+    schema = block.header[next(k for k in block.header if k.name == "SCHEMA")]
+    return {k.decode(): {n: e.size for n, e in (decode_record(v, schema, key=k).files or {}).items()}
+            for k, v in hfile_block_items(block)}
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_write_of_no_file_has_its_metadata_table_delta_commit(tmp_path, table_type):
+    """As Apache Hudi's writer (HoodieBackedTableMetadataWriter.update), every write completes an
+    MDT delta commit at its instant time, one that wrote no file too (a delete of absent keys):
+    its block holds the partition list alone, naming no partition.
+    Those delta commits count toward the MDT's compaction (Hudi's data-table archival keeps
+    every instant after the MDT's latest compaction), which still lists the table's files."""
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True, metadata_compact_every=3))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type=table_type)
+    t.upsert(batch(0))
+    steps = [("delete of an absent key", lambda i: t.delete([100 + i])),
+             ("delete matching no row", lambda i: t.delete(where=f"id = {200 + i}"))]
+    for i in range(8):
+        what, step = steps[i % 2]
+        result = step(i)
+        assert result.instant and result.files == 0, what
+        assert delta_commit_records(t, result.instant) == {"__all_partitions__": {}}, what
+        agree(t, f"after the {what} {i}")
+    from lakesdk.read.metadata_table import MetadataTableReader
+    mdt = MetadataTableReader(t.storage, t.timeline)
+    assert [i for i in mdt.store.load().completed if i.action == "compaction"], "empty delta commits count"
+    t.upsert(batch(9, ids=(1, 5)))
+    agree(t, "after an upsert following the compactions")
+
+
+@pytest.mark.interop
+def test_a_clean_that_deletes_nothing_has_its_metadata_table_delta_commit(tmp_path, monkeypatch):
+    """Hudi's writer commits an MDT delta commit for every clean, with a record of each
+    partition it cleaned: a clean whose deletes all failed (the files stay, and stay listed)
+    has one whose records name no file."""
+    from lakesdk.storage import Storage
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    for i in range(3):
+        t.upsert(batch(i))
+    real = Storage.delete
+
+    def failing(self, rel, *args, **kwargs):
+        if str(rel).endswith(".parquet") and not self.base_url.rstrip("/").endswith("/.hoodie/metadata"):
+            raise OSError(f"refused: {rel}")
+        return real(self, rel, *args, **kwargs)
+    monkeypatch.setattr(Storage, "delete", failing)
+    result = t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    monkeypatch.undo()
+    assert result is not None and result.failed and not result.deleted
+    assert delta_commit_records(t, result.instant) == {"p=a": {}, "p=b": {}}
+    agree(t, "after a clean that deleted nothing")

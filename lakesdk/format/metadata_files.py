@@ -8,7 +8,9 @@ with the action's instant time (:mod:`lakesdk.services.metadata_writer`): a new 
 the files the action added (name -> size) or deleted (``isDeleted``), plus the partition list
 ``__all_partitions__`` naming the partitions it wrote.  A write adds the files its write stats
 name (a replaced file group's files stay listed until a clean deletes them, as in Hudi); a
-clean, rollback or restore deletes the files it deleted.  The MDT starts from a listing: a
+clean, rollback or restore deletes the files it deleted.  As in Hudi, a write's block always
+holds the partition list (with no partition for a write of no file) and a clean's a record of
+every partition it cleaned (with no file where it deleted none).  The MDT starts from a listing: a
 base HFile ``files/files-0000-0_0-0-0_00000000000000000.hfile`` written by the delta commit
 ``00000000000000000`` (Hudi's first initialization time).
 
@@ -75,11 +77,20 @@ def _record(key: str, typ: int, files: Mapping[str, tuple[int, bool]]) -> dict[s
             "filesystemMetadata": {n: {"size": s, "isDeleted": d} for n, (s, d) in sorted(files.items())}}
 
 
-def files_records(change: FilesChange, *, all_partitions: bool = False) -> dict[str, dict[str, Any]]:
+def files_records(change: FilesChange, *, all_partitions: bool = False,
+                  partitions: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
     """The ``HoodieMetadataRecord``s (as dicts) of a change, by key; with ``all_partitions``
-    the partition list even when the change adds none (an MDT built for a table without files)."""
+    the partition list even when the change adds none (an MDT built for a table without files,
+    a write of no file); ``partitions`` get a file list even when the change names none of
+    their files (a clean's partitions where it deleted nothing).
+
+    >>> files_records(FilesChange(), all_partitions=True)["__all_partitions__"]["filesystemMetadata"]
+    {}
+    >>> files_records(FilesChange(), partitions=["p=a"])["p=a"]["filesystemMetadata"]
+    {}
+    """
     out: dict[str, dict[str, Any]] = {}
-    parts = set(change.added) | set(change.deleted)
+    parts = set(change.added) | set(change.deleted) | set(partitions)
     for part in parts:
         files: dict[str, tuple[int, bool]] = {n: (0, True) for n in change.deleted.get(part, ())}
         files.update({n: (s, False) for n, s in change.added.get(part, {}).items()})

@@ -134,9 +134,11 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, tim
                                          pending=inflight.requested if _writes_files(inflight.action) else None)
     elif set(named) - set(keep):
         raw, cfg = _drop_partitions(ctx, raw, cfg, sorted(set(named) - set(keep)), inflight.action)
-    change, schema_json = _change_of(ctx, inflight, data)
+    change, schema_json, cleaned = _change_of(ctx, inflight, data)
     touched = changed_partitions(ctx, inflight, data, change) if "partition_stats" in keep else None
-    if change or touched:
+    # Hudi's writer commits a delta commit for every write and clean, one that wrote or deleted
+    # no file included (its block holds the partition list, or the cleaned partitions' records)
+    if change or touched or _always_synced(inflight.action):
         mdt = ctx.storage.child(METADATA_DIR)
         store = _mdt_store(mdt)          # one per sync: its properties read once, its commits parsed once
         tl = store.load()                # and its timeline loaded once, again only after a change to it
@@ -160,7 +162,8 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, tim
                 reader = MetadataTableReader(ctx.storage, data_tl, store=store, mdt_timeline=tl)
                 pstats = by_partition_group(records_after_action(ctx, reader, inflight, data, change, touched, stats,
                                                                  columns, arrow, timeline=data_tl), group_count(mdt))
-        _write_delta_commit(mdt, store, inflight.requested, change, stats, pstats, timeline=tl)
+        files = files_records(change, all_partitions=_writes_files(inflight.action), partitions=cleaned)
+        _write_delta_commit(mdt, store, inflight.requested, files, stats, pstats, timeline=tl)
 
 
 # -- what an action changes -------------------------------------------------------------------------
@@ -169,9 +172,17 @@ def _writes_files(action: str) -> bool:
     return action in WRITE_ACTIONS or action in _SERVICE_WRITES
 
 
-def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> tuple[FilesChange, str | None]:
-    """The files an action changed, and the table schema (Avro JSON) its commit metadata
-    records when it is a write."""
+def _always_synced(action: str) -> bool:
+    """Whether every completed action of this kind has an MDT delta commit, even one that wrote
+    or deleted no file: Hudi's writer commits one for each write and each clean
+    (``HoodieBackedTableMetadataWriter.update`` calls ``processAndCommit`` unconditionally);
+    a savepoint has none, and lakesdk records a rollback or restore by the files it deleted."""
+    return _writes_files(action) or action == "clean"
+
+
+def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> tuple[FilesChange, str | None, tuple[str, ...]]:
+    """The files an action changed, the table schema (Avro JSON) its commit metadata records
+    when it is a write, and the partitions a clean cleaned (each gets a record, as in Hudi)."""
     from lakesdk.format.clean_metadata import CleanMetadataData
     from lakesdk.format.restore_metadata import RestoreMetadataData
     from lakesdk.format.rollback_metadata import RollbackMetadataData
@@ -184,11 +195,13 @@ def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> tuple[Fil
         return FilesChange.of_writes((s.partitionPath or "", s.path.rsplit("/", 1)[-1],
                                       int(s.fileSizeInBytes or 0) or ctx.storage.size(s.path))
                                      for s in md.write_stats if s.path and s.path != "null"), \
-            md.extra_metadata.get("schema") or None
+            md.extra_metadata.get("schema") or None, ()
     if action == "clean":
-        for part, names in CleanMetadataData.parse(data).deleted.items():
+        deleted = CleanMetadataData.parse(data).deleted
+        for part, names in deleted.items():
             for n in names:
                 change.delete(part, n)
+        return change, None, tuple(sorted(deleted))
     elif action == "rollback":
         for part, paths in RollbackMetadataData.parse(data).deleted.items():
             for p in paths:
@@ -199,7 +212,7 @@ def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> tuple[Fil
                 for part, m in (rec.get("partitionMetadata") or {}).items():
                     for p in m.get("successDeleteFiles") or ():
                         change.delete(part, p)
-    return change, None
+    return change, None, ()
 
 
 # -- writing the MDT --------------------------------------------------------------------------------
@@ -276,23 +289,24 @@ def _with_meta_fields(schema_json: str) -> str:
     return json.dumps(schema, separators=(",", ":"))
 
 
-def _groups_of(change: FilesChange, stats: dict[str, dict] | None,
+def _groups_of(files: dict[str, dict], stats: dict[str, dict] | None,
                pstats: dict[str, dict[str, dict]] | None = None) -> list[tuple[str, str, dict[str, dict]]]:
-    """(MDT partition, file group, records) of a change: the ``files`` records, the
+    """(MDT partition, file group, records) of a delta commit: the ``files`` records, the
     ``column_stats`` records spread over their file groups, the ``partition_stats`` records
     (by file group)."""
-    out = [("files", FILES_GROUP, files_records(change))] if change else []
+    out = [("files", FILES_GROUP, files)] if files else []
     for idx, recs in sorted(by_file_group(stats or {}).items()):
         out.append(("column_stats", stats_group(idx), recs))
     out += [("partition_stats", group, recs) for group, recs in sorted((pstats or {}).items()) if recs]
     return out
 
 
-def _write_delta_commit(mdt: "Storage", store: "TimelineStore", instant: str, change: FilesChange,
+def _write_delta_commit(mdt: "Storage", store: "TimelineStore", instant: str, files: dict[str, dict],
                         stats: dict[str, dict] | None = None, pstats: dict[str, dict[str, dict]] | None = None, *,
                         timeline: "Timeline") -> None:
-    """Write the MDT delta commit of the data instant ``instant``; ``timeline``: the MDT's as it
-    is now (under the table lock nothing else writes the MDT)."""
+    """Write the MDT delta commit of the data instant ``instant`` (``files``: its ``files``
+    records; none: no log file, as Hudi completes an upsert of no record); ``timeline``: the
+    MDT's as it is now (under the table lock nothing else writes the MDT)."""
     # what a crash left is gone already (sync_metadata_table)
     tl = timeline
     schema = _schema_of(store, tl)
@@ -300,7 +314,7 @@ def _write_delta_commit(mdt: "Storage", store: "TimelineStore", instant: str, ch
     store.create(requested)
     inflight = store.transition(requested, "inflight", CommitMetadata(operation_type="UPSERT_PREPPED").encode(layout=2))
     stats_by_part: dict[str, list[WriteStat]] = {}
-    for part, group, records in _groups_of(change, stats, pstats):
+    for part, group, records in _groups_of(files, stats, pstats):
         name = LogFile(group, instant, 1, WRITE_TOKEN).name
         block = files_log_block(records, instant, schema_json=schema)
         mdt.write(f"{part}/{name}", block)
