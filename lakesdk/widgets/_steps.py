@@ -35,7 +35,7 @@ STEP_TEXT = {
 #: plotly marker symbols per step
 STEP_SYMBOLS = {"requested": "circle-open", "files_written": "square-open", "lock_requested": "triangle-right-open",
                 "lock_acquired": "triangle-right", "checked": "diamond", "metadata_table": "hexagon-open",
-                "completed": "star", "aborted": "x"}
+                "completed": "star", "aborted": "circle-x"}
 
 
 class Step(NamedTuple):

@@ -419,8 +419,10 @@ class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
         """One sentence: whether the write won, and why it lost."""
         cw = w.conflicts_with or {}
         other = cw.get("instant")
-        shared = _fg_text(cw.get("file_groups") or ())
-        on = f" on {shared}" if shared else ""
+        groups = [tuple(g) for g in cw.get("file_groups") or ()]
+        parts = sorted({p or "(root)" for p, _f in groups})
+        on = (f" on {len(groups)} file group{'s' if len(groups) != 1 else ''} in {', '.join(parts)}"
+              if groups else "")
         if w.outcome == "committed":
             losers = [x.instant for x in self.writes if (x.conflicts_with or {}).get("instant") == w.instant
                       and x.outcome in LOSING]
@@ -434,8 +436,7 @@ class TransactionsWidget(BarClickMixin, LiveMixin, TableWidgetBase):
             kind = {"conflict": "conflict at commit", "schema_conflict": "schema conflict",
                     "early_conflict": "early conflict (detected before writing)"}[w.outcome]
             target = f"{cw.get('action') or 'write'} {other}" if other else "a concurrent write"
-            reason = f": {w.reason}" if w.reason else ""
-            return f"{w.instant} lost ({kind}) to {target}{when}{on}{reason}"
+            return f"{w.instant} lost ({kind}) to {target}{when}{on}"     # the error: the panel's "reason"
         if w.outcome == "failed":
             return f"{w.instant} failed{': ' + w.reason if w.reason else ''}"
         if w.outcome == "inflight":
