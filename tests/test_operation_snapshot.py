@@ -87,3 +87,28 @@ def test_a_read_binds_its_filter_once(tmp_path, monkeypatch):
     plan = q.plan()
     assert plan.row_filter is not None and plan.columns == ("id", "p", "ts")
     assert plan.columns == tuple(q.to_arrow().column_names)
+
+
+def test_a_plan_reads_the_commit_metadata_of_the_timeline_at_once(tmp_path, monkeypatch):
+    """The commit files a plan needs are read together (on an object store, one round trip
+    for all rather than one per commit: bench/listing.py), each parsed once; a read answers
+    as before."""
+    import threading
+
+    from lakesdk.storage import Storage
+    t = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local")).create_table(
+        "t", key="id", partition_by="p", ordering="ts")
+    for k in range(4):
+        t.upsert(pa.table({"id": [k], "p": ["a"], "ts": [1]}))
+    readers: collections.Counter[str] = collections.Counter()
+    read = Storage.read
+
+    def watched(self, path, *a, **kw):
+        if "/timeline/" in path and not path.startswith(".hoodie/metadata") and path.endswith(".commit"):
+            readers[threading.current_thread().name.split("_")[0]] += 1
+        return read(self, path, *a, **kw)
+    monkeypatch.setattr(Storage, "read", watched)
+    store = TimelineStore(t.storage, t.config)
+    FileSystemView(t.storage, t.config, store, store.load()).verify()
+    assert readers == {"timeline": 4}, readers          # every commit file, by the prefetch's threads
+    assert sorted(lk.open_table(t.path).read().to_pandas().id) == [0, 1, 2, 3]

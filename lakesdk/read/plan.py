@@ -187,6 +187,7 @@ def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, t
                             base_file=_any_base(view)) or pa.schema([])
     bound = _validate(request, schema)
     touched: set[tuple[str, str]] = set()
+    store.prefetch(in_range)
     for inst in in_range:
         md = store.commit_metadata(inst)
         for st in md.write_stats:

@@ -174,6 +174,7 @@ class FileSystemView:
         self._first = first
         self._newest = timeline.max_time() or ""
         self.replaced: set[tuple[str, str]] = set()
+        store.prefetch(i for i in visible if i.completed_action == "replacecommit")
         for inst in visible:
             if inst.completed_action == "replacecommit":
                 md = store.commit_metadata(inst)
@@ -301,6 +302,7 @@ class FileSystemView:
         layout = self.config.layout_version
         bases: dict[tuple[str, str], ExpectedFile] = {}
         logs: dict[tuple[str, str], dict[str, ExpectedFile]] = defaultdict(dict)
+        self.store.prefetch(self.visible)
         for inst in self.visible:
             for st in self.store.commit_metadata(inst).write_stats:
                 path = st.path

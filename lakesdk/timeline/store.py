@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar, overload
+from typing import Callable, Iterable, TypeVar, overload
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
 from lakesdk.format.avro_file import FileBytes
@@ -19,6 +19,9 @@ from lakesdk.format.timeline import InstantClock, Timeline, _family, corrupt_com
 from lakesdk.storage import Storage
 
 __all__ = ["TimelineStore"]
+
+#: concurrent reads of :meth:`TimelineStore.prefetch` (an object store serves them in parallel)
+_PREFETCH_THREADS = 16
 
 # the plans of instants (the record of their requested file), each with the actions it plans
 Plan = TypeVar("Plan", CompactionPlanData, ClusteringPlanData, CleanerPlanData, RollbackPlanData, RestorePlanData)
@@ -52,6 +55,27 @@ class TimelineStore:
         """The bytes of the instant's file; parsers that fail on them name the file."""
         return FileBytes(self.storage.read(self.path(instant)), self.storage.url(self.path(instant)))
 
+    def prefetch(self, instants: Iterable[Instant]) -> None:
+        """Read the commit metadata of the completed ``instants`` not cached yet, the reads at
+        once (on an object store one round trip for all instead of one each; parsed here, in
+        order, as :meth:`commit_metadata` parses them).  A file gone since is left to
+        :meth:`commit_metadata` (the timeline history, or its error)."""
+        todo = [i for i in instants if i.is_completed and (i.requested, i.completed or "") not in self._cache]
+        if len(todo) < 2:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        def read(i: Instant) -> bytes | None:
+            try:
+                return self.read_bytes(i)
+            except FileNotFoundError:
+                return None
+        with ThreadPoolExecutor(max_workers=min(_PREFETCH_THREADS, len(todo)), thread_name_prefix="timeline") as pool:
+            datas = list(pool.map(read, todo))
+        for inst, data in zip(todo, datas):
+            if data is not None:
+                self._cache[(inst.requested, inst.completed or "")] = self._parse(inst, data)
+
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         """Commit metadata of a completed write instant (cached)."""
         key = (instant.requested, instant.completed or "")
@@ -67,12 +91,14 @@ class TimelineStore:
                     raise InstantNotFoundError(f"timeline file of {instant!r} is missing",
                                                instant=instant.requested) from None
                 data = FileBytes(archived, f"{self.storage.url(self.path(instant))} (timeline history)")
-            try:
-                m = CommitMetadata.parse(data, layout=self.layout, replace=instant.completed_action == "replacecommit")
-            except CorruptTimelineError as exc:
-                raise corrupt_commit_error(self.storage.url(self.path(instant)), instant, self.layout, exc) from None
-            self._cache[key] = m
+            m = self._cache[key] = self._parse(instant, data)
         return m
+
+    def _parse(self, instant: Instant, data: bytes) -> CommitMetadata:
+        try:
+            return CommitMetadata.parse(data, layout=self.layout, replace=instant.completed_action == "replacecommit")
+        except CorruptTimelineError as exc:
+            raise corrupt_commit_error(self.storage.url(self.path(instant)), instant, self.layout, exc) from None
 
     def plan(self, instant: Instant, kind: type[Plan]) -> Plan:
         """The plan of ``instant`` (in any state: its requested file holds it) as ``kind``, the
