@@ -96,11 +96,13 @@ def mdt_state(path: str) -> tuple[tuple[str, ...], bool]:
 
 
 def kept_partitions(path: str, *, partition_stats: bool = True) -> tuple[str, ...]:
-    """The MDT partitions lakesdk keeps on this table (column_stats on version 9, and with
-    ``partition_stats`` (the option on, the default) partition_stats on a partitioned version 9 table not
+    """The MDT partitions lakesdk keeps on this table (column_stats on versions 8 and 9, on 8
+    when every indexed column has a type lakesdk writes Hudi 1.0's records of, and with
+    ``partition_stats`` (the option on, the default) partition_stats on a partitioned table not
     of Lance files)."""
+    from lakesdk.services.metadata_stats import v1_columns_faithful
     cfg = TableConfig.from_bytes((Path(path) / ".hoodie/hoodie.properties").read_bytes())
-    if cfg.version < 9:
+    if cfg.version < 8 or (cfg.version == 8 and not v1_columns_faithful(lk.open_table(path).context)):
         return ("files",)
     partitioned = partition_stats and bool(cfg.partition_fields) and cfg.base_file_format != "LANCE"
     return ("column_stats", "files", "partition_stats") if partitioned else ("column_stats", "files")
@@ -195,14 +197,14 @@ def check_column_stats(t: lk.Table, stored: dict[tuple[str, str], int], what: st
             mm = pc.min_max(col)
             lo, hi = mm["min"].as_py(), mm["max"].as_py()
             assert got is not None and got.value_count == len(data), (what, path, c, got, len(data))
-            if got.null_count < 0 and _unbounded(data.column(c)):
+            if got.null_count < 0 and (_unbounded(data.column(c)) or _v1_days(got, data.column(c))):
                 # unknown: a Parquet footer without the bounds of values it holds (all NaN, or
                 # too long for its statistics) says nothing, and the record says nothing
                 assert got.min_value is None and got.max_value is None, (what, path, c, got)
                 continue
             assert got.null_count == data.column(c).null_count, (what, path, c, got)
-            assert (stored_value(got.min_value, col.type), stored_value(got.max_value, col.type)) == (lo, hi), \
-                (what, path, c, got, lo, hi)
+            assert (stored_value(got.min_value, col.type, got.info), stored_value(got.max_value, col.type, got.info)) \
+                == (lo, hi), (what, path, c, got, lo, hi)
 
 
 def check_partition_stats(t: lk.Table, what: str) -> None:
@@ -251,18 +253,21 @@ def check_partition_stats(t: lk.Table, what: str) -> None:
             if hudi.get(key) == (got, bool(cs.get("isTightBound"))):
                 assert got.value_count >= rows and (got.null_count < 0 or got.null_count >= nulls), (where, got)
                 if got.null_count >= 0 and lo is not None and typ is not None and got.min_value is not None:
-                    assert stored_value(got.min_value, typ) <= lo and stored_value(got.max_value, typ) >= hi, (where, got)
+                    assert stored_value(got.min_value, typ, got.info) <= lo and \
+                        stored_value(got.max_value, typ, got.info) >= hi, (where, got)
                 continue
             assert cs.get("isTightBound") and got.value_count == rows, (where, got, rows)
             if got.null_count < 0:
                 # unknown: a file without the column, or without bounds of values it holds
-                assert mixed or len(cols) < len(datas) or any(_unbounded(col) for col in cols), (where, got)
+                assert mixed or len(cols) < len(datas) or any(_unbounded(col) or _v1_days(got, col) for col in cols), \
+                    (where, got)
                 assert got.min_value is None and got.max_value is None, (where, got)
                 continue
             assert got.null_count == nulls, (where, got, nulls)
             if isinstance(got.max_value, float) and math.isnan(got.max_value):
                 continue        # a NaN bound (Hudi's log file ranges) bounds nothing
-            assert (stored_value(got.min_value, typ), stored_value(got.max_value, typ)) == (lo, hi), (where, got, lo, hi)
+            assert (stored_value(got.min_value, typ, got.info), stored_value(got.max_value, typ, got.info)) == (lo, hi), \
+                (where, got, lo, hi)
 
 
 def _bounds(col) -> tuple:
@@ -283,8 +288,19 @@ def _unbounded(col) -> bool:
     return False
 
 
-def stored_value(v, t: pa.DataType):
-    """A column_stats bound as the column's Python value."""
+def _v1_days(got, col) -> bool:
+    """Whether a version 8 record of a date column leaves its bounds unknown: a day Hudi 1.0
+    does not write as it is (before 1582-10-15, :mod:`lakesdk.format.column_stats`)."""
+    import datetime as dt
+    if not pa.types.is_date32(col.type):
+        return False
+    lo = pc.min(col).as_py()
+    return lo is not None and lo < dt.date(1582, 10, 15)
+
+
+def stored_value(v, t: pa.DataType, info: str | None = None):
+    """A column_stats bound as the column's Python value (``info``: the record's ``precision,scale``
+    of a decimal; a version 8 record holds a decimal at scale 15)."""
     import datetime as dt
     import decimal
     if v is None:
@@ -294,7 +310,8 @@ def stored_value(v, t: pa.DataType):
     if pa.types.is_timestamp(t):
         return pa.scalar(v, pa.int64()).cast(t).as_py()
     if pa.types.is_decimal(t):
-        return decimal.Decimal(f"{int(v)}E{-t.scale}")
+        scale = int(info.split(",")[1]) if info else t.scale
+        return decimal.Decimal(f"{int(v)}E{-scale}")
     return v
 
 
