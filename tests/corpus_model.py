@@ -85,7 +85,7 @@ def remember_hudi_partition_stats(path: str) -> None:
     t = lk.open_table(path)
     recs = MetadataTableReader(t.storage, t.context.store.load()).records("partition_stats")
     _HUDI_PARTITION_STATS[str(Path(path).resolve())] = {
-        k: (range_of_record(r.raw["ColumnStatsMetadata"]), bool(r.raw["ColumnStatsMetadata"].get("isTightBound")))
+        k: (range_of_record(r.raw["ColumnStatsMetadata"], exact=True), bool(r.raw["ColumnStatsMetadata"].get("isTightBound")))
         for k, r in recs.items() if r.raw is not None}
 
 
@@ -190,14 +190,14 @@ def check_column_stats(t: lk.Table, stored: dict[tuple[str, str], int], what: st
             if c not in data.column_names or (rec is None and len(data) == 0):
                 continue        # Hudi writes no statistics of a file without rows
             assert rec is not None and not rec.deleted, f"column_stats {what}: no record of {c} in {path}"
-            got = range_of_record(rec.raw["ColumnStatsMetadata"])
+            got = range_of_record(rec.raw["ColumnStatsMetadata"], exact=True)
             col = data.column(c)
             if pa.types.is_floating(col.type):
                 col = pc.filter(col, pc.invert(pc.fill_null(pc.is_nan(col), False)))
             mm = pc.min_max(col)
             lo, hi = mm["min"].as_py(), mm["max"].as_py()
             assert got is not None and got.value_count == len(data), (what, path, c, got, len(data))
-            if got.null_count < 0 and (_unbounded(data.column(c)) or _v1_days(got, data.column(c))):
+            if got.null_count < 0 and _unbounded(data.column(c)):
                 # unknown: a Parquet footer without the bounds of values it holds (all NaN, or
                 # too long for its statistics) says nothing, and the record says nothing
                 assert got.min_value is None and got.max_value is None, (what, path, c, got)
@@ -239,7 +239,7 @@ def check_partition_stats(t: lk.Table, what: str) -> None:
             where = (what, part, c)
             assert rec is not None and not rec.deleted, f"partition_stats {what}: no record of {c} in {part!r}"
             cs = rec.raw["ColumnStatsMetadata"]
-            got = range_of_record(cs)
+            got = range_of_record(cs, exact=True)
             assert got is not None and cs["fileName"] == part, where
             rows = sum(len(d) for d in datas)
             cols = [d.column(c) for d in datas if c in d.column_names]
@@ -259,8 +259,7 @@ def check_partition_stats(t: lk.Table, what: str) -> None:
             assert cs.get("isTightBound") and got.value_count == rows, (where, got, rows)
             if got.null_count < 0:
                 # unknown: a file without the column, or without bounds of values it holds
-                assert mixed or len(cols) < len(datas) or any(_unbounded(col) or _v1_days(got, col) for col in cols), \
-                    (where, got)
+                assert mixed or len(cols) < len(datas) or any(_unbounded(col) for col in cols), (where, got)
                 assert got.min_value is None and got.max_value is None, (where, got)
                 continue
             assert got.null_count == nulls, (where, got, nulls)
@@ -286,16 +285,6 @@ def _unbounded(col) -> bool:
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         return bool((pc.max(pc.binary_length(col)).as_py() or 0) > 4096)
     return False
-
-
-def _v1_days(got, col) -> bool:
-    """Whether a version 8 record of a date column leaves its bounds unknown: a day Hudi 1.0
-    does not write as it is (before 1582-10-15, :mod:`lakesdk.format.column_stats`)."""
-    import datetime as dt
-    if not pa.types.is_date32(col.type):
-        return False
-    lo = pc.min(col).as_py()
-    return lo is not None and lo < dt.date(1582, 10, 15)
 
 
 def stored_value(v, t: pa.DataType, info: str | None = None):

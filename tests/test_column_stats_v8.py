@@ -169,6 +169,25 @@ def test_a_version_8_table_gets_hudi_1_0s_records(tmp_path):
     assert sorted(r["id"] for r in helpers.hudi_read(t.path)) == [1, 2]
 
 
+def test_a_date_before_the_gregorian_calendar_is_written_as_its_day_and_not_skipped_by(tmp_path):
+    """Hudi 1.0 formats a base file's dates through the Julian calendar before 1582-10-15 (its
+    records of them are days off): lakesdk writes the day, and skips by no such bound."""
+    from lakesdk.format.column_stats import range_of_record
+    t = _v8_table(tmp_path, "cow")
+    old, new = dt.date(1000, 1, 1), dt.date(2000, 1, 1)
+    for i, d in enumerate((old, new)):
+        t.bulk_insert(pa.table({"id": [i], "ts": [0], "d": pa.array([d], pa.date32())}))
+    recs = MetadataTableReader(t.storage, t.context.store.load()).records("column_stats")
+    days = {range_of_record(r.raw["ColumnStatsMetadata"], exact=True).min_value for r in recs.values()
+            if r.raw["ColumnStatsMetadata"]["columnName"] == "d"}
+    assert days == {(old - dt.date(1970, 1, 1)).days, (new - dt.date(1970, 1, 1)).days}
+    check_mdt(t.path, "after two writes")
+    t = lk.open_table(t.path)
+    assert t.read(where="d = DATE '2000-01-01'").plan().skipped_slices == 0
+    assert t.read(where="d = DATE '1000-01-01'").to_arrow().column("id").to_pylist() == [0]
+    assert t.read(where="id = 0").plan().skipped_slices == 1
+
+
 def test_a_version_8_table_with_a_binary_column_keeps_files_only(tmp_path):
     """Hudi 1.0 indexes binary columns, ordering a log file's bytes as signed numbers where a
     read orders them unsigned: lakesdk writes no such records, and keeps no statistics."""

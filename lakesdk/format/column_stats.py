@@ -486,16 +486,17 @@ def layout_of_record(raw: Mapping[str, Any]) -> int:
     return V2 if raw.get("valueType") else V1
 
 
-def range_of_record(raw: Mapping[str, Any]) -> ColumnRange | None:
+def range_of_record(raw: Mapping[str, Any], *, exact: bool = False) -> ColumnRange | None:
     """The range a decoded ``ColumnStatsMetadata`` says, None when deleted or of a type lakesdk
     does not read (then nothing is skipped by it).  A V1 record's wrappers say its type
     (decoded with their record names); a V1 date bound outside the days Hudi 1.0 writes as they
-    are leaves the bounds unknown."""
+    are leaves the bounds unknown to a reader, unless ``exact`` (the record's values as they
+    are: to aggregate or rewrite them)."""
     if raw.get("isDeleted"):
         return None
     vti = raw.get("valueType")
     if not vti:
-        return _range_v1(raw)
+        return _range_v1(raw, exact)
     try:
         vt = ValueType(vti.get("typeOrdinal"))
     except ValueError:
@@ -524,7 +525,7 @@ def _unwrap(v: Any, vt: ValueType) -> Any:
     return v
 
 
-def _range_v1(raw: Mapping[str, Any]) -> ColumnRange | None:
+def _range_v1(raw: Mapping[str, Any], exact: bool) -> ColumnRange | None:
     bounds = [raw.get("minValue"), raw.get("maxValue")]
     names = {b[0].rsplit(".", 1)[-1] for b in bounds if isinstance(b, tuple)}
     if any(b is not None and not isinstance(b, tuple) for b in bounds) or len(names) > 1:
@@ -537,7 +538,8 @@ def _range_v1(raw: Mapping[str, Any]) -> ColumnRange | None:
         lo, hi = (v if v is None else int.from_bytes(v, "big", signed=True) if isinstance(v, (bytes, bytearray))
                   else _unscaled(v, _V1_SCALE) for v in (lo, hi))
     r = _range(raw, vt, _V1_DECIMAL if vt == ValueType.DECIMAL else None, lo, hi)
-    if vt == ValueType.DATE and any(v is not None and not _V1_DAYS[0] <= v <= _V1_DAYS[1] for v in (lo, hi)):
+    if not exact and vt == ValueType.DATE and any(v is not None and not _V1_DAYS[0] <= v <= _V1_DAYS[1]
+                                                  for v in (lo, hi)):
         return ColumnRange(r.column, vt, None, None, None, -1, r.value_count, r.total_size, r.total_uncompressed_size)
     return r
 

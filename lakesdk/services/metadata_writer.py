@@ -340,7 +340,7 @@ def _live(part: str, merged: dict) -> dict[str, dict]:
                 n: {"size": e.size, "isDeleted": False} for n, e in sorted((r.files or {}).items()) if not e.deleted}}
         elif r.type in (RecordType.COLUMN_STATS, RecordType.PARTITION_STATS) and r.raw is not None:
             cs = r.raw.get("ColumnStatsMetadata") or {}
-            rng = range_of_record(cs)
+            rng = range_of_record(cs, exact=True)
             if rng is not None:     # deleted (or of a layout lakesdk does not write): left out
                 out[k] = stats_record("", str(cs.get("fileName")), rng, kind=r.type,
                                       tight=bool(cs.get("isTightBound")), key=k, layout=layout_of_record(cs))

@@ -210,7 +210,7 @@ def _ranges_of(records: Mapping[str, Mapping[str, Any]],
     out: dict[tuple[str, str], dict[str, ColumnRange]] = {}
     for k, rec in records.items():
         cs = rec.get("ColumnStatsMetadata") or {}
-        r = range_of_record(cs)
+        r = range_of_record(cs, exact=True)
         part = ids.get(k[12:24])
         if r is not None and part is not None:
             out.setdefault((part, str(cs.get("fileName"))), {})[r.column] = r
@@ -269,7 +269,7 @@ def records_after_action(ctx: "TableContext", reader: "MetadataTableReader", inf
     slices = _slices_after(ctx, reader, inflight, data, change, touched, timeline)
     parts = list(slices)
     ids = {partition_id(p): p for p in parts}
-    known = {(ids[pid], name): dict(ranges) for (pid, name), ranges in reader.column_ranges(columns, parts).items()
+    known = {(ids[pid], name): dict(ranges) for (pid, name), ranges in reader.column_ranges(columns, parts, exact=True).items()
              if pid in ids}
     for k, v in _ranges_of(stats, parts).items():
         known[k] = v
