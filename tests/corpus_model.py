@@ -85,7 +85,7 @@ def remember_hudi_partition_stats(path: str) -> None:
     t = lk.open_table(path)
     recs = MetadataTableReader(t.storage, t.context.store.load()).records("partition_stats")
     _HUDI_PARTITION_STATS[str(Path(path).resolve())] = {
-        k: (range_of_record(r.raw["ColumnStatsMetadata"]), bool(r.raw["ColumnStatsMetadata"].get("isTightBound")))
+        k: (range_of_record(r.raw["ColumnStatsMetadata"], exact=True), bool(r.raw["ColumnStatsMetadata"].get("isTightBound")))
         for k, r in recs.items() if r.raw is not None}
 
 
@@ -96,11 +96,13 @@ def mdt_state(path: str) -> tuple[tuple[str, ...], bool]:
 
 
 def kept_partitions(path: str, *, partition_stats: bool = True) -> tuple[str, ...]:
-    """The MDT partitions lakesdk keeps on this table (column_stats on version 9, and with
-    ``partition_stats`` (the option on, the default) partition_stats on a partitioned version 9 table not
+    """The MDT partitions lakesdk keeps on this table (column_stats on versions 8 and 9, on 8
+    when every indexed column has a type lakesdk writes Hudi 1.0's records of, and with
+    ``partition_stats`` (the option on, the default) partition_stats on a partitioned table not
     of Lance files)."""
+    from lakesdk.services.metadata_stats import v1_columns_faithful
     cfg = TableConfig.from_bytes((Path(path) / ".hoodie/hoodie.properties").read_bytes())
-    if cfg.version < 9:
+    if cfg.version < 8 or (cfg.version == 8 and not v1_columns_faithful(lk.open_table(path).context)):
         return ("files",)
     partitioned = partition_stats and bool(cfg.partition_fields) and cfg.base_file_format != "LANCE"
     return ("column_stats", "files", "partition_stats") if partitioned else ("column_stats", "files")
@@ -188,7 +190,7 @@ def check_column_stats(t: lk.Table, stored: dict[tuple[str, str], int], what: st
             if c not in data.column_names or (rec is None and len(data) == 0):
                 continue        # Hudi writes no statistics of a file without rows
             assert rec is not None and not rec.deleted, f"column_stats {what}: no record of {c} in {path}"
-            got = range_of_record(rec.raw["ColumnStatsMetadata"])
+            got = range_of_record(rec.raw["ColumnStatsMetadata"], exact=True)
             col = data.column(c)
             if pa.types.is_floating(col.type):
                 col = pc.filter(col, pc.invert(pc.fill_null(pc.is_nan(col), False)))
@@ -201,8 +203,8 @@ def check_column_stats(t: lk.Table, stored: dict[tuple[str, str], int], what: st
                 assert got.min_value is None and got.max_value is None, (what, path, c, got)
                 continue
             assert got.null_count == data.column(c).null_count, (what, path, c, got)
-            assert (stored_value(got.min_value, col.type), stored_value(got.max_value, col.type)) == (lo, hi), \
-                (what, path, c, got, lo, hi)
+            assert (stored_value(got.min_value, col.type, got.info), stored_value(got.max_value, col.type, got.info)) \
+                == (lo, hi), (what, path, c, got, lo, hi)
 
 
 def check_partition_stats(t: lk.Table, what: str) -> None:
@@ -237,7 +239,7 @@ def check_partition_stats(t: lk.Table, what: str) -> None:
             where = (what, part, c)
             assert rec is not None and not rec.deleted, f"partition_stats {what}: no record of {c} in {part!r}"
             cs = rec.raw["ColumnStatsMetadata"]
-            got = range_of_record(cs)
+            got = range_of_record(cs, exact=True)
             assert got is not None and cs["fileName"] == part, where
             rows = sum(len(d) for d in datas)
             cols = [d.column(c) for d in datas if c in d.column_names]
@@ -251,7 +253,8 @@ def check_partition_stats(t: lk.Table, what: str) -> None:
             if hudi.get(key) == (got, bool(cs.get("isTightBound"))):
                 assert got.value_count >= rows and (got.null_count < 0 or got.null_count >= nulls), (where, got)
                 if got.null_count >= 0 and lo is not None and typ is not None and got.min_value is not None:
-                    assert stored_value(got.min_value, typ) <= lo and stored_value(got.max_value, typ) >= hi, (where, got)
+                    assert stored_value(got.min_value, typ, got.info) <= lo and \
+                        stored_value(got.max_value, typ, got.info) >= hi, (where, got)
                 continue
             assert cs.get("isTightBound") and got.value_count == rows, (where, got, rows)
             if got.null_count < 0:
@@ -262,7 +265,8 @@ def check_partition_stats(t: lk.Table, what: str) -> None:
             assert got.null_count == nulls, (where, got, nulls)
             if isinstance(got.max_value, float) and math.isnan(got.max_value):
                 continue        # a NaN bound (Hudi's log file ranges) bounds nothing
-            assert (stored_value(got.min_value, typ), stored_value(got.max_value, typ)) == (lo, hi), (where, got, lo, hi)
+            assert (stored_value(got.min_value, typ, got.info), stored_value(got.max_value, typ, got.info)) == (lo, hi), \
+                (where, got, lo, hi)
 
 
 def _bounds(col) -> tuple:
@@ -283,8 +287,9 @@ def _unbounded(col) -> bool:
     return False
 
 
-def stored_value(v, t: pa.DataType):
-    """A column_stats bound as the column's Python value."""
+def stored_value(v, t: pa.DataType, info: str | None = None):
+    """A column_stats bound as the column's Python value (``info``: the record's ``precision,scale``
+    of a decimal; a version 8 record holds a decimal at scale 15)."""
     import datetime as dt
     import decimal
     if v is None:
@@ -294,7 +299,8 @@ def stored_value(v, t: pa.DataType):
     if pa.types.is_timestamp(t):
         return pa.scalar(v, pa.int64()).cast(t).as_py()
     if pa.types.is_decimal(t):
-        return decimal.Decimal(f"{int(v)}E{-t.scale}")
+        scale = int(info.split(",")[1]) if info else t.scale
+        return decimal.Decimal(f"{int(v)}E{-scale}")
     return v
 
 

@@ -1,7 +1,8 @@
 """The partition statistics of Hudi's metadata table (``partition_stats``), as lakesdk writes them
 and prunes partitions by them.
 
-- Hudi's records, for every version 9 corpus table that has the partition: for the files Hudi
+- Hudi's records, for every corpus table that has the partition (Hudi 1.1's on version 9,
+  Hudi 1.0's layout on version 8): for the files Hudi
   aggregated (the latest file slices of the partition as of the last write touching it, the file
   groups that write replaced still counted), lakesdk's aggregation of their ``column_stats``
   gives the same records (key, file group, every field), and a partition whose files hold no row
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import decimal
 import io
+import json
 import math
 from pathlib import Path
 
@@ -25,9 +27,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakesdk as lk
-from lakesdk.format.column_stats import partition_id, partition_stats_key, range_of_record
+from lakesdk.format.column_stats import layout_of, partition_id, partition_stats_key, range_of_record
 from lakesdk.format.instant import WRITE_ACTIONS
-from lakesdk.format.metadata_records import decode_record, record_schema, record_schema_json
+from lakesdk.format.metadata_records import decode_record, record_schema_json
 from lakesdk.format.partition_stats import aggregate, file_group_of, partition_record
 from lakesdk.format.timeline import Timeline
 from lakesdk.read.metadata_table import MetadataTableReader
@@ -39,10 +41,10 @@ from .test_column_stats import _COLS, _table, _values, batches, check_filtered_r
 
 #: partition statistics are kept (the option's default)
 PSTATS = lk.TableOptions(metadata_partition_stats=True)
-#: the version 9 corpus tables whose MDT has partition_stats (version 8's is Hudi 1.0's layout)
+#: the corpus tables whose MDT has partition_stats (version 8's in Hudi 1.0's layout)
 PSTATS_TABLES = sorted(rel for rel, cfg in MDT_TABLES.items()
                        if "partition_stats" in cfg.props.get("hoodie.table.metadata.partitions", "")
-                       and cfg.version >= 9)
+                       and cfg.version >= 8)
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +52,13 @@ def corpus(tmp_path_factory) -> Path:
     return unpack_corpus(tmp_path_factory.mktemp("corpus"))
 
 
-def _decoded(rec: dict) -> dict:
-    """A record as a reader decodes it (fastavro's encoding, lakesdk's record schema)."""
+def _decoded(rec: dict, version: int = 9) -> dict:
+    """A record as a reader decodes it (fastavro's encoding, lakesdk's record schema of a table
+    of ``version``)."""
     buf = io.BytesIO()
-    fastavro.schemaless_writer(buf, record_schema(), rec)
-    return dict(decode_record(buf.getvalue(), record_schema_json()).raw["ColumnStatsMetadata"])
+    schema = record_schema_json(version)
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(json.loads(schema)), rec)
+    return dict(decode_record(buf.getvalue(), schema).raw["ColumnStatsMetadata"])
 
 
 def _hudi_files(t: lk.Table) -> dict[str, list[str]]:
@@ -113,10 +117,11 @@ def test_lakesdk_aggregates_the_records_hudi_wrote(corpus, rel):
             assert "lance" in rel or any(k.endswith(partition_id(part)) for k in theirs), part
             continue
         for c in columns:
-            mine = partition_record(part, aggregate([f[c] for f in per_file if c in f]))
+            version = t.context.config.version
+            mine = partition_record(part, aggregate([f[c] for f in per_file if c in f]), layout_of(version))
             hudi = theirs.get(partition_stats_key(c, part))
             assert hudi is not None and mine["key"] == hudi.key, (part, c)
-            assert _decoded(mine) == dict(hudi.raw["ColumnStatsMetadata"]), (part, c)
+            assert _decoded(mine, version) == dict(hudi.raw["ColumnStatsMetadata"]), (part, c)
             compared += 1
     assert compared > 0 or "lance" in rel, (compared, empty)
 

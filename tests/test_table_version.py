@@ -98,7 +98,8 @@ def test_a_version_8_table_stays_version_8(lake):
     t = lake.create_table("old", key="uuid", ordering="ts", table_type="mor", table_version=8)
     t.upsert(df([("a", "sf", 1, 1.0)]))
     before = props(t)
-    assert before["hoodie.table.metadata.partitions"] == "files"     # Hudi 1.0's column stats: not kept
+    # Hudi 1.0's column statistics, in its layout (no partition statistics: not partitioned)
+    assert before["hoodie.table.metadata.partitions"] == "column_stats,files"
     t2 = lk.open_table(t.path)
     t2.upsert(df([("a", "sf", 2, 2.0)]))
     t2.maintenance.compact()

@@ -18,6 +18,17 @@ date is its day number in an ``IntWrapper``, a timestamp its microseconds in a
 ``LongWrapper``, a decimal its unscaled value's minimal two's-complement bytes in a
 ``BytesWrapper`` with ``precision,scale`` as additional info.
 
+Values (table version 8, Hudi 1.0's layout, the index version ``V1``): no ``valueType``; the
+wrapper alone says the type, as Hudi 1.0 picks it from the Java value it read (apache/hudi
+``HoodieAvroUtils.wrapValueIntoAvro``, ``ParquetUtils.readColumnStatsFromMetadata``,
+``HoodieTableMetadataUtil.collectColumnRangeMetadata``; Hudi 1.1 keeps that path for version 8
+tables, ``ValueType.V1``): a date is its day number in a ``DateWrapper``, a timestamp the raw
+count of its unit in a ``LongWrapper``, a decimal its unscaled value at scale 15 in a
+``DecimalWrapper`` (Avro ``decimal(30, 15)``, so Hudi 1.0 indexes a decimal only when its scale
+is at most 15 and it has at most 15 integer digits).  lakesdk keeps ``column_stats`` on a
+version 8 table only when every indexed column has a type whose V1 record it writes as Hudi 1.0
+does and Hudi 1.0 reads back as the same values (:func:`v1_supported`).
+
 Which columns (Hudi 1.x defaults): ``_hoodie_commit_time``, ``_hoodie_partition_path`` and
 ``_hoodie_record_key`` when the meta fields are populated, then the first 32 data columns of
 types the index holds (not nested, list, map or binary).  The index definition in
@@ -52,7 +63,8 @@ from lakesdk.format.metadata_records import RecordType, mdt_partition_key
 __all__ = ["ValueType", "ColumnRange", "column_stats_key", "partition_stats_key", "file_group_index",
            "indexed_columns", "ranges_from_parquet", "ranges_from_arrow", "stats_record", "deleted_record",
            "stats_group", "range_of_record", "xxh64", "META_COLUMNS", "MAX_COLUMNS", "FILE_GROUPS", "INDEX_DEFS_PATH",
-           "read_index_columns", "index_definition", "column_prefix", "partition_id", "decimal_of"]
+           "read_index_columns", "index_definition", "column_prefix", "partition_id", "decimal_of", "V1", "V2",
+           "layout_of", "v1_supported", "v1_range", "v1_value_type", "unfaithful_v1_columns", "layout_of_record"]
 
 META_COLUMNS = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")
 MAX_COLUMNS = 32
@@ -63,6 +75,19 @@ _M = (1 << 64) - 1
 _P1, _P2, _P3, _P4, _P5 = (11400714785074694791, 14029467366897019727, 1609587929392839161, 9650029242287828579,
                            2870177450012600261)
 _WRAPPER = "org.apache.hudi.avro.model."
+#: the layouts of a column statistics record: Hudi 1.0's (table version 8) and Hudi 1.1's (version 9)
+V1, V2 = 1, 2
+_V1_SCALE = 15            # DecimalWrapper's decimal(30, 15)
+_V1_INTEGER_DIGITS = 15
+_V1_DECIMAL = "30,15"
+#: the day numbers Hudi 1.0 writes as they are: from 1582-10-15 (a Parquet footer's dates go
+#: through a Julian-Gregorian calendar before) to 9999-12-31 (a later year fails its parsing)
+_V1_DAYS = (-141427, 2932896)
+
+
+def layout_of(table_version: int) -> int:
+    """The column statistics layout of a table of ``table_version``."""
+    return V1 if table_version < 9 else V2
 
 
 class ValueType(IntEnum):
@@ -89,6 +114,13 @@ class ValueType(IntEnum):
     LOCAL_TIMESTAMP_MICROS = 19
     LOCAL_TIMESTAMP_NANOS = 20
 
+
+_V1_WRAPPERS = {ValueType.BOOLEAN: "BooleanWrapper", ValueType.INT: "IntWrapper", ValueType.LONG: "LongWrapper",
+                ValueType.FLOAT: "FloatWrapper", ValueType.DOUBLE: "DoubleWrapper", ValueType.STRING: "StringWrapper",
+                ValueType.DATE: "DateWrapper", ValueType.DECIMAL: "DecimalWrapper"}
+#: the value type a V1 wrapper says (a wrapper lakesdk does not read, bytes or a time, says none)
+_V1_TYPES = {**{w: vt for vt, w in _V1_WRAPPERS.items()}, "LocalDateWrapper": ValueType.DATE,
+             "TimestampMicrosWrapper": ValueType.TIMESTAMP_MICROS}
 
 _WRAPPERS = {ValueType.BOOLEAN: "BooleanWrapper", ValueType.INT: "IntWrapper", ValueType.LONG: "LongWrapper",
              ValueType.FLOAT: "FloatWrapper", ValueType.DOUBLE: "DoubleWrapper", ValueType.STRING: "StringWrapper",
@@ -206,12 +238,48 @@ def value_type_of(t: pa.DataType) -> tuple[ValueType, str | None] | None:
     return None
 
 
-def indexed_columns(schema: pa.Schema, *, meta_fields: bool = True, max_columns: int = MAX_COLUMNS) -> list[str]:
+def indexed_columns(schema: pa.Schema, *, meta_fields: bool = True, max_columns: int = MAX_COLUMNS,
+                    layout: int = V2) -> list[str]:
     """Hudi's default column list: the three meta fields it always indexes (when populated),
-    then the first ``max_columns`` data columns of indexed types."""
+    then the first ``max_columns`` data columns of indexed types (Hudi 1.0's for ``V1``: every
+    type but nested, list and map ones, and decimals ``decimal(30, 15)`` does not hold)."""
     out = [c for c in META_COLUMNS if meta_fields]
-    data = [f.name for f in schema if not f.name.startswith("_hoodie_") and value_type_of(f.type) is not None]
+    indexed = _v1_candidate if layout == V1 else (lambda t: value_type_of(t) is not None)
+    data = [f.name for f in schema if not f.name.startswith("_hoodie_") and indexed(f.type)]
     return out + data[:max_columns]
+
+
+def _v1_decimal_fits(t: pa.DataType) -> bool:
+    return t.scale <= _V1_SCALE and t.precision - t.scale <= _V1_INTEGER_DIGITS
+
+
+def _v1_candidate(t: pa.DataType) -> bool:
+    """Whether Hudi 1.0 indexes a column of type ``t`` (``isColumnTypeSupported`` with Avro
+    records: not a record, array, map or enum; a decimal only within ``decimal(30, 15)``)."""
+    if pa.types.is_struct(t) or pa.types.is_map(t) or pa.types.is_dictionary(t) or pa.types.is_list(t) \
+            or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return False
+    return _v1_decimal_fits(t) if pa.types.is_decimal(t) else True
+
+
+def v1_supported(t: pa.DataType) -> bool:
+    """Whether lakesdk writes the V1 records of a column of type ``t`` as Hudi 1.0 writes them,
+    and Hudi 1.0 reads them back as the column's values: booleans, signed integers (and 8 and
+    16 bit unsigned ones), floats, strings, dates, microsecond timestamps and decimals within
+    ``decimal(30, 15)``.  Not: binary (Hudi orders a log file's bytes signed, Parquet unsigned),
+    millisecond timestamps (Hudi 1.0 reads a raw count as microseconds), times, nanoseconds."""
+    if pa.types.is_unsigned_integer(t):
+        return t.bit_width <= 16
+    if pa.types.is_timestamp(t):
+        return t.unit == "us"
+    if pa.types.is_decimal(t):
+        return _v1_decimal_fits(t)
+    return value_type_of(t) is not None
+
+
+def unfaithful_v1_columns(schema: pa.Schema, columns: Iterable[str]) -> list[str]:
+    """The ``columns`` of ``schema`` whose V1 records lakesdk does not write (:func:`v1_supported`)."""
+    return [c for c in columns if c in schema.names and not v1_supported(schema.field(c).type)]
 
 
 # -- ranges -----------------------------------------------------------------------------------------
@@ -336,7 +404,44 @@ def _to_stored(v: Any, t: pa.DataType) -> Any:
     return v
 
 
+def v1_value_type(vt: tuple[ValueType, str | None]) -> tuple[ValueType, str | None] | None:
+    """A column's value type as V1 records hold it (a timestamp a raw long, a decimal at scale
+    15), None when lakesdk writes none of it."""
+    kind, info = vt
+    if kind in (ValueType.TIMESTAMP_MICROS, ValueType.LOCAL_TIMESTAMP_MICROS):
+        return ValueType.LONG, None
+    if kind == ValueType.DECIMAL:
+        p, s = (int(x) for x in (info or "0,0").split(","))
+        return (ValueType.DECIMAL, _V1_DECIMAL) if s <= _V1_SCALE and p - s <= _V1_INTEGER_DIGITS else None
+    if kind in _V1_WRAPPERS or kind == ValueType.NULL:
+        return kind, info
+    return None
+
+
+def v1_range(r: ColumnRange) -> ColumnRange | None:
+    """``r`` (values as :func:`ranges_from_parquet` says them) as a V1 record holds it: a
+    timestamp's raw count of microseconds a long, a decimal's unscaled value at scale 15; None
+    when lakesdk writes no V1 record of its type."""
+    vt = v1_value_type((r.value_type, r.info))
+    if vt is None:
+        return None
+    lo, hi = r.min_value, r.max_value
+    if r.value_type == ValueType.DECIMAL:
+        shift = 10 ** (_V1_SCALE - int((r.info or "0,0").split(",")[1]))
+        lo, hi = (None if lo is None else int(lo) * shift), (None if hi is None else int(hi) * shift)
+    return ColumnRange(r.column, vt[0], vt[1], lo, hi, r.null_count, r.value_count, r.total_size, r.total_uncompressed_size)
+
+
 # -- records ----------------------------------------------------------------------------------------
+def _wrap_v1(v: Any, vt: ValueType) -> Any:
+    if v is None:
+        return None
+    if vt == ValueType.DECIMAL:      # the unscaled value's bytes at scale 15, as Java's BigInteger has them
+        n = int(v)
+        v = n.to_bytes(max(1, (n + (n < 0)).bit_length() // 8 + 1), "big", signed=True)
+    return (_WRAPPER + _V1_WRAPPERS[vt], {"value": v})
+
+
 def _wrap(v: Any, vt: ValueType) -> Any:
     if v is None:
         return None
@@ -348,37 +453,50 @@ def _wrap(v: Any, vt: ValueType) -> Any:
 
 
 def stats_record(partition: str, file_name: str, r: ColumnRange, *, kind: int = RecordType.COLUMN_STATS,
-                 tight: bool = False, key: str | None = None) -> dict[str, Any]:
-    """The ``HoodieMetadataRecord`` (as a dict for fastavro) of one range (version 2 layout);
-    ``kind`` PARTITION_STATS names the partition in ``fileName``."""
+                 tight: bool = False, key: str | None = None, layout: int = V2) -> dict[str, Any]:
+    """The ``HoodieMetadataRecord`` (as a dict for fastavro) of one range; ``kind``
+    PARTITION_STATS names the partition in ``fileName``.  ``layout`` V1: ``r`` as
+    :func:`v1_range` says it, no ``valueType``."""
     if key is None:
         key = (column_stats_key(r.column, partition, file_name) if kind == RecordType.COLUMN_STATS
                else partition_stats_key(r.column, partition))
-    return {"key": key, "type": int(kind), "ColumnStatsMetadata": {
-        "fileName": file_name, "columnName": r.column, "minValue": _wrap(r.min_value, r.value_type),
-        "maxValue": _wrap(r.max_value, r.value_type), "valueCount": r.value_count,
-        "nullCount": None if r.null_count < 0 else r.null_count, "totalSize": r.total_size,
-        "totalUncompressedSize": r.total_uncompressed_size, "isDeleted": False, "isTightBound": tight,
-        "valueType": {"typeOrdinal": int(r.value_type), "additionalInfo": r.info}}}
+    wrap = _wrap_v1 if layout == V1 else _wrap
+    cs = {"fileName": file_name, "columnName": r.column, "minValue": wrap(r.min_value, r.value_type),
+          "maxValue": wrap(r.max_value, r.value_type), "valueCount": r.value_count,
+          "nullCount": None if r.null_count < 0 else r.null_count, "totalSize": r.total_size,
+          "totalUncompressedSize": r.total_uncompressed_size, "isDeleted": False, "isTightBound": tight}
+    if layout != V1:
+        cs["valueType"] = {"typeOrdinal": int(r.value_type), "additionalInfo": r.info}
+    return {"key": key, "type": int(kind), "ColumnStatsMetadata": cs}
 
 
-def deleted_record(partition: str, file_name: str, column: str) -> dict[str, Any]:
+def deleted_record(partition: str, file_name: str, column: str, *, layout: int = V2) -> dict[str, Any]:
     """The record saying a file's statistics of ``column`` are gone (the file was deleted)."""
+    cs: dict[str, Any] = {"fileName": file_name, "columnName": column, "minValue": None, "maxValue": None,
+                          "valueCount": None, "nullCount": None, "totalSize": None, "totalUncompressedSize": None,
+                          "isDeleted": True, "isTightBound": False}
+    if layout != V1:
+        cs["valueType"] = None
     return {"key": column_stats_key(column, partition, file_name), "type": int(RecordType.COLUMN_STATS),
-            "ColumnStatsMetadata": {"fileName": file_name, "columnName": column, "minValue": None, "maxValue": None,
-                                    "valueCount": None, "nullCount": None, "totalSize": None,
-                                    "totalUncompressedSize": None, "isDeleted": True, "isTightBound": False,
-                                    "valueType": None}}
+            "ColumnStatsMetadata": cs}
 
 
-def range_of_record(raw: Mapping[str, Any]) -> ColumnRange | None:
-    """The range a decoded ``ColumnStatsMetadata`` says (version 2 layout), None when deleted or
-    of a layout lakesdk does not read (then nothing is skipped by it)."""
+def layout_of_record(raw: Mapping[str, Any]) -> int:
+    """The layout of a decoded live ``ColumnStatsMetadata``: V2 records say their ``valueType``."""
+    return V2 if raw.get("valueType") else V1
+
+
+def range_of_record(raw: Mapping[str, Any], *, exact: bool = False) -> ColumnRange | None:
+    """The range a decoded ``ColumnStatsMetadata`` says, None when deleted or of a type lakesdk
+    does not read (then nothing is skipped by it).  A V1 record's wrappers say its type
+    (decoded with their record names); a V1 date bound outside the days Hudi 1.0 writes as they
+    are leaves the bounds unknown to a reader, unless ``exact`` (the record's values as they
+    are: to aggregate or rewrite them)."""
     if raw.get("isDeleted"):
         return None
     vti = raw.get("valueType")
     if not vti:
-        return None
+        return _range_v1(raw, exact)
     try:
         vt = ValueType(vti.get("typeOrdinal"))
     except ValueError:
@@ -386,9 +504,13 @@ def range_of_record(raw: Mapping[str, Any]) -> ColumnRange | None:
     if vt not in _WRAPPERS:
         return None
     lo, hi = _unwrap(raw.get("minValue"), vt), _unwrap(raw.get("maxValue"), vt)
+    return _range(raw, vt, vti.get("additionalInfo"), lo, hi)
+
+
+def _range(raw: Mapping[str, Any], vt: ValueType, info: str | None, lo: Any, hi: Any) -> ColumnRange:
     nulls = raw.get("nullCount")
     values = raw.get("valueCount")
-    return ColumnRange(str(raw.get("columnName")), vt, vti.get("additionalInfo"), lo, hi,
+    return ColumnRange(str(raw.get("columnName")), vt, info, lo, hi,
                        -1 if nulls is None else int(nulls), -1 if values is None else int(values),
                        int(raw.get("totalSize") or 0), int(raw.get("totalUncompressedSize") or 0))
 
@@ -401,6 +523,25 @@ def _unwrap(v: Any, vt: ValueType) -> Any:
     if vt == ValueType.DECIMAL and isinstance(v, (bytes, bytearray)):
         return int.from_bytes(v, "big", signed=True) if v else None
     return v
+
+
+def _range_v1(raw: Mapping[str, Any], exact: bool) -> ColumnRange | None:
+    bounds = [raw.get("minValue"), raw.get("maxValue")]
+    names = {b[0].rsplit(".", 1)[-1] for b in bounds if isinstance(b, tuple)}
+    if any(b is not None and not isinstance(b, tuple) for b in bounds) or len(names) > 1:
+        return None                  # decoded without wrapper names, or of two types
+    vt = _V1_TYPES.get(next(iter(names))) if names else ValueType.NULL
+    if vt is None:
+        return None
+    lo, hi = (None if b is None else b[1].get("value") for b in bounds)
+    if vt == ValueType.DECIMAL:
+        lo, hi = (v if v is None else int.from_bytes(v, "big", signed=True) if isinstance(v, (bytes, bytearray))
+                  else _unscaled(v, _V1_SCALE) for v in (lo, hi))
+    r = _range(raw, vt, _V1_DECIMAL if vt == ValueType.DECIMAL else None, lo, hi)
+    if not exact and vt == ValueType.DATE and any(v is not None and not _V1_DAYS[0] <= v <= _V1_DAYS[1]
+                                                  for v in (lo, hi)):
+        return ColumnRange(r.column, vt, None, None, None, -1, r.value_count, r.total_size, r.total_uncompressed_size)
+    return r
 
 
 # -- the index definition ---------------------------------------------------------------------------
@@ -417,13 +558,16 @@ def read_index_columns(text: bytes | None) -> list[str] | None:
     return [str(f) for f in fields] if isinstance(fields, list) and fields else None
 
 
-def index_definition(existing: bytes | None, columns: list[str]) -> bytes:
-    """``index.json`` with the ``column_stats`` definition naming ``columns`` (others kept)."""
+def index_definition(existing: bytes | None, columns: list[str], layout: int = V2) -> bytes:
+    """``index.json`` with the ``column_stats`` definition naming ``columns`` (others kept); a
+    V1 definition says no version, as Hudi 1.0 writes it."""
     try:
         doc = json.loads(existing) if existing else {}
     except ValueError:
         doc = {}
     defs = doc.setdefault("indexDefinitions", {})
     defs["column_stats"] = {"indexName": "column_stats", "indexType": "column_stats", "indexFunction": "column_stats",
-                            "sourceFields": list(columns), "indexOptions": {}, "version": "V2"}
+                            "sourceFields": list(columns), "indexOptions": {}}
+    if layout != V1:
+        defs["column_stats"]["version"] = "V2"
     return json.dumps(doc, indent=2).encode("utf-8")

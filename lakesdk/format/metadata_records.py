@@ -112,11 +112,22 @@ def data_partition_of(key: str) -> str:
     return "" if key == NON_PARTITIONED_KEY else key
 
 
-@lru_cache(maxsize=1)
-def record_schema_json() -> str:
-    """The ``HoodieMetadataRecord`` schema Hudi 1.1 writes (meta fields included), as JSON text."""
-    text = resources.files("lakesdk.format").joinpath("schemas/HoodieMetadataRecord.avsc").read_text()
-    return json.dumps(json.loads(text), separators=(",", ":"))
+@lru_cache(maxsize=2)
+def record_schema_json(table_version: int = 9) -> str:
+    """The ``HoodieMetadataRecord`` schema Hudi 1.1 writes (meta fields included), as JSON text;
+    for a version 8 table Hudi 1.0's: the same without the column statistics' ``valueType``
+    and the ``ArrayWrapper`` of their values (the fields Hudi 1.1 added)."""
+    schema = json.loads(resources.files("lakesdk.format").joinpath("schemas/HoodieMetadataRecord.avsc").read_text())
+    if table_version < 9:
+        for field in schema["fields"]:
+            if field["name"] == "ColumnStatsMetadata":
+                stats = field["type"][1]
+                stats["fields"] = [f for f in stats["fields"] if f["name"] != "valueType"]
+                for f in stats["fields"]:
+                    if f["name"] in ("minValue", "maxValue"):
+                        f["type"] = [t for t in f["type"] if not (t if isinstance(t, str) else t.get("name", ""))
+                                     .endswith("ArrayWrapper")]
+    return json.dumps(schema, separators=(",", ":"))
 
 
 def record_schema() -> Any:
@@ -130,7 +141,9 @@ def _parsed(schema_json: str) -> Any:
 
 
 def _unwrap(v: Any) -> Any:
-    # min/max values are unions of single-field wrapper records ({"value": ...})
+    # min/max values are unions of single-field wrapper records, decoded with their names
+    if isinstance(v, tuple):
+        v = v[1]
     if isinstance(v, dict) and "value" in v and len(v) == 1:
         return v["value"]
     return v
@@ -154,7 +167,9 @@ def decode_record(value: bytes, schema_json: str, *, key: bytes | None = None,
     :class:`~lakesdk.exceptions.CorruptFileError` naming ``path``."""
     buf = io.BytesIO(value)
     try:
-        rec = fastavro.schemaless_reader(buf, _parsed(schema_json), None)
+        # the wrappers of column statistics decoded with their names: a V1 record's say its type
+        rec = fastavro.schemaless_reader(buf, _parsed(schema_json), None, return_record_name=True,
+                                         return_record_name_override=True)
     except Exception as exc:  # noqa: BLE001 - any decoder failure means damaged bytes
         raise CorruptFileError(f"{path}: a metadata table record does not decode ({exc}); the file is damaged",
                                path=path) from None

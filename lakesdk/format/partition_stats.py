@@ -46,6 +46,8 @@ import math
 from typing import Any, Iterable
 
 from lakesdk.format.column_stats import (
+    V1,
+    V2,
     ColumnRange,
     ValueType,
     file_group_index,
@@ -101,8 +103,11 @@ def aggregate(ranges: Iterable[ColumnRange], value_type: tuple[ValueType, str | 
     out: ColumnRange | None = None
     known = True
     types: set[tuple[ValueType, str | None]] = set()
+    # a V1 record of a file without values says no type: it counts, its type does not
+    ranges = sorted(ranges, key=lambda r: r.value_type == ValueType.NULL)
     for r in ranges:
-        types.add((r.value_type, r.info))
+        if r.value_type != ValueType.NULL or not types:
+            types.add((r.value_type, r.info))
         if out is None:
             out = r
             known = r.null_count >= 0
@@ -133,19 +138,21 @@ def aggregate(ranges: Iterable[ColumnRange], value_type: tuple[ValueType, str | 
                        out.total_uncompressed_size)
 
 
-def partition_record(partition: str, r: ColumnRange) -> dict[str, Any]:
+def partition_record(partition: str, r: ColumnRange, layout: int = V2) -> dict[str, Any]:
     """The ``HoodieMetadataRecord`` (a dict for fastavro) of one column of one partition."""
-    return stats_record(partition, partition, r, kind=RecordType.PARTITION_STATS, tight=True)
+    return stats_record(partition, partition, r, kind=RecordType.PARTITION_STATS, tight=True, layout=layout)
 
 
-def deleted_partition_record(partition: str, column: str) -> dict[str, Any]:
+def deleted_partition_record(partition: str, column: str, layout: int = V2) -> dict[str, Any]:
     """The record saying a partition's statistics of ``column`` are gone (the partition has
     no file left), as Hudi writes them for a deleted partition."""
+    cs: dict[str, Any] = {"fileName": partition, "columnName": column, "minValue": None, "maxValue": None,
+                          "valueCount": None, "nullCount": None, "totalSize": None, "totalUncompressedSize": None,
+                          "isDeleted": True, "isTightBound": True}
+    if layout != V1:
+        cs["valueType"] = None
     return {"key": partition_stats_key(column, partition), "type": int(RecordType.PARTITION_STATS),
-            "ColumnStatsMetadata": {"fileName": partition, "columnName": column, "minValue": None, "maxValue": None,
-                                    "valueCount": None, "nullCount": None, "totalSize": None,
-                                    "totalUncompressedSize": None, "isDeleted": True, "isTightBound": True,
-                                    "valueType": None}}
+            "ColumnStatsMetadata": cs}
 
 
 def partition_range_of(raw: dict[str, Any]) -> ColumnRange | None:

@@ -123,11 +123,11 @@ class MetadataTableReader:
             out.update(self._slice_records(sl))
         return out
 
-    def column_ranges(self, columns: list[str],
-                      partitions: Iterable[str] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    def column_ranges(self, columns: list[str], partitions: Iterable[str] | None = None, *,
+                      exact: bool = False) -> dict[tuple[str, str], dict[str, Any]]:
         """The ``column_stats`` of ``columns`` (of the data ``partitions``, None: all):
         (partition hash, file name) -> column -> :class:`~lakesdk.format.column_stats.ColumnRange`
-        (records read by key prefix)."""
+        (records read by key prefix; ``exact``: see :func:`~lakesdk.format.column_stats.range_of_record`)."""
         from lakesdk.format.column_stats import column_prefix, partition_id, range_of_record
         parts = [""] if partitions is None else [partition_id(p) for p in partitions]
         prefixes = tuple((column_prefix(c) + p).encode("ascii") for c in columns for p in parts)
@@ -135,7 +135,7 @@ class MetadataTableReader:
         for sl in self.slices("column_stats"):
             for key, rec in self._slice_records(sl, prefixes).items():
                 cs = (rec.raw or {}).get("ColumnStatsMetadata") or {}
-                r = range_of_record(cs)
+                r = range_of_record(cs, exact=exact)
                 if r is not None:
                     out.setdefault((key[12:24], str(cs.get("fileName"))), {})[r.column] = r
         return out

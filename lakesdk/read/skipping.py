@@ -13,7 +13,9 @@ matches nothing, a column whose rows are all null matches no comparison.  Floats
 writer leaves NaN out of its bounds, and Spark SQL orders NaN above every number and equal to
 itself, so ``> >= !=`` never skip by a float column, and a comparison with NaN never skips.
 An integer or decimal column compared with a double is compared in double, as the read
-compares it, with its bounds widened past any engine's rounding.  Tables whose
+compares it, with its bounds widened past any engine's rounding.  A version 8 table's records
+(Hudi 1.0's layout) say a timestamp as a long, read as microseconds of a microsecond column
+(nothing is skipped by another unit's), and a decimal at scale 15.  Tables whose
 merge may compute values (a custom merger or payload) skip only by their base files on
 copy-on-write; on merge-on-read nothing is skipped.
 """
@@ -204,6 +206,9 @@ def _as_value(v: Any, r: ColumnRange, col_type: pa.DataType) -> Any:
     vt = r.value_type
     if vt == ValueType.DATE:
         return _dt.date(1970, 1, 1) + _dt.timedelta(days=int(v))
+    if vt == ValueType.LONG and pa.types.is_timestamp(col_type) and col_type.unit == "us":
+        # Hudi 1.0's layout (table version 8) holds a timestamp's count of microseconds in a long
+        return pa.scalar(int(v), pa.int64()).cast(col_type).as_py()
     if vt == ValueType.DECIMAL:
         scale = int((r.info or "0,0").split(",")[1])
         return decimal_of(int(v), scale)

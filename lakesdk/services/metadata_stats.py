@@ -1,4 +1,4 @@
-"""The ``column_stats`` partition of the metadata table as lakesdk keeps it (table version 9).
+"""The ``column_stats`` partition of the metadata table as lakesdk keeps it (table versions 8 and 9).
 
 Every file an action adds gets one record per indexed column (:mod:`lakesdk.format.column_stats`):
 a base file's ranges come from its Parquet footer, a log file's from its blocks (a Parquet
@@ -10,6 +10,10 @@ restore deletes gets a deleted record per column.  The records go to the file gr
 Which columns: those the table's index definition (``.hoodie/.index_defs/index.json``) names
 for ``column_stats``; a table without one gets Hudi's default list (the meta fields, then the
 first 32 data columns of indexed types) written there when lakesdk builds the partition.
+
+A version 8 table's records have Hudi 1.0's layout (V1, :func:`lakesdk.format.column_stats.v1_range`),
+kept only while every indexed column has a type lakesdk writes V1 records of as Hudi 1.0 does
+(:func:`v1_columns_faithful`).
 """
 
 from __future__ import annotations
@@ -22,15 +26,19 @@ import pyarrow as pa
 from lakesdk.format.column_stats import (
     FILE_GROUPS,
     INDEX_DEFS_PATH,
+    V1,
     ColumnRange,
     deleted_record,
     file_group_index,
     index_definition,
     indexed_columns,
+    layout_of,
     ranges_from_arrow,
     ranges_from_parquet,
     read_index_columns,
     stats_record,
+    unfaithful_v1_columns,
+    v1_range,
 )
 from lakesdk.format.file_naming import is_log_file
 
@@ -39,7 +47,8 @@ if TYPE_CHECKING:
     from lakesdk.format.metadata_files import FilesChange
     from lakesdk.storage import Storage
 
-__all__ = ["stats_columns", "stats_records_of", "by_file_group", "write_index_definition", "file_ranges"]
+__all__ = ["stats_columns", "stats_records_of", "by_file_group", "write_index_definition", "file_ranges",
+           "layout_ranges", "v1_columns_faithful"]
 
 
 def stats_columns(ctx: "TableContext", schema_json: str | None = None) -> tuple[list[str], bool]:
@@ -53,7 +62,30 @@ def stats_columns(ctx: "TableContext", schema_json: str | None = None) -> tuple[
     avro: Any = json.loads(schema_json) if schema_json else ctx.config.create_schema
     if not avro:
         return [], False
-    return indexed_columns(avro_to_arrow(avro), meta_fields=ctx.config.populate_meta_fields), False
+    return indexed_columns(avro_to_arrow(avro), meta_fields=ctx.config.populate_meta_fields,
+                           layout=layout_of(ctx.config.version)), False
+
+
+def v1_columns_faithful(ctx: "TableContext", schema_json: str | None = None) -> bool:
+    """Whether every column a version 8 table's ``column_stats`` indexes (:func:`stats_columns`
+    of ``schema_json``, else of the latest commit's schema) has a type lakesdk writes Hudi
+    1.0's records of (:func:`lakesdk.format.column_stats.v1_supported`)."""
+    from lakesdk.format.schema import avro_to_arrow
+    if schema_json is None:
+        schema_json = _latest_schema(ctx)
+    columns, _ = stats_columns(ctx, schema_json)
+    avro: Any = json.loads(schema_json) if schema_json else ctx.config.create_schema
+    if not avro or not columns:
+        return True
+    return not unfaithful_v1_columns(avro_to_arrow(avro), columns)
+
+
+def _latest_schema(ctx: "TableContext") -> str | None:
+    for inst in reversed(ctx.store.load().commits.instants):
+        schema = ctx.store.commit_metadata(inst).extra_metadata.get("schema")
+        if schema:
+            return str(schema)
+    return None
 
 
 def _index_defs(storage: "Storage") -> bytes | None:
@@ -64,9 +96,9 @@ def _index_defs(storage: "Storage") -> bytes | None:
         return None
 
 
-def write_index_definition(storage: "Storage", columns: list[str]) -> None:
+def write_index_definition(storage: "Storage", columns: list[str], layout: int) -> None:
     """Name ``columns`` in the table's index definition (other indexes' definitions kept)."""
-    storage.write(INDEX_DEFS_PATH, index_definition(_index_defs(storage), columns))
+    storage.write(INDEX_DEFS_PATH, index_definition(_index_defs(storage), columns, layout))
 
 
 def _merge(a: ColumnRange, b: ColumnRange) -> ColumnRange:
@@ -121,20 +153,28 @@ def file_ranges(storage: "Storage", path: str, columns: list[str], schema: pa.Sc
     return list(out.values())
 
 
+def layout_ranges(ranges: Iterable[ColumnRange], layout: int) -> list[ColumnRange]:
+    """``ranges`` as records of ``layout`` hold them (V1: :func:`~lakesdk.format.column_stats.v1_range`)."""
+    if layout != V1:
+        return list(ranges)
+    return [v for v in (v1_range(r) for r in ranges) if v is not None]
+
+
 def stats_records_of(ctx: "TableContext", change: "FilesChange", columns: list[str],
                      schema: pa.Schema | None = None) -> dict[str, dict[str, Any]]:
-    """The ``column_stats`` records of a change, by key."""
+    """The ``column_stats`` records of a change, by key, in the table's layout."""
+    layout = layout_of(ctx.config.version)
     out: dict[str, dict[str, Any]] = {}
     for part, names in change.deleted.items():
         for n in names:
             for c in columns:
-                rec = deleted_record(part, n, c)
+                rec = deleted_record(part, n, c, layout=layout)
                 out[rec["key"]] = rec
     for part, files in change.added.items():
         for n in files:
             path = f"{part}/{n}" if part else n
-            for r in file_ranges(ctx.storage, path, columns, schema):
-                rec = stats_record(part, n, r)
+            for r in layout_ranges(file_ranges(ctx.storage, path, columns, schema), layout):
+                rec = stats_record(part, n, r, layout=layout)
                 out[rec["key"]] = rec
     return out
 

@@ -18,10 +18,12 @@ Which MDT a table keeps (``TableOptions(metadata=...)``, Hudi's ``hoodie.metadat
 * ``False``: the MDT is dropped (:mod:`lakesdk.services.metadata_table`), as a Hudi writer with
   the MDT disabled drops it.
 
-On table version 9 it keeps ``column_stats`` (:mod:`lakesdk.services.metadata_stats`) and, on
-partitioned tables, ``partition_stats`` (:mod:`lakesdk.services.partition_stats`).  The
-partitions lakesdk does not maintain yet (``record_index``, bloom filters, secondary and
-expression indexes; ``column_stats`` and ``partition_stats`` on version 8) are dropped alone
+It keeps ``column_stats`` (:mod:`lakesdk.services.metadata_stats`) and, on partitioned tables,
+``partition_stats`` (:mod:`lakesdk.services.partition_stats`): on table version 9 in Hudi 1.1's
+layout, on version 8 in Hudi 1.0's (V1), there only while every indexed column has a type
+lakesdk writes Hudi 1.0's records of.  The partitions lakesdk does not maintain (``record_index``,
+bloom filters, secondary and expression indexes; the statistics of a version 8 table with an
+indexed column of another type) are dropped alone
 before the first delta commit lakesdk writes, as Hudi drops a disabled index: removed from
 ``hoodie.table.metadata.partitions``, then their folders deleted.  Tables of version 6 keep
 dropping the whole MDT (their MDT's log files follow the version 6 layout).
@@ -39,7 +41,15 @@ from typing import TYPE_CHECKING
 from lakesdk import _faults as faults
 from lakesdk.commit.table_properties import read_properties, rewrite_properties
 from lakesdk.exceptions import MetadataTableDroppedWarning
-from lakesdk.format.column_stats import FILE_GROUPS, INDEX_DEFS_PATH, range_of_record, stats_group, stats_record
+from lakesdk.format.column_stats import (
+    FILE_GROUPS,
+    INDEX_DEFS_PATH,
+    layout_of,
+    layout_of_record,
+    range_of_record,
+    stats_group,
+    stats_record,
+)
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
@@ -68,6 +78,7 @@ from lakesdk.services.metadata_stats import (
     stats_columns,
     stats_records_of,
     table_arrow_schema,
+    v1_columns_faithful,
     write_index_definition,
 )
 from lakesdk.services.partition_stats import (
@@ -89,17 +100,19 @@ if TYPE_CHECKING:
 __all__ = ["sync_metadata_table", "create_metadata_table", "build_metadata_table", "keeps_metadata_table",
            "MAINTAINED"]
 
-#: the MDT partitions lakesdk keeps (``column_stats`` and ``partition_stats`` on tables of version 9)
+#: the MDT partitions lakesdk keeps
 MAINTAINED = ("files", "column_stats", "partition_stats")
 _SERVICE_WRITES = ("compaction", "clustering", "logcompaction")
 
 
-def maintained(ctx: "TableContext", cfg: TableConfig) -> tuple[str, ...]:
-    """The MDT partitions lakesdk keeps for this table: ``files``, and ``column_stats`` on a
-    version 9 table unless ``TableOptions(metadata_column_stats=False)``, with
-    ``partition_stats`` when the table is partitioned (and not of Lance files) unless
-    ``TableOptions(metadata_partition_stats=False)``."""
-    if cfg.version >= 9 and ctx.options.metadata_column_stats:
+def maintained(ctx: "TableContext", cfg: TableConfig, schema_json: str | None = None) -> tuple[str, ...]:
+    """The MDT partitions lakesdk keeps for this table: ``files``, and ``column_stats`` unless
+    ``TableOptions(metadata_column_stats=False)``, with ``partition_stats`` when the table is
+    partitioned (and not of Lance files) unless ``TableOptions(metadata_partition_stats=False)``.
+    On a version 8 table the statistics only while every column they index has a type lakesdk
+    writes Hudi 1.0's records of (the table's schema ``schema_json``, else its latest commit's)."""
+    if cfg.version >= 8 and ctx.options.metadata_column_stats and (cfg.version >= 9
+                                                                    or v1_columns_faithful(ctx, schema_json)):
         pstats = ctx.options.metadata_partition_stats and keeps_partition_stats(cfg)
         return MAINTAINED if pstats else MAINTAINED[:2]
     return ("files",)
@@ -125,16 +138,16 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, tim
         drop_metadata_table(ctx, inflight.action)
         return
     named = metadata_partitions(cfg.props)
-    keep = maintained(ctx, cfg)
+    change, schema_json, cleaned = _change_of(ctx, inflight, data)
+    keep = maintained(ctx, cfg, schema_json)
     if set(keep) - set(named):
         # a partition lakesdk keeps is missing: the MDT is built again from a listing
         # the files of the instant being committed come with its delta commit (a savepoint has
         # the time of the commit it saves, whose files are in the listing)
-        raw, cfg = create_metadata_table(ctx, raw, cfg,
+        raw, cfg = create_metadata_table(ctx, raw, cfg, schema_json=schema_json,
                                          pending=inflight.requested if _writes_files(inflight.action) else None)
     elif set(named) - set(keep):
         raw, cfg = _drop_partitions(ctx, raw, cfg, sorted(set(named) - set(keep)), inflight.action)
-    change, schema_json, cleaned = _change_of(ctx, inflight, data)
     touched = changed_partitions(ctx, inflight, data, change) if "partition_stats" in keep else None
     # Hudi's writer commits a delta commit for every write and clean, one that wrote or deleted
     # no file included (its block holds the partition list, or the cleaned partitions' records)
@@ -151,7 +164,7 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, tim
         if "column_stats" in keep:
             columns, defined = stats_columns(ctx, schema_json)
             if columns and not defined:
-                write_index_definition(ctx.storage, columns)
+                write_index_definition(ctx.storage, columns, layout_of(cfg.version))
             arrow = table_arrow_schema(columns, schema_json)
             stats = stats_records_of(ctx, change, columns, arrow)
             if touched:
@@ -341,10 +354,10 @@ def _live(part: str, merged: dict) -> dict[str, dict]:
                 n: {"size": e.size, "isDeleted": False} for n, e in sorted((r.files or {}).items()) if not e.deleted}}
         elif r.type in (RecordType.COLUMN_STATS, RecordType.PARTITION_STATS) and r.raw is not None:
             cs = r.raw.get("ColumnStatsMetadata") or {}
-            rng = range_of_record(cs)
+            rng = range_of_record(cs, exact=True)
             if rng is not None:     # deleted (or of a layout lakesdk does not write): left out
                 out[k] = stats_record("", str(cs.get("fileName")), rng, kind=r.type,
-                                      tight=bool(cs.get("isTightBound")), key=k)
+                                      tight=bool(cs.get("isTightBound")), key=k, layout=layout_of_record(cs))
     return out
 
 
@@ -451,17 +464,17 @@ def _listing(ctx: "TableContext", pending: str | None) -> FilesChange:
 
 
 def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: TableConfig | None = None, *,
-                          pending: str | None = None) -> tuple[bytes, TableConfig]:
+                          pending: str | None = None, schema_json: str | None = None) -> tuple[bytes, TableConfig]:
     """Build the MDT from a listing (the files of the completed instants; ``pending``, the
     instant being committed, adds its own with its delta commit), then name it in
-    ``hoodie.properties``: the ``files`` partition, and ``column_stats`` on a version 9 table
-    (its columns named in the index definition).  A folder an interrupted build left goes
+    ``hoodie.properties``: the ``files`` partition, and the statistics it keeps (:func:`maintained`;
+    their columns named in the index definition).  A folder an interrupted build left goes
     first.  Returns the new config's bytes and config.  The caller holds the table lock (with
-    several writers)."""
+    several writers).  ``schema_json``: the schema of the pending instant, when it has one."""
     storage = ctx.storage
     if raw is None or cfg is None:
         raw, cfg = read_properties(storage)
-    keep = maintained(ctx, cfg)
+    keep = maintained(ctx, cfg, schema_json)
     storage.delete_dir(METADATA_DIR)
     mdt = storage.child(METADATA_DIR)
     mprops = mdt_properties(cfg.name, cfg.version)
@@ -472,7 +485,7 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
     stats = None
     pstats: dict[str, dict[str, dict]] | None = None
     if "column_stats" in keep:
-        schema_json = _latest_commit_schema(ctx.store)
+        schema_json = _latest_commit_schema(ctx.store) or schema_json
         columns, _ = stats_columns(ctx, schema_json)
         arrow = table_arrow_schema(columns, schema_json)
         stats = stats_records_of(ctx, listing, columns, arrow)
@@ -491,18 +504,19 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
         grouped = by_file_group(stats)
         groups += [("column_stats", stats_group(i), grouped.get(i, {})) for i in range(FILE_GROUPS)]
     groups += [("partition_stats", group, recs) for group, recs in sorted((pstats or {}).items())]
+    schema = record_schema_json(cfg.version)
     for part, group, records in groups:
         base = BaseFile(group, WRITE_TOKEN, INIT_INSTANT, "hfile").name
-        data = hfile_of(records, base=True)
+        data = hfile_of(records, base=True, schema_json=schema)
         mdt.write(f"{part}/{base}", data)
         by_part.setdefault(part, []).append(WriteStat(
             fileId=group, path=f"{part}/{base}", partitionPath=part, prevCommit="null", numWrites=len(records),
             numInserts=len(records), totalWriteBytes=len(data), fileSizeInBytes=len(data)))
-    md = CommitMetadata(partition_to_write_stats=by_part, extra_metadata={"schema": record_schema_json()},
+    md = CommitMetadata(partition_to_write_stats=by_part, extra_metadata={"schema": schema},
                         operation_type="BULK_INSERT")
     store.transition(inflight, "completed", md.encode(layout=2))
     if stats is not None and columns:
-        write_index_definition(storage, columns)
+        write_index_definition(storage, columns, layout_of(cfg.version))
     props = dict(cfg.props)
     props[PARTITIONS_KEY] = ",".join(sorted(keep))
     props[INFLIGHT_KEY] = ""

@@ -43,7 +43,15 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, cast
 
 import pyarrow as pa
 
-from lakesdk.format.column_stats import ColumnRange, partition_id, range_of_record, value_type_of
+from lakesdk.format.column_stats import (
+    V1,
+    ColumnRange,
+    layout_of,
+    partition_id,
+    range_of_record,
+    v1_value_type,
+    value_type_of,
+)
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.instant import Instant
 from lakesdk.format.metadata_table import undone_instants
@@ -202,7 +210,7 @@ def _ranges_of(records: Mapping[str, Mapping[str, Any]],
     out: dict[tuple[str, str], dict[str, ColumnRange]] = {}
     for k, rec in records.items():
         cs = rec.get("ColumnStatsMetadata") or {}
-        r = range_of_record(cs)
+        r = range_of_record(cs, exact=True)
         part = ids.get(k[12:24])
         if r is not None and part is not None:
             out.setdefault((part, str(cs.get("fileName"))), {})[r.column] = r
@@ -219,8 +227,11 @@ def _partition_records(ctx: "TableContext", slices: Mapping[str, list[FileSlice]
     """The records of the partitions of ``slices``: the ranges of their files (``known``, else
     read from the file) aggregated per column.  A partition without a file gets deleted
     records; a file with rows but no statistics of a column makes the column's unknown."""
-    from lakesdk.services.metadata_stats import file_ranges
+    from lakesdk.services.metadata_stats import file_ranges, layout_ranges
+    layout = layout_of(ctx.config.version)
     types = {f.name: value_type_of(f.type) for f in schema} if schema is not None else {}
+    if layout == V1:
+        types = {c: v1_value_type(vt) if vt is not None else None for c, vt in types.items()}
     out: dict[str, dict[str, Any]] = {}
     for part, sls in sorted(slices.items()):
         files: list[Mapping[str, ColumnRange]] = []
@@ -228,19 +239,20 @@ def _partition_records(ctx: "TableContext", slices: Mapping[str, list[FileSlice]
             for path in ([s.base_path] if s.base_path else []) + s.log_paths:
                 got = known.get((part, posixpath.basename(path)))
                 if got is None:     # no record of the file (Hudi writes none for a file without rows)
-                    got = {r.column: r for r in file_ranges(ctx.storage, path, columns, schema)}
+                    got = {r.column: r for r in layout_ranges(file_ranges(ctx.storage, path, columns, schema), layout)}
                 files.append(got)
         rows = [f for f in files if _has_rows(f)]
         for c in columns:
             vt = types.get(c) or next(((f[c].value_type, f[c].info) for f in rows if c in f), None)
             if not sls or vt is None:
-                rec = deleted_partition_record(part, c)
+                rec = deleted_partition_record(part, c, layout)
             elif any(c not in f for f in rows):
                 n = sum(max(max(r.value_count for r in f.values()), 0) for f in rows)
-                rec = partition_record(part, ColumnRange(c, vt[0], vt[1], None, None, -1, n))
+                rec = partition_record(part, ColumnRange(c, vt[0], vt[1], None, None, -1, n), layout)
             else:
                 agg = aggregate([f[c] for f in rows], vt)
-                rec = partition_record(part, agg if agg is not None else ColumnRange(c, vt[0], vt[1], None, None, 0, 0))
+                rec = partition_record(part, agg if agg is not None else ColumnRange(c, vt[0], vt[1], None, None, 0, 0),
+                                       layout)
             out[rec["key"]] = rec
     return out
 
@@ -257,7 +269,7 @@ def records_after_action(ctx: "TableContext", reader: "MetadataTableReader", inf
     slices = _slices_after(ctx, reader, inflight, data, change, touched, timeline)
     parts = list(slices)
     ids = {partition_id(p): p for p in parts}
-    known = {(ids[pid], name): dict(ranges) for (pid, name), ranges in reader.column_ranges(columns, parts).items()
+    known = {(ids[pid], name): dict(ranges) for (pid, name), ranges in reader.column_ranges(columns, parts, exact=True).items()
              if pid in ids}
     for k, v in _ranges_of(stats, parts).items():
         known[k] = v
