@@ -119,7 +119,7 @@ SERVICE = textwrap.dedent("""
         if service == "clean":
             return m.clean(retain_commits=2)
         if service == "clean_versions":           # deletes what a running write may still read
-            return m.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+            return m.clean(policy="keep_latest_file_versions", retain_versions=1)
         r = m.archive(min_commits=2, max_commits=4)
         return r if r.archived else None
 
@@ -154,7 +154,7 @@ SERVICES = textwrap.dedent("""
         if name == "clean_commits":
             return m.clean(retain_commits=rng.randint(1, 3))
         if name == "clean_versions":
-            return m.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=rng.randint(1, 2))
+            return m.clean(policy="keep_latest_file_versions", retain_versions=rng.randint(1, 2))
         if name == "archive":
             lo = rng.randint(1, 3)
             r = m.archive(min_commits=lo, max_commits=lo + rng.randint(1, 2), beyond_savepoint=rng.random() < 0.5)

@@ -393,7 +393,7 @@ def test_time_travel_into_a_hole_archival_beyond_a_savepoint_left_is_guarded(tmp
     t.maintenance.delete_savepoint(c2.instant)
     res = t.maintenance.archive(min_commits=1, max_commits=2, beyond_savepoint=True)
     assert c2.instant in {i.requested for i in res.archived}
-    assert t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1).deleted
+    assert t.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1).deleted
     t.maintenance.delete_savepoint(c1.instant)
     assert t.timeline.instants[0].requested == c1.instant      # active, before the archived c2
     with pytest.raises(lk.TimeTravelError, match="reaches commits archived after the active commit"):

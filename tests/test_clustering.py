@@ -435,7 +435,7 @@ def test_rollback_of_a_clustering_whose_replaced_files_a_clean_deleted_is_refuse
     t.bulk_insert(pa.table({"k": ["a"], "ts": [1]}))
     t.bulk_insert(pa.table({"k": ["b"], "ts": [1]}))
     c = t.maintenance.cluster()
-    t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    t.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1)
     before = [(i.requested, i.action, i.state) for i in t.timeline]
     with pytest.raises(lk.RollbackNotAllowedError, match="clean deleted"):
         t.maintenance.rollback(c.instant)

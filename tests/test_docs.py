@@ -142,3 +142,15 @@ def test_notebooks_store_a_whole_run_without_machine_details():
     assert checked, "no quickstart cell is tagged nbval-check-output"
     for c in checked:
         assert any('class="dataframe"' in "".join(o.get("data", {}).get("text/html", "")) for o in c["outputs"])
+
+
+def test_the_options_page_lists_every_option_with_its_hoodie_key():
+    """docs/api/options.md's table names every option of the registry, in its order, with
+    its ``hoodie.*`` key (or says it is lakesdk's own): the registry is where each is written."""
+    import re
+
+    from lakesdk.config.options import OPTIONS
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", (ROOT / "docs" / "api" / "options.md").read_text(), re.M)
+    assert [name for name, _ in rows] == [o.name for o in OPTIONS]
+    for (name, key), o in zip(rows, OPTIONS):
+        assert (f"`{o.key}`" in key) if o.key else ("lakesdk only" in key or "`hoodie." in key), (name, key)

@@ -46,7 +46,7 @@ def test_every_action_keeps_the_metadata_table(tmp_path, table_type):
         ("insert_overwrite", lambda: t.insert_overwrite(batch(5, ids=(3,)))),
         ("compaction", lambda: t.maintenance.compact() if table_type == "mor" else None),
         ("clustering", lambda: t.maintenance.cluster(small_file_limit=1 << 40)),
-        ("clean", lambda: t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)),
+        ("clean", lambda: t.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1)),
         ("savepoint", lambda: t.maintenance.savepoint()),
         ("upsert after the savepoint", lambda: t.upsert(batch(6, ids=(1, 9)))),
         ("restore", lambda: t.maintenance.restore(t.maintenance.savepoints()[-1])),
@@ -173,7 +173,7 @@ def test_the_metadata_table_compacts_every_n_delta_commits(tmp_path, table_type)
     for i in range(10):
         t.upsert(batch(i, ids=(i % 4, 10 + i)))
         if i % 4 == 3:
-            t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+            t.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1)
         agree(t, f"after write {i}")
     mdt = MetadataTableReader(t.storage, t.timeline)
     compactions = [i for i in mdt.store.load().completed if i.action == "compaction"]
@@ -293,7 +293,7 @@ def test_a_clean_that_deletes_nothing_has_its_metadata_table_delta_commit(tmp_pa
             raise OSError(f"refused: {rel}")
         return real(self, rel, *args, **kwargs)
     monkeypatch.setattr(Storage, "delete", failing)
-    result = t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    result = t.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1)
     monkeypatch.undo()
     assert result is not None and result.failed and not result.deleted
     assert delta_commit_records(t, result.instant) == {"p=a": {}, "p=b": {}}

@@ -291,7 +291,7 @@ def test_an_action_completing_before_an_earlier_one_does_not_hide_its_rows(tmp_p
             if racer == "write":
                 fired.append(other.bulk_insert(pa.table({"id": [3], "p": ["a"], "v": [50], "ts": [1]})))
             else:
-                fired.append(other.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
+                fired.append(other.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1))
             assert fired[0] is not None
         return original(self, ctx, stats, partitions)
     with pytest.MonkeyPatch.context() as mp:

@@ -150,7 +150,7 @@ def test_write_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_conflict(tm
     def services_run_meanwhile(self, slices, *args, **kwargs):
         if not served:
             other.maintenance.compact()
-            served.append(other.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
+            served.append(other.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1))
         return original(self, slices, *args, **kwargs)
     monkeypatch.setattr(LocalWriteJob, "key_index", services_run_meanwhile)
     with pytest.raises(lk.WriteConflictError) as e:
@@ -181,7 +181,7 @@ def test_spark_write_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_confl
     def others_meanwhile(self, *args, **kwargs):
         if not served:
             other.upsert(pd.DataFrame({"id": [1], "ts": [2], "v": ["other write"]}))   # a new slice
-            served.append(other.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
+            served.append(other.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1))
         return original(self, *args, **kwargs)
     monkeypatch.setattr(SparkWriteJob, "write_groups", others_meanwhile)
     with pytest.raises(lk.WriteConflictError) as e:
@@ -209,7 +209,7 @@ def test_transaction_batch_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a
     def services_run_meanwhile(self, slices, *args, **kwargs):
         if not served:
             other.maintenance.compact()
-            served.append(other.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1))
+            served.append(other.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1))
         return original(self, slices, *args, **kwargs)
     monkeypatch.setattr(LocalWriteJob, "key_index", services_run_meanwhile)
     txn = transaction.begin(sink)
@@ -340,12 +340,12 @@ def test_clean_keeps_the_files_a_pending_clustering_reads(tmp_path):
     from lakesdk.format.instant import Instant
     plan = t.context.store.plan(Instant("clustering", "requested", pending.instant), ClusteringPlanData)
     inputs = {sl.base_file for g in plan.groups for sl in g.slices}
-    res = t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    res = t.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1)
     deleted = {f.rsplit("/", 1)[-1] for f in (res.deleted if res else ())}
     assert inputs and not inputs & deleted       # replaced, but the pending clustering's input
     with pytest.raises(lk.ClusteringConflictError, match="rolled back"):
         t.maintenance.cluster(pending.instant)
-    res = t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    res = t.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1)
     assert res is not None and inputs <= {f.rsplit("/", 1)[-1] for f in res.deleted}
     assert values(t) == {0: "v0", 1: "v0", 10: "v1", 11: "v1"}
     assert sorted(r["id"] for r in hudi_read(t.path)) == [0, 1, 10, 11]

@@ -127,7 +127,7 @@ def test_mor_time_travel_to_archived_deltacommits_reads_their_logs(tmp_path):
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_as_of_a_cleaned_commit_raises_time_travel_error(tmp_path, table_type):
     t, res = _history_table(tmp_path, table_type, 5, compact_at=(3,) if table_type == "mor" else ())
-    t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
+    t.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1)
     for r in res[:3]:
         with pytest.raises(lk.TimeTravelError):
             t.as_of(r.instant).to_arrow()

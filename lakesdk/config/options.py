@@ -235,6 +235,12 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 _BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def _default(name: str) -> Any:
+    """The default of the option ``name``, for :class:`TableOptions`' field of that name."""
+    return _BY_NAME[name].default
+
 _BY_KEY = {o.key: o for o in OPTIONS if o.key}
 #: Hudi switches whose meaning is carried by another option here
 _SWITCHES = {"hoodie.compact.inline": "compact_every", "hoodie.clustering.inline": "cluster_every"}
@@ -265,45 +271,46 @@ def _unknown(key: str) -> str:
 @dataclass(frozen=True)
 class TableOptions:
     """Write options of a handle (keyword-only at the API).  Each field is an :class:`Option`
-    of :data:`OPTIONS`, checked when the object is built."""
+    of :data:`OPTIONS`, checked when the object is built; its default and its ``hoodie.*`` key
+    are the option's (written once, there)."""
 
-    target_file_size: int = 120 * _MIB                 # hoodie.parquet.max.file.size
-    small_file_limit: int = 100 * _MIB                 # hoodie.parquet.small.file.limit
-    record_size_estimate: int = 1024                   # hoodie.copyonwrite.record.size.estimate
-    compact_every: int | None = None                   # hoodie.compact.inline.max.delta.commits
-    markers: Literal["timeline_server", "direct"] = "timeline_server"   # hoodie.write.markers.type
-    marker_batch_interval_ms: int = 50
-    marker_threads: int = 20
-    heartbeat_interval_s: float = 60.0                 # hoodie.client.heartbeat.interval_in_ms / 1000
-    heartbeat_misses: int = 2                          # hoodie.client.heartbeat.tolerable.misses
-    failed_writes: Literal["eager", "lazy"] = "eager"  # hoodie.cleaner.policy.failed.writes
-    engine: Literal["auto", "spark", "local"] = "auto"
-    progress: Literal["auto"] | bool = "auto"
-    concurrency: Literal["single_writer", "optimistic"] = "single_writer"   # hoodie.write.concurrency.mode
-    lock: Literal["in_process", "storage", "zookeeper"] = "in_process"       # hoodie.write.lock.provider
-    lock_options: tuple[tuple[str, Any], ...] = ()
-    schema_reconcile: bool = False
-    clean_after_write: bool = False                    # hoodie.clean.automatic
-    clean_retain_commits: int = 10                     # hoodie.cleaner.commits.retained
-    cluster_every: int | None = None                   # hoodie.clustering.inline.max.commits
-    cluster_small_file_limit: int = 300 * _MIB
-    cluster_max_bytes_per_group: int = 2048 * _MIB
-    cluster_target_file_size: int = 1024 * _MIB
-    cluster_sort_by: tuple[str, ...] = ()
-    metadata: bool | None = True                       # hoodie.metadata.enable
-    metadata_column_stats: bool = True                 # hoodie.metadata.index.column.stats.enable
-    metadata_partition_stats: bool = True              # hoodie.metadata.index.partition.stats.enable
-    metadata_compact_every: int = 10                   # hoodie.metadata.compact.max.delta.commits
-    early_conflict_detection: bool = False
-    early_conflict_check_interval_ms: int = 1000
-    early_conflict_check_commits: bool = False
-    log_block_format: Literal["parquet", "avro"] = "parquet"   # hoodie.logfile.data.block.format
-    bloom_num_entries: int = 60000                     # hoodie.index.bloom.num_entries
-    bloom_fpp: float = 1e-9                            # hoodie.index.bloom.fpp
-    bloom_filter_type: Literal["dynamic_v0", "simple"] = "dynamic_v0"   # hoodie.bloom.index.filter.type
-    bloom_max_entries: int = 100000                    # hoodie.bloom.index.filter.dynamic.max.entries
-    index_type: Literal["bloom", "simple", "global_bloom", "global_simple"] | None = None   # hoodie.index.type
-    index_update_partition_path: bool = True           # hoodie.simple.index.update.partition.path
+    target_file_size: int = _default("target_file_size")
+    small_file_limit: int = _default("small_file_limit")
+    record_size_estimate: int = _default("record_size_estimate")
+    compact_every: int | None = _default("compact_every")
+    markers: Literal["timeline_server", "direct"] = _default("markers")
+    marker_batch_interval_ms: int = _default("marker_batch_interval_ms")
+    marker_threads: int = _default("marker_threads")
+    heartbeat_interval_s: float = _default("heartbeat_interval_s")
+    heartbeat_misses: int = _default("heartbeat_misses")
+    failed_writes: Literal["eager", "lazy"] = _default("failed_writes")
+    engine: Literal["auto", "spark", "local"] = _default("engine")
+    progress: Literal["auto"] | bool = _default("progress")
+    concurrency: Literal["single_writer", "optimistic"] = _default("concurrency")
+    lock: Literal["in_process", "storage", "zookeeper"] = _default("lock")
+    lock_options: tuple[tuple[str, Any], ...] = _default("lock_options")
+    schema_reconcile: bool = _default("schema_reconcile")
+    clean_after_write: bool = _default("clean_after_write")
+    clean_retain_commits: int = _default("clean_retain_commits")
+    cluster_every: int | None = _default("cluster_every")
+    cluster_small_file_limit: int = _default("cluster_small_file_limit")
+    cluster_max_bytes_per_group: int = _default("cluster_max_bytes_per_group")
+    cluster_target_file_size: int = _default("cluster_target_file_size")
+    cluster_sort_by: tuple[str, ...] = _default("cluster_sort_by")
+    metadata: bool | None = _default("metadata")
+    metadata_column_stats: bool = _default("metadata_column_stats")
+    metadata_partition_stats: bool = _default("metadata_partition_stats")
+    metadata_compact_every: int = _default("metadata_compact_every")
+    early_conflict_detection: bool = _default("early_conflict_detection")
+    early_conflict_check_interval_ms: int = _default("early_conflict_check_interval_ms")
+    early_conflict_check_commits: bool = _default("early_conflict_check_commits")
+    log_block_format: Literal["parquet", "avro"] = _default("log_block_format")
+    bloom_num_entries: int = _default("bloom_num_entries")
+    bloom_fpp: float = _default("bloom_fpp")
+    bloom_filter_type: Literal["dynamic_v0", "simple"] = _default("bloom_filter_type")
+    bloom_max_entries: int = _default("bloom_max_entries")
+    index_type: Literal["bloom", "simple", "global_bloom", "global_simple"] | None = _default("index_type")
+    index_update_partition_path: bool = _default("index_update_partition_path")
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -64,6 +64,8 @@ __all__ = ["CleanPolicy", "CleanFile", "CleanPlan", "CleanResult", "earliest_com
 log = logging.getLogger(__name__)
 
 CleanPolicy = Literal["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"]
+#: the policy names of the API (lower case, as every option value; Hudi's names are taken too)
+CleanPolicyName = Literal["keep_latest_commits", "keep_latest_file_versions", "keep_latest_by_hours"]
 COMMITS: CleanPolicy = "KEEP_LATEST_COMMITS"
 FILE_VERSIONS: CleanPolicy = "KEEP_LATEST_FILE_VERSIONS"
 BY_HOURS: CleanPolicy = "KEEP_LATEST_BY_HOURS"
@@ -80,7 +82,9 @@ def _policy(value: str) -> CleanPolicy:
     if p is None:
         from lakesdk.exceptions import OptionsError
         raise OptionsError(f"unknown clean policy {value!r} (hoodie.cleaner.policy): expected one of "
-                           "KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS")
+                           "'keep_latest_commits', 'keep_latest_file_versions', 'keep_latest_by_hours' (or Hudi's "
+                           "KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS)",
+                           key="hoodie.cleaner.policy")
     return p
 
 

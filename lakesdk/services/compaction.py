@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from lakesdk._display import human_bytes as _human
 from lakesdk.commit.context import context_of
@@ -37,10 +37,13 @@ __all__ = ["CompactionPlan", "plan_compaction", "schedule_compaction", "execute_
 
 #: ``hoodie.compact.inline.trigger.strategy`` values
 TRIGGERS = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_OR_TIME", "NUM_AND_TIME")
+#: the trigger names of the API (lower case, as every option value; Hudi's names are taken too)
+CompactionTrigger = Literal["num_commits", "num_commits_after_last_request", "time_elapsed", "num_or_time",
+                            "num_and_time"]
 _MB = 1024 * 1024
 
 
-def compaction_due(timeline: Timeline, *, trigger: str = "NUM_COMMITS", max_delta_commits: int = 5,
+def compaction_due(timeline: Timeline, *, trigger: str = "num_commits", max_delta_commits: int = 5,
                    max_delta_seconds: float = 3600, now: str | None = None) -> bool:
     """Whether a compaction should be scheduled now (Hudi's
     ``ScheduleCompactionActionExecutor.needCompact``).
@@ -53,7 +56,10 @@ def compaction_due(timeline: Timeline, *, trigger: str = "NUM_COMMITS", max_delt
     """
     trig = str(trigger).upper()
     if trig not in TRIGGERS:
-        raise ValueError(f"unknown compaction trigger {trigger!r}: expected one of {', '.join(TRIGGERS)}")
+        from lakesdk.exceptions import OptionsError
+        raise OptionsError(f"unknown compaction trigger {trigger!r} (hoodie.compact.inline.trigger.strategy): "
+                           f"expected one of {', '.join(repr(t.lower()) for t in TRIGGERS)}",
+                           key="hoodie.compact.inline.trigger.strategy")
     if max_delta_commits < 1 or max_delta_seconds < 0:
         raise ValueError("max_delta_commits must be >= 1 and max_delta_seconds >= 0")
     deltas = [i for i in timeline.instants if i.is_completed and i.action == "deltacommit"]

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from lakesdk.read.check import CheckReport
     from lakesdk.read.metadata_table import MetadataTableReader
     from lakesdk.services.archival import ArchivePlan, ArchiveResult
-    from lakesdk.services.clean import CleanPlan, CleanResult
+    from lakesdk.services.clean import CleanPlan, CleanPolicyName, CleanResult
     from lakesdk.services.clustering_plan import ClusteringPlan, ClusteringResult
-    from lakesdk.services.compaction import CompactionPlan
+    from lakesdk.services.compaction import CompactionPlan, CompactionTrigger
     from lakesdk.services.rollback import RollbackPlan, RollbackResult
     from lakesdk.services.savepoint import RestorePlan, RestoreResult, Savepoint
     from lakesdk.table.table import Table
@@ -93,13 +93,14 @@ class Maintenance:
         from lakesdk.services.compaction import plan_compaction
         return plan_compaction(self._t.context, min_log_files=min_log_files)
 
-    def schedule_compaction(self, *, min_log_files: int = 1, trigger: str | None = None, max_delta_commits: int = 5,
-                            max_delta_seconds: float = 3600) -> CompactionPlan | None:
+    def schedule_compaction(self, *, min_log_files: int = 1, trigger: CompactionTrigger | None = None,
+                            max_delta_commits: int = 5, max_delta_seconds: float = 3600) -> CompactionPlan | None:
         """Write a compaction plan as a requested instant; returns the plan (``None`` if no
         slice has log files).  With ``trigger`` (``hoodie.compact.inline.trigger.strategy``:
-        NUM_COMMITS, NUM_COMMITS_AFTER_LAST_REQUEST, TIME_ELAPSED, NUM_OR_TIME, NUM_AND_TIME)
-        a plan is only scheduled when ``max_delta_commits`` / ``max_delta_seconds`` say it is
-        due.  File groups under a pending compaction are left out."""
+        ``num_commits``, ``num_commits_after_last_request``, ``time_elapsed``, ``num_or_time``,
+        ``num_and_time``; Hudi's upper-case names are taken too) a plan is only scheduled when
+        ``max_delta_commits`` / ``max_delta_seconds`` say it is due.  File groups under a
+        pending compaction are left out."""
         from lakesdk.services.compaction import compaction_due, schedule_compaction
         if trigger is not None and not compaction_due(self._t.timeline, trigger=trigger,
                                                       max_delta_commits=max_delta_commits,
@@ -230,18 +231,20 @@ class Maintenance:
         return pending_clusterings(self._t.context)
 
     # -- clean, savepoint/restore, archival (lakesdk.services.clean / savepoint / archival) --------
-    def plan_clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retain_commits: int = 10, retain_versions: int = 3,
-                   retain_hours: float = 24) -> CleanPlan:
+    def plan_clean(self, *, policy: CleanPolicyName = "keep_latest_commits", retain_commits: int = 10,
+                   retain_versions: int = 3, retain_hours: float = 24) -> CleanPlan:
         """What a clean would delete now (nothing is written): a CleanPlan with the files,
-        their bytes, the expected effect and the earliest retained instant.  ``policy`` is
-        KEEP_LATEST_COMMITS (retain ``retain_commits``), KEEP_LATEST_FILE_VERSIONS (retain
-        ``retain_versions`` per file group) or KEEP_LATEST_BY_HOURS (``retain_hours``)."""
+        their bytes, the expected effect and the earliest retained instant.  ``policy``
+        (``hoodie.cleaner.policy``; Hudi's names, ``KEEP_LATEST_COMMITS`` and so on, are taken
+        too) is ``keep_latest_commits`` (retain ``retain_commits``),
+        ``keep_latest_file_versions`` (retain ``retain_versions`` per file group) or
+        ``keep_latest_by_hours`` (``retain_hours``)."""
         from lakesdk.services.clean import plan_clean
         return plan_clean(self._t.context, policy=policy, retain_commits=retain_commits, retain_versions=retain_versions,
                           retain_hours=retain_hours)
 
-    def clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retain_commits: int = 10, retain_versions: int = 3,
-              retain_hours: float = 24) -> CleanResult | None:
+    def clean(self, *, policy: CleanPolicyName = "keep_latest_commits", retain_commits: int = 10,
+              retain_versions: int = 3, retain_hours: float = 24) -> CleanResult | None:
         """Plan, schedule (``T.clean.requested``) and execute a clean; returns a CleanResult,
         or ``None`` when nothing needed deleting.  Pending cleans are finished first."""
         from lakesdk.services.clean import clean
