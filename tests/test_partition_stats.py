@@ -263,12 +263,14 @@ def test_a_nan_bound_of_a_partition_rules_nothing_out():
 
 
 def test_files_of_other_types_make_a_partition_unknown():
-    """A decimal of another scale (or a string and a number) does not compare: unknown."""
+    """A decimal of another scale (or a string and a number) does not compare: the null count
+    is unknown, the bounds are those of every value of the column's type."""
     from lakesdk.format.column_stats import ColumnRange, ValueType
     a = ColumnRange("d", ValueType.DECIMAL, "10,2", 100, 200, 0, 3)
     b = ColumnRange("d", ValueType.DECIMAL, "12,4", 10000, 20000, 0, 2)
-    agg = aggregate([a, b])
-    assert agg is not None and (agg.min_value, agg.max_value, agg.null_count, agg.value_count) == (None, None, -1, 5)
+    agg = aggregate([a, b], (ValueType.DECIMAL, "12,4"))
+    assert agg is not None and (agg.min_value, agg.max_value, agg.null_count, agg.value_count) == \
+        (-(10 ** 12 - 1), 10 ** 12 - 1, -1, 5)
 
 
 @pytest.mark.parametrize("racer", ["write", "clean"])

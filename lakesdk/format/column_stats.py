@@ -34,9 +34,12 @@ Which columns (Hudi 1.x defaults): ``_hoodie_commit_time``, ``_hoodie_partition_
 types the index holds (not nested, list, map or binary).  The index definition in
 ``.hoodie/.index_defs/index.json`` names them.
 
-Bounds are exact where they exist: a base file's come from its Parquet footer (NaN is not
-counted by a Parquet writer, so a float range says nothing about NaN), a log file's from
-the rows it holds.
+Bounds are exact: a base file's come from its Parquet footer, and from the column's values
+where the footer does not say them (a row group without statistics, a value too long for
+them, a NaN bound, a chunk of only NaN); a log file's from the rows it holds.  A float NaN
+is ordered above every number, as Hudi orders a log file's values and Spark SQL compares
+them (a column holding NaN has the maximum NaN), except in a footer that leaves NaN out of
+bounds it has (pyarrow's), which every reader pruning row groups by that footer trusts too.
 
 >>> column_stats_key("currency", "region=us", "c7bbe63e-fa43-40ba-94a9-03158165edc6-0_1-27-53_20260307162434124.parquet")
 '/m6lxu4Dh5w=431THTTwO5Q=W7RhzS2IFnrW7FlqIkFJUw=='
@@ -50,6 +53,7 @@ import base64
 import decimal
 import hashlib
 import json
+import math
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
@@ -369,8 +373,10 @@ def _physical(v: Any, physical: str, vt: ValueType) -> Any:
 
 
 def ranges_from_arrow(table: pa.Table, columns: Iterable[str]) -> list[ColumnRange]:
-    """Ranges of ``columns`` over the rows of ``table`` (a log block's records); NaN is left
-    out of a float range as a Parquet writer leaves it out."""
+    """Ranges of ``columns`` over the rows of ``table`` (a log block's records, or a Parquet
+    column whose footer does not say its bounds), exact: a float NaN is ordered above every
+    number, as Hudi orders a log file's values (Java's ``Double.compareTo``) and Spark SQL
+    compares them, so a column holding NaN has the maximum NaN (only NaN: both bounds NaN)."""
     import pyarrow.compute as pc
     out = []
     for name in columns:
@@ -382,10 +388,15 @@ def ranges_from_arrow(table: pa.Table, columns: Iterable[str]) -> list[ColumnRan
             continue
         nulls = col.null_count
         data = col
+        nan = False
         if vt[0] in (ValueType.FLOAT, ValueType.DOUBLE):
-            data = pc.filter(col, pc.invert(pc.fill_null(pc.is_nan(col), False)))
+            isnan = pc.fill_null(pc.is_nan(col), False)
+            nan = bool(pc.any(isnan).as_py())
+            data = pc.filter(col, pc.invert(isnan))
         mm = pc.min_max(data)
         lo, hi = _to_stored(mm["min"].as_py(), col.type), _to_stored(mm["max"].as_py(), col.type)
+        if nan:
+            lo, hi = (math.nan if lo is None else lo), math.nan
         out.append(ColumnRange(name, vt[0], vt[1], lo, hi, nulls, len(col)))
     return out
 

@@ -58,7 +58,7 @@ from lakesdk.format.column_stats import (
 from lakesdk.format.metadata_records import RecordType
 
 __all__ = ["PARTITION", "FILE_GROUPS", "partition_stats_group", "aggregate", "partition_record",
-           "deleted_partition_record", "file_group_of", "partition_range_of"]
+           "deleted_partition_record", "file_group_of", "partition_range_of", "universal_bounds", "unknown_range"]
 
 PARTITION = "partition_stats"
 FILE_GROUPS = 1
@@ -99,7 +99,8 @@ def aggregate(ranges: Iterable[ColumnRange], value_type: tuple[ValueType, str | 
     column; ``value_type`` (the column's type in the table schema) types a mix of integer or
     float widths, and an unknown result.  Unknown when a file's statistics are (null count
     -1), or when files hold the column in types whose stored values do not compare (a decimal
-    of another scale, a string and a number): then the bounds and null count are unknown."""
+    of another scale, a string and a number): then the null count is unknown and the bounds
+    are those of every value of the type (:func:`unknown_range`)."""
     out: ColumnRange | None = None
     known = True
     types: set[tuple[ValueType, str | None]] = set()
@@ -129,13 +130,41 @@ def aggregate(ranges: Iterable[ColumnRange], value_type: tuple[ValueType, str | 
         wide = (family[-1], None)
         vt, info = value_type if value_type is not None and (known is False or value_type[0] in family) else wide
     if not known:
-        return ColumnRange(out.column, vt, info, None, None, -1, out.value_count, out.total_size,
-                           out.total_uncompressed_size)
+        return unknown_range(out.column, vt, info, out.value_count, out.total_size, out.total_uncompressed_size)
     lo, hi = out.min_value, out.max_value
     if vt in _FLOATS:
         lo, hi = (float(lo) if lo is not None else None), (float(hi) if hi is not None else None)
     return ColumnRange(out.column, vt, info, lo, hi, out.null_count, out.value_count, out.total_size,
                        out.total_uncompressed_size)
+
+
+_UNIVERSAL: dict[ValueType, tuple[Any, Any]] = {
+    ValueType.BOOLEAN: (False, True), ValueType.INT: (-2 ** 31, 2 ** 31 - 1), ValueType.LONG: (-2 ** 63, 2 ** 63 - 1),
+    ValueType.FLOAT: (-math.inf, math.nan), ValueType.DOUBLE: (-math.inf, math.nan),
+    ValueType.DATE: (-2 ** 31, 2 ** 31 - 1),
+    ValueType.TIMESTAMP_MILLIS: (-(2 ** 63 - 1) // 1000, (2 ** 63 - 1) // 1000),
+    ValueType.LOCAL_TIMESTAMP_MILLIS: (-(2 ** 63 - 1) // 1000, (2 ** 63 - 1) // 1000),
+    ValueType.TIMESTAMP_MICROS: (-2 ** 63, 2 ** 63 - 1), ValueType.LOCAL_TIMESTAMP_MICROS: (-2 ** 63, 2 ** 63 - 1)}
+
+
+def universal_bounds(value_type: ValueType, info: str | None) -> tuple[Any, Any] | None:
+    """Bounds every value of the type lies within (stored values; a float's largest is NaN,
+    as Spark SQL orders it), None for a type without a largest value (a string)."""
+    if value_type == ValueType.DECIMAL:
+        digits = int((info or "0,0").split(",")[0])
+        return (-(10 ** digits - 1), 10 ** digits - 1) if digits > 0 else None
+    return _UNIVERSAL.get(value_type)
+
+
+def unknown_range(column: str, value_type: ValueType, info: str | None, value_count: int,
+                  size: int = 0, usize: int = 0) -> ColumnRange:
+    """A partition's statistics of a column whose bounds lakesdk does not know (files holding
+    it in types whose values do not compare, or without ranges): the bounds of every value of
+    its type, so that no reader leaves the partition out (Apache Hudi's partition pruning
+    leaves out a partition whose record has no bounds, and one without a record), the null
+    count unknown (Hudi prunes no partition by null counts)."""
+    lo, hi = universal_bounds(value_type, info) or (None, None)
+    return ColumnRange(column, value_type, info, lo, hi, -1, value_count, size, usize)
 
 
 def partition_record(partition: str, r: ColumnRange, layout: int = V2) -> dict[str, Any]:

@@ -18,8 +18,9 @@ kept only while every indexed column has a type lakesdk writes V1 records of as 
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import pyarrow as pa
 
@@ -39,6 +40,7 @@ from lakesdk.format.column_stats import (
     stats_record,
     unfaithful_v1_columns,
     v1_range,
+    value_type_of,
 )
 from lakesdk.format.file_naming import is_log_file
 
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
     from lakesdk.storage import Storage
 
 __all__ = ["stats_columns", "stats_records_of", "by_file_group", "write_index_definition", "file_ranges",
-           "layout_ranges", "v1_columns_faithful"]
+           "layout_ranges", "v1_columns_faithful", "exact_ranges", "with_absent_columns"]
 
 
 def stats_columns(ctx: "TableContext", schema_json: str | None = None) -> tuple[list[str], bool]:
@@ -102,12 +104,27 @@ def write_index_definition(storage: "Storage", columns: list[str], layout: int) 
 
 
 def _merge(a: ColumnRange, b: ColumnRange) -> ColumnRange:
-    unknown = a.null_count < 0 or b.null_count < 0
-    lo = None if unknown else min((v for v in (a.min_value, b.min_value) if v is not None), default=None)
-    hi = None if unknown else max((v for v in (a.max_value, b.max_value) if v is not None), default=None)
-    return ColumnRange(a.column, a.value_type, a.info, lo, hi, -1 if unknown else a.null_count + b.null_count,
-                       a.value_count + b.value_count, a.total_size + b.total_size,
-                       a.total_uncompressed_size + b.total_uncompressed_size)
+    """Two blocks' ranges of a column (of one type) as one: the counts summed, the bounds in
+    Java's order (a float NaN above every number)."""
+    from lakesdk.format.partition_stats import aggregate
+    merged = aggregate([a, b], (a.value_type, a.info))
+    assert merged is not None
+    return merged
+
+
+def exact_ranges(ranges: list[ColumnRange], read: Callable[[list[str]], pa.Table]) -> list[ColumnRange]:
+    """``ranges`` (a Parquet footer's, :func:`~lakesdk.format.column_stats.ranges_from_parquet`)
+    with those the footer does not say (a row group without statistics, a value too long for
+    them, a NaN bound, NaN left out of the bounds of a chunk of only NaN) computed from the
+    column's values (``read``: the table of the named columns), sizes kept: a record with no
+    bounds makes Apache Hudi's data skipping leave out a file that holds matching rows."""
+    unknown = [r.column for r in ranges if r.null_count < 0]
+    if not unknown:
+        return ranges
+    exact = {r.column: r for r in ranges_from_arrow(read(unknown), unknown)}
+    return [dataclasses.replace(exact[r.column], total_size=r.total_size,
+                                total_uncompressed_size=r.total_uncompressed_size)
+            if r.column in exact else r for r in ranges]
 
 
 def file_ranges(storage: "Storage", path: str, columns: list[str], schema: pa.Schema | None = None) -> list[ColumnRange]:
@@ -125,7 +142,7 @@ def file_ranges(storage: "Storage", path: str, columns: list[str], schema: pa.Sc
                 pf = pq.ParquetFile(storage.url(path))
             else:
                 pf = pq.ParquetFile(pa.BufferReader(storage.read(path)))
-            return ranges_from_parquet(pf.metadata, pf.schema_arrow, columns)
+            return exact_ranges(ranges_from_parquet(pf.metadata, pf.schema_arrow, columns), pf.read)
     from lakesdk.format.log_block import read_log_file
     from lakesdk.format.log_framing import BlockType
     out: dict[str, ColumnRange] = {}
@@ -135,7 +152,7 @@ def file_ranges(storage: "Storage", path: str, columns: list[str], schema: pa.Sc
         for block in blocks:
             if block.block_type == BlockType.PARQUET_DATA:
                 pf = pq.ParquetFile(pa.BufferReader(block.content))
-                ranges = ranges_from_parquet(pf.metadata, pf.schema_arrow, columns)
+                ranges = exact_ranges(ranges_from_parquet(pf.metadata, pf.schema_arrow, columns), pf.read)
                 data_schema = pf.schema_arrow
             elif block.block_type in (BlockType.AVRO_DATA,):
                 records = block.records(columns)
@@ -173,9 +190,28 @@ def stats_records_of(ctx: "TableContext", change: "FilesChange", columns: list[s
     for part, files in change.added.items():
         for n in files:
             path = f"{part}/{n}" if part else n
-            for r in layout_ranges(file_ranges(ctx.storage, path, columns, schema), layout):
+            ranges = with_absent_columns(file_ranges(ctx.storage, path, columns, schema), columns, schema)
+            for r in layout_ranges(ranges, layout):
                 rec = stats_record(part, n, r, layout=layout)
                 out[rec["key"]] = rec
+    return out
+
+
+def with_absent_columns(ranges: list[ColumnRange], columns: Iterable[str], schema: pa.Schema | None) -> list[ColumnRange]:
+    """``ranges`` of a file with the ``columns`` it does not hold (written before they were
+    added to the table) as columns of only nulls, typed as ``schema`` (the table's) has them:
+    Apache Hudi's data skipping takes a column a file has no record of as of unknown null
+    count, and leaves the file out for ``IS NULL`` when another column of the filter has a
+    record of it.  A file of no indexed column (its row count unknown) gets none."""
+    if schema is None or not ranges:
+        return ranges
+    have = {r.column for r in ranges}
+    rows = max(r.value_count for r in ranges)
+    out = list(ranges)
+    for c in columns:
+        vt = value_type_of(schema.field(c).type) if c not in have and c in schema.names else None
+        if vt is not None and rows >= 0:
+            out.append(ColumnRange(c, vt[0], vt[1], None, None, rows, rows))
     return out
 
 

@@ -62,6 +62,7 @@ from lakesdk.format.partition_stats import (
     deleted_partition_record,
     file_group_of,
     partition_record,
+    unknown_range,
 )
 from lakesdk.format.table_config import TableConfig
 
@@ -226,8 +227,10 @@ def _partition_records(ctx: "TableContext", slices: Mapping[str, list[FileSlice]
                        schema: pa.Schema | None) -> dict[str, dict[str, Any]]:
     """The records of the partitions of ``slices``: the ranges of their files (``known``, else
     read from the file) aggregated per column.  A partition without a file gets deleted
-    records; a file with rows but no statistics of a column makes the column's unknown."""
-    from lakesdk.services.metadata_stats import file_ranges, layout_ranges
+    records; a file with rows but no statistics of a column makes the column's unknown
+    (:func:`~lakesdk.format.partition_stats.unknown_range`), a file without the column counts
+    its rows as nulls of it."""
+    from lakesdk.services.metadata_stats import file_ranges, layout_ranges, with_absent_columns
     layout = layout_of(ctx.config.version)
     types = {f.name: value_type_of(f.type) for f in schema} if schema is not None else {}
     if layout == V1:
@@ -238,17 +241,20 @@ def _partition_records(ctx: "TableContext", slices: Mapping[str, list[FileSlice]
         for s in sls:
             for path in ([s.base_path] if s.base_path else []) + s.log_paths:
                 got = known.get((part, posixpath.basename(path)))
-                if got is None:     # no record of the file (Hudi writes none for a file without rows)
-                    got = {r.column: r for r in layout_ranges(file_ranges(ctx.storage, path, columns, schema), layout)}
+                # no record of the file (Hudi writes none for a file without rows), or none of
+                # a column (the file was written before the column was added: its values are null)
+                if got is None or (_has_rows(got) and any(c not in got for c in columns)):
+                    ranges = with_absent_columns(file_ranges(ctx.storage, path, columns, schema), columns, schema)
+                    got = {**{r.column: r for r in layout_ranges(ranges, layout)}, **(got or {})}
                 files.append(got)
         rows = [f for f in files if _has_rows(f)]
         for c in columns:
             vt = types.get(c) or next(((f[c].value_type, f[c].info) for f in rows if c in f), None)
             if not sls or vt is None:
                 rec = deleted_partition_record(part, c, layout)
-            elif any(c not in f for f in rows):
+            elif any(c not in f for f in rows):     # a file without ranges (Lance)
                 n = sum(max(max(r.value_count for r in f.values()), 0) for f in rows)
-                rec = partition_record(part, ColumnRange(c, vt[0], vt[1], None, None, -1, n), layout)
+                rec = partition_record(part, unknown_range(c, vt[0], vt[1], n), layout)
             else:
                 agg = aggregate([f[c] for f in rows], vt)
                 rec = partition_record(part, agg if agg is not None else ColumnRange(c, vt[0], vt[1], None, None, 0, 0),
