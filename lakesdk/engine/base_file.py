@@ -135,22 +135,53 @@ class ParquetReader(BaseFileReader):
         with damaged_files(list(urls)):
             dataset, _ = self._dataset(storage, paths, schema)
             kw = {} if readahead is None else {"fragment_readahead": readahead}
-            for tagged in dataset.scanner(columns=columns, filter=expr, **kw).scan_batches():
-                yield file_of[tagged.fragment.path], tagged.record_batch
+            if _pushable(expr):
+                for tagged in dataset.scanner(columns=columns, filter=expr, **kw).scan_batches():
+                    yield file_of[tagged.fragment.path], tagged.record_batch
+                return
+            for tagged in dataset.scanner(**kw).scan_batches():
+                yield file_of[tagged.fragment.path], _after(tagged.record_batch, columns, expr)
 
     def scan_table(self, storage: Any, paths: list[str], schema: pa.Schema, columns: list[str] | None,
                    expr: pc.Expression | None) -> pa.Table:
         _, urls = arrow_fs(storage, paths)
         with damaged_files(list(urls)):
             dataset, _ = self._dataset(storage, paths, schema)
-            return dataset.to_table(columns=columns, filter=expr)
+            if _pushable(expr):
+                return dataset.to_table(columns=columns, filter=expr)
+            t = dataset.to_table()
+            t = t.filter(expr) if expr is not None else t
+            return t.select(columns) if columns is not None else t
 
     def batches(self, storage: Any, paths: list[str], schema: pa.Schema, columns: list[str] | None,
                 expr: pc.Expression | None) -> Iterator[pa.RecordBatch]:
         _, urls = arrow_fs(storage, paths)
         with damaged_files(list(urls)):
             dataset, _ = self._dataset(storage, paths, schema)
-            yield from dataset.to_batches(columns=columns, filter=expr, fragment_readahead=2)
+            if _pushable(expr):
+                yield from dataset.to_batches(columns=columns, filter=expr, fragment_readahead=2)
+                return
+            for b in dataset.to_batches(fragment_readahead=2):
+                yield _after(b, columns, expr)
+
+
+def _pushable(expr: pc.Expression | None) -> bool:
+    """Whether a scan may prune row groups by their Parquet statistics with ``expr``: not when it
+    compares floating-point values as Spark SQL does (NaN equals NaN and is above every number:
+    :func:`lakesdk.read.bind._float_compare`, whose expressions test ``is_nan``). Parquet
+    writers leave NaN out of a column chunk's bounds, so a row group of 1.0 and NaN has the
+    bounds [1, 1], and Arrow's pruning would drop it for ``c > 5``: such a filter is applied
+    after the rows are read."""
+    return expr is None or "is_nan(" not in str(expr)
+
+
+def _after(batch: pa.RecordBatch, columns: list[str] | None, expr: pc.Expression | None) -> pa.RecordBatch:
+    """``columns`` of the rows of ``batch`` that ``expr`` keeps (the filter :func:`_pushable` kept
+    out of the scan)."""
+    t = pa.Table.from_batches([batch])
+    t = t.filter(expr) if expr is not None else t
+    t = t.select(columns) if columns is not None else t
+    return t.combine_chunks().to_batches()[0] if t.num_rows else pa.RecordBatch.from_pylist([], schema=t.schema)
 
 
 class LanceReader(BaseFileReader):

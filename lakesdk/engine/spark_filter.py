@@ -78,6 +78,18 @@ def to_spark_column(n: Any) -> Any:
     if op == "like":
         return to_spark_column(a[0]).like(a[1].value) if a[1].value is not None else F.lit(None).cast("boolean")
     if op == "in":
-        return to_spark_column(a[0]).isin(*[to_spark_column(v) for v in a[1]])
-    x, y = to_spark_column(a[0]), to_spark_column(a[1])
+        return _unpushed(a[0]).isin(*[to_spark_column(v) for v in a[1]])
+    x, y = _unpushed(a[0]), _unpushed(a[1])
     return {"=": x.__eq__, "!=": x.__ne__, "<": x.__lt__, "<=": x.__le__, ">": x.__gt__, ">=": x.__ge__}[op](y)
+
+
+def _unpushed(n: Any) -> Any:
+    """The Spark column of a compared value; a floating-point column as ``nanvl(c, c)`` (the
+    same values): Spark would push a comparison of the column itself into Parquet's row-group
+    statistics, which leave NaN out of a chunk's bounds, and drop a row group of 1.0 and NaN
+    for ``c > 5`` although Spark SQL orders NaN above every number."""
+    col = to_spark_column(n)
+    if hasattr(n, "path") and _family(n.type) == "float":
+        from pyspark.sql import functions as F
+        return F.nanvl(col, col)
+    return col

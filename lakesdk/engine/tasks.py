@@ -217,8 +217,8 @@ _NO_DICT = ("_hoodie_commit_seqno", "_hoodie_record_key")
 
 def _parquet_options(ctx: WriteContext, table: pa.Table) -> dict[str, Any]:
     """Writer options of every base file (dictionaries: :mod:`lakesdk.format.parquet_encoding`)."""
-    from lakesdk.format.parquet_encoding import dictionary_columns
-    return {"compression": ctx.compression, "write_statistics": True,
+    from lakesdk.format.parquet_encoding import dictionary_columns, statistics_columns
+    return {"compression": ctx.compression, "write_statistics": statistics_columns(table),
             "use_dictionary": dictionary_columns(table, limit=_DICT_PAGE_LIMIT, never=_NO_DICT),
             "dictionary_pagesize_limit": _DICT_PAGE_LIMIT}
 

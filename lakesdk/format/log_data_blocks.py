@@ -270,7 +270,7 @@ def encode_parquet_data_block(records: pa.Table, avro_schema: dict, header: Mapp
     exactly the types the SCHEMA header describes, as an Avro block would.  No records:
     empty content, as Hudi writes.
     """
-    from lakesdk.format.parquet_encoding import dictionary_columns
+    from lakesdk.format.parquet_encoding import dictionary_columns, statistics_columns
     from lakesdk.format.schema import avro_to_arrow
 
     header = _header_with_schema(header, avro_schema)
@@ -286,7 +286,7 @@ def encode_parquet_data_block(records: pa.Table, avro_schema: dict, header: Mapp
             cols.append(pa.nulls(records.num_rows, f.type))
     table = pa.Table.from_arrays(cols, schema=target)
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression=compression, write_statistics=True,
+    pq.write_table(table, sink, compression=compression, write_statistics=statistics_columns(table),
                    use_dictionary=dictionary_columns(table, limit=64 * 1024, never=_PARQUET_NO_DICT),
                    dictionary_pagesize_limit=64 * 1024)
     return encode_block(BlockType.PARQUET_DATA, header, sink.getvalue().to_pybytes())

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["dictionary_columns", "SAMPLE"]
+__all__ = ["dictionary_columns", "statistics_columns", "SAMPLE"]
 
 #: values sampled per column
 SAMPLE = 2048
@@ -81,3 +81,17 @@ def dictionary_columns(table: pa.Table, *, limit: int, never: Iterable[str] = ()
         if pa.types.is_nested(t) or pa.types.is_dictionary(t) or _worth_a_dictionary(col, limit):
             out.append(field.name)
     return out
+
+
+def statistics_columns(table: pa.Table) -> bool | list[str]:
+    """The ``write_statistics`` of a Parquet file of ``table``: every column's, but for a
+    floating-point column holding NaN none (True when no column holds NaN).  Parquet writers
+    leave NaN out of a chunk's bounds, so a chunk of 1.0 and NaN would say [1, 1], and readers
+    that prune row groups by them (Spark's Parquet reader, Arrow's datasets, Apache Hudi's
+    column statistics read from the footer) would drop it for ``c > 5``, although Spark SQL
+    orders NaN above every number; without statistics nothing prunes the chunk."""
+    nan = [f.name for f in table.schema if pa.types.is_floating(f.type)
+           and table.column(f.name).null_count < len(table) and pc.any(pc.is_nan(table.column(f.name))).as_py()]
+    if not nan:
+        return True
+    return [f.name for f in table.schema if f.name not in nan]

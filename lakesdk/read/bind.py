@@ -419,8 +419,30 @@ def _arrow(n: Any) -> pc.Expression:
     elif {fx, fy} == {"date", "timestamp"}:
         ex = ex.cast(pa.timestamp("us")) if fx == "date" else ex
         ey = ey.cast(pa.timestamp("us")) if fy == "date" else ey
+    if "float" in (fx, fy):
+        return _float_compare(op, ex, ey, fx == "float", fy == "float")
     return {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
             ">=": pc.greater_equal}[op](ex, ey)
+
+
+def _float_compare(op: str, ex: pc.Expression, ey: pc.Expression, x_float: bool, y_float: bool) -> pc.Expression:
+    """A comparison of floating-point values as Spark SQL makes it: NaN equals NaN and is above
+    every other number (IEEE comparisons, Arrow's, make every comparison with NaN false); NULL
+    stays NULL."""
+    false = pc.scalar(False)
+    nx = pc.is_nan(ex) if x_float else false
+    ny = pc.is_nan(ey) if y_float else false
+
+    def less(a: pc.Expression, b: pc.Expression, na: pc.Expression, nb: pc.Expression, *, equal: bool) -> pc.Expression:
+        if equal:     # a <= b: b is NaN, or a <= b as numbers
+            return pc.or_kleene(pc.less_equal(a, b), nb)
+        return pc.or_kleene(pc.less(a, b), pc.and_kleene(nb, pc.invert(na)))    # a < b: b NaN and a not
+    if op in ("=", "!="):
+        eq = pc.or_kleene(pc.equal(ex, ey), pc.and_kleene(nx, ny))
+        return eq if op == "=" else pc.invert(eq)
+    if op in ("<", "<="):
+        return less(ex, ey, nx, ny, equal=op == "<=")
+    return less(ey, ex, ny, nx, equal=op == ">=")
 
 
 def _widen_ts(e: pc.Expression, t: pa.DataType, other: pa.DataType) -> pc.Expression:
