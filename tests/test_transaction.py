@@ -230,10 +230,10 @@ def test_a_rollback_deletes_files_marked_after_its_plan(tmp_path, monkeypatch):
     late = f"{'0' * 8}-late-0000-0000-000000000000-0_9-9-9_{txn.instant}.parquet"
     real = rollback_mod._execute
 
-    def late_writer(table, store, target, plan, rollback_instant):
+    def late_writer(table, store, target, plan, rollback_instant, *rest):
         DirectWriteMarkers(t.storage, txn.instant).create("", late, "CREATE")
         t.storage.write(late, b"late file")
-        return real(table, store, target, plan, rollback_instant)
+        return real(table, store, target, plan, rollback_instant, *rest)
     monkeypatch.setattr(rollback_mod, "_execute", late_writer)
     res = abort(t, txn)
     assert _files_of(t, txn.instant) == []
