@@ -113,9 +113,9 @@ def _lake(root, **options) -> lk.Lake:
     return lk.Lake(str(root), options=lk.TableOptions(engine="local", metadata=True, **options))
 
 
-def _file_records(t: lk.Table) -> dict[str, dict[str, dict]]:
-    """File name -> column -> the live ``column_stats`` record."""
-    recs = MetadataTableReader(t.storage, t.context.store.load()).records("column_stats")
+def _file_records(t: lk.Table, partition: str = "column_stats") -> dict[str, dict[str, dict]]:
+    """File name (a partition's, for ``partition_stats``) -> column -> the live record."""
+    recs = MetadataTableReader(t.storage, t.context.store.load()).records(partition)
     out: dict[str, dict[str, dict]] = {}
     for rec in recs.values():
         if not rec.deleted:
@@ -194,13 +194,7 @@ def test_a_file_written_before_a_column_was_added_has_a_record_of_nulls(tmp_path
 
 
 def _partition_records(t: lk.Table) -> dict[str, dict[str, dict]]:
-    recs = MetadataTableReader(t.storage, t.context.store.load()).records("partition_stats")
-    out: dict[str, dict[str, dict]] = {}
-    for rec in recs.values():
-        if not rec.deleted:
-            cs = rec.raw["ColumnStatsMetadata"]
-            out.setdefault(cs["fileName"], {})[cs["columnName"]] = cs
-    return out
+    return _file_records(t, "partition_stats")
 
 
 @pytest.mark.parametrize("f", [("cmp", "c", "=", "z"), ("cmp", "c", ">", "a"), ("in", "c", ["z"])])

@@ -253,8 +253,9 @@ def indexed_columns(schema: pa.Schema, *, meta_fields: bool = True, max_columns:
     return out + data[:max_columns]
 
 
-def _v1_decimal_fits(t: pa.DataType) -> bool:
-    return t.scale <= _V1_SCALE and t.precision - t.scale <= _V1_INTEGER_DIGITS
+def _v1_decimal_fits(precision: int, scale: int) -> bool:
+    """Whether ``decimal(30, 15)`` (Hudi 1.0's DecimalWrapper) holds every value of a decimal."""
+    return scale <= _V1_SCALE and precision - scale <= _V1_INTEGER_DIGITS
 
 
 def _v1_candidate(t: pa.DataType) -> bool:
@@ -263,7 +264,7 @@ def _v1_candidate(t: pa.DataType) -> bool:
     if pa.types.is_struct(t) or pa.types.is_map(t) or pa.types.is_dictionary(t) or pa.types.is_list(t) \
             or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         return False
-    return _v1_decimal_fits(t) if pa.types.is_decimal(t) else True
+    return _v1_decimal_fits(t.precision, t.scale) if pa.types.is_decimal(t) else True
 
 
 def v1_supported(t: pa.DataType) -> bool:
@@ -277,7 +278,7 @@ def v1_supported(t: pa.DataType) -> bool:
     if pa.types.is_timestamp(t):
         return t.unit == "us"
     if pa.types.is_decimal(t):
-        return _v1_decimal_fits(t)
+        return _v1_decimal_fits(t.precision, t.scale)
     return value_type_of(t) is not None
 
 
@@ -423,7 +424,7 @@ def v1_value_type(vt: tuple[ValueType, str | None]) -> tuple[ValueType, str | No
         return ValueType.LONG, None
     if kind == ValueType.DECIMAL:
         p, s = (int(x) for x in (info or "0,0").split(","))
-        return (ValueType.DECIMAL, _V1_DECIMAL) if s <= _V1_SCALE and p - s <= _V1_INTEGER_DIGITS else None
+        return (ValueType.DECIMAL, _V1_DECIMAL) if _v1_decimal_fits(p, s) else None
     if kind in _V1_WRAPPERS or kind == ValueType.NULL:
         return kind, info
     return None

@@ -210,10 +210,9 @@ class FileSystemView:
                 from lakesdk.timeline.history import LSMTimeline
                 lsm = LSMTimeline(self.storage, self.config)
                 if lsm.manifest():
-                    seen = Timeline((), self.config.layout_version)
                     self._archived = {i.requested: i.completed or i.requested for i in lsm.instants()
                                       if i.completed_action in WRITE_ACTIONS
-                                      and (self.as_of is None or seen.time_of(i, self.clock) <= self.as_of)}
+                                      and (self.as_of is None or self.timeline.time_of(i, self.clock) <= self.as_of)}
         return self._archived
 
     def _log_completion(self, instant: str) -> str | None:
