@@ -198,6 +198,16 @@ def _rows(q) -> list:
 SKIPPED: dict[str, int] = {"skipped": 0, "plans": 0}
 
 
+def write_and_update(t: lk.Table, data: list, update: st.DataObject) -> None:
+    """Bulk insert each generated batch, then upsert new values of some keys of the first."""
+    for ids, cols in data:
+        t.bulk_insert(_table(ids, cols, 0))
+    ids, cols = data[0]
+    chosen = update.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=len(ids), unique=True))
+    new = {f"c_{k}": update.draw(st.lists(_values(k), min_size=len(chosen), max_size=len(chosen))) for k in _COLS}
+    t.upsert(_table(chosen, new, 1))
+
+
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 @settings(max_examples=25, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -206,12 +216,7 @@ def test_a_filtered_read_returns_the_rows_a_full_read_keeps(tmp_path_factory, ta
     root = tmp_path_factory.mktemp("skip")
     lake = lk.Lake(str(root), options=lk.TableOptions(engine="local", metadata=True))
     t = lake.create_table("t", key="id", ordering="ts", table_type=table_type)
-    for ids, cols in data:
-        t.bulk_insert(_table(ids, cols, 0))
-    ids, cols = data[0]
-    chosen = update.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=len(ids), unique=True))
-    new = {f"c_{k}": update.draw(st.lists(_values(k), min_size=len(chosen), max_size=len(chosen))) for k in _COLS}
-    t.upsert(_table(chosen, new, 1))
+    write_and_update(t, data, update)
     for plan in check_filtered_reads(lk.open_table(t.path), update, where):
         SKIPPED["skipped"] += plan.skipped_slices
         SKIPPED["plans"] += 1

@@ -40,7 +40,7 @@ from lakesdk.services.metadata_stats import stats_columns, stats_records_of, tab
 
 from . import helpers
 from .corpus_model import MDT_TABLES, Model, check_mdt, copy_table, mdt_state, storage_files, unpack_corpus
-from .test_column_stats import _COLS, _table, _values, batches, check_filtered_reads, conditions
+from .test_column_stats import batches, check_filtered_reads, conditions, write_and_update
 
 V8_STATS = sorted(rel for rel, cfg in MDT_TABLES.items()
                   if "column_stats" in metadata_partitions(cfg.props) and cfg.version == 8)
@@ -208,12 +208,7 @@ def test_a_version_8_table_with_a_binary_column_keeps_files_only(tmp_path):
 def test_a_filtered_read_of_a_version_8_table_returns_the_rows_a_full_read_keeps(tmp_path_factory, table_type, data,
                                                                                  update, where):
     t = _v8_table(tmp_path_factory.mktemp("v8skip"), table_type)
-    for ids, cols in data:
-        t.bulk_insert(_table(ids, cols, 0))
-    ids, cols = data[0]
-    chosen = update.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=len(ids), unique=True))
-    new = {f"c_{k}": update.draw(st.lists(_values(k), min_size=len(chosen), max_size=len(chosen))) for k in _COLS}
-    t.upsert(_table(chosen, new, 1))
+    write_and_update(t, data, update)
     assert "column_stats" in mdt_state(t.path)[0]
     check_mdt(t.path, "after the writes")
     check_filtered_reads(lk.open_table(t.path), update, where)
