@@ -126,9 +126,9 @@ _V1_WRAPPERS = {ValueType.BOOLEAN: "BooleanWrapper", ValueType.INT: "IntWrapper"
 _V1_TYPES = {**{w: vt for vt, w in _V1_WRAPPERS.items()}, "LocalDateWrapper": ValueType.DATE,
              "TimestampMicrosWrapper": ValueType.TIMESTAMP_MICROS}
 
-_WRAPPERS = {ValueType.BOOLEAN: "BooleanWrapper", ValueType.INT: "IntWrapper", ValueType.LONG: "LongWrapper",
-             ValueType.FLOAT: "FloatWrapper", ValueType.DOUBLE: "DoubleWrapper", ValueType.STRING: "StringWrapper",
-             ValueType.DECIMAL: "BytesWrapper", ValueType.DATE: "IntWrapper",
+#: the wrapper of each value type in a V2 record: V1's, but a decimal's unscaled bytes, a date's
+#: days and a timestamp's count in the wrappers of its physical type
+_WRAPPERS = {**_V1_WRAPPERS, ValueType.DECIMAL: "BytesWrapper", ValueType.DATE: "IntWrapper",
              ValueType.TIMESTAMP_MILLIS: "LongWrapper", ValueType.TIMESTAMP_MICROS: "LongWrapper",
              ValueType.LOCAL_TIMESTAMP_MILLIS: "LongWrapper", ValueType.LOCAL_TIMESTAMP_MICROS: "LongWrapper"}
 
@@ -446,22 +446,16 @@ def v1_range(r: ColumnRange) -> ColumnRange | None:
 
 # -- records ----------------------------------------------------------------------------------------
 def _wrap_v1(v: Any, vt: ValueType) -> Any:
+    return _wrap(v, vt, _V1_WRAPPERS)
+
+
+def _wrap(v: Any, vt: ValueType, wrappers: Mapping[ValueType, str] = _WRAPPERS) -> Any:
     if v is None:
         return None
-    if vt == ValueType.DECIMAL:      # the unscaled value's bytes at scale 15, as Java's BigInteger has them
+    if vt == ValueType.DECIMAL:      # the unscaled value's bytes, as Java's BigInteger has them
         n = int(v)
         v = n.to_bytes(max(1, (n + (n < 0)).bit_length() // 8 + 1), "big", signed=True)
-    return (_WRAPPER + _V1_WRAPPERS[vt], {"value": v})
-
-
-def _wrap(v: Any, vt: ValueType) -> Any:
-    if v is None:
-        return None
-    if vt == ValueType.DECIMAL:
-        n = int(v)
-        length = max(1, (n + (n < 0)).bit_length() // 8 + 1)
-        v = n.to_bytes(length, "big", signed=True)
-    return (_WRAPPER + _WRAPPERS[vt], {"value": v})
+    return (_WRAPPER + wrappers[vt], {"value": v})
 
 
 def stats_record(partition: str, file_name: str, r: ColumnRange, *, kind: int = RecordType.COLUMN_STATS,
