@@ -125,18 +125,19 @@ def keeps_metadata_table(ctx: "TableContext", cfg: TableConfig) -> bool:
     return enabled is not False and cfg.version >= 8 and (enabled is True or "files" in named)
 
 
-def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, timeline: "Timeline | None" = None) -> None:
+def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, timeline: "Timeline | None" = None) -> bool:
     """Bring the MDT up to ``inflight`` completing with the completed file ``data`` (or drop it,
     see the module doc).  The caller holds the table lock (with several writers) and passes
-    the data timeline it read under it (None: loaded when needed)."""
+    the data timeline it read under it (None: loaded when needed).  True when the MDT got the
+    instant's delta commit (False: the table keeps no MDT, or the action changed nothing it holds)."""
     from lakesdk.read.metadata_table import MetadataTableReader
     from lakesdk.services.metadata_table import drop_metadata_table, has_metadata_table
     if not keeps_metadata_table(ctx, ctx.config) and not has_metadata_table(ctx):
-        return
+        return False
     raw, cfg = read_properties(ctx.storage)          # read again: another writer may have changed it
     if not keeps_metadata_table(ctx, cfg):
         drop_metadata_table(ctx, inflight.action)
-        return
+        return False
     named = metadata_partitions(cfg.props)
     change, schema_json, cleaned = _change_of(ctx, inflight, data)
     keep = maintained(ctx, cfg, schema_json)
@@ -177,6 +178,8 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, tim
                                                                  columns, arrow, timeline=data_tl), group_count(mdt))
         files = files_records(change, all_partitions=_writes_files(inflight.action), partitions=cleaned)
         _write_delta_commit(mdt, store, inflight.requested, files, stats, pstats, timeline=tl)
+        return True
+    return False
 
 
 # -- what an action changes -------------------------------------------------------------------------

@@ -52,7 +52,7 @@ from lakesdk.concurrency.instants import create_instant, holding
 from lakesdk.exceptions import CorruptTimelineError, WriteConflictError, WriteError
 from lakesdk.format.instant import Instant
 from lakesdk.format.timeline import InstantClock, Timeline
-from lakesdk.services.metadata_writer import keeps_metadata_table, sync_metadata_table
+from lakesdk.services.metadata_writer import sync_metadata_table
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
@@ -174,8 +174,7 @@ class InstantTransaction:
                 faults.crash_point("during_commit")
             # Hudi's metadata table: its delta commit of this instant completes first, or it is
             # dropped (lakesdk.services.metadata_writer)
-            sync_metadata_table(ctx, inflight, data, now)
-            if keeps_metadata_table(ctx, ctx.config):
+            if sync_metadata_table(ctx, inflight, data, now):
                 self.step("metadata_table")
             if table_lock is not None:
                 _ensure_held(table_lock, ctx.name, inflight)
