@@ -61,21 +61,31 @@ class WriteStat:
     cdcStats: dict[str, int] | None = None
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "WriteStat":
+    def from_dict(cls, d: dict[str, Any], *, typed: bool = False) -> "WriteStat":
+        """The stat of a decoded record ``d``: its fields' types checked, unless ``typed`` (an
+        Avro record decoded with the model's schema has them)."""
         if not isinstance(d, dict):
             raise CorruptTimelineError(f"a write stat is a {type(d).__name__}, expected an object")
-        kw: dict[str, Any] = {}
-        for name, check, expected in _STAT_FIELDS:
-            v = d.get(name)
-            if v is not None and not check(v):
-                raise CorruptTimelineError(f"write stat field {name} is {v!r}, expected {expected}")
-            kw[name] = v
+        kw: dict[str, Any]
+        if typed:      # the model's record has exactly the dataclass's fields
+            kw = dict(d) if d.keys() == _NAME_SET else {name: d.get(name) for name in _NAMES}
+        else:
+            kw = {}
+            for name, check, expected in _STAT_FIELDS:
+                v = d.get(name)
+                if v is not None and not check(v):
+                    raise CorruptTimelineError(f"write stat field {name} is {v!r}, expected {expected}")
+                kw[name] = v
         for name in _INT_FIELDS:
             if kw[name] is None:
                 kw[name] = 0
         if kw["prevCommit"] is None:
             kw["prevCommit"] = "null"
-        return cls(**kw)
+        # the fields set as the dataclass's __init__ sets them, without its call of 33 keywords
+        # (which took as long as the checks above; a plan decodes one stat per file written)
+        stat = object.__new__(cls)
+        stat.__dict__.update(kw)
+        return stat
 
     @property
     def file_name(self) -> str:
@@ -105,6 +115,8 @@ _STAT_CHECKS = {
 #: (name, type check, expected type's words) of every field of a write stat, in field order
 _STAT_FIELDS = tuple((f.name, _STAT_CHECKS[str(f.type)], str(f.type).replace(" | None", "")) for f in fields(WriteStat))
 _INT_FIELDS = tuple(f.name for f in fields(WriteStat) if f.type == "int")
+_NAMES = tuple(f.name for f in fields(WriteStat))
+_NAME_SET = frozenset(_NAMES)
 
 
 def _check_shape(d: Any) -> None:
@@ -181,9 +193,11 @@ class CommitMetadata:
 
     # -- decoding -------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CommitMetadata":
+    def from_dict(cls, d: dict[str, Any], *, typed: bool = False) -> "CommitMetadata":
+        """The metadata of a decoded record ``d`` (``typed``: an Avro record of the model's
+        schema, whose write stats need no type checks)."""
         _check_shape(d)
-        p2w = {p: [WriteStat.from_dict(s) for s in (stats or [])]
+        p2w = {p: [WriteStat.from_dict(s, typed=typed) for s in (stats or [])]
                for p, stats in (d.get("partitionToWriteStats") or {}).items()}
         rep = d.get("partitionToReplaceFileIds")
         return cls(
@@ -201,7 +215,7 @@ class CommitMetadata:
             return cls(partition_to_replace_file_ids={} if replace else None)
         if is_avro(data):
             return cls.from_dict(read_record(data, ("HoodieCommitMetadata", "HoodieReplaceCommitMetadata"),
-                                             "commit metadata"))
+                                             "commit metadata"), typed=True)
         try:
             d = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:

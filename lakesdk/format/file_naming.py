@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 
 __all__ = ["PARTITION_METAFILE", "BaseFile", "LogFile", "new_file_id", "make_write_token", "is_base_file", "is_log_file",
-           "UNKNOWN_WRITE_TOKEN", "written_by"]
+           "UNKNOWN_WRITE_TOKEN", "written_by", "parse_data_file"]
 
 UNKNOWN_WRITE_TOKEN = "1-0-1"
 PARTITION_METAFILE = ".hoodie_partition_metadata"   # a partition folder's metadata file (not a data file)
@@ -76,6 +76,22 @@ class LogFile:
         if not m:
             raise ValueError(f"{name!r} is not a log file name (.<fileId>_<instant>.log.<version>_<writeToken>)")
         return cls(m.group("fid"), m.group("inst"), int(m.group("ver")), m.group("tok") or UNKNOWN_WRITE_TOKEN)
+
+
+_BASE_EXTENSIONS = ("parquet", "orc", "hfile", "lance")
+
+
+def parse_data_file(name: str) -> "BaseFile | LogFile | None":
+    """A data file's name parsed (one match of its pattern): a base file, a log file, or None
+    for any other name (what :func:`is_base_file` and :func:`is_log_file` say)."""
+    m = _BASE_RE.match(name)
+    if m is not None:
+        ext = m.group("ext")
+        return BaseFile(m.group("fid"), m.group("tok"), m.group("inst"), ext) if ext in _BASE_EXTENSIONS else None
+    m = _LOG_RE.match(name)
+    if m is None:
+        return None
+    return LogFile(m.group("fid"), m.group("inst"), int(m.group("ver")), m.group("tok") or UNKNOWN_WRITE_TOKEN)
 
 
 def is_base_file(name: str) -> bool:

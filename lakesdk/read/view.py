@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from lakesdk.exceptions import StorageError
 from lakesdk.format.file_group import FileGroup, FileSlice
-from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file
+from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file, parse_data_file
 from lakesdk.format.keys import parse_partition_path
 from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Clock, Timeline
@@ -130,6 +130,9 @@ class FileSystemView:
         self._use(store, timeline)
         self._files = list(files) if files is not None else self._list(store)
         self._groups: dict[tuple[str, str], FileGroup] | None = None
+        self._sorted_groups: list[FileGroup] | None = None
+        #: each file name parsed (once: the listing's and the write stats' names are the same)
+        self._names: dict[str, BaseFile | LogFile | None] = {}
 
     def _list(self, store: TimelineStore) -> list[FileInfo]:
         """List the data files; when a clean or restore started after the timeline was read
@@ -224,26 +227,35 @@ class FileSystemView:
             done = self._archived_completion().get(instant)
         return done
 
+    def _parse(self, name: str) -> BaseFile | LogFile | None:
+        """A data file's name parsed: a base file, a log file, or None for any other name."""
+        try:
+            return self._names[name]
+        except KeyError:
+            parsed = self._names[name] = parse_data_file(name)
+            return parsed
+
     def _build(self) -> dict[tuple[str, str], FileGroup]:
         bases: dict[tuple[str, str], list[tuple[BaseFile, int]]] = defaultdict(list)
         logs: dict[tuple[str, str], list[tuple[LogFile, int]]] = defaultdict(list)
         for f in self._files:
-            part = posixpath.dirname(f.path)
-            name = posixpath.basename(f.path)
-            if name.startswith("."):
-                lf = LogFile.parse(name)
-                logs[(part, lf.file_id)].append((lf, f.size))
-            else:
-                bf = BaseFile.parse(name)
-                if self._is_valid(bf.instant):
-                    bases[(part, bf.file_id)].append((bf, f.size))
+            part, _, name = f.path.rpartition("/")
+            parsed = self._parse(name)
+            if parsed is None:      # not a data file's name: a typed error of what it is not
+                parsed = LogFile.parse(name) if name.startswith(".") else BaseFile.parse(name)
+            if isinstance(parsed, LogFile):
+                logs[(part, parsed.file_id)].append((parsed, f.size))
+            elif self._is_valid(parsed.instant):
+                bases[(part, parsed.file_id)].append((parsed, f.size))
         groups: dict[tuple[str, str], FileGroup] = {}
         layout = self.config.layout_version
         for key in set(bases) | set(logs):
             if key in self.replaced:
                 continue
             part, fid = key
-            bs = sorted(bases.get(key, []), key=lambda x: x[0].instant)
+            bs = bases.get(key, [])
+            if len(bs) > 1:
+                bs.sort(key=lambda x: x[0].instant)
             # one base per instant (a duplicate from a retried task would share the instant)
             slices: list[FileSlice] = [FileSlice(part, fid, b.instant, b, size) for b, size in bs]
             lg = logs.get(key, [])
@@ -285,9 +297,11 @@ class FileSystemView:
     # -- API --------------------------------------------------------------------------------
     @property
     def file_groups(self) -> list[FileGroup]:
-        if self._groups is None:
-            self._groups = self._build()
-        return sorted(self._groups.values(), key=lambda g: (g.partition, g.file_id))
+        if self._sorted_groups is None:
+            if self._groups is None:
+                self._groups = self._build()
+            self._sorted_groups = sorted(self._groups.values(), key=lambda g: (g.partition, g.file_id))
+        return list(self._sorted_groups)
 
     def expected_files(self) -> list[ExpectedFile]:
         """Every file of every file slice this view's read reaches, per the write stats of the
@@ -307,15 +321,16 @@ class FileSystemView:
                 path = st.path
                 if not path or path == "null":
                     continue
-                part, name = posixpath.dirname(path), posixpath.basename(path)
+                part, _, name = path.rpartition("/")
                 key = (part, st.fileId or "")
-                if is_base_file(name):
-                    bi = BaseFile.parse(name).instant
+                parsed = self._parse(name)
+                if isinstance(parsed, BaseFile):
+                    bi = parsed.instant
                     cur = bases.get(key)
                     if cur is None or bi >= cur.instant:
                         bases[key] = ExpectedFile(path, int(st.fileSizeInBytes or 0), bi, part, key[1], "base")
-                elif is_log_file(name):
-                    li = LogFile.parse(name).instant
+                elif isinstance(parsed, LogFile):
+                    li = parsed.instant
                     cur = logs[key].get(path)
                     size = max(int(st.fileSizeInBytes or 0), cur.size if cur else 0)
                     logs[key][path] = ExpectedFile(path, size, li, part, key[1], "log")
