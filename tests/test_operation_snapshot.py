@@ -2,14 +2,19 @@
 file-system view (each load is a LIST of the timeline on an object store, each view a listing
 of the table or a read of the metadata table's ``files`` partition).
 
-An upsert loads the data table's timeline four times: to plan (the write's snapshot), once more
-right after its view lists the files (a clean or restore that ran meanwhile makes the view list
-again), to create its instant at a time later than every instant (under the table lock with
-several writers), and at the commit point (under the lock with several writers, which passes
-it on to the metadata table's delta commit).  It builds one view that lists files, used by the
-check before its instant, the key index and the merge.  The metadata table's timeline is
-loaded once by that view's listing and once by the delta commit.  A read loads the timeline to
-plan and once after its view's listing."""
+A single writer's upsert loads the data table's timeline twice: to plan (the write's snapshot,
+after which its view lists the files and checks them, and its instant takes a time after the
+snapshot's), and for the metadata table's delta commit at the commit point.  Under optimistic
+concurrency three times: to plan, under the table lock to create its instant at a time later
+than every instant (the view lists again when a clean, restore or archival ran since), and at
+the commit point under the lock (which passes it on to the metadata table's delta commit).  The
+view does not read the timeline again after its listing, as a read's does: the instant's
+creation does that check, and a file found missing before it makes the write read the timeline
+again then.  It builds one view that lists files, used by the check before its instant, the key
+index and the merge.  The metadata table's timeline is loaded once by that view's listing and
+once by the delta commit.  A read loads the timeline to plan and once after its view's listing
+(with the metadata table, the listing as of a timeline a clean has passed still names the files
+the clean deleted: only the second load shows it)."""
 
 from __future__ import annotations
 
@@ -42,7 +47,7 @@ def counted(monkeypatch):
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 @pytest.mark.parametrize("concurrency", ["single_writer", "optimistic"])
-def test_an_upsert_loads_the_timeline_four_times_and_lists_once(tmp_path, counted, table_type, concurrency):
+def test_an_upsert_loads_the_timeline_two_or_three_times_and_lists_once(tmp_path, counted, table_type, concurrency):
     opts = lk.TableOptions(engine="local", concurrency=concurrency)
     t = lk.Lake(str(tmp_path), options=opts).create_table("t", key="id", partition_by="p", ordering="ts",
                                                            table_type=table_type)
@@ -50,7 +55,7 @@ def test_an_upsert_loads_the_timeline_four_times_and_lists_once(tmp_path, counte
     assert (tmp_path / "t" / ".hoodie" / "metadata" / "files").exists()
     counted.clear()
     t.upsert(pa.table({"id": [1, 4], "p": ["a", "b"], "ts": [2, 2]}))
-    assert counted["loads"] == 4, counted
+    assert counted["loads"] == (2 if concurrency == "single_writer" else 3), counted
     assert counted["listing_views"] == 1, counted
     assert counted["mdt_loads"] == 2, counted
     assert counted["views_of_given_files"] <= 1, counted     # the partition statistics' slices after the commit

@@ -38,12 +38,18 @@ def holding(lock: Any) -> Iterator[None]:
 
 def create_instant(store: TimelineStore, lock: Any, action: str, data: bytes = b"", *,
                    claim: Callable[[str], Callable[[], None] | None] | None = None,
-                   seen: list[Timeline] | None = None) -> Instant:
+                   seen: list[Timeline] | None = None, timeline: Timeline | None = None) -> Instant:
     """Create a requested ``action`` instant holding ``data`` at a time no other instant
     holds, later than every time on the timeline; under ``lock`` when given.  ``claim``: see
     :meth:`~lakesdk.timeline.store.TimelineStore.create_new`; ``seen`` gets the timeline read
-    under the lock (without the new instant)."""
+    under the lock (without the new instant).  A single writer (no ``lock``) that read the
+    timeline just before passes it as ``timeline``: its time is taken after that one's
+    instants without reading the timeline again (no other writer creates instants then)."""
     with holding(lock):
+        if lock is None and timeline is not None:
+            if seen is not None:
+                seen.append(timeline)
+            return store.create_new(action, data, after=timeline.max_time(), claim=claim)
         timeline = store.load()
         if seen is not None:
             seen.append(timeline)

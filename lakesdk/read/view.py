@@ -117,7 +117,7 @@ class FileSystemView:
 
     def __init__(self, storage: Storage, config: TableConfig, store: TimelineStore, timeline: Timeline,
                  *, as_of: str | None = None, clock: Clock = "requested",
-                 files: Iterable[FileInfo] | None = None) -> None:
+                 files: Iterable[FileInfo] | None = None, recheck: bool = True) -> None:
         self.storage = storage
         self.config = config
         self.store = store
@@ -128,19 +128,23 @@ class FileSystemView:
         self.metadata: MetadataTableReader | None = None
         self.metadata_partitions: tuple[str, ...] = ()
         self._use(store, timeline)
-        self._files = list(files) if files is not None else self._list(store)
+        self._files = list(files) if files is not None else self._list(store, recheck)
         self._groups: dict[tuple[str, str], FileGroup] | None = None
         self._sorted_groups: list[FileGroup] | None = None
         #: each file name parsed (once: the listing's and the write stats' names are the same)
         self._names: dict[str, BaseFile | LogFile | None] = {}
 
-    def _list(self, store: TimelineStore) -> list[FileInfo]:
+    def _list(self, store: TimelineStore, recheck: bool = True) -> list[FileInfo]:
         """List the data files; when a clean or restore started after the timeline was read
         (it may have deleted files that timeline still needs: the slice a compaction replaced
         since), or archival moved completed instants of it away (a clean among them, which
-        the active timeline then no longer shows), list again against the newer timeline."""
+        the active timeline then no longer shows), list again against the newer timeline.
+        Without ``recheck`` the timeline is not read again after the listing: the caller
+        reads it later and checks :meth:`outdated_by` itself (a write, when it creates its instant)."""
         for _ in range(_LIST_ATTEMPTS):
             files, self.metadata, self.metadata_partitions = _listed(self.storage, self.config, self.timeline)
+            if not recheck:
+                return files
             now = store.load()
             if not self.outdated_by(now):
                 return files

@@ -95,10 +95,11 @@ class InstantTransaction:
     # -- opening ---------------------------------------------------------------------------------
     @classmethod
     def begin(cls, ctx: "TableContext", action: str, *, operation: str, plan: bytes = b"",
-              heartbeat: bool = True) -> "InstantTransaction":
+              heartbeat: bool = True, timeline: Timeline | None = None) -> "InstantTransaction":
         """A new instant of ``action`` holding ``plan``: a time no other instant holds, later
         than every time on the timeline, taken under the table lock
-        (:mod:`lakesdk.concurrency.instants`).  Its heartbeat beats before the requested file
+        (:mod:`lakesdk.concurrency.instants`; a single writer passes the ``timeline`` it just
+        read instead).  Its heartbeat beats before the requested file
         exists, so no other writer takes it for a dead one."""
         from lakesdk.concurrency.heartbeat import Heartbeat
         ctx.check_writes(action)
@@ -111,7 +112,8 @@ class InstantTransaction:
             return hb.abandon
         try:
             seen: list[Timeline] = []
-            instant = create_instant(ctx.store, ctx.lock(), action, plan, claim=claim if heartbeat else None, seen=seen)
+            instant = create_instant(ctx.store, ctx.lock(), action, plan, claim=claim if heartbeat else None, seen=seen,
+                                     timeline=timeline)
         except CorruptTimelineError:
             raise WriteError(f"could not create a requested {action} instant after 50 attempts: is the timeline "
                              "writable?") from None

@@ -75,15 +75,13 @@ class WriteOperation(WriteInput):
 
         # a file of the table that the timeline records and storage lacks stops the write before it
         # starts: checked before anything is written, a rollback of a failed write included
-        prep.view = FileSystemView(t.storage, cfg, store, timeline)
-        prep.view.verify()
+        prep.view = _checked_view(t, store, timeline)
         # -- failed writes of earlier writers are rolled back first ------------------------------
         from lakesdk.services.rollback import rollback_failed_writes
         policy = "lazy" if t.options.concurrency == "optimistic" else t.options.failed_writes
         if rollback_failed_writes(t.context, policy=policy, timeline=timeline):
             timeline = prep.timeline = store.load()
-            prep.view = FileSystemView(t.storage, cfg, store, timeline)
-            prep.view.verify()
+            prep.view = _checked_view(t, store, timeline)
 
         # -- the instant: requested -> inflight ------------------------------------------------
         if self.operation.startswith("insert_overwrite"):
@@ -92,7 +90,8 @@ class WriteOperation(WriteInput):
             action = "deltacommit" if cfg.is_mor else "commit"
         from lakesdk.services.rollback import abort
         from lakesdk.services.transaction import InstantTransaction
-        txn = InstantTransaction.begin(t.context, action, operation=self.operation)
+        # (a single writer takes its time after the newest timeline it read, without reading it again)
+        txn = InstantTransaction.begin(t.context, action, operation=self.operation, timeline=prep.view.timeline)
         instant = txn.instant
         if txn.at_begin is not None and prep.view.outdated_by(txn.at_begin):
             # a clean (or restore, or archival) ran since the view listed the files: it may have
@@ -412,6 +411,27 @@ def _group_stats(stats: list[WriteStat]) -> dict[str, list[WriteStat]]:
     for s in sorted(stats, key=lambda s: (s.partitionPath, s.fileId)):
         out.setdefault(s.partitionPath, []).append(s)
     return out
+
+
+def _checked_view(table: Any, store: Any, timeline: Any) -> FileSystemView:
+    """The write's view of the table's files, checked (:meth:`FileSystemView.verify`) against
+    its snapshot ``timeline``.  Listed without reading the timeline again after the listing, as
+    a read does: the write reads it to create its instant and lists again when a clean,
+    restore or archival ran since (``outdated_by``).  Only when the check finds a file missing or
+    of another size is the timeline read here: a clean or restore that started after the
+    snapshot explains it, and the files are listed and checked again against the newer timeline;
+    otherwise the error stands."""
+    from lakesdk.exceptions import CorruptFileError, DataFileMissingError, TimeTravelError
+    view = FileSystemView(table.storage, table.config, store, timeline, recheck=False)
+    try:
+        view.verify()
+    except (DataFileMissingError, TimeTravelError, CorruptFileError):
+        now = store.load()
+        if not view.outdated_by(now):
+            raise
+        view = FileSystemView(table.storage, table.config, store, now)
+        view.verify()
+    return view
 
 
 def _typed(err: Exception) -> BaseException:
