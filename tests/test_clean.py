@@ -366,16 +366,21 @@ def test_rollback_of_a_commit_whose_previous_file_version_a_clean_deleted_is_ref
     assert sorted(t.read().to_arrow().column("k").to_pylist()) == ["0", "1"]
 
 
+@pytest.mark.parametrize("metadata", [True, False])
 @pytest.mark.parametrize("archived", [False, True])
-def test_a_write_whose_timeline_a_clean_overtook_plans_again(lake, monkeypatch, archived):
+def test_a_write_whose_timeline_a_clean_overtook_plans_again(lake, monkeypatch, archived, metadata):
     """A writer read the timeline; meanwhile more commits landed and a clean deleted the slice
     that timeline names, and archival may have moved the clean and the commits away: the
     files are not damaged, the writer's timeline is old. The file-system view lists against
     the timeline as it is now instead of the write stopping with DataFileMissingError (found
-    by the service soak, archived case)."""
+    by the service soak, archived case).  With the metadata table, whose listing as of the old
+    timeline still names the deleted slice, and without it, whose listing shows it gone."""
     from lakesdk.table.write_input import WriteInput
+    if not metadata:
+        lake = lk.Lake(lake.root + "-nomdt", spark=lake._spark, options=lk.TableOptions(metadata=False))
     t = lake.create_table("c_stale", key="id", partition_by="p", ordering="ts")
     t.upsert(batch(0))
+    assert t.storage.exists(".hoodie/metadata") == metadata
     stale = t.context.store.load()
     for i in range(1, 5):
         t.upsert(batch(i))
