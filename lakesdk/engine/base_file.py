@@ -5,7 +5,10 @@ says which format a table writes (``PARQUET``, or ``LANCE`` since Hudi 1.2).  Ev
 base file goes through :func:`reader_for`:
 
 * ``.parquet``: Arrow's Parquet reader; several files are read in one Arrow dataset scan (the
-  filter pushed into it, missing columns read as nulls, types cast to the read schema).
+  filter pushed into it, or, when it reads floating-point values, whose Parquet bounds leave
+  NaN out, a relaxed form of it pushed and the filter applied after reading the columns it
+  needs: :class:`~lakesdk.format.read_plan.ScanFilter`; missing columns read as nulls, types
+  cast to the read schema).
 * ``.lance``: one Lance file per base file (Hudi writes single Lance files, not Lance datasets),
   read with ``lance.file.LanceFileReader`` from the optional ``pylance`` package
   (``pip install 'lakesdk[lance]'``); without it a read raises
@@ -29,6 +32,7 @@ import pyarrow.compute as pc
 
 from lakesdk.exceptions import MissingDependencyError, TableConfigError
 from lakesdk.format.damaged import damaged_file, damaged_files
+from lakesdk.format.read_plan import ScanFilter
 
 __all__ = ["BASE_FILE_EXTENSIONS", "BaseFileReader", "ParquetReader", "LanceReader", "reader_for", "by_reader", "scan_table", "scan_batches",
            "scan_tagged", "read_file", "file_schema", "file_rows", "needs_arrow_task"]
@@ -54,22 +58,23 @@ class BaseFileReader:
         raise NotImplementedError
 
     def scan(self, storage: Any, paths: list[str], schema: pa.Schema, columns: list[str] | None,
-             expr: pc.Expression | None) -> Iterator[tuple[str, pa.RecordBatch]]:
-        """(file, batch) of the rows of ``paths`` that ``expr`` keeps, ``columns`` of ``schema``
+             flt: ScanFilter | None) -> Iterator[tuple[str, pa.RecordBatch]]:
+        """(file, batch) of the rows of ``paths`` that ``flt`` keeps, ``columns`` of ``schema``
         (a column a file lacks is null, types are cast to ``schema``'s)."""
         out = _empty(schema, columns)
         for path in paths:
-            if expr is None:
+            if flt is None:
                 t = _project(self.read(storage, path, out.names), schema, columns)
             else:   # the filter may name columns the read does not return
-                t = _project(self.read(storage, path, schema.names), schema, None).filter(expr).select(out.names)
+                names = [*out.names, *(c for c in schema.names if c in flt.columns and c not in out.names)]
+                t = _project(self.read(storage, path, names), schema, names).filter(flt.expr).select(out.names)
             for b in t.to_batches():
                 yield path, b
 
     def scan_table(self, storage: Any, paths: list[str], schema: pa.Schema, columns: list[str] | None,
-                   expr: pc.Expression | None) -> pa.Table:
+                   flt: ScanFilter | None) -> pa.Table:
         out = _empty(schema, columns)
-        return pa.Table.from_batches([b for _, b in self.scan(storage, paths, schema, columns, expr)], out)
+        return pa.Table.from_batches([b for _, b in self.scan(storage, paths, schema, columns, flt)], out)
 
 
 def _empty(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
@@ -129,57 +134,55 @@ class ParquetReader(BaseFileReader):
         return ds.dataset(urls, schema=schema, format="parquet", filesystem=fs), urls
 
     def scan(self, storage: Any, paths: list[str], schema: pa.Schema, columns: list[str] | None,
-             expr: pc.Expression | None, *, readahead: int | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
+             flt: ScanFilter | None, *, readahead: int | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
         _, urls = arrow_fs(storage, paths)
         file_of = dict(zip(urls, paths))
         with damaged_files(list(urls)):
             dataset, _ = self._dataset(storage, paths, schema)
             kw = {} if readahead is None else {"fragment_readahead": readahead}
-            if _pushable(expr):
-                for tagged in dataset.scanner(columns=columns, filter=expr, **kw).scan_batches():
-                    yield file_of[tagged.fragment.path], tagged.record_batch
-                return
-            for tagged in dataset.scanner(**kw).scan_batches():
-                yield file_of[tagged.fragment.path], _after(tagged.record_batch, columns, expr)
+            read, pushed = _scan_args(columns, flt)
+            for tagged in dataset.scanner(columns=read, filter=pushed, **kw).scan_batches():
+                yield file_of[tagged.fragment.path], _after(tagged.record_batch, columns, flt)
 
     def scan_table(self, storage: Any, paths: list[str], schema: pa.Schema, columns: list[str] | None,
-                   expr: pc.Expression | None) -> pa.Table:
+                   flt: ScanFilter | None) -> pa.Table:
         _, urls = arrow_fs(storage, paths)
         with damaged_files(list(urls)):
             dataset, _ = self._dataset(storage, paths, schema)
-            if _pushable(expr):
-                return dataset.to_table(columns=columns, filter=expr)
-            t = dataset.to_table()
-            t = t.filter(expr) if expr is not None else t
+            read, pushed = _scan_args(columns, flt)
+            t = dataset.to_table(columns=read, filter=pushed)
+            if flt is None or flt.exact:
+                return t
+            t = t.filter(flt.expr)
             return t.select(columns) if columns is not None else t
 
     def batches(self, storage: Any, paths: list[str], schema: pa.Schema, columns: list[str] | None,
-                expr: pc.Expression | None) -> Iterator[pa.RecordBatch]:
+                flt: ScanFilter | None) -> Iterator[pa.RecordBatch]:
         _, urls = arrow_fs(storage, paths)
         with damaged_files(list(urls)):
             dataset, _ = self._dataset(storage, paths, schema)
-            if _pushable(expr):
-                yield from dataset.to_batches(columns=columns, filter=expr, fragment_readahead=2)
-                return
-            for b in dataset.to_batches(fragment_readahead=2):
-                yield _after(b, columns, expr)
+            read, pushed = _scan_args(columns, flt)
+            for b in dataset.to_batches(columns=read, filter=pushed, fragment_readahead=2):
+                yield _after(b, columns, flt)
 
 
-def _pushable(expr: pc.Expression | None) -> bool:
-    """Whether a scan may prune row groups by their Parquet statistics with ``expr``: not when it
-    compares floating-point values as Spark SQL does (NaN equals NaN and is above every number:
-    :func:`lakesdk.read.bind._float_compare`, whose expressions test ``is_nan``). Parquet
-    writers leave NaN out of a column chunk's bounds, so a row group of 1.0 and NaN has the
-    bounds [1, 1], and Arrow's pruning would drop it for ``c > 5``: such a filter is applied
-    after the rows are read."""
-    return expr is None or "is_nan(" not in str(expr)
+def _scan_args(columns: list[str] | None, flt: ScanFilter | None) -> tuple[list[str] | None, pc.Expression | None]:
+    """The columns an Arrow dataset scan returning ``columns`` reads and the filter it gets:
+    ``flt`` itself when exact; else (a filter on floating-point values, whose Parquet bounds
+    leave NaN out: :meth:`lakesdk.read.bind.Bound.scan_filter`) the filter's columns too and
+    its relaxed form, which prunes no row group the exact filter keeps rows of (:func:`_after`
+    filters exactly)."""
+    if flt is None:
+        return columns, None
+    return flt.read_columns(columns), flt.prune
 
 
-def _after(batch: pa.RecordBatch, columns: list[str] | None, expr: pc.Expression | None) -> pa.RecordBatch:
-    """``columns`` of the rows of ``batch`` that ``expr`` keeps (the filter :func:`_pushable` kept
-    out of the scan)."""
-    t = pa.Table.from_batches([batch])
-    t = t.filter(expr) if expr is not None else t
+def _after(batch: pa.RecordBatch, columns: list[str] | None, flt: ScanFilter | None) -> pa.RecordBatch:
+    """``columns`` of the rows of ``batch`` that ``flt`` keeps, when it was not pushed into the
+    scan whole (:func:`_scan_args`); else ``batch``."""
+    if flt is None or flt.exact:
+        return batch
+    t = pa.Table.from_batches([batch]).filter(flt.expr)
     t = t.select(columns) if columns is not None else t
     return t.combine_chunks().to_batches()[0] if t.num_rows else pa.RecordBatch.from_pylist([], schema=t.schema)
 
@@ -265,9 +268,9 @@ def by_reader(paths: Iterable[str]) -> list[tuple[BaseFileReader, list[str]]]:
 
 
 def scan_table(storage: Any, paths: list[str], schema: pa.Schema, columns: list[str] | None,
-               expr: pc.Expression | None) -> pa.Table:
-    """``columns`` of the rows of base files ``paths`` that ``expr`` keeps, in ``schema``."""
-    parts = [r.scan_table(storage, ps, schema, columns, expr) for r, ps in by_reader(paths)]
+               flt: ScanFilter | None) -> pa.Table:
+    """``columns`` of the rows of base files ``paths`` that ``flt`` keeps, in ``schema``."""
+    parts = [r.scan_table(storage, ps, schema, columns, flt) for r, ps in by_reader(paths)]
     if len(parts) == 1:
         return parts[0]
     if not parts:
@@ -276,13 +279,13 @@ def scan_table(storage: Any, paths: list[str], schema: pa.Schema, columns: list[
 
 
 def scan_batches(storage: Any, paths: list[str], schema: pa.Schema, columns: list[str] | None,
-                 expr: pc.Expression | None) -> Iterator[pa.RecordBatch]:
+                 flt: ScanFilter | None) -> Iterator[pa.RecordBatch]:
     """:func:`scan_table` as a stream of record batches (a few files read ahead)."""
     for r, ps in by_reader(paths):
         if isinstance(r, ParquetReader):
-            yield from r.batches(storage, ps, schema, columns, expr)
+            yield from r.batches(storage, ps, schema, columns, flt)
         else:
-            for _, b in r.scan(storage, ps, schema, columns, expr):
+            for _, b in r.scan(storage, ps, schema, columns, flt):
                 yield b
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk.format.file_group import FileSlice
-from lakesdk.format.read_plan import ReadPlan
+from lakesdk.format.read_plan import ReadPlan, ScanFilter
 from lakesdk.format.schema import with_meta_fields
 
 if TYPE_CHECKING:
@@ -37,35 +37,37 @@ def slice_context(table: "TableContext", plan: ReadPlan) -> "SliceReadContext":
     return SliceReadContext.for_table(table.storage, table.config, plan.schema, valid, table.merger())
 
 
-def _filter_merged(t: pa.Table, plan: ReadPlan, cols: list[str], expr: Any) -> pa.Table:
-    if plan.commit_times is not None:
-        t = t.filter(pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times)))
-    if expr is not None:
-        t = t.filter(expr)
-    return t.select(cols)
+def _filter_merged(t: pa.Table, plan: ReadPlan, cols: list[str], flt: ScanFilter | None) -> pa.Table:
+    flt = _with_commit_times(plan, flt)
+    return (t if flt is None else t.filter(flt.expr)).select(cols)
 
 
-def read_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], expr: pc.Expression | None,
+def _with_commit_times(plan: ReadPlan, flt: ScanFilter | None) -> ScanFilter | None:
+    """``flt`` and, for an incremental read, its commit-time filter."""
+    if plan.commit_times is None:
+        return flt
+    inc = ScanFilter.of(pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times)), ["_hoodie_commit_time"])
+    return inc if flt is None else flt & inc
+
+
+def read_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], flt: ScanFilter | None,
                limit: int | None = None) -> pa.Table:
-    """The rows of ``plan`` (``columns`` of those ``expr`` keeps) as a pyarrow Table: the
-    Arrow-native reader on the driver; merge-on-read slices are merged by the same merger
-    the writer uses, a thread per slice.  ``limit``: at most that many rows, reading stops
-    once they are found (:func:`iter_arrow`)."""
+    """The rows of ``plan`` (``columns`` of those ``flt`` keeps: the plan's ``scan_filter`` or
+    another filter of its rows) as a pyarrow Table: the Arrow-native reader on the driver;
+    merge-on-read slices are merged by the same merger the writer uses, a thread per slice.
+    ``limit``: at most that many rows, reading stops once they are found (:func:`iter_arrow`)."""
     if limit is not None:
         schema = output_schema(plan, columns)
-        return pa.Table.from_batches(list(iter_arrow(table, plan, columns, expr, limit=limit)), schema)
+        return pa.Table.from_batches(list(iter_arrow(table, plan, columns, flt, limit=limit)), schema)
     full = with_meta_fields(plan.schema)
     cols = columns
     if plan.merges:
-        return _read_merged(table, plan, cols, expr)
+        return _read_merged(table, plan, cols, flt)
     files = plan.files
     if not files:
         return full.empty_table().select(cols)
-    if plan.commit_times is not None:
-        inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
-        expr = inc if expr is None else (expr & inc)
     from lakesdk.engine.base_file import scan_table
-    return scan_table(table.storage, files, full, cols, expr)
+    return scan_table(table.storage, files, full, cols, _with_commit_times(plan, flt))
 
 
 def output_schema(plan: ReadPlan, columns: list[str]) -> pa.Schema:
@@ -83,7 +85,7 @@ def _conformed(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 READ_AHEAD = 4
 
 
-def iter_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], expr: pc.Expression | None, *,
+def iter_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], flt: ScanFilter | None, *,
                limit: int | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of ``plan`` as a stream of record batches (all in :func:`output_schema`),
     read file by file (copy-on-write: Arrow's dataset scanner) or slice by slice
@@ -91,11 +93,11 @@ def iter_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], expr: 
     memory stays bounded by a few slices.  ``limit``: stop once that many rows are out
     (no more files or slices are read)."""
     ctx = slice_context(table, plan) if plan.merges else None
-    yield from iter_plan(table.storage, ctx, plan, columns, expr, limit=limit)
+    yield from iter_plan(table.storage, ctx, plan, columns, flt, limit=limit)
 
 
 def iter_plan(storage: "Storage", ctx: "SliceReadContext | None", plan: ReadPlan, columns: Sequence[str],
-              expr: pc.Expression | None, *, limit: int | None = None) -> Iterator[pa.RecordBatch]:
+              flt: ScanFilter | None, *, limit: int | None = None) -> Iterator[pa.RecordBatch]:
     """:func:`iter_arrow` without the table: the storage and, for a plan with log files to
     merge, the slice context (:func:`slice_context`), both picklable, so a task elsewhere
     reads a part of a plan made on the driver the same way."""
@@ -107,9 +109,9 @@ def iter_plan(storage: "Storage", ctx: "SliceReadContext | None", plan: ReadPlan
     if plan.merges:
         if ctx is None:
             raise ValueError("a plan with log files to merge needs its slice context (slice_context(table, plan))")
-        batches = _iter_merged(ctx, plan, columns, expr)
+        batches = _iter_merged(ctx, plan, columns, flt)
     else:
-        batches = _iter_files(storage, plan, columns, expr)
+        batches = _iter_files(storage, plan, columns, flt)
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -130,7 +132,7 @@ class ScanPart:
     storage: "Storage"
     plan: ReadPlan
     columns: tuple[str, ...]
-    expr: pc.Expression | None = None
+    flt: ScanFilter | None = None
     ctx: "SliceReadContext | None" = None
 
     @property
@@ -138,7 +140,7 @@ class ScanPart:
         return self.plan.slices
 
 
-def split_plan(table: "TableContext", plan: ReadPlan, columns: Sequence[str], expr: pc.Expression | None, *,
+def split_plan(table: "TableContext", plan: ReadPlan, columns: Sequence[str], flt: ScanFilter | None, *,
                part_bytes: int = 128 << 20) -> list[ScanPart]:
     """The plan as parts of about ``part_bytes`` each (file slices packed in plan order;
     a bigger slice is a part alone), for tasks that read them with :func:`read_part`."""
@@ -154,17 +156,17 @@ def split_plan(table: "TableContext", plan: ReadPlan, columns: Sequence[str], ex
         groups[-1].append(sl)
         size += sl.total_size
     from dataclasses import replace
-    return [ScanPart(table.storage, replace(plan, slices=tuple(g), instants=(), visible=(), row_filter=None), tuple(columns), expr,
+    return [ScanPart(table.storage, replace(plan, slices=tuple(g), instants=(), visible=(), row_filter=None), tuple(columns), flt,
                      ctx if any(s.log_files for s in g) else None) for g in groups]
 
 
 def read_part(part: ScanPart) -> Iterator[pa.RecordBatch]:
     """The rows of one part of a plan, as :func:`iter_arrow` reads the whole plan."""
-    yield from iter_plan(part.storage, part.ctx, part.plan, part.columns, part.expr)
+    yield from iter_plan(part.storage, part.ctx, part.plan, part.columns, part.flt)
 
 
 def _iter_merged(ctx: "SliceReadContext", plan: ReadPlan, columns: list[str],
-                 expr: pc.Expression | None) -> Iterator[pa.RecordBatch]:
+                 flt: ScanFilter | None) -> Iterator[pa.RecordBatch]:
     from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -174,14 +176,14 @@ def _iter_merged(ctx: "SliceReadContext", plan: ReadPlan, columns: list[str],
     pool = ThreadPoolExecutor(max_workers=READ_AHEAD)
     try:
         for sl in todo:
-            pending.append(pool.submit(lambda s: _filter_merged(read_slice(ctx, s), plan, columns, expr), sl))
+            pending.append(pool.submit(lambda s: _filter_merged(read_slice(ctx, s), plan, columns, flt), sl))
             if len(pending) >= READ_AHEAD:
                 break
         while pending:
             done = pending.popleft().result()
             nxt = next(todo, None)
             if nxt is not None:
-                pending.append(pool.submit(lambda s: _filter_merged(read_slice(ctx, s), plan, columns, expr), nxt))
+                pending.append(pool.submit(lambda s: _filter_merged(read_slice(ctx, s), plan, columns, flt), nxt))
             yield from done.to_batches()
     finally:
         for f in pending:
@@ -190,15 +192,12 @@ def _iter_merged(ctx: "SliceReadContext", plan: ReadPlan, columns: list[str],
 
 
 def _iter_files(storage: "Storage", plan: ReadPlan, columns: list[str],
-                expr: pc.Expression | None) -> Iterator[pa.RecordBatch]:
+                flt: ScanFilter | None) -> Iterator[pa.RecordBatch]:
     from lakesdk.engine.base_file import scan_batches
     files = plan.files
     if not files:
         return
-    if plan.commit_times is not None:
-        inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
-        expr = inc if expr is None else (expr & inc)
-    yield from scan_batches(storage, files, with_meta_fields(plan.schema), columns, expr)
+    yield from scan_batches(storage, files, with_meta_fields(plan.schema), columns, _with_commit_times(plan, flt))
 
 
 def count_rows(table: "TableContext", plan: ReadPlan) -> int | None:
@@ -218,7 +217,7 @@ def count_rows(table: "TableContext", plan: ReadPlan) -> int | None:
         return sum(pool.map(lambda f: file_rows(table.storage, f), files))
 
 
-def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: pc.Expression | None) -> pa.Table:
+def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], flt: ScanFilter | None) -> pa.Table:
     """Merge-on-read: the log blocks of every slice are read on the threads of a pool (only
     the columns the read needs) while every base file is read in one Arrow dataset scan, as
     the copy-on-write read reads them: the base files of slices without logs with the
@@ -243,15 +242,11 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
 
     ctx = slice_context(table, plan)
     full = pa.schema([f.with_nullable(True) for f in with_meta_fields(plan.schema)])
-    post = expr
-    if plan.commit_times is not None:
-        inc = pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times))
-        post = inc if post is None else (post & inc)
-    if ctx.merger is not None or ctx.column_groups is not None or expr is not None:
-        need = set(full.names)     # a merger sees whole rows; a filter's columns are not known
-    else:
-        need = {*cols, KEY, *fields_of(ctx.ordering),
-                *(["_hoodie_commit_time"] if plan.commit_times is not None else [])}
+    post = _with_commit_times(plan, flt)
+    if ctx.merger is not None or ctx.column_groups is not None:
+        need = set(full.names)     # a merger sees whole rows
+    else:   # the filter applies to the merged rows: its columns are merged too
+        need = {*cols, KEY, *fields_of(ctx.ordering), *(post.columns if post is not None else ())}
     if IS_DELETED in full.names:
         need.add(IS_DELETED)
     proj = pa.schema([f for f in full if f.name in need])
@@ -261,7 +256,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
     cfg = table.config
     fields = cfg.record_key_fields
     key_field = fields[0] if (len(fields) == 1 and cfg.keygen_type in ("SIMPLE", "NON_PARTITION")
-                              and KEY not in cols and expr is None and ctx.merger is None
+                              and KEY not in cols and flt is None and ctx.merger is None
                               and ctx.column_groups is None and fields[0] in plan.schema.names
                               and pa.types.is_integer(plan.schema.field(fields[0]).type)) else None
     base_names = [n for n in proj.names if not (key_field and n == KEY)]
@@ -293,7 +288,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
                 untouched = untouched.filter(pc.invert(flagged))
         else:   # base rows flagged _hoodie_is_deleted: deletes in the merge, dropped when untouched
             untouched, part = split_base(batch, keys, field, logs[0].schema)
-        return (untouched if post is None else untouched.filter(post)).select(cols), part
+        return (untouched if post is None else untouched.filter(post.expr)).select(cols), part
 
     slices = [sl for sl in plan.slices if sl.base_path or sl.log_files]
     merging = [sl for sl in slices if sl.log_files]
@@ -307,7 +302,8 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
         if plain:   # slices without logs, while the logs are read (rows flagged deleted dropped)
             live = post
             if IS_DELETED in full.names:
-                alive = pc.field(IS_DELETED).is_null() | (pc.field(IS_DELETED) == pa.scalar(False))
+                alive = ScanFilter.of(pc.field(IS_DELETED).is_null() | (pc.field(IS_DELETED) == pa.scalar(False)),
+                                      [IS_DELETED])
                 live = alive if live is None else (live & alive)
             out.append(_scan(table, plain, full, cols, live))
         redo: list[str] = []   # base files to match by the record key after all
@@ -382,7 +378,7 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
         for merge in merges:
             winners = merge.result()
             if winners is not None:
-                out.append((winners if post is None else winners.filter(post)).select(cols))
+                out.append((winners if post is None else winners.filter(post.expr)).select(cols))
     out = [t for t in out if t.num_rows] or out[:1]
     if not out:
         return full.empty_table().select(cols)
@@ -390,10 +386,10 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], expr: p
 
 
 def _scan(table: "TableContext", files: list[str], schema: pa.Schema, columns: list[str],
-          expr: pc.Expression | None) -> pa.Table:
-    """``columns`` of the rows of base ``files`` that ``expr`` keeps: one dataset scan per format."""
+          flt: ScanFilter | None) -> pa.Table:
+    """``columns`` of the rows of base ``files`` that ``flt`` keeps: one dataset scan per format."""
     from lakesdk.engine.base_file import scan_table
-    return scan_table(table.storage, files, schema, columns, expr)
+    return scan_table(table.storage, files, schema, columns, flt)
 
 
 def _scan_tagged(table: "TableContext", files: list[str], schema: pa.Schema,

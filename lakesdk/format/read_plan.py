@@ -9,6 +9,7 @@ executors neither bind it again nor call back into the planner."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,7 +19,43 @@ import pyarrow.compute as pc
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.instant import Instant
 
-__all__ = ["ReadPlan", "RowFilter"]
+__all__ = ["ReadPlan", "RowFilter", "ScanFilter"]
+
+
+@dataclass(frozen=True)
+class ScanFilter:
+    """A row filter as a scan of base files applies it: the exact filter, the columns it reads
+    and what of it a scan may push into Arrow's Parquet scanner, which prunes row groups by
+    their statistics before it filters the rows.
+
+    ``exact``: ``expr`` itself may be pushed.  Otherwise the scan reads the columns it returns
+    and ``columns``, pushes ``prune`` (None: nothing), a filter that keeps every row ``expr``
+    keeps and that no wrong statistics make Arrow prune wrongly, and filters with ``expr``
+    after reading.  Parquet writers leave NaN out of a floating-point column chunk's bounds,
+    so a filter reading such a column as Spark SQL compares it (NaN above every number) is not
+    exact (:meth:`lakesdk.read.bind.Bound.scan_filter`)."""
+
+    expr: pc.Expression                 # the rows kept
+    columns: frozenset[str]             # the top-level columns ``expr`` reads
+    prune: pc.Expression | None         # pushed into the scanner: ``expr`` when exact, a weaker filter or None
+    exact: bool
+
+    @classmethod
+    def of(cls, expr: pc.Expression, columns: Iterable[str]) -> "ScanFilter":
+        """An exact filter: ``expr``, which no statistics of ``columns`` make Arrow prune wrongly."""
+        return cls(expr, frozenset(columns), expr, True)
+
+    def __and__(self, other: "ScanFilter") -> "ScanFilter":
+        """The rows both keep (each pushed part kept: a row both keep passes both)."""
+        prune = other.prune if self.prune is None else self.prune if other.prune is None else self.prune & other.prune
+        return ScanFilter(self.expr & other.expr, self.columns | other.columns, prune, self.exact and other.exact)
+
+    def read_columns(self, columns: list[str] | None) -> list[str] | None:
+        """The columns a scan returning ``columns`` (None: all) reads: the filter's too when it
+        filters after reading."""
+        if columns is None or self.exact:
+            return columns
+        return [*columns, *sorted(self.columns.difference(columns))]
 
 
 class RowFilter(Protocol):
@@ -30,6 +67,8 @@ class RowFilter(Protocol):
     def to_arrow(self) -> pc.Expression: ...
 
     def to_spark(self) -> Any: ...
+
+    def scan_filter(self) -> ScanFilter: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +93,11 @@ class ReadPlan:
     def arrow_filter(self) -> pc.Expression | None:
         """The row filter as a pyarrow expression (None: every row)."""
         return self.row_filter.to_arrow() if self.row_filter is not None else None
+
+    @property
+    def scan_filter(self) -> ScanFilter | None:
+        """The row filter as a scan of base files applies it (None: every row)."""
+        return self.row_filter.scan_filter() if self.row_filter is not None else None
 
     @property
     def files(self) -> list[str]:

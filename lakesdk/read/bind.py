@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from lakesdk.exceptions import InvalidFilterError
 from lakesdk.format.keys import DEFAULT_PARTITION
+from lakesdk.format.read_plan import ScanFilter
 from lakesdk.read.expr import Col, Lit, Node
 from lakesdk.read.values import ARITH as _ARITH
 from lakesdk.read.values import BCall, BLit, arith, arrow_call, typed
@@ -450,6 +451,47 @@ def _widen_ts(e: pc.Expression, t: pa.DataType, other: pa.DataType) -> pc.Expres
     return e if t.unit == unit and t.tz == other.tz else e.cast(pa.timestamp(unit, tz=other.tz if t.tz else None))
 
 
+def _bounds_safe(n: Any) -> bool:
+    """Whether Arrow may prune row groups by condition ``n`` (not AND, OR or NOT): it reads no
+    floating-point column's values.  Parquet writers leave NaN out of a column chunk's bounds
+    (a chunk of 1.0 and NaN says [1, 1], and Arrow takes such bounds for the chunk's one value),
+    so a condition on the values, Spark SQL's comparisons (:func:`_float_compare`: NaN above
+    every number) and arithmetic alike, could be found false for a chunk whose NaN rows make it
+    true.  Whether such a column is NULL is safe: null counts count NaN as a value."""
+    if isinstance(n, BNode) and n.op in ("isnull", "notnull") and isinstance(n.args[0], BCol):
+        return True
+    return not any(_family(c.type) == "float" for c in _cols(n, []))
+
+
+def _exact(n: Any) -> bool:
+    """Whether Arrow may prune row groups by the whole filter ``n``."""
+    if isinstance(n, BNode) and n.op in ("and", "or", "not"):
+        return all(_exact(a) for a in n.args)
+    return _bounds_safe(n)
+
+
+def _relaxed(n: Any, keep: bool) -> pc.Expression | bool:
+    """Filter ``n`` with each condition Arrow may not prune by (:func:`_bounds_safe`) replaced:
+    by TRUE where the filter keeps a row when it holds, FALSE below an odd number of NOTs.
+    AND and OR are monotone and NOT reverses the order FALSE < NULL < TRUE, so the result is
+    TRUE wherever ``n`` is (``keep``; not ``keep``: FALSE wherever ``n`` is): a scan pruning by
+    it keeps every row ``n`` keeps.  A Python bool for a constant."""
+    if isinstance(n, BNode) and n.op in ("and", "or"):
+        x, y = _relaxed(n.args[0], keep), _relaxed(n.args[1], keep)
+        absorbing = n.op == "or"        # TRUE absorbs an OR, FALSE an AND; the other is neutral
+        if x is absorbing or y is absorbing:
+            return absorbing
+        if isinstance(x, bool):
+            return y
+        if isinstance(y, bool):
+            return x
+        return pc.or_kleene(x, y) if n.op == "or" else pc.and_kleene(x, y)
+    if isinstance(n, BNode) and n.op == "not":
+        x = _relaxed(n.args[0], not keep)
+        return (not x) if isinstance(x, bool) else pc.invert(x)
+    return _arrow(n) if _bounds_safe(n) else keep
+
+
 _UNKNOWN = object()
 
 
@@ -477,6 +519,19 @@ class Bound:
 
     def to_arrow(self) -> pc.Expression:
         return _arrow(self.tree)
+
+    def scan_filter(self) -> ScanFilter:
+        """The filter as a scan of base files applies it: the columns it reads, and pushed into
+        Arrow's Parquet scanner whole, or (when it reads floating-point values, whose Parquet
+        bounds leave NaN out) as :func:`_relaxed`, the filter applied after reading."""
+        expr = self.to_arrow()
+        names = frozenset(c.path[0] for c in _cols(self.tree, []))
+        if _exact(self.tree):
+            return ScanFilter.of(expr, names)
+        prune = _relaxed(self.tree, True)
+        if isinstance(prune, bool):
+            prune = None if prune else pc.scalar(False)
+        return ScanFilter(expr, names, prune, False)
 
     def to_spark(self) -> Any:
         """A Spark ``Column`` (:func:`lakesdk.engine.spark_filter.to_spark_column`)."""

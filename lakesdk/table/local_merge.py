@@ -136,6 +136,7 @@ def _read_target(t: "Table", src: pa.Table, tschema: pa.Schema, on: Sequence[str
     from dataclasses import replace
 
     from lakesdk.engine.read import read_arrow
+    from lakesdk.format.read_plan import ScanFilter
     from lakesdk.read.expr import Lit
     from lakesdk.read.predicate import Predicate, _python_literal
     from lakesdk.table.query import Query
@@ -165,7 +166,7 @@ def _read_target(t: "Table", src: pa.Table, tschema: pa.Schema, on: Sequence[str
                 keys = pc.unique(src.column(k)).cast(tschema.field(k).type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
                 continue
-            e = pc.field(k).isin(keys)
+            e = ScanFilter.of(pc.field(k).isin(keys), [k])     # no floating keys: bounds prune it rightly
             expr = e if expr is None else (expr & e)
     try:
         plan = q.plan()

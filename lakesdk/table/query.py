@@ -102,7 +102,7 @@ class Query:
         from lakesdk.engine.read import read_arrow
         plan = self.plan()
         with self._typed_failures(plan):
-            return read_arrow(self.table.context, plan, list(plan.columns), plan.arrow_filter, limit=self.row_limit)
+            return read_arrow(self.table.context, plan, list(plan.columns), plan.scan_filter, limit=self.row_limit)
 
     @contextmanager
     def _typed_failures(self, plan: ReadPlan) -> Iterator[None]:
@@ -129,7 +129,7 @@ class Query:
         from lakesdk.engine.read import iter_arrow, output_schema
         plan = self.plan()
         cols = list(plan.columns)
-        batches = iter_arrow(self.table.context, plan, cols, plan.arrow_filter, limit=self.row_limit)
+        batches = iter_arrow(self.table.context, plan, cols, plan.scan_filter, limit=self.row_limit)
 
         def typed() -> Iterator[pa.RecordBatch]:
             with self._typed_failures(plan):
@@ -182,7 +182,7 @@ class Query:
             n = count_rows(ctx, plan) if exact else None
             if n is None:
                 cols = plan.schema.names[:1] or ["_hoodie_record_key"]
-                n = read_arrow(ctx, plan, cols, plan.arrow_filter, limit=self.row_limit).num_rows
+                n = read_arrow(ctx, plan, cols, plan.scan_filter, limit=self.row_limit).num_rows
         return n if self.row_limit is None else min(n, self.row_limit)
 
     def _repr_html_(self) -> str:

@@ -165,7 +165,7 @@ class TableBackend:
     def _parts(self, q: Query, options: dict[str, str]) -> list[ScanPart]:
         plan = q.plan()
         size = options.get(PART_BYTES)
-        return split_plan(q.table.context, plan, list(plan.columns), plan.arrow_filter,
+        return split_plan(q.table.context, plan, list(plan.columns), plan.scan_filter,
                           **({"part_bytes": int(size)} if size else {}))
 
     # -- streams ----------------------------------------------------------------------------------
