@@ -105,6 +105,19 @@ def test_one_version_source():
     assert re.fullmatch(r"\d+\.\d+\.\d+([ab]|rc|\.dev)?\d*", lakesdk.__version__)
 
 
+def test_every_data_file_of_the_package_is_installed():
+    """A file under lakesdk/ that is not Python (schemas, the Spark driver's log configuration)
+    reaches an installed package only when pyproject.toml's package-data names it."""
+    from fnmatch import fnmatch
+    patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["lakesdk"]
+    package = ROOT / "lakesdk"
+    data = [f.relative_to(package).as_posix() for f in package.rglob("*")
+            if f.is_file() and f.suffix not in (".py", ".pyc") and "__pycache__" not in f.parts]
+    assert "engine/log4j2.properties" in data
+    missing = [f for f in data if not any(fnmatch(f, p) for p in patterns)]
+    assert not missing, f"files under lakesdk/ missing from [tool.setuptools.package-data]: {missing}"
+
+
 def test_licence_is_an_spdx_expression_with_its_file():
     assert PYPROJECT["project"]["license"] == "Apache-2.0"
     for pattern in PYPROJECT["project"]["license-files"]:

@@ -4,8 +4,10 @@ Spark Connect URL the user gives."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from lakesdk.exceptions import MissingDependencyError
@@ -13,8 +15,8 @@ from lakesdk.exceptions import MissingDependencyError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["get_spark", "local_spark_conf", "active_session", "spark_is_local", "session_time_zone", "on_session",
-           "announce_session"]
+__all__ = ["get_spark", "local_spark_conf", "spark_is_quiet", "quiet_java_options", "active_session", "spark_is_local",
+           "session_time_zone", "on_session", "announce_session"]
 
 _Session = TypeVar("_Session")   # a classic or Spark Connect session, returned as given
 
@@ -60,12 +62,78 @@ def local_spark_conf(master: str) -> dict[str, str]:
     return conf
 
 
-def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+# the driver's logging when lakesdk starts its JVM: errors only (see the file)
+LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
+_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+_DEFAULT_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
+# where the user's own options for the driver JVM can name a log4j configuration
+_JAVA_OPTION_VARIABLES = ("PYSPARK_SUBMIT_ARGS", "SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS",
+                          "_JAVA_OPTIONS")
+# the files log4j 2 configures itself from when they are on the class path (Spark's conf folder is)
+_LOG4J2_FILES = tuple(f"{stem}.{ext}" for stem in ("log4j2", "log4j2-test")
+                      for ext in ("properties", "xml", "yaml", "yml", "json", "jsn")) + ("log4j2.component.properties",)
+
+
+def _spark_conf_dir() -> Path:
+    """The folder spark-submit reads spark-defaults.conf from and puts on the driver's class path."""
+    if os.environ.get("SPARK_CONF_DIR"):
+        return Path(os.environ["SPARK_CONF_DIR"])
+    if os.environ.get("SPARK_HOME"):
+        return Path(os.environ["SPARK_HOME"]) / "conf"
+    import pyspark
+    return Path(pyspark.__file__).parent / "conf"
+
+
+def _spark_defaults(conf_dir: Path) -> dict[str, str]:
+    """The settings of ``conf_dir``/spark-defaults.conf (a properties file: ``key value`` or
+    ``key=value`` lines)."""
+    try:
+        text = (conf_dir / "spark-defaults.conf").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    return {m.group(1): m.group(2).strip() for m in re.finditer(r"^[ \t]*([^\s=:#!]+)[ \t]*[=: \t][ \t]*(.*)$",
+                                                                  text, re.M)}
+
+
+def spark_is_quiet(quiet: bool | None = None) -> bool:
+    """Whether :func:`get_spark` quiets the logging of a Spark driver it starts: ``quiet`` if
+    given, else ``LAKESDK_SPARK_QUIET`` (``0``, ``false``, ``no`` or ``off`` say no), else yes."""
+    if quiet is not None:
+        return quiet
+    return os.environ.get("LAKESDK_SPARK_QUIET", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def quiet_java_options(conf: dict[str, str]) -> str | None:
+    """The driver's ``spark.driver.extraJavaOptions`` for a session of settings ``conf``, with
+    lakesdk's log4j 2 configuration added after the options ``conf`` or spark-defaults.conf
+    give; None when the user configures log4j: ``log4j`` named in the driver's Java options
+    (``conf``'s, spark-defaults.conf's, ``PYSPARK_SUBMIT_ARGS`` or the JVM's option
+    variables), or a log4j 2 file in Spark's conf folder (which is on the driver's class path)."""
+    conf_dir = _spark_conf_dir()
+    defaults = _spark_defaults(conf_dir)
+    options = {k: conf.get(k, defaults.get(k)) or "" for k in (_DEFAULT_JAVA_OPTIONS, _JAVA_OPTIONS)}
+    mentioned = " ".join([*options.values(), *(os.environ.get(k, "") for k in _JAVA_OPTION_VARIABLES)])
+    if "log4j" in mentioned.lower() or any((conf_dir / f).is_file() for f in _LOG4J2_FILES):
+        return None
+    if not LOG4J2_PROPERTIES.is_file():   # pragma: no cover - the file is package data
+        return None
+    # a file: URI holds no space, quote or backslash, which spark-submit would split or unescape
+    option = f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.resolve().as_uri()}"
+    return f"{options[_JAVA_OPTIONS]} {option}".lstrip()
+
+
+def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, str] | None = None,
+              quiet: bool | None = None) -> SparkSession:
     """Return a SparkSession.
 
     Order: the ``spark`` given; a Spark Connect URL (``sc://host:port``, from ``master`` or
     ``LAKESDK_SPARK_REMOTE``); the active session; else a new session on ``master`` (or
     ``LAKESDK_SPARK_MASTER``, default ``local[*]``).
+
+    ``quiet`` (default: ``LAKESDK_SPARK_QUIET``, else True): a Spark driver this call starts
+    logs errors only (``lakesdk/engine/log4j2.properties``), so that starting it prints no log
+    lines; a log4j configuration of the user's own (see :func:`quiet_java_options`) is kept,
+    and so is the logging of a running session.
     """
     if spark is not None:
         return _announced(spark)
@@ -85,11 +153,19 @@ def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, s
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         if master.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        from pyspark import SparkContext
+        settings = {**local_spark_conf(master), **(conf or {})}
+        java_options = None   # set when this call starts a driver whose logging lakesdk quiets
+        if spark_is_quiet(quiet) and SparkContext._active_spark_context is None:
+            java_options = quiet_java_options(settings)
+        if java_options is not None and SparkContext._gateway is None:   # the JVM starts now
+            settings[_JAVA_OPTIONS] = java_options
         b = SparkSession.builder.master(master).appName("lakesdk")
-        for k, v in {**local_spark_conf(master), **(conf or {})}.items():
+        for k, v in settings.items():
             b = b.config(k, v)
         s = b.getOrCreate()
-        s.sparkContext.setLogLevel("ERROR")
+        if java_options is not None:   # also for a JVM that ran already (a stopped session's)
+            s.sparkContext.setLogLevel("ERROR")
     return _announced(s)
 
 
