@@ -57,7 +57,7 @@ def _listed(storage: Storage, config: TableConfig,
     for attempt in range(3):
         try:
             reader = MetadataTableReader(storage, timeline)
-            files = [FileInfo(posixpath.join(lst.partition, name) if lst.partition else name, size, False)
+            files = [FileInfo(f"{lst.partition}/{name}" if lst.partition else name, size, False)
                      for lst in reader.listings() for name, size in lst.files.items()]
             break
         except FileNotFoundError:
