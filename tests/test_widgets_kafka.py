@@ -131,3 +131,15 @@ def test_live_mode_and_sink_widget(table):
     assert "No partitions assigned" in sw.partitions_html.value
     with pytest.raises(TypeError, match="KafkaSink, a SinkStatus"):
         KafkaMonitorWidget(42)
+
+
+def test_the_static_picture_draws_the_lag_and_the_rounds(table):
+    """Where widgets do not run (the documentation site, nbconvert) the monitor is its static
+    picture: the lag bars, empty once the sink has caught up, and the committed rounds below them."""
+    t, rounds = table
+    w = KafkaMonitorWidget(status(ends=(3, 5, 0)), table=t)             # every partition caught up
+    html = w.static_html()
+    assert html.count("Plotly.newPlot") == 2 and html.count('src="https://cdn.plot.ly/') == 1
+    _, lag_bars, rounds_chart = html.split("Plotly.newPlot")
+    assert "lag per partition (total 0)" in lag_bars and "committed offsets (sum)" in rounds_chart
+    assert all(r.instant in rounds_chart for r in rounds)

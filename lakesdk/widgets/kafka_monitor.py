@@ -16,7 +16,9 @@
   the rounds seen while the widget refreshes are listed too (``widget.observed``).
 
 ``refresh()`` re-reads; ``live=True`` (or :meth:`start_live`) refreshes every
-``interval_s`` seconds.
+``interval_s`` seconds.  The static picture stored beside the live widget (``static_html()``,
+what the documentation site and nbconvert show) draws both figures, the lag bars above the
+rounds: a sink that has caught up has no lag to draw.
 """
 
 from __future__ import annotations
@@ -126,6 +128,11 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
 
     def __repr__(self) -> str:
         return f"<KafkaMonitorWidget topic={self.topic!r}>"
+
+    def static_figures(self) -> list[Any]:
+        """The static picture draws the lag bars and, below them, the committed rounds (a sink
+        that has caught up has no lag to draw: its rounds say what it did)."""
+        return [self.figure, self.rounds_figure]
 
     # -- reading -----------------------------------------------------------------------------------
     def sink_table(self) -> Table | None:
