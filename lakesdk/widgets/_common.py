@@ -16,6 +16,12 @@ if TYPE_CHECKING:
 
 def require_widgets(feature: str) -> tuple[Any, Any]:
     """``(ipywidgets, plotly.graph_objects)``, or a MissingDependencyError naming the extra."""
+    # plotly uses numpy and pandas when they are in sys.modules, without waiting for an import
+    # another thread has under way (a Kafka sink's worker in its first round, when the monitor is
+    # built right after sink.start()): a half-imported pandas fails every figure. Importing them
+    # here waits until they are whole.
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
     try:
         import ipywidgets
     except ImportError as exc:
