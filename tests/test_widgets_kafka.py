@@ -204,3 +204,22 @@ def test_a_monitor_built_while_a_worker_imports_pandas():
     r = subprocess.run([sys.executable, "-c", HALF_IMPORTED_PANDAS], capture_output=True, text=True, timeout=120,
                        env=env)
     assert r.returncode == 0 and "built 2" in r.stdout, r.stderr[-3000:]
+
+
+def test_axes_from_zero_and_one_round_in_a_minute(tmp_path):
+    """The lag and the offsets are drawn from zero; a single round gets a minute of time axis
+    around it (plotly's autorange gives one date a few milliseconds), more rounds the autorange."""
+    from datetime import datetime, timedelta
+    lake = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("orders", key="id", ordering="ts", table_type="mor")
+    first = sink_round(t, 3, {0: 3, 1: 5})
+    w = KafkaMonitorWidget(status(ends=(3, 5, 0)), table=t)
+    assert w.figure.layout.yaxis.rangemode == w.rounds_figure.layout.yaxis.rangemode == "tozero"
+    ax = w.rounds_figure.layout.xaxis
+    lo, hi = (datetime.fromisoformat(x) for x in ax.range)
+    assert ax.autorange is False and hi - lo == timedelta(seconds=60)
+    assert lo < datetime.fromisoformat(w.rounds_figure.data[0].x[0]) < hi
+    assert first.instant in w.rounds.instant.tolist()
+    sink_round(t, 1, {0: 4, 1: 5})
+    w.refresh()
+    assert ax.autorange is True and ax.range is None and len(w.rounds_figure.data[0].x) == 2
