@@ -5,9 +5,10 @@
 Starts JupyterLab on 127.0.0.1 in a temporary folder (its own settings, nothing of the user's
 Jupyter setup read or changed), runs the widget notebook of ``tests/lab_harness.py`` in
 Debian's Chromium (headless, driven by Playwright): a small merge-on-read table with upserts, a
-compaction and a write stopped after its markers; then saves a PNG of each widget's element
-(not the whole page) as ``OUT_DIR/<name>.png``: ``timeline``, ``file_layout``,
-``transactions``, ``markers`` and ``table_view`` (``display(t)``, its Timeline tab open).
+compaction and a write stopped after its markers (and the tables of the transactions,
+provenance and Kafka monitor widgets); then saves a PNG of each widget's element (not the whole
+page) as ``OUT_DIR/<name>.png``: ``timeline``, ``file_layout``, ``transactions``, ``markers``,
+``provenance``, ``kafka_monitor`` and ``table_view`` (``display(t)``, its Timeline tab open).
 docs/api/widgets.md shows them; run it again after a change to how a widget looks.
 Needs the lab and test dependency groups (``make setup``) and ``chromium``.
 """

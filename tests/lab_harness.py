@@ -5,8 +5,10 @@ Debian's Chromium (never a downloaded browser) through JupyterLab's own command 
 (``window.jupyterapp``, exposed with ``LabApp.expose_app_in_browser``).
 
 The widget notebook the JupyterLab test and ``scripts/widget_screenshots.py`` share is here too:
-:data:`WIDGET_CELLS` builds a small merge-on-read table and displays every widget, and
-:data:`DRAWN_JS` reads from the DOM what plotly drew inside a widget's container."""
+:data:`WIDGET_CELLS` builds a small merge-on-read table (and the tables of the transactions,
+provenance and Kafka monitor widgets) and displays every widget, :func:`widget_figures` builds
+the same widgets outside the browser, and :data:`DRAWN_JS` reads from the DOM what plotly drew
+inside a widget's container."""
 
 from __future__ import annotations
 
@@ -216,9 +218,19 @@ def write_widget_notebook(server: LabServer, name: str = "widgets.ipynb") -> str
 #: the widgets' containers, by name (the PNG names of scripts/widget_screenshots.py)
 #: the table each widget shows, under the notebook's "lake" folder (the transactions widget's
 #: has two writers' race; the others are the merge-on-read table's)
-WIDGET_TABLES = {"transactions": "accounts"}
+WIDGET_TABLES = {"transactions": "accounts", "provenance": "orders", "kafka_monitor": "events"}
 WIDGETS = {"timeline": "lakesdk-timeline", "file_layout": "lakesdk-file-layout",
-           "transactions": "lakesdk-transactions", "markers": "lakesdk-markers", "table_view": "lakesdk-table-view"}
+           "transactions": "lakesdk-transactions", "markers": "lakesdk-markers",
+           "provenance": "lakesdk-provenance", "kafka_monitor": "lakesdk-kafka-monitor",
+           "table_view": "lakesdk-table-view"}
+
+#: the Kafka monitor's sink status (a snapshot: no broker) after the two rounds the notebook
+#: commits to its table ``events``, evaluated in the notebook and here
+KAFKA_STATUS = ('SinkStatus(topic="events", running=True, workers=1, coordinator_state="IDLE", '
+                'coordinator_worker="events-w0", round=2, instant=events.timeline.commits[-1].requested, '
+                'last_committed_instant=events.timeline.commits[-1].requested, committed_rounds=2, '
+                'records_committed=7, partitions=(PartitionStatus(0, "events-w0", 4, None, 9, 4, 0), '
+                'PartitionStatus(1, "events-w0", 3, None, 5, 3, 0)))')
 
 WIDGET_CELLS = [textwrap.dedent(c) for c in (
     """\
@@ -289,21 +301,64 @@ WIDGET_CELLS = [textwrap.dedent(c) for c in (
     th.start()
     th.join()
     """,
+    """\
+    # the provenance widget's table: three streams write their own column groups of one row per order
+    orders = lake.create_table("orders", key="order_id", merge_mode="partial_update",
+                               column_groups={"order_ts": ["amount"], "pay_ts": ["paid"], "ship_ts": ["carrier"]})
+    orders.upsert([{"order_id": "o1", "order_ts": 5, "amount": 10.0}, {"order_id": "o2", "order_ts": 9, "amount": 20.0},
+                   {"order_id": "o3", "order_ts": 7, "amount": 30.0}])
+    orders.upsert([{"order_id": "o1", "pay_ts": 7, "paid": True}, {"order_id": "o3", "pay_ts": 2, "paid": False}])
+    orders.upsert([{"order_id": "o2", "ship_ts": 4, "carrier": "dhl"}])
+    # the Kafka monitor's: two rounds as a sink commits them (the offsets in the commit metadata)
+    from lakesdk.streaming.kafka.events import KAFKA_OFFSET_KEY, KAFKA_TOPIC_KEY, format_offsets
+    from lakesdk.streaming.kafka.status import PartitionStatus, SinkStatus
+    from lakesdk.table.transaction import begin, commit, write_batch
+    events = lake.create_table("events", key="id", ordering="ts", table_type="mor")
+    for n, offsets in ((3, {0: 2, 1: 1}), (4, {0: 4, 1: 3})):
+        txn = begin(events)
+        stats, schema = write_batch(events, txn, pd.DataFrame({"id": [f"e{i}" for i in range(n)], "ts": [1] * n}))
+        commit(events, txn, stats, schema=schema,
+               extra_metadata={KAFKA_OFFSET_KEY: format_offsets(offsets), KAFKA_TOPIC_KEY: "events"})
+    status = """ + KAFKA_STATUS,
     "t.widgets.timeline()",
     "t.widgets.file_layout()",
     "a.widgets.transactions()",
     "t.widgets.markers()",
+    "orders.widgets.provenance()",
+    "from lakesdk.widgets import KafkaMonitorWidget\nKafkaMonitorWidget(status, table=events)",
     "display(t)",
 )]
 
+
+def widget_figures(root: Path, name: str) -> list[Any]:
+    """The figures of widget ``name`` (a :data:`WIDGETS` key, not ``table_view``), built here on
+    the table the notebook wrote under ``root``: what its view must draw, top to bottom."""
+    import lakesdk as lk
+    t = lk.open_table(str(root / "lake" / WIDGET_TABLES.get(name, "trips")))
+    if name == "kafka_monitor":
+        from lakesdk.streaming.kafka.status import PartitionStatus, SinkStatus
+        from lakesdk.widgets import KafkaMonitorWidget
+        status = eval(KAFKA_STATUS, {"SinkStatus": SinkStatus, "PartitionStatus": PartitionStatus, "events": t})
+        w = KafkaMonitorWidget(status, table=t)
+        return [w.figure, w.rounds_figure]
+    return [getattr(t.widgets, name)().figure]
+
 #: What plotly drew inside each lakesdk widget container of class ``cls`` (outside a table view
 #: unless ``cls`` is the table view's): per figure, per trace of bars or markers, its points and
-#: how many have a non-zero size on screen. Empty axes have no such points.
+#: how many have a non-zero size on screen; per heatmap, its cells' labels, drawn when its image
+#: has a size. Empty axes have no such points.
 DRAWN_JS = """cls => {
   const roots = [...document.querySelectorAll('.' + cls)].filter(
     el => cls === 'lakesdk-table-view' || !el.parentElement.closest('.lakesdk-table-view'));
   return roots.map(root => [...root.querySelectorAll('.js-plotly-plot')].map(plot => {
     const traces = {};
+    for (const g of plot.querySelectorAll('g.hm')) {
+      const tr = g.__data__ && g.__data__[0] && g.__data__[0].trace;
+      if (!tr || tr.visible === false) continue;
+      const img = g.querySelector('image'), labels = g.querySelectorAll('text').length;
+      const r = img ? img.getBoundingClientRect() : {width: 0, height: 0};
+      traces[tr.name] = {points: labels, drawn: r.width > 0 && r.height > 0 ? labels : 0};
+    }
     for (const g of plot.querySelectorAll('g.trace.bars, g.trace.scatter')) {
       const tr = g.__data__ && g.__data__[0] && g.__data__[0].trace;
       if (!tr || tr.visible === false) continue;
@@ -318,11 +373,11 @@ DRAWN_JS = """cls => {
 
 
 def wait_drawn(lab: LabPage, cls: str, timeout_s: float = 60) -> list[list[dict[str, dict[str, int]]]]:
-    """Wait until each container of class ``cls`` holds a figure with a drawn point; returns
-    :data:`DRAWN_JS`'s answer (what was drawn when the last figure first showed data)."""
+    """Wait until each container of class ``cls`` holds figures that each have a drawn point;
+    returns :data:`DRAWN_JS`'s answer (what was drawn when the last figure first showed data)."""
     ready = f"""() => {{
       const roots = ({DRAWN_JS})({json.dumps(cls)});
-      return roots.length > 0 && roots.every(figs => figs.length > 0 && figs.some(
+      return roots.length > 0 && roots.every(figs => figs.length > 0 && figs.every(
         traces => Object.values(traces).some(t => t.drawn > 0)));
     }}"""
     try:

@@ -144,6 +144,45 @@ def test_notebooks_store_a_whole_run_without_machine_details():
         assert any('class="dataframe"' in "".join(o.get("data", {}).get("text/html", "")) for o in c["outputs"])
 
 
+
+#: (notebook, text in its stored outputs, how docs/tutorials/workshop.md gives it as an answer)
+WORKSHOP_ANSWERS = [
+    ("01_quickstart", "inserted=1, updated=1, deleted=0, skipped=1", "`inserted=1, updated=1, skipped=1`"),
+    ("01_quickstart", "ride-5  43.4", "only `ride-5` (43.4)"),
+    ("04_markers_and_failure_recovery", "Timeline 3 instants (3 completed, 0 pending)", "*Answer:* 3, all completed"),
+    ("05_multi_writer_concurrency", "5 writes (4 committed, 1 conflict)", "*Answer:* 5: 4 committed"),
+    ("07_multi_stream_partial_updates", "450 events, 239 of them late", "*Answer:* 239"),
+    ("07_multi_stream_partial_updates", "30 groups written; in 23 of them", "*Answer:* 23 of the 30"),
+    ("08_kafka_sink", "lag=1500", "`lag=1500` (502, 479 and 519 per partition)"),
+    ("08_kafka_sink", "records offsets {0: 1489, 1: 1488, 2: 1523}", "`{0: 1489, 1: 1488, 2: 1523}`"),
+    ("08_kafka_sink", "<Timeline 2 instants", "*Answer:* 2, one delta commit per round"),
+]
+
+
+def test_the_workshop_path_keeps_to_the_measured_figures_and_the_stored_answers():
+    """docs/tutorials/workshop.md: its slots fill 90 minutes, its "runs in" and "peak memory"
+    are the figures of docs/tutorials/index.md, and its answers are in the notebooks' stored
+    outputs (a new run that changes one fails here: update the page)."""
+    import re
+    page = (DOCS / "tutorials" / "workshop.md").read_text(encoding="utf-8")
+    slots = re.findall(r"^\| \d:\d\d \| (\d+) min \|([^|]+)\|([^|]*)\|([^|]*)\|$", page, re.M)
+    assert sum(int(m) for m, *_ in slots) == 90, slots
+    index = (DOCS / "tutorials" / "index.md").read_text(encoding="utf-8")
+    measured = {name: (time_, peak) for name, peak, time_ in
+                re.findall(r"^\| ([^|]+?) \| [^|]+ \| (\d+ MB) \| (\d+ s) \|", index, re.M)}
+    tutorials = [(re.sub(r"\[(.+)\]\(#.+\)", r"\1", name.strip()), runs.strip(), peak.strip())
+                 for _, name, runs, peak in slots if runs.strip()]
+    assert [name for name, *_ in tutorials] == list(measured), "the workshop has every tutorial, in order"
+    assert {name: (runs, peak) for name, runs, peak in tutorials} == measured
+    outputs = {}
+    for name, path in _notebook_sources().items():
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        outputs[Path(name).stem] = json.dumps([o for c in nb["cells"] if c["cell_type"] == "code"
+                                               for o in c.get("outputs", [])])
+    for notebook, stored, answer in WORKSHOP_ANSWERS:
+        assert json.dumps(stored)[1:-1] in outputs[notebook], f"{notebook} no longer shows {stored!r}"
+        assert answer in " ".join(page.split()), f"the workshop page no longer answers {answer!r}"
+
 def test_the_options_page_lists_every_option_with_its_hoodie_key():
     """docs/api/options.md's table names every option of the registry, in its order, with
     its ``hoodie.*`` key (or says it is lakesdk's own): the registry is where each is written."""

@@ -4,7 +4,12 @@ the partitions' lags, rounds = the delta commits that carry the topic's offsets.
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -131,3 +136,90 @@ def test_live_mode_and_sink_widget(table):
     assert "No partitions assigned" in sw.partitions_html.value
     with pytest.raises(TypeError, match="KafkaSink, a SinkStatus"):
         KafkaMonitorWidget(42)
+
+
+def test_the_static_picture_draws_the_lag_and_the_rounds(table):
+    """Where widgets do not run (the documentation site, nbconvert) the monitor is its static
+    picture: the lag bars, empty once the sink has caught up, and the committed rounds below them."""
+    t, rounds = table
+    w = KafkaMonitorWidget(status(ends=(3, 5, 0)), table=t)             # every partition caught up
+    html = w.static_html()
+    assert html.count("Plotly.newPlot") == 2 and html.count('src="https://cdn.plot.ly/') == 1
+    _, lag_bars, rounds_chart = html.split("Plotly.newPlot")
+    assert "lag per partition (total 0)" in lag_bars and "committed offsets (sum)" in rounds_chart
+    assert all(r.instant in rounds_chart for r in rounds)
+
+
+#: a thread imports pandas, halted in the middle (as a sink's worker in its first round) until the
+#: main thread waits for that import to finish, or for 20 s; the main thread then builds a monitor
+HALF_IMPORTED_PANDAS = textwrap.dedent("""\
+    import importlib.abc, importlib.util, sys, threading, time
+
+    main, started, release = threading.main_thread().ident, threading.Event(), threading.Event()
+
+    class HaltedPandas(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != "pandas":
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(name)
+            run = spec.loader.exec_module
+            def exec_module(module):       # pandas is in sys.modules, empty, until release
+                started.set()
+                release.wait(20)
+                run(module)
+            spec.loader.exec_module = exec_module
+            return spec
+
+    def watch():                           # release once the main thread waits for the import
+        while not release.is_set():
+            f = sys._current_frames().get(main)
+            while f is not None and f.f_code.co_name != "_lock_unlock_module":
+                f = f.f_back
+            if f is not None:
+                release.set()
+            time.sleep(0.01)
+
+    assert "pandas" not in sys.modules
+    sys.meta_path.insert(0, HaltedPandas())
+    threading.Thread(target=__import__, args=("pandas",)).start()
+    assert started.wait(60)
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        from lakesdk.streaming.kafka.status import SinkStatus
+        from lakesdk.widgets.kafka_monitor import KafkaMonitorWidget
+        w = KafkaMonitorWidget(SinkStatus(topic="orders", running=True, workers=1))
+    finally:
+        release.set()
+    print("built", len(w.figure.data))
+""")
+
+
+def test_a_monitor_built_while_a_worker_imports_pandas():
+    """``sink.start(); sink.widget()``: the sink's worker thread imports pandas in its first
+    round while the kernel builds the monitor. plotly uses pandas when it is in sys.modules,
+    without waiting for the import: the figure failed with "partially initialized module
+    'pandas' has no attribute 'Series'". Building a widget now waits for the import."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    r = subprocess.run([sys.executable, "-c", HALF_IMPORTED_PANDAS], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 0 and "built 2" in r.stdout, r.stderr[-3000:]
+
+
+def test_axes_from_zero_and_one_round_in_a_minute(tmp_path):
+    """The lag and the offsets are drawn from zero; a single round gets a minute of time axis
+    around it (plotly's autorange gives one date a few milliseconds), more rounds the autorange."""
+    from datetime import datetime, timedelta
+    lake = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("orders", key="id", ordering="ts", table_type="mor")
+    first = sink_round(t, 3, {0: 3, 1: 5})
+    w = KafkaMonitorWidget(status(ends=(3, 5, 0)), table=t)
+    assert w.figure.layout.yaxis.rangemode == w.rounds_figure.layout.yaxis.rangemode == "tozero"
+    ax = w.rounds_figure.layout.xaxis
+    lo, hi = (datetime.fromisoformat(x) for x in ax.range)
+    assert ax.autorange is False and hi - lo == timedelta(seconds=60)
+    assert lo < datetime.fromisoformat(w.rounds_figure.data[0].x[0]) < hi
+    assert first.instant in w.rounds.instant.tolist()
+    sink_round(t, 1, {0: 4, 1: 5})
+    w.refresh()
+    assert ax.autorange is True and ax.range is None and len(w.rounds_figure.data[0].x) == 2

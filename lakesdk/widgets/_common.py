@@ -16,6 +16,12 @@ if TYPE_CHECKING:
 
 def require_widgets(feature: str) -> tuple[Any, Any]:
     """``(ipywidgets, plotly.graph_objects)``, or a MissingDependencyError naming the extra."""
+    # plotly uses numpy and pandas when they are in sys.modules, without waiting for an import
+    # another thread has under way (a Kafka sink's worker in its first round, when the monitor is
+    # built right after sink.start()): a half-imported pandas fails every figure. Importing them
+    # here waits until they are whole.
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
     try:
         import ipywidgets
     except ImportError as exc:
@@ -154,14 +160,20 @@ class TableWidgetBase(ipywidgets.VBox):
         return bundle
 
     def static_html(self) -> str:
-        """The title and the figure as an HTML fragment that draws the figure (no controls);
-        plotly.js from its CDN, or carried (:func:`lakesdk.widgets.offline_figures`)."""
+        """The title and the figures (:meth:`static_figures`) as an HTML fragment that draws them
+        (no controls); plotly.js from its CDN, or carried (:func:`lakesdk.widgets.offline_figures`)
+        by the first figure, which the others use."""
         import plotly.graph_objects as go_
 
         from lakesdk.widgets._static import plotlyjs_source
-        figure = go_.Figure(self.figure).to_html(full_html=False, include_plotlyjs=plotlyjs_source(),
-                                                 config={"displayModeBar": False})
-        return f'<div class="lakesdk-widget-static">{self._title_html()}{figure}</div>'
+        figures = "".join(go_.Figure(f).to_html(full_html=False, include_plotlyjs=plotlyjs_source() if k == 0 else False,
+                                                config={"displayModeBar": False})
+                          for k, f in enumerate(self.static_figures()))
+        return f'<div class="lakesdk-widget-static">{self._title_html()}{figures}</div>'
+
+    def static_figures(self) -> list[Any]:
+        """The figures the static picture draws, top to bottom: ``[self.figure]``."""
+        return [self.figure]
 
 
 class BarClickMixin:

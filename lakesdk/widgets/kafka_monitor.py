@@ -16,13 +16,16 @@
   the rounds seen while the widget refreshes are listed too (``widget.observed``).
 
 ``refresh()`` re-reads; ``live=True`` (or :meth:`start_live`) refreshes every
-``interval_s`` seconds.
+``interval_s`` seconds.  The static picture stored beside the live widget (``static_html()``,
+what the documentation site and nbconvert show) draws both figures, the lag bars above the
+rounds: a sink that has caught up has no lag to draw.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from lakesdk.streaming.kafka.status import SinkStatus
@@ -39,6 +42,7 @@ __all__ = ["KafkaMonitorWidget"]
 LAG_COLOUR = "#c62828"
 OFFSET_COLOUR = "#1565c0"
 ROUND_COLUMNS = ["instant", "completed", "offsets", "offset_sum", "records"]
+_ONE_ROUND_SPAN = timedelta(seconds=30)
 
 
 def _as_dict(item: Any) -> dict[str, Any]:
@@ -87,7 +91,7 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
         super().__init__(table)
         self.figure = FigureWidget(layout=go.Layout(
             barmode="group", height=300, margin=dict(l=60, r=20, t=50, b=40),
-            xaxis=dict(type="category", title="partition"), yaxis=dict(title="messages"),
+            xaxis=dict(type="category", title="partition"), yaxis=dict(title="messages", rangemode="tozero"),
             legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"), hovermode="closest"))
         self.figure.add_bar(name="lag", x=[], y=[], hovertext=[], marker=dict(color=LAG_COLOUR),
                             hovertemplate="%{hovertext}<extra></extra>")
@@ -95,7 +99,7 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
                             visible="legendonly", hovertemplate="%{hovertext}<extra></extra>")
         self.rounds_figure = FigureWidget(layout=go.Layout(
             height=260, margin=dict(l=60, r=20, t=30, b=40), xaxis=dict(type="date", title="committed (UTC)"),
-            yaxis=dict(title="committed offsets (sum)"), showlegend=False, hovermode="closest"))
+            yaxis=dict(title="committed offsets (sum)", rangemode="tozero"), showlegend=False, hovermode="closest"))
         self.rounds_figure.add_scatter(name="rounds", mode="lines+markers", x=[], y=[], hovertext=[],
                                        line=dict(color=OFFSET_COLOUR, shape="hv"),
                                        hovertemplate="%{hovertext}<extra></extra>")
@@ -126,6 +130,11 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
 
     def __repr__(self) -> str:
         return f"<KafkaMonitorWidget topic={self.topic!r}>"
+
+    def static_figures(self) -> list[Any]:
+        """The static picture draws the lag bars and, below them, the committed rounds (a sink
+        that has caught up has no lag to draw: its rounds say what it did)."""
+        return [self.figure, self.rounds_figure]
 
     # -- reading -----------------------------------------------------------------------------------
     def sink_table(self) -> Table | None:
@@ -243,6 +252,11 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
             sc = self.rounds_figure.data[0]
             sc.x = [fmt_time(parse_instant_time(c)) for c in r.completed]
             sc.y = [int(v) for v in r.offset_sum]
+            # one round: a minute around it, not the milliseconds plotly's autorange gives one date
+            ax = self.rounds_figure.layout.xaxis
+            one = parse_instant_time(r.completed.iloc[0]) if len(r) == 1 else None
+            ax.range = None if one is None else [fmt_time(one - _ONE_ROUND_SPAN), fmt_time(one + _ONE_ROUND_SPAN)]
+            ax.autorange = one is None
             sc.hovertext = [f"<b>{esc(i)}</b> committed {esc(c)}<br>records {n}<br>offsets "
                             f"{esc(', '.join(f'p{k}={v}' for k, v in sorted(o.items())))}"
                             for i, c, o, n in zip(r.instant, r.completed, r.offsets, r.records)]
