@@ -769,7 +769,7 @@ def test_hoodie_properties_with_a_complete_last_line_without_line_break_opens() 
 
 
 def test_damaged_hoodie_properties_falls_back_to_the_backup_as_hudi_does() -> None:
-    from lakesdk.table.table import load_config
+    from lakesdk.read.properties import load_config
     good = TableConfig.new(name="t", table_type="COPY_ON_WRITE", record_key_fields=("id",)).to_text().encode()
     storage = Storage("memory://fuzz-backup")
     try:

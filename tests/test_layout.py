@@ -2,8 +2,12 @@
 
 The import graph counts every ``import`` / ``from ... import`` of a lakesdk module at any depth
 (inside functions too, since an import inside a function only hides a cycle), resolves relative
-imports, and counts an import of a package as an import of its ``__init__``. Imports under
-``if TYPE_CHECKING:`` are left out: they never run.
+imports, and counts an import of a package as an import of its ``__init__``.  Imports under
+``if TYPE_CHECKING:`` count too: a module that names another's class in its signatures depends
+on it as much as one that calls it, and two modules typing each other cannot be read, tested or
+moved apart.  Where a module needs only a few attributes of an object from a later layer (or of
+a module that imports it), it types it as a ``Protocol`` of its own layer instead (the engine's
+``EngineContext``, the markers' ``ConflictDetector``, the handle parts' ``TableHandle``).
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ LAYERS = [
     ["lakesdk.cli", "lakesdk.testing", "lakesdk.spark", "lakesdk.__main__"],
 ]
 # Upward imports that stay, each a lazy hook from a handle to the widgets showing it
-# (``t.widgets``, ``display(t)``, ``sink.monitor()``): the widgets import nothing back from them.
+# (``t.widgets``, ``display(t)``, ``sink.widget()``): the widgets import nothing back from them,
+# not even for types (they type a table as ``lakesdk.commit.context.TableHandle``).
 UPWARD = {("lakesdk.table.table", "lakesdk.widgets"), ("lakesdk.streaming.kafka.sink", "lakesdk.widgets.kafka_monitor")}
 
 
@@ -51,11 +56,6 @@ def _modules() -> dict[str, Path]:
             parts = parts[:-1]
         out[".".join(parts)] = path
     return out
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
@@ -73,10 +73,6 @@ def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             target = target.rpartition(".")[0]
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                visit(child)
-            return
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "lakesdk":
@@ -181,6 +177,17 @@ def test_the_import_graph_is_read():
     assert "lakesdk.format" in graph["lakesdk.table.table"] or any(
         m.startswith("lakesdk.format.") for m in graph["lakesdk.table.table"])
     assert graph["lakesdk"], "lakesdk/__init__ imports lakesdk.exceptions"
+    # lakesdk/table/preview.py imports ReadPlan under ``if TYPE_CHECKING:`` only
+    assert "lakesdk.format.read_plan" in graph["lakesdk.table.preview"]
+
+
+def test_the_graph_reader_sees_type_checking_imports(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("import typing\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                 "    from lakesdk.a import A\nif typing.TYPE_CHECKING:\n    import lakesdk.b\nelse:\n"
+                 "    from lakesdk.c import C\n\ndef f():\n    from . import d\n", encoding="utf-8")
+    modules = {m: tmp_path / "x.py" for m in ("lakesdk.a", "lakesdk.b", "lakesdk.c", "lakesdk.d", "lakesdk.m")}
+    assert _imported("lakesdk.m", f, modules) == {"lakesdk.a", "lakesdk.b", "lakesdk.c", "lakesdk.d"}
 
 
 def test_no_import_cycle():
@@ -215,6 +222,16 @@ def test_format_does_no_io():
     found = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in sorted((PACKAGE / "format").rglob("*.py"))
              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if io.search(line)]
     assert not found, "I/O in lakesdk/format:\n" + "\n".join(found)
+
+
+def test_the_widgets_import_nothing_of_the_handles():
+    """``t.widgets`` and ``display(t)`` import the widgets lazily (``UPWARD``); the widgets take
+    the table typed as :class:`lakesdk.commit.context.TableHandle` and import no module of
+    ``lakesdk.table``, so that the handles stay free to change."""
+    graph = _graph()
+    found = sorted((a, b) for a, bs in graph.items() if _package_of(a) == "lakesdk.widgets"
+                   for b in bs if _package_of(b) == "lakesdk.table")
+    assert not found, "widgets importing lakesdk.table:\n" + "\n".join(f"{a} -> {b}" for a, b in found)
 
 
 def test_the_cycle_finder_finds_a_cycle():

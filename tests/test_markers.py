@@ -43,7 +43,7 @@ from lakesdk.markers import (
     write_markers,
 )
 from lakesdk.markers.base import markers_file_name, parse_markers_file_index
-from lakesdk.markers.server import API_PREFIX, TOKEN_HEADER
+from lakesdk.markers.http_api import API_PREFIX, TOKEN_HEADER
 from lakesdk.storage import Storage
 
 P1, P2, P3, P4 = "2020/06/01", "2020/06/02", "2020/06/03", "2025/03/28"

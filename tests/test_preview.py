@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import lakesdk as lk
-from lakesdk.table.preview import PREVIEW_ROWS
+from lakesdk._display import PREVIEW_ROWS
 
 
 @pytest.fixture

@@ -20,9 +20,10 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lakesdk.config.options import TableOptions
+from lakesdk.engine.context import TableParts
 from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Timeline
 from lakesdk.storage import Storage
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from lakesdk.markers import MarkerServer, WriteMarkers
     from lakesdk.merge.registry import MergerFn
 
-__all__ = ["Resources", "TableContext", "context_of"]
+__all__ = ["Resources", "TableContext", "TableHandle", "context_of"]
 
 
 def _stop_all(servers: dict[str, Any], heartbeats: dict[str, dict[str, Any]]) -> None:
@@ -322,6 +323,31 @@ class TableContext:
             heartbeat_interval_s=o.heartbeat_interval_s, heartbeat_misses=o.heartbeat_misses,
             interval_s=o.early_conflict_check_interval_ms / 1000.0, check_commits=o.early_conflict_check_commits,
             completed_at_start=frozenset((i.requested, i.action) for i in timeline.completed), table_name=self.name)
+
+
+class TableHandle(TableParts, Protocol):
+    """A table handle as the code around it sees it: its context, its storage, config, options
+    and Spark session (:class:`~lakesdk.engine.context.TableParts`), its identity and its
+    state.  :class:`lakesdk.Table` is one.  The queries and the staged writes of a handle, its
+    namespaces and widgets take one typed as this protocol, so that they need not import the
+    ``Table`` class, which imports them."""
+
+    @property
+    def context(self) -> TableContext: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def key(self) -> tuple[str, ...]: ...
+    @property
+    def partition_by(self) -> tuple[str, ...]: ...
+    @property
+    def timeline(self) -> Timeline: ...
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    def _repr_html_(self) -> str: ...
 
 
 def context_of(table: Any) -> TableContext:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
 from lakesdk._display import human_bytes as _human_bytes
 from lakesdk.exceptions import LakeError
-from lakesdk.format.instant import Instant
+from lakesdk.format.instant import Instant, to_instant_time
 from lakesdk.format.schema import arrow_to_avro
 
-__all__ = ["WriteResult", "SchemaChange", "schema_change"]
+__all__ = ["WriteResult", "SchemaChange", "schema_change", "moment_time"]
 
 
 @dataclass(frozen=True)
@@ -129,3 +130,16 @@ class WriteResult:
             cells.append(("schema changed", html.escape(str(self.schema_change))))
         rows = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in cells)
         return f"<div><b>WriteResult</b> on <code>{self.table}</code><table>{rows}</table></div>"
+
+
+def moment_time(value: Any) -> str | None:
+    """The instant time of a moment a user gives (``as_of=``, an incremental read's bounds):
+    None for None, a write's result (a :class:`WriteResult`, or any result with ``completed``
+    and ``instant``) its completion time, else what :func:`~lakesdk.format.instant.to_instant_time`
+    makes of it (an instant time, an :class:`~lakesdk.format.instant.Instant`, a datetime, an
+    ISO string)."""
+    if value is None:
+        return None
+    if hasattr(value, "completed") and hasattr(value, "instant") and not isinstance(value, Instant):
+        return value.completed or value.instant  # a WriteResult
+    return to_instant_time(value)

@@ -4,7 +4,7 @@ metadata table).
 
 The rewrite is crash-safe for readers: the current bytes are first copied to
 ``hoodie.properties.backup`` (which readers take while ``hoodie.properties`` is missing or
-damaged: :func:`lakesdk.table.table.load_config`), then ``hoodie.properties`` is replaced
+damaged: :func:`lakesdk.read.properties.load_config`), then ``hoodie.properties`` is replaced
 (atomically on local storage, one PUT on object stores), then the backup is deleted.  A crash
 leaves the old file, or the new one, with at most a stale backup beside it; the next rewrite
 replaces that backup.  Callers hold the table lock (with several writers) around

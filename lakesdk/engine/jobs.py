@@ -13,7 +13,7 @@ from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.merge.ordering import OP_DELETE, OP_UPSERT, MergeCounts
 
 if TYPE_CHECKING:
-    from lakesdk.commit.context import TableContext
+    from lakesdk.engine.context import EngineContext
     from lakesdk.engine.tasks import WriteContext
 
 __all__ = ["WriteJob", "write_job"]
@@ -74,7 +74,7 @@ class WriteJob(Protocol[D]):
         ...
 
 
-def write_job(table: "TableContext", ctx: "WriteContext", arrow: pa.Table | None, sdf: Any, *, deletes: bool = False,
+def write_job(table: "EngineContext", ctx: "WriteContext", arrow: pa.Table | None, sdf: Any, *, deletes: bool = False,
               global_keys: bool = False, combine: bool = False) -> tuple[WriteJob[Any], Any]:
     """The job of a write and its prepared data (the one chooser of the engine of a write).
 

@@ -16,7 +16,7 @@ from lakesdk.format.read_plan import ReadPlan, ScanFilter
 from lakesdk.format.schema import with_meta_fields
 
 if TYPE_CHECKING:
-    from lakesdk.commit.context import TableContext
+    from lakesdk.engine.context import EngineContext
     from lakesdk.engine.slice_reader import SliceReadContext
     from lakesdk.storage import Storage
 
@@ -30,7 +30,7 @@ _SLICE_THREADS = max(2, os.cpu_count() or 2)
 _REMOTE_SLICE_THREADS = 8
 
 
-def slice_context(table: "TableContext", plan: ReadPlan) -> "SliceReadContext":
+def slice_context(table: "EngineContext", plan: ReadPlan) -> "SliceReadContext":
     """How the plan's merge-on-read slices are merged: the merger the writer uses."""
     from lakesdk.engine.slice_reader import SliceReadContext
     valid = plan.log_instants if plan.log_instants is not None else frozenset(i.requested for i in plan.visible)
@@ -50,7 +50,7 @@ def _with_commit_times(plan: ReadPlan, flt: ScanFilter | None) -> ScanFilter | N
     return inc if flt is None else flt & inc
 
 
-def read_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], flt: ScanFilter | None,
+def read_arrow(table: "EngineContext", plan: ReadPlan, columns: list[str], flt: ScanFilter | None,
                limit: int | None = None) -> pa.Table:
     """The rows of ``plan`` (``columns`` of those ``flt`` keeps: the plan's ``scan_filter`` or
     another filter of its rows) as a pyarrow Table: the Arrow-native reader on the driver;
@@ -85,7 +85,7 @@ def _conformed(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 READ_AHEAD = 4
 
 
-def iter_arrow(table: "TableContext", plan: ReadPlan, columns: list[str], flt: ScanFilter | None, *,
+def iter_arrow(table: "EngineContext", plan: ReadPlan, columns: list[str], flt: ScanFilter | None, *,
                limit: int | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of ``plan`` as a stream of record batches (all in :func:`output_schema`),
     read file by file (copy-on-write: Arrow's dataset scanner) or slice by slice
@@ -140,7 +140,7 @@ class ScanPart:
         return self.plan.slices
 
 
-def split_plan(table: "TableContext", plan: ReadPlan, columns: Sequence[str], flt: ScanFilter | None, *,
+def split_plan(table: "EngineContext", plan: ReadPlan, columns: Sequence[str], flt: ScanFilter | None, *,
                part_bytes: int = 128 << 20) -> list[ScanPart]:
     """The plan as parts of about ``part_bytes`` each (file slices packed in plan order;
     a bigger slice is a part alone), for tasks that read them with :func:`read_part`."""
@@ -200,7 +200,7 @@ def _iter_files(storage: "Storage", plan: ReadPlan, columns: list[str],
     yield from scan_batches(storage, files, with_meta_fields(plan.schema), columns, _with_commit_times(plan, flt))
 
 
-def count_rows(table: "TableContext", plan: ReadPlan) -> int | None:
+def count_rows(table: "EngineContext", plan: ReadPlan) -> int | None:
     """The number of rows of ``plan`` from the footers (metadata) of its base files, without
     reading data; None when the footers cannot tell (slices with log files to merge, an
     incremental read's commit-time filter).  The footers, not commit stats: they are what a
@@ -217,7 +217,7 @@ def count_rows(table: "TableContext", plan: ReadPlan) -> int | None:
         return sum(pool.map(lambda f: file_rows(table.storage, f), files))
 
 
-def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], flt: ScanFilter | None) -> pa.Table:
+def _read_merged(table: "EngineContext", plan: ReadPlan, cols: list[str], flt: ScanFilter | None) -> pa.Table:
     """Merge-on-read: the log blocks of every slice are read on the threads of a pool (only
     the columns the read needs) while every base file is read in one Arrow dataset scan, as
     the copy-on-write read reads them: the base files of slices without logs with the
@@ -385,14 +385,14 @@ def _read_merged(table: "TableContext", plan: ReadPlan, cols: list[str], flt: Sc
     return pa.concat_tables([t if t.schema == out[0].schema else t.cast(out[0].schema) for t in out])
 
 
-def _scan(table: "TableContext", files: list[str], schema: pa.Schema, columns: list[str],
+def _scan(table: "EngineContext", files: list[str], schema: pa.Schema, columns: list[str],
           flt: ScanFilter | None) -> pa.Table:
     """``columns`` of the rows of base ``files`` that ``flt`` keeps: one dataset scan per format."""
     from lakesdk.engine.base_file import scan_table
     return scan_table(table.storage, files, schema, columns, flt)
 
 
-def _scan_tagged(table: "TableContext", files: list[str], schema: pa.Schema,
+def _scan_tagged(table: "EngineContext", files: list[str], schema: pa.Schema,
                  columns: list[str]) -> Iterator[tuple[str, pa.RecordBatch]]:
     """(file, batch) of ``columns`` of every row of base ``files``: one dataset scan per format."""
     from lakesdk.engine.base_file import scan_tagged

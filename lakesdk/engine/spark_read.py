@@ -14,12 +14,12 @@ from lakesdk.format.read_plan import ReadPlan
 from lakesdk.format.schema import with_meta_fields
 
 if TYPE_CHECKING:
-    from lakesdk.commit.context import TableContext
+    from lakesdk.engine.context import EngineContext
 
 __all__ = ["read_spark", "read_files_spark", "read_slices_spark"]
 
 
-def read_spark(table: "TableContext", spark: Any, plan: ReadPlan, columns: list[str], condition: Any = None) -> Any:
+def read_spark(table: "EngineContext", spark: Any, plan: ReadPlan, columns: list[str], condition: Any = None) -> Any:
     """A DataFrame of ``columns`` of the rows of ``plan`` that ``condition`` (a Spark
     ``Column``, or None) keeps."""
     from pyspark.sql import functions as F

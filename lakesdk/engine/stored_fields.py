@@ -4,16 +4,13 @@ struct's fields takes their stored values (:func:`with_stored_field`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk.merge.ordering import KEY, ROW, positions
-
-if TYPE_CHECKING:
-    from lakesdk.engine.tasks import WriteContext
 
 __all__ = ["keep_stored", "with_stored_field"]
 
@@ -43,17 +40,18 @@ def with_stored_field(new: Any, stored: Any, path: list[str]) -> Any:
     return pa.StructArray.from_arrays(kids, fields=fields, mask=pc.is_null(new) if new.null_count else None)
 
 
-def keep_stored(ctx: "WriteContext", new: pa.Table, stored: pa.Table | None) -> pa.Table:
-    """``missing_columns="keep"``: the columns the data lacks take the stored values of the
-    records being updated (null for new records), as a partial update would."""
-    if not ctx.keep_columns or stored is None or new.num_rows == 0:
+def keep_stored(keep_columns: Sequence[str], new: pa.Table, stored: pa.Table | None) -> pa.Table:
+    """``missing_columns="keep"``: the ``keep_columns`` the data lacks (a write's
+    ``WriteContext.keep_columns``; ``a.b`` a field of struct ``a``) take the stored values of
+    the records being updated (null for new records), as a partial update would."""
+    if not keep_columns or stored is None or new.num_rows == 0:
         return new
     if ROW in new.column_names:   # the stored row each update replaces (merge_into_base: one per stored copy)
         pos_np = np.asarray(pc.fill_null(new.column(ROW), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
     else:
         pos_np = positions(new.column(KEY), stored.column(KEY))
     pos = pa.array(np.maximum(pos_np, 0), mask=pos_np < 0)
-    for c in ctx.keep_columns:
+    for c in keep_columns:
         top, _, rest = c.partition(".")   # a struct field the data lacks: a.b
         if top not in stored.column_names:
             continue

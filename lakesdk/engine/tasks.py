@@ -323,7 +323,7 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
     else:
         kept, new, _is_update, counts = merge_into_base(base, incoming, ordering=ctx.ordering,
                                                         merge_mode=ctx.merge_mode)
-    new = keep_stored(ctx, new, base)
+    new = keep_stored(ctx.keep_columns, new, base)
     name = BaseFile(target.file_id, task.write_token, ctx.instant).name
     new_rows = _with_meta(ctx, new, name, task, 0)
     out = pa.concat_tables([kept, new_rows]) if kept is not None and kept.num_rows else new_rows
@@ -447,7 +447,7 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
     if ups.num_rows:
         if ctx.keep_columns and target.slice is not None and ctx.slice_ctx is not None:
             stored = read_slice(ctx.slice_ctx, target.slice, columns=[KEY, *dict.fromkeys(c.partition(".")[0] for c in ctx.keep_columns)])
-            ups = keep_stored(ctx, ups, stored)
+            ups = keep_stored(ctx.keep_columns, ups, stored)
         rows = _with_meta(ctx, ups, target.file_id, task, 0)
         avro = arrow_to_avro(rows.schema, ctx.table_name, meta=True)
         chunks.append(encode_data_block(rows, avro, {**header, HeaderKey.SCHEMA: json.dumps(avro)},

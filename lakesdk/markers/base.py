@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Iterable, Literal, get_args
+from typing import Any, Iterable, Literal, Protocol, get_args
 
 from lakesdk.exceptions import (
     InvalidMarkerNameError,
@@ -68,6 +68,8 @@ __all__ = [
     "MarkerAuthError",
     "MarkerServerUnavailableError",
     "WriteMarkers",
+    "MarkerConflict",
+    "ConflictDetector",
     "marker_dir",
     "format_marker_name",
     "parse_marker_name",
@@ -256,6 +258,35 @@ def _data_paths(markers: Iterable[str], *, append: bool) -> set[str]:
 
 
 # ------------------------------------------------------------------------------ interface
+class MarkerConflict(Protocol):
+    """What an early-conflict check found (:class:`lakesdk.concurrency.early.EarlyConflict`):
+    the other writer's instant and action, the ``(partition, fileId)`` both write, and
+    whether that write completed since this one started."""
+
+    @property
+    def instant(self) -> str: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def file_groups(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def completed(self) -> bool: ...
+
+
+class ConflictDetector(Protocol):
+    """What the markers ask of an early-conflict detector
+    (:class:`lakesdk.concurrency.early.EarlyConflictDetector`, a layer above the markers):
+    direct markers call :meth:`check` before they create one; the marker server calls
+    :meth:`find` when a create request comes, and :meth:`refresh` then :meth:`match` in the
+    background."""
+
+    def check(self, names: Iterable[str]) -> None: ...
+    def find(self, names: Iterable[str]) -> MarkerConflict | None: ...
+    def match(self, names: Iterable[str]) -> MarkerConflict | None: ...
+    def refresh(self) -> None: ...
+    def error(self, conflict: Any, names: Iterable[str] = ()) -> Exception: ...
+
+
 class WriteMarkers(ABC):
     """The markers of one instant of one table.
 

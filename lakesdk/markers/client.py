@@ -35,7 +35,7 @@ from lakesdk.markers.base import (
     format_marker_name,
     read_marker_files,
 )
-from lakesdk.markers.server import API_PREFIX, DEFAULT_MAX_BODY_BYTES, TOKEN_HEADER
+from lakesdk.markers.http_api import API_PREFIX, DEFAULT_MAX_BODY_BYTES, TOKEN_HEADER
 from lakesdk.storage import Storage
 
 __all__ = ["TimelineServerWriteMarkers"]

@@ -19,10 +19,11 @@ listing, so the cost does not grow with the number of records or files.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal
+from typing import Iterable, Literal
 
 from lakesdk.markers.base import (
     MARKER_EXTN,
+    ConflictDetector,
     InvalidMarkerNameError,
     MarkerError,
     WriteMarkers,
@@ -51,7 +52,7 @@ class DirectWriteMarkers(WriteMarkers):
 
     marker_type: Literal["DIRECT"] = "DIRECT"
 
-    def __init__(self, storage: Storage, instant: str, *, detector: Any = None) -> None:
+    def __init__(self, storage: Storage, instant: str, *, detector: ConflictDetector | None = None) -> None:
         super().__init__(storage, instant)
         self.detector = detector
 

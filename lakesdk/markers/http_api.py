@@ -28,21 +28,36 @@ import logging
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from lakesdk.exceptions import _MarkerHTTPError
 from lakesdk.markers.base import InvalidMarkerNameError, parse_marker_name, validate_instant
 
-if TYPE_CHECKING:
-    from lakesdk.markers.server import MarkerServer
-
-__all__ = ["TOKEN_HEADER", "API_PREFIX", "MarkerHTTPServer", "MarkerRequestHandler"]
+__all__ = ["TOKEN_HEADER", "API_PREFIX", "DEFAULT_MAX_BODY_BYTES", "MarkerService", "MarkerHTTPServer",
+           "MarkerRequestHandler"]
 
 log = logging.getLogger("lakesdk.markers.server")
 
 TOKEN_HEADER = "X-Lakesdk-Marker-Token"
 API_PREFIX = "/v1/hoodie/marker"
+#: the largest request body a server reads; clients split larger create requests
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+class MarkerService(Protocol):
+    """What the HTTP side calls on the :class:`~lakesdk.markers.server.MarkerServer` it serves:
+    the token and body limit it checks, the counters, and one call per endpoint."""
+
+    token: str
+    max_body_bytes: int
+    _closing: bool
+
+    def _count(self, key: str, n: int = 1) -> None: ...
+    def _create(self, instant: str, names: list[str]) -> list[bool]: ...
+    def _all(self, instant: str) -> set[str]: ...
+    def _exists(self, instant: str) -> bool: ...
+    def _delete(self, instant: str) -> bool: ...
 
 
 class MarkerHTTPServer(ThreadingHTTPServer):
@@ -50,7 +65,7 @@ class MarkerHTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, addr: tuple[str, int], handler: type[BaseHTTPRequestHandler], owner: MarkerServer) -> None:
+    def __init__(self, addr: tuple[str, int], handler: type[BaseHTTPRequestHandler], owner: MarkerService) -> None:
         self.owner = owner
         self._conns: set[socket.socket] = set()
         self._conns_lock = threading.Lock()
@@ -105,7 +120,7 @@ def _instant_param(params: dict[str, Any]) -> str:
         raise _MarkerHTTPError(400, str(exc)) from exc
 
 
-def _route_create(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+def _route_create(srv: MarkerService, params: dict[str, Any]) -> dict[str, Any]:
     instant = _instant_param(params)
     names = params.get("markers")
     if names is None and isinstance(params.get("marker"), str):
@@ -119,31 +134,31 @@ def _route_create(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
     return {"created": srv._create(instant, names)}
 
 
-def _route_all(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+def _route_all(srv: MarkerService, params: dict[str, Any]) -> dict[str, Any]:
     return {"markers": sorted(srv._all(_instant_param(params)))}
 
 
-def _route_create_and_merge(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+def _route_create_and_merge(srv: MarkerService, params: dict[str, Any]) -> dict[str, Any]:
     return {"markers": sorted(m for m in srv._all(_instant_param(params)) if not m.endswith(".APPEND"))}
 
 
-def _route_append(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+def _route_append(srv: MarkerService, params: dict[str, Any]) -> dict[str, Any]:
     return {"markers": sorted(m for m in srv._all(_instant_param(params)) if m.endswith(".APPEND"))}
 
 
-def _route_exists(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+def _route_exists(srv: MarkerService, params: dict[str, Any]) -> dict[str, Any]:
     return {"exists": srv._exists(_instant_param(params))}
 
 
-def _route_delete(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+def _route_delete(srv: MarkerService, params: dict[str, Any]) -> dict[str, Any]:
     return {"deleted": srv._delete(_instant_param(params))}
 
 
-def _route_ping(srv: MarkerServer, params: dict[str, Any]) -> dict[str, Any]:
+def _route_ping(srv: MarkerService, params: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True}
 
 
-_ROUTES: dict[tuple[str, str], Callable[[MarkerServer, dict[str, Any]], dict[str, Any]]] = {
+_ROUTES: dict[tuple[str, str], Callable[[MarkerService, dict[str, Any]], dict[str, Any]]] = {
     ("POST", f"{API_PREFIX}/create"): _route_create,
     ("GET", f"{API_PREFIX}/all"): _route_all,
     ("GET", f"{API_PREFIX}/create-and-merge"): _route_create_and_merge,

@@ -45,31 +45,27 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Iterable
 
 from lakesdk.exceptions import _MarkerHTTPError
 from lakesdk.markers.base import (
     MARKER_TYPE_FILE,
+    ConflictDetector,
+    MarkerConflict,
     MarkerError,
     marker_dir,
     markers_file_name,
     read_marker_files,
     validate_instant,
 )
-from lakesdk.markers.http_api import API_PREFIX, TOKEN_HEADER, MarkerHTTPServer, MarkerRequestHandler
+from lakesdk.markers.http_api import DEFAULT_MAX_BODY_BYTES, MarkerHTTPServer, MarkerRequestHandler
 from lakesdk.storage import Storage
 
-if TYPE_CHECKING:
-    from lakesdk.concurrency.early import EarlyConflict
-
-__all__ = ["MarkerServer", "MarkerServerStats", "MarkerDirSnapshot", "TOKEN_HEADER", "API_PREFIX",
-           "DEFAULT_MAX_BODY_BYTES"]
+__all__ = ["MarkerServer", "MarkerServerStats", "MarkerDirSnapshot"]
 
 log = logging.getLogger(__name__)
 
 MARKER_TYPE_TEXT = b"TIMELINE_SERVER_BASED"
-#: the largest request body the server reads; clients split larger create requests
-DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -104,13 +100,14 @@ class MarkerDirSnapshot:
 class _Detection:
     """Early conflict detection of one watched instant."""
 
-    detector: Any
-    conflict: Any = None          # the EarlyConflict found, then every create is refused
+    detector: ConflictDetector
+    conflict: MarkerConflict | None = None   # the conflict found, then every create is refused
     error: str = ""
     planned: tuple = ()           # (partition, fileId) this instant was writing when it was stopped
 
     def payload(self) -> dict[str, Any]:
         c = self.conflict
+        assert c is not None      # built once a conflict stopped the instant
         return {"conflict": {"instant": c.instant, "action": c.action,
                              "file_groups": [list(g) for g in c.file_groups], "completed": bool(c.completed),
                              "planned": [list(g) for g in self.planned]}}
@@ -309,7 +306,7 @@ class MarkerServer:
             )
 
     # -- early conflict detection -----------------------------------------------------------
-    def watch(self, instant: str, detector: Any) -> None:
+    def watch(self, instant: str, detector: ConflictDetector) -> None:
         """Check every marker of ``instant`` with ``detector`` (an
         :class:`~lakesdk.concurrency.early.EarlyConflictDetector`) before creating it, and
         re-check the instant's markers every ``early_conflict_interval_ms`` until its marker
@@ -333,13 +330,13 @@ class MarkerServer:
         with self._lock:
             self._detections.pop(instant, None)
 
-    def early_conflict(self, instant: str) -> EarlyConflict | None:
+    def early_conflict(self, instant: str) -> MarkerConflict | None:
         """The conflict found for a watched ``instant`` (None: none found, or not watched).  No I/O."""
         with self._lock:
             det = self._detections.get(instant)
         return None if det is None else det.conflict
 
-    def _stopped_by(self, det: _Detection, found: Any, names: Any) -> None:
+    def _stopped_by(self, det: _Detection, found: MarkerConflict, names: Iterable[str]) -> None:
         err = det.detector.error(found, names)
         det.error, det.planned = str(err), tuple(getattr(err, "planned", ()))
         det.conflict = found

@@ -18,7 +18,7 @@ import decimal as _decimal
 import difflib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,9 +30,6 @@ from lakesdk.read.expr import Col, Lit, Node
 from lakesdk.read.values import ARITH as _ARITH
 from lakesdk.read.values import BCall, BLit, arith, arrow_call, typed
 from lakesdk.read.values import family as _family
-
-if TYPE_CHECKING:
-    from lakesdk.read.predicate import Predicate
 
 __all__ = ["Bound", "bind", "session_time_zone"]
 
@@ -99,8 +96,8 @@ def _dec_type(v: _decimal.Decimal) -> pa.DataType:
 
 
 class _Binder:
-    def __init__(self, pred: "Predicate", schema: pa.Schema, tz: str) -> None:
-        self.text = pred.text
+    def __init__(self, text: str, schema: pa.Schema, tz: str) -> None:
+        self.text = text
         self.schema = schema
         self.tz_name = tz
         self.tz = _zone(tz)
@@ -358,16 +355,18 @@ class _Binder:
         return "a condition (boolean)"
 
 
-def bind(pred: "Predicate", schema: pa.Schema, time_zone: str = "UTC", *, value: bool = False) -> "Bound":
-    """``pred`` bound as a condition, or (``value=True``) as a value: a column, a literal
-    (typed as Spark SQL types it), arithmetic, ``||`` or ``coalesce``."""
-    b = _Binder(pred, schema, time_zone)
+def bind(tree: Node | Col | Lit, text: str, schema: pa.Schema, time_zone: str = "UTC", *,
+         value: bool = False) -> "Bound":
+    """The parsed ``tree`` of a predicate (its ``text``, for errors) bound as a condition, or
+    (``value=True``) as a value: a column, a literal (typed as Spark SQL types it),
+    arithmetic, ``||`` or ``coalesce``."""
+    b = _Binder(text, schema, time_zone)
     if not value:
-        return Bound(b.condition(pred.tree), pred.text, schema, time_zone)
-    tree = b.value(pred.tree)
-    if isinstance(tree, Lit):
-        tree = typed(b, tree)
-    return Bound(tree, pred.text, schema, time_zone)
+        return Bound(b.condition(tree), text, schema, time_zone)
+    bound = b.value(tree)
+    if isinstance(bound, Lit):
+        bound = typed(b, bound)
+    return Bound(bound, text, schema, time_zone)
 
 
 # -- rendering ---------------------------------------------------------------------------------------

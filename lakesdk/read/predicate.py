@@ -320,14 +320,14 @@ class Predicate:
         session time zone, UTC by default).  Raises InvalidFilterError before anything is
         read when a column is unknown or two types cannot be compared."""
         from lakesdk.read.bind import bind
-        return bind(self, schema, time_zone or "UTC")
+        return bind(self.tree, self.text, schema, time_zone or "UTC")
 
     def bind_value(self, schema: "pa.Schema", time_zone: str | None = None) -> "Bound":
         """This text as a value (not a condition) over ``schema``: a column, a literal, arithmetic
         (``+ - * /`` on numbers), ``||`` on text or ``coalesce(...)``.  Raises InvalidFilterError
         for what lakesdk does not evaluate as Spark SQL does."""
         from lakesdk.read.bind import bind
-        return bind(self, schema, time_zone or "UTC", value=True)
+        return bind(self.tree, self.text, schema, time_zone or "UTC", value=True)
 
     def validate(self, names: Iterable[str]) -> None:
         names = list(names)

@@ -1,20 +1,10 @@
 """Clustering: rewrite many small file groups into fewer, larger (optionally sorted) ones.
 
-Planning and scheduling are in :mod:`lakesdk.services.clustering_plan` (re-exported here);
-this module executes a scheduled clustering.
+Planning and scheduling are in :mod:`lakesdk.services.clustering_plan` (re-exported here;
+its doc says how groups are planned and what ``T.clustering.requested`` holds); this module
+executes a scheduled clustering ``T``.
 
-Plan (Hudi's size-based plan strategy): the latest file slices of each partition whose base
-file is smaller than ``small_file_limit`` (a slice without a base file counts as 0 bytes)
-and whose file group is not under a pending compaction or clustering are sorted by base
-size, largest first, and packed greedily into groups of at most ``max_bytes_per_group``
-(a slice without a base file weighs ``target_file_size``); at most ``max_groups`` groups
-in all.  A group of one slice is only kept with ``sort_by`` or ``single_group=True``
-(rewriting one file alone does not reduce the file count).  Each group is rewritten into
-``ceil(group bytes / target_file_size)`` new file groups.
-
-Schedule: ``T.clustering.requested`` holds Hudi's ``HoodieRequestedReplaceMetadata``
-(operation ``CLUSTER``) with the ``HoodieClusteringPlan``.  Execute: the instant goes
-inflight, each input slice is read merged (base file and log files), the rows of a group
+Execute: the instant goes inflight, each input slice is read merged (base file and log files), the rows of a group
 (sorted by ``sort_by`` when given) are split evenly into new base files named with ``T``
 (markers first, as for writes), and ``T_C.replacecommit`` completes it: its
 ``partitionToReplaceFileIds`` lists the input file groups, operation type ``CLUSTER``.
@@ -52,6 +42,7 @@ from lakesdk.format.instant import Instant
 from lakesdk.services.claim import running_elsewhere
 from lakesdk.services.clustering_plan import (
     ClusteringResult,
+    clustering_instant,
     commits_since_clustering,
     plan_clustering,
     schedule_clustering,
@@ -122,10 +113,7 @@ def execute_clustering(table: "TableContext", instant: str) -> ClusteringResult:
     t0 = time.perf_counter()
     store = table.store
     timeline = store.load()
-    inst = next((i for i in timeline if i.requested == instant and i.action == "clustering"), None)
-    if inst is None:
-        raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}",
-                                   instant=instant)
+    inst = clustering_instant(table, timeline, instant)
     if inst.is_completed:
         raise ClusteringConflictError(f"clustering {instant} of {table.name!r} is already completed",
                                       instant=instant, held_elsewhere=True)

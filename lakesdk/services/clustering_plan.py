@@ -38,6 +38,7 @@ from lakesdk.format.clustering_plan import (
 from lakesdk.format.compaction_plan import CompactionPlanData
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile
+from lakesdk.format.instant import Instant
 from lakesdk.format.timeline import Timeline
 from lakesdk.timeline.store import TimelineStore
 
@@ -47,9 +48,9 @@ if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
 
 __all__ = ["ClusteringGroup", "ClusteringPlan", "ClusteringResult", "plan_clustering", "pack_slices",
-           "eligible_slices", "schedule_clustering", "pending_clusterings", "plan_of_instant", "slices_of",
-           "pending_clustering_file_groups", "commits_since_clustering", "SMALL_FILE_LIMIT", "MAX_BYTES_PER_GROUP",
-           "TARGET_FILE_SIZE", "MAX_GROUPS"]
+           "eligible_slices", "schedule_clustering", "pending_clusterings", "clustering_instant", "plan_of_instant",
+           "slices_of", "pending_clustering_file_groups", "commits_since_clustering", "SMALL_FILE_LIMIT",
+           "MAX_BYTES_PER_GROUP", "TARGET_FILE_SIZE", "MAX_GROUPS"]
 
 _Item = TypeVar("_Item")   # what pack_slices packs
 
@@ -417,16 +418,21 @@ def slices_of(table: "TableContext", data: ClusteringPlanData, *,
     return out
 
 
-def plan_of_instant(table: "TableContext", instant: str) -> ClusteringPlan:
-    """The plan of a scheduled (pending or completed) clustering instant."""
-    table = context_of(table)
-    store = table.store
-    timeline = store.load()
+def clustering_instant(table: "TableContext", timeline: Timeline, instant: str) -> Instant:
+    """The clustering ``instant`` of ``timeline`` (pending or completed); InstantNotFoundError
+    when the timeline has none at that time."""
     inst = next((i for i in timeline if i.requested == instant and i.action == "clustering"), None)
     if inst is None:
         raise InstantNotFoundError(f"no clustering instant {instant!r} on the timeline of {table.name!r}",
                                    instant=instant)
-    data = store.plan(inst, ClusteringPlanData)
+    return inst
+
+
+def plan_of_instant(table: "TableContext", instant: str) -> ClusteringPlan:
+    """The plan of a scheduled (pending or completed) clustering instant."""
+    table = context_of(table)
+    store = table.store
+    data = store.plan(clustering_instant(table, store.load(), instant), ClusteringPlanData)
     groups = tuple(ClusteringGroup(p, tuple(s), n) for p, s, n in slices_of(table, data, strict=False))
     return ClusteringPlan(table.name, groups, data.sort_columns, instant=instant)
 

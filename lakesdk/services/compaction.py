@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
     from lakesdk.commit.results import WriteResult
 
-__all__ = ["CompactionPlan", "plan_compaction", "schedule_compaction", "execute_compaction",
+__all__ = ["CompactionPlan", "plan_compaction", "schedule_compaction", "schedule_new_compaction", "execute_compaction",
+           "compact",
            "deltacommits_since_compaction", "compaction_due", "order_operations", "running_elsewhere", "TRIGGERS"]
 
 #: ``hoodie.compact.inline.trigger.strategy`` values
@@ -271,6 +272,42 @@ def schedule_compaction(table: "TableContext", plan: CompactionPlan) -> Compacti
     if instant is None:
         return CompactionPlan(plan.table, ())
     return CompactionPlan(plan.table, tuple(planned), instant.requested)
+
+
+def schedule_new_compaction(table: "TableContext", *, min_log_files: int = 1) -> CompactionPlan | None:
+    """Plan a compaction (:func:`plan_compaction`) and schedule it (:func:`schedule_compaction`);
+    None when no slice has log files to compact, or none is left once planned again as of the
+    compaction's instant time."""
+    plan = plan_compaction(table, min_log_files=min_log_files)
+    if not len(plan):
+        return None
+    scheduled = schedule_compaction(table, plan)   # planned again as of its instant time
+    return scheduled if scheduled.instant else None
+
+
+def compact(table: "TableContext", instant: str | None = None, *, min_log_files: int = 1) -> WriteResult | None:
+    """Execute the pending compaction ``instant``, or plan, schedule and execute one now
+    (``table.maintenance.compact()``, and the inline compaction of ``TableOptions.compact_every``).
+    Returns the compaction's WriteResult, or ``None`` when there was nothing to compact.
+    Without ``instant``, pending compactions that another process is executing are left to it
+    (``None`` when it takes the one this call picked); with ``instant``, that raises
+    CompactionConflictError."""
+    table = context_of(table)
+    table.check_writes("compaction")
+    if instant is not None:
+        return execute_compaction(table, instant)
+    pending = [i for i in table.timeline.pending if i.action == "compaction" and not running_elsewhere(table, i)]
+    if pending:
+        instant = pending[0].requested
+    else:
+        plan = schedule_new_compaction(table, min_log_files=min_log_files)
+        if plan is None or plan.instant is None:   # a scheduled plan has its instant
+            return None
+        instant = plan.instant
+    try:
+        return execute_compaction(table, instant)
+    except CompactionConflictError:
+        return None   # another process took it first
 
 
 def execute_compaction(table: "TableContext", instant: str) -> WriteResult:

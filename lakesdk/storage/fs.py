@@ -35,6 +35,16 @@ class FileInfo:
         return posixpath.basename(self.path)
 
 
+def _local_temp(path: str, data: bytes) -> str:
+    """A new temp file beside the local ``path`` (its folder made) holding ``data``: a write
+    renames it, an exclusive create links it into place."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    return tmp
+
+
 def _split_protocol(url: str) -> tuple[str, str]:
     if "://" in url:
         proto, rest = url.split("://", 1)
@@ -211,11 +221,7 @@ class Storage:
         """Write (or overwrite) a whole file.  Local writes are atomic (temp file + rename)."""
         path = self._abs(rel)
         if self.protocol == "file":
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
+            os.replace(_local_temp(path, data), path)
             return
         self.makedirs(posixpath.dirname(rel))
         with self.fs.open(path, "wb") as f:
@@ -237,10 +243,7 @@ class Storage:
         """
         path = self._abs(rel)
         if self.protocol == "file":
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
+            tmp = _local_temp(path, data)
             try:
                 os.link(tmp, path)
                 return True

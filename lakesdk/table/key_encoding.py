@@ -17,20 +17,21 @@ from lakesdk.format.schema import META_FIELDS
 
 if TYPE_CHECKING:
     from lakesdk.commit.results import WriteResult
-    from lakesdk.table.table import Table
+    from lakesdk.table.handle import Handle
 
 __all__ = ["upgrade_key_encoding"]
 
 
-def upgrade_key_encoding(table: "Table") -> WriteResult | None:
+def upgrade_key_encoding(table: "Handle") -> WriteResult | None:
     """Rewrite the partitions whose rows have keys in lakesdk's earlier encoding; returns the
     WriteResult of the ``insert_overwrite``, or None when no key needs rewriting."""
+    from lakesdk.table.query import Query
     from lakesdk.table.write import WriteOperation
     cfg = table.config
     if cfg.key_encoding == HUDI_ENCODING:
         return None   # a table created with Hudi's encoding never held earlier keys
     fields = cfg.record_key_fields
-    snap = table.read(meta_fields=True).to_arrow()
+    snap = Query(table, meta=True).to_arrow()
     keys = snap.column("_hoodie_record_key")
     earlier = pc.fill_null(pc.match_substring_regex(keys, legacy_key_pattern(fields, cfg.keygen_type)), False)
     n = pc.sum(earlier).as_py() or 0

@@ -27,8 +27,8 @@ from lakesdk.exceptions import InvalidFilterError, MergeConflictError, SchemaErr
 from lakesdk.read.expr import Col, Node
 
 if TYPE_CHECKING:
+    from lakesdk.commit.context import TableHandle
     from lakesdk.read.bind import Bound
-    from lakesdk.table.table import Table
 
 __all__ = ["LocalMergeUnsupported", "LocalMergeChanges", "local_merge_plan"]
 
@@ -96,7 +96,7 @@ def _evaluate(table: pa.Table, exprs: dict[str, Any]) -> pa.Table:
                                  "in ANSI mode); exclude such rows with the clause's where= condition") from None
 
 
-def local_merge_plan(t: "Table", src: pa.Table, *, on: Sequence[str], clauses: Sequence[Any],
+def local_merge_plan(t: "TableHandle", src: pa.Table, *, on: Sequence[str], clauses: Sequence[Any],
                      lacking_columns: Callable[[list[str]], set[str]],
                      key_guards: dict[int, tuple[str, ...]] | None = None) -> Callable[[], LocalMergeChanges]:
     """Bind every clause of the merge of ``src`` into ``t``; returns the function that runs it.
@@ -129,7 +129,7 @@ def local_merge_plan(t: "Table", src: pa.Table, *, on: Sequence[str], clauses: S
     return run
 
 
-def _read_target(t: "Table", src: pa.Table, tschema: pa.Schema, on: Sequence[str], parts: list[str],
+def _read_target(t: "TableHandle", src: pa.Table, tschema: pa.Schema, on: Sequence[str], parts: list[str],
                  everything: bool) -> pa.Table:
     """The target rows that can match: those with the source's keys in the source's
     partitions (a superset; the join decides), or every row."""
@@ -201,7 +201,7 @@ def _struct(table: pa.Table, idx: pa.Array, schema: pa.Schema) -> pa.StructArray
     return pa.StructArray.from_arrays(arrays, fields=list(schema), mask=pc.is_null(idx))
 
 
-def _run(t: "Table", src: pa.Table, tschema: pa.Schema, has_target: bool, on: Sequence[str],
+def _run(t: "TableHandle", src: pa.Table, tschema: pa.Schema, has_target: bool, on: Sequence[str],
          clauses: Sequence[Any], conds: list[Any], sets: list[dict[str, Any]], lacking: set[str],
          guards: dict[int, tuple[str, ...]]) -> LocalMergeChanges:
     cfg = t.config
@@ -314,7 +314,7 @@ def _run(t: "Table", src: pa.Table, tschema: pa.Schema, has_target: bool, on: Se
     return LocalMergeChanges(changes, counts, source_rows, unchanged, acted)
 
 
-def _check_keys_kept(t: "Table", clause: Any, columns: Sequence[str], out: pa.Table, stored: Any) -> None:
+def _check_keys_kept(t: "TableHandle", clause: Any, columns: Sequence[str], out: pa.Table, stored: Any) -> None:
     """The rows a clause rewrites keep their record key and partition folder: else KeyChangeError."""
     from lakesdk.engine.spark_merge import key_change_error
     parts = set(t.config.partition_fields)

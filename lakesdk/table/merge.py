@@ -39,7 +39,7 @@ from lakesdk.table.renamed import renamed_keyword
 
 if TYPE_CHECKING:
     from lakesdk.commit.results import SchemaChange, WriteResult
-    from lakesdk.table.table import Table
+    from lakesdk.table.handle import Handle
 
 __all__ = ["MergeBuilder", "MergeResult", "MergeConflictError", "KeyChangeError"]
 
@@ -118,7 +118,7 @@ class MergeResult:
 class MergeBuilder:
     """Immutable: each ``when_*`` returns a new builder; ``execute()`` runs it."""
 
-    table: "Table"
+    table: "Handle"
     source: Any
     on: tuple[str, ...]
     clauses: tuple[_Clause, ...] = field(default=())
@@ -236,8 +236,9 @@ class MergeBuilder:
                 engine = "local"
         if m is None:
             from lakesdk.engine.spark_merge import spark_merge_changes
+            from lakesdk.table.query import Query
             m = spark_merge_changes(t.spark, arrow, sdf, on=self.on, clauses=self.clauses, config=cfg, key=t.key,
-                                    target_columns=t.schema.names, read_target=lambda: t.read().to_spark(),
+                                    target_columns=t.schema.names, read_target=lambda: Query(t).to_spark(),
                                     lacking_columns=self._lacking_columns, ordering=ordering, key_guards=guards)
         counts, source_rows, unchanged, acted = m.counts, m.source_rows, m.unchanged, m.acted
         write = None
@@ -335,7 +336,7 @@ def _spark_installed() -> bool:
     return importlib.util.find_spec("pyspark") is not None
 
 
-def _fix_types(data: Any, t: "Table", source: Any = None) -> Any:
+def _fix_types(data: Any, t: "Handle", source: Any = None) -> Any:
     """Spark widens some types (e.g. a null literal becomes null-typed, every timestamp becomes
     ``timestamp[us, tz=UTC]``): cast back to the table schema, and columns the table does not
     have yet (all of them at the first commit) to the Arrow source's (normalized) types."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lakesdk.table.query import _moment
+from lakesdk.commit.results import moment_time
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from lakesdk.services.compaction import CompactionPlan, CompactionTrigger
     from lakesdk.services.rollback import RollbackPlan, RollbackResult
     from lakesdk.services.savepoint import RestorePlan, RestoreResult, Savepoint
-    from lakesdk.table.table import Table
+    from lakesdk.table.handle import Handle
 
 __all__ = ["Inspect", "Maintenance"]
 
@@ -32,13 +32,13 @@ __all__ = ["Inspect", "Maintenance"]
 class Inspect:
     """``table.inspect``: the table's files and partitions."""
 
-    def __init__(self, table: Table) -> None:
+    def __init__(self, table: Handle) -> None:
         self._t = table
 
     def _view(self, as_of: Any = None) -> Any:
         from lakesdk.read.view import FileSystemView
         store = self._t.context.store
-        return FileSystemView(self._t.storage, self._t.config, store, store.load(), as_of=_moment(as_of))
+        return FileSystemView(self._t.storage, self._t.config, store, store.load(), as_of=moment_time(as_of))
 
     def file_groups(self, as_of: Any = None) -> pd.DataFrame:
         """pandas DataFrame of file groups with their latest slice."""
@@ -85,7 +85,7 @@ class Inspect:
 class Maintenance:
     """``table.maintenance``: table services.  Each shows its plan before it runs."""
 
-    def __init__(self, table: Table) -> None:
+    def __init__(self, table: Handle) -> None:
         self._t = table
 
     def plan_compaction(self, *, min_log_files: int = 1) -> CompactionPlan:
@@ -101,16 +101,12 @@ class Maintenance:
         ``num_and_time``; Hudi's upper-case names are taken too) a plan is only scheduled when
         ``max_delta_commits`` / ``max_delta_seconds`` say it is due.  File groups under a
         pending compaction are left out."""
-        from lakesdk.services.compaction import compaction_due, schedule_compaction
+        from lakesdk.services.compaction import compaction_due, schedule_new_compaction
         if trigger is not None and not compaction_due(self._t.timeline, trigger=trigger,
                                                       max_delta_commits=max_delta_commits,
                                                       max_delta_seconds=max_delta_seconds):
             return None
-        plan = self.plan_compaction(min_log_files=min_log_files)
-        if not len(plan):
-            return None
-        scheduled = schedule_compaction(self._t.context, plan)   # planned again as of its instant time
-        return scheduled if scheduled.instant else None
+        return schedule_new_compaction(self._t.context, min_log_files=min_log_files)
 
     def compact(self, instant: str | None = None, *, min_log_files: int = 1) -> WriteResult | None:
         """Execute the pending compaction ``instant``, or plan, schedule and execute one now.
@@ -118,24 +114,8 @@ class Maintenance:
         Without ``instant``, pending compactions that another process is executing are left
         to it (``None`` when it takes the one this call picked); with ``instant``, that raises
         CompactionConflictError."""
-        from lakesdk.exceptions import CompactionConflictError
-        from lakesdk.services.compaction import execute_compaction, running_elsewhere
-        self._t.context.check_writes("compaction")
-        if instant is not None:
-            return execute_compaction(self._t.context, instant)
-        pending = [i for i in self._t.timeline.pending if i.action == "compaction"
-                   and not running_elsewhere(self._t.context, i)]
-        if pending:
-            instant = pending[0].requested
-        else:
-            plan = self.schedule_compaction(min_log_files=min_log_files)
-            if plan is None or plan.instant is None:   # a scheduled plan has its instant
-                return None
-            instant = plan.instant
-        try:
-            return execute_compaction(self._t.context, instant)
-        except CompactionConflictError:
-            return None   # another process took it first
+        from lakesdk.services.compaction import compact
+        return compact(self._t.context, instant, min_log_files=min_log_files)
 
     def plan_rollback(self, instant: Any, *, force: bool = False) -> RollbackPlan:
         """What :meth:`rollback` of ``instant`` would delete (nothing is written): a

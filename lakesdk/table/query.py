@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Literal, Sequence, cast
 
 import pyarrow as pa
 
-from lakesdk.format.instant import Instant, to_instant_time
+from lakesdk.commit.results import moment_time
 from lakesdk.format.read_plan import ReadPlan
 from lakesdk.read.plan import ReadRequest, plan_read
 from lakesdk.read.predicate import Predicate, from_filters, parse_where
@@ -22,18 +22,10 @@ if TYPE_CHECKING:
     import pandas as pd
     import polars as pl
 
+    from lakesdk.commit.context import TableHandle
     from lakesdk.engine.spark_types import DataFrame as SparkDataFrame
-    from lakesdk.table.table import Table
 
 __all__ = ["Query"]
-
-
-def _moment(value: Any) -> str | None:
-    if value is None:
-        return None
-    if hasattr(value, "completed") and hasattr(value, "instant") and not isinstance(value, Instant):
-        return value.completed or value.instant  # a WriteResult
-    return to_instant_time(value)
 
 
 @dataclass(frozen=True)
@@ -43,7 +35,7 @@ class Query:
     ``count()``.  A query is an Arrow stream (``__arrow_c_stream__``): ``pa.table(q)``,
     ``pl.DataFrame(q)`` and other Arrow stream consumers read it batch by batch."""
 
-    table: "Table"
+    table: "TableHandle"
     kind: Literal["snapshot", "incremental"] = "snapshot"
     columns: tuple[str, ...] | None = None
     predicate: Predicate | None = None
@@ -73,7 +65,7 @@ class Query:
         return replace(self, row_limit=n)
 
     def as_of(self, moment: Any) -> "Query":
-        return replace(self, as_of_time=_moment(moment))
+        return replace(self, as_of_time=moment_time(moment))
 
     def with_meta_fields(self, meta: bool = True) -> "Query":
         return replace(self, meta=meta)

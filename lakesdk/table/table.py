@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lakesdk.commit.context import Resources, TableContext
-from lakesdk.commit.results import WriteResult
+from lakesdk.commit.results import WriteResult, moment_time
 from lakesdk.config.options import TableOptions
 from lakesdk.engine.session import announce_session
-from lakesdk.exceptions import (
-    OptionsError,
-    StorageError,
-    TableConfigError,
-    TableNotFoundError,
-    UnsupportedTableVersionError,
-)
-from lakesdk.format.table_config import PROPERTIES_PATH, TableConfig
+from lakesdk.exceptions import OptionsError
+from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Timeline
+from lakesdk.read.properties import load_config
 from lakesdk.storage import Storage
 from lakesdk.table.namespaces import Inspect, Maintenance
-from lakesdk.table.query import Query, _moment
+from lakesdk.table.query import Query
 from lakesdk.table.renamed import renamed_keyword
 from lakesdk.table.write import WriteOperation
 
@@ -34,7 +28,7 @@ if TYPE_CHECKING:
     from lakesdk.table.merge import MergeBuilder
     from lakesdk.widgets import TableWidgets
 
-__all__ = ["Table", "TableOptions", "load_config", "validate_options"]
+__all__ = ["Table", "TableOptions", "validate_options"]
 
 
 def validate_options(options: TableOptions) -> TableOptions:
@@ -46,84 +40,6 @@ def validate_options(options: TableOptions) -> TableOptions:
         raise OptionsError(f"options must be a lakesdk.TableOptions, found {type(options).__name__}: build one with "
                            "TableOptions(...) or TableOptions.from_hoodie({...})")
     return options.check_combination()
-
-
-def load_config(storage: Storage) -> TableConfig:
-    """The table's ``hoodie.properties``.  A damaged file (bad checksum, truncated, not text)
-    is a :class:`~lakesdk.TableConfigError`, unless ``hoodie.properties.backup`` holds a good
-    config: Hudi writes that copy while it updates the file and reads it then, as here."""
-    try:
-        data = storage.read(PROPERTIES_PATH)
-    except FileNotFoundError:
-        _raise_if_file(storage)
-        raise TableNotFoundError(
-            f"no Hudi table at {storage.base_url!r}: {PROPERTIES_PATH} does not exist; "
-            "check the path, or create the table with Lake.create_table(...)", path=storage.base_url) from None
-    except StorageError:
-        _raise_if_file(storage)
-        raise
-    try:
-        config = _parse_config(data)
-    except UnsupportedTableVersionError:
-        raise
-    except TableConfigError as exc:
-        try:
-            config = _parse_config(storage.read(PROPERTIES_PATH + ".backup"))
-        except (FileNotFoundError, TableConfigError):
-            raise TableConfigError(f"{storage.url(PROPERTIES_PATH)}: {exc}", key=exc.key) from None
-        warnings.warn(f"{PROPERTIES_PATH} is damaged ({exc}); using {PROPERTIES_PATH}.backup, as Hudi does",
-                      stacklevel=2)
-    if "hoodie.table.type" not in config.props:
-        _check_untyped_table(storage, config)
-    if config.is_metadata_table:
-        raise TableConfigError(
-            f"{storage.base_url!r} is the metadata table of a Hudi table, not a table to open: open the data table "
-            "(the folder that holds this .hoodie/metadata); its metadata is read and kept with it",
-            key="hoodie.table.keygenerator.type")
-    return config
-
-
-def _parse_config(data: bytes) -> TableConfig:
-    """Parse ``hoodie.properties`` bytes; a config without ``hoodie.table.checksum`` is a
-    damaged one (every table of the versions lakesdk reads carries it: a file cut at a line
-    boundary shows as a missing checksum)."""
-    config = TableConfig.from_bytes(data)
-    if not config.props.get("hoodie.table.checksum"):
-        raise TableConfigError(
-            f"hoodie.properties of {config.name!r} has no hoodie.table.checksum: every table config of a version "
-            f"{config.version} table carries one, so the file is incomplete (truncated?) and keys such as the "
-            "partition fields or the ordering field may be lost. Restore hoodie.properties (from "
-            "hoodie.properties.backup, or write the missing keys back) before opening the table",
-            key="hoodie.table.checksum")
-    return config
-
-
-def _check_untyped_table(storage: Storage, config: TableConfig) -> None:
-    """``hoodie.table.type`` defaults to COPY_ON_WRITE; a table without it that has delta
-    commits or log files is a merge-on-read table whose properties lost the key: opening it as
-    copy-on-write would ignore its log files and the next upsert would duplicate keys."""
-    from lakesdk.exceptions import TableConfigError
-    from lakesdk.read.check import untyped_merge_on_read
-    found = untyped_merge_on_read(storage, config)
-    if found:
-        raise TableConfigError(
-            f"hoodie.properties of {config.name!r} has no hoodie.table.type, which means COPY_ON_WRITE, but the table "
-            f"has {found}: expected MERGE_ON_READ there, found no table type. The properties file is damaged: add "
-            "hoodie.table.type=MERGE_ON_READ back (or restore hoodie.properties from hoodie.properties.backup) before "
-            "opening the table", key="hoodie.table.type")
-
-
-def _raise_if_file(storage: Storage) -> None:
-    """A table path that names a file (not a folder) is no table: say so, with what a table folder holds."""
-    try:
-        info = storage.info("")
-    except (OSError, ValueError):
-        return
-    if not info.is_dir:
-        raise TableNotFoundError(
-            f"no Hudi table at {storage.base_url!r}: the path is a file, not a table folder; expected a folder "
-            f"holding {PROPERTIES_PATH} (and the timeline under .hoodie/); pass the table's folder, or create "
-            "the table with Lake.create_table(...)", path=storage.base_url) from None
 
 
 class Table:
@@ -441,7 +357,7 @@ class Table:
         """
         if isinstance(start, str) and start.strip().lower() == "earliest":
             start = None
-        q = Query(self, kind="incremental", start=_moment(start), end=_moment(end), meta=meta_fields,
+        q = Query(self, kind="incremental", start=moment_time(start), end=moment_time(end), meta=meta_fields,
                   start_inclusive=start_inclusive)
         if columns is not None:
             q = q.select(*columns)

@@ -158,9 +158,9 @@ class WriteOperation(WriteInput):
                       steps=txn.steps)
         compaction = None
         if cfg.is_mor and t.options.compact_every and action == "deltacommit":
-            from lakesdk.services.compaction import deltacommits_since_compaction
+            from lakesdk.services.compaction import compact, deltacommits_since_compaction
             if deltacommits_since_compaction(t.context) >= t.options.compact_every:
-                compaction = t.maintenance.compact()
+                compaction = compact(t.context)
         # -- inline clustering (TableOptions.cluster_every; lakesdk.services.clustering) -----------
         if getattr(t.options, "cluster_every", None):
             from lakesdk.services.clustering import cluster_after_write

@@ -45,7 +45,7 @@ from lakesdk.table.data import keys_to_arrow, to_arrow_or_spark
 
 if TYPE_CHECKING:
     from lakesdk.format.table_config import TableConfig
-    from lakesdk.table.table import Table
+    from lakesdk.table.handle import Handle
 
 __all__ = ["WriteInput", "Operation", "MISSING_COLUMNS", "PARTITION_METAFILE"]
 
@@ -83,7 +83,7 @@ class WriteInput:
     """The input side of a staged write (:class:`~lakesdk.table.write.WriteOperation`):
     its arguments, and the checks and preparation of its data before any instant exists."""
 
-    table: "Table"
+    table: "Handle"
     operation: Operation
     data: Any
     missing_columns: str = "error"       # a table column the data lacks: "error", "null" or "keep"

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from lakesdk.widgets._static import offline_figures  # no plotly: cheap
 
 if TYPE_CHECKING:
-    from lakesdk.table.table import Table
+    from lakesdk.commit.context import TableHandle
     from lakesdk.widgets.file_layout import FileLayoutWidget
     from lakesdk.widgets.kafka_monitor import KafkaMonitorWidget
     from lakesdk.widgets.markers import MarkersWidget
@@ -103,7 +103,7 @@ class TableWidgets:
     static copy of the figure.
     """
 
-    def __init__(self, table: "Table") -> None:
+    def __init__(self, table: TableHandle) -> None:
         self._t = table
 
     def timeline(self, *, live: bool = False, interval_s: float = 2.0) -> "TimelineWidget":
@@ -152,7 +152,7 @@ def _in_kernel() -> bool:
     return _in_notebook()
 
 
-def display_table(table: "Table") -> None:
+def display_table(table: TableHandle) -> None:
     """``display(t)``: in a Jupyter kernel a :class:`TableView` (the summary, and tabs with
     the timeline, file layout and transactions widgets built when opened); the HTML and
     text reprs when ipywidgets or plotly are missing, or outside a kernel."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import html
 import threading
 from datetime import UTC
 from typing import TYPE_CHECKING, Any, Iterable, Self, Sequence
 
+from lakesdk._display import esc as esc  # re-exported for the widgets
 from lakesdk._display import human_bytes as human_bytes  # re-exported for the widgets
 from lakesdk.exceptions import MissingDependencyError
 
@@ -44,12 +44,6 @@ ipywidgets, go = require_widgets("lakesdk widgets")
 #: Instant state colours (the same as ``Instant._repr_html_``).
 STATE_COLOURS = {"requested": "#1565c0", "inflight": "#ef6c00", "completed": "#2e7d32"}
 IO_COLOURS = {"CREATE": "#2e7d32", "MERGE": "#1565c0", "APPEND": "#8e24aa"}
-
-
-def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
-
-
 
 
 def html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, cls: str = "", max_rows: int = 200,

@@ -12,14 +12,15 @@ side panel lists.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from lakesdk.widgets._common import esc, html_table, utc_from_ms
 
 if TYPE_CHECKING:
-    from lakesdk.widgets.transactions import WriteSpan
+    from lakesdk.concurrency.journal import TransactionRecord
 
-__all__ = ["Step", "STEP_TEXT", "STEP_SYMBOLS", "steps_of", "lock_phases", "steps_html", "step_hover"]
+__all__ = ["Step", "STEP_TEXT", "STEP_SYMBOLS", "JournaledWrite", "steps_of", "lock_phases", "steps_html",
+           "step_hover"]
 
 #: what each step means, in the words the side panel and the hover use
 STEP_TEXT = {
@@ -44,7 +45,21 @@ class Step(NamedTuple):
     text: str
 
 
-def steps_of(w: "WriteSpan") -> list[Step]:
+class JournaledWrite(Protocol):
+    """What the steps are drawn from: a write of the transactions widget
+    (:class:`lakesdk.widgets.transactions.WriteSpan`), with its journal record if any."""
+
+    @property
+    def instant(self) -> str: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def end(self) -> datetime: ...
+    @property
+    def record(self) -> TransactionRecord | None: ...
+
+
+def steps_of(w: JournaledWrite) -> list[Step]:
     """The steps the journal recorded for ``w``, in order, with an ``aborted`` step at its
     end when it lost or failed after the steps it reached (none for writes the journal
     does not know, or records written before steps were journaled)."""
@@ -61,7 +76,7 @@ def steps_of(w: "WriteSpan") -> list[Step]:
     return out
 
 
-def lock_phases(w: "WriteSpan") -> list[tuple[str, datetime, datetime]]:
+def lock_phases(w: JournaledWrite) -> list[tuple[str, datetime, datetime]]:
     """``("waiting for the lock", start, end)`` and ``("holding the lock", start, end)`` of a
     journaled write that reached the lock."""
     at = {s.name: s.at for s in steps_of(w)}
@@ -74,7 +89,7 @@ def lock_phases(w: "WriteSpan") -> list[tuple[str, datetime, datetime]]:
     return out
 
 
-def steps_html(w: "WriteSpan") -> str:
+def steps_html(w: JournaledWrite) -> str:
     """The side panel's sequence: each step with its time after the instant was requested."""
     steps = steps_of(w)
     if not steps:
@@ -85,7 +100,7 @@ def steps_html(w: "WriteSpan") -> str:
             + html_table(["after", "step", "what happened"], rows, wrap=(2,)))
 
 
-def step_hover(w: "WriteSpan", s: Step) -> str:
+def step_hover(w: JournaledWrite, s: Step) -> str:
     t0 = steps_of(w)[0].at
     return (f"<b>{esc(s.name.replace('_', ' '))}</b> {esc(w.instant)} "
             f"(+{(s.at - t0).total_seconds() * 1000:.0f} ms)<br>{esc(s.text)}")

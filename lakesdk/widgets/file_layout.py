@@ -90,11 +90,11 @@ class FileLayoutWidget(TableWidgetBase):
         """Re-list the table's files and redraw."""
         import pandas as pd
 
+        from lakesdk.commit.results import moment_time
         from lakesdk.read.view import FileSystemView
-        from lakesdk.table.query import _moment
         t = self.table
         store = t.context.store
-        view = FileSystemView(t.storage, t.config, store, store.load(), as_of=_moment(self.as_of))
+        view = FileSystemView(t.storage, t.config, store, store.load(), as_of=moment_time(self.as_of))
         groups, slices = [], []
         counts = _record_counts(t, store, view)
         for g in view.file_groups:

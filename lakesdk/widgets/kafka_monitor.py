@@ -35,7 +35,7 @@ from lakesdk.widgets._figure import FigureWidget
 if TYPE_CHECKING:
     import pandas as pd
 
-    from lakesdk.table.table import Table
+    from lakesdk.commit.context import TableContext, TableHandle
 
 __all__ = ["KafkaMonitorWidget"]
 
@@ -137,15 +137,20 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
         return [self.figure, self.rounds_figure]
 
     # -- reading -----------------------------------------------------------------------------------
-    def sink_table(self) -> Table | None:
-        """The sink's table: the one given, else opened from the sink's config (None if unknown)."""
+    def sink_table(self) -> TableHandle | TableContext | None:
+        """The sink's table: the handle given, else the table of the sink's config opened for
+        reading (its :class:`~lakesdk.commit.context.TableContext`; None if unknown)."""
         if self._table is None:
             cfg = getattr(self.source, "config", None)
             url = getattr(cfg, "table_url", None)
             if url:
-                from lakesdk.table.lake import open_table
+                from lakesdk.commit.context import Resources, TableContext
+                from lakesdk.config.options import TableOptions
+                from lakesdk.read.properties import load_config
+                from lakesdk.storage import Storage
                 try:
-                    self._table = open_table(url, storage_options=dict(getattr(cfg, "storage_options", ()) or ()))
+                    storage = Storage(str(url), dict(getattr(cfg, "storage_options", ()) or ()))
+                    self._table = TableContext(storage, load_config(storage), TableOptions(), Resources())
                 except Exception as exc:  # noqa: BLE001 - the monitor still shows the status
                     self._table_error = f"{type(exc).__name__}: {exc}"
         return self._table
@@ -154,11 +159,12 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
         """The rounds the table committed for this topic (delta commits with ``kafka.commit.offsets``)."""
         import pandas as pd
 
+        from lakesdk.commit.context import context_of
         from lakesdk.streaming.kafka.events import KAFKA_OFFSET_KEY, KAFKA_TOPIC_KEY, parse_offsets
         t = self.sink_table()
         rows: list[dict[str, Any]] = []
         if t is not None:
-            store = t.context.store
+            store = context_of(t).store
             topic = self.topic
             for inst in store.load().commits.by_completion():
                 if inst.action not in ("deltacommit", "commit"):

@@ -425,7 +425,7 @@ class TimelineWidget(BarClickMixin, LiveMixin, TableWidgetBase):
     _as_of_error: Exception | None = None
 
     def _apply_as_of(self, inst: Instant) -> Any:
-        from lakesdk.table.preview import PREVIEW_ROWS, rows_html
+        from lakesdk._display import PREVIEW_ROWS, rows_html
         self.as_of_instant = inst
         self._as_of_error = None
         try:
