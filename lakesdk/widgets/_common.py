@@ -13,6 +13,8 @@ from lakesdk.exceptions import MissingDependencyError
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from plotly.graph_objects import FigureWidget
+
 
 def require_widgets(feature: str) -> tuple[Any, Any]:
     """``(ipywidgets, plotly.graph_objects)``, or a MissingDependencyError naming the extra."""
@@ -165,7 +167,7 @@ class TableWidgetBase(ipywidgets.VBox):
                           for k, f in enumerate(self.static_figures()))
         return f'<div class="lakesdk-widget-static">{self._title_html()}{figures}</div>'
 
-    def static_figures(self) -> list[Any]:
+    def static_figures(self) -> list[FigureWidget]:
         """The figures the static picture draws, top to bottom: ``[self.figure]``."""
         return [self.figure]
 

@@ -131,7 +131,7 @@ class KafkaMonitorWidget(LiveMixin, TableWidgetBase):
     def __repr__(self) -> str:
         return f"<KafkaMonitorWidget topic={self.topic!r}>"
 
-    def static_figures(self) -> list[Any]:
+    def static_figures(self) -> list[FigureWidget]:
         """The static picture draws the lag bars and, below them, the committed rounds (a sink
         that has caught up has no lag to draw: its rounds say what it did)."""
         return [self.figure, self.rounds_figure]
