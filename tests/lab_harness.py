@@ -1,14 +1,17 @@
-"""A real-browser harness for JupyterLab: ``jupyter lab`` serves a temporary root folder on
-127.0.0.1 (a free port, a token, its settings, workspaces, runtime and config folders inside
-the temporary folder, so nothing reads or changes the user's Jupyter setup), Playwright drives
-Debian's Chromium (never a downloaded browser) through JupyterLab's own command registry
-(``window.jupyterapp``, exposed with ``LabApp.expose_app_in_browser``).
+"""A real-browser harness for JupyterLab 4 and Notebook 7: ``jupyter lab`` or ``jupyter
+notebook`` serves a temporary root folder on 127.0.0.1 (a free port, a token, its settings,
+workspaces, runtime and config folders inside the temporary folder, so nothing reads or changes
+the user's Jupyter setup), Playwright drives Debian's Chromium (never a downloaded browser)
+through the front end's own command registry and shell (``window.jupyterapp``, exposed with
+``expose_app_in_browser``). Notebook 7 is built from JupyterLab's components: the same
+application object, notebook panel and commands, a page per notebook (:data:`FRONT_ENDS`).
 
-The widget notebook the JupyterLab test and ``scripts/widget_screenshots.py`` share is here too:
+The widget notebook the browser tests and ``scripts/widget_screenshots.py`` share is here too:
 :data:`WIDGET_CELLS` builds a small merge-on-read table (and the tables of the transactions,
 provenance and Kafka monitor widgets) and displays every widget, :func:`widget_figures` builds
-the same widgets outside the browser, and :data:`DRAWN_JS` reads from the DOM what plotly drew
-inside a widget's container."""
+the same widgets outside the browser, :data:`DRAWN_JS` reads from the DOM what plotly drew
+inside a widget's container, and :func:`assert_widgets_render` renders the notebook ten times
+in a row in either front end and fails on what a render got wrong."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import textwrap
 import time
 import urllib.request
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -33,36 +37,78 @@ ROOT = Path(__file__).resolve().parents[1]
 #: what a widget-capable notebook needs in this environment: missing, the tests skip
 LAB_MODULES = ("jupyterlab", "playwright", "ipywidgets", "plotly", "anywidget")
 
-#: settings JupyterLab reads from the temporary user-settings folder: no news or update checks
-#: (no network), and widget state saved in the notebook (a reload then has it, as a user's has)
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """A Jupyter front end built from JupyterLab's components: the module ``python -m`` runs, the
+    application class its options are for, a notebook's page (``{}`` the notebook's path),
+    options of that front end only, and the page errors of its own code that a test does not
+    fail on: (the error's message, a text of its stack), each an upstream bug."""
+
+    name: str
+    module: str
+    app: str
+    notebook_page: str
+    options: tuple[str, ...] = ()
+    known_page_errors: tuple[tuple[str, str], ...] = ()
+
+
+#: JupyterLab's server extension, which ``jupyter notebook`` loads too when JupyterLab is
+#: installed: no extension manager that asks PyPI, no update checks. Its settings and workspaces
+#: folders are set for both front ends (:func:`lab_server`): Notebook 7 reads its settings
+#: through JupyterLab's ``/lab/api/settings`` when both are installed, not through its own
+_LAB_EXTENSION_OPTIONS = ("--LabApp.extension_manager=readonly",
+                          "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate")
+FRONT_ENDS = {
+    "lab": FrontEnd("JupyterLab", "jupyterlab", "LabApp", "lab/tree/{}?reset", _LAB_EXTENSION_OPTIONS),
+    # Notebook 7: the notebook alone on its page, no workspace to reset. Its shortcuts plugin
+    # reads its own settings before they have loaded when another plugin's settings load first, on
+    # most page loads (jupyter/notebook#7862, a race in Notebook 7's bundle): the shortcuts load a
+    # moment later, nothing of the notebook or its widgets depends on them
+    "notebook": FrontEnd("Notebook 7", "notebook", "JupyterNotebookApp", "notebooks/{}", _LAB_EXTENSION_OPTIONS,
+                         (("Cannot read properties of undefined (reading 'schema')", "/static/notebook/notebook_core."),)),
+}
+
+#: settings JupyterLab and Notebook 7 read from the temporary user-settings folder: no news or
+#: update checks (no network), and widget state saved in the notebook (a reload then has it, as a
+#: user's has)
 LAB_SETTINGS = {
     "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
     "@jupyter-widgets/jupyterlab-manager/plugin": {"saveState": True},
 }
 
 
-def require_lab() -> str:
-    """Debian's Chromium path; skips the test when it or a Python module it needs is missing."""
+def require_lab(front_end: str = "lab") -> str:
+    """Debian's Chromium path; skips the test when it or a Python module it needs (the front end's
+    among them: ``jupyterlab``, or ``notebook`` for Notebook 7) is missing."""
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.skip("Debian's chromium is not installed (apt-get install chromium; scripts/system-deps.sh does it)")
     import importlib.util
-    missing = [m for m in LAB_MODULES if importlib.util.find_spec(m) is None]
+    modules = dict.fromkeys((*LAB_MODULES, FRONT_ENDS[front_end].module))
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
-        pytest.skip(f"{', '.join(missing)} not installed: JupyterLab tests need the lab and test dependency "
-                    "groups (make setup)")
+        pytest.skip(f"{', '.join(missing)} not installed: JupyterLab and Notebook 7 tests need the lab and test "
+                    "dependency groups (make setup)")
     return chromium
 
 
 class LabServer:
-    """A running ``jupyter lab``: its URL, token and root folder, and its REST API."""
+    """A running ``jupyter lab`` or ``jupyter notebook``: its front end, URL, token and root
+    folder, and its REST API."""
 
-    def __init__(self, port: int, token: str, root: Path, log: Path, proc: subprocess.Popen) -> None:
+    def __init__(self, port: int, token: str, root: Path, log: Path, proc: subprocess.Popen,
+                 front_end: str = "lab") -> None:
         self.port, self.token, self.root, self.log, self.proc = port, token, root, log, proc
+        self.front_end = front_end
 
     def url(self, path: str = "lab") -> str:
         sep = "&" if "?" in path else "?"
         return f"http://127.0.0.1:{self.port}/{path}{sep}token={self.token}"
+
+    def notebook_url(self, notebook: str) -> str:
+        """The page of ``notebook`` (a path under the root folder) in this server's front end."""
+        return self.url(FRONT_ENDS[self.front_end].notebook_page.format(notebook))
 
     def api(self, method: str, path: str) -> Any:
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}/api/{path}", method=method,
@@ -85,8 +131,10 @@ class LabServer:
 
 
 @contextmanager
-def lab_server(tmp_path: Path, *, env: dict[str, str] | None = None) -> Iterator[LabServer]:
-    """``jupyter lab`` on 127.0.0.1 serving ``tmp_path/root``; stopped with its kernels on exit."""
+def lab_server(tmp_path: Path, *, front_end: str = "lab", env: dict[str, str] | None = None) -> Iterator[LabServer]:
+    """``jupyter lab`` (``front_end="lab"``) or ``jupyter notebook`` (``"notebook"``, Notebook 7)
+    on 127.0.0.1 serving ``tmp_path/root``; stopped with its kernels on exit."""
+    fe = FRONT_ENDS[front_end]
     root = tmp_path / "root"
     root.mkdir(exist_ok=True)
     home = tmp_path / "jupyter"
@@ -95,22 +143,22 @@ def lab_server(tmp_path: Path, *, env: dict[str, str] | None = None) -> Iterator
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(json.dumps(values))
     port, token = free_port(), secrets.token_hex(16)
-    log = tmp_path / "jupyterlab.log"
+    log = tmp_path / f"{fe.module}.log"
     full_env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTER_CONFIG_DIR": str(home / "config"),
                 "IPYTHONDIR": str(home / "ipython"), "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT),
                 "LAKESDK_PROGRESS": "0", **(env or {})}
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+    folders = [f"--{app}.{trait}={home / name}" for app in dict.fromkeys((fe.app, "LabApp"))
+               for trait, name in (("user_settings_dir", "settings"), ("workspaces_dir", "workspaces"))]
+    cmd = [sys.executable, "-m", fe.module, "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
            "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           f"--LabApp.user_settings_dir={home / 'settings'}", f"--LabApp.workspaces_dir={home / 'workspaces'}",
-           "--LabApp.expose_app_in_browser=True", "--ServerApp.terminals_enabled=False", "--allow-root",
-           "--LabApp.extension_manager=readonly",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+           *folders, f"--{fe.app}.expose_app_in_browser=True", "--ServerApp.terminals_enabled=False", "--allow-root",
+           *fe.options]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, env=full_env,
                                 start_new_session=True)
-    server = LabServer(port, token, root, log, proc)
+    server = LabServer(port, token, root, log, proc, front_end)
     try:
-        wait_port(port, proc, log, 60, "jupyter lab")
+        wait_port(port, proc, log, 60, f"jupyter {front_end}")
         yield server
     finally:
         server.shutdown()
@@ -152,25 +200,36 @@ _OUTPUTS_JS = """() => {
 
 
 class LabPage:
-    """A Chromium page on a JupyterLab server, a notebook open in it; collects console errors
-    and page errors (uncaught exceptions and unhandled rejections) in :attr:`errors`."""
+    """A Chromium page on a JupyterLab or Notebook 7 server, a notebook open in it; collects
+    console errors and page errors (uncaught exceptions and unhandled rejections) in
+    :attr:`errors`, but the front end's known ones (:attr:`FrontEnd.known_page_errors`) in
+    :attr:`known_errors`."""
 
     def __init__(self, page: Any, sync_api: Any, server: LabServer) -> None:
         self.page, self.sync_api, self.server = page, sync_api, server
         self.errors: list[str] = []
+        self.known_errors: list[str] = []
         page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on("pageerror", self._page_error)
+
+    def _page_error(self, e: Any) -> None:
+        known = FRONT_ENDS[self.server.front_end].known_page_errors
+        stack = getattr(e, "stack", None) or ""
+        if any(getattr(e, "message", None) == message and where in stack for message, where in known):
+            self.known_errors.append(f"pageerror: {e}")
+        else:
+            self.errors.append(f"pageerror: {e}")
 
     def open(self, notebook: str, timeout_s: float = 120) -> None:
         """A fresh page load of ``notebook`` (a reload when it is open): its kernel ready and idle."""
-        self.page.goto(self.server.url(f"lab/tree/{notebook}?reset"), timeout=timeout_s * 1000)
+        self.page.goto(self.server.notebook_url(notebook), timeout=timeout_s * 1000)
         self.page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
                                     "&& window.jupyterapp.shell.currentWidget.sessionContext", timeout=timeout_s * 1000)
         self.page.evaluate(_READY_JS)
         self.page.wait_for_function(_IDLE_JS, timeout=timeout_s * 1000)
 
     def run_all(self, timeout_s: float = 180) -> list[list[dict[str, Any]]]:
-        """Run every cell (JupyterLab's ``notebook:run-all-cells``) and wait until each has run
+        """Run every cell (the front end's ``notebook:run-all-cells``) and wait until each has run
         and the kernel is idle; returns each cell's outputs. A cell's error fails the test."""
         self.page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
         self.page.wait_for_function(_DONE_JS, timeout=timeout_s * 1000, polling=200)
@@ -197,7 +256,7 @@ class LabPage:
 @contextmanager
 def lab_page(server: LabServer, *, viewport: dict[str, int] | None = None) -> Iterator[LabPage]:
     """Chromium (Debian's, headless) with one page on ``server``; closed on exit."""
-    chromium = require_lab()
+    chromium = require_lab(server.front_end)
     from playwright import sync_api
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
@@ -403,22 +462,130 @@ def open_table_view_tab(lab: LabPage, title: str = "Timeline", timeout_s: float 
             root.get_by_role("tab", name="Table").click()
 
 
-#: each shown figure's drawing and the widget box that holds it: widths on screen
-FIT_JS = """() => [...document.querySelectorAll('.lakesdk-widget .js-plotly-plot')]
-  .filter(p => p.offsetParent !== null)
-  .map(p => {
+#: the figures shown on the page (not those of a hidden tab), in the page's order
+_SHOWN_JS = """() => [...document.querySelectorAll('.lakesdk-widget .js-plotly-plot')].filter(p => p.offsetParent !== null)"""
+#: each shown figure's widget (its container's class, display(t)'s for its tabs), its drawing's
+#: and its box's widths on screen
+FIT_JS = f"""() => ({_SHOWN_JS})().map(p => {{
     const svg = p.querySelector('svg.main-svg');
-    return {svg: svg ? svg.getBoundingClientRect().width : 0, box: p.parentElement.getBoundingClientRect().width};
-  })"""
+    const widget = p.closest('.lakesdk-table-view') ? 'lakesdk-table-view'
+      : [...p.closest('.lakesdk-widget').classList].find(c => c !== 'lakesdk-widget');
+    return {{widget: widget, svg: svg ? svg.getBoundingClientRect().width : 0,
+             box: p.parentElement.getBoundingClientRect().width}};
+  }})"""
 
 
 def figures_wider_than_their_box(lab: Any, timeout_s: float = 30) -> list[str]:
-    """Wait until every shown figure is drawn no wider than its box (plotly sizes it to the
-    box once the box is laid out); what is still wider when the time is up."""
-    fits = f"() => ({FIT_JS})().every(f => f.svg > 0 && f.svg <= f.box + 1)"
-    try:
-        lab.page.wait_for_function(fits, timeout=timeout_s * 1000, polling=250)
-    except lab.sync_api.TimeoutError:
-        pass
-    return [f"a figure {f['svg']:.0f} px wide in a box of {f['box']:.0f} px" for f in lab.page.evaluate(FIT_JS)
-            if not f["svg"] <= f["box"] + 1]
+    """Scroll to each shown figure and wait until it is drawn no wider than its box (plotly
+    sizes it to the box once the box is laid out); what is still wider when the time is up.
+
+    JupyterLab and Notebook 7 lay out only the cells near the viewport (a cell far below has
+    ``content-visibility: auto``): a figure there has no box width to follow, and is sized when
+    it comes into view, as a reader scrolls to it, so each is measured on screen."""
+    deadline = time.monotonic() + timeout_s
+    for i in range(len(lab.page.evaluate(FIT_JS))):
+        lab.page.evaluate(f"i => {{ const p = ({_SHOWN_JS})()[i]; if (p) p.scrollIntoView({{block: 'nearest'}}); }}", i)
+        fits = f"i => {{ const f = ({FIT_JS})()[i]; return !f || (f.svg > 0 && f.svg <= f.box + 1); }}"
+        try:
+            lab.page.wait_for_function(fits, arg=i, timeout=max(deadline - time.monotonic(), 1) * 1000, polling=250)
+        except lab.sync_api.TimeoutError:
+            pass
+    return [f"{f['widget']}: a figure {f['svg']:.0f} px wide in a box of {f['box']:.0f} px"
+            for f in lab.page.evaluate(FIT_JS) if not f["svg"] <= f["box"] + 1]
+
+
+# ------------------------------------------------------------------------- ten renders in a row
+RENDERS = 10
+#: console errors that are about the widgets (anything else is reported with them, not failed on)
+WIDGET_ERRORS = ("anywidget", "widget", "plotly", "model")
+
+
+def expected_traces(root: Path) -> dict[str, list[dict[str, tuple[int, int]]]]:
+    """Per widget, per figure, per trace shown: (points, points of a non-zero size), from widgets
+    built here on the tables the notebook wrote."""
+    out = {}
+    for name in WIDGETS:
+        if name == "table_view":
+            continue
+        figures = []
+        for fig in widget_figures(root, name):
+            traces = {}
+            for tr in fig.data:
+                if tr.visible in (False, "legendonly"):      # plotly draws it once picked in the legend
+                    continue
+                if tr.type == "bar":
+                    sizes = tr.x if tr.orientation == "h" else tr.y
+                    traces[tr.name] = (len(sizes or ()), sum(1 for v in sizes or () if v))
+                elif tr.type == "scatter" and "markers" in (tr.mode or ""):
+                    traces[tr.name] = (len(tr.x or ()), len(tr.x or ()))
+                elif tr.type == "heatmap":                   # a label per cell
+                    cells = len(tr.x or ()) * len(tr.y or ())
+                    traces[tr.name] = (cells, cells)
+            figures.append(traces)
+        out[name] = figures
+    out["table_view"] = out["timeline"]          # its Timeline tab
+    return out
+
+
+def check_render(lab: LabPage, expected: dict[str, list[dict[str, tuple[int, int]]]]) -> list[str]:
+    """What is wrong with the widgets on the page now (empty when each drew its data)."""
+    problems = []
+    for name, cls in WIDGETS.items():
+        views = wait_drawn(lab, cls)
+        if len(views) != 1 or len(views[0]) != len(expected[name]):
+            problems.append(f"{name}: {len(views)} views with {[len(v) for v in views]} figures, expected one "
+                            f"with {len(expected[name])}")
+            continue
+        for k, (drawn, traces) in enumerate(zip(views[0], expected[name])):
+            for trace, (points, sized) in traces.items():
+                got = drawn.get(trace, {"points": 0, "drawn": 0})
+                if got["points"] != points or (sized and not got["drawn"]):
+                    problems.append(f"{name}: figure {k + 1}, trace {trace!r} drew {got['points']} points "
+                                    f"({got['drawn']} of non-zero size), the figure holds {points} ({sized} of "
+                                    "non-zero size)")
+    return problems
+
+
+def assert_widgets_render(tmp_path: Path, front_end: str = "lab", renders: int = RENDERS) -> None:
+    """Serve the widget notebook with ``front_end`` and render it ``renders`` times in a row, each
+    checked from the DOM: every widget drew each of its figures' data (:func:`check_render`) and
+    every shown figure fits its box (:func:`figures_wider_than_their_box`). Renders alternate
+    between a fresh run (kernel restarted, every cell run through the front end's command
+    registry, the notebook saved with its widget state) and a fresh page load of the executed
+    notebook (the widget manager restores every model from the kernel at once). A console error
+    from the widgets or any page error but the front end's known ones fails; prints the render
+    times."""
+    timings: list[tuple[str, float]] = []
+    failures: list[str] = []
+    with lab_server(tmp_path, front_end=front_end) as server, lab_page(server) as lab:
+        nb = write_widget_notebook(server)
+        expected: dict[str, Any] = {}
+        for k in range(renders):
+            start, seen = time.monotonic(), len(lab.errors)
+            if k % 2 == 0:
+                kind = "fresh run"
+                if k == 0:
+                    lab.open(nb)
+                else:
+                    lab.restart_kernel()
+                lab.run_all()
+                open_table_view_tab(lab, "Timeline")
+            else:
+                kind = "page load"
+                lab.open(nb)
+            expected = expected or expected_traces(server.root)
+            problems = check_render(lab, expected) + figures_wider_than_their_box(lab)
+            if kind == "fresh run":
+                lab.save()
+            errors = lab.errors[seen:]
+            bad = [e for e in errors if e.startswith("pageerror") or any(w in e.lower() for w in WIDGET_ERRORS)]
+            if problems or bad:
+                failures.append(f"render {k + 1} ({kind}):\n  " + "\n  ".join(problems + errors))
+            timings.append((kind, time.monotonic() - start))
+        known = lab.known_errors
+    summary = ", ".join(f"{kind} {s:.1f} s" for kind, s in timings)
+    print(f"{FRONT_ENDS[front_end].name} renders: {summary}")
+    if known:
+        print(f"{len(known)} known page errors of {FRONT_ENDS[front_end].name} itself, not failed on: {sorted(set(known))}")
+    assert not failures, (f"{len(failures)} of {renders} renders failed in {FRONT_ENDS[front_end].name}:\n"
+                          + "\n".join(failures) + f"\n(render times: {summary})")
