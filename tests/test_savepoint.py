@@ -263,11 +263,11 @@ def test_savepoint_of_a_commit_a_clean_deleted_meanwhile_is_refused_with_a_savep
     original = V.FileSystemView._list
     ran: list[Any] = []
 
-    def clean_first(self, store):
+    def clean_first(self, store, *more):
         if not ran:
             ran.append(None)
             ran[0] = t.maintenance.clean(policy="KEEP_LATEST_FILE_VERSIONS", retain_versions=1)
-        return original(self, store)
+        return original(self, store, *more)
     monkeypatch.setattr(V.FileSystemView, "_list", clean_first)
     with pytest.raises(SavepointError, match="a clean deleted file versions it needs"):
         t.maintenance.savepoint(first.instant)
