@@ -46,11 +46,8 @@ def create_instant(store: TimelineStore, lock: Any, action: str, data: bytes = b
     timeline just before passes it as ``timeline``: its time is taken after that one's
     instants without reading the timeline again (no other writer creates instants then)."""
     with holding(lock):
-        if lock is None and timeline is not None:
-            if seen is not None:
-                seen.append(timeline)
-            return store.create_new(action, data, after=timeline.max_time(), claim=claim)
-        timeline = store.load()
+        if lock is not None or timeline is None:
+            timeline = store.load()
         if seen is not None:
             seen.append(timeline)
         return store.create_new(action, data, after=timeline.max_time(), claim=claim)
