@@ -56,7 +56,7 @@ class BaseFile:
         m = _BASE_RE.match(name)
         if not m:
             raise ValueError(f"{name!r} is not a base file name (<fileId>_<writeToken>_<instant>.<ext>)")
-        return cls(m.group("fid"), m.group("tok"), m.group("inst"), m.group("ext"))
+        return _base_of(m)
 
 
 @dataclass(frozen=True)
@@ -75,10 +75,18 @@ class LogFile:
         m = _LOG_RE.match(name)
         if not m:
             raise ValueError(f"{name!r} is not a log file name (.<fileId>_<instant>.log.<version>_<writeToken>)")
-        return cls(m.group("fid"), m.group("inst"), int(m.group("ver")), m.group("tok") or UNKNOWN_WRITE_TOKEN)
+        return _log_of(m)
 
 
 _BASE_EXTENSIONS = ("parquet", "orc", "hfile", "lance")
+
+
+def _base_of(m: re.Match[str]) -> BaseFile:
+    return BaseFile(m.group("fid"), m.group("tok"), m.group("inst"), m.group("ext"))
+
+
+def _log_of(m: re.Match[str]) -> LogFile:
+    return LogFile(m.group("fid"), m.group("inst"), int(m.group("ver")), m.group("tok") or UNKNOWN_WRITE_TOKEN)
 
 
 def parse_data_file(name: str) -> "BaseFile | LogFile | None":
@@ -86,16 +94,14 @@ def parse_data_file(name: str) -> "BaseFile | LogFile | None":
     for any other name (what :func:`is_base_file` and :func:`is_log_file` say)."""
     m = _BASE_RE.match(name)
     if m is not None:
-        ext = m.group("ext")
-        return BaseFile(m.group("fid"), m.group("tok"), m.group("inst"), ext) if ext in _BASE_EXTENSIONS else None
+        return _base_of(m) if m.group("ext") in _BASE_EXTENSIONS else None
     m = _LOG_RE.match(name)
-    if m is None:
-        return None
-    return LogFile(m.group("fid"), m.group("inst"), int(m.group("ver")), m.group("tok") or UNKNOWN_WRITE_TOKEN)
+    return None if m is None else _log_of(m)
 
 
 def is_base_file(name: str) -> bool:
-    return bool(_BASE_RE.match(name)) and name.endswith((".parquet", ".orc", ".hfile", ".lance"))
+    m = _BASE_RE.match(name)
+    return m is not None and m.group("ext") in _BASE_EXTENSIONS
 
 
 def is_log_file(name: str) -> bool:
