@@ -90,11 +90,6 @@ class ReadPlan:
     pruned_by_partition_stats: int = 0    # partitions (of those) the MDT's partition statistics ruled out
 
     @property
-    def arrow_filter(self) -> pc.Expression | None:
-        """The row filter as a pyarrow expression (None: every row)."""
-        return self.row_filter.to_arrow() if self.row_filter is not None else None
-
-    @property
     def scan_filter(self) -> ScanFilter | None:
         """The row filter as a scan of base files applies it (None: every row)."""
         return self.row_filter.scan_filter() if self.row_filter is not None else None
