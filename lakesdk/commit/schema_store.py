@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -39,7 +39,8 @@ def _from_metadata(md: CommitMetadata) -> pa.Schema | None:
 
 
 def resolve_schema(store: TimelineStore, timeline: Timeline, *, create_schema: dict | None,
-                   base_file: str | None = None, history: Iterable[Any] = ()) -> pa.Schema | None:
+                   base_file: str | Callable[[], str | None] | None = None,
+                   history: Iterable[Any] = ()) -> pa.Schema | None:
     """Data schema (no meta fields) as of the latest instant of ``timeline``.
 
     ``history``: archived write instants (:class:`~lakesdk.format.lsm_timeline.ArchivedInstant`)
@@ -70,6 +71,8 @@ def resolve_schema(store: TimelineStore, timeline: Timeline, *, create_schema: d
                     continue
         if md.schema:
             return avro_to_arrow(md.schema)
+    if callable(base_file):     # found only when no commit says the schema
+        base_file = base_file()
     if base_file:
         return data_schema(file_schema(store.storage, base_file))
     if create_schema:

@@ -210,8 +210,12 @@ class MetadataTableReader:
 
     # -- the files partition -------------------------------------------------------------------
     def partitions(self) -> list[str]:
-        """The data table's partition paths ("" for a non-partitioned table)."""
-        rec = self.records("files").get(ALL_PARTITIONS_KEY)
+        """The data table's partition paths ("" for a non-partitioned table), from the one
+        record that lists them (read by key)."""
+        merged: dict[str, MetadataRecord] = {}
+        for sl in self.slices("files"):
+            merged.update(self._slice_records(sl, (ALL_PARTITIONS_KEY.encode("utf-8"),)))
+        rec = merged.get(ALL_PARTITIONS_KEY)
         if rec is None or rec.files is None:
             return []
         return sorted(data_partition_of(p) for p, e in rec.files.items() if not e.deleted)

@@ -66,14 +66,32 @@ def plan_read(table: "TableContext", request: ReadRequest) -> ReadPlan:
         return _plan_incremental(table, request, store, timeline)
     if request.as_of is not None:
         _check_as_of(table, store, timeline, request.as_of)
-    view = FileSystemView(table.storage, table.config, store, timeline, as_of=request.as_of)
-    schema = resolve_schema(store, view.visible, create_schema=table.config.create_schema,
-                            base_file=_any_base(view), history=_archived_as_of(table, timeline, request.as_of))
-    if schema is None:
-        schema = pa.schema([])
+    cfg = table.config
+    history = _archived_as_of(table, timeline, request.as_of)
+    views: list[FileSystemView] = []
+
+    def whole() -> FileSystemView:
+        if not views:
+            views.append(FileSystemView(table.storage, cfg, store, timeline, as_of=request.as_of))
+        return views[0]
+
+    schema = resolve_schema(store, timeline.visible_as_of(request.as_of), create_schema=cfg.create_schema,
+                            base_file=lambda: _any_base(whole()), history=history) or pa.schema([])
     bound = _validate(request, schema)
-    parts = view.partitions()
-    pf = bound.prune if bound is not None and table.config.partition_fields else None
+    pf = bound.prune if bound is not None and cfg.partition_fields else None
+    view = whole() if views or pf is None else _scoped_view(table, store, timeline, request.as_of, pf)
+    if view.timeline is not timeline:
+        # listed again against a newer timeline (a clean ran meanwhile): planned on that one whole
+        timeline, views[:] = view.timeline, []
+        history = _archived_as_of(table, timeline, request.as_of)
+        view = whole()
+        schema = resolve_schema(store, view.visible, create_schema=cfg.create_schema,
+                                base_file=lambda: _any_base(view), history=history) or pa.schema([])
+        bound = _validate(request, schema)
+        pf = bound.prune if bound is not None and cfg.partition_fields else None
+    # the partitions of the table as of the read: those with file groups (outside a scope: listed)
+    parts = view.partitions() if view.scope is None else (
+        view.partitions() + [p for p in view.listed_partitions if not view.scope(p)])
     slices = view.latest_slices(pf)
     if request.read_optimized:
         slices = [_base_only(s) for s in slices if s.base_file is not None]
@@ -150,6 +168,19 @@ def _archived_as_of(table: "TableContext", timeline: Any, moment: str | None) ->
             if a.instant.is_completed and a.instant.completed_action in WRITE_ACTIONS
             and a.instant.requested <= moment
             and (a.instant.requested, a.instant.completed_action) not in active]
+
+
+def _scoped_view(table: "TableContext", store: Any, timeline: Timeline, as_of: str | None,
+                 prune: Any) -> FileSystemView:
+    """The view of the partitions whose values ``prune`` keeps only: with the metadata table
+    their ``files`` records alone are read, and only their write stats checked."""
+    from lakesdk.format.keys import parse_partition_path
+    cfg = table.config
+
+    def keep(partition: str) -> bool:
+        return bool(prune(parse_partition_path(partition, cfg.partition_fields, hive_style=cfg.hive_style,
+                                               urlencoded=cfg.urlencode)))
+    return FileSystemView(table.storage, cfg, store, timeline, as_of=as_of, partitions=keep)
 
 
 def _any_base(view: FileSystemView) -> str | None:

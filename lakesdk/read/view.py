@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple
 
 from lakesdk.exceptions import StorageError
 from lakesdk.format.file_group import FileGroup, FileSlice
@@ -17,6 +17,7 @@ from lakesdk.storage import FileInfo, Storage
 from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
+    from lakesdk.format.commit_metadata import WriteStat
     from lakesdk.read.metadata_table import MetadataTableReader
 
 __all__ = ["FileSystemView", "ExpectedFile", "list_data_files", "listed_files"]
@@ -36,33 +37,59 @@ def listed_files(storage: Storage, config: TableConfig, timeline: Timeline) -> l
     """The base and log files of a table's completed instants as its metadata table lists them
     (its ``files`` partition: no listing of the data partitions), or, for a table without one,
     :func:`list_data_files`."""
-    return _listed(storage, config, timeline)[0]
+    return _listed(storage, config, timeline).files
 
 
-def _listed(storage: Storage, config: TableConfig,
-            timeline: Timeline) -> tuple[list[FileInfo], "MetadataTableReader | None", tuple[str, ...]]:
-    """:func:`listed_files`, the MDT reader it listed with (None when it listed storage) and
-    the MDT partitions ``hoodie.properties`` named then.  A ``hoodie.properties`` read earlier
-    may name a metadata table another writer has dropped since: read again after the MDT, it
-    then no longer names one."""
+class _Listing(NamedTuple):
+    files: list[FileInfo]
+    metadata: "MetadataTableReader | None"     # the MDT reader it listed with (None: storage)
+    named: tuple[str, ...]                     # the MDT partitions ``hoodie.properties`` named then
+    partitions: list[str]                      # every partition listed, in the scope or not
+
+
+def _partition_of(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+def _from_storage(storage: Storage, scope: Callable[[str], bool] | None) -> _Listing:
+    files = list_data_files(storage)
+    parts = sorted({_partition_of(f.path) for f in files})
+    if scope is not None:
+        kept = {p for p in parts if scope(p)}
+        files = [f for f in files if _partition_of(f.path) in kept]
+    return _Listing(files, None, (), parts)
+
+
+def _listed(storage: Storage, config: TableConfig, timeline: Timeline,
+            scope: Callable[[str], bool] | None = None) -> _Listing:
+    """:func:`listed_files` (of the partitions ``scope`` keeps), with what it listed from.  A
+    ``hoodie.properties`` read earlier may name a metadata table another writer has dropped
+    since: read again after the MDT, it then no longer names one.  With the MDT, a scope reads
+    the ``files`` records of the partitions it keeps only (seeks by key)."""
     from lakesdk.commit.table_properties import read_properties
     from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
     if config.is_metadata_table or config.version < 8:
-        return list_data_files(storage), None, ()
+        return _from_storage(storage, scope)
     if "files" not in metadata_partitions(config.props):
         # a handle's config read before another writer (or this one) built the MDT
         if not storage.exists(METADATA_DIR) or "files" not in metadata_partitions(read_properties(storage)[1].props):
-            return list_data_files(storage), None, ()
+            return _from_storage(storage, scope)
     from lakesdk.read.metadata_table import MetadataTableReader
     for attempt in range(3):
         try:
             reader = MetadataTableReader(storage, timeline)
-            files = [FileInfo(f"{lst.partition}/{name}" if lst.partition else name, size, False)
-                     for lst in reader.listings() for name, size in lst.files.items()]
+            if scope is None:
+                listings = [(lst.partition, lst.files) for lst in reader.listings()]
+                parts = [p for p, _ in listings]
+            else:
+                parts = reader.partitions()
+                listings = sorted(reader.partition_files([p for p in parts if scope(p)]).items())
+            files = [FileInfo(f"{part}/{name}" if part else name, size, False)
+                     for part, names in listings for name, size in names.items()]
             break
         except FileNotFoundError:
             if "files" not in metadata_partitions(read_properties(storage)[1].props):
-                return list_data_files(storage), None, ()
+                return _from_storage(storage, scope)
             if attempt == 2:
                 raise
             # the MDT's clean removed the file slice this read loaded (two compactions since): again
@@ -70,8 +97,8 @@ def _listed(storage: Storage, config: TableConfig,
     # a file (and names it after the last): an MDT read while it changed is not trusted
     named = metadata_partitions(read_properties(storage)[1].props)
     if "files" not in named:
-        return list_data_files(storage), None, ()
-    return files, reader, named
+        return _from_storage(storage, scope)
+    return _Listing(files, reader, named, parts)
 
 
 def list_data_files(storage: Storage) -> list[FileInfo]:
@@ -117,7 +144,8 @@ class FileSystemView:
 
     def __init__(self, storage: Storage, config: TableConfig, store: TimelineStore, timeline: Timeline,
                  *, as_of: str | None = None, clock: Clock = "requested",
-                 files: Iterable[FileInfo] | None = None, recheck: bool = True) -> None:
+                 files: Iterable[FileInfo] | None = None, recheck: bool = True,
+                 partitions: Callable[[str], bool] | None = None) -> None:
         self.storage = storage
         self.config = config
         self.store = store
@@ -127,8 +155,19 @@ class FileSystemView:
         #: the MDT partitions ``hoodie.properties`` named then
         self.metadata: MetadataTableReader | None = None
         self.metadata_partitions: tuple[str, ...] = ()
+        #: the partitions (by path) this view holds: None all; else the listing, the file groups
+        #: and the check of the write stats keep only the partitions it keeps
+        self.scope = partitions
+        #: every partition the listing named, in the scope or not (given files: theirs)
+        self.listed_partitions: list[str] = []
         self._use(store, timeline)
-        self._files = list(files) if files is not None else self._list(store, recheck)
+        if files is not None:
+            self._files = list(files)
+            self.listed_partitions = sorted({_partition_of(f.path) for f in self._files})
+            if partitions is not None:
+                self._files = [f for f in self._files if partitions(_partition_of(f.path))]
+        else:
+            self._files = self._list(store, recheck)
         self._groups: dict[tuple[str, str], FileGroup] | None = None
         self._sorted_groups: list[FileGroup] | None = None
         #: each file name parsed (once: the listing's and the write stats' names are the same)
@@ -142,7 +181,9 @@ class FileSystemView:
         Without ``recheck`` the timeline is not read again after the listing: the caller
         reads it later and checks :meth:`outdated_by` itself (a write, when it creates its instant)."""
         for _ in range(_LIST_ATTEMPTS):
-            files, self.metadata, self.metadata_partitions = _listed(self.storage, self.config, self.timeline)
+            listing = _listed(self.storage, self.config, self.timeline, self.scope)
+            files, self.metadata, self.metadata_partitions = listing.files, listing.metadata, listing.named
+            self.listed_partitions = listing.partitions
             if not recheck:
                 return files
             now = store.load()
@@ -321,7 +362,7 @@ class FileSystemView:
         logs: dict[tuple[str, str], dict[str, ExpectedFile]] = defaultdict(dict)
         self.store.prefetch(self.visible)
         for inst in self.visible:
-            for st in self.store.commit_metadata(inst).write_stats:
+            for st in self._scoped_stats(self.store.commit_metadata(inst).partition_to_write_stats):
                 path = st.path
                 if not path or path == "null":
                     continue
@@ -354,6 +395,13 @@ class FileSystemView:
                     continue
                 out.append(e)
         return out
+
+    def _scoped_stats(self, by_partition: dict[str, list[WriteStat]]) -> Iterator[WriteStat]:
+        """The write stats of the partitions this view holds (:attr:`scope`)."""
+        scope = self.scope
+        for partition, stats in by_partition.items():
+            if scope is None or scope(partition):
+                yield from stats
 
     def missing_files(self, keep: Callable[[ExpectedFile], bool] | None = None) -> list[ExpectedFile]:
         """The files of :meth:`expected_files` that storage does not hold."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from typing import Callable, Iterable, TypeVar, overload
 
 from lakesdk.exceptions import CorruptTimelineError, InstantNotFoundError
@@ -22,6 +25,41 @@ __all__ = ["TimelineStore"]
 
 #: concurrent reads of :meth:`TimelineStore.prefetch` (an object store serves them in parallel)
 _PREFETCH_THREADS = 16
+
+#: commit metadata parsed, by the content of its file (digest, layout, replace): shared by every
+#: store of the process, so that the plans and commits of a session parse each completed
+#: instant's write stats once, not once per operation (10,000 write stats take about 0.2 s).
+#: Keyed by content, not name: the same name may hold other bytes in another table, or in a
+#: table dropped and made again at the same path.  Entries are read-only; the cache is bounded
+#: by the number of write stats it holds.
+_PARSED: OrderedDict[tuple[bytes, int, bool], CommitMetadata] = OrderedDict()
+_PARSED_WEIGHTS: dict[tuple[bytes, int, bool], int] = {}
+_PARSED_MAX_STATS = 1_000_000
+_PARSED_LOCK = threading.Lock()
+_parsed_stats = 0
+
+
+def _parsed(data: bytes, layout: int, replace: bool, parse: Callable[[], CommitMetadata]) -> CommitMetadata:
+    """``parse()`` of the commit metadata ``data``, from the process's cache when these bytes
+    were parsed before (a parse that raises is not kept)."""
+    global _parsed_stats
+    key = (hashlib.blake2b(data, digest_size=16).digest(), layout, replace)
+    with _PARSED_LOCK:
+        hit = _PARSED.get(key)
+        if hit is not None:
+            _PARSED.move_to_end(key)
+            return hit
+    md = parse()
+    weight = 1 + sum(len(v) for v in md.partition_to_write_stats.values())
+    with _PARSED_LOCK:
+        if key not in _PARSED:
+            _PARSED[key] = md
+            _PARSED_WEIGHTS[key] = weight
+            _parsed_stats += weight
+            while _parsed_stats > _PARSED_MAX_STATS and len(_PARSED) > 1:
+                old, _ = _PARSED.popitem(last=False)
+                _parsed_stats -= _PARSED_WEIGHTS.pop(old)
+    return md
 
 # the plans of instants (the record of their requested file), each with the actions it plans
 Plan = TypeVar("Plan", CompactionPlanData, ClusteringPlanData, CleanerPlanData, RollbackPlanData, RestorePlanData)
@@ -95,8 +133,10 @@ class TimelineStore:
         return m
 
     def _parse(self, instant: Instant, data: bytes) -> CommitMetadata:
+        replace = instant.completed_action == "replacecommit"
         try:
-            return CommitMetadata.parse(data, layout=self.layout, replace=instant.completed_action == "replacecommit")
+            return _parsed(bytes(data), self.layout, replace,
+                           lambda: CommitMetadata.parse(data, layout=self.layout, replace=replace))
         except CorruptTimelineError as exc:
             raise corrupt_commit_error(self.storage.url(self.path(instant)), instant, self.layout, exc) from None
 
