@@ -81,3 +81,41 @@ def test_a_pruned_plan_reads_the_files_records_of_its_partitions_only(tmp_path, 
     assert t.read(where="p = 'c'").plan().slices
     assert asked == [["p=c"]]
     assert not listed
+    asked.clear()
+    t.upsert(pa.table({"id": ["1", "50"], "p": ["c", "c"], "ts": [5, 5], "v": [1, 2]}))
+    assert asked and all(a == ["p=c"] for a in asked)
+    assert not listed
+
+
+@pytest.mark.parametrize("metadata", [True, False], ids=["mdt", "list"])
+@pytest.mark.parametrize("mor", [False, True], ids=["cow", "mor"])
+def test_a_write_plans_the_partitions_of_its_rows_only(tmp_path, metadata, mor):
+    """A write into partition a needs none of b's files: one missing there does not stop it,
+    and the table reads as before with a's rows changed; a read of b still fails."""
+    t = _table(tmp_path / "lake", metadata, mor)
+    before = {r["id"]: r for r in t.read(where="p != 'b'").to_arrow().to_pylist()}
+    victim = next(s for s in t.read().plan().slices if s.partition == "p=b")
+    os.remove(os.path.join(t.path, victim.base_path or victim.log_paths[0]))
+    res = t.upsert(pa.table({"id": ["100", "101"] + [i for i, r in before.items() if r["p"] == "a"][:1],
+                             "p": ["a", "a", "a"], "ts": [9, 9, 9], "v": [7, 7, 7]}))
+    assert (res.inserted, res.updated) == (2, 1)
+    t.delete(pa.table({"id": ["100"], "p": ["a"]}))
+    after = {r["id"]: r for r in t.read(where="p != 'b'").to_arrow().to_pylist()}
+    changed = [i for i, r in before.items() if r["p"] == "a"][:1]
+    assert set(after) == set(before) | {"101"}
+    assert all(after[i] == before[i] for i in before if i not in changed)
+    assert after[changed[0]]["v"] == 7 and after["101"]["v"] == 7
+    with pytest.raises(DataFileMissingError):
+        t.read(where="p = 'b'").to_arrow()
+
+
+def test_a_write_with_a_global_index_still_checks_every_partition(tmp_path):
+    """(Listed from storage: with the metadata table a plan lists no data partition, and the
+    key index finds the missing file only if it must open it.)"""
+    lake = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local", metadata=False))
+    t = lake.create_table("t", key="id", ordering="ts", partition_by="p", index="global")
+    t.upsert(pa.table({"id": ["1", "2"], "p": ["a", "b"], "ts": [1, 1], "v": [1, 2]}))
+    victim = next(s for s in t.read().plan().slices if s.partition == "p=b")
+    os.remove(os.path.join(t.path, victim.base_path))
+    with pytest.raises(DataFileMissingError):
+        t.upsert(pa.table({"id": ["3"], "p": ["a"], "ts": [1], "v": [3]}))

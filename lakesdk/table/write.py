@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 
@@ -75,13 +75,14 @@ class WriteOperation(WriteInput):
 
         # a file of the table that the timeline records and storage lacks stops the write before it
         # starts: checked before anything is written, a rollback of a failed write included
-        prep.view = _checked_view(t, store, timeline)
+        scope = self._scope(prep)
+        prep.view = _checked_view(t, store, timeline, scope)
         # -- failed writes of earlier writers are rolled back first ------------------------------
         from lakesdk.services.rollback import rollback_failed_writes
         policy = "lazy" if t.options.concurrency == "optimistic" else t.options.failed_writes
         if rollback_failed_writes(t.context, policy=policy, timeline=timeline):
             timeline = prep.timeline = store.load()
-            prep.view = _checked_view(t, store, timeline)
+            prep.view = _checked_view(t, store, timeline, scope)
 
         # -- the instant: requested -> inflight ------------------------------------------------
         if self.operation.startswith("insert_overwrite"):
@@ -98,7 +99,7 @@ class WriteOperation(WriteInput):
             # deleted a slice the view holds for the latest (a compaction superseded it), so the
             # files are listed again as of the timeline read to create the instant (the commit
             # checks still start from the write's snapshot)
-            prep.view = FileSystemView(t.storage, cfg, store, txn.at_begin)
+            prep.view = FileSystemView(t.storage, cfg, store, txn.at_begin, partitions=scope)
         ctx.instant = instant.requested
         faults.crash_point("after_requested")
         txn.start(CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).encode(layout=cfg.layout_version))
@@ -342,6 +343,16 @@ class WriteOperation(WriteInput):
         finally:
             job.release(data)
 
+    def _scope(self, prep: Any) -> Callable[[str], bool] | None:
+        """The partitions the write's view holds (None: all): those of its rows, unless its key
+        index looks in every partition (a global index, a delete of rows without their
+        partition fields) or it replaces the whole table.  With the metadata table only their
+        ``files`` records are read, and only their write stats checked."""
+        if (prep.partitions is None or prep.global_delete or prep.ctx.global_index
+                or self.operation == "insert_overwrite_table"):
+            return None
+        return frozenset(prep.partitions).__contains__
+
     def _check_overwrite_keys(self, job: Any, data: Any, view: Any, partitions: list[str]) -> None:
         """A global index keeps a key in one partition: an overwrite of some partitions may
         not write keys the table holds in others (refused before any file is written)."""
@@ -413,7 +424,8 @@ def _group_stats(stats: list[WriteStat]) -> dict[str, list[WriteStat]]:
     return out
 
 
-def _checked_view(table: Any, store: Any, timeline: Any) -> FileSystemView:
+def _checked_view(table: Any, store: Any, timeline: Any,
+                  scope: Callable[[str], bool] | None = None) -> FileSystemView:
     """The write's view of the table's files, checked (:meth:`FileSystemView.verify`) against
     its snapshot ``timeline``.  Listed without reading the timeline again after the listing, as
     a read does: the write reads it to create its instant and lists again when a clean,
@@ -422,14 +434,14 @@ def _checked_view(table: Any, store: Any, timeline: Any) -> FileSystemView:
     snapshot explains it, and the files are listed and checked again against the newer timeline;
     otherwise the error stands."""
     from lakesdk.exceptions import CorruptFileError, DataFileMissingError, TimeTravelError
-    view = FileSystemView(table.storage, table.config, store, timeline, recheck=False)
+    view = FileSystemView(table.storage, table.config, store, timeline, recheck=False, partitions=scope)
     try:
         view.verify()
     except (DataFileMissingError, TimeTravelError, CorruptFileError):
         now = store.load()
         if not view.outdated_by(now):
             raise
-        view = FileSystemView(table.storage, table.config, store, now)
+        view = FileSystemView(table.storage, table.config, store, now, partitions=scope)
         view.verify()
     return view
 
