@@ -203,6 +203,15 @@ class FileSystemView:
         active = {i.requested for i in now.instants}
         return not (deleters(now) <= deleters(self.timeline) and all(i.requested in active for i in self.timeline.completed))
 
+    def current_as_of(self, now: Timeline) -> "FileSystemView":
+        """This view when the later timeline ``now`` cannot have deleted a file it holds
+        (:meth:`outdated_by`), else the same view (as of, clock, partitions) listed again
+        against ``now``."""
+        if not self.outdated_by(now):
+            return self
+        return FileSystemView(self.storage, self.config, self.store, now, as_of=self.as_of, clock=self.clock,
+                              partitions=self.scope)
+
     def _use(self, store: TimelineStore, timeline: Timeline) -> None:
         """Take ``timeline`` as the state the files are read against."""
         as_of = self.as_of

@@ -94,12 +94,12 @@ class WriteOperation(WriteInput):
         # (a single writer takes its time after the newest timeline it read, without reading it again)
         txn = InstantTransaction.begin(t.context, action, operation=self.operation, timeline=prep.view.timeline)
         instant = txn.instant
-        if txn.at_begin is not None and prep.view.outdated_by(txn.at_begin):
+        if txn.at_begin is not None:
             # a clean (or restore, or archival) ran since the view listed the files: it may have
             # deleted a slice the view holds for the latest (a compaction superseded it), so the
             # files are listed again as of the timeline read to create the instant (the commit
             # checks still start from the write's snapshot)
-            prep.view = FileSystemView(t.storage, cfg, store, txn.at_begin, partitions=scope)
+            prep.view = prep.view.current_as_of(txn.at_begin)
         ctx.instant = instant.requested
         faults.crash_point("after_requested")
         txn.start(CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).encode(layout=cfg.layout_version))
@@ -438,11 +438,11 @@ def _checked_view(table: Any, store: Any, timeline: Any,
     try:
         view.verify()
     except (DataFileMissingError, TimeTravelError, CorruptFileError):
-        now = store.load()
-        if not view.outdated_by(now):
+        again = view.current_as_of(store.load())
+        if again is view:
             raise
-        view = FileSystemView(table.storage, table.config, store, now, partitions=scope)
-        view.verify()
+        again.verify()
+        return again
     return view
 
 
