@@ -214,7 +214,7 @@ def run_mor(res: Results, spark: Any, base: pa.Table, upd: pa.Table, root: str, 
     else:
         res.info["compaction_files"] = c.files
         res.info["compaction_bytes"] = c.bytes
-    logs = int(t.inspect.file_groups()["log_files"].sum())
+    logs = sum(t.inspect.file_groups()["log_files"].to_pylist())
     if logs:
         res.errors.append(f"lakesdk MOR compaction: {logs} log files remain in the latest slices")
     s, after = best_of(READS, lambda: t.read().to_arrow())

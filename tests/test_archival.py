@@ -55,9 +55,9 @@ def test_archive_T76_T77_history_layout_and_reads(lake):
     expected = sorted([(k, f"v{k}") for k in range(6)] + [(10 + k, f"v{k}") for k in range(6)])
     assert rows(t.read()) == expected == hudi_rows(t.path)
     assert rows(t.as_of(results[4].instant)) == [r for r in expected if r[1] != "v5"] == hudi_rows(t.path, results[4].instant)
-    h = t.history()
-    assert list(h.instant) == [r.instant for r in results] and list(h.archived) == [True] * 3 + [False] * 3
-    assert list(h.inserted) == [2] * 6 and set(h.operation) == {"UPSERT"}
+    h = t.history().to_pydict()
+    assert h["instant"] == [r.instant for r in results] and h["archived"] == [True] * 3 + [False] * 3
+    assert h["inserted"] == [2] * 6 and set(h["operation"]) == {"UPSERT"}
 
 
 def test_archive_stops_at_savepoint_T78_and_beyond_T79(lake):
@@ -114,7 +114,7 @@ def test_archive_takes_cleans_and_rollbacks_along_T82(lake):
     assert actions == ["clean", "commit", "commit", "commit", "commit", "commit", "commit", "rollback"]
     assert [i.action for i in t.timeline] == ["commit"] * 3
     h = t.history()
-    assert sorted(h.action[h.archived]) == actions
+    assert sorted(h.filter(h["archived"])["action"].to_pylist()) == actions
     archived = LSMTimeline(t.storage, t.config).load()
     clean = next(a for a in archived if a.action == "clean")
     assert clean.plan is not None and clean.metadata[:4] == b"Obj\x01"    # clean plan kept as the plan column
@@ -153,7 +153,7 @@ def test_archive_keeps_replacecommit_until_replaced_files_are_cleaned(lake):
     for i in range(2, 8):
         t.upsert(batch(i, ids=(2, 4)))
     plan = t.maintenance.plan_archive(min_commits=2, max_commits=3)
-    assert [i.requested for i in plan.instants] == [t.history().instant[0]]
+    assert [i.requested for i in plan.instants] == [t.history()["instant"][0].as_py()]
     assert f"replacecommit {over.instant}" in repr(plan)
     t.maintenance.clean(retain_commits=2)                   # deletes the replaced file group
     plan = t.maintenance.plan_archive(min_commits=2, max_commits=3)

@@ -134,7 +134,7 @@ res["as_of_r1"] = rows(t.as_of(r1.instant).to_arrow())
 res["as_of_r2"] = rows(t.as_of(r2.instant).to_arrow())
 res["as_of_r3_spark"] = [[r[c] for c in COLS] for r in t.as_of(r3).to_spark().collect()]
 res["incremental_after_r3"] = rows(t.incremental(start=r3.completed, meta_fields=True).to_arrow(), ["_hoodie_commit_time"] + COLS)
-res["history"] = t.history()[["instant", "action", "operation"]].values.tolist()
+res["history"] = [list(r.values()) for r in t.history().select(["instant", "action", "operation"]).to_pylist()]
 # Spark's own read API (the ``lakesdk`` data source): planned on the driver, read on the executors
 lk.spark.register(spark)
 src = lambda **o: spark.read.format("lakesdk").options(storage_options=json.dumps(cfg["storage_options"]), **o).load(t.path)

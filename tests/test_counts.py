@@ -34,8 +34,8 @@ def test_upsert_rows_that_lose_on_ordering_are_skipped_not_updated(local_table):
     assert (r.inserted, r.updated, r.deleted, r.skipped) == (0, 80, 0, 20)
     got = t.read().to_pandas().set_index("id")
     assert (got.loc[[f"k{i}" for i in range(20)], "v"] == 0).all() and (got.v == 1).sum() == 80
-    hist = t.history().iloc[-1]
-    assert (hist.inserted, hist.updated, hist.deleted) == (0, 80, 0)
+    hist = t.history().to_pylist()[-1]
+    assert (hist["inserted"], hist["updated"], hist["deleted"]) == (0, 80, 0)
 
 
 def test_delete_counts_each_stored_row_once_and_not_stale_or_missing_keys(local_table):
@@ -46,7 +46,7 @@ def test_delete_counts_each_stored_row_once_and_not_stale_or_missing_keys(local_
     assert (r.deleted, r.skipped) == (0, 1)
     r = t.delete(["k3", "k3", "k4"])                             # no ordering value: always applies
     assert (r.deleted, r.skipped) == (3 - 1, 0)
-    assert t.history().iloc[-1].deleted == 2
+    assert t.history()["deleted"][-1].as_py() == 2
     assert sorted(set(f"k{i}" for i in range(100)) - set(t.read().to_pandas().id)) == ["k1", "k3", "k4"]
 
 
@@ -187,7 +187,7 @@ def test_delete_by_key_values_deletes_the_key_in_every_partition(tmp_path, spark
     t.upsert(pd.DataFrame({"id": ["0", "0", "1", "2"], "p": ["x", "y", "x", "y"], "ts": [1, 1, 1, 1], "v": [0] * 4}))
     r = t.delete(["0"])                                  # no partition values: every copy of the key
     assert (r.deleted, r.skipped) == (2, 0)
-    assert t.history().iloc[-1].deleted == 2
+    assert t.history()["deleted"][-1].as_py() == 2
     assert sorted(zip(*t.read().to_pandas()[["id", "p"]].T.values)) == [("1", "x"), ("2", "y")]
     r = t.delete(pd.DataFrame({"id": ["1", "2"], "p": ["y", "y"]}))   # rows with the partition: there only
     assert r.deleted == 1

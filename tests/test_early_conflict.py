@@ -396,7 +396,7 @@ def test_commit_conflict_option(bare):
     touched the same file group stops it too."""
     bare.upsert(rows(range(3), "x"))
     start = bare.timeline
-    fid = bare.inspect.file_groups().file_id[0]
+    fid = bare.inspect.file_groups()["file_id"][0].as_py()
     other = lk.open_table(bare.path, options=bare.options)
     done = other.upsert(rows([1], "other"))
     mine = [f"city=sf/{fid}_1-1-1_{T3}.parquet.marker.MERGE"]
@@ -498,7 +498,7 @@ def test_m31_compaction_is_not_gated(tmp_path):
     t = lk.Lake(str(tmp_path), options=options("direct")).create_table("m", key="id", table_type="mor")
     t.upsert(pd.DataFrame({"id": [1, 2], "v": ["a", "b"]}))
     t.upsert(pd.DataFrame({"id": [1], "v": ["c"]}))
-    fid = t.inspect.file_groups().file_id[0]
+    fid = t.inspect.file_groups()["file_id"][0].as_py()
     early = "20000101000000000"            # an earlier, live writer rewriting the file group
     w = FakeWriter(t, early, [f"{fid}_0-1-1_{early}.parquet.marker.MERGE"], action="deltacommit")
     try:
@@ -554,7 +554,7 @@ def test_spark_tasks_stop_early(tmp_path, monkeypatch, spark, markers):
     t = lk.Lake(str(tmp_path), spark=spark, options=opts).create_table("t", key="id", partition_by="city")
     t.upsert(rows(range(10), "base"))
     w = FakeWriter(t, "20000101000000000", [f"city=sf/{fid}_0-1-1_20000101000000000.parquet.marker.MERGE"
-                                            for fid in t.inspect.file_groups().file_id])
+                                            for fid in t.inspect.file_groups()["file_id"].to_pylist()])
     try:
         with pytest.raises(lk.EarlyConflictError) as e:
             t.upsert(rows(range(3), "late"))

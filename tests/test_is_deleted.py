@@ -38,7 +38,7 @@ def _lake(tmp_path, spark, engine, name="lake"):
 def _same_on_every_instant(t):
     """lakesdk and the ``hudi`` reader agree on the latest snapshot and on every instant."""
     assert rows(t.read()) == hudi_rows(t.path)
-    for inst in t.history().instant:
+    for inst in t.history()["instant"].to_pylist():
         assert rows(t.as_of(inst)) == hudi_rows(t.path, inst), inst
 
 
@@ -75,7 +75,7 @@ def test_flagged_rows_are_deletes_under_event_time_ordering(tmp_path, spark, eng
         r = getattr(t, op)(b)
         assert rows(t.read()) == want, op
         assert (r.inserted, r.updated, r.deleted, r.skipped) == counts, op
-    assert t.history().deleted.tolist() == [c[2] for c in COUNTS]
+    assert t.history()["deleted"].to_pylist() == [c[2] for c in COUNTS]
     # the column stays in the table's schema (as Hudi keeps it); no stored row is flagged
     assert t.schema.field(FLAG).type == pa.bool_()
     assert not any(v is True for v in t.read().to_arrow().column(FLAG).to_pylist())
@@ -139,13 +139,13 @@ def test_spark_dataframe_flagged_rows(tmp_path, spark, table_type):
 def test_a_delete_marker_that_is_not_boolean_is_refused_before_anything_is_written(tmp_path, bad):
     t = _lake(tmp_path, None, "local").create_table("t", key="id", ordering="ts")
     t.upsert(_batch([1], 1, "a", [False]))
-    before = t.history().instant.tolist()
+    before = t.history()["instant"].to_pylist()
     data = pa.table({"id": [1, 2], "ts": [2, 2], "v": ["x", "y"], FLAG: bad})
     for op in ("upsert", "insert", "bulk_insert"):
         with pytest.raises(lk.DeleteMarkerTypeError, match=FLAG) as err:
             getattr(t, op)(data)
         assert isinstance(err.value, lk.SchemaError)
-    assert t.history().instant.tolist() == before
+    assert t.history()["instant"].to_pylist() == before
     assert rows(t.read()) == [(1, "a")]
 
 

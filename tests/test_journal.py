@@ -51,7 +51,7 @@ def test_committed_write_fills_every_field(tmp_path):
     assert r.outcome == "committed" and r.won and r.action == "commit" and r.operation == "upsert"
     assert r.writer == f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
     assert 0 < r.started_ms <= r.ended_ms and r.seconds >= 0
-    fids = set(t.inspect.file_groups().file_id)
+    fids = set(t.inspect.file_groups()["file_id"].to_pylist())
     assert r.file_groups and {f for _, f in r.file_groups} <= fids and {p for p, _ in r.file_groups} == {"city=sf"}
     assert r.conflicts_with is None and r.reason == ""
     cols = [("id", "int64"), ("city", "string"), ("v", "string")]

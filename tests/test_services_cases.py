@@ -153,8 +153,8 @@ def test_t47_file_groups_of_a_pending_clustering_are_not_compacted(lake):
     t = lake.create_table("t47", key="id", partition_by="p", ordering="ts", table_type="mor")
     t.upsert(batch(0, ids=(1, 2)))
     t.upsert(batch(1, ids=(1, 2)))                     # log files in both partitions
-    groups = t.inspect.file_groups()
-    fid_a = groups[groups.partition == "p=a"].file_id.iloc[0]
+    groups = t.inspect.file_groups().to_pylist()
+    fid_a = next(g["file_id"] for g in groups if g["partition"] == "p=a")
     clustering = ClusteringPlanData((ClusteringGroupData((ClusteringSliceInfo("p=a", fid_a, None),)),))
     pending = plus_ms(t.timeline.max_time())
     path = f"{timeline_dir(t)}/{pending}.clustering.requested"

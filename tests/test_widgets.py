@@ -351,7 +351,7 @@ def test_file_layout_matches_inspect(lake):
     t.upsert(rides(3, ts=2))
     t.upsert(rides(2, ts=3, start=9))
     w = t.widgets.file_layout(small_file_bytes=10**9)
-    expect = t.inspect.file_groups()
+    expect = t.inspect.file_groups().to_pandas()
     cols = list(expect.columns)
     pd.testing.assert_frame_equal(w.groups[cols].reset_index(drop=True), expect.reset_index(drop=True),
                                   check_dtype=False)

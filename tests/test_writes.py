@@ -139,7 +139,7 @@ def test_inserts_fill_small_files_then_new_file_groups(lake):
     t.upsert(trips(4000, start=200))
     fg2 = t.inspect.file_groups()
     assert len(fg2) > 2, fg2
-    assert fg1.file_id[0] in set(fg2.file_id)  # the small file group was filled, not abandoned
+    assert fg1["file_id"][0].as_py() in set(fg2["file_id"].to_pylist())  # the small file group was filled, not abandoned
     assert len(snapshot(t)) == 4200
 
 
@@ -156,8 +156,8 @@ def test_time_travel_and_incremental(table):
     inc = table.incremental(start=r2).to_pandas()
     assert sorted(inc.uuid) == ["u0010", "u0011"]
     assert sorted(table.incremental().to_pandas().uuid) == ["u0000", "u0001", "u0002", "u0010", "u0011"]
-    h = table.history()
-    assert list(h.instant) == [r1.instant, r2.instant, r3.instant] and list(h.inserted) == [3, 0, 2]
+    h = table.history().to_pydict()
+    assert h["instant"] == [r1.instant, r2.instant, r3.instant] and h["inserted"] == [3, 0, 2]
 
 
 def test_reads_project_filter_and_spark(table):

@@ -13,7 +13,12 @@ __all__ = ["main"]
 
 
 def _print_frame(title: str, frame: Any) -> None:
+    """Print a pandas DataFrame or a pyarrow Table (whose integer columns with nulls print as
+    integers and <NA>, not as floats)."""
     import pandas as pd
+    import pyarrow as pa
+    if isinstance(frame, pa.Table):
+        frame = frame.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
     print(f"\n== {title}")
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.max_rows", 40):
         print(frame.to_string(index=False) if len(frame) else "(no rows)")

@@ -41,12 +41,14 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+import pyarrow as pa
+
 from lakesdk.storage.fs import Storage
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["JOURNAL_DIR", "STEPS", "TransactionRecord", "Transactions", "read_transactions", "record_transaction",
+__all__ = ["JOURNAL_DIR", "STEPS", "TRANSACTIONS_SCHEMA", "TransactionRecord", "Transactions", "read_transactions", "record_transaction",
            "schema_fields", "writer_id", "outcome_of", "instant_ms"]
 
 JOURNAL_DIR = ".hoodie/.aux/lakesdk/transactions"
@@ -195,14 +197,26 @@ def outcome_of(err: BaseException | None) -> str:
     return "failed"
 
 
-_COLUMNS = ("instant", "action", "operation", "outcome", "conflicts_with", "file_groups", "seconds", "writer", "reason")
+#: ``Transactions.to_arrow()``: one row per journaled write, oldest first; no column is null
+#: (``conflicts_with`` is "" when the write lost to no other, ``reason`` "" when it committed).
+TRANSACTIONS_SCHEMA = pa.schema([
+    pa.field("instant", pa.string(), nullable=False),
+    pa.field("action", pa.string(), nullable=False),
+    pa.field("operation", pa.string(), nullable=False),
+    pa.field("outcome", pa.string(), nullable=False),          # one of OUTCOMES
+    pa.field("conflicts_with", pa.string(), nullable=False),   # the instant of the write it lost to
+    pa.field("file_groups", pa.int64(), nullable=False),       # how many file groups it wrote
+    pa.field("seconds", pa.float64(), nullable=False),         # from its start to its outcome
+    pa.field("writer", pa.string(), nullable=False),           # host:pid:thread
+    pa.field("reason", pa.string(), nullable=False),
+])
 
 
 class Transactions(Sequence[TransactionRecord]):
     """The journaled writes of one table (``t.inspect.transactions()``), oldest first.
 
-    A read-only sequence of :class:`TransactionRecord`; ``to_pandas()`` gives one row per
-    write.  The repr is a small table (no I/O)."""
+    A read-only sequence of :class:`TransactionRecord`; ``to_arrow()`` (a ``pyarrow.Table`` of
+    :data:`TRANSACTIONS_SCHEMA`) and ``to_pandas()`` give one row per write.  The repr is a small table (no I/O)."""
 
     def __init__(self, records: Sequence[TransactionRecord], *, table: str = "") -> None:
         self._records = list(records)
@@ -241,10 +255,13 @@ class Transactions(Sequence[TransactionRecord]):
                          "seconds": round(r.seconds, 3), "writer": r.writer, "reason": r.reason})
         return rows
 
+    def to_arrow(self) -> pa.Table:
+        """One row per journaled write, a ``pyarrow.Table`` of :data:`TRANSACTIONS_SCHEMA`."""
+        return pa.Table.from_pylist(self._rows(), schema=TRANSACTIONS_SCHEMA)
+
     def to_pandas(self) -> pd.DataFrame:
-        """pandas DataFrame: one row per journaled write."""
-        import pandas as pd
-        return pd.DataFrame(self._rows(), columns=list(_COLUMNS))
+        """pandas DataFrame: one row per journaled write (``to_arrow().to_pandas()``)."""
+        return self.to_arrow().to_pandas()
 
     def __repr__(self) -> str:
         counts: dict[str, int] = {}

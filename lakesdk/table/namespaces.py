@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from lakesdk.commit.results import moment_time
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import pyarrow as pa
 
     from lakesdk.commit.results import WriteResult
     from lakesdk.concurrency.journal import Transactions
@@ -40,17 +40,12 @@ class Inspect:
         store = self._t.context.store
         return FileSystemView(self._t.storage, self._t.config, store, store.load(), as_of=moment_time(as_of))
 
-    def file_groups(self, as_of: Any = None) -> pd.DataFrame:
-        """pandas DataFrame of file groups with their latest slice."""
-        import pandas as pd
-        rows = []
-        for g in self._view(as_of).file_groups:
-            s = g.latest
-            rows.append({"partition": g.partition, "file_id": g.file_id, "slices": len(g.slices),
-                         "base_instant": s.base_instant if s else None, "base_file": s.base_path if s else None,
-                         "base_bytes": s.base_size if s else 0, "log_files": len(s.log_files) if s else 0})
-        return pd.DataFrame(rows, columns=["partition", "file_id", "slices", "base_instant", "base_file",
-                                           "base_bytes", "log_files"])
+    def file_groups(self, as_of: Any = None) -> pa.Table:
+        """The file groups (at ``as_of``, default now), one row each with its latest file
+        slice, as a ``pyarrow.Table`` of :data:`~lakesdk.table.listings.FILE_GROUPS_SCHEMA`
+        (``.to_pandas()`` for a pandas DataFrame)."""
+        from lakesdk.table.listings import file_groups_table
+        return file_groups_table(self._view(as_of))
 
     def partitions(self, as_of: Any = None) -> list[str]:
         return self._view(as_of).partitions()

@@ -180,35 +180,13 @@ class Table:
         """The table's data schema (without meta fields) at the latest commit."""
         return self._ctx.schema
 
-    def history(self) -> pd.DataFrame:
-        """pandas DataFrame: one row per completed instant, newest last, with write stats;
-        instants archived into the timeline history are included (``archived`` is True)."""
-        import pandas as pd
-
-        from lakesdk.format.commit_metadata import CommitMetadata
-        from lakesdk.services.archival import archived_instants
-        store = self._ctx.store
-        active = store.load().by_completion()
-        # archived instants (timeline history) first; an instant in both places is the active one
-        keys = {(i.requested, i.completed_action) for i in active}
-        entries = [(a.instant, a.metadata, True) for a in archived_instants(self._ctx)
-                   if (a.instant.requested, a.instant.completed_action) not in keys]
-        entries += [(i, None, False) for i in active]
-        entries.sort(key=lambda e: (e[0].completed or e[0].requested, e[0].requested))
-        rows = []
-        for inst, data, archived in entries:
-            row: dict[str, Any] = {"instant": inst.requested, "completed": inst.completed, "action": inst.action,
-                                   "archived": archived}
-            if inst.completed_action in ("commit", "deltacommit", "replacecommit"):
-                md = (CommitMetadata.parse(data or b"", layout=2, replace=inst.completed_action == "replacecommit")
-                      if archived else store.commit_metadata(inst))
-                tot = md.totals()
-                row.update(operation=md.operation_type, inserted=tot["inserted"], updated=tot["updated"],
-                           deleted=tot["deleted"], files=tot["files"], bytes=tot["bytes"], partitions=tot["partitions"])
-            rows.append(row)
-        cols = ["instant", "completed", "action", "operation", "inserted", "updated", "deleted", "files", "bytes",
-                "partitions", "archived"]
-        return pd.DataFrame(rows, columns=cols)
+    def history(self) -> pa.Table:
+        """One row per completed instant, newest last, with its write statistics, as a
+        ``pyarrow.Table`` of :data:`~lakesdk.table.listings.HISTORY_SCHEMA` (``.to_pandas()``
+        for a pandas DataFrame).  Instants archived into the timeline history are included
+        (``archived`` is True)."""
+        from lakesdk.table.listings import history_table
+        return history_table(self._ctx)
 
     # -- writes ------------------------------------------------------------------------------
     def write(self, data: Any, *, operation: str = "upsert", missing_columns: str = "error",
