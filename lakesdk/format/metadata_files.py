@@ -42,7 +42,8 @@ from lakesdk.format.metadata_records import (
 )
 
 __all__ = ["FilesChange", "files_records", "hfile_of", "files_log_block", "mdt_properties", "FILES_GROUP",
-           "INIT_INSTANT", "WRITE_TOKEN", "METADATA_PAYLOAD"]
+           "INIT_INSTANT", "WRITE_TOKEN", "METADATA_PAYLOAD",
+           "delete_log_block"]
 
 FILES_GROUP = "files-0000-0"
 INIT_INSTANT = "00000000000000000"
@@ -122,6 +123,19 @@ def files_log_block(records: Mapping[str, Mapping[str, Any]], instant: str, *, s
     """One HFile data block of ``records``, for the MDT delta commit ``instant``."""
     header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json or record_schema_json()}
     return encode_block(BlockType.HFILE_DATA, header, hfile_of(records, schema_json=schema_json))
+
+
+def delete_log_block(keys: Iterable[str], instant: str, partition: str, *, schema_json: str | None = None) -> bytes:
+    """One DELETE block of MDT record ``keys`` (of the MDT ``partition``, which Hudi names as
+    their partition path; no ordering value), for the MDT delta commit ``instant``."""
+    import pyarrow as pa
+
+    from lakesdk.format.log_data_blocks import encode_delete_block
+    ks = sorted(keys)
+    header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json or record_schema_json()}
+    return encode_delete_block(pa.table({"_hoodie_record_key": pa.array(ks, pa.string()),
+                                         "_hoodie_partition_path": pa.array([partition] * len(ks), pa.string())}),
+                               header)
 
 
 def mdt_properties(table_name: str, version: int) -> dict[str, str]:

@@ -1,0 +1,197 @@
+"""Hudi's record index (``create_table(index="record")``, the metadata table's ``record_index``
+partition): its format as Hudi writes it, its hashing checked against the record index Hudi
+wrote in the corpus, and random writes and services after which every key of the table maps
+to the file group that holds it and no deleted key is left, read the same by the `hudi` reader."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import lakesdk as lk
+from lakesdk.format.record_index import (
+    PARTITION,
+    decode_file_id,
+    encode_file_id,
+    file_group_count,
+    file_group_id,
+    file_group_index,
+    group_count,
+    instant_millis,
+    java_string_hash,
+)
+from lakesdk.read.metadata_table import MetadataTableReader
+
+from . import helpers
+from .corpus_model import MDT_TABLES, unpack_corpus
+from .test_metadata_table_read import _file_id
+
+COLS = ("id", "p", "ts", "v")
+
+
+def _java_hash(s: str) -> int:
+    """Java's String.hashCode, written as Java does it (int overflow)."""
+    units = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - 2**32 if h >= 2**31 else h
+
+
+@given(st.text(max_size=40))
+def test_hash_is_javas_string_hash(s):
+    assert java_string_hash(s) == _java_hash(s)
+    n = 10
+    assert 0 <= file_group_index(s, n) < n
+
+
+def test_hash_edge_cases():
+    assert java_string_hash("") == 0 and java_string_hash("hello") == 99162322
+    assert java_string_hash("\U0001F600") == 31 * 0xD83D + 0xDE00     # a surrogate pair: two code units
+    # Integer.MIN_VALUE: Math.abs keeps it negative, and Java's % keeps the sign
+    assert java_string_hash("polygenelubricants") == -2**31
+    assert file_group_index("polygenelubricants", 10) == 8
+    assert file_group_id(3) == "record-index-0003-0"
+    assert file_group_count(10) == 10 and file_group_count(10**12) == 10_000
+    assert instant_millis("20260403184016997") == 1775241616997        # Hudi's record in the corpus
+
+
+@given(st.uuids(), st.integers(0, 2**31 - 1))
+def test_uuid_file_ids_round_trip(u, i):
+    fid = f"{u}-{i}"
+    enc = encode_file_id(fid)
+    assert enc["fileIdEncoding"] == 0 and -2**63 <= enc["fileIdHighBits"] < 2**63
+    assert decode_file_id(enc) == fid
+    assert decode_file_id(encode_file_id("files-0000-0")) == "files-0000-0"
+    assert encode_file_id(str(uuid.uuid4()).upper() + "-0")["fileIdEncoding"] == 1   # kept as written
+
+
+RECORD_INDEXED = sorted(rel for rel, cfg in MDT_TABLES.items()
+                        if PARTITION in cfg.props.get("hoodie.table.metadata.partitions", ""))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    return unpack_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.mark.parametrize("rel", RECORD_INDEXED)
+def test_hudi_put_each_key_in_the_file_group_lakesdk_hashes_it_to(corpus, rel):
+    t = lk.open_table(helpers.zipped_table(corpus, rel))
+    mdt = MetadataTableReader(t.storage, t.context.store.load())
+    n = group_count(mdt.mdt)
+    assert n == 10
+    seen = 0
+    from lakesdk.read.metadata_table import _log_blocks
+    for sl in mdt.slices(PARTITION):
+        keys = set(mdt._slice_records(sl))
+        for path in sl.log_paths:        # deletes too: Hudi wrote them to the key's file group
+            for b in _log_blocks(mdt.mdt.url(path), mdt.mdt.read(path)):
+                keys |= {r.key for r in b.records} | set(b.deleted)
+        for k in keys:
+            assert file_group_id(file_group_index(k, n)) == sl.file_id, k
+        seen += len(keys)
+    assert seen
+    # and lakesdk's point lookups find what the whole partition holds
+    every = {k: r.location for k, r in mdt.records(PARTITION).items()}
+    assert mdt.record_locations(list(every) + ["no-such-key"]) == every
+
+
+# -- every key where it is ---------------------------------------------------------------------------
+def assert_index_exact(t) -> None:
+    """Every key of the table maps to the file group holding it, and no other key is indexed."""
+    rows = t.read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]).to_arrow()
+    held = {}
+    for k, p, f in zip(*(rows.column(c).to_pylist() for c in rows.column_names)):
+        assert k not in held, f"{k} stored twice"
+        held[k] = (p, _file_id(f))
+    if not t.timeline.completed.instants:       # nothing written yet: no metadata table
+        assert not held
+        return
+    mdt = MetadataTableReader(t.storage, t.context.store.load())
+    index = {k: (r.location.partition, r.location.file_id) for k, r in mdt.records(PARTITION).items()}
+    assert index == held
+    assert {k: (v.partition, v.file_id) for k, v in mdt.record_locations(list(held)).items()} == held
+
+
+def df(rows) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(COLS))
+
+
+def ours(t) -> list[tuple]:
+    out = t.read().to_pandas()
+    return [] if out.empty else helpers.rows(out, COLS)
+
+
+_op = st.one_of(
+    st.tuples(st.just("upsert"), st.dictionaries(st.integers(0, 7), st.tuples(st.sampled_from("abc"),
+                                                                                st.integers(0, 3)),
+                                                 min_size=1, max_size=5)),
+    st.tuples(st.just("delete"), st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True)),
+    st.tuples(st.just("compact"), st.none()),
+    st.tuples(st.just("cluster"), st.none()),
+    st.tuples(st.just("rollback"), st.none()),
+    st.tuples(st.just("savepoint"), st.none()),
+    st.tuples(st.just("restore"), st.none()),
+)
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(_op, min_size=1, max_size=8))
+def test_random_operations_keep_the_index_exact(tmp_path_factory, table_type, ops):
+    root = tmp_path_factory.mktemp("rli")
+    lake = lk.Lake(str(root), options=lk.TableOptions(engine="local", metadata_compact_every=3))
+    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", table_type=table_type, index="record")
+    model: dict[int, tuple[str, int, str]] = {}
+    states: list[tuple[str, dict]] = []          # (write instant, model after it)
+    saved: tuple[str, dict] | None = None
+    for n, (kind, arg) in enumerate(ops):
+        if kind == "upsert":
+            rows = [(k, p, ts, f"w{n}") for k, (p, ts) in sorted(arg.items())]
+            r = t.upsert(df(rows))
+            for k, p, ts, v in rows:
+                if k not in model or ts >= model[k][1]:
+                    model[k] = (p, ts, v)
+            states.append((r.instant, dict(model)))
+        elif kind == "delete":
+            r = t.delete(arg)
+            for k in arg:
+                model.pop(k, None)
+            if r.instant:
+                states.append((r.instant, dict(model)))
+        elif kind == "compact":
+            if t.config.is_mor:
+                t.maintenance.compact()
+        elif kind == "cluster":
+            t.maintenance.cluster()
+        elif kind == "rollback":
+            last = t.timeline.completed.instants[-1] if t.timeline.completed.instants else None
+            if last is None or not states or last.requested != states[-1][0] or (saved and saved[0] == last.requested):
+                continue
+            t.maintenance.rollback(last.requested)
+            states.pop()
+            model = dict(states[-1][1]) if states else {}
+        elif kind == "savepoint":
+            if states and (saved is None or saved[0] != states[-1][0]):
+                t.maintenance.savepoint(states[-1][0])
+                saved = (states[-1][0], dict(states[-1][1]))
+        elif kind == "restore":
+            if saved is None:
+                continue
+            t.maintenance.restore(saved[0])
+            model = dict(saved[1])
+            while states and states[-1][0] != saved[0]:
+                states.pop()
+        want = sorted((k, p, ts, v) for k, (p, ts, v) in model.items())
+        assert ours(t) == want, f"after {kind}"
+        assert_index_exact(t)
+    assert helpers.hudi_rows(t.path, cols=COLS) == ours(t)
+    shutil.rmtree(root, ignore_errors=True)
+
