@@ -195,3 +195,34 @@ def test_random_operations_keep_the_index_exact(tmp_path_factory, table_type, op
     assert helpers.hudi_rows(t.path, cols=COLS) == ours(t)
     shutil.rmtree(root, ignore_errors=True)
 
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_an_upsert_reads_only_the_file_groups_the_index_names(tmp_path, monkeypatch, table_type):
+    """Tagging looks the incoming keys up in the record index: only the base files of the file
+    groups holding them are opened (no other bloom filter footer), and a moved key moves."""
+    import lakesdk.engine.key_index as key_index
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", table_type=table_type, index="record")
+    for i, p in enumerate("abcd"):          # one file group per partition
+        t.upsert(df([(k, p, 0, "v") for k in range(i * 10, i * 10 + 10)]))
+    opened: list[str] = []
+    real = key_index.footer_of
+    monkeypatch.setattr(key_index, "footer_of", lambda storage, path: opened.append(path) or real(storage, path))
+    read_keys: list[str] = []
+    real_base = key_index._base_keys
+    monkeypatch.setattr(key_index, "_base_keys",
+                        lambda storage, path, ordering: read_keys.append(path) or real_base(storage, path, ordering))
+    # key 3 is in p=a, key 35 moves from p=d to p=b, key 99 is new
+    r = t.upsert(df([(3, "a", 1, "u"), (35, "b", 1, "m"), (99, "c", 1, "n")]))
+    assert (r.inserted, r.updated) == (2, 1)
+    assert {p.split("/")[0] for p in opened + read_keys} <= {"p=a", "p=d"}
+    assert any(p.startswith("p=a/") for p in opened) and any(p.startswith("p=d/") for p in opened)
+    rows = ours(t)
+    assert (35, "b", 1, "m") in rows and (3, "a", 1, "u") in rows and (99, "c", 1, "n") in rows
+    assert len(rows) == 41
+    assert_index_exact(t)
+    r = t.delete([35, 12])
+    assert r.deleted == 2 and len(ours(t)) == 39
+    assert_index_exact(t)
+    assert helpers.hudi_rows(t.path, cols=COLS) == ours(t)
+
