@@ -226,3 +226,25 @@ def test_an_upsert_reads_only_the_file_groups_the_index_names(tmp_path, monkeypa
     assert_index_exact(t)
     assert helpers.hudi_rows(t.path, cols=COLS) == ours(t)
 
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_create_index_builds_it_from_the_files_of_a_table(tmp_path, table_type):
+    """``maintenance.create_index("record")`` on a table written with another index: every key of
+    its latest file slices (merge-on-read log records included) indexed; later writes keep it."""
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", table_type=table_type, index="global")
+    t.upsert(df([(k, "ab"[k % 2], 0, "v") for k in range(12)]))
+    t.upsert(df([(1, "a", 1, "moved"), (20, "b", 1, "new")]))      # a log file on merge-on-read
+    t.delete([4])
+    want = ours(t)
+    mdt = t.maintenance.create_index("record")
+    assert group_count(mdt.mdt) == 10
+    assert_index_exact(t)
+    assert ours(t) == want
+    u = lk.open_table(t.path, options=lk.TableOptions(engine="local", index_type="record"))
+    u.upsert(df([(3, "a", 2, "moved"), (30, "a", 1, "n")]))
+    u.delete([5])
+    assert_index_exact(u)
+    assert helpers.hudi_rows(u.path, cols=COLS) == ours(u)
+    with pytest.raises(lk.OptionsError):
+        u.maintenance.create_index("bloom")
