@@ -5,7 +5,11 @@ to the file group that holds it and no deleted key is left, read the same by the
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
 import uuid
 from pathlib import Path
 
@@ -248,3 +252,55 @@ def test_create_index_builds_it_from_the_files_of_a_table(tmp_path, table_type):
     assert helpers.hudi_rows(u.path, cols=COLS) == ours(u)
     with pytest.raises(lk.OptionsError):
         u.maintenance.create_index("bloom")
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_spark_writes_keep_the_index_exact(tmp_path, spark, table_type):
+    """The Spark engine's writes (its tagging is the global index's) keep the index exact: the
+    index changes are computed at the commit point, whatever engine wrote the files."""
+    lake = lk.Lake(str(tmp_path), spark=spark, options=lk.TableOptions(engine="spark"))
+    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", table_type=table_type, index="record")
+    t.upsert(df([(k, "ab"[k % 2], 0, "v") for k in range(10)]))
+    t.upsert(spark.createDataFrame(df([(1, "b", 1, "moved"), (2, "a", 1, "u"), (11, "a", 0, "n")])))
+    t.delete([4])
+    assert_index_exact(t)
+    assert len(ours(t)) == 10
+    if table_type == "mor":
+        t.maintenance.compact()
+    t.maintenance.cluster()
+    assert_index_exact(t)
+    assert helpers.hudi_rows(t.path, cols=COLS) == ours(t)
+
+
+KILLED_WRITER = textwrap.dedent("""
+    import os, sys
+    os.environ["LAKESDK_CRASH_PID"] = str(os.getpid())
+    import pandas as pd
+    import lakesdk as lk
+    t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local"))
+    t.upsert(pd.DataFrame({"id": [1, 2, 50], "p": ["b", "a", "c"], "ts": [5, 5, 5], "v": ["m", "u", "n"]}))
+""")
+
+
+@pytest.mark.parametrize("point", ["metadata_log_written", "metadata_committed"])
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_write_killed_inside_its_metadata_delta_commit_is_undone_in_the_index(tmp_path, table_type, point):
+    """A write (a move, an update, an insert) killed with its record index entries written (its
+    MDT delta commit completed, or not), then rolled back: the entries it wrote count once its
+    instant leaves the timeline, and the rollback says every key where it is again."""
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", table_type=table_type, index="record")
+    t.upsert(df([(k, "ab"[k % 2], 0, "v") for k in range(6)]))
+    want = ours(t)
+    r = subprocess.run([sys.executable, "-c", KILLED_WRITER, t.path], capture_output=True, text=True, timeout=240,
+                       env={**os.environ, "LAKESDK_CRASH_AT": point})
+    assert r.returncode == -9, f"not killed: rc={r.returncode}\n{r.stderr[-3000:]}"
+    t = lk.open_table(t.path, options=lk.TableOptions(engine="local"))
+    dead = t.context.store.load().pending.instants
+    assert len(dead) == 1
+    t.maintenance.rollback(dead[0].requested, force=True)
+    assert ours(t) == want
+    assert_index_exact(t)
+    t.upsert(df([(1, "b", 6, "again")]))
+    assert_index_exact(t)
+    assert helpers.hudi_rows(t.path, cols=COLS) == ours(t)
