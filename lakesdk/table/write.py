@@ -314,8 +314,8 @@ class WriteOperation(WriteInput):
         if keep_mor:
             ctx.slice_ctx = ctx.slice_context(frozenset(i.requested for i in view.visible))
         if slices and op != "insert":  # insert skips the index lookup, as in Hudi
-            looked = _record_index_slices(t, view, timeline, data, slices) if everywhere else slices
-            index = job.key_index(looked, _index_slice_ctx(ctx, view, looked), data, global_keys=everywhere)
+            job.record_index = _record_index_lookup(t, view, timeline) if everywhere else None
+            index = job.key_index(slices, _index_slice_ctx(ctx, view, slices), data, global_keys=everywhere)
             if ctx.global_index:   # keys stored in another partition move (or stay) by the ordering
                 data = job.tag_global(data, index)
             else:
@@ -514,27 +514,26 @@ def _index_slice_ctx(ctx: WriteContext, view: Any, slices: list[Any]) -> Any:
     return ctx.slice_context(view.log_instants)
 
 
-def _record_index_slices(t: Any, view: Any, timeline: Any, data: Any, slices: list[Any]) -> list[Any]:
-    """The file slices a global key index reads for the keys of driver-side ``data``: those of
-    the file groups the table's record index (the MDT's ``record_index`` partition) names for
-    them, found by point lookups of the incoming keys; without a record index (or for a Spark
-    DataFrame, whose keys stay on the executors), all of ``slices``."""
+def _record_index_lookup(t: Any, view: Any, timeline: Any) -> Callable[[list[Any], Any], list[Any]] | None:
+    """When the table has a record index (the MDT's ``record_index`` partition): the function
+    that keeps, of the file slices a global key index would read, those of the file groups the
+    index names for the incoming keys (an Arrow array), found by point lookups; else None."""
     from lakesdk.format.metadata_table import metadata_partitions
     from lakesdk.format.record_index import PARTITION
-    if not isinstance(data, pa.Table) or not slices:
-        return slices
     if view.metadata is not None:        # the view listed its files from the MDT: the partitions it named then
         named = view.metadata_partitions
     else:
         from lakesdk.commit.table_properties import read_properties
         named = metadata_partitions(read_properties(t.storage)[1].props)
     if PARTITION not in named:
-        return slices
-    import pyarrow.compute as pc
+        return None
 
-    from lakesdk.merge.ordering import KEY
-    from lakesdk.read.metadata_table import MetadataTableReader
-    reader = view.metadata if view.metadata is not None else MetadataTableReader(t.storage, timeline)
-    found = reader.record_locations(str(k) for k in pc.unique(data.column(KEY)).to_pylist())
-    groups = {(loc.partition or "", loc.file_id) for loc in found.values()}
-    return [s for s in slices if (s.partition, s.file_id) in groups]
+    def lookup(slices: list[Any], keys: Any) -> list[Any]:
+        import pyarrow.compute as pc
+
+        from lakesdk.read.metadata_table import MetadataTableReader
+        reader = view.metadata if view.metadata is not None else MetadataTableReader(t.storage, timeline)
+        found = reader.record_locations(str(k) for k in pc.unique(keys).to_pylist())
+        groups = {(loc.partition or "", loc.file_id) for loc in found.values()}
+        return [s for s in slices if (s.partition, s.file_id) in groups]
+    return lookup
