@@ -307,3 +307,21 @@ def test_a_write_killed_inside_its_metadata_delta_commit_is_undone_in_the_index(
     t.upsert(df([(1, "b", 6, "again")]))
     assert_index_exact(t)
     assert helpers.hudi_rows(t.path, cols=COLS) == ours(t)
+
+
+@given(st.dictionaries(st.text(max_size=30), st.tuples(st.sampled_from(["", "p=a", "ünï/x"]),
+                                                       st.sampled_from(["files-0000-0", str(uuid.UUID(int=7)) + "-3"]),
+                                                       st.integers(0, 2**42)), max_size=20),
+       st.sampled_from([8, 9]))
+def test_entries_encode_as_their_records(entries, version):
+    """The writer encodes a record index entry once per location and splices each key in: the
+    bytes are those of each key's whole record, in both table versions' schemas."""
+    from lakesdk.format.metadata_files import hfile_of
+    from lakesdk.format.metadata_records import record_schema_json
+    from lakesdk.format.record_index import IndexEntry
+    schema = record_schema_json(version)
+    as_entries = {k: IndexEntry(*v) for k, v in entries.items()}
+    as_records = {k: e.as_record(k) for k, e in as_entries.items()}
+    from lakesdk.format.hfile import HFileReader
+    entries_of = list(HFileReader(hfile_of(as_entries, schema_json=schema)))     # (the file info has a time)
+    assert entries_of == list(HFileReader(hfile_of(as_records, schema_json=schema)))

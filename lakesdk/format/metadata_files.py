@@ -108,13 +108,43 @@ def _value(rec: Mapping[str, Any], schema: Any) -> bytes:
     return buf.getvalue()
 
 
+_MARK = "\x00lakesdk-key\x00"
+
+
+def _entry_value(key: str, entry: Any, schema: Any, templates: dict[Any, tuple[bytes, bytes]]) -> bytes:
+    """The Avro bytes of a record index entry (:class:`~lakesdk.format.record_index.IndexEntry`)
+    for ``key``: the record of its location encoded once with a marker key, the key spliced in
+    (an Avro string: its zig-zag varint length, then its UTF-8 bytes)."""
+    parts = templates.get(entry)
+    if parts is None:
+        raw = _value(entry.as_record(_MARK), schema)
+        mark = _avro_string(_MARK)
+        at = raw.index(mark)
+        parts = templates[entry] = (raw[:at], raw[at + len(mark):])
+    return parts[0] + _avro_string(key) + parts[1]
+
+
+def _avro_string(s: str) -> bytes:
+    b = s.encode("utf-8")
+    n = len(b) << 1          # zig-zag of a length (never negative)
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out) + b
+
+
 def hfile_of(records: Mapping[str, Mapping[str, Any]], *, base: bool = False, schema_json: str | None = None) -> bytes:
     """An HFile of records in key order, written with ``schema_json`` (an MDT keeps the schema
     it was built with: Hudi 1.0's lacks fields of 1.1's; default lakesdk's, Hudi 1.1's); a base
     file carries the schema in its file info."""
     text = schema_json or record_schema_json()
     schema = record_schema() if schema_json is None else _parsed(text)
-    items = sorted((k.encode("utf-8"), _value(r, schema)) for k, r in records.items())
+    templates: dict[Any, tuple[bytes, bytes]] = {}
+    items = sorted((k.encode("utf-8"), _value(r, schema) if isinstance(r, Mapping) else _entry_value(k, r, schema,
+                                                                                                      templates))
+                   for k, r in records.items())
     info: dict[bytes | str, bytes] | None = {b"schema": text.encode("utf-8")} if base else None
     return write_hfile(items, file_info=info)
 

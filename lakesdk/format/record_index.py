@@ -33,13 +33,16 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import uuid
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple, Sequence
+
+import numpy as np
 
 from lakesdk.format.metadata_records import RecordType
 
 __all__ = ["PARTITION", "java_string_hash", "file_group_index", "file_group_id", "file_group_count",
-           "encode_file_id", "decode_file_id", "instant_millis", "index_record", "MIN_GROUPS", "MAX_GROUPS",
-           "ENABLE_KEY", "INIT_INSTANT", "group_count"]
+           "encode_file_id", "decode_file_id", "instant_millis", "index_record", "IndexEntry", "MIN_GROUPS", "MAX_GROUPS",
+           "ENABLE_KEY", "INIT_INSTANT", "group_count",
+           "file_group_indices"]
 
 PARTITION = "record_index"
 #: the data table's option that asks a writer to keep the record index (Hudi writes it to the write config)
@@ -70,6 +73,28 @@ def file_group_index(key: str, n: int) -> int:
     # Java's % truncates toward zero
     r = abs(a) % n
     return abs(-r if a < 0 else r)
+
+
+def file_group_indices(keys: Sequence[str], n: int) -> np.ndarray:
+    """:func:`file_group_index` of many keys at once (Java's hash over their UTF-16 code units,
+    computed position by position over all keys as wide as that position)."""
+    if not len(keys):
+        return np.zeros(0, np.int64)
+    encoded = [k.encode("utf-16-be") for k in keys]
+    lens = np.fromiter((len(e) // 2 for e in encoded), np.int64, len(encoded))
+    units = np.frombuffer(b"".join(encoded), dtype=">u2").astype(np.int64)
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    order = np.argsort(-lens, kind="stable")     # the longest first: each position's keys are a prefix
+    lens_sorted, starts_sorted = lens[order], starts[order]
+    h = np.zeros(len(keys), np.int64)
+    for j in range(int(lens_sorted[0]) if len(lens_sorted) else 0):
+        m = int(np.searchsorted(-lens_sorted, -j, side="left"))    # keys longer than j
+        h[:m] = (31 * h[:m] + units[starts_sorted[:m] + j]) & 0xFFFFFFFF
+    signed = np.where(h >= 1 << 31, h - (1 << 32), h)
+    r = np.abs(signed) % n          # |MIN_VALUE| stays MIN_VALUE in Java: % n of it is -(2^31 % n), abs'ed
+    out = np.empty(len(keys), np.int64)
+    out[order] = r
+    return out
 
 
 def file_group_id(index: int) -> str:
@@ -146,9 +171,22 @@ def instant_millis(instant: str, timezone: str = "UTC") -> int:
     return int(when.timestamp()) * 1000 + ms
 
 
-def index_record(key: str, partition: str, file_id: str, instant_ms: int) -> dict[str, Any]:
-    """The ``HoodieMetadataRecord`` (as a dict) saying that ``key`` lives in ``file_id`` of the
-    data ``partition`` since the instant of ``instant_ms``."""
-    return {"key": key, "type": int(RecordType.RECORD_INDEX),
-            "recordIndexMetadata": {"partitionName": partition, **encode_file_id(file_id),
-                                    "instantTime": instant_ms, "position": None}}
+class IndexEntry(NamedTuple):
+    """A record index entry: its key lives in ``file_id`` of the data ``partition`` since the
+    instant of ``instant_ms``.  The MDT writer encodes the entries of one location once and
+    puts each key in (:func:`lakesdk.format.metadata_files.hfile_of`)."""
+    partition: str
+    file_id: str
+    instant_ms: int
+
+    def as_record(self, key: str) -> dict[str, Any]:
+        """The ``HoodieMetadataRecord`` (as a dict) of this entry for ``key``."""
+        return {"key": key, "type": int(RecordType.RECORD_INDEX),
+                "recordIndexMetadata": {"partitionName": self.partition, **encode_file_id(self.file_id),
+                                        "instantTime": self.instant_ms, "position": None}}
+
+
+def index_record(key: str, partition: str, file_id: str, instant_ms: int) -> IndexEntry:
+    """The record index entry saying that ``key`` lives in ``file_id`` of the data ``partition``
+    since the instant of ``instant_ms`` (:meth:`IndexEntry.as_record` gives its record)."""
+    return IndexEntry(partition, file_id, instant_ms)

@@ -38,7 +38,7 @@ from lakesdk.format.record_index import (
     PARTITION,
     file_group_count,
     file_group_id,
-    file_group_index,
+    file_group_indices,
     index_record,
     instant_millis,
 )
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["keeps_record_index", "bootstrap_records", "changes_of", "by_group", "Changes", "build_record_index"]
 
 #: (upserted records by key, deleted keys)
-Changes = tuple[dict[str, dict[str, Any]], set[str]]
+Changes = tuple[dict[str, Any], set[str]]
 _NO_CHANGE_ACTIONS = ("compaction", "logcompaction", "clean", "savepoint")
 
 
@@ -68,13 +68,15 @@ def keeps_record_index(cfg: "TableConfig") -> bool:
                                  or PARTITION in metadata_partitions(props))
 
 
-def by_group(records: dict[str, dict[str, Any]], deletes: Iterable[str], n: int) -> dict[str, Changes]:
+def by_group(records: dict[str, Any], deletes: Iterable[str], n: int) -> dict[str, Changes]:
     """Records and deletions by record index file group (of ``n``)."""
     out: dict[str, Changes] = {}
-    for k, r in records.items():
-        out.setdefault(file_group_id(file_group_index(k, n)), ({}, set()))[0][k] = r
-    for k in deletes:
-        out.setdefault(file_group_id(file_group_index(k, n)), ({}, set()))[1].add(k)
+    keys = list(records)
+    for k, i in zip(keys, file_group_indices(keys, n).tolist()):
+        out.setdefault(file_group_id(i), ({}, set()))[0][k] = records[k]
+    gone = list(deletes)
+    for k, i in zip(gone, file_group_indices(gone, n).tolist()):
+        out.setdefault(file_group_id(i), ({}, set()))[1].add(k)
     return out
 
 
@@ -158,7 +160,7 @@ def define_record_index(storage: "Storage", version: int) -> None:
 
 
 # -- building the index -------------------------------------------------------------------------
-def bootstrap_records(ctx: "TableContext", timeline: Any = None) -> tuple[dict[str, dict[str, dict[str, Any]]], int]:
+def bootstrap_records(ctx: "TableContext", timeline: Any = None) -> tuple[dict[str, dict[str, Any]], int]:
     """The records of a new record index of the table as the completed instants of ``timeline``
     (loaded when None) leave it, by file group, and the number of file groups
     (:func:`~lakesdk.format.record_index.file_group_count` of the key count): each key of each
@@ -166,15 +168,16 @@ def bootstrap_records(ctx: "TableContext", timeline: Any = None) -> tuple[dict[s
     tl = timeline if timeline is not None else ctx.store.load()
     view = _view(ctx, tl, listed=True)       # the MDT being built lists nothing yet
     tz = ctx.config.timezone
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, Any] = {}
     for sl, keys in _slice_keys(ctx, view.latest_slices(), tl, view):
-        ms = instant_millis(sl.base_instant, tz)
+        entry = index_record("", sl.partition, sl.file_id, instant_millis(sl.base_instant, tz))
         for k in keys:
-            records[k] = index_record(k, sl.partition, sl.file_id, ms)
+            records[k] = entry
     n = file_group_count(len(records))
-    groups: dict[str, dict[str, dict[str, Any]]] = {file_group_id(i): {} for i in range(n)}
-    for k, r in records.items():
-        groups[file_group_id(file_group_index(k, n))][k] = r
+    groups: dict[str, dict[str, Any]] = {file_group_id(i): {} for i in range(n)}
+    keys = list(records)
+    for k, i in zip(keys, file_group_indices(keys, n).tolist()):
+        groups[file_group_id(i)][k] = records[k]
     return groups, n
 
 
@@ -235,8 +238,9 @@ def _write_changes(ctx: "TableContext", reader: "MetadataTableReader", inflight:
             prev = str(s.prevCommit or "")
             if prev and prev != "null":
                 old = _previous_base(ctx.storage, listings, part, fid, prev)
-                if old is not None:
-                    d = sorted(set(_base_keys(ctx.storage, old)) - set(w))
+                if old is not None:     # a key the file group kept is indexed there already
+                    before, now = set(_base_keys(ctx.storage, old)), set(w)
+                    w, d = [k for k in w if k not in before], sorted(before - now)
         else:
             continue
         for k in w:
@@ -252,7 +256,8 @@ def _write_changes(ctx: "TableContext", reader: "MetadataTableReader", inflight:
     found = reader.record_locations(set(written) | set(removed))
     was = {k: (loc.partition or "", loc.file_id) for k, loc in found.items()}
     ms = instant_millis(instant, ctx.config.timezone)
-    records = {k: index_record(k, p, f, ms) for k, (p, f) in written.items() if was.get(k) != (p, f)}
+    entries = {loc: index_record("", *loc, ms) for loc in set(written.values())}    # one per file group
+    records = {k: entries[loc] for k, loc in written.items() if was.get(k) != loc}
     deletes = {k for k, groups in removed.items() if k not in written and was.get(k) in groups}
     return records, deletes
 
@@ -310,7 +315,7 @@ def _undo_changes(ctx: "TableContext", reader: "MetadataTableReader", inflight: 
     affected |= set(now)
     current = reader.record_locations(affected)
     tz = ctx.config.timezone
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, Any] = {}
     deletes: set[str] = set()
     for k in affected:
         if k in now:
