@@ -74,6 +74,10 @@ def test_uuid_file_ids_round_trip(u, i):
     assert decode_file_id(enc) == fid
     assert decode_file_id(encode_file_id("files-0000-0")) == "files-0000-0"
     assert encode_file_id(str(uuid.uuid4()).upper() + "-0")["fileIdEncoding"] == 1   # kept as written
+    bare = encode_file_id(str(u))           # Hudi's older file ids: no index (-1)
+    assert (bare["fileIdEncoding"], bare["fileIndex"], decode_file_id(bare)) == (0, -1, str(u))
+    other = encode_file_id("files-0000-0")  # as Hudi writes a string file id
+    assert (other["fileIdHighBits"], other["fileIdLowBits"], other["fileIndex"]) == (-1, -1, -1)
 
 
 RECORD_INDEXED = sorted(rel for rel, cfg in MDT_TABLES.items()
@@ -325,3 +329,16 @@ def test_entries_encode_as_their_records(entries, version):
     from lakesdk.format.hfile import HFileReader
     entries_of = list(HFileReader(hfile_of(as_entries, schema_json=schema)))     # (the file info has a time)
     assert entries_of == list(HFileReader(hfile_of(as_records, schema_json=schema)))
+
+
+def test_the_metadata_compaction_folds_the_index_into_its_base_files(tmp_path):
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata_compact_every=2))
+    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", index="record")
+    for n in range(4):
+        t.upsert(df([(k, "ab"[(k + n) % 2], n, f"w{n}") for k in range(n, n + 8)]))   # moves and inserts
+        t.delete([n])
+    mdt = MetadataTableReader(t.storage, t.context.store.load())
+    slices = mdt.slices(PARTITION)
+    assert len(slices) == 10 and all(sl.base_file is not None for sl in slices)
+    assert any(sl.base_instant != "00000000000000000" for sl in slices)     # compacted at least once
+    assert_index_exact(t)

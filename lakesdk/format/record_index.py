@@ -133,21 +133,25 @@ def _signed(v: int) -> int:
 
 
 def encode_file_id(file_id: str) -> dict[str, Any]:
-    """The file id fields of a ``HoodieRecordIndexInfo``: a ``<uuid>-<index>`` id as UUID bits and
-    index (encoding 0), any other as a string (encoding 1)."""
+    """The file id fields of a ``HoodieRecordIndexInfo`` as ``HoodieMetadataPayload.createRecordIndexUpdate``
+    writes them: a ``<uuid>-<index>`` id as the UUID's bits and the index, a bare UUID with
+    index -1 (encoding 0, ``fileId`` empty); any other id as a string (encoding 1, the bits and
+    index -1).  A UUID not in its canonical lower-case text is kept as a string, so that it
+    reads back as written."""
     head, sep, tail = file_id.rpartition("-")
+    if len(file_id) == 36:
+        head, tail = file_id, ""
     try:
-        if not sep or not tail.isdigit() or len(head) != 36:
+        if len(head) != 36 or (tail and (not tail.isdigit() or str(int(tail)) != tail)) or (sep == "" and tail):
             raise ValueError(file_id)
         u = uuid.UUID(head)
-        if str(u) != head or str(int(tail)) != tail:      # else it would not read back as written
+        if str(u) != head:      # else it would not read back as written
             raise ValueError(file_id)
         bits = u.int
         return {"fileIdHighBits": _signed(bits >> 64), "fileIdLowBits": _signed(bits & (2**64 - 1)),
-                "fileIndex": int(tail), "fileId": "", "fileIdEncoding": 0}
+                "fileIndex": int(tail) if tail else -1, "fileId": "", "fileIdEncoding": 0}
     except ValueError:
-        return {"fileIdHighBits": None, "fileIdLowBits": None, "fileIndex": None, "fileId": file_id,
-                "fileIdEncoding": 1}
+        return {"fileIdHighBits": -1, "fileIdLowBits": -1, "fileIndex": -1, "fileId": file_id, "fileIdEncoding": 1}
 
 
 def decode_file_id(fields: Mapping[str, Any]) -> str:

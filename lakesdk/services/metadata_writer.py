@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakesdk import _faults as faults
 from lakesdk.commit.table_properties import read_properties, rewrite_properties
@@ -95,6 +95,7 @@ from lakesdk.services.record_index import (
     bootstrap_records,
     by_group,
     changes_of,
+    compacted_entry,
     define_record_index,
     keeps_record_index,
 )
@@ -369,15 +370,16 @@ def _write_delta_commit(mdt: "Storage", store: "TimelineStore", instant: str, fi
 
 
 # -- compacting the MDT -----------------------------------------------------------------------------
-def _live(part: str, merged: dict) -> dict[str, dict]:
+def _live(part: str, merged: dict) -> dict[str, Any]:
     """The records a compacted base file holds: deletions applied."""
-    out: dict[str, dict] = {}
+    out: dict[str, Any] = {}
+    entries: dict[tuple, Any] = {}
     for k, r in merged.items():
         if part == "files":
             out[k] = {"key": k, "type": r.type, "filesystemMetadata": {
                 n: {"size": e.size, "isDeleted": False} for n, e in sorted((r.files or {}).items()) if not e.deleted}}
         elif r.type == RecordType.RECORD_INDEX and r.raw is not None:
-            out[k] = {"key": k, "type": r.type, "recordIndexMetadata": r.raw.get("recordIndexMetadata")}
+            out[k] = compacted_entry(k, r.raw.get("recordIndexMetadata") or {}, entries)
         elif r.type in (RecordType.COLUMN_STATS, RecordType.PARTITION_STATS) and r.raw is not None:
             cs = r.raw.get("ColumnStatsMetadata") or {}
             rng = range_of_record(cs, exact=True)

@@ -68,6 +68,19 @@ def keeps_record_index(cfg: "TableConfig") -> bool:
                                  or PARTITION in metadata_partitions(props))
 
 
+def compacted_entry(key: str, info: dict[str, Any], entries: dict[tuple, Any]) -> Any:
+    """What the MDT's compaction writes for a ``HoodieRecordIndexInfo`` of ``key``: the
+    :class:`~lakesdk.format.record_index.IndexEntry` of its location when that entry encodes to
+    the same fields (shared by the keys of one location: ``entries``), else the record as read."""
+    sig = tuple(sorted(info.items()))
+    entry = entries.get(sig)
+    if sig not in entries:
+        from lakesdk.format.record_index import IndexEntry, decode_file_id
+        entry = IndexEntry(info.get("partitionName") or "", decode_file_id(info), info.get("instantTime") or 0)
+        entries[sig] = entry = entry if entry.as_record(key)["recordIndexMetadata"] == info else None
+    return entry if entry is not None else {"key": key, "type": 5, "recordIndexMetadata": info}
+
+
 def by_group(records: dict[str, Any], deletes: Iterable[str], n: int) -> dict[str, Changes]:
     """Records and deletions by record index file group (of ``n``)."""
     out: dict[str, Changes] = {}
