@@ -20,7 +20,7 @@ and written in the same MDT delta commit as its ``files`` records:
 
 Every lookup is a point lookup by key (:meth:`MetadataTableReader.record_locations`).  The
 index is built from the latest file slices of the table (:func:`bootstrap_records`) when the
-MDT is built, or by ``table.maintenance.create_index("record")``.
+MDT is built, or by ``table.maintenance.create_index("record")`` (:mod:`lakesdk.services.indexes`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from lakesdk.read.metadata_table import MetadataTableReader
     from lakesdk.storage import Storage
 
-__all__ = ["keeps_record_index", "bootstrap_records", "changes_of", "by_group", "Changes", "build_record_index"]
+__all__ = ["keeps_record_index", "bootstrap_records", "changes_of", "by_group", "Changes"]
 
 #: (upserted records by key, deleted keys)
 Changes = tuple[dict[str, Any], set[str]]
@@ -192,30 +192,6 @@ def bootstrap_records(ctx: "TableContext", timeline: Any = None) -> tuple[dict[s
     for k, i in zip(keys, file_group_indices(keys, n).tolist()):
         groups[file_group_id(i)][k] = records[k]
     return groups, n
-
-
-def build_record_index(ctx: "TableContext") -> "MetadataTableReader":
-    """``table.maintenance.create_index("record")``: under the table lock, name the record index
-    in ``hoodie.properties`` (``hoodie.metadata.record.index.enable=true``) and build the MDT
-    again from a listing with it (its keys read from the latest file slices), unless the table
-    has one.  Tagging goes through it once the table's index is ``record``."""
-    from lakesdk.commit.table_properties import read_properties, rewrite_properties
-    from lakesdk.concurrency.instants import holding
-    from lakesdk.exceptions import UnsupportedTableVersionError
-    from lakesdk.format.table_config import TableConfig
-    from lakesdk.read.metadata_table import MetadataTableReader
-    from lakesdk.services.metadata_writer import create_metadata_table
-    if ctx.config.version < 8:
-        raise UnsupportedTableVersionError(
-            f"{ctx.name!r} is a version {ctx.config.version} table: lakesdk builds the record index of version 8 "
-            "and 9 tables; upgrade the table first (table.maintenance.upgrade())", key="hoodie.table.version")
-    with holding(ctx.lock()):
-        raw, cfg = read_properties(ctx.storage)
-        if PARTITION not in metadata_partitions(cfg.props):
-            new = TableConfig({**cfg.props, ENABLE_KEY: "true"})
-            rewrite_properties(ctx.storage, raw, new)
-            create_metadata_table(ctx, new.to_text().encode("utf-8"), new)
-    return MetadataTableReader(ctx.storage, ctx.store.load())
 
 
 # -- what an action changes ---------------------------------------------------------------------

@@ -280,7 +280,7 @@ class Maintenance:
         if kind != "record":
             from lakesdk.exceptions import OptionsError
             raise OptionsError(f"create_index: lakesdk builds the 'record' index, not {kind!r}")
-        from lakesdk.services.record_index import build_record_index
+        from lakesdk.services.indexes import build_record_index
         return build_record_index(self._t.context)
 
     def archive(self, *, min_commits: int = 20, max_commits: int = 30, beyond_savepoint: bool = False) -> ArchiveResult:
