@@ -142,6 +142,9 @@ _op = st.one_of(
                                                                                 st.integers(0, 3)),
                                                  min_size=1, max_size=5)),
     st.tuples(st.just("delete"), st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True)),
+    st.tuples(st.sampled_from(["insert", "bulk_insert"]),
+              st.dictionaries(st.integers(0, 11), st.tuples(st.sampled_from("abc"), st.integers(0, 3)),
+                              min_size=1, max_size=4)),
     st.tuples(st.just("compact"), st.none()),
     st.tuples(st.just("cluster"), st.none()),
     st.tuples(st.just("rollback"), st.none()),
@@ -167,6 +170,13 @@ def test_random_operations_keep_the_index_exact(tmp_path_factory, table_type, op
             for k, p, ts, v in rows:
                 if k not in model or ts >= model[k][1]:
                     model[k] = (p, ts, v)
+            states.append((r.instant, dict(model)))
+        elif kind in ("insert", "bulk_insert"):       # of keys the table does not hold (no lookup)
+            rows = [(k, p, ts, f"i{n}") for k, (p, ts) in sorted(arg.items()) if k not in model]
+            if not rows:
+                continue
+            r = getattr(t, kind)(df(rows))
+            model.update({k: (p, ts, v) for k, p, ts, v in rows})
             states.append((r.instant, dict(model)))
         elif kind == "delete":
             r = t.delete(arg)

@@ -242,7 +242,10 @@ def _write_changes(ctx: "TableContext", reader: "MetadataTableReader", inflight:
             loc = rec.location
             if loc is not None and (loc.partition or "", loc.file_id) in replaced:
                 removed.setdefault(k, set()).add((loc.partition or "", loc.file_id))
-    found = reader.record_locations(set(written) | set(removed))
+    # an insert or bulk insert does not look its keys up (as in Hudi): each key it wrote is
+    # indexed where it wrote it, so only the keys it removed (from a small file it packed) are
+    inserts = (md.operation_type or "").upper() in ("INSERT", "BULK_INSERT")
+    found = reader.record_locations(set(removed) if inserts else set(written) | set(removed))
     was = {k: (loc.partition or "", loc.file_id) for k, loc in found.items()}
     ms = instant_millis(instant, ctx.config.timezone)
     entries = {loc: index_record("", *loc, ms) for loc in set(written.values())}    # one per file group
