@@ -1,6 +1,6 @@
 """Key index benchmark: an upsert of 10,000 existing keys into a small and a 10x larger table.
 
-    python bench/index.py [--quick] [--small N] [--repeat R] [--no-baseline] [--tmp DIR]
+    python bench/index.py [--quick] [--small N] [--repeat R] [--no-baseline] [--tmp DIR] [--index KIND]
 
 The cost of an upsert should follow the keys it touches, not the size of the table.  For
 each key kind and size (default 1,000,000 and 10,000,000 rows; ``--quick``: 100,000 and
@@ -117,7 +117,8 @@ def full_index(job: Any, slices: list[Any], slice_ctx: Any = None, data: Any = N
 _ORIGINAL: Callable[..., Any] = lambda *a, **k: None   # noqa: E731 - set in main()
 
 
-def run_size(res: Results, spark: Any, root: str, n: int, kind: str, repeat: int, baseline: bool) -> None:
+def run_size(res: Results, spark: Any, root: str, n: int, kind: str, repeat: int, baseline: bool,
+             index: str | None = None) -> None:
     import lakesdk as lk
     from lakesdk.engine.footers import clear_footer_cache
     from lakesdk.engine.local import LocalWriteJob
@@ -125,7 +126,7 @@ def run_size(res: Results, spark: Any, root: str, n: int, kind: str, repeat: int
     key = "id" if kind == "seq" else "uuid"
     base = make_rows(n, kind)
     lake = lk.Lake(os.path.join(root, f"{kind}{n}"), spark=spark, options=lk.TableOptions(engine="local"))
-    t = lake.create_table("t", key=key, ordering="ts")
+    t = lake.create_table("t", key=key, ordering="ts", index=index)
     s0 = time.perf_counter()
     r = t.bulk_insert(base)
     res.info[f"bulk_{kind}_{n}"] = time.perf_counter() - s0
@@ -189,6 +190,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="timed upserts per engine and size (best counts)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the upserts with the full key index")
     ap.add_argument("--tmp", default=None, help="parent folder for the temporary tables")
+    ap.add_argument("--index", default=None, help="the tables' index (create_table(index=...)): record, global, ...")
     args = ap.parse_args()
     small = args.small or (100_000 if args.quick else 1_000_000)
     if small < 2 * TOUCHED or args.repeat < 1:
@@ -205,7 +207,7 @@ def main() -> int:
         with OtherLoad() as load:
             for kind in KINDS:
                 for n in sizes:
-                    run_size(res, spark, root, n, kind, args.repeat, not args.no_baseline)
+                    run_size(res, spark, root, n, kind, args.repeat, not args.no_baseline, args.index)
         res.info["other_cores"] = load.cores
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -102,11 +102,13 @@ def kept_partitions(path: str, *, partition_stats: bool = True) -> tuple[str, ..
     ``partition_stats`` (the option on, the default) partition_stats on a partitioned table not
     of Lance files)."""
     from lakesdk.services.metadata_stats import v1_columns_faithful
+    from lakesdk.services.record_index import keeps_record_index
     cfg = TableConfig.from_bytes((Path(path) / ".hoodie/hoodie.properties").read_bytes())
+    rli = ("record_index",) if keeps_record_index(cfg) else ()    # Hudi's record index, which lakesdk keeps
     if cfg.version < 8 or (cfg.version == 8 and not v1_columns_faithful(lk.open_table(path).context)):
-        return ("files",)
+        return ("files", *rli)
     partitioned = partition_stats and bool(cfg.partition_fields) and cfg.base_file_format != "LANCE"
-    return ("column_stats", "files", "partition_stats") if partitioned else ("column_stats", "files")
+    return (("column_stats", "files", "partition_stats") if partitioned else ("column_stats", "files")) + rli
 
 
 def storage_files(t: lk.Table) -> dict[tuple[str, str], int]:

@@ -254,15 +254,15 @@ class TableContext:
         global index matters on partitioned tables only."""
         from lakesdk.format.table_config import INDEX_TYPE_KEY
         chosen = self.options.index_type
-        wire = chosen.upper() if chosen is not None else (self.config.props.get(INDEX_TYPE_KEY) or "").strip().upper()
+        wire = {"RECORD": "RECORD_INDEX"}.get(chosen.upper(), chosen.upper()) if chosen is not None else (self.config.props.get(INDEX_TYPE_KEY) or "").strip().upper()
         if wire in ("", "BLOOM", "SIMPLE"):
             return False, self.options.index_update_partition_path
-        if wire in ("GLOBAL_SIMPLE", "GLOBAL_BLOOM"):
+        if wire in ("GLOBAL_SIMPLE", "GLOBAL_BLOOM", "RECORD_INDEX"):
             return bool(self.config.partition_fields), self.options.index_update_partition_path
         from lakesdk.exceptions import TableConfigError
         raise TableConfigError(
             f"{self.config.name!r} has hoodie.index.type={wire} in hoodie.properties: lakesdk writes with the BLOOM, "
-            "SIMPLE, GLOBAL_SIMPLE or GLOBAL_BLOOM index; nothing was written. Open the table with "
+            "SIMPLE, GLOBAL_SIMPLE, GLOBAL_BLOOM or RECORD_INDEX index; nothing was written. Open the table with "
             "options=TableOptions(index_type='global_simple') (or 'bloom') to choose one", key="hoodie.index.type")
 
     def engine(self) -> str:

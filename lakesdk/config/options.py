@@ -225,10 +225,11 @@ OPTIONS: tuple[Option, ...] = (
            "base files' dynamic bloom filters: keys until no filter is added", minimum=1),
     Option("index_type", "hoodie.index.type", str, None,
            "how a write finds the stored records of its keys: in their own partition (bloom, simple), or "
-           "in any partition (global_simple, global_bloom: an upsert moves a key that changed partitions); "
+           "in any partition (global_simple, global_bloom: an upsert moves a key that changed partitions; "
+           "record: the metadata table's record index, a lookup of the incoming keys, global too); "
            "None: the table's (its hoodie.index.type in hoodie.properties, else bloom)",
            choices={"bloom": "BLOOM", "simple": "SIMPLE", "global_bloom": "GLOBAL_BLOOM",
-                    "global_simple": "GLOBAL_SIMPLE"}, optional=True),
+                    "global_simple": "GLOBAL_SIMPLE", "record": "RECORD_INDEX"}, optional=True),
     Option("index_update_partition_path", "hoodie.simple.index.update.partition.path", bool, True,
            "global index: an upsert of a key stored in another partition moves it to its new partition "
            "(False: it updates the stored record where it is)"),
@@ -309,7 +310,7 @@ class TableOptions:
     bloom_fpp: float = _default("bloom_fpp")
     bloom_filter_type: Literal["dynamic_v0", "simple"] = _default("bloom_filter_type")
     bloom_max_entries: int = _default("bloom_max_entries")
-    index_type: Literal["bloom", "simple", "global_bloom", "global_simple"] | None = _default("index_type")
+    index_type: Literal["bloom", "simple", "global_bloom", "global_simple", "record"] | None = _default("index_type")
     index_update_partition_path: bool = _default("index_update_partition_path")
 
     def __post_init__(self) -> None:

@@ -27,6 +27,10 @@ class WriteJob(Protocol[D]):
     these steps in order: tag against the key index (or mark all untagged), assign inserts to
     file groups, write them."""
 
+    #: a global key index of the incoming keys reads the file slices this returns for
+    #: (slices, keys): those the table's record index names (None: all of them)
+    record_index: Any
+
     def partitions(self, data: D, /) -> list[str]:
         """The partition paths of the incoming records."""
         ...

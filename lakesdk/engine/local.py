@@ -104,6 +104,7 @@ class LocalWriteJob:
     def __init__(self, ctx: WriteContext, *, progress: Any = "auto") -> None:
         self.ctx = ctx
         self.progress = progress   # TableOptions.progress
+        self.record_index: Any = None   # (slices, keys) -> the slices the record index names for the keys
 
     def prepare(self, arrow: pa.Table) -> pa.Table:
         return arrow
@@ -125,6 +126,10 @@ class LocalWriteJob:
         instead of 400 MB)."""
         otype = index_ordering_type(self.ctx) if global_keys else stored_ordering_type(self.ctx)
         ordering = (self.ctx.ordering, otype) if otype is not None and self.ctx.ordering else None
+        if data is not None and slices and global_keys and self.record_index is not None:
+            slices = self.record_index(slices, data.column(KEY))
+            if not slices:
+                return read_key_index(self.ctx.storage, [], None, ordering)
         if data is not None and slices:
             keys = incoming_keys(data.column(KEY), None if global_keys else data.column(PART))
             return pruned_key_index(self.ctx.storage, slices, keys, slice_ctx=slice_ctx, ordering=ordering,

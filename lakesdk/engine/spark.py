@@ -95,10 +95,8 @@ def check_spark_casts(df: Any, schema: pa.Schema) -> Any:
     incoming = spark_arrow_schema(df)
     checks, casts = [], {}
     for f in schema:
-        if f.name not in incoming.names:
-            continue
-        src = incoming.field(f.name).type
-        if src == f.type:
+        src = incoming.field(f.name).type if f.name in incoming.names else f.type
+        if src == f.type:   # the same type, or a column the data lacks
             continue
         lossy_by_type = ((pa.types.is_floating(src) and pa.types.is_integer(f.type))
                          or (pa.types.is_integer(src) and pa.types.is_floating(f.type))
@@ -202,6 +200,7 @@ class SparkWriteJob:
         self.spark = spark
         self.ctx = ctx
         self._small_index = False   # key_index returned the pruned index (the incoming keys' records only)
+        self.record_index: Any = None   # (slices, keys) -> the slices the record index names for the keys
         self._new_groups = 0   # new file groups assign_inserts planned
         self._inserts: dict[str, int] | None = None   # untagged upserts by partition, known on the driver
         self._persisted: list[Any] = []   # DataFrames kept for the write's later jobs (released after it)
@@ -374,6 +373,7 @@ class SparkWriteJob:
         if data is not None:
             keys = self._incoming_keys(data)
             if keys is not None:   # the index of the incoming keys, on the driver
+                slices = self.record_index(slices, keys.column(KEY)) if global_keys and self.record_index else slices
                 from lakesdk.engine.key_index import incoming_keys, pruned_key_index, untagged_upserts
                 found = pruned_key_index(storage, slices, incoming_keys(keys.column(KEY), None if global_keys else
                                                                        keys.column(PART)),

@@ -42,7 +42,8 @@ from lakesdk.format.metadata_records import (
 )
 
 __all__ = ["FilesChange", "files_records", "hfile_of", "files_log_block", "mdt_properties", "FILES_GROUP",
-           "INIT_INSTANT", "WRITE_TOKEN", "METADATA_PAYLOAD"]
+           "INIT_INSTANT", "WRITE_TOKEN", "METADATA_PAYLOAD",
+           "delete_log_block"]
 
 FILES_GROUP = "files-0000-0"
 INIT_INSTANT = "00000000000000000"
@@ -107,13 +108,43 @@ def _value(rec: Mapping[str, Any], schema: Any) -> bytes:
     return buf.getvalue()
 
 
+_MARK = "\x00lakesdk-key\x00"
+
+
+def _entry_value(key: str, entry: Any, schema: Any, templates: dict[Any, tuple[bytes, bytes]]) -> bytes:
+    """The Avro bytes of a record index entry (:class:`~lakesdk.format.record_index.IndexEntry`)
+    for ``key``: the record of its location encoded once with a marker key, the key spliced in
+    (an Avro string: its zig-zag varint length, then its UTF-8 bytes)."""
+    parts = templates.get(entry)
+    if parts is None:
+        raw = _value(entry.as_record(_MARK), schema)
+        mark = _avro_string(_MARK)
+        at = raw.index(mark)
+        parts = templates[entry] = (raw[:at], raw[at + len(mark):])
+    return parts[0] + _avro_string(key) + parts[1]
+
+
+def _avro_string(s: str) -> bytes:
+    b = s.encode("utf-8")
+    n = len(b) << 1          # zig-zag of a length (never negative)
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out) + b
+
+
 def hfile_of(records: Mapping[str, Mapping[str, Any]], *, base: bool = False, schema_json: str | None = None) -> bytes:
     """An HFile of records in key order, written with ``schema_json`` (an MDT keeps the schema
     it was built with: Hudi 1.0's lacks fields of 1.1's; default lakesdk's, Hudi 1.1's); a base
     file carries the schema in its file info."""
     text = schema_json or record_schema_json()
     schema = record_schema() if schema_json is None else _parsed(text)
-    items = sorted((k.encode("utf-8"), _value(r, schema)) for k, r in records.items())
+    templates: dict[Any, tuple[bytes, bytes]] = {}
+    items = sorted((k.encode("utf-8"), _value(r, schema) if isinstance(r, Mapping) else _entry_value(k, r, schema,
+                                                                                                      templates))
+                   for k, r in records.items())
     info: dict[bytes | str, bytes] | None = {b"schema": text.encode("utf-8")} if base else None
     return write_hfile(items, file_info=info)
 
@@ -122,6 +153,19 @@ def files_log_block(records: Mapping[str, Mapping[str, Any]], instant: str, *, s
     """One HFile data block of ``records``, for the MDT delta commit ``instant``."""
     header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json or record_schema_json()}
     return encode_block(BlockType.HFILE_DATA, header, hfile_of(records, schema_json=schema_json))
+
+
+def delete_log_block(keys: Iterable[str], instant: str, partition: str, *, schema_json: str | None = None) -> bytes:
+    """One DELETE block of MDT record ``keys`` (of the MDT ``partition``, which Hudi names as
+    their partition path; no ordering value), for the MDT delta commit ``instant``."""
+    import pyarrow as pa
+
+    from lakesdk.format.log_data_blocks import encode_delete_block
+    ks = sorted(keys)
+    header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json or record_schema_json()}
+    return encode_delete_block(pa.table({"_hoodie_record_key": pa.array(ks, pa.string()),
+                                         "_hoodie_partition_path": pa.array([partition] * len(ks), pa.string())}),
+                               header)
 
 
 def mdt_properties(table_name: str, version: int) -> dict[str, str]:

@@ -26,6 +26,7 @@ from lakesdk.format.log_framing import HeaderKey
 from lakesdk.format.metadata_records import (
     ALL_PARTITIONS_KEY,
     MetadataRecord,
+    RecordLocation,
     RecordType,
     data_partition_of,
     decode_record,
@@ -177,6 +178,60 @@ class MetadataTableReader:
                         for r in b.records]
         return out
 
+    def record_locations(self, keys: Iterable[str]) -> dict[str, RecordLocation]:
+        """Where the ``record_index`` partition puts each of ``keys`` (a key it does not hold is
+        left out): each key looked up in the one file group its hash names, by seeks in the
+        base HFile and the log blocks of that group merged on top."""
+        from lakesdk.format.record_index import PARTITION, file_group_id, file_group_indices, group_count
+        slices = {sl.file_id: sl for sl in self.slices(PARTITION)}
+        n = group_count(self.mdt)
+        if not n or not slices:
+            return {}
+        wanted: dict[str, list[str]] = defaultdict(list)
+        ks = list(keys)
+        for k, i in zip(ks, file_group_indices(ks, n).tolist()):
+            wanted[file_group_id(i)].append(k)
+        out: dict[str, RecordLocation] = {}
+        for fid, ks in wanted.items():
+            sl = slices.get(fid)
+            if sl is not None:
+                for k, rec in self._slice_lookup(sl, ks).items():
+                    if rec.location is not None:
+                        out[k] = rec.location
+        return out
+
+    def _slice_lookup(self, sl: FileSlice, keys: list[str]) -> dict[str, MetadataRecord]:
+        """The live records of ``keys`` in one file slice: seeks in its base file, then its log
+        blocks in the order their delta commits completed."""
+        from lakesdk.format.hfile import HFileReader
+        merged: dict[str, MetadataRecord] = {}
+        if sl.base_path is not None:
+            path = sl.base_path
+            reader = HFileReader(self.mdt.read(path), name=self.mdt.url(path))
+            schema = _schema_of(reader, self.mdt.url(path))
+            for k in keys:
+                value = reader.get(k.encode("utf-8"))
+                if value is not None:
+                    merged[k] = decode_record(value, schema, key=k.encode("utf-8"), path=self.mdt.url(path))
+        if not sl.log_paths:
+            return merged
+        want = set(keys)
+        blocks: list[_Block] = []
+        for path in sl.log_paths:
+            blocks.extend(_blocks_of_keys(self.mdt.url(path), self.mdt.read(path), want))
+        if self.config.layout_version >= 2:
+            blocks.sort(key=lambda b: self._completion.get(b.instant or "", b.instant or ""))
+        voided = {b.target for b in blocks if b.rollback}
+        for b in blocks:
+            if b.instant not in self.valid or b.instant in voided:
+                continue
+            for rec in b.records:
+                if rec.key in want:
+                    merged[rec.key] = rec
+            for k in b.deleted:
+                merged.pop(k, None)
+        return merged
+
     def _slice_records(self, sl: FileSlice, prefixes: tuple[bytes, ...] | None = None) -> dict[str, MetadataRecord]:
         from lakesdk.format.hfile import HFileReader
         merged: dict[str, MetadataRecord] = {}
@@ -280,6 +335,34 @@ def _log_blocks(url: str, data: bytes) -> tuple[_Block, ...]:
             while len(_DECODED) > _DECODED_FILES:
                 _DECODED.popitem(last=False)
     return blocks
+
+
+def _blocks_of_keys(url: str, data: bytes, keys: set[str]) -> tuple[_Block, ...]:
+    """The blocks of the MDT log file ``data`` (at ``url``) with only the records of ``keys``
+    decoded (seeks when they are few against a block's entries), and their deleted keys."""
+    out: list[_Block] = []
+    wanted = sorted(k.encode("utf-8") for k in keys)
+    for b in read_log_file(data):
+        if b.block_type == BlockType.HFILE_DATA:
+            schema = b.header.get(HeaderKey.SCHEMA)
+            if not schema:
+                raise CorruptFileError(f"{url}: an HFile data block at offset {b.offset} has no SCHEMA header", path=url)
+            hf = b.hfile(url)
+            if len(wanted) * 8 < len(hf):
+                items = [(k, v) for k in wanted if (v := hf.get(k)) is not None]
+            else:
+                items = [(k, v) for k, v in hf if k.decode("utf-8", "replace") in keys]
+            out.append(_Block(b.instant, False, None,
+                              records=tuple(decode_record(v, schema, key=k, path=url) for k, v in items)))
+        elif b.block_type == BlockType.DELETE:
+            deleted = b.delete_records().column("_hoodie_record_key").to_pylist()
+            out.append(_Block(b.instant, False, None, deleted=tuple(str(k) for k in deleted if k in keys)))
+        elif b.block_type == BlockType.COMMAND:
+            out.append(_Block(b.instant, b.is_rollback, b.target_instant))
+        else:
+            raise CorruptFileError(f"{url}: a metadata table log file holds a {b.block_type.name} block at offset "
+                                   f"{b.offset}; it holds HFile data, delete and command blocks only", path=url)
+    return tuple(out)
 
 
 def _put(merged: dict[str, MetadataRecord], rec: MetadataRecord) -> None:

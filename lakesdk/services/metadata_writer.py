@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakesdk import _faults as faults
 from lakesdk.commit.table_properties import read_properties, rewrite_properties
@@ -58,6 +58,7 @@ from lakesdk.format.metadata_files import (
     INIT_INSTANT,
     WRITE_TOKEN,
     FilesChange,
+    delete_log_block,
     files_log_block,
     files_records,
     hfile_of,
@@ -72,6 +73,7 @@ from lakesdk.format.metadata_table import (
     pending_data_instants,
 )
 from lakesdk.format.partition_stats import FILE_GROUPS as PSTATS_GROUPS
+from lakesdk.format.record_index import group_count as rli_group_count
 from lakesdk.format.table_config import TableConfig
 from lakesdk.services.metadata_stats import (
     by_file_group,
@@ -88,6 +90,14 @@ from lakesdk.services.partition_stats import (
     keeps_partition_stats,
     records_after_action,
     records_of_listing,
+)
+from lakesdk.services.record_index import (
+    bootstrap_records,
+    by_group,
+    changes_of,
+    compacted_entry,
+    define_record_index,
+    keeps_record_index,
 )
 
 if TYPE_CHECKING:
@@ -111,11 +121,12 @@ def maintained(ctx: "TableContext", cfg: TableConfig, schema_json: str | None = 
     partitioned (and not of Lance files) unless ``TableOptions(metadata_partition_stats=False)``.
     On a version 8 table the statistics only while every column they index has a type lakesdk
     writes Hudi 1.0's records of (the table's schema ``schema_json``, else its latest commit's)."""
+    rli = ("record_index",) if keeps_record_index(cfg) else ()
     if cfg.version >= 8 and ctx.options.metadata_column_stats and (cfg.version >= 9
                                                                     or v1_columns_faithful(ctx, schema_json)):
         pstats = ctx.options.metadata_partition_stats and keeps_partition_stats(cfg)
-        return MAINTAINED if pstats else MAINTAINED[:2]
-    return ("files",)
+        return (MAINTAINED if pstats else MAINTAINED[:2]) + rli
+    return ("files", *rli)
 
 
 def keeps_metadata_table(ctx: "TableContext", cfg: TableConfig) -> bool:
@@ -176,8 +187,14 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, tim
                 reader = MetadataTableReader(ctx.storage, data_tl, store=store, mdt_timeline=tl)
                 pstats = by_partition_group(records_after_action(ctx, reader, inflight, data, change, touched, stats,
                                                                  columns, arrow, timeline=data_tl), group_count(mdt))
+        rindex = None
+        if "record_index" in keep:
+            data_tl = timeline if timeline is not None else ctx.store.load()
+            reader = MetadataTableReader(ctx.storage, data_tl, store=store, mdt_timeline=tl)
+            ups, dels = changes_of(ctx, reader, inflight, data, change)
+            rindex = by_group(ups, dels, rli_group_count(mdt))
         files = files_records(change, all_partitions=_writes_files(inflight.action), partitions=cleaned)
-        _write_delta_commit(mdt, store, inflight.requested, files, stats, pstats, timeline=tl)
+        _write_delta_commit(mdt, store, inflight.requested, files, stats, pstats, rindex, timeline=tl)
         return True
     return False
 
@@ -318,7 +335,8 @@ def _groups_of(files: dict[str, dict], stats: dict[str, dict] | None,
 
 
 def _write_delta_commit(mdt: "Storage", store: "TimelineStore", instant: str, files: dict[str, dict],
-                        stats: dict[str, dict] | None = None, pstats: dict[str, dict[str, dict]] | None = None, *,
+                        stats: dict[str, dict] | None = None, pstats: dict[str, dict[str, dict]] | None = None,
+                        rindex: dict[str, tuple[dict[str, dict], set[str]]] | None = None, *,
                         timeline: "Timeline") -> None:
     """Write the MDT delta commit of the data instant ``instant`` (``files``: its ``files``
     records; none: no log file, as Hudi completes an upsert of no record); ``timeline``: the
@@ -330,14 +348,18 @@ def _write_delta_commit(mdt: "Storage", store: "TimelineStore", instant: str, fi
     store.create(requested)
     inflight = store.transition(requested, "inflight", CommitMetadata(operation_type="UPSERT_PREPPED").encode(layout=2))
     stats_by_part: dict[str, list[WriteStat]] = {}
-    for part, group, records in _groups_of(files, stats, pstats):
+    groups: list[tuple[str, str, dict[str, dict], set[str]]] = [(p, g, r, set()) for p, g, r in
+                                                                  _groups_of(files, stats, pstats)]
+    groups += [("record_index", g, r, d) for g, (r, d) in sorted((rindex or {}).items()) if r or d]
+    for part, group, records, deleted in groups:
         name = LogFile(group, instant, 1, WRITE_TOKEN).name
-        block = files_log_block(records, instant, schema_json=schema)
+        block = (files_log_block(records, instant, schema_json=schema) if records else b"") + \
+            (delete_log_block(deleted, instant, part, schema_json=schema) if deleted else b"")
         mdt.write(f"{part}/{name}", block)
         stats_by_part.setdefault(part, []).append(WriteStat(
             fileId=group, path=f"{part}/{name}", partitionPath=part, prevCommit=instant, numWrites=len(records),
             numUpdateWrites=len(records), totalWriteBytes=len(block), fileSizeInBytes=len(block), logVersion=1,
-            logOffset=0, baseFile="", logFiles=[name]))
+            logOffset=0, baseFile="", logFiles=[name], numDeletes=len(deleted)))
     faults.crash_point("metadata_log_written")
     md = CommitMetadata(partition_to_write_stats=stats_by_part, extra_metadata={"schema": schema},
                         operation_type="UPSERT_PREPPED")
@@ -348,13 +370,16 @@ def _write_delta_commit(mdt: "Storage", store: "TimelineStore", instant: str, fi
 
 
 # -- compacting the MDT -----------------------------------------------------------------------------
-def _live(part: str, merged: dict) -> dict[str, dict]:
+def _live(part: str, merged: dict) -> dict[str, Any]:
     """The records a compacted base file holds: deletions applied."""
-    out: dict[str, dict] = {}
+    out: dict[str, Any] = {}
+    entries: dict[tuple, Any] = {}
     for k, r in merged.items():
         if part == "files":
             out[k] = {"key": k, "type": r.type, "filesystemMetadata": {
                 n: {"size": e.size, "isDeleted": False} for n, e in sorted((r.files or {}).items()) if not e.deleted}}
+        elif r.type == RecordType.RECORD_INDEX and r.raw is not None:
+            out[k] = compacted_entry(k, r.raw.get("recordIndexMetadata") or {}, entries)
         elif r.type in (RecordType.COLUMN_STATS, RecordType.PARTITION_STATS) and r.raw is not None:
             cs = r.raw.get("ColumnStatsMetadata") or {}
             rng = range_of_record(cs, exact=True)
@@ -507,6 +532,9 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
         grouped = by_file_group(stats)
         groups += [("column_stats", stats_group(i), grouped.get(i, {})) for i in range(FILE_GROUPS)]
     groups += [("partition_stats", group, recs) for group, recs in sorted((pstats or {}).items())]
+    if "record_index" in keep:
+        groups += [("record_index", group, recs) for group, recs in sorted(bootstrap_records(ctx)[0].items())]
+        define_record_index(storage, cfg.version)
     schema = record_schema_json(cfg.version)
     for part, group, records in groups:
         base = BaseFile(group, WRITE_TOKEN, INIT_INSTANT, "hfile").name
@@ -523,7 +551,7 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
     props = dict(cfg.props)
     props[PARTITIONS_KEY] = ",".join(sorted(keep))
     props[INFLIGHT_KEY] = ""
-    if stats is not None:
+    if stats is not None or ("record_index" in keep and cfg.version >= 9):
         props.setdefault("hoodie.table.index.defs.path", INDEX_DEFS_PATH)
     new = TableConfig(props)
     rewrite_properties(storage, raw, new)

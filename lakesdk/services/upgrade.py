@@ -55,9 +55,13 @@ def upgrade_table(table: "TableContext | Any") -> TableConfig | None:
         # version 9 (when the table keeps one); only the indexes lakesdk does not build are lost
         from lakesdk.services.metadata_writer import create_metadata_table, keeps_metadata_table, maintained
         rebuild = keeps_metadata_table(ctx, cfg)
-        drop_metadata_table(ctx, "upgrade", rebuilt=maintained(ctx, cfg.upgraded()) if rebuild else ())
+        kept = maintained(ctx, cfg.upgraded()) if rebuild else ()
+        drop_metadata_table(ctx, "upgrade", rebuilt=kept)
         raw, cfg = read_properties(ctx.storage)
         new = cfg.upgraded()
+        if "record_index" in kept:      # the record index is built again with the others
+            from lakesdk.format.record_index import ENABLE_KEY
+            new = TableConfig({**new.props, ENABLE_KEY: "true"})
         rewrite_properties(ctx.storage, raw, new)
         if rebuild:
             _, new = create_metadata_table(ctx, new.to_text().encode("utf-8"), new)

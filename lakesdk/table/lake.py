@@ -110,7 +110,10 @@ class Lake:
         stored in another partition moves it (a delete in the old partition, the record in the
         new one) unless its ordering value is lower than the stored one, and a delete finds the
         key in any partition.  The default (``None``, ``"bloom"`` or ``"simple"``) identifies a
-        record by its partition and key.  A handle's ``TableOptions(index_type=...)``
+        record by its partition and key.  ``index="record"`` (``hoodie.index.type=RECORD_INDEX``)
+        is global too, and keeps Hudi's record index in the metadata table (its ``record_index``
+        partition, key -> file group): an upsert or delete looks up its incoming keys there
+        instead of reading the base files' bloom filters.  A handle's ``TableOptions(index_type=...)``
         (``hoodie.index.type``) overrides the table's index."""
         if not _NAME_RE.match(name):
             raise SchemaError(f"table name {name!r} is not valid: use letters, digits and underscores, "
@@ -186,15 +189,18 @@ class Lake:
             from lakesdk.config.options import option
             index_wire = {"global": "GLOBAL_SIMPLE", **(option("index_type").choices or {})}.get(str(index).lower())
             if index_wire is None:
-                raise SchemaError(f"index must be 'global', 'global_simple', 'global_bloom', 'bloom' or 'simple', "
-                                  f"not {index!r}")
-            if index_wire.startswith("GLOBAL") and (mm in ("PARTIAL_UPDATE", "CUSTOM") or pmode is not None):
+                raise SchemaError(f"index must be 'global', 'global_simple', 'global_bloom', 'record', 'bloom' or "
+                                  f"'simple', not {index!r}")
+            if index_wire.startswith(("GLOBAL", "RECORD")) and (mm in ("PARTIAL_UPDATE", "CUSTOM") or pmode is not None):
                 raise SchemaError(
                     "a global index moves a key between partitions by comparing whole records (event-time or "
                     "commit-time ordering); partial updates and custom mergers would need the moved record merged "
                     "column by column, which lakesdk does not do yet: create the table without index='global'")
             from lakesdk.format.table_config import INDEX_TYPE_KEY
             extra = {**(extra or {}), INDEX_TYPE_KEY: index_wire}
+            if index_wire == "RECORD_INDEX":   # as Hudi's writer records the record index it keeps
+                from lakesdk.format.record_index import ENABLE_KEY
+                extra[ENABLE_KEY] = "true"
         cfg = TableConfig.new(
             name=name, table_type=tt, record_key_fields=keys, partition_fields=parts, ordering_fields=ordering_fields,  # type: ignore[arg-type]
             partial_update_mode=pmode, version=table_version, hive_style=hive_style, urlencode=partition_urlencode, create_schema=arrow_to_avro(schema, name) if schema is not None else None,

@@ -266,6 +266,18 @@ class Maintenance:
         from lakesdk.services.metadata_writer import build_metadata_table
         return build_metadata_table(self._t.context)
 
+    def create_index(self, kind: str = "record") -> MetadataTableReader:
+        """Build an index of Hudi's metadata table from the table's files, as Hudi's indexer
+        does; lakesdk then keeps it at every commit.  ``"record"``: the record index (the
+        ``record_index`` partition, each record key -> its file group), read from the latest
+        file slices; an upsert or delete looks its keys up there when the table's index is
+        ``record`` (``create_table(index="record")``, ``TableOptions(index_type="record")``)."""
+        if kind != "record":
+            from lakesdk.exceptions import OptionsError
+            raise OptionsError(f"create_index: lakesdk builds the 'record' index, not {kind!r}")
+        from lakesdk.services.indexes import build_record_index
+        return build_record_index(self._t.context)
+
     def archive(self, *, min_commits: int = 20, max_commits: int = 30, beyond_savepoint: bool = False) -> ArchiveResult:
         """Move old completed instants into the timeline history (``.hoodie/timeline/history``)
         once more than ``max_commits`` commits are active, keeping the newest ``min_commits``

@@ -314,6 +314,7 @@ class WriteOperation(WriteInput):
         if keep_mor:
             ctx.slice_ctx = ctx.slice_context(frozenset(i.requested for i in view.visible))
         if slices and op != "insert":  # insert skips the index lookup, as in Hudi
+            job.record_index = _record_index_lookup(t, view, timeline) if everywhere else None
             index = job.key_index(slices, _index_slice_ctx(ctx, view, slices), data, global_keys=everywhere)
             if ctx.global_index:   # keys stored in another partition move (or stay) by the ordering
                 data = job.tag_global(data, index)
@@ -511,3 +512,28 @@ def _index_slice_ctx(ctx: WriteContext, view: Any, slices: list[Any]) -> Any:
     if not any(s.log_files for s in slices):
         return None
     return ctx.slice_context(view.log_instants)
+
+
+def _record_index_lookup(t: Any, view: Any, timeline: Any) -> Callable[[list[Any], Any], list[Any]] | None:
+    """When the table has a record index (the MDT's ``record_index`` partition): the function
+    that keeps, of the file slices a global key index would read, those of the file groups the
+    index names for the incoming keys (an Arrow array), found by point lookups; else None."""
+    from lakesdk.format.metadata_table import metadata_partitions
+    from lakesdk.format.record_index import PARTITION
+    if view.metadata is not None:        # the view listed its files from the MDT: the partitions it named then
+        named = view.metadata_partitions
+    else:
+        from lakesdk.commit.table_properties import read_properties
+        named = metadata_partitions(read_properties(t.storage)[1].props)
+    if PARTITION not in named:
+        return None
+
+    def lookup(slices: list[Any], keys: Any) -> list[Any]:
+        import pyarrow.compute as pc
+
+        from lakesdk.read.metadata_table import MetadataTableReader
+        reader = view.metadata if view.metadata is not None else MetadataTableReader(t.storage, timeline)
+        found = reader.record_locations(str(k) for k in pc.unique(keys).to_pylist())
+        groups = {(loc.partition or "", loc.file_id) for loc in found.values()}
+        return [s for s in slices if (s.partition, s.file_id) in groups]
+    return lookup

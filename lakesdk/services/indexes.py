@@ -1,0 +1,42 @@
+"""Building an index of the metadata table for an existing table (``table.maintenance.create_index``).
+
+The record index (:mod:`lakesdk.services.record_index`) is named in ``hoodie.properties`` and
+the metadata table built again from a listing with it (:func:`lakesdk.services.metadata_writer.create_metadata_table`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lakesdk.format.metadata_table import metadata_partitions
+from lakesdk.format.record_index import ENABLE_KEY, PARTITION
+from lakesdk.services.metadata_writer import create_metadata_table
+
+if TYPE_CHECKING:
+    from lakesdk.commit.context import TableContext
+    from lakesdk.read.metadata_table import MetadataTableReader
+
+__all__ = ["build_record_index"]
+
+
+def build_record_index(ctx: "TableContext") -> "MetadataTableReader":
+    """``table.maintenance.create_index("record")``: under the table lock, name the record index
+    in ``hoodie.properties`` (``hoodie.metadata.record.index.enable=true``) and build the MDT
+    again from a listing with it (its keys read from the latest file slices), unless the table
+    has one.  Tagging goes through it once the table's index is ``record``."""
+    from lakesdk.commit.table_properties import read_properties, rewrite_properties
+    from lakesdk.concurrency.instants import holding
+    from lakesdk.exceptions import UnsupportedTableVersionError
+    from lakesdk.format.table_config import TableConfig
+    from lakesdk.read.metadata_table import MetadataTableReader
+    if ctx.config.version < 8:
+        raise UnsupportedTableVersionError(
+            f"{ctx.name!r} is a version {ctx.config.version} table: lakesdk builds the record index of version 8 "
+            "and 9 tables; upgrade the table first (table.maintenance.upgrade())", key="hoodie.table.version")
+    with holding(ctx.lock()):
+        raw, cfg = read_properties(ctx.storage)
+        if PARTITION not in metadata_partitions(cfg.props):
+            new = TableConfig({**cfg.props, ENABLE_KEY: "true"})
+            rewrite_properties(ctx.storage, raw, new)
+            create_metadata_table(ctx, new.to_text().encode("utf-8"), new)
+    return MetadataTableReader(ctx.storage, ctx.store.load())
