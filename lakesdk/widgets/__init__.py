@@ -28,6 +28,10 @@ Nothing here imports ipywidgets or plotly until a widget is built (``pip install
 'lakesdk[notebook]'``), and building a widget does I/O; reprs do not.  In a kernel, a line
 says which widget is being built until it is (the first one imports plotly: seconds).
 
+A widget's figures are plotly ``FigureWidget`` objects whose 5 MB browser bundle a kernel
+sends once, in a model of its own that every figure refers to (``lakesdk.widgets._figure``): a
+page loads it once, a notebook saves it once, and it needs no network.
+
 Beside the live widget each one stores a static figure for where widgets do not run
 (nbconvert, the documentation site): it loads plotly.js from its CDN, or, after
 :func:`offline_figures`, carries it (the first figure of the process; the others use that
