@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakesdk as lk
+from lakesdk.format.metadata_records import decode_file_id
 from lakesdk.format.record_index import (
     PARTITION,
-    decode_file_id,
     encode_file_id,
     file_group_count,
     file_group_id,

@@ -48,7 +48,7 @@ from lakesdk.exceptions import CorruptFileError
 
 __all__ = ["RecordType", "FileEntry", "MetadataRecord", "ColumnStats", "RecordLocation", "decode_record",
            "merge_file_entries", "record_schema", "record_schema_json", "ALL_PARTITIONS_KEY", "NON_PARTITIONED_KEY",
-           "mdt_partition_key", "data_partition_of"]
+           "mdt_partition_key", "data_partition_of", "decode_file_id"]
 
 ALL_PARTITIONS_KEY = "__all_partitions__"
 NON_PARTITIONED_KEY = "."
@@ -149,7 +149,9 @@ def _unwrap(v: Any) -> Any:
     return v
 
 
-def _file_id(ri: Mapping[str, Any]) -> str:
+def decode_file_id(ri: Mapping[str, Any]) -> str:
+    """The file id of a ``HoodieRecordIndexInfo``: a string (encoding 1), or a UUID from its high
+    and low bits with ``-<fileIndex>`` when the index is set (encoding 0)."""
     if ri.get("fileIdEncoding", 0) == 1 or ri.get("fileIdHighBits") is None:
         return str(ri.get("fileId") or "")
     hi, lo = ri["fileIdHighBits"] & (2**64 - 1), ri["fileIdLowBits"] & (2**64 - 1)
@@ -194,7 +196,7 @@ def decode_record(value: bytes, schema_json: str, *, key: bytes | None = None,
         out["deleted"] = bool(cs.get("isDeleted"))
     ri = rec.get("recordIndexMetadata")
     if ri is not None:
-        out["location"] = RecordLocation(ri.get("partitionName"), _file_id(ri), ri.get("instantTime"), ri.get("position"))
+        out["location"] = RecordLocation(ri.get("partitionName"), decode_file_id(ri), ri.get("instantTime"), ri.get("position"))
     for field in ("BloomFilterMetadata", "SecondaryIndexMetadata"):
         payload = rec.get(field)
         if payload is not None:

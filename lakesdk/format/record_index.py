@@ -20,6 +20,7 @@ As Apache Hudi 1.x writes it (``HoodieTableMetadataUtil``, ``HoodieMetadataPaylo
 
 >>> file_group_index("TXN-001", 10), java_string_hash("hello")
 (8, 99162322)
+>>> from lakesdk.format.metadata_records import decode_file_id
 >>> decode_file_id(encode_file_id("5f0c2a8e-91a4-4b6f-9f0e-2b8a1c3d4e5f-0"))
 '5f0c2a8e-91a4-4b6f-9f0e-2b8a1c3d4e5f-0'
 >>> encode_file_id("not-a-uuid")["fileIdEncoding"]
@@ -33,14 +34,14 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import uuid
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
 from lakesdk.format.metadata_records import RecordType
 
 __all__ = ["PARTITION", "java_string_hash", "file_group_index", "file_group_id", "file_group_count",
-           "encode_file_id", "decode_file_id", "instant_millis", "index_record", "IndexEntry", "MIN_GROUPS", "MAX_GROUPS",
+           "encode_file_id", "instant_millis", "index_record", "IndexEntry", "MIN_GROUPS", "MAX_GROUPS",
            "ENABLE_KEY", "INIT_INSTANT", "group_count",
            "file_group_indices"]
 
@@ -152,16 +153,6 @@ def encode_file_id(file_id: str) -> dict[str, Any]:
                 "fileIndex": int(tail) if tail else -1, "fileId": "", "fileIdEncoding": 0}
     except ValueError:
         return {"fileIdHighBits": -1, "fileIdLowBits": -1, "fileIndex": -1, "fileId": file_id, "fileIdEncoding": 1}
-
-
-def decode_file_id(fields: Mapping[str, Any]) -> str:
-    """The file id of a ``HoodieRecordIndexInfo`` (:func:`encode_file_id`'s inverse)."""
-    if fields.get("fileIdEncoding", 0) == 1 or fields.get("fileIdHighBits") is None:
-        return str(fields.get("fileId") or "")
-    hi, lo = fields["fileIdHighBits"] & (2**64 - 1), fields["fileIdLowBits"] & (2**64 - 1)
-    u = str(uuid.UUID(int=(hi << 64) | lo))
-    idx = fields.get("fileIndex")
-    return u if idx is None or idx < 0 else f"{u}-{idx}"
 
 
 def instant_millis(instant: str, timezone: str = "UTC") -> int:

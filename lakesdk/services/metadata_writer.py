@@ -103,11 +103,10 @@ from lakesdk.services.record_index import (
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
     from lakesdk.format.timeline import Timeline
-    from lakesdk.read.metadata_table import MetadataTableReader
     from lakesdk.storage import Storage
     from lakesdk.timeline.store import TimelineStore
 
-__all__ = ["sync_metadata_table", "create_metadata_table", "build_metadata_table", "keeps_metadata_table",
+__all__ = ["sync_metadata_table", "create_metadata_table", "keeps_metadata_table",
            "MAINTAINED"]
 
 #: the MDT partitions lakesdk keeps
@@ -556,23 +555,6 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
     new = TableConfig(props)
     rewrite_properties(storage, raw, new)
     return new.to_text().encode("utf-8"), new
-
-
-def build_metadata_table(ctx: "TableContext") -> "MetadataTableReader":
-    """``table.maintenance.create_metadata_table()``: under the table lock, build the MDT from a
-    listing unless the table has one (version 8 and 9 tables)."""
-    from lakesdk.concurrency.instants import holding
-    from lakesdk.exceptions import UnsupportedTableVersionError
-    from lakesdk.read.metadata_table import MetadataTableReader
-    if ctx.config.version < 8:
-        raise UnsupportedTableVersionError(
-            f"{ctx.name!r} is a version {ctx.config.version} table: lakesdk builds the metadata table of version 8 "
-            "and 9 tables; upgrade the table first (table.maintenance.upgrade())", key="hoodie.table.version")
-    with holding(ctx.lock()):
-        raw, cfg = read_properties(ctx.storage)
-        if "files" not in metadata_partitions(cfg.props):
-            create_metadata_table(ctx, raw, cfg)
-    return MetadataTableReader(ctx.storage, ctx.store.load())
 
 
 def _drop_partitions(ctx: "TableContext", raw: bytes, cfg: TableConfig, names: list[str],

@@ -75,7 +75,8 @@ def compacted_entry(key: str, info: dict[str, Any], entries: dict[tuple, Any]) -
     sig = tuple(sorted(info.items()))
     entry = entries.get(sig)
     if sig not in entries:
-        from lakesdk.format.record_index import IndexEntry, decode_file_id
+        from lakesdk.format.metadata_records import decode_file_id
+        from lakesdk.format.record_index import IndexEntry
         entry = IndexEntry(info.get("partitionName") or "", decode_file_id(info), info.get("instantTime") or 0)
         entries[sig] = entry = entry if entry.as_record(key)["recordIndexMetadata"] == info else None
     return entry if entry is not None else {"key": key, "type": 5, "recordIndexMetadata": info}

@@ -263,7 +263,7 @@ class Maintenance:
         """Build Hudi's metadata table (its ``files`` partition) from a listing of the files of
         the completed instants, as Hudi does when a writer enables it; lakesdk then keeps it at
         every commit.  Returns the metadata table reader (``.partitions()``, ``.listings()``)."""
-        from lakesdk.services.metadata_writer import build_metadata_table
+        from lakesdk.services.indexes import build_metadata_table
         return build_metadata_table(self._t.context)
 
     def create_index(self, kind: str = "record") -> MetadataTableReader:
