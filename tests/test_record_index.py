@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import lakesdk as lk
@@ -156,6 +156,8 @@ _op = st.one_of(
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(_op, min_size=1, max_size=8))
+@example(ops=[("upsert", {0: ("a", 0)}), ("upsert", {0: ("a", 0), 1: ("a", 0)}), ("cluster", None),
+              ("savepoint", None), ("restore", None)])   # a restore that undoes a clustering
 def test_random_operations_keep_the_index_exact(tmp_path_factory, table_type, ops):
     root = tmp_path_factory.mktemp("rli")
     lake = lk.Lake(str(root), options=lk.TableOptions(engine="local", metadata_compact_every=3))

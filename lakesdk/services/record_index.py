@@ -297,6 +297,11 @@ def _undo_changes(ctx: "TableContext", reader: "MetadataTableReader", inflight: 
                         affected |= {str(k) for k in b.delete_records().column(KEY).to_pylist()}
     from lakesdk.format.timeline import Timeline
     loaded = ctx.store.load()
+    # the file groups an undone replacecommit (clustering, overwrite) replaced hold its keys again
+    for inst in loaded.completed:
+        if inst.requested in undone and inst.completed_action == "replacecommit":
+            replaced = ctx.store.commit_metadata(inst).partition_to_replace_file_ids or {}
+            touched |= {(part, fid) for part, fids in replaced.items() for fid in fids}
     # the table as it is after the action: the instants it undoes gone from the timeline
     tl = Timeline(tuple(i for i in loaded.instants if i.requested not in undone), loaded.layout)
     view = _view(ctx, tl, listed=True)
