@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from lakesdk.engine.spark_cluster import shuffle_partitions
 from lakesdk.exceptions import KeyChangeError, MergeConflictError, SchemaError
 from lakesdk.merge.ordering import null_ordering_error
 
@@ -77,24 +78,26 @@ def spark_merge_changes(spark: Any, arrow: Any, sdf: Any, *, on: Sequence[str], 
             "matched by one source row only: de-duplicate the source first")
     target_cols = list(target_columns)
     tgt = read_target() if target_cols else None
-    s = src.select([F.col(c).alias(f"__s_{c}") for c in src.columns]).withColumn("__s_present", F.lit(True))
     if tgt is None:
         tgt = spark.createDataFrame([], src.schema)
         target_cols = src.columns
-    tt = tgt.select([F.col(c).alias(f"__t_{c}") for c in tgt.columns]).withColumn("__t_present", F.lit(True))
-    cond = None
     by_key = set(on) == set(key)   # rows match as their record keys do: a null key part matches a null
+    # the join keys: a partition field by its folder and the record key parts compare null-safe
+    # (gathered in one struct: structs compare equal field by field, a null matching a null),
+    # other match columns as values
+    safe: list[str] = []
+    plain: list[str] = []
     for k in [*on, *[f for f in parts if f not in on and f in tgt.columns]]:
-        if k in parts:
-            c = _folder(F.col(f"__s_{k}"), src.schema[k].dataType).eqNullSafe(
-                _folder(F.col(f"__t_{k}"), tgt.schema[k].dataType))
-        elif by_key:
-            c = F.col(f"__s_{k}").eqNullSafe(F.col(f"__t_{k}"))
-        else:
-            c = F.col(f"__s_{k}") == F.col(f"__t_{k}")
+        (safe if k in parts or by_key else plain).append(k)
+    n = shuffle_partitions(spark)
+    s = _joining(src, "__s_", "__lk_sjk", safe, plain, n)
+    tt = _joining(tgt, "__t_", "__lk_tjk", safe, plain, n)
+    cond = None
+    for a, b in ([("__lk_sjk", "__lk_tjk")] if safe else []) + [(f"__s_{k}", f"__t_{k}") for k in plain]:
+        c = F.col(a) == F.col(b)
         cond = c if cond is None else (cond & c)
     by_source = any(c.kind.startswith("by_source") for c in clauses)
-    joined = s.join(tt, cond, "full_outer" if by_source else "left_outer")
+    joined = s.join(tt, cond, "full_outer" if by_source else "left_outer").drop("__lk_sjk", "__lk_tjk")
 
     def sql(e: str) -> Any:
         """s.x -> source column, t.x -> target column, inside a Spark SQL expression."""
@@ -176,6 +179,22 @@ def spark_merge_changes(spark: Any, arrow: Any, sdf: Any, *, on: Sequence[str], 
         changes = changes.unionByName(o, allowMissingColumns=True)
     acted = sum(counts.get(i, 0) for i in range(len(clauses)))
     return SparkMergeChanges(changes, counts, source_rows, unchanged, acted)
+
+
+def _joining(df: Any, prefix: str, jk: str, safe: list[str], plain: list[str], n: int) -> Any:
+    """One side of the merge's join: its columns renamed ``prefix`` + name, the null-safe
+    keys ``safe`` as one struct ``jk``, a ``prefix`` + ``present`` flag, shuffled
+    by the join keys into ``n`` partitions.  The flag is added after the shuffle: a join
+    whose sides both are shuffles takes at least ``spark.sql.shuffle.partitions`` (200 by
+    default, and a write persists the joined rows, whose plan adaptive execution does not
+    coalesce then), while a side that is not (a projection over the shuffle) keeps ``n``."""
+    from pyspark.sql import functions as F
+    cols = [F.col(f"`{c}`").alias(f"{prefix}{c}") for c in df.columns]
+    if safe:
+        cols.append(F.struct(*[_folder(F.col(f"`{k}`"), df.schema[k].dataType).alias(k) for k in safe])
+                    .alias(jk))
+    keys = ([jk] if safe else []) + [f"{prefix}{k}" for k in plain]
+    return df.select(*cols).repartition(n, *keys).withColumn(f"{prefix}present", F.lit(True))
 
 
 def _folder(col: Any, data_type: Any) -> Any:

@@ -245,7 +245,8 @@ class MergeBuilder:
         if acted:
             from lakesdk.table.write import WriteOperation
             data = m.changes if engine == "local" else m.rows(local=t.context.spark_is_local())
-            if data is not None and hasattr(data, "num_rows"):
+            import pyarrow as pa
+            if isinstance(data, pa.Table):   # (a Spark Connect DataFrame answers any attribute)
                 data = _fix_types(data, t, arrow.schema if arrow is not None else None)
             write = WriteOperation(t, "merge", data).execute()
         per = tuple((c.label, int(counts.get(i, 0))) for i, c in enumerate(self.clauses))
