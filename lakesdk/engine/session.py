@@ -162,6 +162,7 @@ def get_spark(spark: Any = None, *, master: str | None = None, remote: str | Non
                 b = b.config(k, v)
             return _announced(b.getOrCreate())
         if not remote:
+            _forget_inherited_connect_mode()
             active = SparkSession.getActiveSession()
             if active is not None and master is None:
                 return _announced(active)
@@ -190,6 +191,26 @@ def get_spark(spark: Any = None, *, master: str | None = None, remote: str | Non
         if java_options is not None:   # also for a JVM that ran already (a stopped session's)
             _quiet_running_driver(s)
     return _announced(s)
+
+
+def _forget_inherited_connect_mode() -> None:
+    """pyspark marks a process that holds a Spark Connect session in its environment
+    (``SPARK_CONNECT_MODE_ENABLED``, and ``SPARK_LOCAL_REMOTE`` for a local server), and the
+    processes it starts inherit the marks: a lakesdk command run from a notebook on Spark
+    Connect then failed to start its own session (``CONNECT_URL_NOT_SET``).  Marks that no
+    session of this process set are dropped; ``SPARK_REMOTE``, the user's choice of Connect,
+    is kept."""
+    if "SPARK_CONNECT_MODE_ENABLED" not in os.environ or os.environ.get("SPARK_REMOTE"):
+        return
+    from pyspark import SparkContext
+    if SparkContext._active_spark_context is not None:   # a local Connect server runs here
+        return
+    connect = sys.modules.get("pyspark.sql.connect.session")
+    if connect is not None and (connect.SparkSession._default_session is not None
+                                or getattr(connect.SparkSession._active_session, "session", None) is not None):
+        return
+    for k in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE"):
+        os.environ.pop(k, None)
 
 
 def _quiet_running_driver(spark: Any) -> None:

@@ -12,7 +12,7 @@ from lakesdk.engine.spark_cluster import shuffle_partitions
 from lakesdk.exceptions import KeyChangeError, MergeConflictError, SchemaError
 from lakesdk.merge.ordering import null_ordering_error
 
-__all__ = ["SparkMergeChanges", "spark_merge_changes", "key_change_error"]
+__all__ = ["SparkMergeChanges", "spark_merge_changes", "key_change_error", "typed_as"]
 
 
 def key_change_error(table: str, clause: Any, columns: Sequence[str], examples: Sequence[tuple[Any, Any]],
@@ -227,3 +227,40 @@ def _check_keys_kept(rows: Any, exprs: list[Any], columns: Sequence[str], clause
     if sample:
         examples = [(r[2 * j], r[2 * j + 1]) for r in sample for j in range(len(columns))]
         raise key_change_error(cfg.name, clause, columns, examples, bad.count(), cfg.record_key_fields)
+
+
+def typed_as(df: Any, want: dict[str, Any]) -> Any:
+    """``df`` (a merge's changes kept in Spark) with each column that ``want`` names (Arrow
+    types) cast to its Spark type where the two differ only in their timestamps' kind, or
+    the column holds nulls alone: Spark gives the timestamps of an Arrow source its zoned
+    kind, and a null literal no type.  The Arrow path casts its rows back to the table's
+    types the same way (``lakesdk.table.merge``)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+    from pyspark.sql.types import NullType
+    for f in df.schema.fields:
+        if f.name not in want:
+            continue
+        try:
+            target = from_arrow_type(want[f.name], prefer_timestamp_ntz=True)
+        except Exception:  # noqa: BLE001 - a type Spark has no match for: the write checks it
+            continue
+        if target != f.dataType and (isinstance(f.dataType, NullType) or _same_but_timestamps(f.dataType, target)):
+            df = df.withColumn(f.name, F.col(f"`{f.name}`").cast(target))
+    return df
+
+
+def _same_but_timestamps(a: Any, b: Any) -> bool:
+    """Spark types ``a`` and ``b`` are alike but for timestamps with and without a zone."""
+    from pyspark.sql.types import ArrayType, MapType, StructType, TimestampNTZType, TimestampType
+    kinds = (TimestampType, TimestampNTZType)
+    if isinstance(a, kinds) and isinstance(b, kinds):
+        return True
+    if isinstance(a, StructType) and isinstance(b, StructType):
+        return len(a.fields) == len(b.fields) and all(
+            x.name == y.name and _same_but_timestamps(x.dataType, y.dataType) for x, y in zip(a.fields, b.fields))
+    if isinstance(a, ArrayType) and isinstance(b, ArrayType):
+        return _same_but_timestamps(a.elementType, b.elementType)
+    if isinstance(a, MapType) and isinstance(b, MapType):
+        return _same_but_timestamps(a.keyType, b.keyType) and _same_but_timestamps(a.valueType, b.valueType)
+    return bool(a == b)
