@@ -15,9 +15,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("LAKESDK_SHARED", ROOT.parent / "shared"))
 CONFORMANCE = SHARED / "conformance"
 
+#: ``connect``: the session fixture is a Spark Connect session on a local server that
+#: pyspark starts in this process (tests/test_spark_connect.py runs a set of tests so)
+SPARK_MODE = os.environ.get("LAKESDK_TEST_SPARK", "classic")
+
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+if SPARK_MODE != "connect":   # on Connect, lakesdk finds the workers' Python itself (checked there)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 TEST_SPARK_CONF = {
     "spark.sql.shuffle.partitions": "2",
@@ -34,9 +39,13 @@ TEST_SPARK_CONF = {
 
 @pytest.fixture(scope="session")
 def spark():
-    """The one local SparkSession of this test run."""
+    """The one local SparkSession of this test run: a classic session, or with
+    ``LAKESDK_TEST_SPARK=connect`` a Spark Connect session (a local server in this process)."""
     from lakesdk.engine.session import get_spark
-    s = get_spark(master="local[2]", conf=TEST_SPARK_CONF)
+    if SPARK_MODE == "connect":
+        s = get_spark(remote="local[2]", conf=TEST_SPARK_CONF)
+    else:
+        s = get_spark(master="local[2]", conf=TEST_SPARK_CONF)
     yield s
 
 

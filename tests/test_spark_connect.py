@@ -1,24 +1,212 @@
-"""lakesdk on a Spark Connect URL: a real Connect server started on 127.0.0.1 by the fixture."""
+"""lakesdk on Spark Connect.
+
+The tests that take the ``spark`` fixture run on the session of the test run: a classic
+local session, or with ``LAKESDK_TEST_SPARK=connect`` a Spark Connect session on a local
+server that pyspark starts in the test process (``get_spark(remote="local[2]")``).  The
+suite runs them on Connect too: :func:`test_the_connect_set` runs pytest in a child process
+in that mode, over this module and :data:`CONNECT_SET`, a set of the Spark tests of other
+modules.  One process holds one kind of session: creating a Connect session switches
+pyspark's whole process to Connect (``pyspark.sql.utils.is_remote()``), and a local Connect
+server cannot start beside a running SparkContext.
+
+:func:`test_writes_and_reads_over_a_connect_url` talks to a Connect server of its own process
+(``spark-submit``), from a client process that starts no JVM.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
+
+import lakesdk as lk
+from lakesdk.engine.session import is_connect
 
 from .helpers import free_port
 
-pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect]")
+pytestmark = pytest.mark.spark
 
-pytestmark = pytest.mark.cluster
+ROOT = Path(__file__).resolve().parents[1]
+ON_CONNECT = os.environ.get("LAKESDK_TEST_SPARK") == "connect"   # (conftest.py's SPARK_MODE)
+
+#: Spark tests of other modules that the child run repeats on Connect (with this module's)
+CONNECT_SET = [
+    "tests/test_merge.py::test_merge_all_clauses_with_source_structs_lacking_fields_are_refused_unless_null[spark-mor]",
+    "tests/test_mor.py::test_spark_reads_and_merges_mor_slices_with_millisecond_timestamps",
+    "tests/test_check.py::test_with_the_metadata_table_a_missing_base_file_is_an_error_in_spark[cow]",
+    "tests/test_spark_source.py::test_stream_picks_up_three_commits_in_order",
+]
 
 
+def _rows(df) -> list[tuple]:
+    return sorted((r["id"], r["city"], r["fare"]) for r in df.collect())
+
+
+def test_the_session_is_the_kind_asked_for(spark):
+    assert is_connect(spark) == ON_CONNECT
+
+
+def test_the_workers_run_this_interpreter(spark):
+    """Spark's Python workers run the interpreter of this process (lakesdk sets
+    ``PYSPARK_PYTHON`` for a session it starts; the child run on Connect unsets it first)."""
+    import pyarrow as pa
+
+    def where(batches):
+        import sys as worker_sys
+        for b in batches:
+            yield pa.RecordBatch.from_pydict({"exe": [worker_sys.executable] * b.num_rows})
+    got = {r["exe"] for r in spark.range(2).mapInArrow(where, "exe string").collect()}
+    assert got == {sys.executable}
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_writes_of_both_table_types(tmp_path, spark, table_type):
+    """Every write of a Spark DataFrame (bulk insert, upsert, delete, merge) and of pandas
+    data, then reads: the snapshot, time travel and Spark's read API."""
+    lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="spark"))
+    t = lake.create_table("trips", key="id", partition_by="city", ordering="ts", table_type=table_type)
+    sdf = spark.createDataFrame(pd.DataFrame({"id": ["a", "b", "c"], "city": ["x", "y", "x"], "ts": [1, 1, 1],
+                                              "fare": [1.0, 2.0, 3.0]}))
+    r1 = t.bulk_insert(sdf)
+    r2 = t.upsert(spark.createDataFrame(pd.DataFrame({"id": ["a", "d"], "city": ["x", "y"], "ts": [2, 1],
+                                                      "fare": [10.0, 4.0]})))
+    r3 = t.upsert(pd.DataFrame({"id": ["c"], "city": ["x"], "ts": [2], "fare": [30.0]}))
+    r4 = t.delete(spark.createDataFrame(pd.DataFrame({"id": ["b"], "city": ["y"], "ts": [5]})))
+    src = spark.createDataFrame(pd.DataFrame({"id": ["d", "e"], "city": ["y", "x"], "ts": [3, 1], "fare": [40.0, 5.0]}))
+    m = t.merge(src).when_matched_update_all().when_not_matched_insert_all().execute()
+    assert [(r.inserted, r.updated, r.deleted) for r in (r1, r2, r3, r4)] == [(3, 0, 0), (1, 1, 0), (0, 1, 0), (0, 0, 1)]
+    assert (m.updated, m.inserted) == (1, 1)
+    want = [("a", "x", 10.0), ("c", "x", 30.0), ("d", "y", 40.0), ("e", "x", 5.0)]
+    assert _rows(t.read().to_spark()) == want
+    assert sorted(t.read().to_pandas()[["id", "city", "fare"]].itertuples(index=False, name=None)) == want
+    assert _rows(t.as_of(r1.instant).to_spark()) == [("a", "x", 1.0), ("b", "y", 2.0), ("c", "x", 3.0)]
+    assert _rows(spark.read.format("lakesdk").load(t.path)) == want
+    assert _rows(spark.read.format("lakesdk").option("as.of.instant", r2.instant).load(t.path)) == \
+        [("a", "x", 10.0), ("b", "y", 2.0), ("c", "x", 3.0), ("d", "y", 4.0)]
+    changed = (spark.read.format("lakesdk").option("hoodie.datasource.query.type", "incremental")
+               .option("hoodie.datasource.read.begin.instanttime", r4.instant).load(t.path))
+    assert _rows(changed) == _rows(t.incremental(r4.instant).to_spark()) == [("d", "y", 40.0), ("e", "x", 5.0)]
+
+
+def test_merge_into_an_unpartitioned_table(tmp_path, spark):
+    """A merge's source rows match stored ones by key alone (the partition path is a constant)."""
+    lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="spark"))
+    t = lake.create_table("plain", key="id", ordering="ts", table_type="mor")
+    t.upsert(pd.DataFrame({"id": [1, 2, 3], "ts": [1, 1, 1], "v": ["a", "b", "c"]}))
+    src = spark.createDataFrame(pd.DataFrame({"id": [2, 3, 4], "ts": [2, 2, 2], "v": ["B", "drop", "D"]}))
+    m = (t.merge(src).when_matched_delete(where="s.v = 'drop'").when_matched_update_all()
+         .when_not_matched_insert_all().execute())
+    assert (m.updated, m.inserted, m.deleted) == (1, 1, 1)
+    assert sorted(map(tuple, t.read().to_pandas()[["id", "v"]].values.tolist())) == [(1, "a"), (2, "B"), (4, "D")]
+
+
+def test_compaction_and_clustering_on_the_spark_engine(tmp_path, spark):
+    lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="spark"))
+    t = lake.create_table("svc", key="id", partition_by="p", ordering="ts", table_type="mor")
+    for i in range(3):   # three base files in each partition, then log files over them
+        t.bulk_insert(pd.DataFrame({"id": [f"{p}{i}" for p in "xy"], "p": list("xy"), "ts": [1, 1], "v": [i, -i]}))
+    t.upsert(pd.DataFrame({"id": ["x0", "y1"], "p": ["x", "y"], "ts": [2, 2], "v": [100, 200]}))
+    want = sorted(map(tuple, t.read().to_pandas()[["id", "v"]].values.tolist()))
+    res = t.maintenance.compact()
+    assert res is not None
+    assert not any(s.log_files for s in t.read().plan().slices)
+    clustered = t.maintenance.cluster(small_file_limit=1 << 20, sort_by="v")
+    assert clustered is not None and clustered.new_file_groups == 2
+    assert len(t.inspect.file_groups()) == 2
+    assert sorted(map(tuple, t.read().to_pandas()[["id", "v"]].values.tolist())) == want
+
+
+def test_a_write_sizes_its_shuffles(tmp_path, spark, monkeypatch, capsys):
+    """A write's shuffles take two partitions per core, whatever the session's
+    ``spark.sql.shuffle.partitions`` (Spark's default of 200 here): adaptive execution does not
+    coalesce the plan of a DataFrame the write persists (a combine's window; on Connect, a
+    merge's join too)."""
+    from lakesdk.engine.spark import SparkWriteJob, shuffle_partitions
+    persisted: list[str] = []
+    keep = SparkWriteJob._persist
+
+    def spy(self, df):
+        capsys.readouterr()
+        df.explain()
+        persisted.append(capsys.readouterr().out)
+        keep(self, df)
+    monkeypatch.setattr(SparkWriteJob, "_persist", spy)
+    before = {k: spark.conf.get(k) for k in ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")}
+    spark.conf.set("spark.sql.shuffle.partitions", "200")
+    spark.conf.set("spark.sql.adaptive.enabled", "true")
+    try:
+        lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="spark"))
+        t = lake.create_table("sized", key="id", ordering="ts")
+        t.upsert(spark.createDataFrame(pd.DataFrame({"id": range(50), "ts": [1] * 50})))
+        src = spark.createDataFrame(pd.DataFrame({"id": range(40, 60), "ts": [2] * 20}))
+        t.merge(src).when_matched_update_all().when_not_matched_insert_all().execute()
+    finally:
+        for k, v in before.items():
+            spark.conf.set(k, v)
+    assert t.read().to_pandas().shape[0] == 60
+    sizes = [int(n) for p in persisted for n in re.findall(r"Exchange \w+partitioning\(.*?, (\d+)\), [A-Z_]+", p)]
+    assert sizes and set(sizes) == {shuffle_partitions(spark)}, persisted
+
+
+def test_a_process_started_from_a_connect_one_can_start_a_classic_session():
+    """pyspark marks a process on Spark Connect in its environment, which the processes it
+    starts inherit (a lakesdk command run from a notebook's shell): lakesdk drops the marks
+    that no session of its own process set before it starts a classic session."""
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+    env.update({"SPARK_CONNECT_MODE_ENABLED": "1", "SPARK_LOCAL_REMOTE": "1"})
+    code = ("from pyspark.sql.utils import is_remote\n"
+            "from lakesdk.engine.session import _forget_inherited_connect_mode\n"
+            "before = is_remote()\n_forget_inherited_connect_mode()\nprint(before, is_remote())")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.stdout.split() == ["True", "False"], r.stdout + r.stderr
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.mark.skipif(ON_CONNECT, reason="this run is the one on Connect")
+def test_the_connect_set(tmp_path):
+    """This module and :data:`CONNECT_SET` pass on a Spark Connect session, with no
+    ``PYSPARK_PYTHON`` set: lakesdk's session makes the server's workers run this interpreter."""
+    pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect]")
+    if not _port_free(15002):   # a local Connect server listens on Spark's default port
+        pytest.skip("port 15002 is taken (another Spark Connect server): the local server could not start")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_SUBMIT_ARGS", "SPARK_REMOTE",
+                        "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE", "LAKESDK_SPARK_REMOTE",
+                        "LAKESDK_SPARK_MASTER", "PYTEST_ADDOPTS")}
+    env["LAKESDK_TEST_SPARK"] = "connect"
+    report = tmp_path / "connect.xml"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", f"--junitxml={report}",
+           f"--basetemp={tmp_path / 'tmp'}", "tests/test_spark_connect.py", *CONNECT_SET]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    took = time.perf_counter() - t0
+    out = r.stdout[-6000:] + r.stderr[-3000:]
+    assert r.returncode == 0, out
+    summary = report.read_text()
+    counts = {k: int(v) for k, v in re.findall(r'\b(tests|failures|errors|skipped)="(\d+)"', summary)[:4]}
+    # everything ran but this launcher (and the Connect URL test, which runs in the suite's own process)
+    assert counts["failures"] == counts["errors"] == 0 and counts["skipped"] == 2, (counts, out)
+    print(f"the Connect set: {counts['tests'] - counts['skipped']} tests passed in {took:.0f} s")
+
+
+# -- a Connect server of its own, reached by its URL ------------------------------------------------
 @pytest.fixture(scope="module")
 def connect_url(tmp_path_factory):
     import pyspark
@@ -76,7 +264,10 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_writes_and_reads_over_spark_connect(connect_url, tmp_path):
+@pytest.mark.cluster
+@pytest.mark.skipif(ON_CONNECT, reason="runs in the suite's own process")
+def test_writes_and_reads_over_a_connect_url(connect_url, tmp_path):
+    pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect]")
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     r = subprocess.run([sys.executable, "-c", SCRIPT, connect_url, str(tmp_path / "lake")], capture_output=True,
                        text=True, timeout=300, env=env)

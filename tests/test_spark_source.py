@@ -189,18 +189,28 @@ def test_unknown_options_are_refused_with_the_closest_known_one():
     assert e.value.key == "hoodie.datasource.read.begin.instantime"
 
 
+def _batch_writer(out: str):
+    """A ``foreachBatch`` function that appends each micro-batch, with its id as ``_batch``, to
+    Parquet files under ``out``: on Spark Connect the function runs in a Python process of the
+    server, which cannot hand rows to this one."""
+    def write(df, batch_id, out=out):
+        from pyspark.sql import functions as F
+        df.withColumn("_batch", F.lit(batch_id)).write.mode("append").parquet(out)
+    return write
+
+
+def _written(out) -> list[dict]:
+    """The rows :func:`_batch_writer` wrote, in no order."""
+    import pyarrow.dataset as ds
+    return ds.dataset(str(out), format="parquet").to_table().to_pylist() if out.exists() else []
+
+
 def test_stream_picks_up_three_commits_in_order(spark, lake, tmp_path):
     t = lake.create_table("stream", key="id", partition_by="city", ordering="ts", table_type="mor")
     first = t.upsert(_batch([0, 1], 0))           # before the stream: skipped with startOffset=latest
-    seen: list[tuple[int, list[tuple]]] = []
-
-    def collect(df, batch_id):
-        rows = sorted((r["_hoodie_commit_time"], r["id"], r["v"]) for r in df.collect())
-        if rows:
-            seen.append((batch_id, rows))
-
+    out = tmp_path / "batches"
     q = (spark.readStream.format("lakesdk").option("hoodie.datasource.streaming.startOffset", "latest")
-         .option("meta_fields", "true").load(t.path).writeStream.foreachBatch(collect)
+         .option("meta_fields", "true").load(t.path).writeStream.foreachBatch(_batch_writer(str(out)))
          .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
     try:
         q.processAllAvailable()
@@ -210,8 +220,11 @@ def test_stream_picks_up_three_commits_in_order(spark, lake, tmp_path):
             q.processAllAvailable()
     finally:
         q.stop()
+    by_batch: dict[int, list[tuple]] = {}
+    for r in _written(out):
+        by_batch.setdefault(r["_batch"], []).append((r["_hoodie_commit_time"], r["id"], r["v"]))
+    seen = [(b, sorted(rows)) for b, rows in sorted(by_batch.items())]
     assert first.instant not in {c for _, rows in seen for c, _, _ in rows}
-    assert [b for b, _ in seen] == sorted(b for b, _ in seen)
     assert [sorted({c for c, _, _ in rows}) for _, rows in seen] == [[c.instant] for c in commits]
     assert [[(i, v) for _, i, v in rows] for _, rows in seen] == \
         [[(2, 21.0), (3, 31.0)], [(1, 12.0), (4, 42.0)], [(5, 53.0)]]
@@ -221,12 +234,13 @@ def test_stream_from_earliest_reads_what_is_there(spark, lake, tmp_path):
     t = lake.create_table("stream2", key="id", ordering="ts")
     t.upsert(_batch([0, 1], 0))
     t.upsert(_batch([1, 2], 1))
-    got: list = []
-    q = (spark.readStream.format("lakesdk").load(t.path).writeStream
-         .foreachBatch(lambda df, _: got.extend(df.collect()))
+    out = tmp_path / "batches"
+    q = (spark.readStream.format("lakesdk").load(t.path).writeStream.foreachBatch(_batch_writer(str(out)))
          .option("checkpointLocation", str(tmp_path / "cp")).start())
     try:
         q.processAllAvailable()
     finally:
         q.stop()
-    assert sorted(tuple(r) for r in got) == sorted(tuple(r) for r in t.incremental().to_spark().collect())
+    want = t.incremental().to_spark()
+    got = [tuple(r[c] for c in want.columns) for r in _written(out)]
+    assert sorted(got) == sorted(tuple(r) for r in want.collect())

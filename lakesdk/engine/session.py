@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import threading
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
@@ -15,7 +16,7 @@ from lakesdk.exceptions import MissingDependencyError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["get_spark", "local_spark_conf", "spark_is_quiet", "quiet_java_options", "active_session", "spark_is_local",
+__all__ = ["get_spark", "is_connect", "local_spark_conf", "spark_is_quiet", "quiet_java_options", "active_session", "spark_is_local",
            "session_time_zone", "on_session", "announce_session"]
 
 _Session = TypeVar("_Session")   # a classic or Spark Connect session, returned as given
@@ -58,6 +59,8 @@ def local_spark_conf(master: str) -> dict[str, str]:
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.ui.showConsoleProgress": "false",
+            # a local Spark Connect server answers this machine only
+            "spark.connect.grpc.binding.address": "127.0.0.1",
         })
     return conf
 
@@ -122,13 +125,22 @@ def quiet_java_options(conf: dict[str, str]) -> str | None:
     return f"{options[_JAVA_OPTIONS]} {option}".lstrip()
 
 
-def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, str] | None = None,
-              quiet: bool | None = None) -> SparkSession:
+def get_spark(spark: Any = None, *, master: str | None = None, remote: str | None = None,
+              conf: dict[str, str] | None = None, quiet: bool | None = None) -> SparkSession:
     """Return a SparkSession.
 
-    Order: the ``spark`` given; a Spark Connect URL (``sc://host:port``, from ``master`` or
-    ``LAKESDK_SPARK_REMOTE``); the active session; else a new session on ``master`` (or
-    ``LAKESDK_SPARK_MASTER``, default ``local[*]``).
+    Order: the ``spark`` given; a Spark Connect session (``remote``, else a ``sc://`` URL as
+    ``master``, else ``LAKESDK_SPARK_REMOTE``); the active session; else a new session on
+    ``master`` (or ``LAKESDK_SPARK_MASTER``, default ``local[*]``).
+
+    ``remote`` is a Spark Connect server's URL (``sc://host:15002``), or ``local`` /
+    ``local[N]``: a Connect server that pyspark starts in this process (a local master),
+    with the settings and logging of a local session lakesdk starts, ``conf`` included.
+
+    The Python workers of a session this call starts run this process's interpreter
+    (``PYSPARK_PYTHON`` and ``PYSPARK_DRIVER_PYTHON`` default to ``sys.executable``), so
+    they import the lakesdk and pyarrow this process imports.  A remote server's workers
+    run the Python its own environment names.
 
     ``quiet`` (default: ``LAKESDK_SPARK_QUIET``, else True): a Spark driver this call starts
     logs errors only (``lakesdk/engine/log4j2.properties``), so that starting it prints no log
@@ -141,14 +153,22 @@ def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, s
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - pyspark is a core dependency
         raise MissingDependencyError("pyspark", "", "Running Spark jobs") from exc
-    remote = master if master and master.startswith("sc://") else os.environ.get("LAKESDK_SPARK_REMOTE")
+    if remote is None:
+        remote = master if master and master.startswith("sc://") else os.environ.get("LAKESDK_SPARK_REMOTE") or None
     with _LOCK:
-        if remote:
-            return _announced(SparkSession.builder.remote(remote).getOrCreate())
-        active = SparkSession.getActiveSession()
-        if active is not None and master is None:
-            return _announced(active)
-        master = master or os.environ.get("LAKESDK_SPARK_MASTER", "local[*]")
+        if remote and remote.startswith("sc://"):
+            b = SparkSession.builder.remote(remote)
+            for k, v in (conf or {}).items():
+                b = b.config(k, v)
+            return _announced(b.getOrCreate())
+        if not remote:
+            _forget_inherited_connect_mode()
+            active = SparkSession.getActiveSession()
+            if active is not None and master is None:
+                return _announced(active)
+        master = remote or master or os.environ.get("LAKESDK_SPARK_MASTER", "local[*]")
+        # the workers run this interpreter unless the user names one: a Spark Connect server
+        # reads these from its JVM's environment, which a local server inherits from here
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         if master.startswith("local"):
@@ -160,13 +180,54 @@ def get_spark(spark: Any = None, *, master: str | None = None, conf: dict[str, s
             java_options = quiet_java_options(settings)
         if java_options is not None and SparkContext._gateway is None:   # the JVM starts now
             settings[_JAVA_OPTIONS] = java_options
-        b = SparkSession.builder.master(master).appName("lakesdk")
+        b = SparkSession.builder.remote(master) if remote else SparkSession.builder.master(master).appName("lakesdk")
         for k, v in settings.items():
             b = b.config(k, v)
-        s = b.getOrCreate()
+        with warnings.catch_warnings():
+            # a local Connect server starts with every setting, then pyspark sets them once more
+            # on the session and warns for each one a running session cannot change
+            warnings.filterwarnings("ignore", message=r"Failed to set spark\.", category=UserWarning)
+            s = b.getOrCreate()
         if java_options is not None:   # also for a JVM that ran already (a stopped session's)
-            s.sparkContext.setLogLevel("ERROR")
+            _quiet_running_driver(s)
     return _announced(s)
+
+
+def _forget_inherited_connect_mode() -> None:
+    """pyspark marks a process that holds a Spark Connect session in its environment
+    (``SPARK_CONNECT_MODE_ENABLED``, and ``SPARK_LOCAL_REMOTE`` for a local server), and the
+    processes it starts inherit the marks: a lakesdk command run from a notebook on Spark
+    Connect then failed to start its own session (``CONNECT_URL_NOT_SET``).  Marks that no
+    session of this process set are dropped; ``SPARK_REMOTE``, the user's choice of Connect,
+    is kept."""
+    if "SPARK_CONNECT_MODE_ENABLED" not in os.environ or os.environ.get("SPARK_REMOTE"):
+        return
+    from pyspark import SparkContext
+    if SparkContext._active_spark_context is not None:   # a local Connect server runs here
+        return
+    connect = sys.modules.get("pyspark.sql.connect.session")
+    if connect is not None and (connect.SparkSession._default_session is not None
+                                or getattr(connect.SparkSession._active_session, "session", None) is not None):
+        return
+    for k in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE"):
+        os.environ.pop(k, None)
+
+
+def _quiet_running_driver(spark: Any) -> None:
+    """Errors only from the driver of ``spark`` (for a local Spark Connect server: the
+    driver pyspark started in this process)."""
+    if is_connect(spark):
+        from pyspark import SparkContext
+        sc = SparkContext._active_spark_context
+        if sc is not None:
+            sc.setLogLevel("ERROR")
+        return
+    spark.sparkContext.setLogLevel("ERROR")
+
+
+def is_connect(spark: Any) -> bool:
+    """True for a Spark Connect session (whose client has no SparkContext)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def active_session(*, if_imported: bool = False) -> SparkSession | None:

@@ -9,17 +9,17 @@ and returning a WriteStat.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, replace
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakesdk import exceptions as exc_mod
 from lakesdk.engine.group_write import write_group
 from lakesdk.engine.key_index import read_key_index
+from lakesdk.engine.spark_cluster import parallelism, shuffle_partitions
+from lakesdk.engine.spark_errors import _guard_task, _task_failure, reraise_task_error
 from lakesdk.engine.spark_keys import spark_arrow_schema, spark_key_columns
 from lakesdk.engine.spark_order import descending
 from lakesdk.engine.tasks import (
@@ -47,7 +47,7 @@ from lakesdk.merge.ordering import (
 )
 
 __all__ = ["spark_arrow_schema", "check_spark_casts", "SparkWriteJob", "reraise_task_error", "drop_flagged",
-           "cast_column", "file_group_runs"]
+           "cast_column", "file_group_runs", "parallelism", "shuffle_partitions"]
 
 FID = "_lk_fid"
 #: incoming keys up to which the key index runs on the driver over the base files' footers
@@ -122,64 +122,6 @@ def check_spark_casts(df: Any, schema: pa.Schema) -> Any:
     return df
 
 
-_ERR_RE = re.compile(r"lakesdk\.exceptions\.(\w+): (.*?)(?:\n|$)")
-
-
-def reraise_task_error(err: BaseException) -> None:
-    """Turn a Spark-wrapped lakesdk error raised inside a task back into its typed error; any
-    other error of a Python task (an ``ArrowInvalid``, an ``OSError``, ...) becomes one
-    :class:`~lakesdk.exceptions.WriteError` naming the original error (the Spark error, with
-    its traces, stays the ``__cause__``)."""
-    text = str(err)
-    m = _ERR_RE.search(text) or re.search(r"\b(\w+Error): (.*?)(?:\n|$)", text)
-    if m and hasattr(exc_mod, m.group(1)):
-        cls = getattr(exc_mod, m.group(1))
-        if isinstance(cls, type) and issubclass(cls, LakeError):
-            try:
-                raise cls(m.group(2)) from err
-            except TypeError:
-                pass
-    if type(err).__name__ == "PythonException":   # an error of a Python task, not of Spark itself
-        last = [ln for ln in text.splitlines() if re.match(r"^[A-Za-z_][\w.]*: ", ln)]
-        what = last[-1].strip() if last else text.strip().splitlines()[-1] if text.strip() else type(err).__name__
-        raise exc_mod.WriteError(
-            f"a Spark write task failed with {what}; the instant did not complete and the table is unchanged. "
-            "The error's cause holds the task's full trace") from err
-
-
-def _guard_task(what: str, fn: Callable[..., Any]) -> Any:
-    """Run task code; a non-lakesdk error becomes one WriteError naming ``what`` and the
-    original error's type and message (on one line, so the driver can re-type it)."""
-    try:
-        return fn()
-    except LakeError:
-        raise
-    except Exception as e:  # noqa: BLE001 - re-typed with its context
-        raise _task_failure(what, e) from e
-
-
-def _task_failure(what: str, e: BaseException) -> LakeError:
-    msg = " ".join(str(e).split())
-    if isinstance(e, FileNotFoundError):   # re-typed on the driver, which tells whether a clean deleted it
-        return exc_mod.DataFileMissingError(
-            f"the Spark task for {what} found a file missing ({type(e).__module__}.{type(e).__qualname__}: "
-            f"{msg}); the instant did not complete and the table is unchanged", path=e.filename)
-    return exc_mod.WriteError(
-        f"the Spark task for {what} failed with {type(e).__module__}.{type(e).__qualname__}: {msg}; "
-        "the instant did not complete and the table is unchanged")
-
-
-def parallelism(spark: Any) -> int:
-    """Default parallelism of a classic session; a conservative guess under Spark Connect."""
-    try:
-        return int(spark.sparkContext.defaultParallelism)
-    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
-        try:
-            return int(spark.conf.get("spark.default.parallelism"))
-        except Exception:  # noqa: BLE001
-            return 4
-
-
 def _task_info() -> TaskInfo:
     from pyspark import TaskContext
     tc = TaskContext.get()
@@ -204,6 +146,7 @@ class SparkWriteJob:
         self._new_groups = 0   # new file groups assign_inserts planned
         self._inserts: dict[str, int] | None = None   # untagged upserts by partition, known on the driver
         self._persisted: list[Any] = []   # DataFrames kept for the write's later jobs (released after it)
+        self._keys_alone = False   # the records' partition path is a constant (a delete by keys alone)
 
     # -- preparation -------------------------------------------------------------------------
     def with_keys(self, df: Any, op: int, *, global_keys: bool = False) -> Any:
@@ -251,31 +194,29 @@ class SparkWriteJob:
                 yield from t.to_batches()
         return df.mapInArrow(fn, out)
 
-    def combine(self, df: Any) -> Any:
+    def combine(self, df: Any, *, by_key_alone: bool = False) -> Any:
         """Keep one record per (partition, key): greatest ordering value, then latest arrival
-        (partial-update tables: stitch the column groups of a key's records)."""
+        (partial-update tables: stitch the column groups of a key's records).
+        ``by_key_alone``: the partition path is one constant (:meth:`combine_by_key`)."""
         from lakesdk.merge.ordering import combine_keeping_deletes
+        n = shuffle_partitions(self.spark)
         if self.ctx.merger is not None:
             fn = self.ctx.merger
-            return df.groupBy(KEY).applyInArrow(lambda t: combine_keeping_deletes(t, fn), df.schema)
+            return df.repartition(n, KEY).groupBy(KEY).applyInArrow(lambda t: combine_keeping_deletes(t, fn),
+                                                                   df.schema)
         if self.ctx.merge_mode == "PARTIAL_UPDATE" and self.ctx.column_groups is not None:
             from lakesdk.merge.slice_merge import merge_partial
             groups = self.ctx.column_groups
-            return df.groupBy(KEY).applyInArrow(
+            return df.repartition(n, KEY).groupBy(KEY).applyInArrow(
                 lambda t: combine_keeping_deletes(t, lambda v: merge_partial(v, column_groups=groups)), df.schema)
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
         order = []
         if self.ctx.merge_mode == "EVENT_TIME_ORDERING":   # floating point: Java's order (lakesdk.engine.spark_order)
             order += descending(df, fields_of(self.ctx.ordering), nulls_last=True)
-        order.append(F.col(SEQ).desc())
-        w = Window.partitionBy(PART, KEY).orderBy(*order)
-        return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")
+        return _first_by_key(df, order, n, self._shuffle_keys(by_key_alone))
 
     def combine_deletes(self, df: Any) -> Any:
         """One delete per (partition, key): one without an ordering value (it always applies),
         else the greatest ordering value (event-time ordering), else the last arrival."""
-        from pyspark.sql import Window
         from pyspark.sql import functions as F
         order = []
         fields = fields_of(self.ctx.ordering)
@@ -285,9 +226,13 @@ class SparkWriteJob:
                 none = none & F.col(f"`{f}`").isNull()
             order.append(F.when(none, 0).otherwise(1))   # a delete without ordering values first
             order += descending(df, fields)
-        order.append(F.col(SEQ).desc())
-        w = Window.partitionBy(PART, KEY).orderBy(*order)
-        return df.withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1").drop("_lk_rn")
+        return _first_by_key(df, order, shuffle_partitions(self.spark), self._shuffle_keys())
+
+    def _shuffle_keys(self, by_key_alone: bool = False) -> list[str]:
+        """The columns the write's records are shuffled by: (partition, key), or the key
+        alone where the partition path is a constant (no partition fields, or a delete by
+        keys alone), which Spark's plans drop from a window's or a join's keys."""
+        return [KEY] if by_key_alone or self._keys_alone or not self.ctx.partition_fields else [PART, KEY]
 
     # -- the engine interface shared with LocalWriteJob ------------------------------------
     def prepare(self, arrow: pa.Table | None = None, sdf: Any = None, op: int = OP_UPSERT, *,
@@ -295,14 +240,17 @@ class SparkWriteJob:
         """A DataFrame with key columns: from driver-side Arrow (keys already computed) or
         from a Spark DataFrame (:meth:`with_keys`).  ``global_keys``: a delete by keys alone
         (no partition fields); the key index then supplies the partition."""
+        self._keys_alone = global_keys
         if arrow is not None:
             return self.spark.createDataFrame(arrow)
         return self.with_keys(sdf, op, global_keys=global_keys)
 
     def partitions(self, df: Any) -> list[str]:
+        from pyspark.sql import functions as F
         if not self.ctx.partition_fields:
             return [""]
-        return sorted(r[0] for r in df.select(PART).distinct().collect())
+        # one aggregate over the whole DataFrame: a task per input partition and one to merge
+        return sorted(df.agg(F.collect_set(PART)).first()[0])
 
     def untagged(self, df: Any) -> Any:
         from pyspark.sql import functions as F
@@ -328,7 +276,7 @@ class SparkWriteJob:
     def tagged_file_ids(self, df: Any, fids: set[str]) -> set[str]:
         """Which of ``fids`` the tagged incoming records update or delete."""
         from pyspark.sql import functions as F
-        return {r[0] for r in df.filter(F.col(FID).isin(sorted(fids))).select(FID).distinct().collect()}
+        return set(df.filter(F.col(FID).isin(sorted(fids))).agg(F.collect_set(FID)).first()[0])
 
     def _persist(self, df: Any) -> None:
         df.persist()
@@ -399,11 +347,18 @@ class SparkWriteJob:
         from pyspark.sql import functions as F
         extra = [F.col(STORED_ORDERING)] if STORED_ORDERING in index.columns else []
         idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID), *extra)
-        # the pruned index holds only the incoming keys' records: sent to every task
-        idx = F.broadcast(idx) if self._small_index else idx.hint("merge")
+        n = shuffle_partitions(self.spark)
+        # the pruned index holds only the incoming keys' records: sent to every task.  Else the
+        # records come shuffled by their keys (combined, :func:`_first_by_key`) and the index
+        # is shuffled alike, into as many partitions (a join of two shuffles would take at
+        # least spark.sql.shuffle.partitions)
         if global_keys:
-            j = df.drop(PART).join(idx, df[KEY] == idx["_ik"], "left")
+            idx = F.broadcast(idx) if self._small_index else idx.repartition(n, "_ik").hint("merge")
+            keyed = df.drop(PART)
+            j = keyed.join(idx, keyed[KEY] == idx["_ik"], "left")
             return j.withColumn(PART, F.col("_ip")).drop("_ik", "_ip")
+        keys = ["_ip", "_ik"] if self._shuffle_keys() == [PART, KEY] else ["_ik"]
+        idx = F.broadcast(idx) if self._small_index else idx.repartition(n, *keys).hint("merge")
         j = df.join(idx, (df[KEY] == idx["_ik"]) & (df[PART] == idx["_ip"]), "left")
         return j.drop("_ik", "_ip")
 
@@ -417,7 +372,10 @@ class SparkWriteJob:
         from lakesdk.engine.global_index import STORED_PART, route_moves
         extra = [F.col(STORED_ORDERING)] if STORED_ORDERING in index.columns else []
         idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias(STORED_PART), F.col(FID), *extra)
-        idx = F.broadcast(idx) if self._small_index else idx.hint("merge")
+        n = shuffle_partitions(self.spark)
+        idx = F.broadcast(idx) if self._small_index else idx.repartition(n, "_ik").hint("merge")
+        # the records come shuffled by key (:meth:`combine_by_key`): the index is shuffled alike,
+        # and the grouping by key takes the join's partitions
         df = df.drop(*[c for c in (FID, STORED_ORDERING, STORED_PART) if c in df.columns])
         j = df.join(idx, df[KEY] == idx["_ik"], "left").drop("_ik")
         keep_ord = stored_ordering_type(self.ctx) is not None   # merge-on-read: what the log write compares with
@@ -437,7 +395,7 @@ class SparkWriteJob:
         from pyspark.sql import functions as F
         own = "_lk_own_part"
         work = df.withColumnRenamed(PART, own).withColumn(PART, F.lit(""))
-        return self.combine(work).drop(PART).withColumnRenamed(own, PART).select(*df.columns)
+        return self.combine(work, by_key_alone=True).drop(PART).withColumnRenamed(own, PART).select(*df.columns)
 
     def assign_inserts(self, df: Any, buckets: dict[str, list[tuple[str, float]]]) -> Any:
         """Give untagged records a file id by hashing the key into weighted buckets."""
@@ -501,7 +459,8 @@ class SparkWriteJob:
         ctx = self.ctx
         keyed = KEY in df.columns
         if ctx.partition_fields:
-            df = df.repartition(F.col(PART) if keyed else F.col(f"`{ctx.partition_fields[0]}`"),
+            df = df.repartition(shuffle_partitions(self.spark),
+                                F.col(PART) if keyed else F.col(f"`{ctx.partition_fields[0]}`"),
                                 *([] if keyed else [F.col(f"`{f}`") for f in ctx.partition_fields[1:]]))
 
         def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -524,6 +483,17 @@ class SparkWriteJob:
         except Exception as err:  # noqa: BLE001 - re-typed below
             reraise_task_error(err)
             raise
+
+
+def _first_by_key(df: Any, order: list[Any], n: int, keys: list[str]) -> Any:
+    """The first record of each (partition, key) by ``order``, then the latest arrival: one
+    shuffle by ``keys`` into ``n`` partitions, which the window and the tagging join that
+    follows both take as it is."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    w = Window.partitionBy(PART, KEY).orderBy(*order, F.col(SEQ).desc())
+    return (df.repartition(n, *keys).withColumn("_lk_rn", F.row_number().over(w)).filter("_lk_rn = 1")
+            .drop("_lk_rn"))
 
 
 def file_group_runs(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:

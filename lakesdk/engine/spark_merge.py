@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from lakesdk.engine.spark_cluster import shuffle_partitions
 from lakesdk.exceptions import KeyChangeError, MergeConflictError, SchemaError
 from lakesdk.merge.ordering import null_ordering_error
 
-__all__ = ["SparkMergeChanges", "spark_merge_changes", "key_change_error"]
+__all__ = ["SparkMergeChanges", "spark_merge_changes", "key_change_error", "typed_as"]
 
 
 def key_change_error(table: str, clause: Any, columns: Sequence[str], examples: Sequence[tuple[Any, Any]],
@@ -77,24 +78,26 @@ def spark_merge_changes(spark: Any, arrow: Any, sdf: Any, *, on: Sequence[str], 
             "matched by one source row only: de-duplicate the source first")
     target_cols = list(target_columns)
     tgt = read_target() if target_cols else None
-    s = src.select([F.col(c).alias(f"__s_{c}") for c in src.columns]).withColumn("__s_present", F.lit(True))
     if tgt is None:
         tgt = spark.createDataFrame([], src.schema)
         target_cols = src.columns
-    tt = tgt.select([F.col(c).alias(f"__t_{c}") for c in tgt.columns]).withColumn("__t_present", F.lit(True))
-    cond = None
     by_key = set(on) == set(key)   # rows match as their record keys do: a null key part matches a null
+    # the join keys: a partition field by its folder and the record key parts compare null-safe
+    # (gathered in one struct: structs compare equal field by field, a null matching a null),
+    # other match columns as values
+    safe: list[str] = []
+    plain: list[str] = []
     for k in [*on, *[f for f in parts if f not in on and f in tgt.columns]]:
-        if k in parts:
-            c = _folder(F.col(f"__s_{k}"), src.schema[k].dataType).eqNullSafe(
-                _folder(F.col(f"__t_{k}"), tgt.schema[k].dataType))
-        elif by_key:
-            c = F.col(f"__s_{k}").eqNullSafe(F.col(f"__t_{k}"))
-        else:
-            c = F.col(f"__s_{k}") == F.col(f"__t_{k}")
+        (safe if k in parts or by_key else plain).append(k)
+    n = shuffle_partitions(spark)
+    s = _joining(src, "__s_", "__lk_sjk", safe, plain, n)
+    tt = _joining(tgt, "__t_", "__lk_tjk", safe, plain, n)
+    cond = None
+    for a, b in ([("__lk_sjk", "__lk_tjk")] if safe else []) + [(f"__s_{k}", f"__t_{k}") for k in plain]:
+        c = F.col(a) == F.col(b)
         cond = c if cond is None else (cond & c)
     by_source = any(c.kind.startswith("by_source") for c in clauses)
-    joined = s.join(tt, cond, "full_outer" if by_source else "left_outer")
+    joined = s.join(tt, cond, "full_outer" if by_source else "left_outer").drop("__lk_sjk", "__lk_tjk")
 
     def sql(e: str) -> Any:
         """s.x -> source column, t.x -> target column, inside a Spark SQL expression."""
@@ -178,6 +181,22 @@ def spark_merge_changes(spark: Any, arrow: Any, sdf: Any, *, on: Sequence[str], 
     return SparkMergeChanges(changes, counts, source_rows, unchanged, acted)
 
 
+def _joining(df: Any, prefix: str, jk: str, safe: list[str], plain: list[str], n: int) -> Any:
+    """One side of the merge's join: its columns renamed ``prefix`` + name, the null-safe
+    keys ``safe`` as one struct ``jk``, a ``prefix`` + ``present`` flag, shuffled
+    by the join keys into ``n`` partitions.  The flag is added after the shuffle: a join
+    whose sides both are shuffles takes at least ``spark.sql.shuffle.partitions`` (200 by
+    default, and a write persists the joined rows, whose plan adaptive execution does not
+    coalesce then), while a side that is not (a projection over the shuffle) keeps ``n``."""
+    from pyspark.sql import functions as F
+    cols = [F.col(f"`{c}`").alias(f"{prefix}{c}") for c in df.columns]
+    if safe:
+        cols.append(F.struct(*[_folder(F.col(f"`{k}`"), df.schema[k].dataType).alias(k) for k in safe])
+                    .alias(jk))
+    keys = ([jk] if safe else []) + [f"{prefix}{k}" for k in plain]
+    return df.select(*cols).repartition(n, *keys).withColumn(f"{prefix}present", F.lit(True))
+
+
 def _folder(col: Any, data_type: Any) -> Any:
     """A partition value's folder identity in Spark: '' (and the text
     ``__HIVE_DEFAULT_PARTITION__``) go to the folder of nulls, so they compare as null."""
@@ -208,3 +227,40 @@ def _check_keys_kept(rows: Any, exprs: list[Any], columns: Sequence[str], clause
     if sample:
         examples = [(r[2 * j], r[2 * j + 1]) for r in sample for j in range(len(columns))]
         raise key_change_error(cfg.name, clause, columns, examples, bad.count(), cfg.record_key_fields)
+
+
+def typed_as(df: Any, want: dict[str, Any]) -> Any:
+    """``df`` (a merge's changes kept in Spark) with each column that ``want`` names (Arrow
+    types) cast to its Spark type where the two differ only in their timestamps' kind, or
+    the column holds nulls alone: Spark gives the timestamps of an Arrow source its zoned
+    kind, and a null literal no type.  The Arrow path casts its rows back to the table's
+    types the same way (``lakesdk.table.merge``)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+    from pyspark.sql.types import NullType
+    for f in df.schema.fields:
+        if f.name not in want:
+            continue
+        try:
+            target = from_arrow_type(want[f.name], prefer_timestamp_ntz=True)
+        except Exception:  # noqa: BLE001 - a type Spark has no match for: the write checks it
+            continue
+        if target != f.dataType and (isinstance(f.dataType, NullType) or _same_but_timestamps(f.dataType, target)):
+            df = df.withColumn(f.name, F.col(f"`{f.name}`").cast(target))
+    return df
+
+
+def _same_but_timestamps(a: Any, b: Any) -> bool:
+    """Spark types ``a`` and ``b`` are alike but for timestamps with and without a zone."""
+    from pyspark.sql.types import ArrayType, MapType, StructType, TimestampNTZType, TimestampType
+    kinds = (TimestampType, TimestampNTZType)
+    if isinstance(a, kinds) and isinstance(b, kinds):
+        return True
+    if isinstance(a, StructType) and isinstance(b, StructType):
+        return len(a.fields) == len(b.fields) and all(
+            x.name == y.name and _same_but_timestamps(x.dataType, y.dataType) for x, y in zip(a.fields, b.fields))
+    if isinstance(a, ArrayType) and isinstance(b, ArrayType):
+        return _same_but_timestamps(a.elementType, b.elementType)
+    if isinstance(a, MapType) and isinstance(b, MapType):
+        return _same_but_timestamps(a.keyType, b.keyType) and _same_but_timestamps(a.valueType, b.valueType)
+    return bool(a == b)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import pyarrow as pa
 
 from lakesdk.engine.read import slice_context
+from lakesdk.engine.session import is_connect
 from lakesdk.format.read_plan import ReadPlan
 from lakesdk.format.schema import with_meta_fields
 
@@ -83,7 +84,12 @@ def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Sche
     if storage.is_local and not needs_arrow_task(paths):
         urls = [_hadoop_path(storage.url(p)) for p in paths]
         with _listed_on_the_driver(spark, len(urls)):
-            return spark.read.schema(sschema).parquet(*urls)
+            df = spark.read.schema(sschema).parquet(*urls)
+            if is_connect(spark):
+                # a Connect DataFrame is analyzed when first asked: here, as a classic session makes
+                # it (the files looked up with the setting above, a missing one an error of this call)
+                _ = df.schema
+            return df
     from lakesdk.engine.slice_reader import conform
     from lakesdk.engine.spark import parallelism
     n = max(1, min(len(paths), parallelism(spark) * 2))

@@ -245,9 +245,18 @@ class MergeBuilder:
         if acted:
             from lakesdk.table.write import WriteOperation
             data = m.changes if engine == "local" else m.rows(local=t.context.spark_is_local())
-            if data is not None and hasattr(data, "num_rows"):
-                data = _fix_types(data, t, arrow.schema if arrow is not None else None)
-            write = WriteOperation(t, "merge", data).execute()
+            import pyarrow as pa
+            want = _wanted_types(t, arrow.schema if arrow is not None else None)
+            if isinstance(data, pa.Table):   # (a Spark Connect DataFrame answers any attribute)
+                data = _fix_types(data, want)
+            else:   # the changes stay in Spark (Spark runs elsewhere: a cluster, Spark Connect)
+                from lakesdk.engine.spark_merge import typed_as
+                data = typed_as(data, want)
+            # the clauses have applied missing_columns to the table's columns; "null" also lets
+            # the write take a struct without some of the table's fields (the Arrow path's
+            # cast adds them as nulls)
+            write = WriteOperation(t, "merge", data,
+                                   missing_columns="null" if self.missing_columns == "null" else "error").execute()
         per = tuple((c.label, int(counts.get(i, 0))) for i, c in enumerate(self.clauses))
         # what happened to the table is what the commit did: a selected row whose ordering
         # value is lower than the stored one changes nothing (skipped)
@@ -336,18 +345,22 @@ def _spark_installed() -> bool:
     return importlib.util.find_spec("pyspark") is not None
 
 
-def _fix_types(data: Any, t: "Handle", source: Any = None) -> Any:
-    """Spark widens some types (e.g. a null literal becomes null-typed, every timestamp becomes
-    ``timestamp[us, tz=UTC]``): cast back to the table schema, and columns the table does not
-    have yet (all of them at the first commit) to the Arrow source's (normalized) types."""
-    import pyarrow as pa
-
+def _wanted_types(t: "Handle", source: Any = None) -> dict[str, Any]:
+    """The Arrow type of each column a merge writes: the table's, and for a column the table
+    does not have yet (all of them at the first commit) the Arrow source's (normalized)."""
     from lakesdk.format.schema import normalize_type
-    schema = t.schema
-    want = {f.name: f.type for f in schema}
+    want = {f.name: f.type for f in t.schema}
     for f in source or ():
         if f.name not in want:
             want[f.name] = normalize_type(f.type, f.name)
+    return want
+
+
+def _fix_types(data: Any, want: dict[str, Any]) -> Any:
+    """Spark widens some types (e.g. a null literal becomes null-typed, every timestamp becomes
+    ``timestamp[us, tz=UTC]``): cast back to the ``want``ed types (:func:`_wanted_types`)."""
+    import pyarrow as pa
+
     cols = []
     for name in data.column_names:
         col = data.column(name)

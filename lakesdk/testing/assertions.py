@@ -45,7 +45,11 @@ def _arrow(value: Any, *, meta_fields: bool) -> tuple[Any, tuple[str, ...]]:
     """(Arrow table, the table's record key if ``value`` knows it) of a Table, a Query, an
     Arrow table, a pandas or Spark DataFrame, or a list of dicts."""
     import pyarrow as pa
+
+    from lakesdk.table.data import is_spark_df
     key: tuple[str, ...] = ()
+    if is_spark_df(value):   # first: a Spark Connect DataFrame answers any attribute with a column
+        value = value.toArrow()
     if hasattr(value, "context") and hasattr(value, "read"):        # a Table
         key = tuple(value.key)
         value = value.read(meta_fields=meta_fields)
