@@ -50,8 +50,8 @@ test-fast: $(STAMP)
 # lakesdk's pandas paths on pandas 3. uv.lock keeps pandas 2 (pyspark 4 warns that it does not fully
 # support pandas 3, and the tests run Spark); users may have either. This layers the newest pandas 3
 # over .venv (uv run --with, nothing in .venv changes) and runs the tests of pandas input and output.
-PANDAS3_TESTS := tests/test_input.py tests/test_writes.py tests/test_read_api.py tests/test_merge_local.py \
-                 tests/test_trust_acceptance.py tests/test_cli.py
+PANDAS3_TESTS := tests/write/test_input.py tests/write/test_writes.py tests/read/test_read_api.py tests/write/test_merge_local.py \
+                 tests/api/test_trust_acceptance.py tests/api/test_cli.py
 PANDAS3_RUN   := VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/uv run -q --active --no-sync --with 'pandas>=3,<4'
 test-pandas3: $(STAMP)
 	$(PANDAS3_RUN) python -c 'import pandas; assert pandas.__version__ >= "3", pandas.__version__; print("pandas", pandas.__version__)'
@@ -66,7 +66,7 @@ bench: $(STAMP)
 
 # Binder's environment: the notebooks' packages at uv.lock's versions and hashes (lakesdk with the
 # notebook and kafka extras, the `tutorials` group; binder/postBuild installs lakesdk itself).
-# tests/test_packaging.py checks that binder/requirements.txt equals this export.
+# tests/project/test_packaging.py checks that binder/requirements.txt equals this export.
 BINDER_EXPORT := export --frozen --format requirements-txt --no-default-groups --group tutorials \
                  --extra notebook --extra kafka --no-emit-project
 binder: | $(BIN)/uv

@@ -2,7 +2,7 @@
 
 Inert by default: every hook below returns without doing anything unless the test (or the
 tutorial that demonstrates a crash) sets its environment switch for the process, and no
-code in lakesdk sets one (tests/test_packaging.py checks both). ``LAKESDK_CRASH_AT`` must name
+code in lakesdk sets one (tests/project/test_packaging.py checks both). ``LAKESDK_CRASH_AT`` must name
 the exact point; ``LAKESDK_CRASH_PID`` alone does nothing. :func:`hold_at` acts only in the
 process that calls it.
 

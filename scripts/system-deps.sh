@@ -4,10 +4,10 @@
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
-# ZooKeeper server jars for the ZooKeeper lock provider tests (tests/test_locks_zookeeper.py).
+# ZooKeeper server jars for the ZooKeeper lock provider tests (tests/concurrency/test_locks_zookeeper.py).
 [[ -f /usr/share/java/zookeeper.jar ]] || need+=(zookeeper)
 # The test suite's own system needs (a browser, ZooKeeper, ...) are added here as tests use them.
-command -v chromium >/dev/null 2>&1 || need+=(chromium)   # tests/test_browser.py (Playwright drives it)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)   # tests/widgets/test_browser_timeline.py (Playwright drives it)
 [[ ${#need[@]} -eq 0 ]] && exit 0
 SUDO=""
 [[ $(id -u) -ne 0 ]] && command -v sudo >/dev/null 2>&1 && SUDO="sudo -n"

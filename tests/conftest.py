@@ -16,7 +16,7 @@ SHARED = Path(os.environ.get("LAKESDK_SHARED", ROOT.parent / "shared"))
 CONFORMANCE = SHARED / "conformance"
 
 #: ``connect``: the session fixture is a Spark Connect session on a local server that
-#: pyspark starts in this process (tests/test_spark_connect.py runs a set of tests so)
+#: pyspark starts in this process (tests/spark/test_connect.py runs a set of tests so)
 SPARK_MODE = os.environ.get("LAKESDK_TEST_SPARK", "classic")
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -1,6 +1,6 @@
 """Writing into the Hudi-written tables of the corpus: the tables (vendored hudi-rs tables and the
 conformance tables), a model of their rows, and the actions lakesdk runs on them, with what each
-needs first.  Used by tests/test_writes_into_hudi_tables.py, tests/test_metadata_table.py and
+needs first.  Used by tests/interop/test_writes_into_hudi_tables.py, tests/metadata_table/test_never_stale.py and
 the crash tests."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Writers racing table services, in processes, and the check that the table is the fold of
-exactly the commits that landed (used by tests/test_service_races.py).
+exactly the commits that landed (used by tests/services/test_service_races.py).
 
 A round creates a table partitioned by ``p`` with the ordering field ``ts`` and runs writer
 processes (optimistic concurrency) that upsert batches of overlapping keys against service

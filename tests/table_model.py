@@ -1,5 +1,5 @@
 """A pure-Python model of a Hudi table's rows and commits, for the model-based test
-(tests/test_model.py).
+(tests/model/test_model.py).
 
 Rows are identified by (partition values, record key values): the table uses Hudi's
 non-global index, so an upsert that moves a key to another partition leaves the old row
@@ -26,7 +26,7 @@ Input types are normalized as the write stores them (:func:`stored_type`): ``tim
 written as ``timestamp[us]``, ``timestamp[s]`` as ``timestamp[ms]``, ``uint8``/``uint16`` as
 ``int32``, ``uint32`` as ``int64``, and every column is nullable.
 
-Tables with another merge mode (``TableModel.merge_mode``; tests/test_model_merge_modes.py) fold
+Tables with another merge mode (``TableModel.merge_mode``; tests/model/test_merge_modes.py) fold
 an upsert into each stored copy as lakesdk documents (docs/concepts.md, "Partial updates with
 column groups" and the merge mode table; lakesdk/merge/slice_merge.py):
 
@@ -37,7 +37,7 @@ column groups" and the merge mode table; lakesdk/merge/slice_merge.py):
   greatest value of the group's ordering field among those that wrote it (a non-null value;
   ties go to the later write) brings every column of the group (one it omits reads null);
   columns in no group take the later non-null value;
-* ``"custom_max_v"`` (a custom merger, ``MAX_V`` in tests/test_model_merge_modes.py): the
+* ``"custom_max_v"`` (a custom merger, ``MAX_V`` in tests/model/test_merge_modes.py): the
   version with the greatest ``v`` wins (null lowest, ties go to the later write).
 
 Under all three a delete (``t.delete``, a flagged row) removes the record whatever it holds,
@@ -50,7 +50,7 @@ state once it completed.  Time travel selects commits by *requested* time (Hudi'
 ``Timeline.visible_as_of``): as of ``T`` a read sees the completed commits requested at or
 before ``T``, folded in completion order.  Without concurrent writers both orders agree and a
 commit's ``rows`` are also what a read as of its requested time returns.  A write that
-completed after a commit requested later (several writers: tests/test_model.py's ``race``)
+completed after a commit requested later (several writers: tests/model/test_model.py's ``race``)
 keeps, besides, the rows such a read returns (``Commit.visible``: its changes on the state
 before the later-requested commits completed, which is exact when no key is in both).
 """

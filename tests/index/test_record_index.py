@@ -1,0 +1,356 @@
+"""Hudi's record index (``create_table(index="record")``, the metadata table's ``record_index``
+partition): its format as Hudi writes it, its hashing checked against the record index Hudi
+wrote in the corpus, and random writes and services after which every key of the table maps
+to the file group that holds it and no deleted key is left, read the same by the `hudi` reader."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import lakesdk as lk
+from lakesdk.format.metadata_records import decode_file_id
+from lakesdk.format.record_index import (
+    PARTITION,
+    encode_file_id,
+    file_group_count,
+    file_group_id,
+    file_group_index,
+    group_count,
+    instant_millis,
+    java_string_hash,
+)
+from lakesdk.read.metadata_table import MetadataTableReader
+
+from .. import helpers
+from ..corpus_model import MDT_TABLES, unpack_corpus
+from ..metadata_table.test_read_hudi_written import _file_id
+
+COLS = ("id", "p", "ts", "v")
+
+
+def _java_hash(s: str) -> int:
+    """Java's String.hashCode, written as Java does it (int overflow)."""
+    units = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - 2**32 if h >= 2**31 else h
+
+
+@given(st.text(max_size=40))
+def test_hash_is_javas_string_hash(s):
+    assert java_string_hash(s) == _java_hash(s)
+    n = 10
+    assert 0 <= file_group_index(s, n) < n
+
+
+def test_hash_edge_cases():
+    assert java_string_hash("") == 0 and java_string_hash("hello") == 99162322
+    assert java_string_hash("\U0001F600") == 31 * 0xD83D + 0xDE00     # a surrogate pair: two code units
+    # Integer.MIN_VALUE: Math.abs keeps it negative, and Java's % keeps the sign
+    assert java_string_hash("polygenelubricants") == -2**31
+    assert file_group_index("polygenelubricants", 10) == 8
+    assert file_group_id(3) == "record-index-0003-0"
+    assert file_group_count(10) == 10 and file_group_count(10**12) == 10_000
+    assert instant_millis("20260403184016997") == 1775241616997        # Hudi's record in the corpus
+
+
+@given(st.uuids(), st.integers(0, 2**31 - 1))
+def test_uuid_file_ids_round_trip(u, i):
+    fid = f"{u}-{i}"
+    enc = encode_file_id(fid)
+    assert enc["fileIdEncoding"] == 0 and -2**63 <= enc["fileIdHighBits"] < 2**63
+    assert decode_file_id(enc) == fid
+    assert decode_file_id(encode_file_id("files-0000-0")) == "files-0000-0"
+    assert encode_file_id(str(uuid.uuid4()).upper() + "-0")["fileIdEncoding"] == 1   # kept as written
+    bare = encode_file_id(str(u))           # Hudi's older file ids: no index (-1)
+    assert (bare["fileIdEncoding"], bare["fileIndex"], decode_file_id(bare)) == (0, -1, str(u))
+    other = encode_file_id("files-0000-0")  # as Hudi writes a string file id
+    assert (other["fileIdHighBits"], other["fileIdLowBits"], other["fileIndex"]) == (-1, -1, -1)
+
+
+RECORD_INDEXED = sorted(rel for rel, cfg in MDT_TABLES.items()
+                        if PARTITION in cfg.props.get("hoodie.table.metadata.partitions", ""))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    return unpack_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.mark.parametrize("rel", RECORD_INDEXED)
+def test_hudi_put_each_key_in_the_file_group_lakesdk_hashes_it_to(corpus, rel):
+    t = lk.open_table(helpers.zipped_table(corpus, rel))
+    mdt = MetadataTableReader(t.storage, t.context.store.load())
+    n = group_count(mdt.mdt)
+    assert n == 10
+    seen = 0
+    from lakesdk.read.metadata_table import _log_blocks
+    for sl in mdt.slices(PARTITION):
+        keys = set(mdt._slice_records(sl))
+        for path in sl.log_paths:        # deletes too: Hudi wrote them to the key's file group
+            for b in _log_blocks(mdt.mdt.url(path), mdt.mdt.read(path)):
+                keys |= {r.key for r in b.records} | set(b.deleted)
+        for k in keys:
+            assert file_group_id(file_group_index(k, n)) == sl.file_id, k
+        seen += len(keys)
+    assert seen
+    # and lakesdk's point lookups find what the whole partition holds
+    every = {k: r.location for k, r in mdt.records(PARTITION).items()}
+    assert mdt.record_locations(list(every) + ["no-such-key"]) == every
+
+
+# -- every key where it is ---------------------------------------------------------------------------
+def assert_index_exact(t) -> None:
+    """Every key of the table maps to the file group holding it, and no other key is indexed."""
+    rows = t.read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]).to_arrow()
+    held = {}
+    for k, p, f in zip(*(rows.column(c).to_pylist() for c in rows.column_names)):
+        assert k not in held, f"{k} stored twice"
+        held[k] = (p, _file_id(f))
+    if not t.timeline.completed.instants:       # nothing written yet: no metadata table
+        assert not held
+        return
+    mdt = MetadataTableReader(t.storage, t.context.store.load())
+    index = {k: (r.location.partition, r.location.file_id) for k, r in mdt.records(PARTITION).items()}
+    assert index == held
+    assert {k: (v.partition, v.file_id) for k, v in mdt.record_locations(list(held)).items()} == held
+
+
+def df(rows) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(COLS))
+
+
+def ours(t) -> list[tuple]:
+    out = t.read().to_pandas()
+    return [] if out.empty else helpers.rows(out, COLS)
+
+
+_op = st.one_of(
+    st.tuples(st.just("upsert"), st.dictionaries(st.integers(0, 7), st.tuples(st.sampled_from("abc"),
+                                                                                st.integers(0, 3)),
+                                                 min_size=1, max_size=5)),
+    st.tuples(st.just("delete"), st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True)),
+    st.tuples(st.sampled_from(["insert", "bulk_insert"]),
+              st.dictionaries(st.integers(0, 11), st.tuples(st.sampled_from("abc"), st.integers(0, 3)),
+                              min_size=1, max_size=4)),
+    st.tuples(st.just("compact"), st.none()),
+    st.tuples(st.just("cluster"), st.none()),
+    st.tuples(st.just("rollback"), st.none()),
+    st.tuples(st.just("savepoint"), st.none()),
+    st.tuples(st.just("restore"), st.none()),
+)
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(_op, min_size=1, max_size=8))
+@example(ops=[("upsert", {0: ("a", 0)}), ("upsert", {0: ("a", 0), 1: ("a", 0)}), ("cluster", None),
+              ("savepoint", None), ("restore", None)])   # a restore that undoes a clustering
+def test_random_operations_keep_the_index_exact(tmp_path_factory, table_type, ops):
+    root = tmp_path_factory.mktemp("rli")
+    lake = lk.Lake(str(root), options=lk.TableOptions(engine="local", metadata_compact_every=3))
+    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", table_type=table_type, index="record")
+    model: dict[int, tuple[str, int, str]] = {}
+    states: list[tuple[str, dict]] = []          # (write instant, model after it)
+    saved: tuple[str, dict] | None = None
+    for n, (kind, arg) in enumerate(ops):
+        if kind == "upsert":
+            rows = [(k, p, ts, f"w{n}") for k, (p, ts) in sorted(arg.items())]
+            r = t.upsert(df(rows))
+            for k, p, ts, v in rows:
+                if k not in model or ts >= model[k][1]:
+                    model[k] = (p, ts, v)
+            states.append((r.instant, dict(model)))
+        elif kind in ("insert", "bulk_insert"):       # of keys the table does not hold (no lookup)
+            rows = [(k, p, ts, f"i{n}") for k, (p, ts) in sorted(arg.items()) if k not in model]
+            if not rows:
+                continue
+            r = getattr(t, kind)(df(rows))
+            model.update({k: (p, ts, v) for k, p, ts, v in rows})
+            states.append((r.instant, dict(model)))
+        elif kind == "delete":
+            r = t.delete(arg)
+            for k in arg:
+                model.pop(k, None)
+            if r.instant:
+                states.append((r.instant, dict(model)))
+        elif kind == "compact":
+            if t.config.is_mor:
+                t.maintenance.compact()
+        elif kind == "cluster":
+            t.maintenance.cluster()
+        elif kind == "rollback":
+            last = t.timeline.completed.instants[-1] if t.timeline.completed.instants else None
+            if last is None or not states or last.requested != states[-1][0] or (saved and saved[0] == last.requested):
+                continue
+            t.maintenance.rollback(last.requested)
+            states.pop()
+            model = dict(states[-1][1]) if states else {}
+        elif kind == "savepoint":
+            if states and (saved is None or saved[0] != states[-1][0]):
+                t.maintenance.savepoint(states[-1][0])
+                saved = (states[-1][0], dict(states[-1][1]))
+        elif kind == "restore":
+            if saved is None:
+                continue
+            t.maintenance.restore(saved[0])
+            model = dict(saved[1])
+            while states and states[-1][0] != saved[0]:
+                states.pop()
+        want = sorted((k, p, ts, v) for k, (p, ts, v) in model.items())
+        assert ours(t) == want, f"after {kind}"
+        assert_index_exact(t)
+    assert helpers.hudi_rows(t.path, cols=COLS) == ours(t)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_an_upsert_reads_only_the_file_groups_the_index_names(tmp_path, monkeypatch, request, table_type, engine):
+    """Tagging looks the incoming keys up in the record index: only the base files of the file
+    groups holding them are opened (no other bloom filter footer), and a moved key moves; on
+    Spark too, whose driver looks up the incoming keys when they are few."""
+    import lakesdk.engine.key_index as key_index
+    spark = request.getfixturevalue("spark") if engine == "spark" else None
+    lake = lk.Lake(str(tmp_path), spark=spark, options=lk.TableOptions(engine=engine))
+    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", table_type=table_type, index="record")
+    for i, p in enumerate("abcd"):          # one file group per partition
+        t.upsert(df([(k, p, 0, "v") for k in range(i * 10, i * 10 + 10)]))
+    opened: list[str] = []
+    real = key_index.footer_of
+    monkeypatch.setattr(key_index, "footer_of", lambda storage, path: opened.append(path) or real(storage, path))
+    read_keys: list[str] = []
+    real_base = key_index._base_keys
+    monkeypatch.setattr(key_index, "_base_keys",
+                        lambda storage, path, ordering: read_keys.append(path) or real_base(storage, path, ordering))
+    # key 3 is in p=a, key 35 moves from p=d to p=b, key 99 is new
+    r = t.upsert(df([(3, "a", 1, "u"), (35, "b", 1, "m"), (99, "c", 1, "n")]))
+    assert (r.inserted, r.updated) == (2, 1)
+    assert {p.split("/")[0] for p in opened + read_keys} <= {"p=a", "p=d"}
+    assert any(p.startswith("p=a/") for p in opened) and any(p.startswith("p=d/") for p in opened)
+    rows = ours(t)
+    assert (35, "b", 1, "m") in rows and (3, "a", 1, "u") in rows and (99, "c", 1, "n") in rows
+    assert len(rows) == 41
+    assert_index_exact(t)
+    r = t.delete([35, 12])
+    assert r.deleted == 2 and len(ours(t)) == 39
+    assert_index_exact(t)
+    assert helpers.hudi_rows(t.path, cols=COLS) == ours(t)
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_create_index_builds_it_from_the_files_of_a_table(tmp_path, table_type):
+    """``maintenance.create_index("record")`` on a table written with another index: every key of
+    its latest file slices (merge-on-read log records included) indexed; later writes keep it."""
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", table_type=table_type, index="global")
+    t.upsert(df([(k, "ab"[k % 2], 0, "v") for k in range(12)]))
+    t.upsert(df([(1, "a", 1, "moved"), (20, "b", 1, "new")]))      # a log file on merge-on-read
+    t.delete([4])
+    want = ours(t)
+    mdt = t.maintenance.create_index("record")
+    assert group_count(mdt.mdt) == 10
+    assert_index_exact(t)
+    assert ours(t) == want
+    u = lk.open_table(t.path, options=lk.TableOptions(engine="local", index_type="record"))
+    u.upsert(df([(3, "a", 2, "moved"), (30, "a", 1, "n")]))
+    u.delete([5])
+    assert_index_exact(u)
+    assert helpers.hudi_rows(u.path, cols=COLS) == ours(u)
+    with pytest.raises(lk.OptionsError):
+        u.maintenance.create_index("bloom")
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_spark_writes_keep_the_index_exact(tmp_path, spark, table_type):
+    """The Spark engine's writes (its tagging is the global index's) keep the index exact: the
+    index changes are computed at the commit point, whatever engine wrote the files."""
+    lake = lk.Lake(str(tmp_path), spark=spark, options=lk.TableOptions(engine="spark"))
+    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", table_type=table_type, index="record")
+    t.upsert(df([(k, "ab"[k % 2], 0, "v") for k in range(10)]))
+    t.upsert(spark.createDataFrame(df([(1, "b", 1, "moved"), (2, "a", 1, "u"), (11, "a", 0, "n")])))
+    t.delete([4])
+    assert_index_exact(t)
+    assert len(ours(t)) == 10
+    if table_type == "mor":
+        t.maintenance.compact()
+    t.maintenance.cluster()
+    assert_index_exact(t)
+    assert helpers.hudi_rows(t.path, cols=COLS) == ours(t)
+
+
+KILLED_WRITER = textwrap.dedent("""
+    import os, sys
+    os.environ["LAKESDK_CRASH_PID"] = str(os.getpid())
+    import pandas as pd
+    import lakesdk as lk
+    t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local"))
+    t.upsert(pd.DataFrame({"id": [1, 2, 50], "p": ["b", "a", "c"], "ts": [5, 5, 5], "v": ["m", "u", "n"]}))
+""")
+
+
+@pytest.mark.parametrize("point", ["metadata_log_written", "metadata_committed"])
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_write_killed_inside_its_metadata_delta_commit_is_undone_in_the_index(tmp_path, table_type, point):
+    """A write (a move, an update, an insert) killed with its record index entries written (its
+    MDT delta commit completed, or not), then rolled back: the entries it wrote count once its
+    instant leaves the timeline, and the rollback says every key where it is again."""
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", table_type=table_type, index="record")
+    t.upsert(df([(k, "ab"[k % 2], 0, "v") for k in range(6)]))
+    want = ours(t)
+    r = subprocess.run([sys.executable, "-c", KILLED_WRITER, t.path], capture_output=True, text=True, timeout=240,
+                       env={**os.environ, "LAKESDK_CRASH_AT": point})
+    assert r.returncode == -9, f"not killed: rc={r.returncode}\n{r.stderr[-3000:]}"
+    t = lk.open_table(t.path, options=lk.TableOptions(engine="local"))
+    dead = t.context.store.load().pending.instants
+    assert len(dead) == 1
+    t.maintenance.rollback(dead[0].requested, force=True)
+    assert ours(t) == want
+    assert_index_exact(t)
+    t.upsert(df([(1, "b", 6, "again")]))
+    assert_index_exact(t)
+    assert helpers.hudi_rows(t.path, cols=COLS) == ours(t)
+
+
+@given(st.dictionaries(st.text(max_size=30), st.tuples(st.sampled_from(["", "p=a", "ünï/x"]),
+                                                       st.sampled_from(["files-0000-0", str(uuid.UUID(int=7)) + "-3"]),
+                                                       st.integers(0, 2**42)), max_size=20),
+       st.sampled_from([8, 9]))
+def test_entries_encode_as_their_records(entries, version):
+    """The writer encodes a record index entry once per location and splices each key in: the
+    bytes are those of each key's whole record, in both table versions' schemas."""
+    from lakesdk.format.metadata_files import hfile_of
+    from lakesdk.format.metadata_records import record_schema_json
+    from lakesdk.format.record_index import IndexEntry
+    schema = record_schema_json(version)
+    as_entries = {k: IndexEntry(*v) for k, v in entries.items()}
+    as_records = {k: e.as_record(k) for k, e in as_entries.items()}
+    from lakesdk.format.hfile import HFileReader
+    entries_of = list(HFileReader(hfile_of(as_entries, schema_json=schema)))     # (the file info has a time)
+    assert entries_of == list(HFileReader(hfile_of(as_records, schema_json=schema)))
+
+
+def test_the_metadata_compaction_folds_the_index_into_its_base_files(tmp_path):
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata_compact_every=2))
+    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", index="record")
+    for n in range(4):
+        t.upsert(df([(k, "ab"[(k + n) % 2], n, f"w{n}") for k in range(n, n + 8)]))   # moves and inserts
+        t.delete([n])
+    mdt = MetadataTableReader(t.storage, t.context.store.load())
+    slices = mdt.slices(PARTITION)
+    assert len(slices) == 10 and all(sl.base_file is not None for sl in slices)
+    assert any(sl.base_instant != "00000000000000000" for sl in slices)     # compacted at least once
+    assert_index_exact(t)
