@@ -51,8 +51,43 @@ def spark():
 
 @pytest.fixture
 def lake(tmp_path, spark):
+    """A lake with the test run's SparkSession and the default options."""
     import lakesdk as lk
     return lk.Lake(str(tmp_path / "lake"), spark=spark)
+
+
+@pytest.fixture
+def local_lake(tmp_path):
+    """A lake on the local engine (Arrow tasks on the driver), without Spark."""
+    import lakesdk as lk
+    return lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local"))
+
+
+@pytest.fixture(params=["local", "spark"])
+def engine(request) -> str:
+    """Each engine in turn: ``"local"`` (Arrow tasks on the driver) and ``"spark"`` (Spark jobs)."""
+    return request.param
+
+
+@pytest.fixture
+def engine_spark(engine, request):
+    """The SparkSession the Spark engine runs on; None for the local engine, which needs none."""
+    return request.getfixturevalue("spark") if engine == "spark" else None
+
+
+@pytest.fixture
+def engine_lake(engine, tmp_path, spark):
+    """A lake on each engine in turn (``engine``), with the run's SparkSession for reads to Spark."""
+    import lakesdk as lk
+    return lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine=engine))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """The Hudi-written tables of tests/data and ../shared, unpacked once for a module
+    (``corpus_model.unpack_corpus``)."""
+    from .corpus_model import unpack_corpus
+    return unpack_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 @pytest.fixture(scope="session")

@@ -22,11 +22,6 @@ hudi = pytest.importorskip("hudi")
 COLS = ["uuid", "city", "ts", "fare"]
 
 
-@pytest.fixture
-def lake(tmp_path):
-    return lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local"))
-
-
 def props(t) -> dict[str, str]:
     return dict(TableConfig.from_bytes(t.storage.read(PROPERTIES_PATH)).props)
 
@@ -73,12 +68,12 @@ def assert_hudi_reads_the_same(t, results) -> None:
 
 @pytest.mark.interop
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_hudi_reads_versions_9_and_8_identically(lake, table_type):
+def test_hudi_reads_versions_9_and_8_identically(local_lake, table_type):
     """The same operations on a version 9 and a version 8 table: the `hudi` reader reads each
     step of both as lakesdk does, and both tables hold the same rows."""
     seen = {}
     for version in (9, 8):
-        t = lake.create_table(f"trips_v{version}", key="uuid", partition_by="city", ordering="ts",
+        t = local_lake.create_table(f"trips_v{version}", key="uuid", partition_by="city", ordering="ts",
                               table_type=table_type, table_version=version)
         assert t.config.version == version and f" v{version} " in repr(t)
         results = write_steps(t)
@@ -93,9 +88,9 @@ def test_hudi_reads_versions_9_and_8_identically(lake, table_type):
     assert seen[9] == seen[8]
 
 
-def test_a_version_8_table_stays_version_8(lake):
+def test_a_version_8_table_stays_version_8(local_lake):
     """A table created as version 8 opens and writes as version 8: nothing upgrades it silently."""
-    t = lake.create_table("old", key="uuid", ordering="ts", table_type="mor", table_version=8)
+    t = local_lake.create_table("old", key="uuid", ordering="ts", table_type="mor", table_version=8)
     t.upsert(df([("a", "sf", 1, 1.0)]))
     before = props(t)
     # Hudi 1.0's column statistics, in its layout (no partition statistics: not partitioned)
@@ -107,20 +102,20 @@ def test_a_version_8_table_stays_version_8(lake):
     assert theirs(t2.path) == [("a", "sf", 2, 2.0)]
 
 
-def test_create_table_version_checks(lake):
+def test_create_table_version_checks(local_lake):
     with pytest.raises(SchemaError, match="table_version"):
-        lake.create_table("v7", key="id", table_version=7)
+        local_lake.create_table("v7", key="id", table_version=7)
     with pytest.raises(SchemaError, match="table_version=9"):
-        lake.create_table("two", key="id", ordering=["ts", "seq"], table_version=8)
+        local_lake.create_table("two", key="id", ordering=["ts", "seq"], table_version=8)
     with pytest.raises(SchemaError, match="table_version=9"):
-        lake.create_table("pu", key="id", partial_update="ignore_defaults", table_version=8)
-    assert not lake.tables()
+        local_lake.create_table("pu", key="id", partial_update="ignore_defaults", table_version=8)
+    assert not local_lake.tables()
 
 
 @pytest.mark.interop
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_upgrade_8_to_9(lake, table_type):
-    t = lake.create_table("up", key="uuid", partition_by="city", ordering="ts", table_type=table_type,
+def test_upgrade_8_to_9(local_lake, table_type):
+    t = local_lake.create_table("up", key="uuid", partition_by="city", ordering="ts", table_type=table_type,
                           table_version=8)
     results = write_steps(t)[:4]      # log files stay on the merge-on-read table
     rows = theirs(t.path)

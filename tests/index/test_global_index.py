@@ -34,11 +34,6 @@ def theirs(path, as_of=None, **kw) -> list[tuple]:
     return helpers.hudi_rows(path, as_of, cols=COLS, **kw)
 
 
-@pytest.fixture(params=["local", "spark"])
-def engine(request):
-    return request.param
-
-
 @pytest.fixture
 def glake(tmp_path, spark, engine):
     return lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine=engine))

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -33,7 +32,7 @@ from lakesdk.format.record_index import (
 from lakesdk.read.metadata_table import MetadataTableReader
 
 from .. import helpers
-from ..corpus_model import MDT_TABLES, unpack_corpus
+from ..corpus_model import MDT_TABLES
 from ..metadata_table.test_read_hudi_written import _file_id
 
 COLS = ("id", "p", "ts", "v")
@@ -82,11 +81,6 @@ def test_uuid_file_ids_round_trip(u, i):
 
 RECORD_INDEXED = sorted(rel for rel, cfg in MDT_TABLES.items()
                         if PARTITION in cfg.props.get("hoodie.table.metadata.partitions", ""))
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return unpack_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 @pytest.mark.parametrize("rel", RECORD_INDEXED)

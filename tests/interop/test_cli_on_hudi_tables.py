@@ -32,17 +32,12 @@ from lakesdk.read.check import check_table
 from lakesdk.storage import Storage
 
 from .. import helpers
-from ..corpus_model import LANCE, TABLES, TIMED, copy_table, unpack_corpus
+from ..corpus_model import LANCE, TABLES, TIMED, copy_table
 
 ALL = sorted(TABLES)
 #: what the Kafka sink may write: merge-on-read tables lakesdk writes (tests/interop/test_writes_into_hudi_tables.py)
 SINKABLE = sorted(rel for rel, cfg in TABLES.items() if cfg.is_mor and cfg.version >= 8 and cfg.populate_meta_fields
                   and rel not in LANCE and rel not in TIMED)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: Any) -> Path:
-    return unpack_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 def cli(*argv: str) -> tuple[int, str, str]:

@@ -16,12 +16,6 @@ hudi = pytest.importorskip("hudi")
 pytestmark = [pytest.mark.spark, pytest.mark.interop]
 
 
-@pytest.fixture(params=["local", "spark"])
-def lake(request, tmp_path, spark):
-    import lakesdk as lk
-    return lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine=request.param))
-
-
 @pytest.fixture(params=["parquet", "avro"])
 def mor_lake(request, tmp_path):
     """The local engine, writing merge-on-read log data blocks in each format."""
@@ -63,8 +57,8 @@ def df(rows):
 
 
 @pytest.mark.parametrize("partition_by", ["city", None])
-def test_hudi_reads_every_step(lake, partition_by):
-    t = lake.create_table(f"trips_{partition_by or 'np'}", key="uuid", partition_by=partition_by, ordering="ts")
+def test_hudi_reads_every_step(engine_lake, partition_by):
+    t = engine_lake.create_table(f"trips_{partition_by or 'np'}", key="uuid", partition_by=partition_by, ordering="ts")
     results = []
     results.append(t.insert(df([(f"u{i}", ["sf", "nyc", "la"][i % 3], 1, float(i)) for i in range(12)])))
     check_all(t, results)
@@ -79,9 +73,9 @@ def test_hudi_reads_every_step(lake, partition_by):
     assert len(our_rows(t.read())) == len(hudi_rows(t.path)) > 0
 
 
-def test_hudi_reads_schema_and_types(lake):
+def test_hudi_reads_schema_and_types(engine_lake):
     import datetime as dt
-    t = lake.create_table("types", key="id", partition_by="day", ordering="ts")
+    t = engine_lake.create_table("types", key="id", partition_by="day", ordering="ts")
     data = pa.table({
         "id": pa.array([1, 2], pa.int64()), "day": ["2026-11-01", "2026-11-02"], "ts": pa.array([1, 2], pa.int32()),
         "amount": pa.array([1.5, 2.5], pa.float64()), "flag": [True, False], "tiny": pa.array([1, 2], pa.int8()),

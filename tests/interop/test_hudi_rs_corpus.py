@@ -37,7 +37,7 @@ import pytest
 import lakesdk as lk
 
 from .. import helpers
-from ..corpus_model import DATA, SHARED, unpack_corpus
+from ..corpus_model import DATA, SHARED
 
 
 def _rels(root: Path) -> list[str]:
@@ -51,11 +51,6 @@ TABLES = sorted(VENDORED + SHARED_TABLES)
 #: tables whose partition field changed type long -> string after two commits: {table: column}
 RETYPED = {"sample_table/cow/v9_timebasedkeygen_epochmillis": "ts_millis",
            "sample_table/cow/v9_timebasedkeygen_unixtimestamp": "ts_epoch"}
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return unpack_corpus(tmp_path_factory.mktemp("hudi-rs-corpus"))
 
 
 def test_corpus_is_complete():

@@ -44,17 +44,11 @@ from ..corpus_model import (
     prepare,
     prepares_writes,
     run_op,
-    unpack_corpus,
 )
 
 #: tables lakesdk writes into, with rows
 WRITABLE = sorted(rel for rel, cfg in TABLES.items() if rel not in LANCE and rel not in TIMED and not rel.endswith("_empty")
                   and cfg.populate_meta_fields and (cfg.version >= 8 or not cfg.is_mor))
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return unpack_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 @pytest.mark.interop

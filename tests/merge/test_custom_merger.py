@@ -33,15 +33,10 @@ def keep_max_amount(versions: pa.Table) -> pa.Table:
     return versions.take(pa.array(keep, pa.int64()))
 
 
-@pytest.fixture(params=["local", "spark"])
-def lake(request, tmp_path, spark):
-    return lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine=request.param))
-
-
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_custom_merger_on_write_read_and_compaction(lake, table_type):
+def test_custom_merger_on_write_read_and_compaction(engine_lake, table_type):
     lk.register_merger("max_amount", keep_max_amount)
-    t = lake.create_table("c", key="id", table_type=table_type, merge_mode="custom", merger="max_amount")
+    t = engine_lake.create_table("c", key="id", table_type=table_type, merge_mode="custom", merger="max_amount")
     assert t.config.props["hoodie.lakesdk.merger.name"] == "max_amount" and t.config.merge_mode == "CUSTOM"
     t.upsert(pd.DataFrame({"id": [1, 2, 2], "amount": [5.0, 7.0, 3.0]}))     # in-batch: 7 beats 3
     t.upsert(pd.DataFrame({"id": [1, 2], "amount": [4.0, 9.0]}))            # 4 loses to 5, 9 beats 7
@@ -52,19 +47,19 @@ def test_custom_merger_on_write_read_and_compaction(lake, table_type):
         assert dict(zip(*t.read(read_optimized=True).to_pandas()[["id", "amount"]].values.T)) == {1: 5.0, 2: 9.0}
 
 
-def test_unregistered_merger_is_a_clear_error(lake):
+def test_unregistered_merger_is_a_clear_error(engine_lake):
     with pytest.raises(MergerNotRegisteredError, match="register_merger"):
-        lake.create_table("x", key="id", merge_mode="custom", merger="nope")
+        engine_lake.create_table("x", key="id", merge_mode="custom", merger="nope")
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_a_stored_record_the_merger_keeps_keeps_its_commit_time(lake, table_type):
+def test_a_stored_record_the_merger_keeps_keeps_its_commit_time(engine_lake, table_type):
     """When the merger chooses the stored version over the incoming one, the record stays as
     stored, its commit time too (Hudi's merge handle copies the old record then): an incremental
     read after the first commit does not return it, and the write counts it as skipped (found by
     tests/model/test_merge_modes.py)."""
     lk.register_merger("max_amount", keep_max_amount)
-    t = lake.create_table("c", key="id", table_type=table_type, merge_mode="custom", merger="max_amount")
+    t = engine_lake.create_table("c", key="id", table_type=table_type, merge_mode="custom", merger="max_amount")
     first = t.upsert(pd.DataFrame({"id": [1, 2], "amount": [5.0, 7.0]}))
     res = t.upsert(pd.DataFrame({"id": [1, 2], "amount": [4.0, 9.0]}))       # 4 loses to 5, 9 beats 7
     if table_type == "cow":

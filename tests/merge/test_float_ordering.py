@@ -63,15 +63,10 @@ def _want(rows: list[tuple]) -> list[tuple]:
     return sorted((k, repr(float(ts)), v) for k, ts, v in rows)
 
 
-@pytest.fixture(params=["local", "spark"])
-def engine(request):
-    return request.param, request.getfixturevalue("spark") if request.param == "spark" else None
-
-
 @pytest.mark.parametrize("ftype", ["double", "float"])
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_float_ordering_values_follow_javas_compare(tmp_path, engine, table_type, ftype):
-    name, spark = engine
+def test_float_ordering_values_follow_javas_compare(tmp_path, engine, engine_spark, table_type, ftype):
+    name, spark = engine, engine_spark
     typ = pa.float64() if ftype == "double" else pa.float32()
     lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine=name), spark=spark)
     t = lake.create_table("t", key="id", ordering="ts", table_type=table_type)
@@ -87,9 +82,9 @@ def test_float_ordering_values_follow_javas_compare(tmp_path, engine, table_type
 
 
 @pytest.mark.parametrize("source", ["arrow", "spark"])
-def test_one_batch_keeps_the_greatest_float_ordering_value(tmp_path, engine, source):
+def test_one_batch_keeps_the_greatest_float_ordering_value(tmp_path, engine, engine_spark, source):
     """Combined on the driver (Arrow data) or in Spark (a Spark DataFrame: a window sort)."""
-    name, spark = engine
+    name, spark = engine, engine_spark
     if source == "spark" and spark is None:
         pytest.skip("a Spark DataFrame goes to the Spark engine")
     lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine=name), spark=spark)

@@ -101,11 +101,6 @@ def _batch(rows) -> pa.Table:
     return pa.Table.from_pylist([dict(zip(SCHEMA.names, r)) for r in rows], schema=SCHEMA)
 
 
-@pytest.fixture(params=["local", "spark"])
-def engine(request, spark):
-    return request.param
-
-
 @pytest.mark.spark
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_several_ordering_fields_ties_late_events_and_deletes(tmp_path, spark, engine, table_type):

@@ -13,10 +13,6 @@ from lakesdk.exceptions import MissingColumnError, SchemaError
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(params=["local", "spark"])
-def lake(request, tmp_path, spark):
-    return lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine=request.param))
-
 GROUPS = {"order_ts": ["amount", "status"], "pay_ts": ["paid", "method"], "ship_ts": ["carrier", "shipped_at"]}
 STREAMS = {
     "orders": ("order_ts", lambda k, v: {"amount": float(v), "status": f"s{v}"}),
@@ -65,8 +61,8 @@ def _norm(rows):
 
 
 @pytest.mark.parametrize("table_type", ["mor", "cow"])
-def test_three_streams_out_of_order_with_compaction(lake, table_type):
-    t = lake.create_table("orders_wide", key="order_id", partition_by="region", table_type=table_type,
+def test_three_streams_out_of_order_with_compaction(engine_lake, table_type):
+    t = engine_lake.create_table("orders_wide", key="order_id", partition_by="region", table_type=table_type,
                           merge_mode="partial_update", column_groups=GROUPS)
     assert t.config.merge_mode == "PARTIAL_UPDATE" and t.config.column_groups == GROUPS
     evts = events(seed=7)
@@ -91,8 +87,8 @@ def test_three_streams_out_of_order_with_compaction(lake, table_type):
         assert _norm(actual(t)) == want
 
 
-def test_late_event_never_blanks_or_overwrites(lake):
-    t = lake.create_table("w", key="order_id", table_type="mor", merge_mode="partial_update", column_groups=GROUPS)
+def test_late_event_never_blanks_or_overwrites(engine_lake):
+    t = engine_lake.create_table("w", key="order_id", table_type="mor", merge_mode="partial_update", column_groups=GROUPS)
     t.upsert([{"order_id": "a", "order_ts": 5, "amount": 10.0, "status": "new"}])
     t.upsert([{"order_id": "a", "pay_ts": 7, "paid": True, "method": "card"}])
     t.upsert([{"order_id": "a", "order_ts": 3, "amount": 99.0, "status": "stale"}])     # late order event
@@ -106,24 +102,24 @@ def test_late_event_never_blanks_or_overwrites(lake):
     assert pd.isna(row.order_ts) and row.method == "cash"
 
 
-def test_partial_update_validation(lake):
+def test_partial_update_validation(engine_lake):
     with pytest.raises(SchemaError, match="column_groups"):
-        lake.create_table("x", key="id", merge_mode="partial_update")
+        engine_lake.create_table("x", key="id", merge_mode="partial_update")
     with pytest.raises(SchemaError, match="more than one column group"):
-        lake.create_table("y", key="id", merge_mode="partial_update", column_groups={"a": ["v"], "b": ["v"]})
-    t = lake.create_table("z", key="id", merge_mode="partial_update", column_groups={"a_ts": ["a"]})
+        engine_lake.create_table("y", key="id", merge_mode="partial_update", column_groups={"a": ["v"], "b": ["v"]})
+    t = engine_lake.create_table("z", key="id", merge_mode="partial_update", column_groups={"a_ts": ["a"]})
     with pytest.raises(MissingColumnError, match="ordering fields"):
         t.upsert([{"id": 1, "a": 2}])
     assert lk.open_table(t.path).config.column_groups == {"a_ts": ["a"]}
 
 
 # -- version 9's hoodie.table.partial.update.mode=IGNORE_DEFAULTS: a Hudi built-in mode ---------------
-def test_ignore_defaults_partial_updates(lake, tmp_path):
+def test_ignore_defaults_partial_updates(engine_lake, tmp_path):
     """Commit-time ordering with IGNORE_DEFAULTS: a null (or a column the batch leaves out) keeps the
     stored value; Apache Hudi merges such a table with its own merger (no lakesdk class named)."""
     from tests import helpers
     for table_type in ("cow", "mor"):
-        t = lake.create_table(f"pu_{table_type}", key="id", partition_by="p", table_type=table_type,
+        t = engine_lake.create_table(f"pu_{table_type}", key="id", partition_by="p", table_type=table_type,
                               partial_update="ignore_defaults")
         p = t.config.props
         assert p["hoodie.table.partial.update.mode"] == "IGNORE_DEFAULTS"
@@ -152,10 +148,10 @@ def test_ignore_defaults_partial_updates(lake, tmp_path):
             assert rows(t.read()) == want and theirs() == want
 
 
-def test_ignore_defaults_checks(lake):
+def test_ignore_defaults_checks(engine_lake):
     with pytest.raises(SchemaError, match="commit-time"):
-        lake.create_table("a", key="id", ordering="ts", partial_update="ignore_defaults")
+        engine_lake.create_table("a", key="id", ordering="ts", partial_update="ignore_defaults")
     with pytest.raises(SchemaError, match="column_groups"):
-        lake.create_table("b", key="id", merge_mode="event_time", partial_update="ignore_defaults")
+        engine_lake.create_table("b", key="id", merge_mode="event_time", partial_update="ignore_defaults")
     with pytest.raises(SchemaError, match="ignore_defaults"):
-        lake.create_table("c", key="id", partial_update="fill_unavailable")
+        engine_lake.create_table("c", key="id", partial_update="fill_unavailable")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,16 +35,11 @@ from lakesdk.read.predicate import from_filters, parse_where
 from lakesdk.services.metadata_stats import file_ranges
 
 from .. import helpers
-from ..corpus_model import MDT_TABLES, storage_files, unpack_corpus
+from ..corpus_model import MDT_TABLES, storage_files
 
 STATS_TABLES = sorted(rel for rel, cfg in MDT_TABLES.items()
                       if "column_stats" in cfg.props.get("hoodie.table.metadata.partitions", "") and cfg.version >= 9
                       and cfg.base_file_format != "LANCE")
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return unpack_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 def test_xxhash64_reference_values():

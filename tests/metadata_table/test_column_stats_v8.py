@@ -39,17 +39,12 @@ from lakesdk.read.predicate import parse_where
 from lakesdk.services.metadata_stats import stats_columns, stats_records_of, table_arrow_schema
 
 from .. import helpers
-from ..corpus_model import MDT_TABLES, Model, check_mdt, copy_table, mdt_state, storage_files, unpack_corpus
+from ..corpus_model import MDT_TABLES, Model, check_mdt, copy_table, mdt_state, storage_files
 from .test_column_stats import batches, check_filtered_reads, conditions, write_and_update
 
 V8_STATS = sorted(rel for rel, cfg in MDT_TABLES.items()
                   if "column_stats" in metadata_partitions(cfg.props) and cfg.version == 8)
 TRIPS = "quickstart_trips_table/mor/avro/v8_trips_8i3u1d"
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return unpack_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 def _without_docs(s):

@@ -26,7 +26,6 @@ from ..corpus_model import (
     digest,
     kept_partitions,
     mdt_state,
-    unpack_corpus,
 )
 
 PARQUET = sorted(rel for rel, cfg in MDT_TABLES.items() if cfg.base_file_format == "PARQUET")
@@ -41,11 +40,6 @@ def test_the_corpus_has_the_tables_with_an_mdt():
     assert "quickstart_trips_table/mor/avro/v8_trips_8i3u1d" in PARQUET
     assert {f"sample_table/{tt}/v9_txns_{k}_meta" for tt in ("cow", "mor/avro")
             for k in ("simple", "complex", "nonpart")} <= set(PARQUET)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return unpack_corpus(tmp_path_factory.mktemp("mdt-corpus"))
 
 
 @pytest.mark.interop

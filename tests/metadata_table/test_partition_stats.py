@@ -18,7 +18,6 @@ import decimal
 import io
 import json
 import math
-from pathlib import Path
 
 import fastavro
 import pyarrow as pa
@@ -36,7 +35,7 @@ from lakesdk.read.metadata_table import MetadataTableReader
 from lakesdk.read.predicate import parse_where
 from lakesdk.read.view import FileSystemView
 
-from ..corpus_model import MDT_TABLES, check_mdt, copy_table, unpack_corpus
+from ..corpus_model import MDT_TABLES, check_mdt, copy_table
 from .test_column_stats import _COLS, _table, _values, batches, check_filtered_reads, conditions
 
 #: partition statistics are kept (the option's default)
@@ -45,11 +44,6 @@ PSTATS = lk.TableOptions(metadata_partition_stats=True)
 PSTATS_TABLES = sorted(rel for rel, cfg in MDT_TABLES.items()
                        if "partition_stats" in cfg.props.get("hoodie.table.metadata.partitions", "")
                        and cfg.version >= 8)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return unpack_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 def _decoded(rec: dict, version: int = 9) -> dict:

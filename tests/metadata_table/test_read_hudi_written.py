@@ -4,8 +4,6 @@ group that holds its key."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 import lakesdk as lk
@@ -13,12 +11,7 @@ from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file
 from lakesdk.read.metadata_table import MetadataTableReader
 
 from .. import helpers
-from ..corpus_model import MDT_TABLES, mdt_files, storage_files, unpack_corpus
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return unpack_corpus(tmp_path_factory.mktemp("corpus"))
+from ..corpus_model import MDT_TABLES, mdt_files, storage_files
 
 
 @pytest.mark.parametrize("rel", sorted(MDT_TABLES))

@@ -9,13 +9,7 @@ import re
 import pyarrow as pa
 import pytest
 
-import lakesdk as lk
 from lakesdk._display import PREVIEW_ROWS
-
-
-@pytest.fixture
-def lake(tmp_path):
-    return lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
 
 
 def _rows_shown(html: str) -> list[list[str]]:
@@ -25,15 +19,15 @@ def _rows_shown(html: str) -> list[list[str]]:
             for r in re.findall("<tr>(.*?)</tr>", body)]
 
 
-def test_a_new_table_says_it_has_no_rows_yet(lake):
-    t = lake.create_table("trips", key="id", ordering="ts")
+def test_a_new_table_says_it_has_no_rows_yet(local_lake):
+    t = local_lake.create_table("trips", key="id", ordering="ts")
     html = t._repr_html_()
     assert "none yet" in html and "no rows yet" in html and "lakesdk-preview" not in html
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_a_table_shows_its_commits_size_schema_and_first_rows(lake, table_type):
-    t = lake.create_table("trips", key="id", partition_by="city", ordering="ts", table_type=table_type)
+def test_a_table_shows_its_commits_size_schema_and_first_rows(local_lake, table_type):
+    t = local_lake.create_table("trips", key="id", partition_by="city", ordering="ts", table_type=table_type)
     t.upsert(pa.table({"id": list(range(12)), "city": ["sf", "nyc"] * 6, "ts": [1] * 12,
                        "note": ["<b>bold</b>" + "x" * 60] * 12}))
     t.upsert({"id": [1], "city": ["nyc"], "ts": [2], "note": [None]})
@@ -51,8 +45,8 @@ def test_a_table_shows_its_commits_size_schema_and_first_rows(lake, table_type):
     assert "<b>bold</b>" not in html and "&lt;b&gt;bold&lt;/b&gt;" in html      # values escaped
 
 
-def test_a_query_shows_its_columns_and_rows_within_its_limit(lake):
-    t = lake.create_table("trips", key="id", ordering="ts")
+def test_a_query_shows_its_columns_and_rows_within_its_limit(local_lake):
+    t = local_lake.create_table("trips", key="id", ordering="ts")
     t.upsert({"id": list(range(10)), "ts": [0] * 10, "v": [f"v{i}" for i in range(10)]})
     few = t.read().where("id < 3").select("id", "v")._repr_html_()
     assert "all rows" in few and sorted(_rows_shown(few)) == [["0", "v0"], ["1", "v1"], ["2", "v2"]]
@@ -67,8 +61,8 @@ def test_a_query_shows_its_columns_and_rows_within_its_limit(lake):
     assert len(_rows_shown(t.read().as_of(old.requested).where("id > 8")._repr_html_())) == 1
 
 
-def test_a_failed_read_is_shown_in_place_of_the_rows(lake):
-    t = lake.create_table("trips", key="id", ordering="ts")
+def test_a_failed_read_is_shown_in_place_of_the_rows(local_lake):
+    t = local_lake.create_table("trips", key="id", ordering="ts")
     t.upsert({"id": [1, 2], "ts": [0, 0]})
     for f in t.read().plan().files:
         t.storage.delete(f)
@@ -77,15 +71,15 @@ def test_a_failed_read_is_shown_in_place_of_the_rows(lake):
     assert "DataFileMissingError" in t.read()._repr_html_()
 
 
-def test_a_lake_lists_its_tables_and_shows_one_it_cannot_read(lake):
-    assert "no tables yet" in lake._repr_html_()
-    a = lake.create_table("a", key="id", ordering="ts", table_type="mor")
+def test_a_lake_lists_its_tables_and_shows_one_it_cannot_read(local_lake):
+    assert "no tables yet" in local_lake._repr_html_()
+    a = local_lake.create_table("a", key="id", ordering="ts", table_type="mor")
     a.upsert({"id": [1], "ts": [0]})
     a.upsert({"id": [2], "ts": [0]})
-    lake.create_table("b", key="id", ordering="ts")
-    bad = lake.create_table("c", key="id", ordering="ts")
+    local_lake.create_table("b", key="id", ordering="ts")
+    bad = local_lake.create_table("c", key="id", ordering="ts")
     bad.storage.write(".hoodie/hoodie.properties", b"hoodie.table.version=banana\n")
-    html = lake._repr_html_()
+    html = local_lake._repr_html_()
     cells = [re.sub("<[^>]+>", "", c) for c in re.findall("<td[^>]*>(.*?)</td>", html)]
     assert cells[:5] == ["a", "mor", "v9", "2", cells[4]] and cells[5:9] == ["b", "cow", "v9", "0"]
     assert "c" in cells and "Error" in html

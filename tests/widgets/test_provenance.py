@@ -9,20 +9,14 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 pytest.importorskip("anywidget")
 
-import lakesdk as lk  # noqa: E402
 from lakesdk.exceptions import TableConfigError  # noqa: E402
 
 GROUPS = {"order_ts": ["amount", "status"], "pay_ts": ["paid", "method"], "ship_ts": ["carrier"]}
 
 
 @pytest.fixture
-def lake(tmp_path):
-    return lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local"))
-
-
-@pytest.fixture
-def orders(lake):
-    t = lake.create_table("orders", key="order_id", table_type="mor", merge_mode="partial_update",
+def orders(local_lake):
+    t = local_lake.create_table("orders", key="order_id", table_type="mor", merge_mode="partial_update",
                           column_groups=GROUPS)
     t.upsert([{"order_id": "a", "order_ts": 5, "amount": 10.0, "status": "new"},
               {"order_id": "b", "order_ts": 9, "amount": 20.0, "status": "paid"}])
@@ -72,8 +66,8 @@ def test_keys_and_limit(orders):
     assert int(w.matrix.at["c", "ship_ts"]) == 8 and w.figure.data[0].text[0][2] == "8"
 
 
-def test_not_a_partial_update_table(lake):
-    t = lake.create_table("plain", key="id", ordering="ts")
+def test_not_a_partial_update_table(local_lake):
+    t = local_lake.create_table("plain", key="id", ordering="ts")
     t.upsert([{"id": 1, "ts": 1}])
     with pytest.raises(TableConfigError, match="not a partial-update table.*merge_mode='partial_update'"):
         t.widgets.provenance()

@@ -30,12 +30,6 @@ def _hudi(t) -> list[tuple]:
     return sorted(tuple(r[c] for c in COLS) for r in hudi_read(t.path))
 
 
-@pytest.fixture(params=["local", "spark"])
-def engine(request):
-    """(engine, the Spark session for the Spark engine)."""
-    return request.param, request.getfixturevalue("spark") if request.param == "spark" else None
-
-
 def _table(tmp_path, engine, spark, table_type, copies):
     """A table holding ``a`` twice (ts 1 and 2, made by ``copies``) and ``b`` once."""
     lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine=engine), spark=spark)
@@ -63,8 +57,8 @@ CASES = {
 @pytest.mark.parametrize("copies", ["insert", "bulk_insert", "cluster"])
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_every_stored_copy_is_updated_or_deleted(tmp_path, engine, table_type, case, copies):
-    t = _table(tmp_path, *engine, table_type, copies)
+def test_every_stored_copy_is_updated_or_deleted(tmp_path, engine, engine_spark, table_type, case, copies):
+    t = _table(tmp_path, engine, engine_spark, table_type, copies)
     write, (updated, deleted, skipped), want = CASES[case]
     res = write(t)
     assert (res.updated, res.deleted, res.skipped) == (updated, deleted, skipped), res

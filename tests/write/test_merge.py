@@ -10,13 +10,6 @@ from lakesdk.table.merge import MergeConflictError
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(params=["local", "spark"])
-def lake(request, tmp_path, spark):
-    """Every merge test on both engines: the local merge (pyarrow) and the Spark merge."""
-    import lakesdk as lk
-    return lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine=request.param))
-
-
 def target_rows():
     return pd.DataFrame({"id": list(range(10)), "city": ["x", "y"] * 5, "ts": [100] * 10,
                          "fare": [float(i) for i in range(10)]})
@@ -49,8 +42,8 @@ def reference(tgt: pd.DataFrame, src: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_merge_clauses_match_pandas_reference(lake, table_type):
-    t = lake.create_table("m", key="id", partition_by="city", ordering="ts", table_type=table_type)
+def test_merge_clauses_match_pandas_reference(engine_lake, table_type):
+    t = engine_lake.create_table("m", key="id", partition_by="city", ordering="ts", table_type=table_type)
     t.upsert(target_rows())
     before_groups = set(t.inspect.file_groups()["file_id"].to_pylist())
     res = (t.merge(source_rows(), on="id")
@@ -78,8 +71,8 @@ def _base_instants(t):
     return dict(zip(fg["partition"].to_pylist(), fg["base_instant"].to_pylist()))
 
 
-def test_merge_touches_only_matched_file_groups(lake):
-    t = lake.create_table("few", key="id", partition_by="city", ordering="ts")
+def test_merge_touches_only_matched_file_groups(engine_lake):
+    t = engine_lake.create_table("few", key="id", partition_by="city", ordering="ts")
     t.upsert(target_rows())
     groups = _base_instants(t)
     res = t.merge(pd.DataFrame({"id": [1], "city": ["y"], "ts": [200], "fare": [9.9]})).when_matched_update_all().execute()
@@ -88,8 +81,8 @@ def test_merge_touches_only_matched_file_groups(lake):
     assert after["city=y"] == res.write.instant
 
 
-def test_merge_rejects_duplicate_source_keys(lake):
-    t = lake.create_table("d", key="id", ordering="ts")
+def test_merge_rejects_duplicate_source_keys(engine_lake):
+    t = engine_lake.create_table("d", key="id", ordering="ts")
     t.upsert(target_rows())
     src = pd.DataFrame({"id": [1, 1], "city": ["x", "x"], "ts": [1, 2], "fare": [1.0, 2.0]})
     with pytest.raises(MergeConflictError, match="several rows for the same key"):
@@ -97,9 +90,9 @@ def test_merge_rejects_duplicate_source_keys(lake):
     assert len(t.timeline.commits) == 1
 
 
-def test_hudi_merge_into_event_time_cases_e11_e13(lake):
+def test_hudi_merge_into_event_time_cases_e11_e13(engine_lake):
     """payloads.md E11-E13 on a merge-on-read event-time table."""
-    t = lake.create_table("e", key="id", ordering="ts", table_type="mor")
+    t = engine_lake.create_table("e", key="id", ordering="ts", table_type="mor")
     rows = [(0, "A0", 0.0, 100), (1, "A", 10.0, 100), (2, "B", 20.0, 100), (3, "C", 30.0, 100),
             (4, "D", 40.0, 100), (5, "E", 50.0, 100), (6, "F", 60.0, 100)]
     t.upsert(pd.DataFrame(rows, columns=["id", "name", "price", "ts"]))
@@ -120,11 +113,11 @@ def test_hudi_merge_into_event_time_cases_e11_e13(lake):
     assert sorted(t.read().to_pandas().id) == [2, 3, 4, 5, 6, 7, 8]
 
 
-def test_merge_with_explicit_clauses_does_not_add_source_only_columns(lake):
+def test_merge_with_explicit_clauses_does_not_add_source_only_columns(engine_lake):
     """A source column that no clause writes stays out of the table (it became a column of
     nulls, and the next upsert without it was refused as lacking a table column)."""
     import pandas as pd
-    t = lake.create_table("m", key="id", ordering="ts")
+    t = engine_lake.create_table("m", key="id", ordering="ts")
     t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": [10, 20]}))
     src = pd.DataFrame({"id": [1, 3], "ts": [2, 2], "v": [11, 30], "flag": [True, False]})
     (t.merge(src, on="id").when_matched_update(updates={"v": "s.v", "ts": "s.ts"})
@@ -135,9 +128,9 @@ def test_merge_with_explicit_clauses_does_not_add_source_only_columns(lake):
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_merge_all_clauses_with_a_source_lacking_table_columns_are_refused_unless_opted_in(lake, table_type):
+def test_merge_all_clauses_with_a_source_lacking_table_columns_are_refused_unless_opted_in(engine_lake, table_type):
     from lakesdk.exceptions import MissingColumnError, OptionsError
-    t = lake.create_table("mc", key="id", ordering="ts", table_type=table_type)
+    t = engine_lake.create_table("mc", key="id", ordering="ts", table_type=table_type)
     t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "fare": [10.0, 20.0], "note": ["a", "b"]}))
     src = pd.DataFrame({"id": [2, 3], "ts": [2, 2], "fare": [21.0, 30.0]})          # lacks "note"
     timeline = [(i.requested, i.action, i.state) for i in t.timeline]
@@ -185,13 +178,13 @@ def test_merge_as_first_commit_keeps_the_source_types_and_values(tmp_path, spark
     assert str(t.schema) == str(want)
 
 
-def test_merge_source_types_are_normalized_as_a_write_normalizes_them(lake):
+def test_merge_source_types_are_normalized_as_a_write_normalizes_them(engine_lake):
     """Found by the model test: a merge handed Arrow nanosecond timestamps and unsigned integers
     to Spark as they were (digits below the microsecond dropped silently, uint64 values wrong)."""
     import pyarrow as pa
 
     import lakesdk as lk
-    t = lake.create_table("norm", key="k", ordering="ts")
+    t = engine_lake.create_table("norm", key="k", ordering="ts")
     t.upsert(pa.table({"k": ["a"], "ts": [1], "at": pa.array([1_000], pa.timestamp("us")), "u": pa.array([1], pa.int64())}))
     src = pa.table({"k": ["a", "b"], "ts": [2, 2], "at": pa.array([5_000_001, 7_000_000], pa.timestamp("ns")),
                     "u": pa.array([2, 3], pa.uint32())})
@@ -206,7 +199,7 @@ def test_merge_source_types_are_normalized_as_a_write_normalizes_them(lake):
     assert out.column("at").cast(pa.int64()).to_pylist() == [5_000, 7_000] and out.column("u").to_pylist() == [2, 3]
 
 
-def test_merge_matches_a_source_row_within_its_own_partition_only(lake):
+def test_merge_matches_a_source_row_within_its_own_partition_only(engine_lake):
     """A partitioned table's records are (partition, key), as Hudi's MERGE INTO tags them through
     its (non-global) index: a source row whose key the table holds in another partition matches
     nothing there.  Found by the model test: a when_matched_delete() of key f arriving in another
@@ -220,7 +213,7 @@ def test_merge_matches_a_source_row_within_its_own_partition_only(lake):
     def rows():
         return sorted(tuple(r.values()) for r in t.read(columns=["k", "p", "ts", "v"]).to_arrow().to_pylist())
 
-    t = lake.create_table("parts", key="k", partition_by="p", ordering="ts")
+    t = engine_lake.create_table("parts", key="k", partition_by="p", ordering="ts")
     t.upsert(pa.table({"k": ["f", "g"], "p": ["", "a"], "ts": [0, 0], "v": [1, 2]}, schema=schema))
     res = t.merge(src("b", 1, 9)).when_matched_delete().execute()
     assert (res.deleted, res.unchanged, res.write) == (0, 1, None)
@@ -240,7 +233,7 @@ def test_merge_matches_a_source_row_within_its_own_partition_only(lake):
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_merge_source_rows_without_an_ordering_value_are_refused(lake, spark, table_type):
+def test_merge_source_rows_without_an_ordering_value_are_refused(engine_lake, spark, table_type):
     """Under event-time ordering a merge source row needs its ordering value, whichever clause
     takes it (Hudi's MERGE INTO writes the source rows as records and refuses a null one): refused
     before anything is written, for Arrow and Spark sources.  The model test's merge took such a
@@ -248,7 +241,7 @@ def test_merge_source_rows_without_an_ordering_value_are_refused(lake, spark, ta
     import pyarrow as pa
 
     from lakesdk.exceptions import NullOrderingValueError
-    t = lake.create_table("nullord", key="id", ordering="ts", table_type=table_type)
+    t = engine_lake.create_table("nullord", key="id", ordering="ts", table_type=table_type)
     t.upsert(pd.DataFrame({"id": [1, 2], "ts": [5, 5], "v": [1, 2]}))
     t.upsert(pd.DataFrame({"id": [2], "ts": [6], "v": [20]}))                    # a log file on MOR
     timeline = [(i.requested, i.action, i.state) for i in t.timeline]
@@ -281,12 +274,12 @@ def _key_table(lake):
     lambda m: m.when_not_matched_by_source_update(updates={"id": "t.id + 100"}),
     lambda m: m.when_matched_delete(where="s.ts > 5").when_matched_update(updates={"id": "s.nid", "ts": "s.ts"}),
 ], ids=["set-key", "set-partition", "by-source-set-key", "after-another-clause"])
-def test_merge_changing_a_record_key_or_partition_is_refused_before_writing(lake, clauses):
+def test_merge_changing_a_record_key_or_partition_is_refused_before_writing(engine_lake, clauses):
     """Hudi does not change a stored record's key or partition path: written, the change
     inserted a second record and kept the stored one (inserted=1 from a merge without an
     insert clause)."""
     import lakesdk as lk
-    t = _key_table(lake)
+    t = _key_table(engine_lake)
     before = t.refresh().timeline.completed
     src = pd.DataFrame({"id": [1], "city": ["x"], "ts": [2], "email": ["a"], "nid": [11]})
     with pytest.raises(lk.KeyChangeError) as err:
@@ -297,9 +290,9 @@ def test_merge_changing_a_record_key_or_partition_is_refused_before_writing(lake
     assert sorted(t.read().to_pandas().id) == [1, 2]
 
 
-def test_merge_update_all_on_another_column_with_another_key_is_refused(lake):
+def test_merge_update_all_on_another_column_with_another_key_is_refused(engine_lake):
     import lakesdk as lk
-    t = _key_table(lake)
+    t = _key_table(engine_lake)
     src = pd.DataFrame({"id": [5], "city": ["x"], "ts": [2], "email": ["a"], "nid": [11]})
     with pytest.raises(lk.KeyChangeError) as err:
         t.merge(src, on="email").when_matched_update_all().execute()
@@ -307,10 +300,10 @@ def test_merge_update_all_on_another_column_with_another_key_is_refused(lake):
     assert sorted(t.refresh().read().to_pandas().id) == [1, 2]
 
 
-def test_merge_clauses_that_keep_the_key_still_run(lake):
+def test_merge_clauses_that_keep_the_key_still_run(engine_lake):
     """Setting a key field to the value it has, or matching on another column with the same
     key, is no change: the merge updates in place."""
-    t = _key_table(lake)
+    t = _key_table(engine_lake)
     src = pd.DataFrame({"id": [1], "city": ["x"], "ts": [2], "email": ["a"], "nid": [11]})
     res = t.merge(src, on="id").when_matched_update(updates={"id": "s.id", "city": "t.city", "nid": "s.nid"}).execute()
     assert (res.updated, res.inserted) == (1, 0)
@@ -321,13 +314,13 @@ def test_merge_clauses_that_keep_the_key_still_run(lake):
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_merge_all_clauses_with_source_structs_lacking_fields_are_refused_unless_null(lake, table_type):
+def test_merge_all_clauses_with_source_structs_lacking_fields_are_refused_unless_null(engine_lake, table_type):
     """A source struct without some of the table's struct fields: the *_all clauses wrote nulls
     there silently; refused as a missing column is, unless missing_columns="null"."""
     import pyarrow as pa
 
     from lakesdk.exceptions import MissingColumnError
-    t = lake.create_table("s", key="id", ordering="ts", table_type=table_type)
+    t = engine_lake.create_table("s", key="id", ordering="ts", table_type=table_type)
     t.upsert(pa.table({"id": [1, 2], "ts": [1, 1], "st": [{"a": 1, "b": "x"}, {"a": 9, "b": "z"}]}))
     src = pa.table({"id": [1, 3], "ts": [3, 3], "st": [{"a": 3}, {"a": 5}]})
     for mc in ("error", "keep"):

@@ -59,11 +59,6 @@ def without_encoding_property(lake, t):
     return lake.table(t.name)
 
 
-@pytest.fixture(params=["local", "spark"])
-def lake(request, tmp_path, spark):
-    return lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine=request.param))
-
-
 # -- the encoding ----------------------------------------------------------------------------------------
 
 def test_record_keys_of_null_and_empty_parts_match_hudis_key_generator():
@@ -108,8 +103,8 @@ def test_stored_keys_tell_the_earlier_encoding_from_hudis():
 
 @pytest.mark.spark
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_empty_and_null_composite_key_parts_are_stored_as_hudi_writes_them(lake, spark, table_type):
-    t = lake.create_table("t", key=["a", "b"], ordering="ts", partition_by="p", table_type=table_type)
+def test_empty_and_null_composite_key_parts_are_stored_as_hudi_writes_them(engine_lake, spark, table_type):
+    t = engine_lake.create_table("t", key=["a", "b"], ordering="ts", partition_by="p", table_type=table_type)
     assert t.config.props[KEY_ENCODING_KEY] == "hudi"
     t.upsert(pa.table({"a": ["x", "y", None, "z"], "b": ["", None, "q", "w"], "p": ["1", "1", "2", "2"],
                        "ts": [1, 1, 1, 1]}))
@@ -128,11 +123,11 @@ def test_empty_and_null_composite_key_parts_are_stored_as_hudi_writes_them(lake,
 
 
 @pytest.mark.spark
-def test_keys_null_or_empty_as_a_whole_are_refused_before_the_instant(lake, spark):
-    single = lake.create_table("s", key="id", partition_by="p")
+def test_keys_null_or_empty_as_a_whole_are_refused_before_the_instant(engine_lake, spark):
+    single = engine_lake.create_table("s", key="id", partition_by="p")
     single.upsert(pa.table({"id": ["a"], "p": ["1"]}))
-    two_parts = lake.create_table("c", key="id", partition_by=["p", "q"])   # complex key generator, one field
-    composite = lake.create_table("k", key=["a", "b"])
+    two_parts = engine_lake.create_table("c", key="id", partition_by=["p", "q"])   # complex key generator, one field
+    composite = engine_lake.create_table("k", key=["a", "b"])
     cases = [
         (single, pa.table({"id": ["b", ""], "p": ["1", "1"]}), "'id' is null or empty"),
         (single, spark.createDataFrame([("b", "1"), ("", "1"), ("", "2")], "id string, p string"),
@@ -182,8 +177,8 @@ def _earlier_table(lake, name="t", **kw):
 
 
 @pytest.mark.spark
-def test_table_with_keys_of_an_earlier_lakesdk_is_upserted_without_duplicates_until_upgraded(lake, spark):
-    t = _earlier_table(lake)
+def test_table_with_keys_of_an_earlier_lakesdk_is_upserted_without_duplicates_until_upgraded(engine_lake, spark):
+    t = _earlier_table(engine_lake)
     t.upsert(pa.table({"a": ["x"], "b": [""], "p": ["1"], "ts": [2]}))
     t.upsert(spark.createDataFrame([("x", "", "1", 3)], "a string, b string, p string, ts long"))
     assert stored(t) == [("a:v,b:", "v", "", 1), ("a:x,b:", "x", "", 3), ("a:y,b:q", "y", "q", 1),
@@ -198,7 +193,7 @@ def test_table_with_keys_of_an_earlier_lakesdk_is_upserted_without_duplicates_un
     want = [("a:x,b:__empty__", "x", "", 3), ("a:y,b:q", "y", "q", 1), ("a:z,b:w", "z", "w", 1)]
     assert stored(t) == want
     assert t.maintenance.upgrade_key_encoding() is None
-    fresh = lake.table("t")          # a new handle reads the keys again: Hudi's encoding now
+    fresh = engine_lake.table("t")          # a new handle reads the keys again: Hudi's encoding now
     fresh.upsert(spark.createDataFrame([("x", "", "1", 4), ("n", None, "1", 1)],
                                        "a string, b string, p string, ts long"))
     want = sorted([("a:n,b:__null__", "n", None, 1), ("a:x,b:__empty__", "x", "", 4)] + want[1:], key=repr)

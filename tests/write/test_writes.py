@@ -23,12 +23,6 @@ from lakesdk.exceptions import (
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(params=["local", "spark"])
-def lake(request, tmp_path, spark):
-    """Every write test runs on both engines: Arrow tasks on the driver and Spark jobs."""
-    return lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine=request.param))
-
-
 def trips(n: int, start: int = 0, ts: int = 1, cities=("sf", "nyc", "la")) -> pd.DataFrame:
     return pd.DataFrame({
         "uuid": [f"u{i:04d}" for i in range(start, start + n)],
@@ -44,8 +38,8 @@ def snapshot(t) -> dict[str, tuple]:
 
 
 @pytest.fixture
-def table(lake):
-    return lake.create_table("trips", key="uuid", partition_by="city", ordering="ts")
+def table(engine_lake):
+    return engine_lake.create_table("trips", key="uuid", partition_by="city", ordering="ts")
 
 
 def test_upsert_event_time_ordering(table):
@@ -119,9 +113,9 @@ def test_bulk_insert_and_insert(table):
     assert len(snapshot(table)) == 33
 
 
-def test_insert_keeps_duplicate_keys_as_hudi_does(lake):
+def test_insert_keeps_duplicate_keys_as_hudi_does(engine_lake):
     # payloads.md T2: the insert operation does not look keys up, so a key written twice appears twice
-    t = lake.create_table("dups", key="id", ordering="ts")
+    t = engine_lake.create_table("dups", key="id", ordering="ts")
     t.insert(pd.DataFrame({"id": [1, 2], "ts": [100, 100], "name": ["A", "B"]}))
     t.insert(pd.DataFrame({"id": [1, 2], "ts": [100, 100], "name": ["A_equal", "B_equal"]}))
     assert sorted(t.read().to_pandas().name) == ["A", "A_equal", "B", "B_equal"]
@@ -129,8 +123,8 @@ def test_insert_keeps_duplicate_keys_as_hudi_does(lake):
     assert len(t.read().to_pandas()) == 5
 
 
-def test_inserts_fill_small_files_then_new_file_groups(lake):
-    t = lake.create_table("sized", key="uuid", ordering="ts")
+def test_inserts_fill_small_files_then_new_file_groups(engine_lake):
+    t = engine_lake.create_table("sized", key="uuid", ordering="ts")
     t = t.with_options(lk.TableOptions(target_file_size=40_000, small_file_limit=30_000, record_size_estimate=50,
                                 engine=t.options.engine))
     t.upsert(trips(200))
@@ -306,12 +300,12 @@ def test_failed_job_rolls_back_its_files(table, monkeypatch):
     _unchanged(table, before)
 
 
-def test_tables_and_paths(lake, tmp_path):
-    lake.create_table("a", key="id")
+def test_tables_and_paths(engine_lake, tmp_path):
+    engine_lake.create_table("a", key="id")
     with pytest.raises(TableExistsError):
-        lake.create_table("a", key="id")
-    assert lake.create_table("a", key="id", exist_ok=True).name == "a"
-    assert lake.tables() == ["a"]
+        engine_lake.create_table("a", key="id")
+    assert engine_lake.create_table("a", key="id", exist_ok=True).name == "a"
+    assert engine_lake.tables() == ["a"]
     with pytest.raises(TableNotFoundError, match="no Hudi table"):
         lk.open_table(str(tmp_path / "nowhere"))
     bad = tmp_path / "bad" / ".hoodie"
@@ -322,8 +316,8 @@ def test_tables_and_paths(lake, tmp_path):
     assert os.path.exists(tmp_path / "lake" / "a" / ".hoodie" / "timeline")
 
 
-def test_composite_keys_and_nonpartitioned(lake):
-    t = lake.create_table("ck", key=["a", "b"], ordering="ts")
+def test_composite_keys_and_nonpartitioned(engine_lake):
+    t = engine_lake.create_table("ck", key=["a", "b"], ordering="ts")
     t.upsert(pd.DataFrame({"a": [1, 1, 2], "b": ["x", "y", "x"], "ts": [1, 1, 1], "v": [1, 2, 3]}))
     t.upsert(pd.DataFrame({"a": [1], "b": ["y"], "ts": [2], "v": [20]}))
     t.delete([(2, "x")])
@@ -332,9 +326,9 @@ def test_composite_keys_and_nonpartitioned(lake):
     assert set(t.read(columns=["_hoodie_record_key"]).to_pandas()._hoodie_record_key) == {"a:1,b:x", "a:1,b:y"}
 
 
-def test_user_rollback_of_latest_commit(lake):
+def test_user_rollback_of_latest_commit(engine_lake):
     from lakesdk.services.rollback import RollbackNotAllowedError
-    t = lake.create_table("rb", key="uuid", partition_by="city", ordering="ts")
+    t = engine_lake.create_table("rb", key="uuid", partition_by="city", ordering="ts")
     r1 = t.upsert(trips(3))
     r2 = t.upsert(trips(2, start=1, ts=5))
     with pytest.raises(RollbackNotAllowedError, match="not the latest completed write"):
