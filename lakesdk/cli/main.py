@@ -117,19 +117,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--path", default="demo-lake", help="lake folder (default: ./demo-lake)")
     d.add_argument("--master", default=None, help="Spark master or Spark Connect URL (default: local[*])")
     for name, hlp in (("show", "table summary"), ("timeline", "list the timeline"), ("history", "completed commits"),
-                      ("read", "print rows")):
+                      ("read", "print rows"), ("changes", "print what each commit of a range changed")):
         s = sub.add_parser(name, help=hlp)
         s.add_argument("table", help="table path or URL")
-        if name == "read":
-            s.add_argument("--where", default=None, help="a filter: \"city = 'sf' AND fare > 40\"")
-            s.add_argument("--as-of", default=None, help="time travel to this instant time or ISO moment")
-            s.add_argument("--columns", default=None, help="comma-separated columns to print (default: all)")
+        if name == "changes":
+            s.add_argument("--start", default=None, help="after this commit (its completion time; default: the first)")
+            s.add_argument("--end", default=None, help="up to this commit, included (default: the last)")
+        if name in ("read", "changes"):
             s.add_argument("--limit", type=_limit, default=None,
                            help="at most N rows, reading stops there (default: 20 for the table output, "
                                 "all rows for --output json)")
             s.add_argument("--output", choices=("table", "json"), default="table",
                            help="table (default), or json: one JSON object per line (NaN and "
                                 "infinite floats as the strings \"NaN\", \"Infinity\", \"-Infinity\")")
+        if name == "read":
+            s.add_argument("--where", default=None, help="a filter: \"city = 'sf' AND fare > 40\"")
+            s.add_argument("--as-of", default=None, help="time travel to this instant time or ISO moment")
+            s.add_argument("--columns", default=None, help="comma-separated columns to print (default: all)")
     c = sub.add_parser("check", help="check a table's integrity (properties, timeline, data files, orphans); "
                                      "exit status 0 when clean, 1 when a problem is found")
     c.add_argument("table", help="table path or URL")
@@ -164,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print_frame("history", t.history())
         elif a.cmd == "read":
             return read(t, a)
+        elif a.cmd == "changes":
+            return read(t, a, changes=True)
     except lk.LakeError as e:
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2
@@ -211,16 +217,21 @@ def _json_floats(v: Any) -> Any:
     return v
 
 
-def read(t: Any, a: argparse.Namespace) -> int:
-    """``lakesdk read``: stream the rows (up to the limit, which stops the reading) as a table
-    or as JSON lines.  A closed pipe (``| head -1``) ends the command quietly."""
+def read(t: Any, a: argparse.Namespace, *, changes: bool = False) -> int:
+    """``lakesdk read`` (``changes``: ``lakesdk changes``): stream the rows (up to the limit,
+    which stops the reading) as a table or as JSON lines.  A closed pipe (``| head -1``) ends
+    the command quietly."""
     import json
-    columns = [c.strip() for c in a.columns.split(",") if c.strip()] if a.columns else None
     limit = a.limit if a.limit is not None else (20 if a.output == "table" else None)
-    q = t.read(columns=columns, where=a.where, as_of=a.as_of, limit=limit)
+    if changes:
+        q = t.changes(a.start, a.end).limit(limit)
+    else:
+        columns = [c.strip() for c in a.columns.split(",") if c.strip()] if a.columns else None
+        q = t.read(columns=columns, where=a.where, as_of=a.as_of, limit=limit)
     try:
         if a.output == "table":
-            _print_frame("rows", q.to_arrow().to_pandas())
+            _print_frame("changes" if changes else "rows", q.to_arrow(**({"flatten": True} if changes else {}))
+                         .to_pandas())
         else:
             reader = q.to_batches()
             out = sys.stdout

@@ -59,6 +59,13 @@ def planned_group_file(ctx: WriteContext, target: FileGroupTarget, incoming: pa.
     return planned_file(ctx, target, task)
 
 
+def cdc_marker(ctx: WriteContext, partition: str, file_id: str, task: TaskInfo) -> tuple[str, str, str]:
+    """The marker of the CDC log file a rewrite of a base file may write beside it."""
+    from lakesdk.format.cdc import CDC_SUFFIX
+    from lakesdk.format.file_naming import LogFile
+    return partition, LogFile(file_id, ctx.instant, 1, task.write_token, CDC_SUFFIX).name, "CREATE"
+
+
 def write_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Table, task: TaskInfo) -> tuple[WriteStat, MergeCounts]:
     """Write the tagged records of one file group (see the module docstring)."""
     if ctx.merge_on_read and (target.base_path or target.has_logs):

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from lakesdk import _faults as faults
 from lakesdk._progress import progress as show_progress
 from lakesdk.engine.global_index import STORED_PART, route_moves
-from lakesdk.engine.group_write import planned_group_file, write_group
+from lakesdk.engine.group_write import cdc_marker, planned_group_file, write_group
 from lakesdk.engine.key_index import incoming_keys, pruned_key_index, read_key_index, slice_keys
 from lakesdk.engine.tasks import (
     STORED_ORDERING,
@@ -279,8 +279,11 @@ class LocalWriteJob:
         # holding a key twice gets a base file: group_write, told by the records' arrival numbers)
         if ctx.markers is not None and jobs:
             seqs = body.select([c for c in (SEQ,) if c in body.column_names])
-            ctx.markers.create_many([planned_group_file(ctx, tg, seqs.take(pa.array(idx)), task)
-                                     for tg, idx, task in jobs])
+            planned = [planned_group_file(ctx, tg, seqs.take(pa.array(idx)), task) for tg, idx, task in jobs]
+            # a rewrite of a base file may log its changes beside it (CDC on)
+            planned += [cdc_marker(ctx, part, tg.file_id, task) for (part, _, io), (tg, _, task) in zip(planned, jobs)
+                        if ctx.cdc_mode and io == "MERGE"]
+            ctx.markers.create_many(planned)
             faults.crash_point("after_markers")
         unmarked = replace(ctx, markers=None)
 

@@ -105,7 +105,9 @@ def _batches(parts: Sequence[ScanPart], target: pa.Schema) -> Iterator[pa.Record
     schema lacks, after a schema change between planning and the schema Spark holds, is null)."""
     from lakesdk.engine.slice_reader import conform
     for part in parts:
-        for batch in read_part(part):
+        # a part that reads itself (a change query's commit), else a part of a read plan
+        reader = part.batches() if hasattr(part, "batches") else read_part(part)
+        for batch in reader:
             t = conform(pa.Table.from_batches([batch]), target)
             yield from t.cast(target).to_batches()
 
@@ -118,7 +120,7 @@ class _Parts(InputPartition):
         self.parts = parts
 
     def __repr__(self) -> str:
-        return f"<lakesdk input partition of {sum(len(p.slices) for p in self.parts)} file slices>"
+        return f"<lakesdk input partition of {sum(len(getattr(p, 'slices', ())) for p in self.parts)} file slices>"
 
 
 def _partitions(parts: list[ScanPart]) -> list[InputPartition]:

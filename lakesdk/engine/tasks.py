@@ -21,6 +21,7 @@ from lakesdk.engine.footers import remember_footer
 from lakesdk.engine.slice_reader import SliceReadContext, conform, read_slice
 from lakesdk.engine.stored_fields import keep_stored
 from lakesdk.format.bloom import FOOTER_KEYS, BloomConfig, file_footer
+from lakesdk.format.cdc import logging_mode
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id
 from lakesdk.format.keys import HUDI_ENCODING, partition_paths, record_keys
@@ -109,6 +110,7 @@ class WriteContext:
     bloom: BloomConfig | None = field(default_factory=BloomConfig)   # base files' bloom filters (None: none)
     global_index: bool = False               # upserts find a key in any partition (hoodie.index.type=GLOBAL_*)
     update_partition_path: bool = True       # hoodie.simple.index.update.partition.path (global index)
+    cdc_mode: str | None = None              # hoodie.table.cdc.supplemental.logging.mode (None: CDC off)
 
     @property
     def file_schema(self) -> pa.Schema:
@@ -124,7 +126,7 @@ class WriteContext:
                    partition_fields=config.partition_fields, keygen=config.keygen_type, hive_style=config.hive_style,
                    urlencode=config.urlencode, ordering=config.ordering_key, merge_mode=config.merge_mode,
                    table_name=config.name, column_groups=config.column_groups, merger=merger, operation=operation,
-                   bloom=BloomConfig.of(options), **more)
+                   bloom=BloomConfig.of(options), cdc_mode=logging_mode(config.props), **more)
 
     def slice_context(self, valid_instants: frozenset[str]) -> "SliceReadContext":
         """How this write reads the file slices it merges with: its schema, ordering and
@@ -330,6 +332,7 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
     path = f"{target.partition}/{name}" if target.partition else name
     _mark(ctx, path, "MERGE" if base is not None else "CREATE")
     size = _write_parquet(ctx, path, out, task)
+    cdc = _write_cdc_log(ctx, target, base, out, task) if ctx.cdc_mode and base is not None else None
     t2 = time.perf_counter()
     stat = WriteStat(
         fileId=target.file_id, path=path, partitionPath=target.partition,
@@ -339,8 +342,27 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
         prevBaseFile=target.base_path.rsplit("/", 1)[-1] if target.base_path else None,
         runtimeStats={"totalScanTime": int((t1 - t0) * 1000), "totalCreateTime": 0 if base is not None else int((t2 - t1) * 1000),
                       "totalUpsertTime": int((t2 - t1) * 1000) if base is not None else 0},
+        cdcStats=cdc,
     )
     return stat, counts
+
+
+def _write_cdc_log(ctx: WriteContext, target: FileGroupTarget, base: pa.Table, out: pa.Table,
+                   task: TaskInfo) -> dict[str, int] | None:
+    """The CDC log file of a base file's rewrite (lakesdk.format.cdc) beside the new base file:
+    its ``cdcStats`` (path -> size), None when there is nothing to log."""
+    from lakesdk.format.cdc import CDC_SUFFIX, cdc_log_block, diff_records
+    from lakesdk.format.file_naming import LogFile
+    assert ctx.cdc_mode is not None
+    data = cdc_log_block(diff_records(base, out, ctx.instant, ctx.schema), ctx.schema, ctx.table_name,
+                         ctx.cdc_mode, ctx.instant)
+    if data is None:
+        return None
+    name = LogFile(target.file_id, ctx.instant, 1, task.write_token, CDC_SUFFIX).name
+    path = f"{target.partition}/{name}" if target.partition else name
+    _mark(ctx, path, "CREATE")
+    ctx.storage.write(path, data)
+    return {path: len(data)}
 
 
 def new_file_path(ctx: WriteContext, partition: str, file_id: str, task: TaskInfo) -> str:
@@ -471,12 +493,18 @@ def write_log_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Tab
         raise RuntimeError(f"injected failure of the first task attempt writing {path}")
     ctx.storage.write(path, data)
     counts = _log_counts(ctx, incoming, ops)
+    # with CDC on, the stat names the slice the log file joins (its base instant and log files),
+    # which Hudi's CDC reader merges the log's records onto (its LOG_FILE case)
+    prev, logs = ctx.instant, [log.name]
+    if ctx.cdc_mode and target.slice is not None:
+        prev = target.slice.base_instant
+        logs = [lf.name for lf in target.slice.log_files] + logs
     stat = WriteStat(
-        fileId=target.file_id, path=path, partitionPath=target.partition, prevCommit=ctx.instant,
+        fileId=target.file_id, path=path, partitionPath=target.partition, prevCommit=prev,
         numWrites=ups.num_rows, numDeletes=counts.deleted, numUpdateWrites=counts.updated, numInserts=0,
         totalWriteBytes=len(data), fileSizeInBytes=len(data), totalLogRecords=incoming.num_rows,
         totalLogBlocks=len(chunks), logVersion=1, logOffset=0,
-        baseFile=target.base_path.rsplit("/", 1)[-1] if target.base_path else "", logFiles=[log.name],
+        baseFile=target.base_path.rsplit("/", 1)[-1] if target.base_path else "", logFiles=logs,
         runtimeStats={"totalScanTime": 0, "totalCreateTime": 0, "totalUpsertTime": int((time.perf_counter() - t0) * 1000)},
     )
     return stat, counts

@@ -23,6 +23,9 @@ class FileSlice:
     base_size: int = 0
     log_files: tuple[LogFile, ...] = ()
     log_sizes: tuple[int, ...] = ()
+    #: the CDC log files the write of the base file left beside it (name, size): the changes
+    #: it made, not records of the slice; cleaned with the slice
+    cdc_files: tuple[tuple[LogFile, int], ...] = ()
 
     @property
     def base_path(self) -> str | None:
@@ -34,6 +37,10 @@ class FileSlice:
     @property
     def log_paths(self) -> list[str]:
         return [f"{self.partition}/{lf.name}" if self.partition else lf.name for lf in self.log_files]
+
+    @property
+    def cdc_paths(self) -> list[str]:
+        return [f"{self.partition}/{lf.name}" if self.partition else lf.name for lf, _ in self.cdc_files]
 
     @property
     def total_size(self) -> int:

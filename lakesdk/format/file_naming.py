@@ -28,7 +28,7 @@ __all__ = ["PARTITION_METAFILE", "BaseFile", "LogFile", "new_file_id", "make_wri
 UNKNOWN_WRITE_TOKEN = "1-0-1"
 PARTITION_METAFILE = ".hoodie_partition_metadata"   # a partition folder's metadata file (not a data file)
 _BASE_RE = re.compile(r"^(?P<fid>[^._][^_]*)_(?P<tok>\d+-\d+-\d+)_(?P<inst>\d{14,17})\.(?P<ext>[a-z]+)$")
-_LOG_RE = re.compile(r"^\.(?P<fid>[^_]+)_(?P<inst>\d{14,17})\.(?P<ext>log)\.(?P<ver>\d+)(?:_(?P<tok>\d+-\d+-\d+))?(?P<cdc>-cdc)?$")
+_LOG_RE = re.compile(r"^\.(?P<fid>[^_]+)_(?P<inst>\d{14,17})\.(?P<ext>log)\.(?P<ver>\d+)(?:_(?P<tok>\d+-\d+-\d+))?(?P<cdc>[.-]cdc)?$")
 
 
 def new_file_id(n: int = 0) -> str:
@@ -65,10 +65,18 @@ class LogFile:
     instant: str
     version: int
     write_token: str = UNKNOWN_WRITE_TOKEN
+    #: ``".cdc"`` for a CDC log file (changes of a copy-on-write write, not data of the slice;
+    #: ``"-cdc"`` as Hudi named them before 0.13), else empty
+    suffix: str = ""
 
     @property
     def name(self) -> str:
-        return f".{self.file_id}_{self.instant}.log.{self.version}_{self.write_token}"
+        return f".{self.file_id}_{self.instant}.log.{self.version}_{self.write_token}{self.suffix}"
+
+    @property
+    def is_cdc(self) -> bool:
+        """A CDC log file: the changes a write made (lakesdk.format.cdc), no records of the slice."""
+        return bool(self.suffix)
 
     @classmethod
     def parse(cls, name: str) -> "LogFile":
@@ -86,7 +94,8 @@ def _base_of(m: re.Match[str]) -> BaseFile:
 
 
 def _log_of(m: re.Match[str]) -> LogFile:
-    return LogFile(m.group("fid"), m.group("inst"), int(m.group("ver")), m.group("tok") or UNKNOWN_WRITE_TOKEN)
+    return LogFile(m.group("fid"), m.group("inst"), int(m.group("ver")), m.group("tok") or UNKNOWN_WRITE_TOKEN,
+                   m.group("cdc") or "")
 
 
 def parse_data_file(name: str) -> "BaseFile | LogFile | None":

@@ -213,8 +213,10 @@ def _prepare_column(col: pa.ChunkedArray, avro_type: Any) -> tuple[pa.ChunkedArr
     return col, _without_logical_type(avro_type)
 
 
-def encode_avro_data_block(records: pa.Table, avro_schema: dict, header: Mapping[HeaderKey, str]) -> bytes:
-    """An AVRO_DATA block holding ``records``, written with ``avro_schema``.
+def encode_avro_data_block(records: pa.Table, avro_schema: dict, header: Mapping[HeaderKey, str], *,
+                           block_type: BlockType = BlockType.AVRO_DATA) -> bytes:
+    """An AVRO_DATA block (or ``block_type``: a CDC_DATA block, Avro too) holding ``records``,
+    written with ``avro_schema``.
 
     ``header`` must carry INSTANT_TIME; SCHEMA is set to the JSON of ``avro_schema`` when
     absent (and must describe the same schema when present).  Columns are matched to schema
@@ -230,7 +232,7 @@ def encode_avro_data_block(records: pa.Table, avro_schema: dict, header: Mapping
     try:
         data = avro_columnar.encode_records({k: v.combine_chunks() for k, v in columns.items()},
                                             write_schema, records.num_rows)
-        return encode_block(BlockType.AVRO_DATA, header, I32X2.pack(CONTENT_VERSION, records.num_rows) + data)
+        return encode_block(block_type, header, I32X2.pack(CONTENT_VERSION, records.num_rows) + data)
     except avro_columnar.Unsupported:
         pass   # a schema the columnar codec does not handle: record by record
     rows = (pa.table(columns).to_pylist(maps_as_pydicts="strict") if columns
@@ -250,7 +252,7 @@ def encode_avro_data_block(records: pa.Table, avro_schema: dict, header: Mapping
         parts.append(I32.pack(stop - start))
         parts.append(data[start:stop])
         start = stop
-    return encode_block(BlockType.AVRO_DATA, header, b"".join(parts))
+    return encode_block(block_type, header, b"".join(parts))
 
 
 # -- Parquet data blocks ------------------------------------------------------------------------

@@ -132,13 +132,17 @@ def arrow_to_avro(schema: pa.Schema, table_name: str, *, meta: bool = False) -> 
     return {"type": "record", "name": rec, "namespace": ns, "fields": fields}
 
 
-def _from_avro_type(t: Any) -> tuple[pa.DataType, bool]:
-    """Avro type -> (Arrow type, nullable)."""
+def _from_avro_type(t: Any, names: dict[str, pa.DataType] | None = None,
+                    namespace: str = "") -> tuple[pa.DataType, bool]:
+    """Avro type -> (Arrow type, nullable).  ``names``: the named types (records, enums,
+    fixed) defined so far, by full and short name, for a later reference by name (a CDC
+    log's ``after`` names the record its ``before`` defined)."""
+    names = {} if names is None else names
     if isinstance(t, list):
         non_null = [x for x in t if x != "null"]
         nullable = len(non_null) < len(t)
         if len(non_null) == 1:
-            return _from_avro_type(non_null[0])[0], nullable
+            return _from_avro_type(non_null[0], names, namespace)[0], nullable
         if not non_null:
             return pa.null(), True
         raise SchemaError(f"Avro union {t} is not supported (only [null, T] unions)")
@@ -147,7 +151,10 @@ def _from_avro_type(t: Any) -> tuple[pa.DataType, bool]:
                 "double": pa.float64(), "string": pa.string(), "bytes": pa.binary(), "null": pa.null()}
         if t in prim:
             return prim[t], False
-        raise SchemaError(f"Avro named type reference {t!r} is not supported")
+        named = names.get(t) or names.get(f"{namespace}.{t}" if namespace and "." not in t else t)
+        if named is not None:
+            return named, False
+        raise SchemaError(f"Avro named type reference {t!r} names no type defined before it")
     lt = t.get("logicalType")
     base = t.get("type")
     if lt == "date":
@@ -159,28 +166,35 @@ def _from_avro_type(t: Any) -> tuple[pa.DataType, bool]:
         return pa.decimal128(int(t["precision"]), int(t.get("scale", 0))), False
     if lt in ("time-micros", "time-millis"):
         return (pa.time64("us") if lt == "time-micros" else pa.time32("ms")), False
-    if base == "record":
-        return pa.struct([_arrow_field(f) for f in t["fields"]]), False
+    if base in ("record", "enum", "fixed"):
+        name = str(t.get("name", ""))
+        ns = str(t.get("namespace") or (name.rpartition(".")[0] if "." in name else namespace))
+        full = name if "." in name else (f"{ns}.{name}" if ns else name)
+        if base == "record":
+            out: pa.DataType = pa.struct([_arrow_field(f, names, ns) for f in t["fields"]])
+        elif base == "enum":
+            out = pa.string()
+        else:
+            size = int(t["size"])
+            if size < 0:
+                raise SchemaError(f"Avro fixed type {t} has a negative size")
+            out = pa.binary(size)
+        if name:
+            names[full] = names.setdefault(name, out) if name == full else out
+        return out, False
     if base == "array":
-        it, n = _from_avro_type(t["items"])
+        it, n = _from_avro_type(t["items"], names, namespace)
         return pa.list_(pa.field("element", it, nullable=n)), False
     if base == "map":
-        vt, n = _from_avro_type(t["values"])
+        vt, n = _from_avro_type(t["values"], names, namespace)
         return pa.map_(pa.string(), pa.field("value", vt, nullable=n)), False
-    if base == "enum":
-        return pa.string(), False
-    if base == "fixed":
-        size = int(t["size"])
-        if size < 0:
-            raise SchemaError(f"Avro fixed type {t} has a negative size")
-        return pa.binary(size), False
     if isinstance(base, (str, list, dict)):
-        return _from_avro_type(base)
+        return _from_avro_type(base, names, namespace)
     raise SchemaError(f"unsupported Avro type {t}")
 
 
-def _arrow_field(f: dict) -> pa.Field:
-    t, nullable = _from_avro_type(f["type"])
+def _arrow_field(f: dict, names: dict[str, pa.DataType] | None = None, namespace: str = "") -> pa.Field:
+    t, nullable = _from_avro_type(f["type"], names, namespace)
     return pa.field(f["name"], t, nullable=True if nullable else True)
 
 
@@ -193,7 +207,9 @@ def avro_to_arrow(avro: dict) -> pa.Schema:
     try:
         if not isinstance(avro, dict) or not isinstance(avro.get("fields", []), list):
             raise TypeError("not a JSON object with a list of fields")
-        return pa.schema([_arrow_field(f) for f in avro.get("fields", [])])
+        names: dict[str, pa.DataType] = {}
+        ns = str(avro.get("namespace") or "")
+        return pa.schema([_arrow_field(f, names, ns) for f in avro.get("fields", [])])
     except SchemaError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, RecursionError,

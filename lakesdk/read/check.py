@@ -272,6 +272,7 @@ def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
         for st in cm.write_stats:
             if st.path and st.path != "null":
                 written.add(st.path)
+            written.update(st.cdcStats or {})     # the CDC log files beside the base files it wrote
     pending = {i.requested for i in timeline.pending}
     commits = {i.requested for i in timeline.commits} | set(archived_writes)
     first = min((i.requested for i in timeline.instants if i.action != "savepoint"), default=None)

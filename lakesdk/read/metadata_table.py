@@ -98,7 +98,8 @@ class MetadataTableReader:
                     bases[b.file_id].append((b, e.size))
             elif is_log_file(e.name):
                 lf = LogFile.parse(e.name)
-                logs[lf.file_id].append((lf, e.size))
+                if not lf.is_cdc:
+                    logs[lf.file_id].append((lf, e.size))
         out = []
         layout = self.config.layout_version
         for fid in sorted(set(bases) | set(logs)):

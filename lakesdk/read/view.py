@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple
 
 from lakesdk.exceptions import StorageError
@@ -292,13 +292,14 @@ class FileSystemView:
     def _build(self) -> dict[tuple[str, str], FileGroup]:
         bases: dict[tuple[str, str], list[tuple[BaseFile, int]]] = defaultdict(list)
         logs: dict[tuple[str, str], list[tuple[LogFile, int]]] = defaultdict(list)
+        cdcs: dict[tuple[str, str], list[tuple[LogFile, int]]] = defaultdict(list)
         for f in self._files:
             part, _, name = f.path.rpartition("/")
             parsed = self._parse(name)
             if parsed is None:      # not a data file's name: a typed error of what it is not
                 parsed = LogFile.parse(name) if name.startswith(".") else BaseFile.parse(name)
             if isinstance(parsed, LogFile):
-                logs[(part, parsed.file_id)].append((parsed, f.size))
+                (cdcs if parsed.is_cdc else logs)[(part, parsed.file_id)].append((parsed, f.size))
             elif self._is_valid(parsed.instant):
                 bases[(part, parsed.file_id)].append((parsed, f.size))
         groups: dict[tuple[str, str], FileGroup] = {}
@@ -315,6 +316,12 @@ class FileSystemView:
             lg = logs.get(key, [])
             if lg:
                 slices = self._attach_logs(part, fid, slices, lg, layout)
+            if key in cdcs:      # the changes a base file's write logged belong to its slice
+                by_instant = defaultdict(list)
+                for lf, size in sorted(cdcs[key], key=lambda x: (x[0].version, x[0].write_token)):
+                    by_instant[lf.instant].append((lf, size))
+                slices = [replace(s, cdc_files=tuple(by_instant[s.base_instant])) if s.base_instant in by_instant
+                          else s for s in slices]
             if slices:
                 groups[key] = FileGroup(part, fid, slices)
         return groups

@@ -441,6 +441,8 @@ def plan_clean(table: "TableContext", *, policy: str = COMMITS, retain_commits: 
             files.append(CleanFile(s.partition, s.file_id, s.base_path, s.base_size, "base", s.base_instant, reason))
         for path, size in zip(s.log_paths, s.log_sizes):
             files.append(CleanFile(s.partition, s.file_id, path, size, "log", s.base_instant, reason))
+        for path, (_, size) in zip(s.cdc_paths, s.cdc_files):
+            files.append(CleanFile(s.partition, s.file_id, path, size, "log", s.base_instant, reason))
 
     for g in groups:
         if g.partition not in partitions:

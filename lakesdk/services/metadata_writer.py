@@ -224,10 +224,13 @@ def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> tuple[Fil
         md = CommitMetadata.parse(data, layout=ctx.config.layout_version,
                                   replace=action in ("replacecommit", "clustering"))
         # a listed file has a size (Hudi's payload refuses an existing file of size 0)
-        return FilesChange.of_writes((s.partitionPath or "", s.path.rsplit("/", 1)[-1],
-                                      int(s.fileSizeInBytes or 0) or ctx.storage.size(s.path))
-                                     for s in md.write_stats if s.path and s.path != "null"), \
-            md.extra_metadata.get("schema") or None, ()
+        written = [(s.partitionPath or "", s.path.rsplit("/", 1)[-1],
+                    int(s.fileSizeInBytes or 0) or ctx.storage.size(s.path))
+                   for s in md.write_stats if s.path and s.path != "null"]
+        # the CDC log files beside the base files (Hudi lists them in ``files`` too)
+        written += [(s.partitionPath or "", path.rsplit("/", 1)[-1], int(size))
+                    for s in md.write_stats for path, size in (s.cdcStats or {}).items()]
+        return FilesChange.of_writes(written), md.extra_metadata.get("schema") or None, ()
     if action == "clean":
         deleted = CleanMetadataData.parse(data).deleted
         for part, names in deleted.items():

@@ -81,6 +81,7 @@ class Lake:
         partial_update: Literal["ignore_defaults"] | None = None,
         table_version: int = 9,
         index: Literal["global", "global_simple", "global_bloom", "bloom", "simple"] | None = None,
+        cdc: bool | Literal["op_key_only", "data_before", "data_before_after"] = False,
         exist_ok: bool = False,
     ) -> Table:
         """Create a table in ``<root>/<name>``: table version 9 (Hudi 1.1+) by default,
@@ -114,7 +115,13 @@ class Lake:
         is global too, and keeps Hudi's record index in the metadata table (its ``record_index``
         partition, key -> file group): an upsert or delete looks up its incoming keys there
         instead of reading the base files' bloom filters.  A handle's ``TableOptions(index_type=...)``
-        (``hoodie.index.type``) overrides the table's index."""
+        (``hoodie.index.type``) overrides the table's index.
+
+        ``cdc=True`` (``hoodie.table.cdc.enabled``) logs the changes of every copy-on-write
+        rewrite of a base file in a CDC log file beside it, as Hudi does, so that Hudi's CDC
+        reader reads them; a string names the logging mode
+        (``hoodie.table.cdc.supplemental.logging.mode``: ``"data_before_after"``, the default,
+        ``"data_before"`` or ``"op_key_only"``).  ``t.changes()`` answers with or without it."""
         if not _NAME_RE.match(name):
             raise SchemaError(f"table name {name!r} is not valid: use letters, digits and underscores, "
                               "starting with a letter or underscore")
@@ -201,6 +208,14 @@ class Lake:
             if index_wire == "RECORD_INDEX":   # as Hudi's writer records the record index it keeps
                 from lakesdk.format.record_index import ENABLE_KEY
                 extra[ENABLE_KEY] = "true"
+        if cdc:
+            from lakesdk.format.cdc import CDC_ENABLED_KEY, CDC_MODE_KEY, DEFAULT_MODE, parse_mode
+            try:
+                mode = DEFAULT_MODE if cdc is True else parse_mode(str(cdc))
+            except ValueError:
+                raise SchemaError(f"cdc must be True, False, 'data_before_after', 'data_before' or 'op_key_only', "
+                                  f"not {cdc!r}") from None
+            extra = {**(extra or {}), CDC_ENABLED_KEY: "true", CDC_MODE_KEY: mode}
         cfg = TableConfig.new(
             name=name, table_type=tt, record_key_fields=keys, partition_fields=parts, ordering_fields=ordering_fields,  # type: ignore[arg-type]
             partial_update_mode=pmode, version=table_version, hive_style=hive_style, urlencode=partition_urlencode, create_schema=arrow_to_avro(schema, name) if schema is not None else None,

@@ -25,6 +25,9 @@ Options (keys are case-insensitive; Hudi's Spark datasource names, and lakesdk's
                                                        ``meta_fields=true`` adds ``_hoodie_*``)
 ``filterPushdown``                                     ``true``: take Spark's filters (see
                                                        :mod:`lakesdk.engine.spark_source`)
+``hoodie.datasource.query.incremental.format``          ``cdc``: an incremental read returns the
+                                                       changes (``t.changes()``: op, ts_ms,
+                                                       before, after); ``latest_state`` (default)
 =====================================================  ==========================================
 """
 
@@ -32,19 +35,22 @@ from __future__ import annotations
 
 import json
 import weakref
-from typing import TYPE_CHECKING, Any, Sequence, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, TypeVar
 
 import pyarrow as pa
 
 from lakesdk.engine.read import ScanPart, output_schema, split_plan
 from lakesdk.engine.spark_source import LakeDataSource, register_source
 from lakesdk.exceptions import InvalidFilterError, OptionsError
+from lakesdk.format.cdc import changes_schema
 from lakesdk.format.instant import to_instant_time
 from lakesdk.format.schema import type_family, with_meta_fields
 from lakesdk.read.predicate import from_filters
 from lakesdk.table.query import Query
 
 if TYPE_CHECKING:
+    from lakesdk.table.changes import ChangeQuery
     from lakesdk.table.table import Table
 
 __all__ = ["LakeSource", "TableBackend", "register"]
@@ -56,6 +62,9 @@ AS_OF = "as.of.instant"
 BEGIN = "hoodie.datasource.read.begin.instanttime"
 END = "hoodie.datasource.read.end.instanttime"
 STREAM_START = "hoodie.datasource.streaming.startoffset"
+#: ``cdc``: an incremental read returns the changes (op, ts_ms, before, after), as Hudi's CDC
+#: queries do; ``latest_state`` (the default): the changed records as they are at the end
+INC_FORMAT = "hoodie.datasource.query.incremental.format"
 EARLIEST = "earliest"
 
 #: column families whose comparisons lakesdk's Arrow filter evaluates as Spark does
@@ -67,7 +76,7 @@ PART_BYTES = "hoodie.lakesdk.read.partition.bytes"
 #: so that a misspelt time-travel or incremental option cannot silently read the snapshot
 KNOWN_OPTIONS = frozenset({
     "path", QUERY_TYPE, AS_OF, "as_of", BEGIN, "start", END, "end", "start_inclusive", "read_optimized",
-    "meta_fields", "columns", "where", "storage_options", STREAM_START, "filterpushdown", PART_BYTES})
+    "meta_fields", "columns", "where", "storage_options", STREAM_START, "filterpushdown", PART_BYTES, INC_FORMAT})
 
 
 def check_options(options: dict[str, str]) -> None:
@@ -149,18 +158,50 @@ class TableBackend:
             q = q.where(list(filters))
         return q
 
+    # -- change queries (hoodie.datasource.query.incremental.format=cdc) ---------------------------
+    def _cdc(self, options: dict[str, str]) -> bool:
+        fmt = (options.get(INC_FORMAT) or "latest_state").strip().lower()
+        if fmt not in ("latest_state", "cdc"):
+            raise OptionsError(f"{INC_FORMAT}={fmt!r}: use latest_state (the default) or cdc", key=INC_FORMAT)
+        if fmt == "cdc":
+            kind = (options.get(QUERY_TYPE) or "incremental").strip().lower()
+            if kind != "incremental" or _first(options, AS_OF, "as_of") is not None:
+                raise OptionsError(f"{INC_FORMAT}=cdc is a kind of incremental query: set {QUERY_TYPE}=incremental "
+                                   "and bound it with begin and end instant times, not as.of.instant", key=INC_FORMAT)
+            for key in ("columns", "where", "meta_fields", "read_optimized"):
+                if options.get(key):
+                    raise OptionsError(f"option {key!r} does not apply to a change query ({INC_FORMAT}=cdc)", key=key)
+        return fmt == "cdc"
+
+    def change_query(self, options: dict[str, str]) -> ChangeQuery:
+        t = self.table(options)
+        start, end = _first(options, BEGIN, "start"), _first(options, END, "end")
+        return t.changes(_moment(start), _moment(end), start_inclusive=bool(_flag(options, "start_inclusive")))
+
+    def _change_parts(self, options: dict[str, str]) -> list[ChangePart]:
+        q = self.change_query(options)
+        plan = q.plan()
+        raw = options.get("storage_options")
+        return [ChangePart(q.table.path, raw, plan.timeline.time_of(s.instant)) for s in plan.steps]
+
     def schema(self, options: dict[str, str]) -> pa.Schema:
+        if self._cdc(options):
+            return changes_schema(self.change_query(options).plan().schema)
         q = self.query(options)
         plan = q.plan()
         return output_schema(plan, list(plan.columns))
 
     def exact(self, options: dict[str, str], filters: Sequence[tuple[str, str, Any]]) -> list[bool]:
+        if self._cdc(options):
+            return [False] * len(filters)     # Spark filters the changes
         q = self.query(options)
         schema = with_meta_fields(q.plan().schema)
         return [_exact(f, schema) for f in filters]
 
-    def scan(self, options: dict[str, str], filters: Sequence[tuple[str, str, Any]]) -> list[ScanPart]:
-        return self._parts(self.query(options, filters), options)
+    def scan(self, options: dict[str, str], filters: Sequence[tuple[str, str, Any]]) -> list[ScanPart | ChangePart]:
+        if self._cdc(options):
+            return list(self._change_parts(options))
+        return list(self._parts(self.query(options, filters), options))
 
     def _parts(self, q: Query, options: dict[str, str]) -> list[ScanPart]:
         plan = q.plan()
@@ -197,11 +238,32 @@ class TableBackend:
             newest = max(ok)
         return newest if start == EARLIEST or newest > start else start
 
-    def changes(self, options: dict[str, str], start: str, end: str) -> list[ScanPart]:
+    def changes(self, options: dict[str, str], start: str, end: str) -> list[ScanPart | ChangePart]:
         opts = {k: v for k, v in options.items() if k not in (AS_OF, "as_of", BEGIN, "start", END, "end")}
         opts.update({QUERY_TYPE: "incremental", BEGIN: start, END: end})
+        if self._cdc(opts):
+            return list(self._change_parts(opts))
         opts.setdefault("meta_fields", "false")   # the stream's schema is a snapshot's (its options say no type)
-        return self._parts(self.query(opts), opts)
+        return list(self._parts(self.query(opts), opts))
+
+
+@dataclass(frozen=True)
+class ChangePart:
+    """One commit of a change query, read in a task: the table opened there, its changes of
+    the commit completed at ``time`` (picklable and small)."""
+
+    path: str
+    storage_options: str | None     # JSON, as the option holds it
+    time: str
+
+    @property
+    def slices(self) -> tuple[()]:
+        return ()
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        from lakesdk.table.lake import open_table
+        t = open_table(self.path, storage_options=json.loads(self.storage_options) if self.storage_options else None)
+        yield from t.changes(self.time, self.time, start_inclusive=True).to_batches()
 
 
 def _exact(f: tuple[str, str, Any], schema: pa.Schema) -> bool:

@@ -54,3 +54,22 @@ def test_version(capsys):
         main(["--version"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.strip() == f"lakesdk {lk.__version__}"
+
+
+def test_changes_command(tmp_path, capsys):
+    import json
+
+    import pyarrow as pa
+
+    import lakesdk as lk
+    t = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local")).create_table("t", key="id", ordering="ts")
+    first = t.upsert(pa.table({"id": [1, 2], "ts": [1, 1], "v": ["a", "b"]}))
+    t.upsert(pa.table({"id": [2], "ts": [2], "v": ["c"]}))
+    t.delete([1])
+    assert main(["changes", t.path]) == 0
+    out = capsys.readouterr().out
+    assert "== changes" in out and "before.v" in out and "after.v" in out
+    assert main(["changes", t.path, "--start", first.completed, "--output", "json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["op"], (r["after"] or r["before"])["v"]) for r in rows] == [("u", "c"), ("d", "a")]
+    assert rows[0]["before"] == {"id": 2, "ts": 1, "v": "b"}

@@ -244,3 +244,58 @@ def test_stream_from_earliest_reads_what_is_there(spark, lake, tmp_path):
     want = t.incremental().to_spark()
     got = [tuple(r[c] for c in want.columns) for r in _written(out)]
     assert sorted(got) == sorted(tuple(r) for r in want.collect())
+
+
+CDC = {"hoodie.datasource.query.type": "incremental", "hoodie.datasource.query.incremental.format": "cdc"}
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_cdc_format_returns_the_changes_query(spark, lake, table_type):
+    t = lake.create_table(f"cdc_{table_type}", key="id", partition_by="city", ordering="ts", table_type=table_type,
+                          cdc=True)
+    first = t.upsert(_batch([0, 1, 2], 0))
+    t.upsert(_batch([1, 3], 1))
+    t.delete([2])
+    df = spark.read.format("lakesdk").options(**CDC, **{"hoodie.datasource.read.begin.instanttime": first.completed}) \
+        .load(t.path)
+    assert df.columns == ["op", "ts_ms", "before", "after"]
+    got = sorted((r.op, r.ts_ms, (r.after or r.before).id, r.before.v if r.before else None,
+                  r.after.v if r.after else None) for r in df.collect())
+    want = sorted((r["op"], r["ts_ms"], (r["after"] or r["before"])["id"], (r["before"] or {}).get("v"),
+                   (r["after"] or {}).get("v")) for r in t.changes(first).to_arrow().to_pylist())
+    assert got == want and sorted(g[0] for g in got) == ["d", "i", "u"]
+    assert df.filter("op = 'd'").select("before.id").collect()[0].id == 2
+
+
+def test_cdc_format_refuses_snapshot_options(spark, lake):
+    t = lake.create_table("cdc_opts", key="id", ordering="ts")
+    t.upsert(_batch([0], 0))
+    with pytest.raises(Exception, match="incremental.format"):
+        spark.read.format("lakesdk").options(**{**CDC, "hoodie.datasource.query.type": "snapshot"}).load(t.path) \
+            .collect()
+    with pytest.raises(Exception, match="incremental.format"):
+        spark.read.format("lakesdk").option("hoodie.datasource.query.incremental.format", "json").load(t.path) \
+            .collect()
+
+
+def test_stream_of_changes(spark, lake, tmp_path):
+    t = lake.create_table("cdc_stream", key="id", ordering="ts", cdc=True)
+    t.upsert(_batch([0, 1], 0))
+    out = tmp_path / "batches"
+    q = (spark.readStream.format("lakesdk").option("hoodie.datasource.streaming.startOffset", "latest")
+         .option("hoodie.datasource.query.incremental.format", "cdc").load(t.path)
+         .writeStream.foreachBatch(_batch_writer(str(out)))
+         .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    try:
+        q.processAllAvailable()
+        t.upsert(_batch([1, 2], 1))
+        q.processAllAvailable()
+        t.delete([0])
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    rows = sorted((r["_batch"], r["op"], (r["after"] or r["before"])["id"]) for r in _written(out))
+    batches = sorted({b for b, _, _ in rows})
+    assert len(batches) == 2        # a micro-batch per commit, in commit order
+    assert [sorted((op, i) for b, op, i in rows if b == batch) for batch in batches] == \
+        [[("i", 2), ("u", 1)], [("d", 0)]]

@@ -1,0 +1,183 @@
+"""Change data capture: what each commit of a range did to each record (Apache Hudi's CDC
+queries, RFC-51), as rows of ``op`` (``i``, ``u``, ``d``), ``ts_ms`` (the commit's instant time,
+as Hudi names it), ``before`` and ``after`` (the record's data columns, null for an insert's
+before and a delete's after).
+
+A commit's changes are found per file group it touched, by comparing the group's records
+before the commit with its records after it: a record the commit wrote
+(``_hoodie_commit_time`` is the commit's) is an insert when its key was not in the group
+before, an update of the record it replaces when it was; a key the group no longer holds is a
+delete.  This is exact for both table types (a merge-on-read group's records are its slice
+merged, as a read merges it) whether or not the table logged its changes, and it is what
+Hudi's reader infers where no CDC log file exists (``HoodieCDCInferenceCase``): a base file's
+records all inserted (``BASE_FILE_INSERT``) or all deleted (``BASE_FILE_DELETE``,
+``REPLACE_COMMIT``), a log file's records merged into the slice before it (``LOG_FILE``).  A
+record a commit left as it was (the merge kept the stored one, which wins on its ordering
+value) is no change.  Clustering and compaction move records without changing them: their
+commits have no changes, as in Hudi.
+
+The range is that of :meth:`Table.incremental`: commits completed in ``(start, end]``
+(requested times on table version 6).  A state before a commit must still be readable: a
+range reaching back past what a clean deleted is a :class:`~lakesdk.exceptions.TimeTravelError`,
+never a change misreported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
+
+import pyarrow as pa
+
+from lakesdk.commit.schema_store import resolve_schema
+from lakesdk.exceptions import TimeTravelError
+from lakesdk.format.cdc import changes_schema, diff_records
+from lakesdk.format.file_group import FileSlice
+from lakesdk.format.instant import Instant
+from lakesdk.format.read_plan import ReadPlan
+from lakesdk.format.schema import META_FIELDS
+from lakesdk.format.timeline import Timeline
+from lakesdk.read.time_travel import check_time_travel
+from lakesdk.read.view import FileSystemView
+from lakesdk.storage import FileInfo
+
+if TYPE_CHECKING:
+    from lakesdk.commit.context import TableContext
+
+__all__ = ["ChangePlan", "ChangeStep", "plan_changes", "iter_changes", "NO_CHANGES"]
+
+#: operations whose commits change no record (Hudi's ``WriteOperationType.yieldChanges`` is false)
+NO_CHANGES = frozenset({"CLUSTER", "COMPACT", "LOG_COMPACT", "INDEX", "ALTER_SCHEMA", "BOOTSTRAP_INDEX"})
+_KEY, _TIME = "_hoodie_record_key", "_hoodie_commit_time"
+
+
+@dataclass(frozen=True)
+class ChangeStep:
+    """One commit of the range: the file groups it touched, and the moment before it (the
+    time of the commit before it, None when it is the table's first)."""
+
+    instant: Instant
+    groups: frozenset[tuple[str, str]]
+    before: str | None
+    prev_commits: dict[tuple[str, str], str]   # (partition, file id) -> the base instant a base file write replaced
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    """The commits a change query reads, against one load of the timeline and one listing."""
+
+    schema: pa.Schema                     # the data columns, the latest schema (as an incremental read)
+    steps: tuple[ChangeStep, ...]
+    timeline: Timeline
+    files: tuple[FileInfo, ...]
+
+    @property
+    def instants(self) -> list[str]:
+        return [s.instant.requested for s in self.steps]
+
+
+def plan_changes(table: "TableContext", start: str | None, end: str | None, *,
+                 start_inclusive: bool = False) -> ChangePlan:
+    """The commits completed in ``(start, end]`` that change records, and what each touched."""
+    cfg = table.config
+    if not cfg.populate_meta_fields:
+        raise TimeTravelError(
+            f"Change queries are not supported when meta fields are disabled: {table.name!r} has "
+            "hoodie.populate.meta.fields=false, so its rows carry no _hoodie_commit_time to tell a commit's "
+            "writes from the records it kept")
+    if start is not None and end is not None and start > end:
+        raise TimeTravelError(f"change range ({start}, {end}] is empty: start is after end")
+    store = table.store
+    timeline = store.load()
+    view = FileSystemView(table.storage, cfg, store, timeline)
+    timeline = view.timeline
+    commits = list(timeline.commits)
+    in_range = list(timeline.in_range(start, end, start_inclusive=start_inclusive))
+    store.prefetch(in_range)
+    schema = resolve_schema(store, timeline.visible_as_of(None), create_schema=cfg.create_schema,
+                            base_file=_any_base(view)) or pa.schema([])
+    time_of = timeline.time_of
+    steps = []
+    for inst in sorted(in_range, key=lambda i: (time_of(i), i.requested)):
+        md = store.commit_metadata(inst)
+        if (md.operation_type or "").upper() in NO_CHANGES or inst.action in ("compaction", "clustering"):
+            continue
+        groups: set[tuple[str, str]] = set()
+        prev: dict[tuple[str, str], str] = {}
+        for st in md.write_stats:
+            if st.fileId:
+                key = (st.partitionPath or "", st.fileId)
+                groups.add(key)
+                name = st.path.rpartition("/")[2] if st.path else ""
+                if st.prevCommit not in (None, "", "null") and name and not name.startswith("."):
+                    prev[key] = st.prevCommit
+        for part, fids in (md.partition_to_replace_file_ids or {}).items():
+            groups.update((part, f) for f in fids)
+        t = time_of(inst)
+        before = max((time_of(i) for i in commits if time_of(i) < t), default=None)
+        steps.append(ChangeStep(inst, frozenset(groups), before, prev))
+    if steps and steps[0].before is not None:
+        # the state before the first commit of the range must still be readable (not cleaned)
+        first = min(steps, key=lambda s: s.before or "")
+        before_inst = max((i for i in commits if time_of(i) == first.before), key=lambda i: i.requested)
+        check_time_travel(table, before_inst.requested, store=store, timeline=timeline)
+    return ChangePlan(schema=schema, steps=tuple(steps), timeline=timeline, files=tuple(view._files))
+
+
+def iter_changes(table: "TableContext", plan: ChangePlan) -> Iterator[pa.RecordBatch]:
+    """The changes of each commit of ``plan`` in commit order, a batch per commit (rows in key order)."""
+    out_schema = changes_schema(plan.schema)
+    for step in plan.steps:
+        parts = {p for p, _ in step.groups}
+        bview = _view(table, plan, step.before, parts) if step.before is not None else None
+        aview = _view(table, plan, plan.timeline.time_of(step.instant), parts)
+        before = _latest(bview) if bview is not None else {}
+        after = _latest(aview)
+        pieces = []
+        for key in sorted(step.groups):
+            b, a = before.get(key), after.get(key)
+            want = step.prev_commits.get(key)
+            if want is not None and (b is None or b.base_instant != want):
+                raise TimeTravelError(
+                    f"the changes of commit {step.instant.requested} in file group {key[1]} need the file slice of "
+                    f"{want} it rewrote, which is no longer stored (cleaned): retain more commits with the cleaner "
+                    "for change queries to reach that far back, or start the range later")
+            old = _read(table, plan, b, bview)
+            new = _read(table, plan, a, aview)
+            pieces.append(diff_records(old, new, step.instant.requested, plan.schema))
+        batch = _concat([p.drop_columns(["record_key"]) for p in pieces], out_schema)
+        if batch.num_rows:
+            yield batch
+
+
+def _view(table: "TableContext", plan: ChangePlan, moment: str, parts: set[str]) -> FileSystemView:
+    """The file-system view of ``parts`` as of ``moment`` (completion clock), from the plan's listing."""
+    return FileSystemView(table.storage, table.config, table.store, plan.timeline, as_of=moment, clock="completed",
+                          files=plan.files, partitions=parts.__contains__)
+
+
+def _latest(view: FileSystemView) -> dict[tuple[str, str], FileSlice]:
+    return {(g.partition, g.file_id): g.latest for g in view.file_groups if g.latest is not None}
+
+
+def _read(table: "TableContext", plan: ChangePlan, s: FileSlice | None, view: FileSystemView | None) -> pa.Table:
+    """The records of slice ``s`` (merged as a read merges it), meta fields first."""
+    from lakesdk.engine.read import read_arrow
+    from lakesdk.format.schema import with_meta_fields
+    cols = list(META_FIELDS) + plan.schema.names
+    if s is None or view is None:
+        return with_meta_fields(plan.schema).empty_table().select(cols)
+    rp = ReadPlan(slices=(s,), schema=plan.schema, instants=tuple(view.visible), columns=tuple(cols),
+                  visible=tuple(view.visible), log_instants=view.log_instants)
+    return read_arrow(table, rp, cols, None)
+
+
+def _concat(pieces: list[pa.Table], schema: pa.Schema) -> pa.RecordBatch:
+    t = pa.concat_tables(pieces).cast(schema) if pieces else schema.empty_table()
+    return t.combine_chunks().to_batches()[0] if t.num_rows else pa.RecordBatch.from_pylist([], schema=schema)
+
+
+def _any_base(view: FileSystemView) -> str | None:
+    for s in view.latest_slices():
+        if s.base_path:
+            return s.base_path
+    return None
