@@ -297,3 +297,19 @@ def test_a_round_keeps_fields_its_first_record_lacks(tmp_path):
         commit(w.table, txn, stats, schema=schema)
     got = {r["id"]: (r["note"], r["n"]) for r in t.read().to_arrow().select(["id", "note", "n"]).to_pylist()}
     assert got == {1: (None, None), 2: ("b", None), 3: (None, None), 4: ("d", {"x": 1})}
+
+
+def test_a_gap_right_after_the_round_offset_is_real_when_the_consumer_was_there():
+    """A transactional producer's commit marker takes an offset no record has: a round can start at a
+    marker's offset with its first record later.  The consumer was at that offset, so the gap is real
+    and taken without a seek, as right after a seek."""
+    r = Reader()
+    r.send(EventType.START_COMMIT, 101, 0)
+    r.deliver(6)
+    r.send(EventType.END_COMMIT, 101, 0)
+    r.send(EventType.ACK_COMMIT, 101, 6)
+    r.send(EventType.START_COMMIT, 102, 6)
+    r.p.buffer_many([(o, json.dumps({"id": o}).encode()) for o in (8, 9)])   # 6 and 7: markers
+    r.p.process()
+    r.send(EventType.END_COMMIT, 102, 6)
+    assert r.written == [list(range(6)), [8, 9]] and r.sent[-1].kafka_offset == 10 and r.ctx.seeks == []

@@ -216,7 +216,13 @@ class TransactionParticipant:
         while self._buffer and self._buffer[0][0] < self.committed_offset:
             self._buffer.popleft()
         self._drained()
-        if (self._buffer[0][0] if self._buffer else self._position) != self.committed_offset:
+        if self._buffer and self._buffer[0][0] == self.committed_offset:
+            pass
+        elif not self._buffer and self._position == self.committed_offset:
+            # the consumer is there: its next record is the first at or after that offset, so a
+            # gap before it is real (a transaction marker, compaction), as right after a seek
+            self._want_seek, self._sought = None, self.committed_offset
+        else:
             self._seek(self.committed_offset)
         if self.committed_offset > (self.kafka_committed or 0):
             self.sync_group_offset()
