@@ -51,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lock-option", action="append", default=[], metavar="KEY=VALUE", type=_lock_option,
                    help="a lock option, e.g. timeout_s=300 or zk_connect=HOST:PORT (repeatable; JSON values "
                         "such as numbers are parsed)")
+    p.add_argument("--prefetch-bytes", type=int, default=None,
+                   help="bytes of record values each partition reads ahead of its next round (default 8 MiB; "
+                        "0: pause between rounds, as Hudi does)")
     p.add_argument("--no-allow-commit-on-errors", action="store_true",
                    help="abort a round in which some records could not be decoded")
     p.add_argument("--status-every", type=float, default=0.0, help="print the status every N seconds (0: never)")
@@ -58,13 +61,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from lakesdk.streaming.kafka.config import DEFAULT_CONTROL_TOPIC, SinkConfig
+    from lakesdk.streaming.kafka.config import DEFAULT_CONTROL_TOPIC, DEFAULT_PREFETCH_BYTES, SinkConfig
     return SinkConfig(table_url=args.table, topic=args.topic, bootstrap=args.bootstrap, group=args.group,
                       control_topic=args.control_topic or DEFAULT_CONTROL_TOPIC,
                       commit_interval=args.commit_interval, write_timeout=args.write_timeout, format=args.format,
                       avro_schema=args.avro_schema, avro_framing=args.avro_framing,
                       allow_commit_on_errors=not args.no_allow_commit_on_errors,
                       instance_id=args.instance_id, session_timeout_ms=args.session_timeout_ms,
+                      prefetch_bytes=DEFAULT_PREFETCH_BYTES if args.prefetch_bytes is None else args.prefetch_bytes,
                       max_poll_interval_ms=args.max_poll_interval_ms, concurrency=args.concurrency, lock=args.lock,
                       lock_options=tuple(sorted(dict(args.lock_option).items())))
 

@@ -7,9 +7,10 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal
 
-__all__ = ["SinkConfig", "make_decoder", "DEFAULT_CONTROL_TOPIC"]
+__all__ = ["SinkConfig", "make_decoder", "DEFAULT_CONTROL_TOPIC", "DEFAULT_PREFETCH_BYTES"]
 
 DEFAULT_CONTROL_TOPIC = "lakesdk-control-topic"   # Hudi: hoodie.kafka.control.topic = hudi-control-topic
+DEFAULT_PREFETCH_BYTES = 8 << 20                  # per partition: what it reads ahead of its next round
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,9 @@ class SinkConfig:
     END_COMMIT), ``write_timeout`` its ``hoodie.kafka.coordinator.write.timeout.secs``;
     ``allow_commit_on_errors`` (``hoodie.kafka.allow.commit.on.errors``) commits rounds in
     which some records could not be decoded (they are skipped and counted).
-    ``instance_id`` is Kafka's ``group.instance.id`` (static membership): a worker restarted
+    ``prefetch_bytes``: how many bytes of record values each partition reads ahead of its
+    round, from END_COMMIT until the next START_COMMIT takes them (0: pause in between, as
+    Hudi does).  ``instance_id`` is Kafka's ``group.instance.id`` (static membership): a worker restarted
     with the same id takes over its partitions at once, without waiting for the broker to
     expire the dead member's session.  ``concurrency``, ``lock`` and ``lock_options`` open
     the table as :func:`lakesdk.open_table` does (Hudi's ``hoodie.write.concurrency.mode``
@@ -39,6 +42,7 @@ class SinkConfig:
     avro_framing: Literal["none", "confluent"] = "none"
     allow_commit_on_errors: bool = True
     skip_empty_rounds: bool = True
+    prefetch_bytes: int = DEFAULT_PREFETCH_BYTES
     instance_id: str | None = None       # Kafka group.instance.id (static membership)
     session_timeout_ms: int = 10000
     max_poll_interval_ms: int = 300000   # also the group's rebalance timeout: a dead member can stall a rebalance this long
@@ -49,6 +53,10 @@ class SinkConfig:
     lock_options: tuple[tuple[str, Any], ...] = ()
     create_control_topic: bool = True
     extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.prefetch_bytes < 0:
+            raise ValueError(f"prefetch_bytes must be 0 or more, not {self.prefetch_bytes}")
 
     @property
     def group_id(self) -> str:

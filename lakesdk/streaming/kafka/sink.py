@@ -19,7 +19,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
-from lakesdk.streaming.kafka.config import DEFAULT_CONTROL_TOPIC, SinkConfig
+from lakesdk.streaming.kafka.config import DEFAULT_CONTROL_TOPIC, DEFAULT_PREFETCH_BYTES, SinkConfig
 from lakesdk.streaming.kafka.status import CommittedRound, PartitionStatus, SinkStatus, merge_snapshots
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ class KafkaSink:
                  avro_schema: str | dict[str, Any] | None = None,
                  avro_framing: Literal["none", "confluent"] = "none", allow_commit_on_errors: bool = True,
                  skip_empty_rounds: bool = True, workers: int = 1, instance_id: str | None = None,
+                 prefetch_bytes: int = DEFAULT_PREFETCH_BYTES,
                  session_timeout_ms: int = 10000,
                  max_poll_interval_ms: int = 300000,
                  consumer_config: dict[str, Any] | None = None,
@@ -55,7 +56,8 @@ class KafkaSink:
             table_url=str(table_url), topic=topic, bootstrap=bootstrap, group=group, control_topic=control_topic,
             commit_interval=commit_interval, write_timeout=write_timeout, format=format, avro_schema=avro_schema,
             avro_framing=avro_framing, allow_commit_on_errors=allow_commit_on_errors,
-            skip_empty_rounds=skip_empty_rounds, instance_id=instance_id, session_timeout_ms=session_timeout_ms,
+            skip_empty_rounds=skip_empty_rounds, prefetch_bytes=prefetch_bytes, instance_id=instance_id,
+            session_timeout_ms=session_timeout_ms,
             max_poll_interval_ms=max_poll_interval_ms,
             consumer_config=tuple(sorted((consumer_config or {}).items())),
             storage_options=tuple(sorted((storage_options or {}).items())), concurrency=concurrency, lock=lock,

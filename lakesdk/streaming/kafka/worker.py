@@ -4,9 +4,15 @@ it owns partition 0), driven by one thread.
 Per loop turn: read the control topic (every worker reads every control event: the control
 consumer is assigned the one partition directly, from its end, like Hudi's
 ``auto.offset.reset=latest`` agent), read a batch of data records into the participants,
-let each participant process its events and records, tick the coordinator.  Rebalance
-callbacks run inside the data consumer's poll on the same thread, so nothing is shared
-between threads except the status snapshot.
+let each participant process its events and records, write the records of the participants
+whose round ended (one ``write_batch`` call for all of them), tick the coordinator.
+Rebalance callbacks run inside the data consumer's poll on the same thread, so nothing is
+shared between threads except the status snapshot.
+
+One write a round per worker, not one per partition: the round's fixed costs (tagging,
+markers, one log file per table partition and file group) are paid once, and a round of P
+Kafka partitions into T table partitions makes T new files, not P * T.  Every participant
+still sends its own WRITE_STATUS with its own offset; the write's stats go with the first.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from lakesdk.exceptions import MissingDependencyError, TableConfigError
 from lakesdk.streaming.kafka.config import SinkConfig, make_decoder
 from lakesdk.streaming.kafka.coordinator import TransactionCoordinator
+from lakesdk.streaming.kafka.decoding import make_batch_decoder, rows_to_arrow
 from lakesdk.streaming.kafka.events import KAFKA_OFFSET_KEY, KAFKA_TOPIC_KEY, ControlEvent, EntityType, parse_offsets
 from lakesdk.streaming.kafka.participant import TransactionParticipant
 
@@ -61,6 +68,21 @@ def open_sink_table(cfg: SinkConfig) -> Table:
     t.context.check_writable("Kafka sink round")
     check_partition_paths(t.config, "Kafka sink round", None)
     return t
+
+
+def _warm_up_arrow() -> None:
+    """pyarrow imports pandas the first time it converts Python objects (0.5 s, seconds where
+    Python compiles its modules afresh): import it while the first round reads records, not
+    after its END_COMMIT, where the coordinator waits for the write."""
+    try:
+        import pyarrow as pa
+        pa.array([{"warm": 1}])
+        import lakesdk.markers  # noqa: F401 - and the modules of the first begin, write and commit
+        import lakesdk.services.rollback  # noqa: F401
+        import lakesdk.services.transaction  # noqa: F401
+        import lakesdk.table.write  # noqa: F401
+    except Exception:  # noqa: BLE001 - the first round imports them then
+        pass
 
 
 _offsets_cache: dict[tuple[str, str], tuple[dict[int, int] | None, str | None]] = {}
@@ -201,6 +223,7 @@ class SinkWorker:
         self.error: BaseException | None = None
         self._snapshot: dict[str, Any] = {"worker": self.name, "running": False}
         self._decode = make_decoder(cfg)
+        self._decode_batch = make_batch_decoder(cfg)
         self._avro_arrow: Any = None
         self._last_wm = 0.0
         self.ready = threading.Event()
@@ -211,8 +234,6 @@ class SinkWorker:
         self.producer.flush(10)
 
     def _write(self, txn: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
-        import pyarrow as pa
-
         from lakesdk.table.transaction import OpenInstant, write_batch
         if self.cfg.format == "avro" and self._avro_arrow is None:
             import json
@@ -222,14 +243,44 @@ class SinkWorker:
             if isinstance(raw, str):
                 raw = json.loads(raw) if raw.strip().startswith("{") else json.loads(open(raw).read())
             self._avro_arrow = avro_to_arrow(raw)  # type: ignore[arg-type]
-        data = pa.Table.from_pylist(rows, schema=self._avro_arrow)
+        data = rows_to_arrow(rows, self._avro_arrow)
         return write_batch(self.table, OpenInstant(**txn), data)
+
+    def _write_pending(self) -> None:
+        """Write the records of every participant whose round ended in this loop turn, one
+        ``write_batch`` call per instant, and let each publish its WRITE_STATUS (the stats with the
+        first, or the error with all).  Then each handles the events queued behind its END_COMMIT."""
+        pending = [p for p in self.participants.values() if p.pending is not None and not p.stopped]
+        if not pending:
+            return
+        by_instant: dict[str, list[TransactionParticipant]] = {}
+        for part in sorted(pending, key=lambda p: p.partition):
+            assert part.pending is not None
+            by_instant.setdefault(part.pending.commit_time, []).append(part)
+        for commit_time, parts in by_instant.items():
+            rows = [r for p in parts for r in (p.pending.rows if p.pending else ())]
+            stats: list[dict[str, Any]] = []
+            schema: str | None = None
+            error: str | None = None
+            if rows:
+                first = parts[0].pending
+                try:
+                    stats, schema = self._write((first.txn if first else None) or {"instant": commit_time}, rows)
+                except Exception as e:  # noqa: BLE001 - reported: the coordinator aborts the round
+                    log.exception("partitions %s could not write their records for %s",
+                                  [p.partition for p in parts], commit_time)
+                    error = f"{type(e).__name__}: {e}"
+            for i, part in enumerate(parts):
+                part.complete_write(stats if i == 0 else [], schema, error)
+        for part in pending:
+            part.process()
 
     def _setup(self) -> None:
         ck = require_kafka()
         from confluent_kafka import Consumer, Producer, TopicPartition
         cfg = self.cfg
         self.table = open_sink_table(cfg)
+        threading.Thread(target=_warm_up_arrow, name=f"{self.name}-warm-up", daemon=True).start()
         if cfg.create_control_topic:
             self._ensure_control_topic(ck)
         self.producer = Producer({"bootstrap.servers": cfg.bootstrap, "acks": "all", "linger.ms": 0})
@@ -269,17 +320,22 @@ class SinkWorker:
     # -- rebalance callbacks (run inside consumer.consume on the loop thread) --------------------------
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         offsets, _ = latest_commit_offsets(self.table, self.cfg.topic)
-        from confluent_kafka import OFFSET_BEGINNING
         for tp in partitions:
-            tp.offset = offsets.get(tp.partition, OFFSET_BEGINNING)
+            # a partition the table has no offset for starts at 0 (K12), not OFFSET_BEGINNING: the
+            # client then looks the log's start up first (half a second on some brokers); when
+            # retention removed offset 0, auto.offset.reset=earliest starts at the log's start
+            tp.offset = offsets.get(tp.partition, 0)
         consumer.assign(partitions)
-        consumer.pause(partitions)
+        if not self.cfg.prefetch_bytes:
+            consumer.pause(partitions)
         log.info("%s assigned partitions %s", self.name, [tp.partition for tp in partitions])
         for tp in partitions:
             p = tp.partition
             part = TransactionParticipant(self.cfg.topic, p, _PartitionContext(self, p), self._write, self._publish,
-                                          group=self.cfg.group_id, decode=self._decode)
-            part.start(offsets.get(p))     # the table's offset; committed to the group at once
+                                          group=self.cfg.group_id, decode=self._decode,
+                                          decode_batch=self._decode_batch, prefetch_bytes=self.cfg.prefetch_bytes,
+                                          defer_writes=True)
+            part.start(offsets.get(p), position=offsets.get(p, 0))   # the table's offset: to the group at once
             self.participants[p] = part
             if p == 0 and self.coordinator is None:
                 self.coordinator = TransactionCoordinator(
@@ -346,15 +402,23 @@ class SinkWorker:
                     part.on_event(ev)
             elif self.coordinator is not None:
                 self.coordinator.on_event(ev)
-        for m in self.consumer.consume(num_messages=2000, timeout=data_timeout) or []:
+        by_partition: dict[int, list[tuple[int, Any]]] = {}
+        for m in self.consumer.consume(num_messages=10000, timeout=data_timeout) or []:
             if m.error():
                 log.debug("data consumer: %s", m.error())
                 continue
-            participant = self.participants.get(m.partition())
+            p = m.partition()
+            records = by_partition.get(p)
+            if records is None:
+                records = by_partition[p] = []
+            records.append((m.offset(), m.value()))
+        for p, records in by_partition.items():
+            participant = self.participants.get(p)
             if participant is not None:
-                participant.buffer(m.offset(), m.value())
+                participant.buffer_many(records)
         for part in list(self.participants.values()):
             part.process()
+        self._write_pending()
         if self.coordinator is not None:
             self.coordinator.tick()
         now = time.monotonic()
