@@ -280,7 +280,7 @@ def write_widget_notebook(server: LabServer, name: str = "widgets.ipynb") -> str
 WIDGET_TABLES = {"transactions": "accounts", "provenance": "orders", "kafka_monitor": "events"}
 WIDGETS = {"timeline": "lakesdk-timeline", "file_layout": "lakesdk-file-layout",
            "transactions": "lakesdk-transactions", "markers": "lakesdk-markers",
-           "provenance": "lakesdk-provenance", "kafka_monitor": "lakesdk-kafka-monitor",
+           "provenance": "lakesdk-provenance", "kafka_monitor": "lakesdk-kafka-monitor", "changes": "lakesdk-changes",
            "table_view": "lakesdk-table-view"}
 
 #: the Kafka monitor's sink status (a snapshot: no broker) after the two rounds the notebook
@@ -384,6 +384,7 @@ WIDGET_CELLS = [textwrap.dedent(c) for c in (
     "a.widgets.transactions()",
     "t.widgets.markers()",
     "orders.widgets.provenance()",
+    "t.widgets.changes()",
     "from lakesdk.widgets import KafkaMonitorWidget\nKafkaMonitorWidget(status, table=events)",
     "display(t)",
 )]

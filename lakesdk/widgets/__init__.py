@@ -48,6 +48,7 @@ from lakesdk.widgets._static import offline_figures  # no plotly: cheap
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableHandle
+    from lakesdk.widgets.changes import ChangesWidget
     from lakesdk.widgets.file_layout import FileLayoutWidget
     from lakesdk.widgets.kafka_monitor import KafkaMonitorWidget
     from lakesdk.widgets.markers import MarkersWidget
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from lakesdk.widgets.transactions import TransactionsWidget
 
 __all__ = ["TableWidgets", "TimelineWidget", "MarkersWidget", "FileLayoutWidget", "TransactionsWidget",
-           "ProvenanceWidget", "KafkaMonitorWidget", "TableView", "display_table", "offline_figures"]
+           "ProvenanceWidget", "ChangesWidget", "KafkaMonitorWidget", "TableView", "display_table", "offline_figures"]
 
 
 @contextlib.contextmanager
@@ -84,6 +85,7 @@ _LAZY = {
     "FileLayoutWidget": "lakesdk.widgets.file_layout",
     "TransactionsWidget": "lakesdk.widgets.transactions",
     "ProvenanceWidget": "lakesdk.widgets.provenance",
+    "ChangesWidget": "lakesdk.widgets.changes",
     "KafkaMonitorWidget": "lakesdk.widgets.kafka_monitor",
     "TableView": "lakesdk.widgets.table_view",
 }
@@ -146,9 +148,17 @@ class TableWidgets:
             from lakesdk.widgets.provenance import ProvenanceWidget
             return ProvenanceWidget(self._t, keys=keys, limit=limit)
 
+    def changes(self, start: Any = None, end: Any = None, *, rows: int = 20) -> "ChangesWidget":
+        """What each commit in ``(start, end]`` did (:meth:`Table.changes`): inserts, updates with
+        old and new values side by side, deletes; bars per commit, a range slider (``rows``:
+        at most that many records per section)."""
+        with building("change view"):
+            from lakesdk.widgets.changes import ChangesWidget
+            return ChangesWidget(self._t, start=start, end=end, rows=rows)
+
     def __repr__(self) -> str:
         return (f"<TableWidgets {self._t.name!r}: timeline(), markers(), file_layout(), transactions(), "
-                f"provenance()>")
+                f"provenance(), changes()>")
 
 
 def _in_kernel() -> bool:

@@ -156,6 +156,7 @@ WORKSHOP_ANSWERS = [
     ("08_kafka_sink", "lag=1500", "`lag=1500` (502, 479 and 519 per partition)"),
     ("08_kafka_sink", "records offsets {0: 1489, 1: 1488, 2: 1523}", "`{0: 1489, 1: 1488, 2: 1523}`"),
     ("08_kafka_sink", "<Timeline 2 instants", "*Answer:* 2, one delta commit per round"),
+    ("09_change_data_capture", "'cy': 0.0", "What total does `cy` end with? *Answer:* 0.0"),
 ]
 
 
