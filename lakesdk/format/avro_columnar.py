@@ -9,8 +9,9 @@ mirror: each field becomes per-record byte runs, which are scattered into the re
 Handled: null, boolean, int, long, float, double, string, bytes, fixed, enum (decode),
 records, ``[null, T]``/``[T, null]`` unions of those, and the logical types on top of them
 (the caller works with their physical values).  Anything else (arrays, maps, other unions,
-named type references, decimals stored as bytes) raises :class:`Unsupported`, and the caller
-uses the record-at-a-time codec.  Damaged input raises :class:`Unsupported` too (the
+decimals stored as bytes) raises :class:`Unsupported`, and the caller uses the record-at-a-time
+codec.  A reference by name to a record defined earlier in the schema (a CDC log's ``after``)
+is read as that record: :func:`inline_named_types`.  Damaged input raises :class:`Unsupported` too (the
 record-at-a-time codec then tells which record is bad); this module never raises anything
 else on bad bytes.
 """
@@ -25,7 +26,7 @@ import pyarrow.compute as pc
 
 from lakesdk.exceptions import _ColumnarUnsupported
 
-__all__ = ["Unsupported", "decode_records", "encode_records"]
+__all__ = ["Unsupported", "decode_records", "encode_records", "inline_named_types"]
 
 
 Unsupported = _ColumnarUnsupported   # the schema or the data is not for the columnar codec
@@ -174,6 +175,55 @@ def _decode(avro: Any, target: pa.DataType, buf: np.ndarray, pos: np.ndarray, li
             children.append(child)
         return pa.StructArray.from_arrays(children, fields=list(target)), pos
     raise Unsupported(f"Avro type {kind!r}")
+
+
+def inline_named_types(schema: Any) -> Any:
+    """``schema`` with every reference by name to a record, enum or fixed type defined earlier
+    replaced by a copy of that definition under a new name (the binary encoding does not depend
+    on names); a reference to a type not defined before it stays (and the codec refuses it)."""
+    names: dict[str, Any] = {}
+    copies = [0]
+
+    def renamed(t: Any) -> Any:
+        """A copy of a definition whose named types get new names (a schema defines a name once)."""
+        if isinstance(t, list):
+            return [renamed(x) for x in t]
+        if not isinstance(t, dict):
+            return t
+        out = {k: renamed(v) if k in ("type", "items", "values", "fields") else v for k, v in t.items()}
+        if t.get("type") in ("record", "enum", "fixed") and "name" in t:
+            copies[0] += 1
+            out["name"] = f"{str(t['name']).rpartition('.')[2]}_copy{copies[0]}"
+        return out
+
+    def walk(t: Any, ns: str) -> Any:
+        if isinstance(t, str):
+            found = names.get(t) or names.get(f"{ns}.{t}" if ns and "." not in t else t)
+            return renamed(found) if found is not None else t
+        if isinstance(t, list):
+            return [walk(x, ns) for x in t]
+        if not isinstance(t, dict):
+            return t
+        kind = t.get("type")
+        if kind in ("record", "enum", "fixed"):
+            name = str(t.get("name", ""))
+            own = str(t.get("namespace") or (name.rpartition(".")[0] if "." in name else ns))
+            out = dict(t)
+            if kind == "record":
+                out["fields"] = [{**f, "type": walk(f.get("type"), own)} for f in t.get("fields", [])]
+            full = name if "." in name else (f"{own}.{name}" if own else name)
+            names.setdefault(full, out)
+            names.setdefault(name, out)
+            return out
+        if kind == "array":
+            return {**t, "items": walk(t.get("items"), ns)}
+        if kind == "map":
+            return {**t, "values": walk(t.get("values"), ns)}
+        if isinstance(kind, (dict, list)):
+            return {**t, "type": walk(kind, ns)}
+        return t
+
+    return walk(schema, "")
 
 
 def decode_records(content: bytes, starts: np.ndarray, lengths: np.ndarray, avro_schema: dict,

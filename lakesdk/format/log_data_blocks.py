@@ -130,7 +130,8 @@ def decode_avro_records(content: bytes, avro_schema: dict) -> pa.Table:
     spans = _record_spans(content, count)
     if spans is not None:
         try:
-            table = avro_columnar.decode_records(content, spans[0], spans[1], stripped, physical)
+            table = avro_columnar.decode_records(content, spans[0], spans[1],
+                                                 avro_columnar.inline_named_types(stripped), physical)
             return table.cast(target) if physical != target else table
         except avro_columnar.Unsupported:
             pass   # a schema the columnar codec does not handle, or damaged bytes: record by record
@@ -224,7 +225,8 @@ def encode_avro_data_block(records: pa.Table, avro_schema: dict, header: Mapping
     Timestamps finer than the schema's unit are truncated.
     """
     header = _header_with_schema(header, avro_schema)
-    write_schema = copy.deepcopy(avro_schema)
+    # a reference by name to a record defined earlier (a CDC log's ``after``) encodes as that record
+    write_schema = avro_columnar.inline_named_types(copy.deepcopy(avro_schema))
     columns: dict[str, pa.ChunkedArray] = {}
     for f in write_schema.get("fields", []):
         if f["name"] in records.column_names:

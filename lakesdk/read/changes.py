@@ -23,13 +23,14 @@ never a change misreported."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakesdk.commit.schema_store import resolve_schema
-from lakesdk.exceptions import TimeTravelError
+from lakesdk.exceptions import DataFileMissingError, LakeError, TimeTravelError
 from lakesdk.format.cdc import changes_schema, diff_records
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.instant import Instant
@@ -59,6 +60,8 @@ class ChangeStep:
     groups: frozenset[tuple[str, str]]
     before: str | None
     prev_commits: dict[tuple[str, str], str]   # (partition, file id) -> the base instant a base file write replaced
+    before_instant: str | None = None          # the requested time of the commit before it (the clean guard's moment)
+    cdc_logs: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)   # the CDC logs it wrote, by group
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,9 @@ class ChangePlan:
 
 
 def plan_changes(table: "TableContext", start: str | None, end: str | None, *,
-                 start_inclusive: bool = False) -> ChangePlan:
-    """The commits completed in ``(start, end]`` that change records, and what each touched."""
+                 start_inclusive: bool = False, use_cdc_logs: bool = True) -> ChangePlan:
+    """The commits completed in ``(start, end]`` that change records, and what each touched
+    (``use_cdc_logs=False``: infer every change, even where a CDC log holds it)."""
     cfg = table.config
     if not cfg.populate_meta_fields:
         raise TimeTravelError(
@@ -103,37 +107,55 @@ def plan_changes(table: "TableContext", start: str | None, end: str | None, *,
             continue
         groups: set[tuple[str, str]] = set()
         prev: dict[tuple[str, str], str] = {}
+        logs: dict[tuple[str, str], tuple[str, ...]] = {}
         for st in md.write_stats:
             if st.fileId:
                 key = (st.partitionPath or "", st.fileId)
                 groups.add(key)
+                if st.cdcStats and use_cdc_logs:
+                    logs[key] = logs.get(key, ()) + tuple(st.cdcStats)
                 name = st.path.rpartition("/")[2] if st.path else ""
                 if st.prevCommit not in (None, "", "null") and name and not name.startswith("."):
                     prev[key] = st.prevCommit
         for part, fids in (md.partition_to_replace_file_ids or {}).items():
             groups.update((part, f) for f in fids)
         t = time_of(inst)
-        before = max((time_of(i) for i in commits if time_of(i) < t), default=None)
-        steps.append(ChangeStep(inst, frozenset(groups), before, prev))
-    if steps and steps[0].before is not None:
-        # the state before the first commit of the range must still be readable (not cleaned)
-        first = min(steps, key=lambda s: s.before or "")
-        before_inst = max((i for i in commits if time_of(i) == first.before), key=lambda i: i.requested)
-        check_time_travel(table, before_inst.requested, store=store, timeline=timeline)
+        prior = [i for i in commits if time_of(i) < t]
+        before = max((time_of(i) for i in prior), default=None)
+        before_inst = max((i.requested for i in prior if time_of(i) == before), default=None)
+        steps.append(ChangeStep(inst, frozenset(groups), before, prev, before_inst, logs))
     return ChangePlan(schema=schema, steps=tuple(steps), timeline=timeline, files=tuple(view._files))
 
 
 def iter_changes(table: "TableContext", plan: ChangePlan) -> Iterator[pa.RecordBatch]:
     """The changes of each commit of ``plan`` in commit order, a batch per commit (rows in key order)."""
     out_schema = changes_schema(plan.schema)
+    guarded: set[str] = set()
+
+    def guard(step: ChangeStep) -> None:
+        """The state before ``step`` must still be stored (Hudi's time-travel clean guard)."""
+        if step.before_instant is not None and step.before_instant not in guarded:
+            check_time_travel(table, step.before_instant, store=table.store, timeline=plan.timeline)
+            guarded.add(step.before_instant)
+
     for step in plan.steps:
-        parts = {p for p, _ in step.groups}
-        bview = _view(table, plan, step.before, parts) if step.before is not None else None
-        aview = _view(table, plan, plan.timeline.time_of(step.instant), parts)
-        before = _latest(bview) if bview is not None else {}
-        after = _latest(aview)
         pieces = []
-        for key in sorted(step.groups):
+        inferred = set(step.groups)
+        for key, paths in sorted(step.cdc_logs.items()):
+            # the changes the write logged (data_before_after): no file group read, and they
+            # answer where a clean removed the state before the commit
+            logged = _logged(table, plan, step, paths, guard)
+            if logged is not None:
+                pieces.append(logged)
+                inferred.discard(key)
+        if inferred:
+            guard(step)
+        parts = {p for p, _ in inferred}
+        bview = _view(table, plan, step.before, parts) if step.before is not None and inferred else None
+        aview = _view(table, plan, plan.timeline.time_of(step.instant), parts) if inferred else None
+        before = _latest(bview) if bview is not None else {}
+        after = _latest(aview) if aview is not None else {}
+        for key in sorted(inferred):
             b, a = before.get(key), after.get(key)
             want = step.prev_commits.get(key)
             if want is not None and (b is None or b.base_instant != want):
@@ -144,9 +166,65 @@ def iter_changes(table: "TableContext", plan: ChangePlan) -> Iterator[pa.RecordB
             old = _read(table, plan, b, bview)
             new = _read(table, plan, a, aview)
             pieces.append(diff_records(old, new, step.instant.requested, plan.schema))
-        batch = _concat([p.drop_columns(["record_key"]) for p in pieces], out_schema)
+        keyed = changes_schema(plan.schema).append(pa.field("record_key", pa.string()))
+        rows = pa.concat_tables([p.cast(keyed) for p in pieces]) if pieces else None
+        if rows is not None and len(pieces) > 1:
+            rows = rows.take(pc.sort_indices(rows.select(["record_key", "op"]),
+                                             sort_keys=[("record_key", "ascending"), ("op", "ascending")]))
+        batch = _concat([rows.drop_columns(["record_key"])] if rows is not None else [], out_schema)
         if batch.num_rows:
             yield batch
+
+
+def _logged(table: "TableContext", plan: ChangePlan, step: ChangeStep, paths: tuple[str, ...],
+            guard: Callable[[ChangeStep], None]) -> pa.Table | None:
+    """The changes a write logged in its CDC log files ``paths`` (one file group), in the
+    plan's schema, with their record keys; None when the logs do not hold both images (a
+    mode other than ``DATA_BEFORE_AFTER``, or images that do not convert).  A log the commit
+    names and storage lacks: TimeTravelError when a clean may have deleted it (the guard),
+    else DataFileMissingError."""
+    from lakesdk.format.file_naming import LogFile
+    from lakesdk.format.keys import HUDI_ENCODING, record_keys
+    from lakesdk.format.log_block import read_log_file
+    from lakesdk.format.log_framing import BlockType
+    tables = []
+    for path in sorted(paths, key=lambda p: LogFile.parse(p.rpartition("/")[2]).version):
+        try:
+            data = table.storage.read(path)
+        except FileNotFoundError:
+            guard(step)
+            raise DataFileMissingError(
+                f"the CDC log {path} of commit {step.instant.requested} is missing from storage (deleted outside "
+                "lakesdk)", path=path, instant=step.instant.requested) from None
+        for block in read_log_file(data):
+            if block.block_type != BlockType.CDC_DATA:
+                continue
+            rec = block.records()
+            if rec.column_names != ["op", "ts_ms", "before", "after"]:
+                return None
+            tables.append(rec)
+    if not tables:
+        return None
+    t = pa.concat_tables(tables)
+    try:
+        before, after = (_conformed(t.column(c).combine_chunks(), plan.schema) for c in ("before", "after"))
+        cfg = table.config
+        image = pc.if_else(after.is_valid(), after, before)
+        keys = record_keys(pa.table({f: image.field(f) for f in cfg.record_key_fields}), cfg.record_key_fields,
+                           cfg.keygen_type, encoding=cfg.key_encoding or HUDI_ENCODING)
+    except (pa.ArrowException, LakeError, KeyError, ValueError):
+        return None
+    return pa.table({"op": t.column("op"), "ts_ms": pa.array([step.instant.requested] * t.num_rows, pa.string()),
+                     "before": before, "after": after, "record_key": keys.cast(pa.string())})
+
+
+def _conformed(images: pa.Array, schema: pa.Schema) -> pa.StructArray:
+    """Images logged with the schema of their write, in ``schema`` (a column added since: null)."""
+    have = {f.name for f in images.type}
+    flat = images.flatten() if isinstance(images, pa.StructArray) else []
+    by_name = {f.name: flat[k] for k, f in enumerate(images.type)}
+    cols = [by_name[f.name].cast(f.type) if f.name in have else pa.nulls(len(images), f.type) for f in schema]
+    return pa.StructArray.from_arrays(cols, fields=list(schema), mask=pc.invert(images.is_valid()))
 
 
 def _view(table: "TableContext", plan: ChangePlan, moment: str, parts: set[str]) -> FileSystemView:

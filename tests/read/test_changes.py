@@ -17,6 +17,7 @@ from lakesdk.exceptions import TimeTravelError
 from lakesdk.format.cdc import diff_records
 from lakesdk.format.log_block import read_log_file
 from lakesdk.format.log_framing import BlockType
+from lakesdk.read.changes import iter_changes, plan_changes
 
 PARTS = ("a", "b", "c")
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
@@ -185,6 +186,11 @@ def test_changes_of_each_commit_are_the_models_difference(tmp_path_factory, step
         assert _rows(pa.Table.from_pylist(by_commit.pop(instant, []), schema=got.schema)) == _expected(expect), instant
     assert not by_commit, f"changes of commits the model did not make: {sorted(by_commit)}"
     check_cdc_logs(t, got, cdc)
+    # the changes read from the CDC logs are those inferred from the file groups
+    inferred = pa.Table.from_batches(list(iter_changes(t.context, plan_changes(t.context, None, None,
+                                                                                use_cdc_logs=False))),
+                                     schema=got.schema)
+    assert _rows(inferred) == _rows(got)
     report = t.inspect.check()          # no CDC log left over by a failed write, the MDT lists them
     assert report.ok, report
     # a range: the commits in it, in commit order

@@ -97,3 +97,24 @@ def test_merge_on_read_writes_log_no_changes_but_name_their_slice(tmp_path):
     assert stat.prevCommit != second.instant and len(stat.logFiles or []) == 2
     assert [(r["op"], r["after"]["v"]) for r in t.changes(t.timeline.commits.instants[-2].completed).to_arrow().to_pylist()] \
         == [("u", "y2")]
+
+
+def test_the_logs_answer_where_a_clean_removed_the_state_before(tmp_path):
+    """The state before the oldest commit a clean retains is gone; that commit's CDC log (kept
+    with its slice) still holds its changes. Without logs the range is refused."""
+    from lakesdk.exceptions import DataFileMissingError, TimeTravelError
+    from lakesdk.read.changes import iter_changes, plan_changes
+    t = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local")).create_table(
+        "t", key="id", ordering="ts", cdc=True)
+    results = [t.upsert(_batch([(1, "a", n, f"x{n}"), (2, "a", 1, "y")])) for n in range(1, 6)]
+    t.maintenance.clean(retain_commits=2)
+    start = results[2].completed                      # the changes of the last two commits
+    got = [(r["op"], r["before"]["v"], r["after"]["v"]) for r in t.changes(start).to_arrow().to_pylist()]
+    assert [g for g in got if g[1] != g[2]] == [("u", "x3", "x4"), ("u", "x4", "x5")]
+    with pytest.raises(TimeTravelError):
+        list(iter_changes(t.context, plan_changes(t.context, start, None, use_cdc_logs=False)))
+    # a log the commit names and storage lacks (where no clean can have deleted it)
+    log = next(p for p in _cdc_paths(t) if results[4].instant in p)
+    t.storage.delete(log)
+    with pytest.raises(DataFileMissingError, match="CDC log"):
+        t.changes(start).to_arrow()
