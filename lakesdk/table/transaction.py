@@ -62,9 +62,11 @@ def begin(table: "Table", *, operation: str = "upsert") -> OpenInstant:
     return OpenInstant(txn.instant.requested, action, operation)
 
 
-def write_batch(table: "Table", txn: OpenInstant, data: Any) -> tuple[list[dict[str, Any]], str]:
+def write_batch(table: "Table", txn: OpenInstant, data: Any, *,
+                missing_columns: str = "error") -> tuple[list[dict[str, Any]], str]:
     """Write one batch's files for ``txn`` (in any process); returns the write stats as
-    dicts and the schema (base64 Arrow IPC) the files were written with.
+    dicts and the schema (base64 Arrow IPC) the files were written with.  ``missing_columns``:
+    a table column the batch lacks, as :meth:`Table.upsert` takes it (``"null"``: written null).
 
     The batch is checked before any of its files is written, as a write is: a refused batch
     (a :class:`~lakesdk.exceptions.SchemaError` such as an ``InvalidPartitionValueError``,
@@ -76,7 +78,7 @@ def write_batch(table: "Table", txn: OpenInstant, data: Any) -> tuple[list[dict[
     :func:`abort` rolls everything back."""
     from lakesdk.markers import DirectWriteMarkers
     from lakesdk.table.write import WriteOperation
-    op = WriteOperation(table, txn.operation, data)  # type: ignore[arg-type]
+    op = WriteOperation(table, txn.operation, data, missing_columns=missing_columns)  # type: ignore[arg-type]
     stats, _counts, schema = op.write_files(txn.instant, markers=DirectWriteMarkers(table.storage, txn.instant))
     _ensure_open_after_writing(table, txn, [s.path for s in stats])
     return [asdict(s) for s in stats], base64.b64encode(schema.serialize().to_pybytes()).decode()

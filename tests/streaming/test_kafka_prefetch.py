@@ -313,3 +313,20 @@ def test_a_gap_right_after_the_round_offset_is_real_when_the_consumer_was_there(
     r.p.process()
     r.send(EventType.END_COMMIT, 102, 6)
     assert r.written == [list(range(6)), [8, 9]] and r.sent[-1].kafka_offset == 10 and r.ctx.seeks == []
+
+
+def test_a_round_without_a_column_the_table_has_writes_it_null(tmp_path):
+    """No record of the round has a field the table has: it is null there (the round failed with
+    MissingColumnError on every retry, and the sink stopped ingesting)."""
+    from lakesdk.streaming.kafka.worker import SinkWorker, open_sink_table
+    from lakesdk.table.transaction import begin, commit
+    t = lk.Lake(str(tmp_path)).create_table("events", key="id", ordering="ts", table_type="mor")
+    w = SinkWorker(SinkConfig(t.path, TOPIC, "127.0.0.1:1"))
+    w.table = open_sink_table(w.cfg)
+    for rows in ([{"id": 1, "ts": 1, "note": "a"}, {"id": 2, "ts": 1, "note": "b"}],
+                 [{"id": 2, "ts": 2}, {"id": 3, "ts": 2}]):
+        txn = begin(w.table)
+        stats, schema = w._write({"instant": txn.instant, "action": txn.action, "operation": txn.operation}, rows)
+        commit(w.table, txn, stats, schema=schema)
+    got = {r["id"]: r["note"] for r in t.read().to_arrow().select(["id", "note"]).to_pylist()}
+    assert got == {1: "a", 2: None, 3: None}
