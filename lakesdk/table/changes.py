@@ -5,12 +5,13 @@ as an immutable builder like :class:`lakesdk.table.query.Query`.  Planning and r
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Iterator, cast
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, cast
 
 import pyarrow as pa
 
 from lakesdk.format.cdc import changes_schema
 from lakesdk.read.changes import ChangePlan, iter_changes, plan_changes
+from lakesdk.read.predicate import Predicate, from_filters, parse_where
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,6 +41,7 @@ class ChangeQuery:
     start_inclusive: bool = False
     ops: tuple[str, ...] = OPS
     row_limit: int | None = None
+    predicate: Predicate | None = None
 
     # -- builders -------------------------------------------------------------------------------
     def limit(self, n: int | None) -> "ChangeQuery":
@@ -47,6 +49,13 @@ class ChangeQuery:
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
             raise ValueError(f"limit must be a whole number >= 0 (or None for all rows), found {n!r}")
         return replace(self, row_limit=n)
+
+    def where(self, condition: str | Sequence[tuple[str, str, Any]]) -> "ChangeQuery":
+        """Only the changes whose record matches ``condition`` (a filter as :meth:`Table.read`
+        takes it: Spark SQL text or ``[(column, op, value), ...]``), the record after the change
+        for an insert or an update, before it for a delete."""
+        p = parse_where(condition) if isinstance(condition, str) else from_filters(condition)
+        return replace(self, predicate=p if self.predicate is None else self.predicate & p)
 
     def only(self, *ops: str) -> "ChangeQuery":
         """Only the changes of these operations (``"i"``, ``"u"``, ``"d"``)."""
@@ -67,11 +76,20 @@ class ChangeQuery:
         return pa.RecordBatchReader.from_batches(schema, self._batches(plan))
 
     def _batches(self, plan: ChangePlan) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
         left = self.row_limit
+        bound = None
+        if self.predicate is not None:
+            from lakesdk.read.plan import bind_filter
+            bound = bind_filter(self.predicate, plan.schema)
         for batch in iter_changes(self.table.context, plan):
             if self.ops != OPS:
-                import pyarrow.compute as pc
                 batch = batch.filter(pc.is_in(batch.column("op"), value_set=pa.array(self.ops)))
+            if bound is not None and batch.num_rows:
+                after, before = batch.column("after"), batch.column("before")
+                image = pc.if_else(after.is_valid(), after, before)
+                records = pa.Table.from_struct_array(image)
+                batch = batch.filter(_mask(records, bound.to_arrow()))
             if left is not None:
                 if left <= 0:
                     return
@@ -119,3 +137,11 @@ class ChangeQuery:
         ops = "" if self.ops == OPS else f", only {','.join(self.ops)}"
         lim = "" if self.row_limit is None else f", limit {self.row_limit}"
         return f"<ChangeQuery {self.table.name} {rng}{ops}{lim}>"
+
+
+def _mask(records: pa.Table, expr: Any) -> pa.Array:
+    """Which rows of ``records`` ``expr`` keeps (null: not kept)."""
+    import pyarrow.compute as pc
+    rows = pa.array(range(records.num_rows), pa.int64())
+    kept = records.append_column("__row", rows).filter(expr).column("__row")
+    return pc.is_in(rows, value_set=kept.combine_chunks())

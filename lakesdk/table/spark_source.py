@@ -168,7 +168,7 @@ class TableBackend:
             if kind != "incremental" or _first(options, AS_OF, "as_of") is not None:
                 raise OptionsError(f"{INC_FORMAT}=cdc is a kind of incremental query: set {QUERY_TYPE}=incremental "
                                    "and bound it with begin and end instant times, not as.of.instant", key=INC_FORMAT)
-            for key in ("columns", "where", "meta_fields", "read_optimized"):
+            for key in ("columns", "meta_fields", "read_optimized"):
                 if options.get(key):
                     raise OptionsError(f"option {key!r} does not apply to a change query ({INC_FORMAT}=cdc)", key=key)
         return fmt == "cdc"
@@ -176,13 +176,15 @@ class TableBackend:
     def change_query(self, options: dict[str, str]) -> ChangeQuery:
         t = self.table(options)
         start, end = _first(options, BEGIN, "start"), _first(options, END, "end")
-        return t.changes(_moment(start), _moment(end), start_inclusive=bool(_flag(options, "start_inclusive")))
+        return t.changes(_moment(start), _moment(end), start_inclusive=bool(_flag(options, "start_inclusive")),
+                         where=options.get("where") or None)
 
     def _change_parts(self, options: dict[str, str]) -> list[ChangePart]:
         q = self.change_query(options)
         plan = q.plan()
         raw = options.get("storage_options")
-        return [ChangePart(q.table.path, raw, plan.timeline.time_of(s.instant)) for s in plan.steps]
+        return [ChangePart(q.table.path, raw, plan.timeline.time_of(s.instant), options.get("where") or None)
+                for s in plan.steps]
 
     def schema(self, options: dict[str, str]) -> pa.Schema:
         if self._cdc(options):
@@ -255,6 +257,7 @@ class ChangePart:
     path: str
     storage_options: str | None     # JSON, as the option holds it
     time: str
+    where: str | None = None        # the option ``where``: the changes whose record matches
 
     @property
     def slices(self) -> tuple[()]:
@@ -263,7 +266,7 @@ class ChangePart:
     def batches(self) -> Iterator[pa.RecordBatch]:
         from lakesdk.table.lake import open_table
         t = open_table(self.path, storage_options=json.loads(self.storage_options) if self.storage_options else None)
-        yield from t.changes(self.time, self.time, start_inclusive=True).to_batches()
+        yield from t.changes(self.time, self.time, start_inclusive=True, where=self.where).to_batches()
 
 
 def _exact(f: tuple[str, str, Any], schema: pa.Schema) -> bool:

@@ -319,18 +319,21 @@ class Table:
         instant stays readable."""
         return Query(self).as_of(moment)
 
-    def changes(self, start: Any = None, end: Any = None, *, start_inclusive: bool = False) -> ChangeQuery:
+    def changes(self, start: Any = None, end: Any = None, *, where: Any = None,
+                start_inclusive: bool = False) -> ChangeQuery:
         """What each commit in ``(start, end]`` did to each record (Hudi's change data capture
         query): rows of ``op`` (``"i"``, ``"u"``, ``"d"``), ``ts_ms`` (the commit's instant time),
         ``before`` and ``after`` (the record's data columns as structs), in commit order.  The
         bounds are those of :meth:`incremental` (completion times on table version 8+).
         Clustering and compaction change no record.  Works with or without CDC logging
         (``create_table(cdc=True)``); a range reaching back past what a clean deleted raises
-        ``TimeTravelError``.  docs/changes.md."""
+        ``TimeTravelError``.  ``where`` keeps the changes whose record matches (after the change;
+        before it for a delete), a filter as :meth:`read` takes it.  docs/changes.md."""
         from lakesdk.table.changes import ChangeQuery
         if isinstance(start, str) and start.strip().lower() == "earliest":
             start = None
-        return ChangeQuery(self, start=moment_time(start), end=moment_time(end), start_inclusive=start_inclusive)
+        q = ChangeQuery(self, start=moment_time(start), end=moment_time(end), start_inclusive=start_inclusive)
+        return q.where(where) if where is not None else q
 
     def incremental(self, start: Any = None, end: Any = None, *, columns: list[str] | None = None,
                     where: Any = None, meta_fields: bool = False, start_inclusive: bool = False) -> Query:

@@ -256,6 +256,10 @@ def test_query_builders(tmp_path):
     assert q.to_pandas().shape == (7, 4)
     with pytest.raises(ValueError):
         q.only("x")
+    # a filter on the record: after the change, before it for a delete
+    assert sorted((r["op"], (r["after"] or r["before"])["id"]) for r in q.where("id <= 1").to_arrow().to_pylist()) \
+        == [("d", 0), ("d", 1), ("i", 0), ("i", 1)]
+    assert q.where([("id", "=", 4)]).count() == 1 and q.where("id > 3").only("d").count() == 0
 
 
 @settings(max_examples=60, deadline=None)

@@ -265,6 +265,9 @@ def test_cdc_format_returns_the_changes_query(spark, lake, table_type):
                    (r["after"] or {}).get("v")) for r in t.changes(first).to_arrow().to_pylist())
     assert got == want and sorted(g[0] for g in got) == ["d", "i", "u"]
     assert df.filter("op = 'd'").select("before.id").collect()[0].id == 2
+    only = spark.read.format("lakesdk").options(**CDC, **{"hoodie.datasource.read.begin.instanttime": first.completed,
+                                                          "where": "id = 2"}).load(t.path)
+    assert [r.op for r in only.collect()] == ["d"]
 
 
 def test_cdc_format_refuses_snapshot_options(spark, lake):
