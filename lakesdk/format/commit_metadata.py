@@ -88,6 +88,12 @@ class WriteStat:
         return stat
 
     @property
+    def written_paths(self) -> list[str]:
+        """The files this stat names (relative to the table): its data file, and the CDC log
+        files written beside it (``cdcStats``)."""
+        return ([self.path] if self.path and self.path != "null" else []) + list(self.cdcStats or {})
+
+    @property
     def file_name(self) -> str:
         return (self.path or "").rsplit("/", 1)[-1]
 

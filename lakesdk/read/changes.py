@@ -23,6 +23,7 @@ never a change misreported."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -37,6 +38,7 @@ from lakesdk.format.instant import Instant
 from lakesdk.format.read_plan import ReadPlan
 from lakesdk.format.schema import META_FIELDS
 from lakesdk.format.timeline import Timeline
+from lakesdk.read.plan import check_range
 from lakesdk.read.time_travel import check_time_travel
 from lakesdk.read.view import FileSystemView
 from lakesdk.storage import FileInfo
@@ -48,7 +50,6 @@ __all__ = ["ChangePlan", "ChangeStep", "plan_changes", "iter_changes", "NO_CHANG
 
 #: operations whose commits change no record (Hudi's ``WriteOperationType.yieldChanges`` is false)
 NO_CHANGES = frozenset({"CLUSTER", "COMPACT", "LOG_COMPACT", "INDEX", "ALTER_SCHEMA", "BOOTSTRAP_INDEX"})
-_KEY, _TIME = "_hoodie_record_key", "_hoodie_commit_time"
 
 
 @dataclass(frozen=True)
@@ -73,23 +74,13 @@ class ChangePlan:
     timeline: Timeline
     files: tuple[FileInfo, ...]
 
-    @property
-    def instants(self) -> list[str]:
-        return [s.instant.requested for s in self.steps]
-
 
 def plan_changes(table: "TableContext", start: str | None, end: str | None, *,
                  start_inclusive: bool = False, use_cdc_logs: bool = True) -> ChangePlan:
     """The commits completed in ``(start, end]`` that change records, and what each touched
     (``use_cdc_logs=False``: infer every change, even where a CDC log holds it)."""
     cfg = table.config
-    if not cfg.populate_meta_fields:
-        raise TimeTravelError(
-            f"Change queries are not supported when meta fields are disabled: {table.name!r} has "
-            "hoodie.populate.meta.fields=false, so its rows carry no _hoodie_commit_time to tell a commit's "
-            "writes from the records it kept")
-    if start is not None and end is not None and start > end:
-        raise TimeTravelError(f"change range ({start}, {end}] is empty: start is after end")
+    check_range(table, start, end, "Change")
     store = table.store
     timeline = store.load()
     view = FileSystemView(table.storage, cfg, store, timeline)
@@ -98,8 +89,10 @@ def plan_changes(table: "TableContext", start: str | None, end: str | None, *,
     in_range = list(timeline.in_range(start, end, start_inclusive=start_inclusive))
     store.prefetch(in_range)
     schema = resolve_schema(store, timeline.visible_as_of(None), create_schema=cfg.create_schema,
-                            base_file=_any_base(view)) or pa.schema([])
+                            base_file=view.any_base_path()) or pa.schema([])
     time_of = timeline.time_of
+    order = sorted(commits, key=lambda i: (time_of(i), i.requested))
+    times = [time_of(i) for i in order]
     steps = []
     for inst in sorted(in_range, key=lambda i: (time_of(i), i.requested)):
         md = store.commit_metadata(inst)
@@ -119,17 +112,18 @@ def plan_changes(table: "TableContext", start: str | None, end: str | None, *,
                     prev[key] = st.prevCommit
         for part, fids in (md.partition_to_replace_file_ids or {}).items():
             groups.update((part, f) for f in fids)
-        t = time_of(inst)
-        prior = [i for i in commits if time_of(i) < t]
-        before = max((time_of(i) for i in prior), default=None)
-        before_inst = max((i.requested for i in prior if time_of(i) == before), default=None)
-        steps.append(ChangeStep(inst, frozenset(groups), before, prev, before_inst, logs))
+        # the commit completed last before it (of equal times, the one requested last)
+        k = bisect_left(times, time_of(inst))
+        prior = order[k - 1] if k else None
+        steps.append(ChangeStep(inst, frozenset(groups), times[k - 1] if k else None, prev,
+                                prior.requested if prior else None, logs))
     return ChangePlan(schema=schema, steps=tuple(steps), timeline=timeline, files=tuple(view._files))
 
 
 def iter_changes(table: "TableContext", plan: ChangePlan) -> Iterator[pa.RecordBatch]:
     """The changes of each commit of ``plan`` in commit order, a batch per commit (rows in key order)."""
     out_schema = changes_schema(plan.schema)
+    keyed = out_schema.append(pa.field("record_key", pa.string()))
     guarded: set[str] = set()
 
     def guard(step: ChangeStep) -> None:
@@ -166,14 +160,11 @@ def iter_changes(table: "TableContext", plan: ChangePlan) -> Iterator[pa.RecordB
             old = _read(table, plan, b, bview)
             new = _read(table, plan, a, aview)
             pieces.append(diff_records(old, new, step.instant.requested, plan.schema))
-        keyed = changes_schema(plan.schema).append(pa.field("record_key", pa.string()))
-        rows = pa.concat_tables([p.cast(keyed) for p in pieces]) if pieces else None
-        if rows is not None and len(pieces) > 1:
-            rows = rows.take(pc.sort_indices(rows.select(["record_key", "op"]),
-                                             sort_keys=[("record_key", "ascending"), ("op", "ascending")]))
-        batch = _concat([rows.drop_columns(["record_key"])] if rows is not None else [], out_schema)
-        if batch.num_rows:
-            yield batch
+        rows = pa.concat_tables([p.cast(keyed) for p in pieces]) if pieces else keyed.empty_table()
+        if len(pieces) > 1:     # each piece is in key order already
+            rows = rows.take(pc.sort_indices(rows, sort_keys=[("record_key", "ascending"), ("op", "ascending")]))
+        if rows.num_rows:
+            yield rows.drop_columns(["record_key"]).cast(out_schema).combine_chunks().to_batches()[0]
 
 
 def _logged(table: "TableContext", plan: ChangePlan, step: ChangeStep, paths: tuple[str, ...],
@@ -247,15 +238,3 @@ def _read(table: "TableContext", plan: ChangePlan, s: FileSlice | None, view: Fi
     rp = ReadPlan(slices=(s,), schema=plan.schema, instants=tuple(view.visible), columns=tuple(cols),
                   visible=tuple(view.visible), log_instants=view.log_instants)
     return read_arrow(table, rp, cols, None)
-
-
-def _concat(pieces: list[pa.Table], schema: pa.Schema) -> pa.RecordBatch:
-    t = pa.concat_tables(pieces).cast(schema) if pieces else schema.empty_table()
-    return t.combine_chunks().to_batches()[0] if t.num_rows else pa.RecordBatch.from_pylist([], schema=schema)
-
-
-def _any_base(view: FileSystemView) -> str | None:
-    for s in view.latest_slices():
-        if s.base_path:
-            return s.base_path
-    return None

@@ -270,9 +270,7 @@ def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
     written: set[str] = set()
     for cm in list(metadata.values()) + list(archived_writes.values()):
         for st in cm.write_stats:
-            if st.path and st.path != "null":
-                written.add(st.path)
-            written.update(st.cdcStats or {})     # the CDC log files beside the base files it wrote
+            written.update(st.written_paths)
     pending = {i.requested for i in timeline.pending}
     commits = {i.requested for i in timeline.commits} | set(archived_writes)
     first = min((i.requested for i in timeline.instants if i.action != "savepoint"), default=None)

@@ -30,7 +30,7 @@ from lakesdk.timeline.history import LSMTimeline
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
 
-__all__ = ["ReadRequest", "plan_read", "bind_filter", "decided_by_partitions", "diagnose_failed_read"]
+__all__ = ["ReadRequest", "plan_read", "bind_filter", "check_range", "decided_by_partitions", "diagnose_failed_read"]
 
 
 
@@ -76,7 +76,7 @@ def plan_read(table: "TableContext", request: ReadRequest) -> ReadPlan:
         return views[0]
 
     schema = resolve_schema(store, timeline.visible_as_of(request.as_of), create_schema=cfg.create_schema,
-                            base_file=lambda: _any_base(whole()), history=history) or pa.schema([])
+                            base_file=lambda: whole().any_base_path(), history=history) or pa.schema([])
     bound = _validate(request, schema)
     pf = bound.prune if bound is not None and cfg.partition_fields else None
     view = whole() if views or pf is None else _scoped_view(table, store, timeline, request.as_of, pf)
@@ -86,7 +86,7 @@ def plan_read(table: "TableContext", request: ReadRequest) -> ReadPlan:
         history = _archived_as_of(table, timeline, request.as_of)
         view = whole()
         schema = resolve_schema(store, view.visible, create_schema=cfg.create_schema,
-                                base_file=lambda: _any_base(view), history=history) or pa.schema([])
+                                base_file=lambda: view.any_base_path(), history=history) or pa.schema([])
         bound = _validate(request, schema)
         pf = bound.prune if bound is not None and cfg.partition_fields else None
     # the partitions of the table as of the read: those with file groups (outside a scope: listed)
@@ -183,23 +183,10 @@ def _scoped_view(table: "TableContext", store: Any, timeline: Timeline, as_of: s
     return FileSystemView(table.storage, cfg, store, timeline, as_of=as_of, partitions=keep)
 
 
-def _any_base(view: FileSystemView) -> str | None:
-    for s in view.latest_slices():
-        if s.base_path:
-            return s.base_path
-    return None
-
-
 def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, timeline: Any) -> ReadPlan:
     cfg = table.config
     start, end = request.start, request.end
-    if not cfg.populate_meta_fields:
-        raise TimeTravelError(
-            f"Incremental queries are not supported when meta fields are disabled: {table.name!r} has "
-            "hoodie.populate.meta.fields=false, so its rows carry no _hoodie_commit_time to select changes by; "
-            "read a snapshot or time travel with as_of() instead")
-    if start is not None and end is not None and start > end:
-        raise TimeTravelError(f"incremental range ({start}, {end}] is empty: start is after end")
+    check_range(table, start, end, "Incremental")
     if end is not None:
         check_time_travel(table, end, store=store, timeline=timeline)
     in_range = list(timeline.in_range(start, end, start_inclusive=request.start_inclusive))
@@ -215,7 +202,7 @@ def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, t
     # incremental relations read with the latest table schema whatever the range (a column
     # added later reads null, a column whose type changed since reads in its latest type)
     schema = resolve_schema(store, view.timeline.visible_as_of(None), create_schema=cfg.create_schema,
-                            base_file=_any_base(view)) or pa.schema([])
+                            base_file=view.any_base_path()) or pa.schema([])
     bound = _validate(request, schema)
     touched: set[tuple[str, str]] = set()
     store.prefetch(in_range)
@@ -234,6 +221,18 @@ def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, t
                     row_filter=bound, commit_times=frozenset(i.requested for i in selected),
                     pruned_partitions=len(parts) - len(kept_parts), total_partitions=len(parts),
                     visible=tuple(view.visible), log_instants=view.log_instants, skipped_slices=skipped)
+
+
+def check_range(table: "TableContext", start: str | None, end: str | None, kind: str) -> None:
+    """An incremental or change query (``kind``: ``"Incremental"``, ``"Change"``) needs the rows'
+    commit times, and a range whose start is not after its end."""
+    if not table.config.populate_meta_fields:
+        raise TimeTravelError(
+            f"{kind} queries are not supported when meta fields are disabled: {table.name!r} has "
+            "hoodie.populate.meta.fields=false, so its rows carry no _hoodie_commit_time to select changes by; "
+            "read a snapshot or time travel with as_of() instead")
+    if start is not None and end is not None and start > end:
+        raise TimeTravelError(f"{kind.lower()} range ({start}, {end}] is empty: start is after end")
 
 
 def _archived_in_range(table: "TableContext", request: ReadRequest, timeline: Any) -> list[Instant]:

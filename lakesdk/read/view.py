@@ -547,6 +547,10 @@ class FileSystemView:
                 out.append(g.latest)
         return out
 
+    def any_base_path(self) -> str | None:
+        """A base file of the latest slices (whose footer holds the schema), None without one."""
+        return next((s.base_path for s in self.latest_slices() if s.base_path), None)
+
     def __repr__(self) -> str:
         n = len(self._groups) if self._groups is not None else "?"
         return f"<FileSystemView as_of={self.as_of or 'latest'} file_groups={n}>"

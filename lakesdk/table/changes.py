@@ -88,8 +88,7 @@ class ChangeQuery:
             if bound is not None and batch.num_rows:
                 after, before = batch.column("after"), batch.column("before")
                 image = pc.if_else(after.is_valid(), after, before)
-                records = pa.Table.from_struct_array(image)
-                batch = batch.filter(_mask(records, bound.to_arrow()))
+                batch = batch.take(_kept(pa.Table.from_struct_array(image), bound.to_arrow()))
             if left is not None:
                 if left <= 0:
                     return
@@ -139,9 +138,7 @@ class ChangeQuery:
         return f"<ChangeQuery {self.table.name} {rng}{ops}{lim}>"
 
 
-def _mask(records: pa.Table, expr: Any) -> pa.Array:
-    """Which rows of ``records`` ``expr`` keeps (null: not kept)."""
-    import pyarrow.compute as pc
+def _kept(records: pa.Table, expr: Any) -> pa.Array:
+    """The positions of the rows of ``records`` that ``expr`` keeps, in order."""
     rows = pa.array(range(records.num_rows), pa.int64())
-    kept = records.append_column("__row", rows).filter(expr).column("__row")
-    return pc.is_in(rows, value_set=kept.combine_chunks())
+    return records.append_column("__row", rows).filter(expr).column("__row").combine_chunks()

@@ -259,10 +259,6 @@ class ChangePart:
     time: str
     where: str | None = None        # the option ``where``: the changes whose record matches
 
-    @property
-    def slices(self) -> tuple[()]:
-        return ()
-
     def batches(self) -> Iterator[pa.RecordBatch]:
         from lakesdk.table.lake import open_table
         t = open_table(self.path, storage_options=json.loads(self.storage_options) if self.storage_options else None)

@@ -124,7 +124,7 @@ def commit(table: "Table", txn: OpenInstant, stats: list[dict[str, Any]], *, sch
             abort(table, txn, reason=str(err), outcome="conflict")
             raise err
     markers = DirectWriteMarkers(table.storage, txn.instant)
-    written = {s.path for s in ws} | {c for s in ws for c in (s.cdcStats or {})}
+    written = {p for s in ws for p in s.written_paths}
     for path in sorted((markers.data_files() | markers.appended_log_files()) - written):
         table.storage.delete(path)
     arrow_schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(schema))) if schema else table.schema

@@ -379,7 +379,7 @@ class WriteOperation(WriteInput):
         task attempts, speculative duplicates), and write partition metadata for new
         partitions.  Runs before the commit completes."""
         t = self.table
-        written = {s.path for s in stats} | {c for s in stats for c in (s.cdcStats or {})}
+        written = {p for s in stats for p in s.written_paths}
         strays = (ctx.markers.data_files() | ctx.markers.appended_log_files()) - written
         for path in sorted(strays):
             t.storage.delete(path)

@@ -55,7 +55,8 @@ class ChangesWidget(TableWidgetBase):
         self.range = ipywidgets.SelectionRangeSlider(options=["-"], description="commits",
                                                      layout=ipywidgets.Layout(width="95%"),
                                                      style={"description_width": "initial"})
-        self.range.observe(lambda _c: self._show_range(), names="value")
+        self._quiet = False          # set while refresh() replaces the slider's options
+        self.range.observe(self._on_range, names="value")
         self.detail = ipywidgets.HTML("")
         self._set_body(self.figure, self.range, self.detail)
         for bar in self.figure.data:
@@ -66,24 +67,26 @@ class ChangesWidget(TableWidgetBase):
     def refresh(self) -> "ChangesWidget":
         """Read the changes of the range again and redraw."""
         self.changes = self.table.changes(self.start, self.end).to_arrow()
-        ts = self.changes.column("ts_ms").to_pylist()
-        ops = self.changes.column("op").to_pylist()
-        self.commits = list(dict.fromkeys(ts))
-        self.counts = {c: {op: 0 for op, _, _ in OPS} for c in self.commits}
-        for c, op in zip(ts, ops):
-            self.counts[c][op] += 1
+        self._by_commit: dict[str, list[dict]] = {}
+        for row in self.changes.to_pylist():
+            self._by_commit.setdefault(row["ts_ms"], []).append(row)
+        self.commits = list(self._by_commit)
+        self.counts = {c: {op: sum(r["op"] == op for r in rows) for op, _, _ in OPS}
+                       for c, rows in self._by_commit.items()}
         with self.figure.batch_update():
             for bar, (op, _, _) in zip(self.figure.data, OPS):
                 bar.x = self.commits
                 bar.y = [self.counts[c][op] for c in self.commits]
         sync_figure(self.figure)
         options = self.commits or ["-"]
-        self.range.unobserve_all("value")
-        self.range.options = options
-        self.range.value = (options[0], options[-1])
-        self.range.observe(lambda _c: self._show_range(), names="value")
+        self._quiet = True
+        try:
+            self.range.options = options
+            self.range.value = (options[0], options[-1])
+        finally:
+            self._quiet = False
         self._show_range()
-        total = len(ops)
+        total = self.changes.num_rows
         self.status.value = (f"<span style='color:#555'>{total} changes in {len(self.commits)} commits"
                              f" · read {time.strftime('%H:%M:%S')}</span>")
         return self
@@ -107,6 +110,10 @@ class ChangesWidget(TableWidgetBase):
         a, b = self.commits.index(lo), self.commits.index(hi)
         return self.commits[a:b + 1]
 
+    def _on_range(self, _change: Any) -> None:
+        if not self._quiet:
+            self._show_range()
+
     def _show_range(self) -> None:
         self.detail.value = self.detail_html(self.shown())
 
@@ -115,11 +122,10 @@ class ChangesWidget(TableWidgetBase):
         if not commits:
             return ("<div class='lakesdk-panel' style='color:#555'>No changes in the range: no commit wrote, "
                     "updated or deleted a record (clustering and compaction change none).</div>")
-        rows = self.changes.to_pylist()
         names = [f.name for f in self.changes.schema.field("after").type]
         out = []
         for c in commits:
-            mine = [r for r in rows if r["ts_ms"] == c]
+            mine = self._by_commit[c]
             parts = [f"<div class='lakesdk-change-commit'><b>commit {esc(c)}</b>: "
                      + ", ".join(f"{self.counts[c][op]} {name}" for op, name, _ in OPS) + "</div>"]
             for op, name, colour in OPS:
