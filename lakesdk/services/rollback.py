@@ -135,7 +135,7 @@ def files_written_by(storage: Storage, store: TimelineStore, inst: Instant, *, s
         files, scan = set(), True
     if inst.is_completed and inst.completed_action in WRITE_ACTIONS:
         md = store.commit_metadata(inst)
-        files |= {s.path for s in md.write_stats if s.path}
+        files |= {p for s in md.write_stats for p in s.written_paths}
     # a crash inside a local write leaves "<data file>.<random>.tmp" beside the marker's file
     for part in {posixpath.dirname(f) for f in files}:
         names = {posixpath.basename(f) for f in files if posixpath.dirname(f) == part}

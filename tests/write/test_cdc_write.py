@@ -118,3 +118,16 @@ def test_the_logs_answer_where_a_clean_removed_the_state_before(tmp_path):
     t.storage.delete(log)
     with pytest.raises(DataFileMissingError, match="CDC log"):
         t.changes(start).to_arrow()
+
+
+def test_a_rollback_of_a_completed_write_deletes_its_cdc_log(tmp_path):
+    t = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local")).create_table(
+        "t", key="id", ordering="ts", cdc=True)
+    t.upsert(_batch([(1, "a", 1, "x")]))
+    last = t.upsert(_batch([(1, "a", 2, "x2")]))
+    (path,) = _cdc_paths(t)
+    t.maintenance.rollback(last.instant)
+    assert not t.storage.exists(path)
+    report = t.inspect.check()
+    assert report.ok, report
+    assert [r["v"] for r in t.to_arrow().to_pylist()] == ["x"]
