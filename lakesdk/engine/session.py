@@ -246,9 +246,11 @@ def active_session(*, if_imported: bool = False) -> SparkSession | None:
 
 def spark_is_local(spark: Any = None) -> bool:
     """True when Spark runs (or would start) in this process with a local master: the
-    session given, else the active one, else what :func:`get_spark` would start."""
+    session given, else the active one, else what :func:`get_spark` would start.  Without a
+    session given, pyspark is not imported to find out (a process that never imported it has
+    no active session)."""
     if spark is None:
-        spark = active_session()
+        spark = active_session(if_imported=True)
         if spark is None:
             return not os.environ.get("LAKESDK_SPARK_REMOTE") and \
                 os.environ.get("LAKESDK_SPARK_MASTER", "local").startswith("local")

@@ -104,6 +104,25 @@ print("pyspark" in sys.modules and sys.modules["pyspark"].sql.SparkSession.getAc
     assert out.stdout.strip() == "False"
 
 
+def test_default_engine_writes_without_importing_pyspark(tmp_path):
+    """With the default engine (auto) a process that never imported pyspark writes, merges, deletes
+    and reads without importing it: finding out that no Spark session is active costs nothing."""
+    import subprocess
+    import sys
+    code = f"""
+import sys, pyarrow as pa, lakesdk as lk
+t = lk.Lake({str(tmp_path)!r}).create_table("m", key="id", ordering="ts", table_type="mor", partition_by="p")
+t.upsert(pa.table({{"id": [1, 2], "ts": [1, 1], "p": ["a", "b"]}}))
+t.upsert(pa.table({{"id": [2, 3], "ts": [2, 2], "p": ["b", "b"]}}))
+t.merge(pa.table({{"id": [3], "ts": [3], "p": ["b"]}})).when_matched_delete().execute()
+assert sorted(t.read().to_arrow().column("id").to_pylist()) == [1, 2]
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "py4j")))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 def test_local_merge_errors_are_typed(lake):
     t = lake.create_table("e", key="id", ordering="ts").with_options(engine="local")
     t.upsert(TARGET)
