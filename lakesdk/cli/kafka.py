@@ -1,7 +1,7 @@
 """``lakesdk kafka-sink``: run the exactly-once Kafka sink into an existing merge-on-read table.
 
     lakesdk kafka-sink --table URL --topic T --bootstrap HOST:PORT [--workers N] [--format json|avro]
-                       [--avro-schema FILE] [--commit-interval SECONDS] [--write-timeout SECONDS]
+                       [--avro-schema FILE] [--commit-interval SECONDS] [--no-catch-up] [--write-timeout SECONDS]
                        [--group G] [--control-topic C] [--instance-id ID] [--status-every SECONDS]
                        [--concurrency optimistic --lock storage|zookeeper [--lock-option KEY=VALUE ...]]
 
@@ -33,7 +33,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--avro-schema", default=None, help="the writer's Avro schema (.avsc file) for --format avro")
     p.add_argument("--avro-framing", choices=["none", "confluent"], default="none",
                    help="confluent: values carry the magic byte and schema id first")
-    p.add_argument("--commit-interval", type=float, default=60.0, help="seconds from START_COMMIT to END_COMMIT")
+    p.add_argument("--commit-interval", type=float, default=60.0,
+                   help="seconds from START_COMMIT to END_COMMIT, and at least from one START_COMMIT to the next")
+    p.add_argument("--no-catch-up", action="store_true",
+                   help="every round lasts --commit-interval (Hudi's Kafka Connect sink); by default a round ends "
+                        "once it has read what its partitions held when it started")
     p.add_argument("--write-timeout", type=float, default=300.0,
                    help="seconds to wait for every partition's write status before aborting the round")
     p.add_argument("--group", default=None, help="consumer group (default lakesdk-sink-<topic>)")
@@ -66,7 +70,7 @@ def _config(args: argparse.Namespace) -> Any:
                       control_topic=args.control_topic or DEFAULT_CONTROL_TOPIC,
                       commit_interval=args.commit_interval, write_timeout=args.write_timeout, format=args.format,
                       avro_schema=args.avro_schema, avro_framing=args.avro_framing,
-                      allow_commit_on_errors=not args.no_allow_commit_on_errors,
+                      allow_commit_on_errors=not args.no_allow_commit_on_errors, catch_up=not args.no_catch_up,
                       instance_id=args.instance_id, session_timeout_ms=args.session_timeout_ms,
                       prefetch_bytes=DEFAULT_PREFETCH_BYTES if args.prefetch_bytes is None else args.prefetch_bytes,
                       max_poll_interval_ms=args.max_poll_interval_ms, concurrency=args.concurrency, lock=args.lock,

@@ -21,6 +21,10 @@ class SinkConfig:
     END_COMMIT), ``write_timeout`` its ``hoodie.kafka.coordinator.write.timeout.secs``;
     ``allow_commit_on_errors`` (``hoodie.kafka.allow.commit.on.errors``) commits rounds in
     which some records could not be decoded (they are skipped and counted).
+    ``catch_up`` (lakesdk): a round ends once it has read every record its partitions held when it
+    started, without waiting for the rest of ``commit_interval``, and rounds start at most once
+    per ``commit_interval``, as Hudi Streamer's rounds read up to the offsets they found (False:
+    every round lasts ``commit_interval``, as in Hudi's Kafka Connect sink).
     ``prefetch_bytes``: how many bytes of record values each partition reads ahead of its
     round, from END_COMMIT until the next START_COMMIT takes them (0: pause in between, as
     Hudi does).  ``instance_id`` is Kafka's ``group.instance.id`` (static membership): a worker restarted
@@ -42,6 +46,7 @@ class SinkConfig:
     avro_framing: Literal["none", "confluent"] = "none"
     allow_commit_on_errors: bool = True
     skip_empty_rounds: bool = True
+    catch_up: bool = True
     prefetch_bytes: int = DEFAULT_PREFETCH_BYTES
     instance_id: str | None = None       # Kafka group.instance.id (static membership)
     session_timeout_ms: int = 10000

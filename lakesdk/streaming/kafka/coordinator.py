@@ -23,6 +23,14 @@ Differences from Hudi, each on purpose:
   equals its committed offset (no empty instant per interval on an idle topic);
 * a participant that could not write its batch reports ``write_error`` and the round is
   aborted at once instead of waiting for the timeout;
+* with ``catch_up`` (lakesdk's default) a round ends as soon as it has read what its partitions
+  held when it started, as a Hudi Streamer round reads up to the end offsets it found: its
+  START_COMMIT carries each partition's end offset (``targets``), a participant that has taken
+  every record before its target writes and reports at once (``caught_up``), and the round
+  commits when every partition reported, without waiting for END_COMMIT.  A partition that does
+  not get there within ``commit_interval`` writes what it has at END_COMMIT, as before.  Rounds
+  then start at most once per ``commit_interval`` (START_COMMIT to START_COMMIT), so a steady
+  stream is batched as with Hudi's interval, and a backlog is read without pauses;
 * a coordinator that starts on a table with history first publishes an ACK_COMMIT carrying
   the latest commit's offsets (no round, commit time of that commit): the previous
   coordinator may have died between its table commit and its ACK, and this ACK lets every
@@ -93,6 +101,7 @@ class RoundInfo:
     started: float
     started_at: float = field(default_factory=time.time)   # wall clock, for status displays
     statuses: dict[int, ControlEvent] = field(default_factory=dict)
+    targets: dict[int, int] = field(default_factory=dict)   # catch_up: each partition's end offset at START_COMMIT
 
 
 @dataclass(frozen=True)
@@ -110,7 +119,7 @@ class TransactionCoordinator:
 
     def __init__(self, topic: str, services: CoordinatorServices, publish: Callable[[ControlEvent], None], *,
                  group: str = "", commit_interval: float = 60.0, write_timeout: float = 300.0,
-                 allow_commit_on_errors: bool = True, skip_empty_rounds: bool = True,
+                 allow_commit_on_errors: bool = True, skip_empty_rounds: bool = True, catch_up: bool = True,
                  extra_metadata: dict[str, str] | None = None, clock: Callable[[], float] = time.monotonic,
                  start_delay: float = START_COMMIT_INIT_DELAY_S, restart_delay: float = RESTART_COMMIT_DELAY_S,
                  idle_poll: float | None = None, history: int = 200,
@@ -123,6 +132,7 @@ class TransactionCoordinator:
         self.write_timeout = write_timeout
         self.allow_commit_on_errors = allow_commit_on_errors
         self.skip_empty_rounds = skip_empty_rounds
+        self.catch_up = catch_up
         self.extra_metadata = dict(extra_metadata or {})
         self.clock = clock
         self.start_delay = start_delay
@@ -241,11 +251,16 @@ class TransactionCoordinator:
     def _schedule(self, delay: float, kind: EventType | str, commit_time: str) -> None:
         self._scheduled.append((self.clock() + delay, kind, commit_time))
 
+    def _unschedule(self, commit_time: str) -> None:
+        """Drop the scheduled END_COMMIT and timeout of a round that ended."""
+        self._scheduled = [s for s in self._scheduled if s[1] is EventType.START_COMMIT or s[2] != commit_time]
+
     def _event(self, kind: EventType) -> ControlEvent:
         cur = self.current
+        targets = dict(cur.targets) if cur is not None and kind is EventType.START_COMMIT else {}
         return ControlEvent(kind, self.topic, group=self.group, sender=EntityType.COORDINATOR, sender_partition=0,
                             receiver=EntityType.PARTICIPANT, commit_time=cur.commit_time if cur else "",
-                            txn=cur.txn if cur else None, offsets=dict(self.global_offsets))
+                            txn=cur.txn if cur else None, offsets=dict(self.global_offsets), targets=targets)
 
     def _start_commit(self) -> None:
         opened: RoundInfo | None = None
@@ -253,16 +268,16 @@ class TransactionCoordinator:
             latest = self.services.latest_offsets()
             self.global_offsets = {**self.global_offsets, **latest}
             n = int(self.services.num_partitions())
-            if self.skip_empty_rounds:
-                ends = self.services.end_offsets()
-                if ends is not None and len(ends) >= n and all(
-                        e <= self.global_offsets.get(p, 0) for p, e in ends.items()):
-                    self.state = CoordinatorState.IDLE
-                    self._schedule(self.idle_poll, EventType.START_COMMIT, "")
-                    return
+            ends = self.services.end_offsets() if self.skip_empty_rounds or self.catch_up else None
+            if self.skip_empty_rounds and ends is not None and len(ends) >= n and all(
+                    e <= self.global_offsets.get(p, 0) for p, e in ends.items()):
+                self.state = CoordinatorState.IDLE
+                self._schedule(self.idle_poll, EventType.START_COMMIT, "")
+                return
             txn = self.services.begin()
             self.rounds += 1
-            self.current = opened = RoundInfo(self.rounds, txn["instant"], txn, n, self.clock())
+            targets = dict(ends) if self.catch_up and ends is not None else {}
+            self.current = opened = RoundInfo(self.rounds, txn["instant"], txn, n, self.clock(), targets=targets)
             self.publish(self._event(EventType.START_COMMIT))
             self.state = CoordinatorState.STARTED_COMMIT
             self._schedule(self.commit_interval, EventType.END_COMMIT, txn["instant"])
@@ -275,6 +290,8 @@ class TransactionCoordinator:
             self._schedule(self.restart_delay, EventType.START_COMMIT, "")
 
     def _end_commit(self) -> None:
+        if self.state is not CoordinatorState.STARTED_COMMIT:
+            return   # the round already ended (every partition caught up, or it failed)
         try:
             self.publish(self._event(EventType.END_COMMIT))
         except Exception as e:  # noqa: BLE001 - Hudi only logs; the timeout decides
@@ -286,10 +303,12 @@ class TransactionCoordinator:
 
     def _on_write_status(self, ev: ControlEvent) -> None:
         cur = self.current
-        if cur is None or ev.commit_time != cur.commit_time or self.state is not CoordinatorState.ENDED_COMMIT:
+        early = ev.caught_up and bool(cur and cur.targets) and self.state is CoordinatorState.STARTED_COMMIT
+        if cur is None or ev.commit_time != cur.commit_time or (self.state is not CoordinatorState.ENDED_COMMIT
+                                                                 and not early):
             log.debug("ignoring WRITE_STATUS %s from partition %s in state %s", ev.commit_time,
                       ev.sender_partition, self.state)
-            return   # K15: stale, or before END_COMMIT
+            return   # K15: stale, or before END_COMMIT (unless caught up with the round's targets)
         cur.statuses[ev.sender_partition] = ev   # K16: the later report overwrites
         if ev.write_error:
             self.last_error = f"partition {ev.sender_partition}: {ev.write_error}"
@@ -299,6 +318,7 @@ class TransactionCoordinator:
             self._finish(cur)
 
     def _finish(self, cur: RoundInfo) -> None:
+        self._unschedule(cur.commit_time)
         statuses = list(cur.statuses.values())
         errors = sum(s.error_records for s in statuses)
         if errors and not self.allow_commit_on_errors:
@@ -332,10 +352,14 @@ class TransactionCoordinator:
             self.last_error = f"ack_commit: {e}"
             log.exception("could not publish ACK_COMMIT")
         self.state = CoordinatorState.ACKED_COMMIT
-        self._schedule(self.start_delay, EventType.START_COMMIT, "")
+        delay = self.start_delay
+        if cur.targets:   # catch_up: rounds start at most once per commit_interval
+            delay = max(delay, cur.started + self.commit_interval - self.clock())
+        self._schedule(delay, EventType.START_COMMIT, "")
 
     def _fail(self, cur: RoundInfo, why: str) -> None:
         log.warning("round %s of %s failed: %s", cur.commit_time, self.topic, why)
+        self._unschedule(cur.commit_time)
         self._safe_abort(cur)
         self.aborted_rounds += 1
         self.state = CoordinatorState.FAILED_COMMIT

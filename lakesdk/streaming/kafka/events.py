@@ -14,13 +14,18 @@ UTF-8 JSON object per Kafka record on the control topic (key: the data topic's n
      "commit_time": "20250101120000000",  the round's Hudi instant ("" when there is none)
      "txn": {...} | null,                 the OpenInstant (instant, action, operation) participants write for
      "offsets": {"0": 12, "1": 40},       coordinator events: globalKafkaCommitOffsets (next offset to consume)
+     "targets": {"0": 90, "1": 40},       START_COMMIT (lakesdk): each partition's end offset when the round
+                                          started; a participant that has taken every record before it
+                                          reports at once, with "caught_up": true (see below)
      "kafka_offset": 41,                  WRITE_STATUS: the participant's next expected offset
      "stats": [...], "schema": "...",     WRITE_STATUS: the write stats (dicts) and base64 Arrow schema
      "records": 10, "error_records": 0,   WRITE_STATUS: records written, records that could not be decoded
-     "write_error": null}                 WRITE_STATUS: why the batch could not be written (aborts the round)
+     "write_error": null,                 WRITE_STATUS: why the batch could not be written (aborts the round)
+     "caught_up": false}                  WRITE_STATUS (lakesdk): sent before END_COMMIT, on reaching the target
 
 Absent fields take the defaults above, so a version-1 reader accepts messages that omit
-them.  Offsets in the Hudi commit metadata use Hudi's own format under
+them, and ignores fields it does not know: a participant that does not know ``targets`` waits
+for END_COMMIT, and only a coordinator that sent ``targets`` counts a status before END_COMMIT.  Offsets in the Hudi commit metadata use Hudi's own format under
 ``kafka.commit.offsets``: ``"<partition>=<offset>"`` entries joined by ``,`` (sorted by
 partition), so Hudi's Kafka Connect sink can resume from a lakesdk commit and back.
 """
@@ -75,6 +80,8 @@ class ControlEvent:
     records: int = 0
     error_records: int = 0
     write_error: str | None = None
+    targets: dict[int, int] = field(default_factory=dict)
+    caught_up: bool = False
     version: int = PROTOCOL_VERSION
 
     def encode(self) -> bytes:
@@ -91,9 +98,13 @@ class ControlEvent:
             "commit_time": self.commit_time, "txn": self.txn,
             "offsets": {str(k): int(v) for k, v in sorted(self.offsets.items())},
         }
+        if self.targets:
+            d["targets"] = {str(k): int(v) for k, v in sorted(self.targets.items())}
         if self.type is EventType.WRITE_STATUS:
             d.update(kafka_offset=self.kafka_offset, stats=self.stats, schema=self.schema, records=self.records,
                      error_records=self.error_records, write_error=self.write_error)
+            if self.caught_up:
+                d["caught_up"] = True
         return json.dumps(d, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -111,7 +122,9 @@ class ControlEvent:
                    txn=d.get("txn"), offsets={int(k): int(x) for k, x in (d.get("offsets") or {}).items()},
                    kafka_offset=int(d.get("kafka_offset", -1)), stats=list(d.get("stats") or []),
                    schema=d.get("schema"), records=int(d.get("records", 0)),
-                   error_records=int(d.get("error_records", 0)), write_error=d.get("write_error"), version=v)
+                   error_records=int(d.get("error_records", 0)), write_error=d.get("write_error"),
+                   targets={int(k): int(x) for k, x in (d.get("targets") or {}).items()},
+                   caught_up=bool(d.get("caught_up", False)), version=v)
 
 
 def format_offsets(offsets: dict[int, int]) -> str:

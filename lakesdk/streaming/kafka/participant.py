@@ -21,6 +21,12 @@ without a broker.
   With ``defer_writes`` the participant leaves the write to its worker, which writes every
   participant's records of the instant in one ``write_batch`` call and hands each its part of
   the result (:meth:`TransactionParticipant.complete_write`).
+* a target (lakesdk, the coordinator's ``catch_up``): a START_COMMIT may carry each partition's
+  end offset when the round started.  The participant takes records up to its target only, and
+  once it has taken every record before it, ends its part of the round at once, as at
+  END_COMMIT, with a WRITE_STATUS marked ``caught_up``; the round's END_COMMIT then finds the
+  transaction already written and sends nothing.  A target never reached (records before it
+  removed from the log) leaves the round to its END_COMMIT.
 * ACK_COMMIT: take the coordinator's offset for this partition, end the transaction, and
   commit that offset to the Kafka consumer group (Hudi's ``preCommit``, K22).
 * Group offsets never trail the table for long: a participant started with the table's
@@ -73,6 +79,8 @@ class TransactionInfo:
     rows: list[dict[str, Any]] = field(default_factory=list)
     error_records: int = 0
     initiated: bool = False
+    target: int | None = None      # the partition's end offset when the round started (catch_up)
+    caught_up: bool = False        # ended on reaching the target, before END_COMMIT
 
 
 Writer = Callable[[dict[str, Any], list[dict[str, Any]]], "tuple[list[dict[str, Any]], str | None]"]
@@ -212,7 +220,7 @@ class TransactionParticipant:
         self.txn = None   # a local transaction still open failed globally
         self._sync_with_leader(ev)
         self._pause(False)
-        self.txn = TransactionInfo(ev.commit_time, ev.txn, self.committed_offset)
+        self.txn = TransactionInfo(ev.commit_time, ev.txn, self.committed_offset, target=ev.targets.get(self.partition))
         while self._buffer and self._buffer[0][0] < self.committed_offset:
             self._buffer.popleft()
         self._drained()
@@ -245,6 +253,12 @@ class TransactionParticipant:
             self.txn = None
             self._sync_with_leader(ev)   # K14
             return
+        if txn.initiated:
+            return   # it caught up with its target and reported already
+        self._end_transaction(txn)
+
+    def _end_transaction(self, txn: TransactionInfo) -> None:
+        """Stop taking records into ``txn`` and write them (or leave the write to the worker)."""
         if not self.prefetch_bytes:
             self._pause(True)
         txn.initiated = True
@@ -275,7 +289,7 @@ class TransactionParticipant:
                                   receiver=EntityType.COORDINATOR, receiver_partition=0,
                                   commit_time=txn.commit_time, kafka_offset=txn.expected_offset,
                                   stats=stats, schema=schema, records=0 if error else len(txn.rows),
-                                  error_records=txn.error_records, write_error=error))
+                                  error_records=txn.error_records, write_error=error, caught_up=txn.caught_up))
         if not error:
             self.records_written += len(txn.rows)
             self.written_offset = txn.expected_offset
@@ -316,7 +330,9 @@ class TransactionParticipant:
         buf = self._buffer
         offsets: list[int] | range
         values: list[Any]
-        if buf and buf[0][0] == txn.expected_offset and buf[-1][0] - buf[0][0] + 1 == len(buf):
+        end = txn.target if txn.target is not None else float("inf")
+        if buf and buf[0][0] == txn.expected_offset and buf[-1][0] - buf[0][0] + 1 == len(buf) \
+                and buf[-1][0] < end:
             # the usual case: the buffer holds exactly the next offsets (a partition's records come
             # in offset order): take them all
             offsets = range(buf[0][0], buf[0][0] + len(buf))
@@ -326,7 +342,7 @@ class TransactionParticipant:
             txn.expected_offset = offsets[-1] + 1
         else:
             offsets, values = [], []
-            while buf:
+            while buf and buf[0][0] < end:
                 offset, value = buf[0]
                 if offset < txn.expected_offset:
                     buf.popleft()                 # already written or committed
@@ -347,6 +363,9 @@ class TransactionParticipant:
                 txn.error_records += 1
                 self.error_records += 1
                 log.warning("partition %s offset %s: cannot decode the record: %s", self.partition, offsets[i], e)
+        if txn.target is not None and txn.expected_offset >= txn.target and not self.stopped:
+            txn.caught_up = True
+            self._end_transaction(txn)
 
     # -- status -------------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

@@ -259,6 +259,13 @@ class SinkWorker:
         for part in sorted(pending, key=lambda p: p.partition):
             assert part.pending is not None
             by_instant.setdefault(part.pending.commit_time, []).append(part)
+        # a participant that caught up with its target waits for the others of its instant that still
+        # read: one write per instant and worker, as when END_COMMIT ends them all in one turn
+        reading = {p.txn.commit_time for p in self.participants.values()
+                   if p.txn is not None and not p.txn.initiated and not p.stopped}
+        by_instant = {ct: parts for ct, parts in by_instant.items() if ct not in reading}
+        if not by_instant:
+            return
         for commit_time, parts in by_instant.items():
             rows = [r for p in parts for r in (p.pending.rows if p.pending else ())]
             stats: list[dict[str, Any]] = []
@@ -274,7 +281,7 @@ class SinkWorker:
                     error = f"{type(e).__name__}: {e}"
             for i, part in enumerate(parts):
                 part.complete_write(stats if i == 0 else [], schema, error)
-        for part in pending:
+        for part in (p for parts in by_instant.values() for p in parts):
             part.process()
 
     def _setup(self) -> None:
@@ -344,7 +351,8 @@ class SinkWorker:
                     self.cfg.topic, _Services(self), self._publish, group=self.cfg.group_id,
                     commit_interval=self.cfg.commit_interval, write_timeout=self.cfg.write_timeout,
                     allow_commit_on_errors=self.cfg.allow_commit_on_errors,
-                    skip_empty_rounds=self.cfg.skip_empty_rounds, extra_metadata=self.cfg.extra,
+                    skip_empty_rounds=self.cfg.skip_empty_rounds, catch_up=self.cfg.catch_up,
+                    extra_metadata=self.cfg.extra,
                     latest_instant=lambda: latest_commit_offsets(self.table, self.cfg.topic)[1])
                 self.coordinator.start()
 
