@@ -74,7 +74,7 @@ class FakeServices:
     def num_partitions(self):
         return self.partitions
 
-    def end_offsets(self):
+    def end_offsets(self, num_partitions):
         return self.ends
 
     def begin(self):

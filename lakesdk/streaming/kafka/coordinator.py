@@ -78,8 +78,8 @@ class CoordinatorServices(Protocol):
     def num_partitions(self) -> int:
         """Partitions of the data topic now (re-read every round, K19)."""
 
-    def end_offsets(self) -> dict[int, int] | None:
-        """High watermark of every partition, or None when unknown."""
+    def end_offsets(self, num_partitions: int) -> dict[int, int] | None:
+        """High watermark of each of the topic's ``num_partitions`` partitions, or None when unknown."""
 
     def begin(self) -> dict[str, Any]:
         """Open an instant; returns the OpenInstant as a dict (``instant`` is the commit time)."""
@@ -268,7 +268,7 @@ class TransactionCoordinator:
             latest = self.services.latest_offsets()
             self.global_offsets = {**self.global_offsets, **latest}
             n = int(self.services.num_partitions())
-            ends = self.services.end_offsets() if self.skip_empty_rounds or self.catch_up else None
+            ends = self.services.end_offsets(n) if self.skip_empty_rounds or self.catch_up else None
             if self.skip_empty_rounds and ends is not None and len(ends) >= n and all(
                     e <= self.global_offsets.get(p, 0) for p, e in ends.items()):
                 self.state = CoordinatorState.IDLE

@@ -177,11 +177,11 @@ class _Services:
         md = self.w.consumer.list_topics(self.w.cfg.topic, timeout=10)
         return len(md.topics[self.w.cfg.topic].partitions)
 
-    def end_offsets(self) -> dict[int, int] | None:
+    def end_offsets(self, num_partitions: int) -> dict[int, int] | None:
         from confluent_kafka import TopicPartition
         out = {}
         try:
-            for p in range(self.num_partitions()):
+            for p in range(num_partitions):
                 _lo, hi = self.w.consumer.get_watermark_offsets(TopicPartition(self.w.cfg.topic, p), timeout=5)
                 out[p] = hi
         except Exception:  # noqa: BLE001 - unknown: run the round
