@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import random
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from itertools import count
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,7 @@ from lakesdk.engine.tasks import (
     FileGroupTarget,
     TaskInfo,
     WriteContext,
+    base_file_footer,
     compact_file_slice,
     compacted_file,
     index_ordering_type,
@@ -40,7 +42,7 @@ from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import new_file_id
 from lakesdk.merge.ordering import KEY, PART, ROW, SEQ, MergeCounts, combine_batch, positions_and_repeats
 
-__all__ = ["LocalWriteJob", "compact_slices_local", "run_parallel"]
+__all__ = ["LocalWriteJob", "compact_slices_local", "run_parallel", "run_ahead", "markers_meanwhile"]
 
 FID = "_lk_fid"
 T = TypeVar("T")
@@ -75,6 +77,47 @@ def run_parallel(fn: Callable[[T], R], items: Iterable[T], *, desc: str = "", pr
         return [fn(i) for i in items]
     with ThreadPoolExecutor(max_workers=min(_threads(), len(items))) as pool:
         return list(show_progress(pool.map(fn, items), total=len(items), desc=desc, setting=progress))
+
+
+#: files per write thread whose footers (key range, bloom filter) a bulk insert computes
+#: first, while its markers are being created (at the default file size about 1.5 MB each)
+_FOOTERS_AHEAD = 4
+
+
+@contextmanager
+def markers_meanwhile(ctx: WriteContext, planned: list[tuple[str, str, str]]) -> Iterator[WriteContext]:
+    """The context of write tasks whose markers, ``planned``, are created in one request on
+    a side thread meanwhile: a task reads and merges while the marker server waits for its
+    batch interval, and waits for the markers only before it creates a file (``_mark``)."""
+    def mark() -> None:
+        ctx.markers.create_many(planned)
+        faults.crash_point("after_markers")
+
+    with ThreadPoolExecutor(max_workers=1) as side:
+        created = side.submit(mark)
+        yield replace(ctx, markers=None, markers_ready=created.result)
+        created.result()   # (raised by a task first when it created a file)
+
+
+def run_ahead(prepare: Callable[[T], Any], fn: Callable[[T, Any], R], items: Iterable[T], *, ahead: int,
+              desc: str = "", progress: Any = "auto") -> list[R]:
+    """``[fn(i, prepare(i)) for i in items]`` on the thread pool, ``prepare`` of the first
+    ``ahead`` items per thread as tasks of their own before any ``fn`` starts."""
+    items = list(items)
+    threads = min(_threads(), max(1, len(items)))
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        early = [pool.submit(prepare, it) for it in items[: ahead * threads]]
+
+        def one(k: int) -> R:
+            return fn(items[k], early[k].result() if k < len(early) else prepare(items[k]))
+        futures = [pool.submit(one, k) for k in range(len(items))]
+        try:
+            return list(show_progress((f.result() for f in futures), total=len(futures), desc=desc,
+                                      setting=progress))
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
 
 
 def _strings(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
@@ -276,22 +319,21 @@ class LocalWriteJob:
             target = ctx.targets.get(fid) or FileGroupTarget(parts[int(idx[0])].as_py(), fid)
             jobs.append((target, idx, _task(i)))
         # every marker in one request, before any data file exists (a merge-on-read file group
-        # holding a key twice gets a base file: group_write, told by the records' arrival numbers)
+        # holding a key twice gets a base file: group_write, told by the records' arrival numbers);
+        # the tasks read and merge while it waits for the marker server
+        planned = []
         if ctx.markers is not None and jobs:
             seqs = body.select([c for c in (SEQ,) if c in body.column_names])
             planned = [planned_group_file(ctx, tg, seqs.take(pa.array(idx)), task) for tg, idx, task in jobs]
             # a rewrite of a base file may log its changes beside it (CDC on)
             planned += [cdc_marker(ctx, part, tg.file_id, task) for (part, _, io), (tg, _, task) in zip(planned, jobs)
                         if ctx.cdc_mode and io == "MERGE"]
-            ctx.markers.create_many(planned)
-            faults.crash_point("after_markers")
-        unmarked = replace(ctx, markers=None)
+        with markers_meanwhile(ctx, planned) if planned else nullcontext(replace(ctx, markers=None)) as unmarked:
+            def one(job: tuple[FileGroupTarget, np.ndarray, TaskInfo]) -> tuple[WriteStat, MergeCounts]:
+                target, idx, task = job
+                return write_group(unmarked, target, body.take(pa.array(idx)), task)
 
-        def one(job: tuple[FileGroupTarget, np.ndarray, TaskInfo]) -> tuple[WriteStat, MergeCounts]:
-            target, idx, task = job
-            return write_group(unmarked, target, body.take(pa.array(idx)), task)
-
-        results = run_parallel(one, jobs, desc=f"writing {ctx.instant}", progress=self.progress)
+            results = run_parallel(one, jobs, desc=f"writing {ctx.instant}", progress=self.progress)
         total = MergeCounts()
         for _, c in results:
             total += c
@@ -315,13 +357,14 @@ class LocalWriteJob:
             chunks = [t.slice(o, size) for o in range(0, t.num_rows, size)]
         jobs = [(c.column(PART)[0].as_py() if c.num_rows else "", new_file_id(), c, _task(i))
                 for i, c in enumerate(chunks) if c.num_rows]
-        if ctx.markers is not None and jobs:
-            ctx.markers.create_many([(p, new_file_path(ctx, p, fid, task).rsplit("/", 1)[-1], "CREATE")
-                                     for p, fid, _, task in jobs])
-            faults.crash_point("after_markers")
-        unmarked = replace(ctx, markers=None)
-        return run_parallel(lambda j: write_new_file(unmarked, j[0], j[1], j[2], j[3]), jobs,
-                            desc=f"writing {ctx.instant}", progress=self.progress)
+        planned = [(p, new_file_path(ctx, p, fid, task).rsplit("/", 1)[-1], "CREATE") for p, fid, _, task in jobs]
+        # every marker in one request, before any data file exists; the files' footers (most of
+        # the work besides the Parquet writes) are computed meanwhile
+        with markers_meanwhile(ctx, planned) if ctx.markers is not None and jobs else \
+                nullcontext(replace(ctx, markers=None)) as unmarked:
+            return run_ahead(lambda j: base_file_footer(unmarked, j[2].column(KEY)),
+                             lambda j, footer: write_new_file(unmarked, j[0], j[1], j[2], j[3], footer=footer),
+                             jobs, ahead=_FOOTERS_AHEAD, desc=f"writing {ctx.instant}", progress=self.progress)
 
     def tagged_file_ids(self, t: pa.Table, fids: set[str]) -> set[str]:
         """Which of ``fids`` the tagged incoming records update or delete."""

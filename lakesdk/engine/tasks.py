@@ -20,7 +20,7 @@ from lakesdk import _faults as faults
 from lakesdk.engine.footers import remember_footer
 from lakesdk.engine.slice_reader import SliceReadContext, conform, read_slice
 from lakesdk.engine.stored_fields import keep_stored
-from lakesdk.format.bloom import FOOTER_KEYS, BloomConfig, file_footer
+from lakesdk.format.bloom import FOOTER_KEYS, BloomConfig, FooterIndex, file_footer
 from lakesdk.format.cdc import logging_mode
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["WriteContext", "TaskInfo", "FileGroupTarget", "write_file_group", "write_new_files",
            "add_key_columns", "compacted_file", "write_log_group", "write_clustered_file",
-           "cluster_group", "STORED_ORDERING", "stored_ordering_type", "index_ordering_type"]
+           "cluster_group", "STORED_ORDERING", "stored_ordering_type", "index_ordering_type", "base_file_footer"]
 
 # merge-on-read upserts and deletes: the stored record's ordering value, carried by the key
 # index, so that the log write counts what wins without reading the file slice
@@ -99,6 +99,7 @@ class WriteContext:
     table_name: str = "table"
     merge_on_read: bool = False
     markers: Any = None                     # WriteMarkers of the instant (created before each file)
+    markers_ready: Any = None               # () -> None: waits for the markers created for every file at once
     column_groups: dict[str, list[str]] | None = None   # partial-update tables
     merger: Any = None                      # a user-defined merger function (custom merge mode)
     targets: dict[str, FileGroupTarget] = field(default_factory=dict)
@@ -199,7 +200,10 @@ def _with_meta(ctx: WriteContext, rows: pa.Table, file_name: str, task: TaskInfo
 
 
 def _mark(ctx: WriteContext, path: str, io_type: str) -> None:
-    """Create the data file's marker (durable before the file exists)."""
+    """Create the data file's marker (durable before the file exists), or wait until the
+    markers of every file of the write, created in one request meanwhile, are durable."""
+    if ctx.markers_ready is not None:
+        ctx.markers_ready()
     if ctx.markers is not None:
         part, _, name = path.rpartition("/")
         ctx.markers.create(part, name, io_type)
@@ -225,13 +229,23 @@ def _parquet_options(ctx: WriteContext, table: pa.Table) -> dict[str, Any]:
             "dictionary_pagesize_limit": _DICT_PAGE_LIMIT}
 
 
-def _write_parquet(ctx: WriteContext, path: str, table: pa.Table, task: TaskInfo | None = None) -> int:
+Footer = tuple[dict[bytes, bytes], FooterIndex | None]
+
+
+def base_file_footer(ctx: WriteContext, keys: pa.Array | pa.ChunkedArray) -> Footer:
+    """The footer entries of a base file holding the record ``keys`` (in file order) and
+    what they tell the key index (None: no key, no entries)."""
+    if not len(keys):
+        return {}, None
+    return file_footer(keys, ctx.bloom)
+
+
+def _write_parquet(ctx: WriteContext, path: str, table: pa.Table, task: TaskInfo | None = None,
+                   footer: Footer | None = None) -> int:
     """Write a base file: its footer holds the key range and the bloom filter of its record
-    keys as Hudi writes them (:mod:`lakesdk.format.bloom`), the key index's first look."""
-    footer: dict[bytes, bytes] = {}
-    index = None
-    if table.num_rows:
-        footer, index = file_footer(table.column(KEY), ctx.bloom)
+    keys as Hudi writes them (:mod:`lakesdk.format.bloom`), the key index's first look
+    (``footer``: :func:`base_file_footer` of the table's keys, when computed already)."""
+    entries, index = footer if footer is not None else base_file_footer(ctx, table.column(KEY))
     stale = {k: v for k, v in (table.schema.metadata or {}).items() if k not in FOOTER_KEYS}
     table = table.replace_schema_metadata(stale or None)
     schema = table.schema
@@ -242,8 +256,8 @@ def _write_parquet(ctx: WriteContext, path: str, table: pa.Table, task: TaskInfo
         os.makedirs(os.path.dirname(local), exist_ok=True)
         with pq.ParquetWriter(local, schema, **_parquet_options(ctx, table)) as w:
             w.write_table(table, row_group_size=_ROW_GROUP)
-            if footer:
-                w.add_key_value_metadata(footer)
+            if entries:
+                w.add_key_value_metadata(entries)
         size = os.path.getsize(local)
     else:
         with ctx.storage.open_output(path) as f:
@@ -255,8 +269,8 @@ def _write_parquet(ctx: WriteContext, path: str, table: pa.Table, task: TaskInfo
                     faults.record(f"failed first attempt {path}")
                     raise RuntimeError(f"injected failure of the first task attempt writing {path}")
                 w.write_table(table, row_group_size=_ROW_GROUP)
-                if footer:
-                    w.add_key_value_metadata(footer)
+                if entries:
+                    w.add_key_value_metadata(entries)
         size = ctx.storage.size(path)
     if index is not None:
         remember_footer(ctx.storage, path, index)
@@ -330,8 +344,9 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
     new_rows = _with_meta(ctx, new, name, task, 0)
     out = pa.concat_tables([kept, new_rows]) if kept is not None and kept.num_rows else new_rows
     path = f"{target.partition}/{name}" if target.partition else name
+    footer = base_file_footer(ctx, out.column(KEY))
     _mark(ctx, path, "MERGE" if base is not None else "CREATE")
-    size = _write_parquet(ctx, path, out, task)
+    size = _write_parquet(ctx, path, out, task, footer)
     cdc = _write_cdc_log(ctx, target, base, out, task) if ctx.cdc_mode and base is not None else None
     t2 = time.perf_counter()
     stat = WriteStat(
@@ -380,13 +395,15 @@ def planned_file(ctx: WriteContext, target: FileGroupTarget, task: TaskInfo) -> 
 
 
 def write_new_file(ctx: WriteContext, partition: str, file_id: str, rows: pa.Table, task: TaskInfo,
-                   seq_start: int = 0) -> WriteStat:
-    """Write ``rows`` as the first base file of a new file group."""
+                   seq_start: int = 0, footer: Footer | None = None) -> WriteStat:
+    """Write ``rows`` as the first base file of a new file group (``footer``: the
+    :func:`base_file_footer` of their keys, when computed already)."""
     path = new_file_path(ctx, partition, file_id, task)
     t = _with_meta(ctx, rows, path.rsplit("/", 1)[-1], task, seq_start)
     t0 = time.perf_counter()
+    footer = footer if footer is not None else base_file_footer(ctx, t.column(KEY))
     _mark(ctx, path, "CREATE")
-    size = _write_parquet(ctx, path, t, task)
+    size = _write_parquet(ctx, path, t, task, footer)
     return WriteStat(fileId=file_id, path=path, partitionPath=partition, numWrites=t.num_rows, numInserts=t.num_rows,
                      totalWriteBytes=size, fileSizeInBytes=size,
                      runtimeStats={"totalScanTime": 0, "totalUpsertTime": 0,

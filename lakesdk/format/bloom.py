@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakesdk.format.bloom_hash import key_positions, murmur_hash, utf8_buffers
+from lakesdk.format.bloom_hash import key_bits, key_positions, murmur_hash, utf8_buffers
 
 __all__ = [
     "BLOOM_FILTER_KEY", "OLD_BLOOM_FILTER_KEY", "TYPE_CODE_KEY", "MIN_KEY", "MAX_KEY", "SIMPLE", "DYNAMIC_V0",
@@ -348,23 +348,21 @@ def _dynamic_rows(n: int, nr: int, max_nr: int) -> tuple[int, int, int, np.ndarr
 def build_filter(keys: pa.Array | pa.ChunkedArray | Sequence[str], config: BloomConfig = BloomConfig()) -> BloomFilter:
     """The filter Hudi writes for ``keys`` added in this order."""
     vs, nb = config.vector_size, config.nb_hash
-    pos = key_positions(keys, vs, nb)
-    n = pos.shape[1]
+    n = len(keys)
     code = SIMPLE if config.filter_type.upper() == SIMPLE else DYNAMIC_V0
+    rows: np.ndarray | None = None
     if code == SIMPLE:
-        nrows, current, filled, late = 1, 0, n, np.zeros(0, np.int64)
-        nr = n or 1
+        nrows, current = 1, 0
     else:
         nr = config.num_entries
         nrows, current, filled, late = _dynamic_rows(n, nr, config.max_entries)
+        if nrows > 1:
+            rows = np.empty(n, np.int64)
+            rows[:filled] = np.arange(filled, dtype=np.int64) // nr
+            rows[filled:] = late
+    # the rows back to back, as the index tests them
+    flat = np.packbits(key_bits(keys, vs, nb, rows, nrows), axis=1, bitorder="little").reshape(-1)
     nbytes = (vs + 7) // 8
-    flat = np.empty(nrows * nbytes, np.uint8)   # the rows back to back, as the index tests them
-    for r in range(nrows):
-        bitmap = np.zeros(vs, bool)
-        bitmap[pos[:, r * nr: min((r + 1) * nr, filled)]] = True
-        if late.size:
-            bitmap[pos[:, filled:][:, late == r]] = True
-        flat[r * nbytes: (r + 1) * nbytes] = np.packbits(bitmap, bitorder="little")
     bf = BloomFilter(code, vs, nb, MURMUR_HASH, [flat[r * nbytes: (r + 1) * nbytes] for r in range(nrows)],
                      config.num_entries if code == DYNAMIC_V0 else 0, current)
     bf._flat = flat

@@ -10,18 +10,19 @@ operations per 4-byte block.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["murmur_hash", "key_positions", "utf8_buffers"]
+__all__ = ["murmur_hash", "key_positions", "key_bits", "utf8_buffers"]
 
 _M = np.uint32(0x5BD1E995)
 
 
 def utf8_buffers(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(bytes as uint8, offsets as int64 of n + 1) of string keys."""
+    """(bytes as uint8, offsets as int64 of n + 1 into them) of string keys: the bytes of
+    these keys only, the first at offset 0."""
     if not isinstance(keys, (pa.Array, pa.ChunkedArray)):
         keys = pa.array(list(keys), pa.string())
     if isinstance(keys, pa.ChunkedArray):
@@ -32,11 +33,16 @@ def utf8_buffers(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> tuple[np.n
         keys = keys.cast(pa.large_string())
     if keys.null_count:
         raise ValueError("a bloom filter holds no null key")
+    if len(keys) == 0:
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64)
     bufs = keys.buffers()
     large = pa.types.is_large_string(keys.type) or pa.types.is_large_binary(keys.type)
     off = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)[keys.offset: keys.offset + len(keys) + 1]
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    return data, off.astype(np.int64)
+    if bufs[2] is None or not len(off):
+        return np.zeros(0, np.uint8), np.zeros(len(off), np.int64)
+    # only the bytes of these keys (a slice of a column shares the whole column's buffer)
+    lo, hi = int(off[0]), int(off[-1])
+    return np.frombuffer(bufs[2], dtype=np.uint8)[lo:hi], off.astype(np.int64) - lo
 
 
 def _groups(lengths: np.ndarray) -> list[tuple[int, np.ndarray]]:
@@ -51,20 +57,21 @@ def _groups(lengths: np.ndarray) -> list[tuple[int, np.ndarray]]:
 
 class _Prepared:
     """The seed-independent part of MurmurHash for one group of keys of equal block count:
-    the mixed 4-byte blocks (shape ``(blocks, n)``), the lengths and the tail bytes."""
+    the mixed 4-byte blocks (shape ``(blocks, n)``), the lengths and the tail bytes.  A
+    length or tail multiplier shared by every key of the group is kept as a scalar."""
 
-    __slots__ = ("blocks", "length", "tail", "tail_mul")
+    __slots__ = ("blocks", "length", "tail", "tail_mul", "n")
 
     def __init__(self, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, nblocks: int) -> None:
         m = _M
-        n = len(starts)
+        n = self.n = len(starts)
         width = int(lengths[0]) if n else 0
         # keys of one length stored back to back (a fixed-width id, a uuid): one matrix view
         dense = n > 0 and bool((lengths == width).all()) and int(starts[-1]) - int(starts[0]) == (n - 1) * width \
             and bool((np.diff(starts) == width).all())
+        mat = data[int(starts[0]): int(starts[0]) + n * width].reshape(n, width) if dense else None
         with np.errstate(over="ignore"):
-            if dense:
-                mat = data[int(starts[0]): int(starts[0]) + n * width].reshape(n, width)
+            if mat is not None:
                 k = np.ascontiguousarray(mat[:, : 4 * nblocks]).view("<u4").T.copy() if nblocks else \
                     np.zeros((0, n), np.uint32)
             else:
@@ -77,37 +84,73 @@ class _Prepared:
             k ^= k >> np.uint32(24)
             k *= m
             self.blocks = k
-            self.length = lengths.astype(np.uint32)
+            same = mat is not None or (n > 0 and bool((lengths == width).all()))
+            self.length: np.ndarray | np.uint32 = np.uint32(width) if same else lengths.astype(np.uint32)
             left = lengths - 4 * nblocks
-            if (left > 0).any():
-                last = len(data) - 1
-                base = starts + 4 * nblocks
+            self.tail: np.ndarray | None = None
+            self.tail_mul: np.ndarray | np.uint32 = m
+            if same and width - 4 * nblocks == 0:
+                return
+            if same or (left > 0).any():
+                if mat is not None:
+                    def sx(i: int) -> np.ndarray:   # the tail byte i, sign-extended as a Java byte
+                        col = mat[:, min(4 * nblocks + i, width - 1)]
+                        return col.view(np.int8).astype(np.int32).view(np.uint32)
+                else:
+                    last = len(data) - 1
+                    base = starts + 4 * nblocks
 
-                def sx(i: int) -> np.ndarray:   # the tail byte i, sign-extended as a Java byte
-                    return data[np.minimum(base + i, last)].view(np.int8).astype(np.int32).view(np.uint32)
+                    def sx(i: int) -> np.ndarray:
+                        return data[np.minimum(base + i, last)].view(np.int8).astype(np.int32).view(np.uint32)
                 b0, b1, b2 = sx(0), sx(1), sx(2)
                 t3 = (b0 << np.uint32(16)) ^ (b1 << np.uint32(8)) ^ b2
                 t2 = (b0 << np.uint32(8)) ^ b1
-                self.tail: np.ndarray | None = np.where(left == 3, t3, np.where(left == 2, t2, np.where(
-                    left == 1, b0, np.uint32(0)))).astype(np.uint32)
-                self.tail_mul = np.where(left > 0, m, np.uint32(1)).astype(np.uint32)
-            else:
-                self.tail = None
+                if same:   # one tail length
+                    self.tail = {3: t3, 2: t2, 1: b0}[width - 4 * nblocks].astype(np.uint32)
+                else:
+                    self.tail = np.where(left == 3, t3, np.where(left == 2, t2, np.where(
+                        left == 1, b0, np.uint32(0)))).astype(np.uint32)
+                    self.tail_mul = np.where(left > 0, m, np.uint32(1)).astype(np.uint32)
 
-    def hash(self, seed: np.ndarray) -> np.ndarray:
+    def hash(self, seed: np.ndarray, tmp: np.ndarray | None = None) -> np.ndarray:
+        """The hash of every key of the group under its ``seed``, computed in ``seed``'s
+        place (``tmp``: scratch space of the same shape)."""
         m = _M
+        h = seed
+        if tmp is None:
+            tmp = np.empty_like(h)
         with np.errstate(over="ignore"):
-            h = seed ^ self.length
+            h ^= self.length
             for k in self.blocks:
                 h *= m
                 h ^= k
             if self.tail is not None:
                 h ^= self.tail
                 h *= self.tail_mul
-            h ^= h >> np.uint32(13)
+            np.right_shift(h, np.uint32(13), out=tmp)
+            h ^= tmp
             h *= m
-            h ^= h >> np.uint32(15)
+            np.right_shift(h, np.uint32(15), out=tmp)
+            h ^= tmp
         return h
+
+    def positions(self, vector_size: int, nb_hash: int) -> Iterator[np.ndarray]:
+        """The bit position of every key under each of the ``nb_hash`` hashes in turn (one
+        array of indices, overwritten at the next step)."""
+        vs = np.uint32(vector_size)
+        h = np.zeros(self.n, np.uint32)
+        a = np.empty(self.n, np.uint32)
+        tmp = np.empty(self.n, np.uint32)
+        pos = np.empty(self.n, np.intp)   # numpy indexes with these without a cast (twice as fast)
+        for _ in range(nb_hash):
+            self.hash(h, tmp)
+            # Java's |h % size| of the signed hash: |h| as unsigned, then the remainder
+            # (a division by a scalar: numpy's floor_divide is much faster than remainder)
+            np.abs(h.view(np.int32), out=a.view(np.int32))
+            np.floor_divide(a, vs, out=tmp)
+            tmp *= vs
+            np.subtract(a, tmp, out=pos)
+            yield pos
 
 
 def murmur_hash(keys: pa.Array | pa.ChunkedArray | Sequence[str], seed: int = 0) -> np.ndarray:
@@ -121,32 +164,64 @@ def murmur_hash(keys: pa.Array | pa.ChunkedArray | Sequence[str], seed: int = 0)
     return out.view(np.int32)
 
 
-def key_positions(keys: pa.Array | pa.ChunkedArray | Sequence[str], vector_size: int, nb_hash: int) -> np.ndarray:
-    """The ``nb_hash`` bit positions of each key, shape ``(nb_hash, n)``, uint32.  Keys must
-    be non-empty (Hudi refuses to hash an empty key)."""
+def _checked(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bytes, offsets, lengths) of keys to hash; every key must be non-empty (Hudi refuses
+    to hash an empty key)."""
     data, off = utf8_buffers(keys)
     lengths = off[1:] - off[:-1]
+    if len(lengths) and lengths.min() <= 0:
+        raise ValueError("a bloom filter holds no empty key")
+    return data, off, lengths
+
+
+def key_positions(keys: pa.Array | pa.ChunkedArray | Sequence[str], vector_size: int, nb_hash: int) -> np.ndarray:
+    """The ``nb_hash`` bit positions of each key, shape ``(nb_hash, n)``, uint32.  Keys must
+    be non-empty."""
+    data, off, lengths = _checked(keys)
     n = len(lengths)
     out = np.empty((nb_hash, n), np.uint32)
     if n == 0:
         return out
-    if lengths.min() <= 0:
-        raise ValueError("a bloom filter holds no empty key")
-    vs = np.uint32(vector_size)
     groups = _groups(lengths)
     for nblocks, idx in groups:
         prep = _Prepared(data, off[:-1][idx], lengths[idx], nblocks)
-        h = np.zeros(len(idx), np.uint32)
-        for i in range(nb_hash):
-            h = prep.hash(h)
-            # Java's |h % size| of the signed hash: |h| as unsigned, then the remainder
-            # (a division by a scalar: numpy's floor_divide is much faster than remainder)
-            a = np.abs(h.view(np.int32)).view(np.uint32)
-            q = a // vs
-            q *= vs
-            a -= q
+        for i, a in enumerate(prep.positions(vector_size, nb_hash)):
             if len(groups) == 1:
                 out[i] = a
             else:
                 out[i, idx] = a
     return out
+
+
+def key_bits(keys: pa.Array | pa.ChunkedArray | Sequence[str], vector_size: int, nb_hash: int,
+             rows: np.ndarray | None = None, nrows: int = 1) -> np.ndarray:
+    """The bit vectors of a filter holding ``keys``, shape ``(nrows, vector_size)``, bool:
+    key ``i`` sets its ``nb_hash`` bits in row ``rows[i]`` (without ``rows``: row 0).  The
+    same bits as setting :func:`key_positions` in each key's row, without holding every
+    position at once: each hash's positions are set as they are computed."""
+    data, off, lengths = _checked(keys)
+    bits = np.zeros((nrows, vector_size), bool)
+    if not len(lengths):
+        return bits
+    flat = bits.reshape(-1)
+    for nblocks, idx in _groups(lengths):
+        prep = _Prepared(data, off[:-1][idx], lengths[idx], nblocks)
+        # runs of the group's keys (in key order) that go to one row: each hash's positions
+        # are set row by row; many short runs (keys dealt to the rows in turn) set them at
+        # row * vector_size + position instead
+        row = np.zeros(len(idx), np.int64) if rows is None else np.asarray(rows, np.int64)[idx]
+        cuts = np.flatnonzero(np.diff(row)) + 1
+        if len(cuts) < 64:
+            runs = [(int(lo), int(hi), bits[int(row[lo])]) for lo, hi in
+                    zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(idx)]]))]
+            for a in prep.positions(vector_size, nb_hash):
+                if len(runs) == 1:
+                    runs[0][2][a] = True
+                else:
+                    for lo, hi, vec in runs:
+                        vec[a[lo:hi]] = True
+        else:
+            at = row * vector_size
+            for a in prep.positions(vector_size, nb_hash):
+                flat[at + a] = True
+    return bits
