@@ -432,16 +432,27 @@ DRAWN_JS = """cls => {
 }"""
 
 
-def wait_drawn(lab: LabPage, cls: str, timeout_s: float = 60) -> list[list[dict[str, dict[str, int]]]]:
-    """Wait until each container of class ``cls`` holds figures that each have a drawn point;
-    returns :data:`DRAWN_JS`'s answer (what was drawn when the last figure first showed data)."""
-    ready = f"""() => {{
+def wait_drawn(lab: LabPage, cls: str, expected: list[dict[str, tuple[int, int]]] | None = None,
+               timeout_s: float = 240) -> list[list[dict[str, dict[str, int]]]]:
+    """Wait until each container of class ``cls`` holds figures that each have a drawn point,
+    and with ``expected`` (per figure, trace name -> (points, points of a non-zero size)) until
+    one container holds those figures with every trace drawn so (plotly draws a figure's traces
+    one after another, and draws them again when the box changes size); returns
+    :data:`DRAWN_JS`'s answer then.  The time limit only bounds a failing wait: on a loaded
+    machine a first render has taken 80 s."""
+    ready = f"""exp => {{
       const roots = ({DRAWN_JS})({json.dumps(cls)});
-      return roots.length > 0 && roots.every(figs => figs.length > 0 && figs.every(
-        traces => Object.values(traces).some(t => t.drawn > 0)));
+      if (!(roots.length > 0 && roots.every(figs => figs.length > 0 && figs.every(
+          traces => Object.values(traces).some(t => t.drawn > 0))))) return false;
+      if (exp === null) return true;
+      return roots.length === 1 && roots[0].length === exp.length && exp.every((traces, k) =>
+        Object.entries(traces).every(([name, [points, sized]]) => {{
+          const got = roots[0][k][name] || {{points: 0, drawn: 0}};
+          return got.points === points && (!sized || got.drawn > 0);
+        }}));
     }}"""
     try:
-        lab.page.wait_for_function(ready, timeout=timeout_s * 1000, polling=250)
+        lab.page.wait_for_function(ready, arg=expected, timeout=timeout_s * 1000, polling=250)
     except lab.sync_api.TimeoutError:
         pass  # the caller's assertion shows what was drawn
     return lab.page.evaluate(DRAWN_JS, cls)
@@ -532,7 +543,7 @@ def check_render(lab: LabPage, expected: dict[str, list[dict[str, tuple[int, int
     """What is wrong with the widgets on the page now (empty when each drew its data)."""
     problems = []
     for name, cls in WIDGETS.items():
-        views = wait_drawn(lab, cls)
+        views = wait_drawn(lab, cls, expected[name])
         if len(views) != 1 or len(views[0]) != len(expected[name]):
             problems.append(f"{name}: {len(views)} views with {[len(v) for v in views]} figures, expected one "
                             f"with {len(expected[name])}")
