@@ -79,6 +79,7 @@ def forget() -> None:
         store._parsed_stats = 0
     with metadata_table._DECODED_LOCK:
         metadata_table._DECODED.clear()
+        metadata_table._BASES.clear()
 
 
 def plan(path: str, latency_s: float, scope: Callable[[str], bool] | None = None) -> tuple[float, float, int, int]:

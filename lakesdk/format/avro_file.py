@@ -130,9 +130,9 @@ def _bytes(data: bytes, pos: int) -> tuple[bytes, int]:
     return data[pos:pos + n], pos + n
 
 
-def _check_framing(data: bytes) -> tuple[str, bytes]:
-    """Check the container's framing; return the name of the writer schema's record and the
-    schema's bytes."""
+def _check_framing(data: bytes) -> tuple[str, bytes, slice]:
+    """Check the container's framing; return the name of the writer schema's record, the
+    schema's bytes and where the first data block's records are."""
     if data[:4] != AVRO_MAGIC:
         raise _BadAvroBytes(f"it does not start with the Avro magic {AVRO_MAGIC!r} (found {bytes(data[:4])!r})")
     pos = 4
@@ -165,9 +165,12 @@ def _check_framing(data: bytes) -> tuple[str, bytes]:
     sync = data[pos:pos + _SYNC_LEN]
     pos += _SYNC_LEN
     blocks = 0
+    first = slice(0)
     while pos < len(data):
         count, pos = _long(data, pos)
         size, pos = _long(data, pos)
+        if not blocks:
+            first = slice(pos, pos + size)
         if count < 1 or size < 1 or count > size:
             raise _BadAvroBytes(f"data block {blocks} claims {count} records in {size} bytes")
         if pos + size + _SYNC_LEN > len(data):
@@ -180,7 +183,7 @@ def _check_framing(data: bytes) -> tuple[str, bytes]:
         blocks += 1
     if blocks == 0:
         raise _BadAvroBytes("it holds no record (a header only: truncated?)")
-    return name, raw_schema
+    return name, raw_schema, first
 
 
 @lru_cache(maxsize=64)
@@ -225,7 +228,7 @@ def read_record(data: bytes, schema: str | tuple[str, ...], what: str) -> dict[s
     data = bytes(data)
     names = (schema,) if isinstance(schema, str) else tuple(schema)
     try:
-        writer_name, raw_schema = _check_framing(data)
+        writer_name, raw_schema, first = _check_framing(data)
     except _BadAvroBytes as exc:
         raise CorruptTimelineError(f"{what} is not a valid Avro file ({len(data)} bytes): {exc}",
                                    path=where) from None
@@ -235,9 +238,12 @@ def read_record(data: bytes, schema: str | tuple[str, ...], what: str) -> dict[s
             f"{what} holds a {short!r} record, expected {' or '.join(repr(n) for n in names)}", path=where)
     schema = short
     try:
-        resolve = None if _is_model_schema(raw_schema, schema) else model_schema(schema)
-        reader = fastavro.reader(io.BytesIO(data), reader_schema=resolve)
-        rec = next(iter(reader))
+        if _is_model_schema(raw_schema, schema):
+            # the first record of the first block, read with the model schema (the writer's): no
+            # container reader, which would parse the header's schema again for each file
+            rec = fastavro.schemaless_reader(io.BytesIO(data[first]), model_schema(schema), None)
+        else:
+            rec = next(iter(fastavro.reader(io.BytesIO(data), reader_schema=model_schema(schema))))
     except Exception as exc:  # noqa: BLE001 - fastavro raises many kinds on bad bytes or schemas
         raise CorruptTimelineError(
             f"{what} cannot be read as {schema} ({len(data)} bytes): {type(exc).__name__}: {exc}",

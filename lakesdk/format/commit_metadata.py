@@ -82,9 +82,10 @@ class WriteStat:
         if kw["prevCommit"] is None:
             kw["prevCommit"] = "null"
         # the fields set as the dataclass's __init__ sets them, without its call of 33 keywords
-        # (which took as long as the checks above; a plan decodes one stat per file written)
+        # (which took as long as the checks above; a plan decodes one stat per file written);
+        # kw is the instance's dict itself (no copy of it)
         stat = object.__new__(cls)
-        stat.__dict__.update(kw)
+        stat.__dict__ = kw
         return stat
 
     @property

@@ -14,7 +14,7 @@ from lakesdk.format.file_naming import BaseFile, LogFile
 __all__ = ["FileSlice", "FileGroup"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileSlice:
     partition: str
     file_id: str
@@ -52,7 +52,7 @@ class FileSlice:
         return f"FileSlice({self.partition or '<root>'}/{self.file_id}, base={base}{logs})"
 
 
-@dataclass
+@dataclass(slots=True)
 class FileGroup:
     partition: str
     file_id: str

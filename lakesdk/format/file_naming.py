@@ -40,7 +40,7 @@ def make_write_token(task_partition_id: int, stage_id: int, task_attempt_id: int
     return f"{task_partition_id}-{stage_id}-{task_attempt_id}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BaseFile:
     file_id: str
     write_token: str
@@ -59,7 +59,7 @@ class BaseFile:
         return _base_of(m)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogFile:
     file_id: str
     instant: str
@@ -90,7 +90,7 @@ _BASE_EXTENSIONS = ("parquet", "orc", "hfile", "lance")
 
 
 def _base_of(m: re.Match[str]) -> BaseFile:
-    return BaseFile(m.group("fid"), m.group("tok"), m.group("inst"), m.group("ext"))
+    return BaseFile(*m.groups())      # fid, tok, inst, ext: the fields in order
 
 
 def _log_of(m: re.Match[str]) -> LogFile:
@@ -103,7 +103,8 @@ def parse_data_file(name: str) -> "BaseFile | LogFile | None":
     for any other name (what :func:`is_base_file` and :func:`is_log_file` say)."""
     m = _BASE_RE.match(name)
     if m is not None:
-        return _base_of(m) if m.group("ext") in _BASE_EXTENSIONS else None
+        groups = m.groups()
+        return BaseFile(*groups) if groups[3] in _BASE_EXTENSIONS else None
     m = _LOG_RE.match(name)
     return None if m is None else _log_of(m)
 

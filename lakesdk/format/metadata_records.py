@@ -64,7 +64,7 @@ class RecordType(IntEnum):
     SECONDARY_INDEX = 7
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileEntry:
     size: int
     deleted: bool
@@ -166,7 +166,27 @@ def decode_record(value: bytes, schema_json: str, *, key: bytes | None = None,
     ``key``: the HFile key the value was stored under, which is the record's key (Hudi's HFile
     writer blanks the ``key`` field of the value: the HFile key holds it).  Bytes that do not
     decode (or do not end where the record does) are a
-    :class:`~lakesdk.exceptions.CorruptFileError` naming ``path``."""
+    :class:`~lakesdk.exceptions.CorruptFileError` naming ``path``.
+
+    A file or partition list (the ``files`` partition's records) is decoded by
+    :func:`_decode_file_list` when the schema allows it, else (and whenever its bytes are not
+    exactly such a record) by fastavro, whose call costs more than the decoding of a small record."""
+    shape = _file_list_shape(schema_json)
+    if shape is not None:
+        try:
+            fast = _decode_file_list(value, shape)
+            fast_key = None if fast is None else fast["key"] if key is None else key.decode("utf-8")
+        except (IndexError, ValueError):     # damaged or unusual bytes: fastavro says what is wrong
+            fast = fast_key = None
+        if fast is not None and fast_key is not None:
+            listed = fast["filesystemMetadata"]
+            return MetadataRecord(fast_key, fast["type"], raw=fast, files=None if listed is None else {
+                name: FileEntry(e["size"], e["isDeleted"]) for name, e in listed.items()})
+    return _decode_avro(value, schema_json, key=key, path=path)
+
+
+def _decode_avro(value: bytes, schema_json: str, *, key: bytes | None, path: str) -> MetadataRecord:
+    """:func:`decode_record` by fastavro, whatever the record."""
     buf = io.BytesIO(value)
     try:
         # the wrappers of column statistics decoded with their names: a V1 record's say its type
@@ -202,6 +222,143 @@ def decode_record(value: bytes, schema_json: str, *, key: bytes | None = None,
         if payload is not None:
             out["deleted"] = bool(payload.get("isDeleted"))
     return MetadataRecord(record_key, typ, **out)
+
+
+#: how :func:`_decode_file_list` reads a field: a nullable string, the key, the type, the
+#: file map, or a union that must hold null
+_NULL_STRING, _KEY, _TYPE, _FILE_MAP, _NULL = range(5)
+
+
+def _type_name(t: Any) -> Any:
+    return t.get("type") if isinstance(t, dict) and isinstance(t.get("type"), str) else t
+
+
+@lru_cache(maxsize=16)
+def _file_list_shape(schema_json: str) -> tuple[tuple[str, int], ...] | None:
+    """(field name, how it is read) of every field of a ``HoodieMetadataRecord`` schema whose
+    file and partition lists :func:`_decode_file_list` can read, None for another schema."""
+    try:
+        fields = json.loads(schema_json)["fields"]
+        out = []
+        for f in fields:
+            name, t = f["name"], f["type"]
+            if name == "key" and _type_name(t) == "string":
+                kind = _KEY
+            elif name == "type" and _type_name(t) == "int":
+                kind = _TYPE
+            elif name == "filesystemMetadata":
+                m = t[1] if isinstance(t, list) and len(t) == 2 and _type_name(t[0]) == "null" else None
+                info = m.get("values") if isinstance(m, dict) and m.get("type") == "map" else None
+                if not (isinstance(info, dict) and info.get("type") == "record"
+                        and [(x["name"], _type_name(x["type"])) for x in info["fields"]]
+                        == [("size", "long"), ("isDeleted", "boolean")]):
+                    return None
+                kind = _FILE_MAP
+            elif isinstance(t, list) and t and _type_name(t[0]) == "null":
+                kind = _NULL_STRING if len(t) == 2 and _type_name(t[1]) == "string" else _NULL
+            else:
+                return None
+            out.append((name, kind))
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return None
+    kinds = [k for _, k in out]
+    if sorted(k for k in kinds if k in (_KEY, _TYPE, _FILE_MAP)) != [_KEY, _TYPE, _FILE_MAP]:
+        return None
+    return tuple(out)
+
+
+def _long(v: bytes, pos: int) -> tuple[int, int]:
+    """An Avro long (zig-zag varint, at most 10 bytes) at ``pos``: (value, position after it)."""
+    b = v[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    acc = b & 0x7F
+    shift = 7
+    end = pos + 10
+    pos += 1
+    while True:
+        if pos >= end:
+            raise ValueError("an Avro long of more than 10 bytes")
+        b = v[pos]
+        acc |= (b & 0x7F) << shift
+        pos += 1
+        if b < 0x80:
+            return (acc >> 1) ^ -(acc & 1), pos
+        shift += 7
+
+
+def _string(v: bytes, pos: int) -> tuple[str, int]:
+    n, pos = _long(v, pos)
+    end = pos + n
+    if n < 0 or end > len(v):
+        raise ValueError("an Avro string runs past the record")
+    return v[pos:end].decode("utf-8"), end
+
+
+def _decode_file_list(v: bytes, shape: tuple[tuple[str, int], ...]) -> dict[str, Any] | None:
+    """The fields of a ``HoodieMetadataRecord`` that holds a file or partition list (or none),
+    as fastavro decodes them (the same dict); None when another payload is set (a column
+    statistics record...), for fastavro to decode.  Raises ``ValueError`` or ``IndexError`` on
+    bytes that are not such a record (fastavro then says what is wrong)."""
+    out: dict[str, Any] = {}
+    pos = 0
+    for name, kind in shape:
+        if kind == _KEY:
+            out[name], pos = _string(v, pos)
+        elif kind == _TYPE:
+            t, pos = _long(v, pos)
+            if not -2**31 <= t < 2**31:
+                raise ValueError("an Avro int out of range")
+            out[name] = t
+        elif kind == _FILE_MAP:
+            branch = v[pos]
+            pos += 1
+            if branch == 0:
+                out[name] = None
+                continue
+            if branch != 2:
+                raise ValueError("a union branch out of range")
+            files: dict[str, dict[str, Any]] = {}
+            while True:
+                count, pos = _long(v, pos)
+                if count == 0:
+                    break
+                if count < 0:
+                    count = -count
+                    _, pos = _long(v, pos)       # the block's size in bytes
+                for _ in range(count):
+                    n = v[pos]       # the name's length: one or two bytes of varint inline
+                    if n < 0x80:
+                        pos += 1
+                    elif v[pos + 1] < 0x80:
+                        n = (n & 0x7F) | (v[pos + 1] << 7)
+                        pos += 2
+                    else:
+                        n, pos = _long(v, pos)
+                        n <<= 1
+                    if n & 1 or pos + (n >> 1) > len(v):
+                        raise ValueError("an Avro string of a negative length or past the record")
+                    end = pos + (n >> 1)
+                    file = v[pos:end].decode("utf-8")
+                    size, pos = _long(v, end)
+                    deleted = v[pos]
+                    pos += 1
+                    if deleted > 1:
+                        raise ValueError("a boolean byte other than 0 or 1")
+                    files[file] = {"size": size, "isDeleted": deleted == 1}
+            out[name] = files
+        else:
+            branch = v[pos]
+            pos += 1
+            if branch == 0:
+                out[name] = None
+            elif branch == 2 and kind == _NULL_STRING:
+                out[name], pos = _string(v, pos)
+            else:
+                return None      # another payload (not a file or partition list), or bad bytes
+    if pos != len(v):
+        raise ValueError("bytes after the record")
+    return out
 
 
 def merge_file_entries(older: Mapping[str, FileEntry], newer: Mapping[str, FileEntry]) -> dict[str, FileEntry]:

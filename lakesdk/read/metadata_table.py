@@ -238,11 +238,15 @@ class MetadataTableReader:
         merged: dict[str, MetadataRecord] = {}
         if sl.base_path is not None:
             path = sl.base_path
-            reader = HFileReader(self.mdt.read(path), name=self.mdt.url(path))
-            schema = _schema_of(reader, self.mdt.url(path))
-            items = reader if prefixes is None else (kv for p in prefixes for kv in reader.items(prefix=p))
-            for key, value in items:
-                _put(merged, decode_record(value, schema, key=key, path=self.mdt.url(path)))
+            url, data = self.mdt.url(path), self.mdt.read(path)
+            if prefixes is None and sl.partition == "files":
+                merged = _base_records(url, data)
+            else:
+                reader = HFileReader(data, name=url)
+                schema = _schema_of(reader, url)
+                items = reader if prefixes is None else (kv for p in prefixes for kv in reader.items(prefix=p))
+                for key, value in items:
+                    _put(merged, decode_record(value, schema, key=key, path=url))
         blocks: list[_Block] = []
         for path in sl.log_paths:
             blocks.extend(_log_blocks(self.mdt.url(path), self.mdt.read(path)))
@@ -336,6 +340,38 @@ def _log_blocks(url: str, data: bytes) -> tuple[_Block, ...]:
             while len(_DECODED) > _DECODED_FILES:
                 _DECODED.popitem(last=False)
     return blocks
+
+
+#: the records of the ``files`` partition's base files read whole, decoded, by (URL, content
+#: digest) (a base file is written once), so that a process decodes a table's listing once, not
+#: on every plan; the most recent of them, up to ``_BASES_MAX_BYTES`` of files (a table of
+#: 10,000 files has one of about 300 kB)
+_BASES: OrderedDict[tuple[str, bytes], tuple[int, dict[str, MetadataRecord]]] = OrderedDict()
+_BASES_MAX_BYTES = 8 << 20
+
+
+def _base_records(url: str, data: bytes) -> dict[str, MetadataRecord]:
+    """Every record of the MDT base HFile ``data`` (at ``url``) by key (a new dict; the records
+    decoded once, cached by content)."""
+    from lakesdk.format.hfile import HFileReader
+    key = (url, hashlib.blake2b(data, digest_size=16).digest()) if len(data) <= _DECODED_MAX_BYTES else None
+    if key is not None:
+        with _DECODED_LOCK:
+            hit = _BASES.get(key)
+            if hit is not None:
+                _BASES.move_to_end(key)
+                return dict(hit[1])
+    reader = HFileReader(data, name=url)
+    schema = _schema_of(reader, url)
+    out: dict[str, MetadataRecord] = {}
+    for k, value in reader:
+        _put(out, decode_record(value, schema, key=k, path=url))
+    if key is not None:
+        with _DECODED_LOCK:
+            _BASES[key] = (len(data), out)
+            while sum(n for n, _ in _BASES.values()) > _BASES_MAX_BYTES:
+                _BASES.popitem(last=False)
+    return dict(out)
 
 
 def _blocks_of_keys(url: str, data: bytes, keys: set[str]) -> tuple[_Block, ...]:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import posixpath
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, cast
 
 from lakesdk.exceptions import StorageError
 from lakesdk.format.file_group import FileGroup, FileSlice
-from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file, parse_data_file
+from lakesdk.format.file_naming import BaseFile, LogFile, parse_data_file
 from lakesdk.format.keys import parse_partition_path
 from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Clock, Timeline
+from lakesdk.read.listing import _ByPartition, _infos, _listed, _partition_of, list_data_files, listed_files
 from lakesdk.storage import FileInfo, Storage
 from lakesdk.timeline.store import TimelineStore
 
@@ -26,91 +27,6 @@ PartitionFilter = Callable[[dict[str, str | None]], bool]
 #: actions that delete data files of completed commits
 _DELETERS = frozenset({"clean", "restore"})
 _LIST_ATTEMPTS = 10
-
-
-def _skip(path: str) -> bool:
-    parts = path.split("/")
-    return parts[0] in (".hoodie", "__MACOSX") or any(p.startswith(".") for p in parts[:-1]) or parts[-1].endswith(".crc")
-
-
-def listed_files(storage: Storage, config: TableConfig, timeline: Timeline) -> list[FileInfo]:
-    """The base and log files of a table's completed instants as its metadata table lists them
-    (its ``files`` partition: no listing of the data partitions), or, for a table without one,
-    :func:`list_data_files`."""
-    return _listed(storage, config, timeline).files
-
-
-class _Listing(NamedTuple):
-    files: list[FileInfo]
-    metadata: "MetadataTableReader | None"     # the MDT reader it listed with (None: storage)
-    named: tuple[str, ...]                     # the MDT partitions ``hoodie.properties`` named then
-    partitions: list[str]                      # every partition listed, in the scope or not
-
-
-def _partition_of(path: str) -> str:
-    return path.rpartition("/")[0]
-
-
-def _from_storage(storage: Storage, scope: Callable[[str], bool] | None) -> _Listing:
-    files = list_data_files(storage)
-    parts = sorted({_partition_of(f.path) for f in files})
-    if scope is not None:
-        kept = {p for p in parts if scope(p)}
-        files = [f for f in files if _partition_of(f.path) in kept]
-    return _Listing(files, None, (), parts)
-
-
-def _listed(storage: Storage, config: TableConfig, timeline: Timeline,
-            scope: Callable[[str], bool] | None = None) -> _Listing:
-    """:func:`listed_files` (of the partitions ``scope`` keeps), with what it listed from.  A
-    ``hoodie.properties`` read earlier may name a metadata table another writer has dropped
-    since: read again after the MDT, it then no longer names one.  With the MDT, a scope reads
-    the ``files`` records of the partitions it keeps only (seeks by key)."""
-    from lakesdk.commit.table_properties import read_properties
-    from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
-    if config.is_metadata_table or config.version < 8:
-        return _from_storage(storage, scope)
-    if "files" not in metadata_partitions(config.props):
-        # a handle's config read before another writer (or this one) built the MDT
-        if not storage.exists(METADATA_DIR) or "files" not in metadata_partitions(read_properties(storage)[1].props):
-            return _from_storage(storage, scope)
-    from lakesdk.read.metadata_table import MetadataTableReader
-    for attempt in range(3):
-        try:
-            reader = MetadataTableReader(storage, timeline)
-            if scope is None:
-                listings = [(lst.partition, lst.files) for lst in reader.listings()]
-                parts = [p for p, _ in listings]
-            else:
-                parts = reader.partitions()
-                listings = sorted(reader.partition_files([p for p in parts if scope(p)]).items())
-            files = [FileInfo(f"{part}/{name}" if part else name, size, False)
-                     for part, names in listings for name, size in names.items()]
-            break
-        except FileNotFoundError:
-            if "files" not in metadata_partitions(read_properties(storage)[1].props):
-                return _from_storage(storage, scope)
-            if attempt == 2:
-                raise
-            # the MDT's clean removed the file slice this read loaded (two compactions since): again
-    # still named now: a writer that drops the MDT (or builds it again) unnames it before it deletes
-    # a file (and names it after the last): an MDT read while it changed is not trusted
-    named = metadata_partitions(read_properties(storage)[1].props)
-    if "files" not in named:
-        return _from_storage(storage, scope)
-    return _Listing(files, reader, named, parts)
-
-
-def list_data_files(storage: Storage) -> list[FileInfo]:
-    """Every base and log file of a table (one recursive listing)."""
-    out = []
-    for f in storage.find(""):
-        if _skip(f.path):
-            continue
-        name = posixpath.basename(f.path)
-        if is_base_file(name) or is_log_file(name):
-            out.append(f)
-    return out
 
 
 @dataclass(frozen=True)
@@ -128,8 +44,21 @@ class ExpectedFile:
     def size_differs(self, size: int) -> bool:
         """Whether ``size`` in storage is not what the write stat records: a base file of another
         size, or a log file shorter than its last append (later appends make it longer)."""
-        return bool(self.size) and ((self.kind == "base" and size != self.size)
-                                    or (self.kind == "log" and size < self.size))
+        return _size_differs(self.kind, self.size, size)
+
+
+#: an :class:`ExpectedFile`'s fields, in order, and the file's name in its partition's listing
+_Expected = tuple[str, int, str, str, str, str, str]
+
+
+def _base_of(sl: FileSlice) -> tuple[BaseFile, int]:
+    """The base file of a slice that has one, and its size."""
+    return cast(BaseFile, sl.base_file), sl.base_size
+
+
+def _size_differs(kind: str, expected: int, size: int) -> bool:
+    """:meth:`ExpectedFile.size_differs` of a file of ``kind`` whose write stat records ``expected`` bytes."""
+    return bool(expected) and ((kind == "base" and size != expected) or (kind == "log" and size < expected))
 
 
 class FileSystemView:
@@ -160,6 +89,10 @@ class FileSystemView:
         self.scope = partitions
         #: every partition the listing named, in the scope or not (given files: theirs)
         self.listed_partitions: list[str] = []
+        #: the files listed by partition, as the MDT lists them (None: :attr:`_files` only); the
+        #: list of :class:`FileInfo` is built from it when a caller needs one
+        self._by_partition: _ByPartition | None = None
+        self._file_infos: list[FileInfo] | None = None
         self._use(store, timeline)
         if files is not None:
             self._files = list(files)
@@ -167,13 +100,13 @@ class FileSystemView:
             if partitions is not None:
                 self._files = [f for f in self._files if partitions(_partition_of(f.path))]
         else:
-            self._files = self._list(store, recheck)
+            self._list(store, recheck)
         self._groups: dict[tuple[str, str], FileGroup] | None = None
         self._sorted_groups: list[FileGroup] | None = None
         #: each file name parsed (once: the listing's and the write stats' names are the same)
         self._names: dict[str, BaseFile | LogFile | None] = {}
 
-    def _list(self, store: TimelineStore, recheck: bool = True) -> list[FileInfo]:
+    def _list(self, store: TimelineStore, recheck: bool = True) -> None:
         """List the data files; when a clean or restore started after the timeline was read
         (it may have deleted files that timeline still needs: the slice a compaction replaced
         since), or archival moved completed instants of it away (a clean among them, which
@@ -182,17 +115,53 @@ class FileSystemView:
         reads it later and checks :meth:`outdated_by` itself (a write, when it creates its instant)."""
         for _ in range(_LIST_ATTEMPTS):
             listing = _listed(self.storage, self.config, self.timeline, self.scope)
-            files, self.metadata, self.metadata_partitions = listing.files, listing.metadata, listing.named
+            self.metadata, self.metadata_partitions = listing.metadata, listing.named
+            if listing.files is not None:
+                self._files = listing.files
+            else:
+                self._file_infos, self._by_partition = None, listing.by_partition
             self.listed_partitions = listing.partitions
             if not recheck:
-                return files
+                return
             now = store.load()
             if not self.outdated_by(now):
-                return files
+                return
             self._use(store, now)
         raise StorageError(
             f"the files of the table at {self.storage.base_url} could not be listed consistently: cleans or restores "
             f"kept deleting files during {_LIST_ATTEMPTS} listings; retry the operation")
+
+    @property
+    def _files(self) -> list[FileInfo]:
+        """The files listed (those of the partitions in the scope)."""
+        if self._file_infos is None:
+            self._file_infos = _infos(self._by_partition or [])
+        return self._file_infos
+
+    @_files.setter
+    def _files(self, files: list[FileInfo]) -> None:
+        self._file_infos, self._by_partition = files, None
+
+    def _entries(self) -> Iterator[tuple[str, str, int]]:
+        """(partition, file name, size) of every file listed."""
+        if self._by_partition is not None:
+            for part, names in self._by_partition:
+                for name, size in names.items():
+                    yield part, name, size
+        else:
+            for f in self._files:
+                part, _, name = f.path.rpartition("/")
+                yield part, name, f.size
+
+    def _present(self) -> dict[str, dict[str, int]]:
+        """partition -> file name -> size of the files listed."""
+        if self._by_partition is not None:
+            return dict(self._by_partition)
+        out: dict[str, dict[str, int]] = defaultdict(dict)
+        for f in self._files:
+            part, _, name = f.path.rpartition("/")
+            out[part][name] = f.size
+        return out
 
     def outdated_by(self, now: Timeline) -> bool:
         """Whether files this view's listing holds may be gone in the later timeline ``now``: a
@@ -239,6 +208,7 @@ class FileSystemView:
                     self.replaced.update((part, f) for f in fids)
         self._archived: dict[str, str] | None = None   # what the history says, for this timeline
         self._expected: list[ExpectedFile] | None = None
+        self._rows: list[_Expected] | None = None
 
     def _is_valid(self, instant: str) -> bool:
         if instant in self._completion:
@@ -290,41 +260,67 @@ class FileSystemView:
             return parsed
 
     def _build(self) -> dict[tuple[str, str], FileGroup]:
-        bases: dict[tuple[str, str], list[tuple[BaseFile, int]]] = defaultdict(list)
+        # the slice of a file group's one base file, made at once (the common case); the base
+        # files of a group that has several
+        bases: dict[tuple[str, str], FileSlice] = {}
+        more: dict[tuple[str, str], list[tuple[BaseFile, int]]] = {}
         logs: dict[tuple[str, str], list[tuple[LogFile, int]]] = defaultdict(list)
         cdcs: dict[tuple[str, str], list[tuple[LogFile, int]]] = defaultdict(list)
-        for f in self._files:
-            part, _, name = f.path.rpartition("/")
-            parsed = self._parse(name)
+        names = self._names
+        valid: dict[str, bool] = {}        # a base file's instant checked once per instant, not per file
+        for part, name, size in self._entries():
+            parsed = names[name] if name in names else self._parse(name)
             if parsed is None:      # not a data file's name: a typed error of what it is not
                 parsed = LogFile.parse(name) if name.startswith(".") else BaseFile.parse(name)
             if isinstance(parsed, LogFile):
-                (cdcs if parsed.is_cdc else logs)[(part, parsed.file_id)].append((parsed, f.size))
-            elif self._is_valid(parsed.instant):
-                bases[(part, parsed.file_id)].append((parsed, f.size))
+                (cdcs if parsed.is_cdc else logs)[(part, parsed.file_id)].append((parsed, size))
+                continue
+            ok = valid.get(parsed.instant)
+            if ok is None:
+                ok = valid[parsed.instant] = self._is_valid(parsed.instant)
+            if ok:
+                key = (part, parsed.file_id)
+                first = bases.get(key)
+                if first is None:
+                    bases[key] = FileSlice(part, key[1], parsed.instant, parsed, size)
+                elif key in more:
+                    more[key].append((parsed, size))
+                else:
+                    more[key] = [_base_of(first), (parsed, size)]
         groups: dict[tuple[str, str], FileGroup] = {}
         layout = self.config.layout_version
-        for key in set(bases) | set(logs):
-            if key in self.replaced:
+        replaced = self.replaced
+        for key, sl in bases.items():
+            if key in replaced:
                 continue
-            part, fid = key
-            bs = bases.get(key, [])
-            if len(bs) > 1:
-                bs.sort(key=lambda x: x[0].instant)
-            # one base per instant (a duplicate from a retried task would share the instant)
-            slices: list[FileSlice] = [FileSlice(part, fid, b.instant, b, size) for b, size in bs]
-            lg = logs.get(key, [])
-            if lg:
-                slices = self._attach_logs(part, fid, slices, lg, layout)
-            if key in cdcs:      # the changes a base file's write logged belong to its slice
-                by_instant = defaultdict(list)
-                for lf, size in sorted(cdcs[key], key=lambda x: (x[0].version, x[0].write_token)):
-                    by_instant[lf.instant].append((lf, size))
-                slices = [replace(s, cdc_files=tuple(by_instant[s.base_instant])) if s.base_instant in by_instant
-                          else s for s in slices]
-            if slices:
-                groups[key] = FileGroup(part, fid, slices)
+            if key not in more and key not in logs and key not in cdcs:    # the common case: one base file
+                groups[key] = FileGroup(key[0], key[1], [sl])
+            else:
+                self._group(groups, key, more.get(key) or [_base_of(sl)], logs.get(key, []), cdcs.get(key), layout)
+        for key, lg in logs.items():     # file groups of log files only
+            if key not in bases and key not in replaced:
+                self._group(groups, key, [], lg, cdcs.get(key), layout)
         return groups
+
+    def _group(self, groups: dict[tuple[str, str], FileGroup], key: tuple[str, str], bs: list[tuple[BaseFile, int]],
+               lg: list[tuple[LogFile, int]], cdc: list[tuple[LogFile, int]] | None, layout: int) -> None:
+        """Add to ``groups`` the file group ``key`` of the base files ``bs``, the log files ``lg``
+        and the CDC log files ``cdc``, when it has a slice."""
+        part, fid = key
+        if len(bs) > 1:
+            bs.sort(key=lambda x: x[0].instant)
+        # one base per instant (a duplicate from a retried task would share the instant)
+        slices: list[FileSlice] = [FileSlice(part, fid, b.instant, b, size) for b, size in bs]
+        if lg:
+            slices = self._attach_logs(part, fid, slices, lg, layout)
+        if cdc:      # the changes a base file's write logged belong to its slice
+            by_instant = defaultdict(list)
+            for lf, size in sorted(cdc, key=lambda x: (x[0].version, x[0].write_token)):
+                by_instant[lf.instant].append((lf, size))
+            slices = [replace(s, cdc_files=tuple(by_instant[s.base_instant])) if s.base_instant in by_instant
+                      else s for s in slices]
+        if slices:
+            groups[key] = FileGroup(part, fid, slices)
 
     def _attach_logs(self, part: str, fid: str, slices: list[FileSlice],
                      logs: list[tuple[LogFile, int]], layout: int) -> list[FileSlice]:
@@ -358,24 +354,37 @@ class FileSystemView:
     # -- API --------------------------------------------------------------------------------
     @property
     def file_groups(self) -> list[FileGroup]:
+        return list(self._by_key())
+
+    def _by_key(self) -> list[FileGroup]:
+        """The file groups, built once, sorted by partition and file id."""
         if self._sorted_groups is None:
             if self._groups is None:
                 self._groups = self._build()
-            self._sorted_groups = sorted(self._groups.values(), key=lambda g: (g.partition, g.file_id))
-        return list(self._sorted_groups)
+            groups = self._groups     # keyed by (partition, file id): sorted by key, no key function
+            self._sorted_groups = [groups[k] for k in sorted(groups)]
+        return self._sorted_groups
 
     def expected_files(self) -> list[ExpectedFile]:
         """Every file of every file slice this view's read reaches, per the write stats of the
         visible commits of the active timeline: the newest base file of each file group that no
         visible replacecommit replaced, and the log files the view attaches on top of it."""
         if self._expected is None:
-            self._expected = self._expected_files()
+            self._expected = [ExpectedFile(*row[:6]) for row in self._expected_rows()]
         return list(self._expected)
 
-    def _expected_files(self) -> list[ExpectedFile]:
+    def _expected_rows(self) -> list[_Expected]:
+        """:meth:`expected_files` as tuples of their fields (a plan checks them all and builds
+        an :class:`ExpectedFile` only for a file that fails the check)."""
+        if self._rows is None:
+            self._rows = self._expected_files()
+        return self._rows
+
+    def _expected_files(self) -> list[_Expected]:
         layout = self.config.layout_version
-        bases: dict[tuple[str, str], ExpectedFile] = {}
-        logs: dict[tuple[str, str], dict[str, ExpectedFile]] = defaultdict(dict)
+        bases: dict[tuple[str, str], _Expected] = {}
+        logs: dict[tuple[str, str], dict[str, _Expected]] = defaultdict(dict)
+        names = self._names
         self.store.prefetch(self.visible)
         for inst in self.visible:
             for st in self._scoped_stats(self.store.commit_metadata(inst).partition_to_write_stats):
@@ -383,31 +392,36 @@ class FileSystemView:
                 if not path or path == "null":
                     continue
                 part, _, name = path.rpartition("/")
+                listed = name if part else path     # what the listing of ``part`` names it
                 key = (part, st.fileId or "")
-                parsed = self._parse(name)
+                parsed = names[name] if name in names else self._parse(name)
                 if isinstance(parsed, BaseFile):
                     bi = parsed.instant
                     cur = bases.get(key)
-                    if cur is None or bi >= cur.instant:
-                        bases[key] = ExpectedFile(path, int(st.fileSizeInBytes or 0), bi, part, key[1], "base")
+                    if cur is None or bi >= cur[2]:
+                        bases[key] = (path, int(st.fileSizeInBytes or 0), bi, part, key[1], "base", listed)
                 elif isinstance(parsed, LogFile):
                     li = parsed.instant
                     cur = logs[key].get(path)
-                    size = max(int(st.fileSizeInBytes or 0), cur.size if cur else 0)
-                    logs[key][path] = ExpectedFile(path, size, li, part, key[1], "log")
+                    size = max(int(st.fileSizeInBytes or 0), cur[1] if cur else 0)
+                    logs[key][path] = (path, size, li, part, key[1], "log", listed)
         out = []
-        for key in sorted(set(bases) | set(logs)):
-            if key in self.replaced:
+        replaced = self.replaced
+        for key in sorted(bases.keys() | logs.keys()):
+            if key in replaced:
                 continue
             b = bases.get(key)
             if b is not None:
                 out.append(b)
-            for e in logs.get(key, {}).values():
+            lg = logs.get(key)
+            if not lg:
+                continue
+            for e in lg.values():
                 if layout >= 2:
-                    done = self._log_completion(e.instant)
-                    if done is None or (b is not None and done < b.instant):
+                    done = self._log_completion(e[2])
+                    if done is None or (b is not None and done < b[2]):
                         continue
-                elif b is not None and e.instant < b.instant:     # layout 1: a log names its base instant
+                elif b is not None and e[2] < b[2]:     # layout 1: a log names its base instant
                     continue
                 out.append(e)
         return out
@@ -464,6 +478,16 @@ class FileSystemView:
         the one its commit recorded (cut short, replaced): a
         :class:`~lakesdk.exceptions.CorruptFileError`.  A log file cut at a block boundary would
         otherwise read as a shorter valid one and drop committed updates without a word."""
+        if keep is None:       # every file: checked on the rows, an ExpectedFile built only for a failure
+            present, none = self._present(), cast(dict[str, int], {})
+            failed = False
+            for _, expected, _, part, _, kind, name in self._expected_rows():
+                size = present.get(part, none).get(name)
+                if size is None or (expected and size != expected and (kind == "base" or size < expected)):
+                    failed = True      # missing, or a size _size_differs rejects
+                    break
+            if not failed:
+                return
         missing = self.missing_files(keep)
         if not missing:
             short = self.short_files(keep)
@@ -535,6 +559,9 @@ class FileSystemView:
                       file_groups: set[tuple[str, str]] | None = None) -> list[FileSlice]:
         """The latest file slice of each file group (filtered); raises when a file of one of
         them that the timeline's write stats record is missing (:meth:`verify`)."""
+        if file_groups is None and partition_filter is None:
+            self.verify()
+            return [g.slices[-1] for g in self._by_key() if g.slices]
         self.verify(lambda e: (file_groups is None or (e.partition, e.file_id) in file_groups)
                     and (partition_filter is None or partition_filter(self.partition_values(e.partition))))
         out = []

@@ -21,7 +21,7 @@ _EXTRAS = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), 
            "abfs": ("adlfs", "azure"), "az": ("adlfs", "azure")}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileInfo:
     """One listed entry: ``path`` is relative to the storage base."""
 
