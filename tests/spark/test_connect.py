@@ -175,6 +175,8 @@ def test_a_process_started_from_a_connect_one_can_start_a_classic_session():
 
 def _port_free(port: int) -> bool:
     with socket.socket() as s:
+        # as the server binds: a port whose last connections wait out TIME_WAIT is free
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
