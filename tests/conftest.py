@@ -16,7 +16,8 @@ SHARED = Path(os.environ.get("LAKESDK_SHARED", ROOT.parent / "shared"))
 CONFORMANCE = SHARED / "conformance"
 
 #: ``connect``: the session fixture is a Spark Connect session on a local server that
-#: pyspark starts in this process (tests/spark/test_connect.py runs a set of tests so)
+#: pyspark starts in this process, and only the tests on that session run
+#: (tests/spark/test_connect.py runs a set of modules so)
 SPARK_MODE = os.environ.get("LAKESDK_TEST_SPARK", "classic")
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -168,7 +169,18 @@ def conformance_table(root: Path, rel: str) -> str:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``soak`` (long generated runs) run only when LAKESDK_SOAK_MINUTES is set."""
+    """A test on the run's session (the ``spark`` fixture, taken itself or through another
+    fixture) carries the ``spark`` marker, so ``-m spark`` selects every Spark test.  On Connect
+    (``LAKESDK_TEST_SPARK=connect``) only those run: a test without the session runs alike on
+    both, and one that starts Spark sessions of its own would start classic ones.  Tests marked
+    ``soak`` (long generated runs) run only when LAKESDK_SOAK_MINUTES is set."""
+    on_session = [item for item in items if "spark" in getattr(item, "fixturenames", ())]
+    for item in on_session:
+        item.add_marker(pytest.mark.spark)
+    if SPARK_MODE == "connect":
+        kept = set(map(id, on_session))
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
+        items[:] = on_session
     if os.environ.get("LAKESDK_SOAK_MINUTES"):
         return
     skip = pytest.mark.skip(reason="a soak: set LAKESDK_SOAK_MINUTES to run it")

@@ -23,6 +23,15 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the ``spark`` fixture is a Spark Connect session (``LAKESDK_TEST_SPARK=connect``, conftest.py)
+ON_CONNECT = os.environ.get("LAKESDK_TEST_SPARK") == "connect"
+#: the start of the reason of a test skipped on Connect (tests/spark/test_connect.py counts them)
+CLASSIC_ONLY = "classic session only"
+
+
+def classic_only(why: str):
+    """Skip a test on Connect that checks what a classic session alone has (``why``)."""
+    return pytest.mark.skipif(ON_CONNECT, reason=f"{CLASSIC_ONLY}: {why}")
 
 
 # -- reading a table back ------------------------------------------------------------------------
