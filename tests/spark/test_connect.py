@@ -198,6 +198,9 @@ def test_the_connect_set(tmp_path):
                         "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE", "LAKESDK_SPARK_REMOTE",
                         "LAKESDK_SPARK_MASTER", "PYTEST_ADDOPTS")}
     env["LAKESDK_TEST_SPARK"] = "connect"
+    # functions of the test modules (a custom merger) reach the server's Python workers by reference:
+    # those run in a directory of the Connect session's own, so the tests' package is put on their path
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     report = tmp_path / "connect.xml"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", f"--junitxml={report}",
            f"--basetemp={tmp_path / 'tmp'}", "tests/spark/test_connect.py", *CONNECT_MODULES]
