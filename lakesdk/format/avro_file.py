@@ -109,7 +109,11 @@ def check_writer_schema(schema: Any) -> None:
 
 
 def _long(data: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint at ``pos``: (value, position after it)."""
+    """A zig-zag varint at ``pos``: (value, position after it); bytes that end inside it, or a
+    varint of more than 10 bytes, raise ``_BadAvroBytes``."""
+    if pos < len(data) and data[pos] < 0x80:     # one byte: most counts, lengths and sizes
+        b = data[pos]
+        return (b >> 1) ^ -(b & 1), pos + 1
     shift = 0
     acc = 0
     for i in range(10):

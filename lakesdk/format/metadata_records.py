@@ -44,7 +44,8 @@ from typing import Any, Mapping
 
 import fastavro
 
-from lakesdk.exceptions import CorruptFileError
+from lakesdk.exceptions import CorruptFileError, _BadAvroBytes
+from lakesdk.format.avro_file import _long
 
 __all__ = ["RecordType", "FileEntry", "MetadataRecord", "ColumnStats", "RecordLocation", "decode_record",
            "merge_file_entries", "record_schema", "record_schema_json", "ALL_PARTITIONS_KEY", "NON_PARTITIONED_KEY",
@@ -176,7 +177,7 @@ def decode_record(value: bytes, schema_json: str, *, key: bytes | None = None,
         try:
             fast = _decode_file_list(value, shape)
             fast_key = None if fast is None else fast["key"] if key is None else key.decode("utf-8")
-        except (IndexError, ValueError):     # damaged or unusual bytes: fastavro says what is wrong
+        except (IndexError, ValueError, _BadAvroBytes):   # damaged or unusual bytes: fastavro says what is wrong
             fast = fast_key = None
         if fast is not None and fast_key is not None:
             listed = fast["filesystemMetadata"]
@@ -267,26 +268,6 @@ def _file_list_shape(schema_json: str) -> tuple[tuple[str, int], ...] | None:
     return tuple(out)
 
 
-def _long(v: bytes, pos: int) -> tuple[int, int]:
-    """An Avro long (zig-zag varint, at most 10 bytes) at ``pos``: (value, position after it)."""
-    b = v[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    acc = b & 0x7F
-    shift = 7
-    end = pos + 10
-    pos += 1
-    while True:
-        if pos >= end:
-            raise ValueError("an Avro long of more than 10 bytes")
-        b = v[pos]
-        acc |= (b & 0x7F) << shift
-        pos += 1
-        if b < 0x80:
-            return (acc >> 1) ^ -(acc & 1), pos
-        shift += 7
-
-
 def _string(v: bytes, pos: int) -> tuple[str, int]:
     n, pos = _long(v, pos)
     end = pos + n
@@ -298,7 +279,7 @@ def _string(v: bytes, pos: int) -> tuple[str, int]:
 def _decode_file_list(v: bytes, shape: tuple[tuple[str, int], ...]) -> dict[str, Any] | None:
     """The fields of a ``HoodieMetadataRecord`` that holds a file or partition list (or none),
     as fastavro decodes them (the same dict); None when another payload is set (a column
-    statistics record...), for fastavro to decode.  Raises ``ValueError`` or ``IndexError`` on
+    statistics record...), for fastavro to decode.  Raises ``ValueError``, ``IndexError`` or ``_BadAvroBytes`` on
     bytes that are not such a record (fastavro then says what is wrong)."""
     out: dict[str, Any] = {}
     pos = 0

@@ -11,6 +11,7 @@ for exactly-once delivery against the records produced.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,8 +29,7 @@ ck = pytest.importorskip("confluent_kafka")
 
 
 def caught_up(p, commit_time, offset, **kw):
-    ev = status(p, commit_time, offset, **kw)
-    return ControlEvent(**{**ev.__dict__, "caught_up": True})
+    return replace(status(p, commit_time, offset, **kw), caught_up=True)
 
 
 # -- the coordinator -----------------------------------------------------------------------------------
