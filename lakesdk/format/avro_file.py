@@ -111,19 +111,20 @@ def check_writer_schema(schema: Any) -> None:
 def _long(data: bytes, pos: int) -> tuple[int, int]:
     """A zig-zag varint at ``pos``: (value, position after it); bytes that end inside it, or a
     varint of more than 10 bytes, raise ``_BadAvroBytes``."""
-    if pos < len(data) and data[pos] < 0x80:     # one byte: most counts, lengths and sizes
+    try:
         b = data[pos]
-        return (b >> 1) ^ -(b & 1), pos + 1
-    shift = 0
-    acc = 0
-    for i in range(10):
-        if pos + i >= len(data):
-            raise _BadAvroBytes(f"the file ends inside a number at byte {pos + i}")
-        b = data[pos + i]
-        acc |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (acc >> 1) ^ -(acc & 1), pos + i + 1
-        shift += 7
+        if b < 0x80:     # one byte: most counts, lengths and sizes
+            return (b >> 1) ^ -(b & 1), pos + 1
+        acc, shift, i = b & 0x7F, 7, pos + 1
+        while i < pos + 10:
+            b = data[i]
+            acc |= (b & 0x7F) << shift
+            i += 1
+            if b < 0x80:
+                return (acc >> 1) ^ -(acc & 1), i
+            shift += 7
+    except IndexError:
+        raise _BadAvroBytes(f"the file ends inside a number at byte {max(pos, len(data))}") from None
     raise _BadAvroBytes(f"the number at byte {pos} is longer than 10 bytes")
 
 
