@@ -79,6 +79,14 @@ def arrow_or_error(rows):
 def assert_decodes_like_the_reference(values, loads):
     rows, errors = reference(values)
     got = make_batch_decoder(CFG, loads=loads)(values)
+    if got.table is not None:
+        # Arrow's JSON reader took the batch: only where every value is a row, into the very table
+        # the rows give
+        assert not errors and len(got) == len(rows) == len(values)
+        theirs = arrow_or_error(rows)
+        assert isinstance(theirs, tuple), (values, theirs)
+        assert got.table.schema == theirs[0] and same(got.table.to_pylist(), theirs[1]), (values, got.table, theirs)
+        return
     assert [(i, type(e), str(e)) for i, e in got.errors] == errors
     assert len(got.rows) == len(rows) and all(same(a, b) for a, b in zip(got.rows, rows)), (got.rows, rows)
     ours, theirs = arrow_or_error(got.rows), arrow_or_error(rows)
@@ -148,10 +156,11 @@ def test_one_key_set_gives_the_table_from_pylist_gave(parser, rows):
     try:
         before = pa.Table.from_pylist(reference(values)[0])
     except (pa.ArrowException, ValueError, TypeError, OverflowError):
+        assert got.table is None
         with pytest.raises((pa.ArrowException, ValueError, TypeError, OverflowError)):
             rows_to_arrow(got.rows)
         return
-    now = rows_to_arrow(got.rows)
+    now = got.table if got.table is not None else rows_to_arrow(got.rows)
     assert now.schema == before.schema and same(now.to_pylist(), before.to_pylist())
 
 
@@ -195,4 +204,72 @@ def test_avro_batches_decode_record_by_record():
     fastavro.schemaless_writer(buf, parsed, {"id": 7})
     cfg = SinkConfig("t", "x", "b", format="avro", avro_schema=schema)
     got = make_batch_decoder(cfg)([buf.getvalue(), None])
-    assert got.rows == [{"id": 7}] and [i for i, _ in got.errors] == [1]
+    assert got.rows == [{"id": 7}] and [i for i, _ in got.errors] == [1] and got.table is None
+
+
+# -- Arrow's JSON reader and a round's pieces ----------------------------------------------------------
+# rows as producers usually write them (one line each), so that Arrow's reader takes most batches; the
+# values repeat a few field names and types so that columns meet ints and floats, nulls, nested
+# objects with other fields, timestamps written as text, and lists of nulls
+ARROW_TEXTS = st.sampled_from(["a", "2020-01-01", "2020-01-01 00:00:00", "2020-01-01T00:00:00Z", "é", "\\u00e9", 'x"y\\z',
+                               "1234567890123456", "\U0001f600"])
+arrow_scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**15 + 1, 10**15 - 1),
+                          st.sampled_from([2**53, 2**53 + 1, 10**16, -(10**16), 2**63, 0.5, -0.0, 1e300, 5e-324]),
+                          st.floats(allow_nan=False, allow_infinity=False), ARROW_TEXTS)
+arrow_values = st.recursive(arrow_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["x", "y", "z"]), inner, max_size=3)), max_leaves=6)
+arrow_rows = st.dictionaries(st.sampled_from(["id", "v", "w", "n", "s"]), arrow_values, max_size=4)
+one_line = st.one_of(arrow_rows.map(lambda r: json.dumps(r, separators=(",", ":")).encode()),
+                     arrow_rows.map(lambda r: json.dumps(r, ensure_ascii=False).encode("utf-8", "surrogatepass")),
+                     st.sampled_from([b'{"v":[null,null]}', b'{"v":1,"v":2}', b'{"v":1e400}', b'{"v":"a\tb"}',
+                                      b'{"v":"\\ud800"}', b'{"v":"\xed\xa0\x80"}', b'{} {}', b'{"v":NaN}']))
+
+
+@settings(max_examples=400, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(one_line, min_size=1, max_size=40))
+def test_arrow_reads_a_batch_only_into_the_table_its_rows_give(values):
+    """:func:`arrow_json_table` returns a table only where every value is a row and the table is
+    the one the per-record decoder's rows give (``rows_to_arrow``), column types included;
+    otherwise None, and the batch is decoded record by record."""
+    from lakesdk.streaming.kafka.decoding import arrow_json_table
+    got = arrow_json_table(values)
+    if got is None:
+        return
+    rows, errors = reference(values)
+    assert not errors
+    theirs = arrow_or_error(rows)
+    assert isinstance(theirs, tuple), (values, theirs)
+    assert got.schema == theirs[0] and same(got.to_pylist(), theirs[1]), (values, got, theirs)
+
+
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=st.lists(st.lists(st.one_of(one_line, one_line, record_values), min_size=1, max_size=8),
+                        min_size=1, max_size=5))
+def test_a_rounds_pieces_give_the_table_all_its_rows_give(batches):
+    """A round decoded in batches (some read by Arrow, some record by record) gives, in one table,
+    what ``rows_to_arrow`` gives for all its rows in order, or fails where that fails."""
+    from lakesdk.streaming.kafka.decoding import RoundRows
+    dec = make_batch_decoder(CFG)
+    rr = RoundRows()
+    for b in batches:
+        rr.add(dec(b))
+    rows = [r for b in batches for r in reference(b)[0]]
+    assert len(rr) == len(rows)
+    theirs = arrow_or_error(rows)
+    try:
+        ours = rr.to_arrow()
+    except Exception as e:  # noqa: BLE001
+        assert not isinstance(theirs, tuple), (batches, e)
+        return
+    assert isinstance(theirs, tuple), (batches, ours)
+    assert ours.schema == theirs[0] and same(ours.to_pylist(), theirs[1])
+
+
+def test_arrow_takes_the_usual_stream():
+    """The usual records (one line each, the same fields) are read by Arrow, in one piece a batch."""
+    dec = make_batch_decoder(CFG)
+    values = [json.dumps({"id": i, "ts": i, "part": f"p{i % 4}", "amount": i * 0.5, "at": "2020-01-01"}).encode()
+              for i in range(1000)]
+    got = dec(values)
+    assert got.table is not None and got.table.num_rows == 1000 and not got.rows
+    assert got.table.schema.field("at").type == pa.string()

@@ -50,11 +50,12 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 from lakesdk.exceptions import DecodeError
-from lakesdk.streaming.kafka.decoding import BatchDecoder, batch_decoder_of
+from lakesdk.streaming.kafka.decoding import BatchDecoder, DecodedBatch, RoundRows, batch_decoder_of
 from lakesdk.streaming.kafka.events import ControlEvent, EntityType, EventType
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ log = logging.getLogger(__name__)
 __all__ = ["PartitionContext", "TransactionParticipant", "TransactionInfo", "DecodeError", "RECORD_OVERHEAD_BYTES"]
 
 RECORD_OVERHEAD_BYTES = 100   # a buffered record's Python objects, counted against prefetch_bytes
+DECODE_CHUNK_BYTES = 1 << 20  # records taken into a transaction are decoded in chunks of about this size
 
 
 class PartitionContext(Protocol):
@@ -76,14 +78,20 @@ class TransactionInfo:
     commit_time: str
     txn: dict[str, Any] | None
     expected_offset: int
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: RoundRows = field(default_factory=RoundRows)
     error_records: int = 0
+    taken: int = 0          # records taken into the transaction (decoded or not yet)
+    # records taken and not decoded yet: (offsets, values) runs, their bytes, and the chunks being
+    # decoded (their runs, and the decoded batch or its future)
+    undecoded: list[tuple[Sequence[int], list[Any]]] = field(default_factory=list)
+    undecoded_bytes: int = 0
+    decoding: list[tuple[list[tuple[Sequence[int], list[Any]]], Any]] = field(default_factory=list)
     initiated: bool = False
     target: int | None = None      # the partition's end offset when the round started (catch_up)
     caught_up: bool = False        # ended on reaching the target, before END_COMMIT
 
 
-Writer = Callable[[dict[str, Any], list[dict[str, Any]]], "tuple[list[dict[str, Any]], str | None]"]
+Writer = Callable[[dict[str, Any], RoundRows], "tuple[list[dict[str, Any]], str | None]"]
 
 
 class TransactionParticipant:
@@ -92,7 +100,8 @@ class TransactionParticipant:
     def __init__(self, topic: str, partition: int, context: PartitionContext, writer: Writer,
                  publish: Callable[[ControlEvent], None], *, group: str = "",
                  decode: Callable[[Any], dict[str, Any]] | None = None, decode_batch: BatchDecoder | None = None,
-                 prefetch_bytes: int = 0, defer_writes: bool = False) -> None:
+                 prefetch_bytes: int = 0, defer_writes: bool = False, decode_pool: Executor | None = None,
+                 decode_chunk_bytes: int = DECODE_CHUNK_BYTES) -> None:
         self.topic = topic
         self.partition = partition
         self.context = context
@@ -103,6 +112,8 @@ class TransactionParticipant:
         self.decode_batch = decode_batch or batch_decoder_of(self.decode)
         self.prefetch_bytes = prefetch_bytes
         self.defer_writes = defer_writes
+        self.decode_pool = decode_pool
+        self.decode_chunk_bytes = decode_chunk_bytes
         self.pending: TransactionInfo | None = None   # ended, its write not done yet (defer_writes)
         self.committed_offset = 0
         self.txn: TransactionInfo | None = None
@@ -262,6 +273,8 @@ class TransactionParticipant:
         if not self.prefetch_bytes:
             self._pause(True)
         txn.initiated = True
+        self._decode(txn)
+        self._collect_decoded(txn)
         self.pending = txn
         if self.defer_writes:
             return    # the worker writes, then calls complete_write
@@ -293,7 +306,7 @@ class TransactionParticipant:
         if not error:
             self.records_written += len(txn.rows)
             self.written_offset = txn.expected_offset
-        txn.rows = []
+        txn.rows = RoundRows()
 
     def _ack_commit(self, ev: ControlEvent) -> None:
         if self.txn is not None and self.committed_offset < self.txn.expected_offset:
@@ -357,15 +370,38 @@ class TransactionParticipant:
                 txn.expected_offset = offset + 1
             self._drained()
         if values:
-            batch = self.decode_batch(values)
-            txn.rows.extend(batch.rows)
-            for i, e in batch.errors:     # error records (Hudi: allow.commit.on.errors)
-                txn.error_records += 1
-                self.error_records += 1
-                log.warning("partition %s offset %s: cannot decode the record: %s", self.partition, offsets[i], e)
+            txn.taken += len(values)
+            txn.undecoded.append((offsets, values))
+            txn.undecoded_bytes += _size_of(values)
+            if txn.undecoded_bytes >= self.decode_chunk_bytes:
+                self._decode(txn)
         if txn.target is not None and txn.expected_offset >= txn.target and not self.stopped:
             txn.caught_up = True
             self._end_transaction(txn)
+
+    def _decode(self, txn: TransactionInfo) -> None:
+        """Decode the records taken into ``txn`` so far, as one batch: on the decode pool when
+        there is one (Arrow's JSON reader leaves the lock to the thread that reads from Kafka)."""
+        runs = txn.undecoded
+        if not runs:
+            return
+        txn.undecoded, txn.undecoded_bytes = [], 0
+        values = runs[0][1] if len(runs) == 1 else [v for _, vs in runs for v in vs]
+        pending = self.decode_pool.submit(self.decode_batch, values) if self.decode_pool else self.decode_batch(values)
+        txn.decoding.append((runs, pending))
+
+    def _collect_decoded(self, txn: TransactionInfo) -> None:
+        """Take the decoded chunks into ``txn.rows`` in offset order, and count its error records
+        (Hudi: allow.commit.on.errors)."""
+        for runs, pending in txn.decoding:
+            batch: DecodedBatch = pending if isinstance(pending, DecodedBatch) else pending.result()
+            txn.rows.add(batch)
+            for i, e in batch.errors:
+                txn.error_records += 1
+                self.error_records += 1
+                log.warning("partition %s offset %s: cannot decode the record: %s", self.partition,
+                            _offset_at(runs, i), e)
+        txn.decoding = []
 
     # -- status -------------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -376,8 +412,17 @@ class TransactionParticipant:
                 "written": self.written_offset,
                 "transaction": t.commit_time if t else None, "buffered": len(self._buffer),
                 "buffered_bytes": self._buffered_bytes,
-                "pending_rows": len(t.rows) if t else 0, "records_written": self.records_written,
+                "pending_rows": t.taken if t else 0, "records_written": self.records_written,
                 "error_records": self.error_records}
+
+
+def _offset_at(runs: list[tuple[Sequence[int], list[Any]]], i: int) -> int:
+    """The offset of the ``i``-th record of these runs."""
+    for offsets, _ in runs:
+        if i < len(offsets):
+            return offsets[i]
+        i -= len(offsets)
+    raise IndexError(i)
 
 
 def _size_of(values: list[Any]) -> int:

@@ -22,12 +22,13 @@ import os
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from lakesdk.exceptions import MissingDependencyError, TableConfigError
 from lakesdk.streaming.kafka.config import SinkConfig, make_decoder
 from lakesdk.streaming.kafka.coordinator import TransactionCoordinator
-from lakesdk.streaming.kafka.decoding import make_batch_decoder, rows_to_arrow
+from lakesdk.streaming.kafka.decoding import RoundRows, make_batch_decoder
 from lakesdk.streaming.kafka.events import KAFKA_OFFSET_KEY, KAFKA_TOPIC_KEY, ControlEvent, EntityType, parse_offsets
 from lakesdk.streaming.kafka.participant import TransactionParticipant
 
@@ -133,6 +134,10 @@ def sink_commit_history(table: Any, topic: str | None = None, limit: int = 20) -
     return out[::-1]
 
 
+_TURN_RECORDS = 10_000   # records a loop turn takes from the consumer at most
+_CONSUME_BATCH = 1_000   # ... in calls of this many
+
+
 class _PartitionContext:
     def __init__(self, worker: "SinkWorker", partition: int) -> None:
         self.w = worker
@@ -225,6 +230,7 @@ class SinkWorker:
         self._decode = make_decoder(cfg)
         self._decode_batch = make_batch_decoder(cfg)
         self._avro_arrow: Any = None
+        self._decode_pool: ThreadPoolExecutor | None = None
         self._last_wm = 0.0
         self.ready = threading.Event()
 
@@ -238,7 +244,7 @@ class SinkWorker:
             # arrives from there later counts as the same report (K16) or as stale (K15)
             self.coordinator.on_event(ev)
 
-    def _write(self, txn: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+    def _write(self, txn: dict[str, Any], rows: RoundRows | list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
         from lakesdk.table.transaction import OpenInstant, write_batch
         if self.cfg.format == "avro" and self._avro_arrow is None:
             import json
@@ -248,7 +254,7 @@ class SinkWorker:
             if isinstance(raw, str):
                 raw = json.loads(raw) if raw.strip().startswith("{") else json.loads(open(raw).read())
             self._avro_arrow = avro_to_arrow(raw)  # type: ignore[arg-type]
-        data = rows_to_arrow(rows, self._avro_arrow)
+        data = (rows if isinstance(rows, RoundRows) else RoundRows([rows])).to_arrow(self._avro_arrow)
         # a field no record of the round has is null there, as a record converted to the table's
         # schema reads it in Hudi's sink (refusing it would fail the round on every retry)
         return write_batch(self.table, OpenInstant(**txn), data, missing_columns="null")
@@ -272,7 +278,7 @@ class SinkWorker:
         if not by_instant:
             return
         for commit_time, parts in by_instant.items():
-            rows = [r for p in parts for r in (p.pending.rows if p.pending else ())]
+            rows = RoundRows.concat([p.pending.rows for p in parts if p.pending])
             stats: list[dict[str, Any]] = []
             schema: str | None = None
             error: str | None = None
@@ -294,6 +300,8 @@ class SinkWorker:
         from confluent_kafka import Consumer, Producer, TopicPartition
         cfg = self.cfg
         self.table = open_sink_table(cfg)
+        # one thread decodes the records the participants took while this one reads on (in order)
+        self._decode_pool = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-decode")
         threading.Thread(target=_warm_up_arrow, name=f"{self.name}-warm-up", daemon=True).start()
         if cfg.create_control_topic:
             self._ensure_control_topic(ck)
@@ -348,7 +356,7 @@ class SinkWorker:
             part = TransactionParticipant(self.cfg.topic, p, _PartitionContext(self, p), self._write, self._publish,
                                           group=self.cfg.group_id, decode=self._decode,
                                           decode_batch=self._decode_batch, prefetch_bytes=self.cfg.prefetch_bytes,
-                                          defer_writes=True)
+                                          defer_writes=True, decode_pool=self._decode_pool)
             part.start(offsets.get(p), position=offsets.get(p, 0))   # the table's offset: to the group at once
             self.participants[p] = part
             if p == 0 and self.coordinator is None:
@@ -418,15 +426,25 @@ class SinkWorker:
             elif self.coordinator is not None:
                 self.coordinator.on_event(ev)
         by_partition: dict[int, list[tuple[int, Any]]] = {}
-        for m in self.consumer.consume(num_messages=10000, timeout=data_timeout) or []:
-            if m.error():
-                log.debug("data consumer: %s", m.error())
-                continue
-            p = m.partition()
-            records = by_partition.get(p)
-            if records is None:
-                records = by_partition[p] = []
-            records.append((m.offset(), m.value()))
+        # up to 10,000 records a turn, 1,000 at a time: a Kafka message object is tracked by Python's
+        # garbage collector, and 10,000 alive at once promote each other to the oldest generation, whose
+        # full collections then cost more than the decoding
+        got, timeout = 0, data_timeout
+        while got < _TURN_RECORDS:
+            msgs = self.consumer.consume(num_messages=_CONSUME_BATCH, timeout=timeout) or []
+            for m in msgs:
+                if m.error():
+                    log.debug("data consumer: %s", m.error())
+                    continue
+                p = m.partition()
+                records = by_partition.get(p)
+                if records is None:
+                    records = by_partition[p] = []
+                records.append((m.offset(), m.value()))
+            got += len(msgs)
+            if len(msgs) < _CONSUME_BATCH:
+                break
+            timeout = 0
         for p, records in by_partition.items():
             participant = self.participants.get(p)
             if participant is not None:
@@ -485,4 +503,7 @@ class SinkWorker:
         if self.producer is not None:
             self.producer.flush(5)
         self.consumer = self.control = self.producer = None
+        if self._decode_pool is not None:
+            self._decode_pool.shutdown(wait=True, cancel_futures=True)
+            self._decode_pool = None
         self._snapshot = {**self._snapshot, "running": False, "partitions": {}, "coordinator": None}
