@@ -247,14 +247,22 @@ class TableContext:
                 "the table with Apache Hudi (a Hudi 1.x writer upgrades it to version 8 on its first write), then "
                 "write it with lakesdk", key="hoodie.table.version")
 
+    def index_type(self) -> str:
+        """The index of this handle's writes as Hudi names it (``hoodie.index.type``: ``BLOOM``,
+        ``RECORD_INDEX``...; "" for the default): the ``index_type`` option when given, else the
+        table's ``hoodie.index.type`` (``create_table(index=...)``)."""
+        from lakesdk.format.table_config import INDEX_TYPE_KEY
+        chosen = self.options.index_type
+        if chosen is not None:
+            return {"RECORD": "RECORD_INDEX"}.get(chosen.upper(), chosen.upper())
+        return (self.config.props.get(INDEX_TYPE_KEY) or "").strip().upper()
+
     def global_index(self) -> tuple[bool, bool]:
         """(global, update partition path) of the index of this handle's writes: the
         ``index_type`` option (``hoodie.index.type``) when given, else the table's
         ``hoodie.index.type`` (``create_table(index=...)``), else a non-global index.  A
         global index matters on partitioned tables only."""
-        from lakesdk.format.table_config import INDEX_TYPE_KEY
-        chosen = self.options.index_type
-        wire = {"RECORD": "RECORD_INDEX"}.get(chosen.upper(), chosen.upper()) if chosen is not None else (self.config.props.get(INDEX_TYPE_KEY) or "").strip().upper()
+        wire = self.index_type()
         if wire in ("", "BLOOM", "SIMPLE"):
             return False, self.options.index_update_partition_path
         if wire in ("GLOBAL_SIMPLE", "GLOBAL_BLOOM", "RECORD_INDEX"):

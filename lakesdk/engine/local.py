@@ -169,7 +169,7 @@ class LocalWriteJob:
         instead of 400 MB)."""
         otype = index_ordering_type(self.ctx) if global_keys else stored_ordering_type(self.ctx)
         ordering = (self.ctx.ordering, otype) if otype is not None and self.ctx.ordering else None
-        if data is not None and slices and global_keys and self.record_index is not None:
+        if data is not None and slices and self.record_index is not None:
             slices = self.record_index(slices, data.column(KEY))
             if not slices:
                 return read_key_index(self.ctx.storage, [], None, ordering)

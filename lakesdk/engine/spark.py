@@ -321,7 +321,7 @@ class SparkWriteJob:
         if data is not None:
             keys = self._incoming_keys(data)
             if keys is not None:   # the index of the incoming keys, on the driver
-                slices = self.record_index(slices, keys.column(KEY)) if global_keys and self.record_index else slices
+                slices = self.record_index(slices, keys.column(KEY)) if self.record_index else slices
                 from lakesdk.engine.key_index import incoming_keys, pruned_key_index, untagged_upserts
                 found = pruned_key_index(storage, slices, incoming_keys(keys.column(KEY), None if global_keys else
                                                                        keys.column(PART)),

@@ -61,7 +61,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from lakesdk.exceptions import CorruptFileError, UnsupportedFileFeatureError
 
@@ -227,12 +227,20 @@ class HFileReader:
 
     ``name`` names the file in errors (its path, or a log block); ``path`` is the path the
     errors carry (default ``name``).  Opening reads the trailer and the load-on-open section
-    (the data and meta indexes, multi-level ones too, and the file info)."""
+    (the data and meta indexes, multi-level ones too, and the file info).
 
-    def __init__(self, data: bytes, *, name: str = "<hfile>", path: str | None = None) -> None:
+    ``source`` instead of ``data``: the file is read by ranges (an object with ``size`` and
+    ``read(offset, n)``, :class:`lakesdk.format.byte_ranges.ByteRanges`): opening reads the
+    load-on-open section, a lookup the data blocks it needs, no other byte."""
+
+    def __init__(self, data: bytes | None = None, *, name: str = "<hfile>", path: str | None = None,
+                 source: Any = None) -> None:
         self.name = name
         self.path = name if path is None else path
-        self._data = bytes(data)
+        self._src = source      # the bytes held: the whole file, or a source's tail, from offset _at
+        self._size = len(data or b"") if source is None else source.size
+        self._at = 0 if source is None else max(0, self._size - TRAILER_SIZE)
+        self._data = bytes(data or b"") if source is None else source.read(self._at, self._size - self._at)
         self._cache: tuple[int, list[bytes], list[bytes]] | None = None
         self._guarded(self._open)
 
@@ -247,17 +255,18 @@ class HFileReader:
     # -- opening -----------------------------------------------------------------------------
     def _open(self) -> None:
         data, fail = self._data, self._fail
-        if len(data) < TRAILER_SIZE:
-            fail(f"it is {len(data)} bytes long, shorter than the {TRAILER_SIZE}-byte trailer")
-        self._end = end = len(data) - TRAILER_SIZE      # where the blocks end
-        if data[end:end + 8] != TRAILER_MAGIC:
+        if self._size < TRAILER_SIZE or len(data) < TRAILER_SIZE:
+            fail(f"it is {self._size} bytes long, shorter than the {TRAILER_SIZE}-byte trailer")
+        self._end = end = self._size - TRAILER_SIZE      # where the blocks end
+        rel = end - self._at                             # the trailer in the bytes held
+        if data[rel:rel + 8] != TRAILER_MAGIC:
             fail(f"no trailer magic {TRAILER_MAGIC!r} {TRAILER_SIZE} bytes before the end of the file")
         minor, major = data[-4], int.from_bytes(data[-3:], "big")
         if major != 3:
             if major == 2:
                 self._unsupported("HFile version 2", "it is an HFile of version 2")
             fail(f"its trailer names HFile version {major}.{minor}")
-        n, pos = _varint(data, end + 8, len(data) - 4, fail)
+        n, pos = _varint(data, rel + 8, len(data) - 4, fail)
         if pos + n > len(data) - 4:
             fail("the trailer's fields run past the trailer")
         if any(data[pos + n:len(data) - 4]):
@@ -269,10 +278,15 @@ class HFileReader:
         if not 0 <= t.load_on_open_offset < t.file_info_offset < end:
             fail(f"the trailer's offsets (load-on-open {t.load_on_open_offset}, file info {t.file_info_offset}) "
                  f"do not lie in order before the trailer at {end}")
+        if self._src is not None:       # the load-on-open section, through the end
+            self._data, self._at = self._src.read(t.load_on_open_offset, self._size - t.load_on_open_offset), \
+                t.load_on_open_offset
         if not 1 <= t.num_data_index_levels <= _MAX_LEVELS:
             fail(f"the trailer says the data index has {t.num_data_index_levels} levels")
         root, pos = self._block(t.load_on_open_offset, "ROOT_INDEX")
-        root_entries = self._root_entries(root, t.data_index_count, multi=t.num_data_index_levels > 1)
+        from lakesdk.format.hfile_lookup import root_index_arrays
+        fast = root_index_arrays(root, t) if t.num_data_index_levels == 1 else None
+        root_entries = [] if fast else self._root_entries(root, t.data_index_count, multi=t.num_data_index_levels > 1)
         meta_body, pos = self._block(pos, "ROOT_INDEX")
         if pos != t.file_info_offset:
             fail(f"the file info block should start at {t.file_info_offset} but the meta index ends at {pos}")
@@ -289,24 +303,34 @@ class HFileReader:
             self._unsupported("HBase cell tags", "its entries carry HBase cell tags")
         if self.file_info.get(b"DATA_BLOCK_ENCODING", b"NONE") != b"NONE":
             self._unsupported("HBase data block encoding", "its data blocks use an HBase data block encoding")
-        entries = self._data_entries(root_entries)
-        self._offsets = [e[0] for e in entries]
-        self._sizes = [e[1] for e in entries]
-        self._keys = [_row(e[2], fail, index=True) for e in entries]
-        if any(a > b for a, b in zip(self._keys, self._keys[1:])):
-            fail("the data index keys are not sorted")
-        ends = [o + n for o, n in zip(self._offsets, self._sizes)]
-        if any(e > o for e, o in zip(ends, self._offsets[1:])) or (entries and ends[-1] > t.load_on_open_offset):
-            fail("the data index points at blocks out of order or past the data section")
-        if entries and (t.first_data_block_offset, t.last_data_block_offset) != (self._offsets[0], self._offsets[-1]):
-            fail(f"the trailer's first and last data block offsets ({t.first_data_block_offset}, "
-                 f"{t.last_data_block_offset}) are not those of the data index")
-        if not entries and t.entry_count:
+        if fast:      # checked as below; the lists are made when something asks for them (__getattr__)
+            self._fast, count = fast, t.data_index_count
+        else:
+            entries = self._data_entries(root_entries)
+            self._offsets, self._sizes = [e[0] for e in entries], [e[1] for e in entries]
+            self._keys = [_row(e[2], fail, index=True) for e in entries]
+            if any(a > b for a, b in zip(self._keys, self._keys[1:])):
+                fail("the data index keys are not sorted")
+            ends = [o + n for o, n in zip(self._offsets, self._sizes)]
+            if any(e > o for e, o in zip(ends, self._offsets[1:])) or (entries and ends[-1] > t.load_on_open_offset):
+                fail("the data index points at blocks out of order or past the data section")
+            if entries and (t.first_data_block_offset, t.last_data_block_offset) != (self._offsets[0], self._offsets[-1]):
+                fail(f"the trailer's first and last data block offsets ({t.first_data_block_offset}, "
+                     f"{t.last_data_block_offset}) are not those of the data index")
+            count = len(entries)
+        if not count and t.entry_count:
             fail(f"the trailer counts {t.entry_count} entries but the data index holds no block")
-        if entries and not t.entry_count:
-            fail(f"the data index holds {len(entries)} blocks but the trailer counts no entry")
+        if count and not t.entry_count:
+            fail(f"the data index holds {count} blocks but the trailer counts no entry")
         last = self.file_info.get(b"hfile.LASTKEY")   # Hudi 1.1 writes b"" for no entry, or for the key b""
-        self._last_key = None if last is None or not entries else _row(last, fail, index=True) if last else b""
+        self._last_key = None if last is None or not count else _row(last, fail, index=True) if last else b""
+
+    def __getattr__(self, name: str) -> Any:
+        fast = self.__dict__.get("_fast")     # an index parsed by hfile_lookup.root_index_arrays
+        if fast is None or name not in ("_offsets", "_sizes", "_keys"):
+            raise AttributeError(name)
+        self._offsets, self._sizes, self._keys = fast[0].tolist(), fast[1].tolist(), fast[2].tolist()
+        return self.__dict__[name]
 
     def _trailer(self, pos: int, end: int, minor: int, major: int) -> HFileTrailer:
         ints: dict[int, int] = {}
@@ -341,7 +365,12 @@ class HFileReader:
         end = self._end
         if not 0 <= offset <= end - HEADER_SIZE:
             fail(f"a {kind} block at offset {offset} would not fit before the trailer")
-        magic, on_disk, plain, _prev, ck_type, per_ck, with_header = _HEADER.unpack_from(data, offset)
+        at = offset - self._at          # the block in the bytes held
+        if at < 0:                      # read by range: the block alone (its size from its header)
+            if size is None:
+                size = HEADER_SIZE + _I32.unpack_from(self._src.read(offset, HEADER_SIZE), 8)[0]
+            data, at = self._src.read(offset, max(HEADER_SIZE, min(size, end - offset))), 0
+        magic, on_disk, plain, _prev, ck_type, per_ck, with_header = _HEADER.unpack_from(data, at)
         found = BLOCK_MAGIC.get(magic)
         if found != kind:
             if found == "ENCODED_DATA" and kind == "DATA":
@@ -356,16 +385,19 @@ class HFileReader:
         chunks = -(-with_header // per_ck) if per_ck > 0 else 0
         if per_ck < 0 or ck_bytes != 4 * chunks or ck_type not in (0, 1, 2):
             fail(f"the {kind} block at offset {offset} has a checksum layout that does not fit it")
-        if not ck_type and any(data[offset + with_header:stop]):   # NULL: zeros, as Hudi and HBase write
+        rel_stop = at + (stop - offset)
+        if len(data) < rel_stop:
+            fail(f"the {kind} block at offset {offset} runs past the end of the file")
+        if not ck_type and any(data[at + with_header:rel_stop]):   # NULL: zeros, as Hudi and HBase write
             fail(f"the {kind} block at offset {offset} has checksums but its header says it has none")
         if ck_type:
             check = _CHECKSUMS[ck_type]
             for i in range(chunks):
-                lo = offset + i * per_ck
-                want = _U32.unpack_from(data, offset + with_header + 4 * i)[0]
-                if check(data[lo:min(lo + per_ck, offset + with_header)]) != want:
+                lo = at + i * per_ck
+                want = _U32.unpack_from(data, at + with_header + 4 * i)[0]
+                if check(data[lo:min(lo + per_ck, at + with_header)]) != want:
                     fail(f"the {kind} block at offset {offset} does not match its checksum")
-        body = data[offset + HEADER_SIZE:offset + with_header]
+        body = data[at + HEADER_SIZE:at + with_header]
         if self.trailer.compression_codec == GZ:
             body = self._gunzip(body, plain, kind, offset)
         elif len(body) != plain:

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Mapping
 
 import fastavro
 
-from lakesdk.format.hfile_writer import write_hfile
+from lakesdk.format.hfile_writer import DEFAULT_BLOCK_SIZE, write_hfile
 from lakesdk.format.log_framing import BlockType, HeaderKey, encode_block
 from lakesdk.format.metadata_records import (
     ALL_PARTITIONS_KEY,
@@ -41,9 +41,15 @@ from lakesdk.format.metadata_records import (
     record_schema_json,
 )
 
-__all__ = ["FilesChange", "files_records", "hfile_of", "files_log_block", "mdt_properties", "FILES_GROUP",
-           "INIT_INSTANT", "WRITE_TOKEN", "METADATA_PAYLOAD",
-           "delete_log_block"]
+__all__ = ["FilesChange", "files_records", "hfile_of", "block_size_of", "RECORD_INDEX_BLOCK_SIZE", "files_log_block",
+           "mdt_properties", "FILES_GROUP", "INIT_INSTANT", "WRITE_TOKEN", "METADATA_PAYLOAD", "delete_log_block"]
+
+#: the data block size of the record index's HFiles: a lookup reads one block per key it finds
+#: (a few dozen entries), where Hudi's 1 MiB blocks hold thousands, so that a lookup of keys
+#: spread over the whole index (random keys) reads about as much per key at any size of the
+#: index; the index of blocks grows instead, which a lookup reads whole (by numpy,
+#: :mod:`lakesdk.format.hfile_lookup`)
+RECORD_INDEX_BLOCK_SIZE = 4096
 
 FILES_GROUP = "files-0000-0"
 INIT_INSTANT = "00000000000000000"
@@ -135,7 +141,14 @@ def _avro_string(s: str) -> bytes:
     return bytes(out) + b
 
 
-def hfile_of(records: Mapping[str, Mapping[str, Any]], *, base: bool = False, schema_json: str | None = None) -> bytes:
+def block_size_of(partition: str) -> int:
+    """The data block size of the HFiles lakesdk writes into an MDT partition: Hudi's
+    ``hoodie.hfile.block.size`` (1 MiB), and :data:`RECORD_INDEX_BLOCK_SIZE` for ``record_index``."""
+    return RECORD_INDEX_BLOCK_SIZE if partition == "record_index" else DEFAULT_BLOCK_SIZE
+
+
+def hfile_of(records: Mapping[str, Mapping[str, Any]], *, base: bool = False, schema_json: str | None = None,
+             block_size: int = DEFAULT_BLOCK_SIZE) -> bytes:
     """An HFile of records in key order, written with ``schema_json`` (an MDT keeps the schema
     it was built with: Hudi 1.0's lacks fields of 1.1's; default lakesdk's, Hudi 1.1's); a base
     file carries the schema in its file info."""
@@ -146,13 +159,14 @@ def hfile_of(records: Mapping[str, Mapping[str, Any]], *, base: bool = False, sc
                                                                                                       templates))
                    for k, r in records.items())
     info: dict[bytes | str, bytes] | None = {b"schema": text.encode("utf-8")} if base else None
-    return write_hfile(items, file_info=info)
+    return write_hfile(items, file_info=info, block_size=block_size)
 
 
-def files_log_block(records: Mapping[str, Mapping[str, Any]], instant: str, *, schema_json: str | None = None) -> bytes:
+def files_log_block(records: Mapping[str, Mapping[str, Any]], instant: str, *, schema_json: str | None = None,
+                    block_size: int = DEFAULT_BLOCK_SIZE) -> bytes:
     """One HFile data block of ``records``, for the MDT delta commit ``instant``."""
     header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_json or record_schema_json()}
-    return encode_block(BlockType.HFILE_DATA, header, hfile_of(records, schema_json=schema_json))
+    return encode_block(BlockType.HFILE_DATA, header, hfile_of(records, schema_json=schema_json, block_size=block_size))
 
 
 def delete_log_block(keys: Iterable[str], instant: str, partition: str, *, schema_json: str | None = None) -> bytes:

@@ -182,56 +182,10 @@ class MetadataTableReader:
     def record_locations(self, keys: Iterable[str]) -> dict[str, RecordLocation]:
         """Where the ``record_index`` partition puts each of ``keys`` (a key it does not hold is
         left out): each key looked up in the one file group its hash names, by seeks in the
-        base HFile and the log blocks of that group merged on top."""
-        from lakesdk.format.record_index import PARTITION, file_group_id, file_group_indices, group_count
-        slices = {sl.file_id: sl for sl in self.slices(PARTITION)}
-        n = group_count(self.mdt)
-        if not n or not slices:
-            return {}
-        wanted: dict[str, list[str]] = defaultdict(list)
-        ks = list(keys)
-        for k, i in zip(ks, file_group_indices(ks, n).tolist()):
-            wanted[file_group_id(i)].append(k)
-        out: dict[str, RecordLocation] = {}
-        for fid, ks in wanted.items():
-            sl = slices.get(fid)
-            if sl is not None:
-                for k, rec in self._slice_lookup(sl, ks).items():
-                    if rec.location is not None:
-                        out[k] = rec.location
-        return out
-
-    def _slice_lookup(self, sl: FileSlice, keys: list[str]) -> dict[str, MetadataRecord]:
-        """The live records of ``keys`` in one file slice: seeks in its base file, then its log
-        blocks in the order their delta commits completed."""
-        from lakesdk.format.hfile import HFileReader
-        merged: dict[str, MetadataRecord] = {}
-        if sl.base_path is not None:
-            path = sl.base_path
-            reader = HFileReader(self.mdt.read(path), name=self.mdt.url(path))
-            schema = _schema_of(reader, self.mdt.url(path))
-            for k in keys:
-                value = reader.get(k.encode("utf-8"))
-                if value is not None:
-                    merged[k] = decode_record(value, schema, key=k.encode("utf-8"), path=self.mdt.url(path))
-        if not sl.log_paths:
-            return merged
-        want = set(keys)
-        blocks: list[_Block] = []
-        for path in sl.log_paths:
-            blocks.extend(_blocks_of_keys(self.mdt.url(path), self.mdt.read(path), want))
-        if self.config.layout_version >= 2:
-            blocks.sort(key=lambda b: self._completion.get(b.instant or "", b.instant or ""))
-        voided = {b.target for b in blocks if b.rollback}
-        for b in blocks:
-            if b.instant not in self.valid or b.instant in voided:
-                continue
-            for rec in b.records:
-                if rec.key in want:
-                    merged[rec.key] = rec
-            for k in b.deleted:
-                merged.pop(k, None)
-        return merged
+        base HFile and the HFiles of that group's log blocks, merged as the slice's records are
+        (:mod:`lakesdk.read.record_lookup`: the files are read by byte ranges)."""
+        from lakesdk.read.record_lookup import record_locations
+        return record_locations(self, keys)
 
     def _slice_records(self, sl: FileSlice, prefixes: tuple[bytes, ...] | None = None) -> dict[str, MetadataRecord]:
         from lakesdk.format.hfile import HFileReader

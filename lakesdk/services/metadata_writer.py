@@ -58,6 +58,7 @@ from lakesdk.format.metadata_files import (
     INIT_INSTANT,
     WRITE_TOKEN,
     FilesChange,
+    block_size_of,
     delete_log_block,
     files_log_block,
     files_records,
@@ -355,7 +356,8 @@ def _write_delta_commit(mdt: "Storage", store: "TimelineStore", instant: str, fi
     groups += [("record_index", g, r, d) for g, (r, d) in sorted((rindex or {}).items()) if r or d]
     for part, group, records, deleted in groups:
         name = LogFile(group, instant, 1, WRITE_TOKEN).name
-        block = (files_log_block(records, instant, schema_json=schema) if records else b"") + \
+        block = (files_log_block(records, instant, schema_json=schema, block_size=block_size_of(part)) if records
+                 else b"") + \
             (delete_log_block(deleted, instant, part, schema_json=schema) if deleted else b"")
         mdt.write(f"{part}/{name}", block)
         stats_by_part.setdefault(part, []).append(WriteStat(
@@ -426,7 +428,7 @@ def _maybe_compact(ctx: "TableContext", mdt: "Storage", store: "TimelineStore", 
     by_part: dict[str, list[WriteStat]] = {}
     for sl, records in merged:
         base = BaseFile(sl.file_id, WRITE_TOKEN, when, "hfile").name
-        data = hfile_of(records, base=True, schema_json=schema)
+        data = hfile_of(records, base=True, schema_json=schema, block_size=block_size_of(sl.partition))
         mdt.write(f"{sl.partition}/{base}", data)
         by_part.setdefault(sl.partition, []).append(WriteStat(
             fileId=sl.file_id, path=f"{sl.partition}/{base}", partitionPath=sl.partition, prevCommit=sl.base_instant,
@@ -540,7 +542,7 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
     schema = record_schema_json(cfg.version)
     for part, group, records in groups:
         base = BaseFile(group, WRITE_TOKEN, INIT_INSTANT, "hfile").name
-        data = hfile_of(records, base=True, schema_json=schema)
+        data = hfile_of(records, base=True, schema_json=schema, block_size=block_size_of(part))
         mdt.write(f"{part}/{base}", data)
         by_part.setdefault(part, []).append(WriteStat(
             fileId=group, path=f"{part}/{base}", partitionPath=part, prevCommit="null", numWrites=len(records),

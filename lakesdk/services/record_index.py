@@ -100,6 +100,21 @@ def _base_keys(storage: "Storage", path: str) -> list[str]:
     return [str(k) for k in read_parquet(storage, path, [KEY]).column(KEY).to_pylist()]
 
 
+def _base_key_array(storage: "Storage", path: str) -> pa.Array:
+    from lakesdk.engine.tasks import read_parquet
+    keys = read_parquet(storage, path, [KEY]).column(KEY).combine_chunks()
+    return keys.cast(pa.string()) if keys.type != pa.string() else keys
+
+
+def _kept_apart(now: pa.Array, before: pa.Array) -> tuple[list[str], list[str]]:
+    """(the keys of ``now`` not in ``before``, the keys of ``before`` not in ``now``, sorted):
+    what a new version of a base file added and dropped."""
+    import pyarrow.compute as pc
+    added = now.filter(pc.invert(pc.is_in(now, value_set=before)))
+    dropped = before.filter(pc.invert(pc.is_in(before, value_set=now)))
+    return [str(k) for k in added.to_pylist()], sorted(str(k) for k in dropped.to_pylist())
+
+
 def _log_keys(storage: "Storage", path: str, instant: str | None) -> tuple[list[str], list[str]]:
     """(keys written, keys deleted) by the blocks of a data log file (of ``instant`` only, unless None)."""
     written: list[str] = []
@@ -224,13 +239,13 @@ def _write_changes(ctx: "TableContext", reader: "MetadataTableReader", inflight:
         if is_log_file(name):
             w, d = _log_keys(ctx.storage, s.path, instant)
         elif is_base_file(name):
-            w, d = _base_keys(ctx.storage, s.path), []
             prev = str(s.prevCommit or "")
-            if prev and prev != "null":
-                old = _previous_base(ctx.storage, listings, part, fid, prev)
-                if old is not None:     # a key the file group kept is indexed there already
-                    before, now = set(_base_keys(ctx.storage, old)), set(w)
-                    w, d = [k for k in w if k not in before], sorted(before - now)
+            old = _previous_base(ctx.storage, listings, part, fid, prev, s.prevBaseFile) \
+                if prev and prev != "null" else None
+            if old is None:
+                w, d = _base_keys(ctx.storage, s.path), []
+            else:                       # a key the file group kept is indexed there already
+                w, d = _kept_apart(_base_key_array(ctx.storage, s.path), _base_key_array(ctx.storage, old))
         else:
             continue
         for k in w:
@@ -255,8 +270,16 @@ def _write_changes(ctx: "TableContext", reader: "MetadataTableReader", inflight:
     return records, deletes
 
 
-def _previous_base(storage: "Storage", listings: dict[str, list[str]], part: str, fid: str, prev: str) -> str | None:
-    """The base file of file group ``fid`` written at ``prev`` (its previous version), if any."""
+def _previous_base(storage: "Storage", listings: dict[str, list[str]], part: str, fid: str, prev: str,
+                   named: str | None = None) -> str | None:
+    """The base file of file group ``fid`` written at ``prev`` (its previous version), if any:
+    the one the write stat names (``prevBaseFile``) when it is that file and exists, else found
+    in a listing of the partition."""
+    if named and is_base_file(named):
+        b = BaseFile.parse(named)
+        path = f"{part}/{named}" if part else named
+        if b.file_id == fid and b.instant == prev and storage.exists(path):
+            return path
     if part not in listings:
         try:
             listings[part] = [e.name for e in storage.list(part) if not e.is_dir]

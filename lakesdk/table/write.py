@@ -314,7 +314,10 @@ class WriteOperation(WriteInput):
         if keep_mor:
             ctx.slice_ctx = ctx.slice_context(frozenset(i.requested for i in view.visible))
         if slices and op != "insert":  # insert skips the index lookup, as in Hudi
-            job.record_index = _record_index_lookup(t, view, timeline) if everywhere else None
+            # the record index names each key's one file group: with a global index, and on a
+            # table without partitions whose writes use it (where any index is global)
+            by_record = everywhere or (not t.config.partition_fields and t.context.index_type() == "RECORD_INDEX")
+            job.record_index = _record_index_lookup(t, view, timeline) if by_record else None
             index = job.key_index(slices, _index_slice_ctx(ctx, view, slices), data, global_keys=everywhere)
             if ctx.global_index:   # keys stored in another partition move (or stay) by the ordering
                 data = job.tag_global(data, index)
