@@ -20,8 +20,9 @@ each key kind and size (default 1,000,000 and 10,000,000 rows; ``--quick``: 100,
    the footers were used, and the one base files without footers take) as the baseline;
 4. checks every write's counts (updated = 10,000, inserted = 0) and, after the last upsert,
    the whole table: N rows, every id once, the upserted rows with the last ``ts``, every
-   other row with its original one.  A failed check prints the errors and exits 1 without a
-   summary line.
+   other row with its original one; then that the ``hudi`` reader (PyPI ``hudi``, Apache
+   Hudi's Rust reader) reads the same: N rows, every id once, each id with the ``ts`` lakesdk
+   reads.  A failed check prints the errors and exits 1 without a summary line.
 
 The last line printed is the summary::
 
@@ -90,22 +91,60 @@ def update_batch(base: pa.Table, round_no: int) -> pa.Table:
     return upd.set_column(upd.column_names.index("ts"), "ts", ts)
 
 
-def check_table(label: str, t: Any, base: pa.Table, last_ts: np.ndarray) -> list[str]:
-    got = t.read().to_arrow().select(["id", "ts"])
-    n = base.num_rows
+def ts_by_id(label: str, reader: str, ids: np.ndarray, ts: np.ndarray, n: int) -> tuple[np.ndarray | None, list[str]]:
+    """The ``ts`` of each id (by ``id - ID_BASE``) as ``reader`` read them, and what is wrong
+    with the rows (a count other than ``n``, an id out of range, read twice or missing)."""
     errs = []
-    if got.num_rows != n:
-        errs.append(f"{label}: {got.num_rows} rows, expected {n}")
-    ids = got.column("id").to_numpy() - ID_BASE
-    if ids.size and (ids.min() < 0 or ids.max() >= n):
-        return errs + [f"{label}: ids out of range"]
-    if np.unique(ids).size != ids.size:
-        errs.append(f"{label}: {ids.size - np.unique(ids).size} duplicate ids")
+    if ids.size != n:
+        errs.append(f"{label}: {reader} reads {ids.size} rows, expected {n}")
+    pos = ids - ID_BASE
+    if pos.size and (pos.min() < 0 or pos.max() >= n):
+        return None, errs + [f"{label}: {reader} reads ids out of range"]
+    counts = np.bincount(pos, minlength=n)
+    if (counts > 1).any():
+        errs.append(f"{label}: {reader} reads {int((counts > 1).sum())} ids more than once")
+    if (counts == 0).any():
+        errs.append(f"{label}: {reader} misses {int((counts == 0).sum())} ids")
+    out = np.zeros(n, np.int64)
+    out[pos] = ts
+    return out, errs
+
+
+def check_table(label: str, t: Any, base: pa.Table, last_ts: np.ndarray) -> tuple[list[str], np.ndarray | None]:
+    """Every id once, with its original ``ts`` or (the upserted rows) the last one, as lakesdk
+    reads the table; and the ``ts`` by id it read."""
+    got = t.read(columns=["id", "ts"]).to_arrow()
+    n = base.num_rows
+    ts, errs = ts_by_id(label, "lakesdk", got.column("id").to_numpy(), got.column("ts").to_numpy(), n)
+    if ts is None:
+        return errs, None
     want = base.column("ts").to_numpy().copy()
     want[n - TOUCHED:] = last_ts
-    bad = np.flatnonzero(want[ids] != got.column("ts").to_numpy())
+    bad = np.flatnonzero(want != ts)
     if bad.size:
-        errs.append(f"{label}: {bad.size} rows with a wrong ts (e.g. id {ids[bad[0]] + ID_BASE})")
+        errs.append(f"{label}: {bad.size} rows with a wrong ts (e.g. id {bad[0] + ID_BASE})")
+    return errs, ts
+
+
+def check_hudi(label: str, path: str, n: int, lakesdk_ts: np.ndarray | None) -> list[str]:
+    """The ``hudi`` reader (PyPI ``hudi``, Apache Hudi's Rust reader) reads the table at ``path``
+    with the rows lakesdk reads: ``n`` rows, every id once, each id's ``ts`` the same (the ids
+    and ts columns only, batch by batch)."""
+    try:
+        import hudi
+    except ImportError:
+        return [f"{label}: the hudi reader (PyPI hudi) is not installed"]
+    opts = hudi.HudiReadOptions().with_projection(["id", "ts"])
+    ids, ts = [], []
+    for b in hudi.HudiTableBuilder.from_base_uri(path).build().read_stream(opts):
+        ids.append(b.column("id").to_numpy())
+        ts.append(b.column("ts").to_numpy())
+    got, errs = ts_by_id(label, "hudi", np.concatenate(ids) if ids else np.zeros(0, np.int64),
+                         np.concatenate(ts) if ts else np.zeros(0, np.int64), n)
+    if got is not None and lakesdk_ts is not None:
+        bad = np.flatnonzero(got != lakesdk_ts)
+        if bad.size:
+            errs.append(f"{label}: hudi reads {bad.size} rows with another ts than lakesdk (e.g. id {bad[0] + ID_BASE})")
     return errs
 
 
@@ -170,7 +209,8 @@ def run_size(res: Results, spark: Any, root: str, n: int, kind: str, repeat: int
             LocalWriteJob.key_index = _ORIGINAL   # type: ignore[method-assign]
         step(f"  baseline (every key read): best {min(res.samples[f'baseline_{kind}_{n}']):.3f}s")
     assert last is not None
-    res.errors += check_table(f"{kind} {n}", t, base, last)
+    errs, ts = check_table(f"{kind} {n}", t, base, last)
+    res.errors += errs + check_hudi(f"{kind} {n}", t.path, n, ts)
     shutil.rmtree(os.path.join(root, f"{kind}{n}"), ignore_errors=True)
 
 

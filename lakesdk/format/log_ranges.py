@@ -25,7 +25,7 @@ __all__ = ["scan_log_ranges"]
 
 #: the first read of a block: its framing and, mostly, its whole header (a header holds the
 #: writer's Avro schema)
-_FIRST_READ = 64 << 10
+_FIRST_READ = 16 << 10
 _MIN_BLOCK = 6 + 8 + 4 + 4 + 4 + 8 + 4 + 8
 
 

@@ -36,6 +36,7 @@ from lakesdk.format.metadata_records import (
 from lakesdk.format.metadata_table import METADATA_DIR, pending_data_instants
 from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Timeline
+from lakesdk.read.record_lookup import decode_records
 from lakesdk.storage import Storage
 
 if TYPE_CHECKING:
@@ -199,8 +200,8 @@ class MetadataTableReader:
                 reader = HFileReader(data, name=url)
                 schema = _schema_of(reader, url)
                 items = reader if prefixes is None else (kv for p in prefixes for kv in reader.items(prefix=p))
-                for key, value in items:
-                    _put(merged, decode_record(value, schema, key=key, path=url))
+                for rec in decode_records(items, schema, url):
+                    _put(merged, rec)
         blocks: list[_Block] = []
         for path in sl.log_paths:
             blocks.extend(_log_blocks(self.mdt.url(path), self.mdt.read(path)))
@@ -277,7 +278,7 @@ def _log_blocks(url: str, data: bytes) -> tuple[_Block, ...]:
             schema = b.header.get(HeaderKey.SCHEMA)
             if not schema:
                 raise CorruptFileError(f"{url}: an HFile data block at offset {b.offset} has no SCHEMA header", path=url)
-            recs = tuple(decode_record(value, schema, key=k, path=url) for k, value in b.hfile(url))
+            recs = tuple(decode_records(b.hfile(url), schema, url))
             out.append(_Block(b.instant, False, None, records=recs))
         elif b.block_type == BlockType.DELETE:
             keys = b.delete_records().column("_hoodie_record_key").to_pylist()

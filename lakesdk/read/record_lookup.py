@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from lakesdk.exceptions import CorruptFileError, _BadAvroBytes
 from lakesdk.format.avro_file import _long
@@ -31,12 +31,12 @@ from lakesdk.format.hfile import HFileReader
 from lakesdk.format.hfile_lookup import get_many, open_indexed
 from lakesdk.format.log_framing import BlockType, HeaderKey
 from lakesdk.format.log_ranges import scan_log_ranges
-from lakesdk.format.metadata_records import RecordLocation, decode_record
+from lakesdk.format.metadata_records import MetadataRecord, RecordLocation, RecordType, decode_record
 
 if TYPE_CHECKING:
     from lakesdk.read.metadata_table import MetadataTableReader
 
-__all__ = ["record_locations"]
+__all__ = ["record_locations", "decode_records"]
 
 _MISSING = object()
 #: a merged value: the location a key's latest record gives (None: a record without one)
@@ -162,14 +162,39 @@ def _nullable_before_key(schema_json: str) -> int | None:
     return None
 
 
-def _rest(value: bytes, before: int, key: bytes) -> bytes | None:
+def decode_records(items: Iterable[tuple[bytes, bytes]], schema: str, url: str) -> Iterator[MetadataRecord]:
+    """:func:`~lakesdk.format.metadata_records.decode_record` of each (key, value) of an MDT
+    HFile, a record index record decoded once per distinct location: the others of that
+    location are the same record with their own key (the key field of the value is the key,
+    or blank as Hudi writes it, and the meta fields before it are null)."""
+    before = _nullable_before_key(schema)
+    seen: dict[tuple[bytes, bool], MetadataRecord] = {}
+    for k, v in items:
+        rest = _rest(v, before, k, nulls_only=True) if before is not None else None
+        blank = rest is not None and len(rest) == len(v) - (before or 0) - 1
+        hit = seen.get((rest, blank)) if rest is not None else None
+        if hit is None:
+            rec = decode_record(v, schema, key=k, path=url)
+            if rest is not None and rec.type == RecordType.RECORD_INDEX and rec.raw is not None:
+                seen[(rest, blank)] = rec
+            yield rec
+        else:
+            key = k.decode("utf-8")
+            yield MetadataRecord(key, hit.type, hit.files, hit.column_stats, hit.location, hit.deleted,
+                                 {**(hit.raw or {}), "key": "" if blank else key})
+
+
+def _rest(value: bytes, before: int, key: bytes, *, nulls_only: bool = False) -> bytes | None:
     """The bytes of ``value`` after its key (``before`` nullable strings, then the key), or None
-    when the start of the value is not such fields as the decoder would accept them."""
+    when the start of the value is not such fields as the decoder would accept them
+    (``nulls_only``: or when a field before the key is not null)."""
     pos = 0
     try:
         if value[:before] == bytes(before):         # the meta fields null, as in every MDT record
             pos = before
             before = 0
+        elif nulls_only:
+            return None
         for i in range(before + 1):
             if i < before:
                 branch, pos = _long(value, pos)

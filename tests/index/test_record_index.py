@@ -348,3 +348,61 @@ def test_the_metadata_compaction_folds_the_index_into_its_base_files(tmp_path):
     assert len(slices) == 10 and all(sl.base_file is not None for sl in slices)
     assert any(sl.base_instant != "00000000000000000" for sl in slices)     # compacted at least once
     assert_index_exact(t)
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_a_table_without_partitions_tags_through_the_index(tmp_path, monkeypatch, request, engine):
+    """On a table without partitions (where every index is global) the record index names the
+    file groups of an upsert's keys too: only their base files are opened, by both engines; the
+    same table written with the bloom index opens every base file's footer."""
+    import lakesdk.engine.key_index as key_index
+    spark = request.getfixturevalue("spark") if engine == "spark" else None
+    lake = lk.Lake(str(tmp_path), spark=spark, options=lk.TableOptions(engine=engine))
+    t = lake.create_table("r", key="id", ordering="ts", index="record")
+    for i in range(4):                      # a file group each
+        t.bulk_insert(df([(k, "a", 0, "v") for k in range(i * 10, i * 10 + 10)]))
+    groups = {f.rsplit("/", 1)[-1].split("_")[0] for f in helpers.data_files(t)}
+    assert len(groups) >= 4
+    opened: list[str] = []
+    real = key_index.footer_of
+    monkeypatch.setattr(key_index, "footer_of", lambda storage, path: opened.append(path) or real(storage, path))
+    r = t.upsert(df([(3, "a", 1, "u"), (35, "a", 1, "m"), (99, "a", 1, "n")]))
+    assert (r.inserted, r.updated) == (1, 2)
+    held = {k: (p, f) for k, (p, f) in _held(t).items()}
+    assert {o.rsplit("/", 1)[-1].split("_")[0] for o in opened} == {held["3"][1], held["35"][1]}
+    assert_index_exact(t)
+    opened.clear()
+    t.with_options(index_type="bloom").upsert(df([(4, "a", 2, "b")]))
+    assert {o.rsplit("/", 1)[-1].split("_")[0] for o in opened} == groups
+    assert_index_exact(t)
+    rows = ours(t)
+    assert len(rows) == 41 and (35, "a", 1, "m") in rows and (4, "a", 2, "b") in rows
+    assert helpers.hudi_rows(t.path, cols=COLS) == rows
+
+
+def _held(t) -> dict[str, tuple[str, str]]:
+    rows = t.read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]).to_arrow()
+    return {k: (p, _file_id(f)) for k, p, f in zip(*(rows.column(c).to_pylist() for c in rows.column_names))}
+
+
+def test_a_lookup_reads_the_blocks_of_its_keys_not_the_index(tmp_path, monkeypatch):
+    """A lookup of a few keys reads, in the file group of each, the framing of its log blocks,
+    the data index and file info of their HFiles and one data block per key: a small part of
+    the index's files, which are found the same as by a whole read."""
+    import lakesdk.format.byte_ranges as byte_ranges
+    from lakesdk.format.hfile_lookup import clear_index_cache
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local"))
+    t = lake.create_table("r", key="id", ordering="ts", index="record")
+    t.bulk_insert(pd.DataFrame({"id": range(100_000), "p": "a", "ts": 0, "v": "v"}))
+    t.upsert(df([(k, "a", 1, "u") for k in range(0, 100_000, 1000)]))
+    mdt = MetadataTableReader(t.storage, t.context.store.load())
+    total = sum(f.size for f in mdt.mdt.list(PARTITION))
+    read = []
+    real = byte_ranges._File.pread
+    monkeypatch.setattr(byte_ranges._File, "pread", lambda self, n, at: read.append(n) or real(self, n, at))
+    clear_index_cache()
+    keys = ["7", "12345", "99999", "no-such-key"]
+    found = mdt.record_locations(keys)
+    every = {k: r.location for k, r in mdt.records(PARTITION).items()}
+    assert found == {k: every[k] for k in keys if k in every} and len(found) == 3
+    assert sum(read) < total // 10, (sum(read), total)
