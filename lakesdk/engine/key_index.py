@@ -17,9 +17,10 @@ lakesdk, or with an empty key) have their keys read, as do file slices with log 
 incoming keys too.  Footers are immutable with their file: a process-wide cache (bounded in
 bytes) keeps the decoded ones, and a write puts the footers of the files it wrote there.
 
-The index is one function of (file slices, incoming keys): a record-level index (Hudi's
-metadata table ``record_index`` partition) would answer the same question from a lookup
-and plug in here, leaving the tagging of both engines as it is.
+The index is one function of (file slices, incoming keys): with a record-level index (Hudi's
+metadata table ``record_index`` partition) a lookup of the incoming keys first cuts the slices
+down to the file groups it names (``job.record_index``, :mod:`lakesdk.read.record_lookup`),
+leaving the tagging of both engines as it is.
 """
 
 from __future__ import annotations

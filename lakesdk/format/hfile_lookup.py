@@ -209,37 +209,34 @@ def _walk(body: bytes, wanted: Sequence[bytes], out: dict[bytes, bytes], low: by
     """Put the values of ``wanted`` (ascending) found in the data block ``body`` into ``out``,
     walking its entries up to the last wanted key; False when an entry fails a check."""
     end, pos, n = len(body), 0, len(wanted)
-    j, w, prev = 0, wanted[0], None
-    unpack = _I32X2.unpack_from
+    j, w, prev = 0, wanted[0], low or b""      # the first row is no less than the block's index key
+    unpack, at = _I32X2.unpack_from, body.startswith
+    seen = False
     while pos < end:
         if pos + 8 > end:
             return False
         klen, vlen = unpack(body, pos)
         k = pos + 8
-        stop = k + klen + vlen
-        if klen < 12 or vlen < 0 or stop > end:
-            return False
-        rl = (body[k] << 8) | body[k + 1]
-        if klen != rl + 12 or body[k + 2 + rl:k + klen] != KV_SUFFIX:
+        rl = klen - 12
+        pos = k + klen + vlen
+        if rl < 0 or vlen < 0 or pos > end or (body[k] << 8 | body[k + 1]) != rl or not at(KV_SUFFIX, k + 2 + rl):
             return False
         row = body[k + 2:k + 2 + rl]
-        if (prev is None and low is not None and row < low) or (prev is not None and row < prev) \
-                or (high is not None and row > high):
+        if row < prev or (high is not None and row > high):
             return False
-        if row != prev:             # a key stored twice: its first entry counts
+        if row >= w and (row != prev or not seen):     # a key stored twice: its first entry counts
             while w < row:          # not in the file
                 j += 1
                 if j == n:
                     return True
                 w = wanted[j]
             if w == row:
-                out[w] = body[k + klen:stop]
+                out[w] = body[k + klen:pos]
                 j += 1
                 if j == n:
                     return True
                 w = wanted[j]
-        prev = row
-        pos = stop
+        prev, seen = row, True
         if mvcc:                    # a Hadoop VLong: one byte for -112..127
             if pos >= end:
                 return False
@@ -247,8 +244,7 @@ def _walk(body: bytes, wanted: Sequence[bytes], out: dict[bytes, bytes], low: by
             if b < 0x80 or b >= 0x90:
                 pos += 1
             else:
-                size = 137 - b if b < 0x88 else 145 - b     # Hadoop's decodeVIntSize of b - 256
-                if pos + size > end:
+                pos += 137 - b if b < 0x88 else 145 - b     # Hadoop's decodeVIntSize of b - 256
+                if pos > end:
                     return False
-                pos += size
-    return prev is not None
+    return seen
