@@ -116,12 +116,14 @@ def _candidates(fi: FooterIndex, keys: KeySet) -> np.ndarray | None:
 
 def pruned_key_index(storage: Storage, slices: list[Any], keys: dict[str | None, pa.Array], *,
                      slice_ctx: Any = None, ordering: tuple[Ordering, pa.DataType] | None = None,
-                     map_fn: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None) -> pa.Table:
+                     map_fn: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None,
+                     footers: bool = True) -> pa.Table:
     """The stored records of the incoming ``keys`` (by partition, :func:`incoming_keys`; one
     group under ``None``: any partition, a delete by keys alone) in ``slices``: columns
     ``_hoodie_record_key``, ``_hoodie_partition_path``, ``_lk_fid``, ``_lk_row`` (the row in
     the base file; null for slices with logs) and, with ``ordering`` (field, type), the
-    stored ordering value ``_lk_stored_ord``."""
+    stored ordering value ``_lk_stored_ord``.  ``footers=False``: the slices are those the
+    record index named for the keys, so their footers (key range, bloom filter) are not asked."""
     run = map_fn or _map
     global_keys = None in keys
     mine: list[tuple[Any, pa.Array]] = []
@@ -132,12 +134,14 @@ def pruned_key_index(storage: Storage, slices: list[Any], keys: dict[str | None,
     sets = {p: KeySet(k) for p, k in keys.items() if len(k)}
     # footers first (in parallel): the files to read follow from them
     base_only = [i for i, (sl, _) in enumerate(mine) if not sl.log_files and sl.base_path]
-    footers = dict(zip(base_only, run(lambda i: footer_of(storage, mine[i][0].base_path), base_only)))
+    read = dict(zip(base_only, run(lambda i: footer_of(storage, mine[i][0].base_path), base_only) if footers
+                    else [None] * len(base_only)))
 
     def one(i: int) -> pa.Table | None:
         sl, k = mine[i]
-        if i in footers:
-            mask = _candidates(footers[i], sets[None if global_keys else sl.partition])
+        if i in read:
+            fi = read[i]
+            mask = _candidates(fi, sets[None if global_keys else sl.partition]) if fi is not None else None
             if mask is not None and not mask.any():
                 return None
             wanted = k if mask is None or mask.all() else k.filter(pa.array(mask))

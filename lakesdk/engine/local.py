@@ -169,7 +169,8 @@ class LocalWriteJob:
         instead of 400 MB)."""
         otype = index_ordering_type(self.ctx) if global_keys else stored_ordering_type(self.ctx)
         ordering = (self.ctx.ordering, otype) if otype is not None and self.ctx.ordering else None
-        if data is not None and slices and self.record_index is not None:
+        named = bool(data is not None and slices and self.record_index is not None)
+        if data is not None and named:
             slices = self.record_index(slices, data.column(KEY))
             if not slices:
                 return read_key_index(self.ctx.storage, [], None, ordering)
@@ -177,7 +178,8 @@ class LocalWriteJob:
             keys = incoming_keys(data.column(KEY), None if global_keys else data.column(PART))
             return pruned_key_index(self.ctx.storage, slices, keys, slice_ctx=slice_ctx, ordering=ordering,
                                     map_fn=lambda fn, items: run_parallel(fn, items, desc="reading keys",
-                                                                          progress=self.progress))
+                                                                          progress=self.progress),
+                                    footers=not named)
         if not slices:
             return read_key_index(self.ctx.storage, [], None, ordering)
         fids = pa.array([sl.file_id for sl in slices], pa.string())

@@ -325,7 +325,7 @@ class SparkWriteJob:
                 from lakesdk.engine.key_index import incoming_keys, pruned_key_index, untagged_upserts
                 found = pruned_key_index(storage, slices, incoming_keys(keys.column(KEY), None if global_keys else
                                                                        keys.column(PART)),
-                                         slice_ctx=slice_ctx, ordering=ordering)
+                                         slice_ctx=slice_ctx, ordering=ordering, footers=not self.record_index)
                 self._small_index = True
                 if not global_keys:   # the inserts follow from the same keys: no counting job
                     self._inserts = untagged_upserts(keys, found)

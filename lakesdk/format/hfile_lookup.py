@@ -157,7 +157,9 @@ def _block_of(reader: "HFileReader", keys: Sequence[bytes]) -> list[int]:
     if fast is not None and all(b"\x00" not in k for k in keys):
         rows = fast[2]
         width = max(rows.dtype.itemsize, max(len(k) for k in keys))
-        return (np.searchsorted(rows.astype(f"S{width}"), np.array(keys, dtype=f"S{width}"), side="right") - 1).tolist()
+        if width != rows.dtype.itemsize:          # keys longer than every row: the rows widened
+            rows = rows.astype(f"S{width}")
+        return (np.searchsorted(rows, np.array(keys, dtype=f"S{width}"), side="right") - 1).tolist()
     index = reader._keys
     return [bisect_right(index, k) - 1 for k in keys]
 
