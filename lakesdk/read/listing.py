@@ -155,4 +155,4 @@ def _stat_rows(md: CommitMetadata, parse: Callable[[str], BaseFile | LogFile | N
 # data file names parsed, shared by the views of the process: a name's parse never changes, and a
 # plan of a table of many files parses each name once, not once a view (bounded: emptied when full)
 _NAMES: dict[str, BaseFile | LogFile | None] = {}
-_NAMES_MAX = 1 << 20
+_NAMES_MAX = 1 << 17   # about 60 MB at most
