@@ -71,6 +71,27 @@ def test_the_workers_run_this_interpreter(spark):
     assert got == {sys.executable}
 
 
+def test_spark_in_this_process_writes_pandas_data_with_the_local_engine(tmp_path, spark):
+    """A local Connect server, which pyspark starts in this process, has its driver here as a
+    local classic session does: on both, the default engine writes pandas data with the thread
+    pool (a merge's clauses too), and a write's markers go to the timeline server, which the
+    tasks of a Spark engine write reach."""
+    from lakesdk.engine.session import connect_server_here, spark_is_local
+    from lakesdk.markers import DirectWriteMarkers
+    assert spark_is_local(spark) and connect_server_here(spark) == ON_CONNECT
+    lake = lk.Lake(str(tmp_path / "lake"), spark=spark)
+    t = lake.create_table("here", key="id", ordering="ts")
+    assert t.context.engine() == "local"
+    assert not isinstance(t.context.markers("20240101000000000"), DirectWriteMarkers)
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["a", "b"]}))
+    m = (t.merge(pd.DataFrame({"id": [2, 3], "ts": [2, 2], "v": ["B", "c"]})).when_matched_update_all()
+         .when_not_matched_insert_all().execute())
+    assert (m.engine, m.updated, m.inserted) == ("local", 1, 1)
+    spark_lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="spark"))
+    spark_lake.table("here").upsert(pd.DataFrame({"id": [3], "ts": [3], "v": ["C"]}))
+    assert sorted(map(tuple, t.read().to_pandas()[["id", "v"]].values.tolist())) == [(1, "a"), (2, "B"), (3, "C")]
+
+
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
 def test_writes_of_both_table_types(tmp_path, spark, table_type):
     """Every write of a Spark DataFrame (bulk insert, upsert, delete, merge) and of pandas
@@ -264,8 +285,10 @@ SCRIPT = textwrap.dedent("""
     r2 = t.upsert(spark.createDataFrame(pd.DataFrame({"uuid": ["a", "d"], "city": ["x", "y"], "ts": [2, 1], "fare": [10.0, 4.0]})))
     r3 = t.delete(["b"])
     snap = t.read().to_spark()
+    from lakesdk.engine.session import spark_is_local
     out = {
         "session": type(spark).__module__,
+        "here": [spark_is_local(spark), t.context.engine(), type(t.context.markers(r1.instant)).__name__],
         "counts": [(r.inserted, r.updated, r.deleted) for r in (r1, r2, r3)],
         "rows": sorted((r["uuid"], r["fare"]) for r in snap.collect()),
         "as_of_first": sorted(t.as_of(r1.instant).to_pandas().uuid),
@@ -290,6 +313,8 @@ def test_writes_and_reads_over_a_connect_url(connect_url, tmp_path):
     assert line, r.stdout[-3000:] + r.stderr[-3000:]
     out = json.loads(line[0][6:])
     assert out["session"].startswith("pyspark.sql.connect")
+    # a server elsewhere: pandas data goes to Spark jobs, whose tasks write direct markers
+    assert out["here"] == [False, "spark", "DirectWriteMarkers"]
     assert out["counts"] == [[3, 0, 0], [1, 1, 0], [0, 0, 1]]
     assert out["rows"] == [["a", 10.0], ["c", 3.0], ["d", 4.0]]
     assert out["as_of_first"] == ["a", "b", "c"]
