@@ -212,13 +212,12 @@ def test_random_operations_keep_the_index_exact(tmp_path_factory, table_type, op
 
 @pytest.mark.parametrize("engine", ["local", "spark"])
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_an_upsert_reads_only_the_file_groups_the_index_names(tmp_path, monkeypatch, request, table_type, engine):
+def test_an_upsert_reads_only_the_file_groups_the_index_names(tmp_path, monkeypatch, table_type, engine, engine_spark):
     """Tagging looks the incoming keys up in the record index: only the base files of the file
     groups holding them are opened (no other bloom filter footer), and a moved key moves; on
     Spark too, whose driver looks up the incoming keys when they are few."""
     import lakesdk.engine.key_index as key_index
-    spark = request.getfixturevalue("spark") if engine == "spark" else None
-    lake = lk.Lake(str(tmp_path), spark=spark, options=lk.TableOptions(engine=engine))
+    lake = lk.Lake(str(tmp_path), spark=engine_spark, options=lk.TableOptions(engine=engine))
     t = lake.create_table("r", key="id", partition_by="p", ordering="ts", table_type=table_type, index="record")
     for i, p in enumerate("abcd"):          # one file group per partition
         t.upsert(df([(k, p, 0, "v") for k in range(i * 10, i * 10 + 10)]))
