@@ -14,11 +14,17 @@ store's paginated LIST does.  Timed, three times each (the best kept):
   and latest slices of every partition (``FileSystemView(...).latest_slices()``), from the
   metadata table's ``files`` partition or from a listing of storage;
 * the same on a table ten times smaller (``--partitions`` / 10), with the metadata table, to
-  see how planning grows with the number of files.
+  see how planning grows with the number of files;
+* ``plan_upsert``: what an upsert of 1,000 existing keys (random ids, so in about 630 of the
+  partitions) plans before it writes: the view, then the key index of its keys in their
+  partitions' files, footers and keys read on the local engine's threads, with the record key
+  ranges of the metadata table's ``column_stats`` when there is one (best of 3, footer cache
+  emptied).
 
 The last line printed is the summary::
 
     listing: files=N plan_mdt_s=X plan_list_s=X speedup=X storage_calls_mdt=N storage_calls_list=N growth_mdt=X
+             ... plan_upsert_mdt_s=X plan_upsert_list_s=X speedup_upsert=X
 
 ``speedup`` = plan_list_s / plan_mdt_s; ``growth_mdt`` = plan time with the metadata table at
 N files / at N/10 files.
@@ -57,6 +63,22 @@ class PagedLatencyStorage(LatencyStorage):
                 self.ops["find"] += pages
             time.sleep(self.latency_s * pages)
         return out
+
+
+class ObjectStoreLatencyStorage(PagedLatencyStorage):
+    """PagedLatencyStorage read as an object store is: not a local file system (Parquet footers
+    and columns are read through :meth:`open_input`), and each file opened for reading costs one
+    round trip (counted as a ``read``)."""
+
+    @property
+    def is_local(self) -> bool:
+        return False
+
+    def open_input(self, rel: str) -> Any:
+        with self._ops_lock:
+            self.ops["read"] += 1
+        time.sleep(self.latency_s)
+        return super().open_input(rel)
 
 
 def build(root: str, partitions: int, files: int, metadata: bool) -> str:
@@ -98,6 +120,49 @@ def plan(path: str, latency_s: float, scope: Callable[[str], bool] | None = None
     return runs[0][0], min(r[0] for r in runs[1:]), runs[-1][1], runs[-1][2]
 
 
+def plan_upsert(path: str, latency_s: float, ids: list[int], partitions: int) -> tuple[float, int, int, int]:
+    """(seconds, storage calls, stored records found, base files read) of planning an
+    upsert of ``ids`` (existing keys) as the local engine plans it: the view, then the key index
+    of the incoming keys in the slices of their partitions (footers and keys read on the engine's
+    threads), with the record key ranges of the metadata table's ``column_stats`` when the view
+    listed from it.  The process's footer cache is emptied before each."""
+    import pyarrow as pa
+
+    from lakesdk.engine.footers import clear_footer_cache
+    from lakesdk.engine.key_index import incoming_keys, pruned_key_index
+    from lakesdk.engine.local import run_parallel
+    from lakesdk.table.write import _record_key_ranges
+    keys = pa.array([str(i) for i in ids], pa.string())
+    parts = pa.array([f"part=p{i % partitions:05d}" for i in ids], pa.string())
+    wanted = set(parts.to_pylist())
+    runs = []
+    threads = os.environ.get("LAKESDK_THREADS")
+    os.environ["LAKESDK_THREADS"] = "8"      # the engine's most: reads that wait on round trips
+    for _ in range(1):
+        clear_footer_cache()
+        storage = ObjectStoreLatencyStorage(path, latency_s)
+        reads: list[str] = []
+        t0 = time.perf_counter()
+        cfg = TableConfig.from_bytes(storage.read(".hoodie/hoodie.properties"))
+        store = TimelineStore(storage, cfg)
+        view = FileSystemView(storage, cfg, store, store.load())
+        slices = [sl for sl in view.latest_slices() if sl.partition in wanted]
+        ranges = _record_key_ranges(view)
+
+        def counted(fn: Callable[[Any], Any], items: list[Any], reads: list[Any] = reads) -> list[Any]:
+            reads.extend(items)
+            return run_parallel(fn, items, progress=False)
+        found = pruned_key_index(storage, slices, incoming_keys(keys, parts), map_fn=counted,
+                                 ranges=ranges(wanted) if ranges is not None else None)
+        runs.append((time.perf_counter() - t0, storage.total_ops, found.num_rows, len(reads)))
+    if threads is None:
+        os.environ.pop("LAKESDK_THREADS", None)
+    else:
+        os.environ["LAKESDK_THREADS"] = threads
+    best = min(runs)
+    return best[0], runs[-1][1], runs[-1][2], runs[-1][3]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
@@ -125,21 +190,30 @@ def main(argv: list[str] | None = None) -> int:
         small_cold, small_s, _, _ = plan(small, latency_s)
         one_cold, one_s, one_calls, n_one = plan(with_mdt, latency_s, scope)
         small_one_cold, small_one_s, _, _ = plan(small, latency_s, scope)
-        if n_mdt != n_list or n_mdt != parts * per or n_one != per:
+        import random
+        ids = random.Random(7).sample(range(parts * per), 1000)
+        up_mdt_s, up_mdt_calls, up_mdt_found, _ = plan_upsert(with_mdt, latency_s, ids, parts)
+        up_list_s, up_list_calls, up_list_found, _ = plan_upsert(without, latency_s, ids, parts)
+        if n_mdt != n_list or n_mdt != parts * per or n_one != per or up_mdt_found != up_list_found != len(ids):
             print(f"listing: the plans disagree: {n_mdt} slices from the metadata table, {n_list} from the listing, "
-                  f"{parts * per} written, {n_one} in one partition ({per} written)")
+                  f"{parts * per} written, {n_one} in one partition ({per} written); the upsert's key index found "
+                  f"{up_mdt_found} and {up_list_found} of {len(ids)} keys")
             return 1
         print(f"listing: whole table, cold (caches emptied) / warm: metadata table {mdt_cold:.3f} / {mdt_s:.3f} s "
               f"({mdt_calls} calls), listing {list_cold:.3f} / {list_s:.3f} s ({list_calls} calls), metadata table at "
               f"{max(1, parts // 10) * per} files {small_cold:.3f} / {small_s:.3f} s")
         print(f"listing: one partition ({one}), cold / warm: metadata table {one_cold:.3f} / {one_s:.3f} s "
               f"({one_calls} calls), at {max(1, parts // 10) * per} files {small_one_cold:.3f} / {small_one_s:.3f} s")
+        print(f"listing: a 1,000-row upsert's plan (view and key index): metadata table {up_mdt_s:.3f} s "
+              f"({up_mdt_calls} calls), listing {up_list_s:.3f} s ({up_list_calls} calls)")
         files = parts * per
         print(f"listing: files={files} plan_mdt_s={mdt_s:.3f} plan_list_s={list_s:.3f} speedup={list_s / mdt_s:.2f} "
               f"storage_calls_mdt={mdt_calls} storage_calls_list={list_calls} growth_mdt={mdt_s / small_s:.2f} "
               f"plan_mdt_cold_s={mdt_cold:.3f} growth_mdt_cold={mdt_cold / small_cold:.2f} "
               f"plan_one_partition_s={one_s:.3f} growth_one_partition={one_s / small_one_s:.2f} "
-              f"growth_one_partition_cold={one_cold / small_one_cold:.2f}")
+              f"growth_one_partition_cold={one_cold / small_one_cold:.2f} plan_upsert_mdt_s={up_mdt_s:.3f} "
+              f"plan_upsert_list_s={up_list_s:.3f} speedup_upsert={up_list_s / up_mdt_s:.2f} "
+              f"storage_calls_upsert_mdt={up_mdt_calls} storage_calls_upsert_list={up_list_calls}")
         return 0
     finally:
         shutil.rmtree(root, ignore_errors=True)

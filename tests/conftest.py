@@ -168,13 +168,23 @@ def conformance_table(root: Path, rel: str) -> str:
     return str(subs[0])
 
 
+def _on_session(item) -> bool:
+    """Whether a test takes the run's session: the ``spark`` fixture (itself or through another
+    fixture), or ``engine_spark`` with the Spark engine."""
+    names = getattr(item, "fixturenames", ())
+    if "spark" in names:
+        return True
+    callspec = getattr(item, "callspec", None)
+    return "engine_spark" in names and callspec is not None and callspec.params.get("engine") == "spark"
+
+
 def pytest_collection_modifyitems(config, items):
     """A test on the run's session (the ``spark`` fixture, taken itself or through another
-    fixture) carries the ``spark`` marker, so ``-m spark`` selects every Spark test.  On Connect
+    fixture, or ``engine_spark`` on the Spark engine) carries the ``spark`` marker, so ``-m spark`` selects every Spark test.  On Connect
     (``LAKESDK_TEST_SPARK=connect``) only those run: a test without the session runs alike on
     both, and one that starts Spark sessions of its own would start classic ones.  Tests marked
     ``soak`` (long generated runs) run only when LAKESDK_SOAK_MINUTES is set."""
-    on_session = [item for item in items if "spark" in getattr(item, "fixturenames", ())]
+    on_session = [item for item in items if _on_session(item)]
     for item in on_session:
         item.add_marker(pytest.mark.spark)
     if SPARK_MODE == "connect":

@@ -345,7 +345,7 @@ class KafkaRound:
         with open(self.log, "wb") as log:
             self.sink = subprocess.Popen(
                 [sys.executable, "-m", "lakesdk.cli.kafka", "--table", path, "--topic", self.topic,
-                 "--bootstrap", r.broker, "--commit-interval", "0.3", "--write-timeout", "60",
+                 "--bootstrap", r.broker, "--workers", "1", "--commit-interval", "0.3", "--write-timeout", "60",
                  "--session-timeout-ms", "6000", "--concurrency", "optimistic", "--lock", r.lock, *lock_args,
                  "--log-level", "WARNING"], stdout=log, stderr=subprocess.STDOUT)
         self.producer = subprocess.Popen(

@@ -1,12 +1,13 @@
 """``lakesdk kafka-sink``: run the exactly-once Kafka sink into an existing merge-on-read table.
 
-    lakesdk kafka-sink --table URL --topic T --bootstrap HOST:PORT [--workers N] [--format json|avro]
+    lakesdk kafka-sink --table URL --topic T --bootstrap HOST:PORT [--workers N|auto] [--format json|avro]
                        [--avro-schema FILE] [--commit-interval SECONDS] [--no-catch-up] [--write-timeout SECONDS]
                        [--group G] [--control-topic C] [--instance-id ID] [--status-every SECONDS]
                        [--concurrency optimistic --lock storage|zookeeper [--lock-option KEY=VALUE ...]]
 
 With ``--workers N`` (N > 1) it starts N worker processes that share the consumer group and
-waits for them; SIGTERM or Ctrl-C stops them (an open round is rolled back).  The table's
+waits for them (``--workers auto``, the default: one per two usable cores, at most one per
+partition of the topic; one on two cores); SIGTERM or Ctrl-C stops them (an open round is rolled back).  The table's
 record key, ordering and partition fields decide how records are written.
 """
 
@@ -28,7 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--table", required=True, help="URL or path of an existing merge-on-read table")
     p.add_argument("--topic", required=True, help="the data topic")
     p.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers, HOST:PORT[,HOST:PORT]")
-    p.add_argument("--workers", type=int, default=1, help="worker processes sharing the consumer group (default 1)")
+    p.add_argument("--workers", type=_workers, default="auto",
+                   help="worker processes sharing the consumer group, or auto (the default): one per two cores "
+                        "this process may use, at most one per partition of the topic")
     p.add_argument("--format", choices=["json", "avro"], default="json", help="record format (default json)")
     p.add_argument("--avro-schema", default=None, help="the writer's Avro schema (.avsc file) for --format avro")
     p.add_argument("--avro-framing", choices=["none", "confluent"], default="none",
@@ -93,6 +96,40 @@ def _lock_option(pair: str) -> tuple[str, Any]:
         return key, raw
 
 
+def _workers(text: str) -> int | str:
+    if text == "auto":
+        return text
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--workers must be auto or at least 1, not {n}")
+    return n
+
+
+def auto_workers(cores: int, partitions: int | None) -> int:
+    """``--workers auto``: a worker reads and writes on one thread and decodes on another, so one
+    worker per two cores, and no more workers than the topic has partitions (the others would
+    hold none); 1 when the partitions are unknown."""
+    return max(1, min(cores // 2, partitions or 1))
+
+
+def _usable_cores() -> int:
+    import os
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _topic_partitions(bootstrap: str, topic: str) -> int | None:
+    try:
+        from confluent_kafka.admin import AdminClient
+        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=5)
+        t = md.topics.get(topic)
+        return len(t.partitions) if t is not None and t.error is None else None
+    except Exception:  # noqa: BLE001 - unknown: one worker
+        return None
+
+
 def _child_argv(argv: Sequence[str], index: int = 0, instance_id: str | None = None) -> list[str]:
     out: list[str] = []
     skip = False
@@ -128,6 +165,10 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         stop.set()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if args.workers == "auto":
+        cores = _usable_cores()
+        # under four cores one worker, without asking the broker for the partition count
+        args.workers = auto_workers(cores, _topic_partitions(cfg.bootstrap, cfg.topic) if cores >= 4 else None)
     if args.workers > 1:
         procs = [subprocess.Popen(_child_argv(argv, i, args.instance_id)) for i in range(args.workers)]
         print(f"lakesdk kafka-sink: {args.workers} workers {[p.pid for p in procs]} on {cfg.topic!r} -> {cfg.table_url}",

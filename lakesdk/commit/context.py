@@ -296,12 +296,13 @@ class TableContext:
     def markers(self, instant: str, *, detector: EarlyConflictDetector | None = None) -> WriteMarkers:
         """WriteMarkers for ``instant``: timeline-server based (the owner's server for this
         table, started on first use) unless direct markers are configured or Spark runs over
-        Spark Connect.  With an early-conflict ``detector``, every marker is checked before
-        it is created."""
+        Spark Connect on a server elsewhere.  With an early-conflict ``detector``, every marker
+        is checked before it is created."""
+        from lakesdk.engine.session import connect_server_here, is_connect
         from lakesdk.markers import DirectWriteMarkers, write_markers
         kind = self.options.markers
         spark = self.spark_session
-        if kind == "timeline_server" and spark is not None and "connect" in type(spark).__module__:
+        if kind == "timeline_server" and spark is not None and is_connect(spark) and not connect_server_here(spark):
             kind = "direct"   # executors of a remote Connect server may not reach this process
         if kind == "direct":
             return DirectWriteMarkers(self.storage, instant, detector=detector)

@@ -30,6 +30,7 @@ class WriteJob(Protocol[D]):
     #: a global key index of the incoming keys reads the file slices this returns for
     #: (slices, keys): those the table's record index names (None: all of them)
     record_index: Any
+    key_ranges: Any
 
     def partitions(self, data: D, /) -> list[str]:
         """The partition paths of the incoming records."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -114,16 +114,43 @@ def _candidates(fi: FooterIndex, keys: KeySet) -> np.ndarray | None:
     return mask
 
 
+def _outside_ranges(mine: list[tuple[Any, pa.Array]], ranges: Mapping[tuple[str, str], tuple[str, str]]) -> set[int]:
+    """The entries of ``mine`` (slice, its incoming keys) whose slice is a base file alone with a
+    key range in ``ranges`` ((partition, file name) -> least and greatest record key, in code point
+    order: the metadata table's ``column_stats`` of ``_hoodie_record_key``) that holds none of its
+    incoming keys."""
+    import bisect
+    out: set[int] = set()
+    sorted_keys: dict[int, list[str]] = {}
+    for i, (sl, k) in enumerate(mine):
+        if sl.log_files or sl.base_file is None:
+            continue
+        r = ranges.get((sl.partition, sl.base_file.name))
+        if r is None:
+            continue
+        lo, hi = r
+        ks = sorted_keys.get(id(k))
+        if ks is None:
+            ks = sorted_keys[id(k)] = sorted(x for x in k.to_pylist() if x is not None)
+        at = bisect.bisect_left(ks, lo)
+        if at == len(ks) or ks[at] > hi:
+            out.add(i)
+    return out
+
+
 def pruned_key_index(storage: Storage, slices: list[Any], keys: dict[str | None, pa.Array], *,
                      slice_ctx: Any = None, ordering: tuple[Ordering, pa.DataType] | None = None,
                      map_fn: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None,
+                     ranges: Mapping[tuple[str, str], tuple[str, str]] | None = None,
                      footers: bool = True) -> pa.Table:
     """The stored records of the incoming ``keys`` (by partition, :func:`incoming_keys`; one
     group under ``None``: any partition, a delete by keys alone) in ``slices``: columns
     ``_hoodie_record_key``, ``_hoodie_partition_path``, ``_lk_fid``, ``_lk_row`` (the row in
     the base file; null for slices with logs) and, with ``ordering`` (field, type), the
-    stored ordering value ``_lk_stored_ord``.  ``footers=False``: the slices are those the
-    record index named for the keys, so their footers (key range, bloom filter) are not asked."""
+    stored ordering value ``_lk_stored_ord``.  ``ranges``: record key ranges of base files from
+    the metadata table (:func:`_outside_ranges`); a file outside them is not read at all.
+    ``footers=False``: the slices are those the record index named for the keys, so their
+    footers (key range, bloom filter) are not asked."""
     run = map_fn or _map
     global_keys = None in keys
     mine: list[tuple[Any, pa.Array]] = []
@@ -131,6 +158,9 @@ def pruned_key_index(storage: Storage, slices: list[Any], keys: dict[str | None,
         k = keys[None] if global_keys else keys.get(sl.partition)
         if k is not None and len(k):
             mine.append((sl, k))
+    if ranges:   # base files whose key range (from the metadata table) holds none of the keys: no footer read
+        outside = _outside_ranges(mine, ranges)
+        mine = [m for i, m in enumerate(mine) if i not in outside]
     sets = {p: KeySet(k) for p, k in keys.items() if len(k)}
     # footers first (in parallel): the files to read follow from them
     base_only = [i for i, (sl, _) in enumerate(mine) if not sl.log_files and sl.base_path]

@@ -148,6 +148,7 @@ class LocalWriteJob:
         self.ctx = ctx
         self.progress = progress   # TableOptions.progress
         self.record_index: Any = None   # (slices, keys) -> the slices the record index names for the keys
+        self.key_ranges: Any = None     # partitions -> (partition, base file name) -> record key range
 
     def prepare(self, arrow: pa.Table) -> pa.Table:
         return arrow
@@ -176,10 +177,12 @@ class LocalWriteJob:
                 return read_key_index(self.ctx.storage, [], None, ordering)
         if data is not None and slices:
             keys = incoming_keys(data.column(KEY), None if global_keys else data.column(PART))
+            ranges = self.key_ranges({sl.partition for sl in slices}) \
+                if self.key_ranges is not None and not named else None
             return pruned_key_index(self.ctx.storage, slices, keys, slice_ctx=slice_ctx, ordering=ordering,
                                     map_fn=lambda fn, items: run_parallel(fn, items, desc="reading keys",
                                                                           progress=self.progress),
-                                    footers=not named)
+                                    ranges=ranges, footers=not named)
         if not slices:
             return read_key_index(self.ctx.storage, [], None, ordering)
         fids = pa.array([sl.file_id for sl in slices], pa.string())

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["get_spark", "is_connect", "local_spark_conf", "spark_is_quiet", "quiet_java_options", "active_session", "spark_is_local",
-           "session_time_zone", "on_session", "announce_session"]
+           "connect_server_here", "session_time_zone", "on_session", "announce_session"]
 
 _Session = TypeVar("_Session")   # a classic or Spark Connect session, returned as given
 
@@ -254,10 +254,33 @@ def spark_is_local(spark: Any = None) -> bool:
         if spark is None:
             return not os.environ.get("LAKESDK_SPARK_REMOTE") and \
                 os.environ.get("LAKESDK_SPARK_MASTER", "local").startswith("local")
+    if is_connect(spark):
+        return connect_server_here(spark)
     try:
         return str(spark.sparkContext.master).startswith("local")
-    except Exception:  # noqa: BLE001 - Spark Connect: the cluster is elsewhere
+    except Exception:  # noqa: BLE001 - no usable context
         return False
+
+
+def connect_server_here(spark: Any) -> bool:
+    """True for a Spark Connect session served by the local server pyspark started in this
+    process (``get_spark(remote="local[*]")``): its driver runs here with a local master, as a
+    local classic session's does, and its tasks reach this process.  A session of a server
+    elsewhere (``sc://host:port``, on this machine or not) is not."""
+    if not is_connect(spark) or not os.environ.get("SPARK_LOCAL_REMOTE"):
+        return False
+    from pyspark import SparkContext
+    sc = SparkContext._active_spark_context   # the driver of the local server (pyspark keeps it)
+    try:
+        if sc is None or not str(sc.master).startswith("local"):
+            return False
+        host = str(spark.client.host).strip("[]")
+        port = str(getattr(spark.client._builder, "_port", ""))
+        served = sc.getConf().get("spark.connect.grpc.binding.port", "15002")
+    except Exception:  # noqa: BLE001 - a client or context of another shape: not known to be here
+        return False
+    # (port 0: the server took a free port, which the client asked the driver for)
+    return host in ("localhost", "127.0.0.1", "::1") and served in (port, "0")
 
 
 def session_time_zone(spark: Any = None) -> str:

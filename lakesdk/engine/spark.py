@@ -143,6 +143,7 @@ class SparkWriteJob:
         self.ctx = ctx
         self._small_index = False   # key_index returned the pruned index (the incoming keys' records only)
         self.record_index: Any = None   # (slices, keys) -> the slices the record index names for the keys
+        self.key_ranges: Any = None     # partitions -> (partition, base file name) -> record key range
         self._new_groups = 0   # new file groups assign_inserts planned
         self._inserts: dict[str, int] | None = None   # untagged upserts by partition, known on the driver
         self._persisted: list[Any] = []   # DataFrames kept for the write's later jobs (released after it)
@@ -323,9 +324,12 @@ class SparkWriteJob:
             if keys is not None:   # the index of the incoming keys, on the driver
                 slices = self.record_index(slices, keys.column(KEY)) if self.record_index else slices
                 from lakesdk.engine.key_index import incoming_keys, pruned_key_index, untagged_upserts
+                ranges = self.key_ranges({sl.partition for sl in slices}) \
+                    if self.key_ranges is not None and not self.record_index else None
                 found = pruned_key_index(storage, slices, incoming_keys(keys.column(KEY), None if global_keys else
                                                                        keys.column(PART)),
-                                         slice_ctx=slice_ctx, ordering=ordering, footers=not self.record_index)
+                                         slice_ctx=slice_ctx, ordering=ordering, ranges=ranges,
+                                         footers=not self.record_index)
                 self._small_index = True
                 if not global_keys:   # the inserts follow from the same keys: no counting job
                     self._inserts = untagged_upserts(keys, found)

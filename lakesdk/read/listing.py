@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import posixpath
+import weakref
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
-from lakesdk.format.file_naming import is_base_file, is_log_file
+from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file
 from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Timeline
 from lakesdk.storage import FileInfo, Storage
 
 if TYPE_CHECKING:
+    from lakesdk.format.commit_metadata import CommitMetadata
     from lakesdk.read.metadata_table import MetadataTableReader
 
 __all__ = ["list_data_files", "listed_files"]
@@ -110,3 +112,47 @@ def list_data_files(storage: Storage) -> list[FileInfo]:
         if is_base_file(name) or is_log_file(name):
             out.append(f)
     return out
+
+
+#: a row of an expected file: (path, size, instant, partition, file id, kind, name as listed)
+Expected = tuple[str, int, str, str, str, str, str]
+
+# the rows of expected files that each parsed commit metadata's write stats give, by partition:
+# (file group key, whether a base file, the row); computed once per commit metadata object (the
+# timeline store shares those between the views of the process) and dropped with it
+_StatRows = list[tuple[str, list[tuple[tuple[str, str], bool, Expected]]]]
+_ROWS_BY_COMMIT: dict[int, tuple[weakref.ref[CommitMetadata], _StatRows]] = {}
+
+
+def _stat_rows(md: CommitMetadata, parse: Callable[[str], BaseFile | LogFile | None]) -> _StatRows:
+    """The write stats of ``md`` as rows of expected files (stats of files that are neither a
+    base file nor a log file, or of no path, left out)."""
+    k = id(md)
+    hit = _ROWS_BY_COMMIT.get(k)
+    if hit is not None and hit[0]() is md:
+        return hit[1]
+    out: _StatRows = []
+    for partition, stats in md.partition_to_write_stats.items():
+        rows = []
+        for st in stats:
+            path = st.path
+            if not path or path == "null":
+                continue
+            part, _, name = path.rpartition("/")
+            listed = name if part else path     # what the listing of ``part`` names it
+            key = (part, st.fileId or "")
+            parsed = parse(name)
+            if isinstance(parsed, BaseFile):
+                rows.append((key, True, (path, int(st.fileSizeInBytes or 0), parsed.instant, part, key[1], "base", listed)))
+            elif isinstance(parsed, LogFile):
+                rows.append((key, False, (path, int(st.fileSizeInBytes or 0), parsed.instant, part, key[1], "log", listed)))
+        out.append((partition, rows))
+    _ROWS_BY_COMMIT[k] = (weakref.ref(md), out)
+    weakref.finalize(md, _ROWS_BY_COMMIT.pop, k, None)
+    return out
+
+
+# data file names parsed, shared by the views of the process: a name's parse never changes, and a
+# plan of a table of many files parses each name once, not once a view (bounded: emptied when full)
+_NAMES: dict[str, BaseFile | LogFile | None] = {}
+_NAMES_MAX = 1 << 17   # about 60 MB at most

@@ -13,12 +13,22 @@ from lakesdk.format.file_naming import BaseFile, LogFile, parse_data_file
 from lakesdk.format.keys import parse_partition_path
 from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Clock, Timeline
-from lakesdk.read.listing import _ByPartition, _infos, _listed, _partition_of, list_data_files, listed_files
+from lakesdk.read.listing import (
+    _NAMES,
+    _NAMES_MAX,
+    Expected,
+    _ByPartition,
+    _infos,
+    _listed,
+    _partition_of,
+    _stat_rows,
+    list_data_files,
+    listed_files,
+)
 from lakesdk.storage import FileInfo, Storage
 from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
-    from lakesdk.format.commit_metadata import WriteStat
     from lakesdk.read.metadata_table import MetadataTableReader
 
 __all__ = ["FileSystemView", "ExpectedFile", "list_data_files", "listed_files"]
@@ -48,7 +58,7 @@ class ExpectedFile:
 
 
 #: an :class:`ExpectedFile`'s fields, in order, and the file's name in its partition's listing
-_Expected = tuple[str, int, str, str, str, str, str]
+_Expected = Expected
 
 
 def _base_of(sl: FileSlice) -> tuple[BaseFile, int]:
@@ -104,7 +114,7 @@ class FileSystemView:
         self._groups: dict[tuple[str, str], FileGroup] | None = None
         self._sorted_groups: list[FileGroup] | None = None
         #: each file name parsed (once: the listing's and the write stats' names are the same)
-        self._names: dict[str, BaseFile | LogFile | None] = {}
+        self._names = _NAMES
 
     def _list(self, store: TimelineStore, recheck: bool = True) -> None:
         """List the data files; when a clean or restore started after the timeline was read
@@ -256,6 +266,8 @@ class FileSystemView:
         try:
             return self._names[name]
         except KeyError:
+            if len(self._names) >= _NAMES_MAX:
+                self._names.clear()
             parsed = self._names[name] = parse_data_file(name)
             return parsed
 
@@ -384,27 +396,21 @@ class FileSystemView:
         layout = self.config.layout_version
         bases: dict[tuple[str, str], _Expected] = {}
         logs: dict[tuple[str, str], dict[str, _Expected]] = defaultdict(dict)
-        names = self._names
+        scope = self.scope
         self.store.prefetch(self.visible)
         for inst in self.visible:
-            for st in self._scoped_stats(self.store.commit_metadata(inst).partition_to_write_stats):
-                path = st.path
-                if not path or path == "null":
+            for partition, rows in _stat_rows(self.store.commit_metadata(inst), self._parse):
+                if scope is not None and not scope(partition):
                     continue
-                part, _, name = path.rpartition("/")
-                listed = name if part else path     # what the listing of ``part`` names it
-                key = (part, st.fileId or "")
-                parsed = names[name] if name in names else self._parse(name)
-                if isinstance(parsed, BaseFile):
-                    bi = parsed.instant
-                    cur = bases.get(key)
-                    if cur is None or bi >= cur[2]:
-                        bases[key] = (path, int(st.fileSizeInBytes or 0), bi, part, key[1], "base", listed)
-                elif isinstance(parsed, LogFile):
-                    li = parsed.instant
-                    cur = logs[key].get(path)
-                    size = max(int(st.fileSizeInBytes or 0), cur[1] if cur else 0)
-                    logs[key][path] = (path, size, li, part, key[1], "log", listed)
+                for key, is_base, row in rows:
+                    if is_base:
+                        cur = bases.get(key)
+                        if cur is None or row[2] >= cur[2]:
+                            bases[key] = row
+                    else:     # a log file appended to by several commits: the largest size recorded
+                        by_path = logs[key]
+                        cur = by_path.get(row[0])
+                        by_path[row[0]] = row if cur is None or cur[1] <= row[1] else (row[0], cur[1], *row[2:])
         out = []
         replaced = self.replaced
         for key in sorted(bases.keys() | logs.keys()):
@@ -425,13 +431,6 @@ class FileSystemView:
                     continue
                 out.append(e)
         return out
-
-    def _scoped_stats(self, by_partition: dict[str, list[WriteStat]]) -> Iterator[WriteStat]:
-        """The write stats of the partitions this view holds (:attr:`scope`)."""
-        scope = self.scope
-        for partition, stats in by_partition.items():
-            if scope is None or scope(partition):
-                yield from stats
 
     def missing_files(self, keep: Callable[[ExpectedFile], bool] | None = None) -> list[ExpectedFile]:
         """The files of :meth:`expected_files` that storage does not hold."""

@@ -315,9 +315,11 @@ class WriteOperation(WriteInput):
             ctx.slice_ctx = ctx.slice_context(frozenset(i.requested for i in view.visible))
         if slices and op != "insert":  # insert skips the index lookup, as in Hudi
             # the record index names each key's one file group: with a global index, and on a
-            # table without partitions whose writes use it (where any index is global)
+            # table without partitions whose writes use it (where any index is global); the key
+            # ranges of the metadata table's column statistics serve the other indexes
             by_record = everywhere or (not t.config.partition_fields and t.context.index_type() == "RECORD_INDEX")
             job.record_index = _record_index_lookup(t, view, timeline) if by_record else None
+            job.key_ranges = _record_key_ranges(view) if job.record_index is None else None
             index = job.key_index(slices, _index_slice_ctx(ctx, view, slices), data, global_keys=everywhere)
             if ctx.global_index:   # keys stored in another partition move (or stay) by the ordering
                 data = job.tag_global(data, index)
@@ -515,6 +517,37 @@ def _index_slice_ctx(ctx: WriteContext, view: Any, slices: list[Any]) -> Any:
     if not any(s.log_files for s in slices):
         return None
     return ctx.slice_context(view.log_instants)
+
+
+def _record_key_ranges(view: Any) -> Callable[[set[str]], dict[tuple[str, str], tuple[str, str]]] | None:
+    """When the view listed its files from a metadata table that keeps ``column_stats``: the
+    function from data partitions to the record key range of each base file there ((partition,
+    file name) -> least and greatest ``_hoodie_record_key``, as the statistics of its Parquet
+    footer say), so that the key index reads neither footer nor keys of a file whose range holds
+    no incoming key.  Files without such a record are read as before."""
+    from lakesdk.format.column_stats import ValueType, partition_id
+    from lakesdk.merge.ordering import KEY as KEY_FIELD
+    reader = view.metadata
+    if reader is None or "column_stats" not in view.metadata_partitions:
+        return None
+
+    def ranges(partitions: set[str]) -> dict[tuple[str, str], tuple[str, str]]:
+        by_id = {partition_id(p): p for p in partitions}
+        try:
+            # a few partitions: their records, each sought by its key prefix; more: every file's record of
+            # the column in one pass (each prefix sought on its own would read the same blocks again)
+            stats = reader.column_ranges([KEY_FIELD], sorted(partitions) if len(partitions) <= 32 else None)
+        except FileNotFoundError:
+            return {}      # the MDT was dropped or rebuilt meanwhile: every footer is read
+        out = {}
+        for (pid, name), cols in stats.items():
+            r = cols.get(KEY_FIELD)
+            part = by_id.get(pid)
+            if (part is not None and r is not None and r.value_type is ValueType.STRING
+                    and isinstance(r.min_value, str) and isinstance(r.max_value, str)):
+                out[(part, name)] = (r.min_value, r.max_value)
+        return out
+    return ranges
 
 
 def _record_index_lookup(t: Any, view: Any, timeline: Any) -> Callable[[list[Any], Any], list[Any]] | None:

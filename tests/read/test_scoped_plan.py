@@ -119,3 +119,28 @@ def test_a_write_with_a_global_index_still_checks_every_partition(tmp_path):
     os.remove(os.path.join(t.path, victim.base_path))
     with pytest.raises(DataFileMissingError):
         t.upsert(pa.table({"id": ["3"], "p": ["a"], "ts": [1], "v": [3]}))
+
+
+def test_expected_rows_are_kept_with_their_commit_metadata_and_dropped_with_it():
+    """The rows of expected files a commit's write stats give are computed once per parsed commit
+    metadata (shared by the views of the process) and go when the metadata goes: a table's later
+    commits, or another table's, never see rows of metadata that is gone."""
+    import gc
+
+    from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
+    from lakesdk.format.file_naming import parse_data_file
+    from lakesdk.read.listing import _NAMES, _ROWS_BY_COMMIT, _stat_rows
+
+    def parse(name):
+        return _NAMES.get(name) or parse_data_file(name)
+    base = "f1-0_0-1-1_20250101000000000.parquet"
+    md = CommitMetadata({"p=a": [WriteStat("f1-0", f"p=a/{base}", "p=a", fileSizeInBytes=10),
+                                 WriteStat("x", "null", "p=a"), WriteStat("y", "p=a/.hoodie_partition_metadata", "p=a")]})
+    rows = _stat_rows(md, parse)
+    assert rows == [("p=a", [(("p=a", "f1-0"), True,
+                              (f"p=a/{base}", 10, "20250101000000000", "p=a", "f1-0", "base", base))])]
+    assert _stat_rows(md, parse) is rows
+    key = id(md)
+    del md, rows
+    gc.collect()
+    assert key not in _ROWS_BY_COMMIT

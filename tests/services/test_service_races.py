@@ -172,8 +172,8 @@ def test_spark_write_whose_file_slice_a_clean_deletes_meanwhile_fails_as_a_confl
     lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
     t = lake.create_table("t", key="id", ordering="ts")
     t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["base", "base"]}))
-    # the other writer on the local engine, which "auto" is beside a classic session only (on
-    # Connect it runs Spark jobs, and its own write_groups would serve the race again)
+    # the other writer on the local engine, which "auto" is beside Spark in this process only
+    # (with a Connect server elsewhere it runs Spark jobs: its own write_groups would serve the race again)
     other = lk.open_table(t.path, concurrency="optimistic", lock="in_process", options=lk.TableOptions(engine="local"))
     writer = lk.open_table(t.path, spark=spark, concurrency="optimistic", lock="in_process",
                            options=lk.TableOptions(engine="spark"))

@@ -38,15 +38,31 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 
 #: the modules whose Spark tests (those on the ``spark`` session) the child run repeats on
-#: Connect, with this one's: writes of both table types and merges, reads, the ``lakesdk``
-#: data source, services and indexes on the Spark engine (docs/spark.md, "Spark Connect")
+#: Connect, with this one's: every module that has such tests (docs/spark.md, "Spark Connect").
+#: Three modules marked ``spark`` have no test on the session, so on Connect none would run:
+#: tests/spark/test_finalize.py (a driver of its own whose tasks fail and are retried),
+#: tests/spark/test_session_logging.py (a driver's logging from its start, in a process of its
+#: own) and tests/concurrency/test_optimistic.py (writers on the local engine).
 CONNECT_MODULES = [
+    # writes of both table types, merges and the merge modes
     "tests/write/test_writes.py", "tests/write/test_merge.py", "tests/write/test_input.py",
     "tests/write/test_counts.py", "tests/write/test_is_deleted.py", "tests/write/test_record_keys.py",
+    "tests/write/test_merge_local.py", "tests/write/test_cdc_write.py", "tests/write/test_duplicate_keys.py",
+    "tests/merge/test_partial_update.py", "tests/merge/test_payloads.py", "tests/merge/test_custom_merger.py",
+    "tests/merge/test_ordering.py", "tests/merge/test_float_ordering.py",
+    # reads, the lakesdk data source, other readers
     "tests/read/test_read_api.py", "tests/read/test_mor.py", "tests/read/test_predicates.py",
-    "tests/read/test_partition_values.py", "tests/spark/test_data_source.py",
-    "tests/merge/test_partial_update.py", "tests/merge/test_payloads.py",
-    "tests/services/test_clustering.py", "tests/services/test_check.py", "tests/index/test_global_index.py",
+    "tests/read/test_partition_values.py", "tests/read/test_engine_seam.py", "tests/spark/test_data_source.py",
+    "tests/interop/test_hudi_reader.py", "tests/interop/test_lance.py", "tests/interop/test_conformance.py",
+    # services, indexes, the metadata table, concurrency
+    "tests/services/test_clustering.py", "tests/services/test_check.py", "tests/services/test_clean.py",
+    "tests/services/test_archival.py", "tests/services/test_savepoint.py", "tests/services/test_services_cases.py",
+    "tests/services/test_crash.py", "tests/services/test_damaged_tables.py", "tests/services/test_service_races.py",
+    "tests/index/test_global_index.py", "tests/index/test_bloom.py", "tests/index/test_record_index.py",
+    "tests/metadata_table/test_column_stats.py", "tests/metadata_table/test_never_stale.py",
+    "tests/concurrency/test_transaction.py", "tests/concurrency/test_early_conflict.py",
+    # the API, the command line, the widgets
+    "tests/api/test_trust_acceptance.py", "tests/api/test_cli.py", "tests/widgets/test_widget_data.py",
 ]
 
 
@@ -69,6 +85,27 @@ def test_the_workers_run_this_interpreter(spark):
             yield pa.RecordBatch.from_pydict({"exe": [worker_sys.executable] * b.num_rows})
     got = {r["exe"] for r in spark.range(2).mapInArrow(where, "exe string").collect()}
     assert got == {sys.executable}
+
+
+def test_spark_in_this_process_writes_pandas_data_with_the_local_engine(tmp_path, spark):
+    """A local Connect server, which pyspark starts in this process, has its driver here as a
+    local classic session does: on both, the default engine writes pandas data with the thread
+    pool (a merge's clauses too), and a write's markers go to the timeline server, which the
+    tasks of a Spark engine write reach."""
+    from lakesdk.engine.session import connect_server_here, spark_is_local
+    from lakesdk.markers import DirectWriteMarkers
+    assert spark_is_local(spark) and connect_server_here(spark) == ON_CONNECT
+    lake = lk.Lake(str(tmp_path / "lake"), spark=spark)
+    t = lake.create_table("here", key="id", ordering="ts")
+    assert t.context.engine() == "local"
+    assert not isinstance(t.context.markers("20240101000000000"), DirectWriteMarkers)
+    t.upsert(pd.DataFrame({"id": [1, 2], "ts": [1, 1], "v": ["a", "b"]}))
+    m = (t.merge(pd.DataFrame({"id": [2, 3], "ts": [2, 2], "v": ["B", "c"]})).when_matched_update_all()
+         .when_not_matched_insert_all().execute())
+    assert (m.engine, m.updated, m.inserted) == ("local", 1, 1)
+    spark_lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="spark"))
+    spark_lake.table("here").upsert(pd.DataFrame({"id": [3], "ts": [3], "v": ["C"]}))
+    assert sorted(map(tuple, t.read().to_pandas()[["id", "v"]].values.tolist())) == [(1, "a"), (2, "B"), (3, "C")]
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
@@ -216,7 +253,7 @@ def test_the_connect_set(tmp_path):
              for case in suite.iter("testcase") if case.find("skipped") is not None}
     # (a run on Connect deselects the tests that do not take the session: this one among them)
     assert all(why.startswith((CLASSIC_ONLY, "a soak")) for why in skips.values()), skips
-    assert counts["tests"] > 300, counts   # the modules' Spark tests, not a selection that lost them
+    assert counts["tests"] > 450, counts   # the modules' Spark tests, not a selection that lost them
     print(f"the Connect set: {counts['tests'] - counts['skipped']} tests passed, {len(skips)} skipped, "
           f"in {took:.0f} s")
 
@@ -264,8 +301,10 @@ SCRIPT = textwrap.dedent("""
     r2 = t.upsert(spark.createDataFrame(pd.DataFrame({"uuid": ["a", "d"], "city": ["x", "y"], "ts": [2, 1], "fare": [10.0, 4.0]})))
     r3 = t.delete(["b"])
     snap = t.read().to_spark()
+    from lakesdk.engine.session import spark_is_local
     out = {
         "session": type(spark).__module__,
+        "here": [spark_is_local(spark), t.context.engine(), type(t.context.markers(r1.instant)).__name__],
         "counts": [(r.inserted, r.updated, r.deleted) for r in (r1, r2, r3)],
         "rows": sorted((r["uuid"], r["fare"]) for r in snap.collect()),
         "as_of_first": sorted(t.as_of(r1.instant).to_pandas().uuid),
@@ -290,6 +329,8 @@ def test_writes_and_reads_over_a_connect_url(connect_url, tmp_path):
     assert line, r.stdout[-3000:] + r.stderr[-3000:]
     out = json.loads(line[0][6:])
     assert out["session"].startswith("pyspark.sql.connect")
+    # a server elsewhere: pandas data goes to Spark jobs, whose tasks write direct markers
+    assert out["here"] == [False, "spark", "DirectWriteMarkers"]
     assert out["counts"] == [[3, 0, 0], [1, 1, 0], [0, 0, 1]]
     assert out["rows"] == [["a", 10.0], ["c", 3.0], ["d", 4.0]]
     assert out["as_of_first"] == ["a", "b", "c"]

@@ -763,6 +763,23 @@ def test_cli_worker_processes_get_their_own_instance_ids():
     assert "--instance-id" not in _child_argv(["--table", "t", "--workers=2"], 0, None)
 
 
+def test_cli_workers_auto_is_one_per_two_cores_and_at_most_one_per_partition():
+    """``--workers auto`` (the default): a worker reads and writes on one thread and decodes on
+    another, so one worker process per two usable cores, no more than the topic's partitions
+    (a worker without a partition would idle), and one where the partitions are unknown."""
+    import argparse
+
+    from lakesdk.cli.kafka import add_arguments, auto_workers
+    assert [auto_workers(c, 6) for c in (1, 2, 3, 4, 8, 16, 64)] == [1, 1, 1, 2, 4, 6, 6]
+    assert auto_workers(16, None) == 1 and auto_workers(16, 0) == 1 and auto_workers(16, 2) == 2
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    base = ["--table", "t", "--topic", "x", "--bootstrap", "b"]
+    assert p.parse_args(base).workers == "auto" and p.parse_args([*base, "--workers", "3"]).workers == 3
+    with pytest.raises(SystemExit):
+        p.parse_args([*base, "--workers", "0"])
+
+
 def test_coordinator_history_is_seeded_from_the_table():
     """A coordinator starts with the table's latest sink commits in its history (for status displays),
     then appends the rounds it commits."""

@@ -195,7 +195,7 @@ class Workers:
     def __init__(self, tmp_path, table, topic, bootstrap, *, interval=0.5, timeout=4.0):
         self.dir = tmp_path
         self.argv = [sys.executable, "-m", "lakesdk.cli.kafka", "--table", table.path, "--topic", topic,
-                     "--bootstrap", bootstrap, "--commit-interval", str(interval), "--write-timeout", str(timeout),
+                     "--bootstrap", bootstrap, "--workers", "1", "--commit-interval", str(interval), "--write-timeout", str(timeout),
                      "--session-timeout-ms", "6000", "--max-poll-interval-ms", "10000", "--log-level", "WARNING"]
         self.bootstrap = bootstrap
         self.group = f"lakesdk-sink-{topic}"

@@ -23,7 +23,7 @@ from lakesdk.format.instant import Instant  # noqa: E402
 from lakesdk.format.timeline import InstantClock  # noqa: E402
 from lakesdk.markers import TEMP_DIR, DirectWriteMarkers, parse_marker_name  # noqa: E402
 
-from ..helpers import classic_only, click, rides  # noqa: E402
+from ..helpers import click, rides  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -302,7 +302,7 @@ def test_markers_show_a_refused_rollback(trips):
     assert w.rollback_result is None and "RollbackNotAllowedError" in w.step_output.value
     assert t.timeline.get(pending.requested).state == "inflight"
 
-@classic_only("timeline-server markers (on Connect a write's markers are direct)")
+
 def test_markers_of_a_real_write_stopped_mid_way(trips, monkeypatch):
     """A real upsert (timeline-server markers, the default) is held after its data files
     are written and before it commits: the widget shows its markers and data files."""

@@ -330,3 +330,39 @@ def test_merge_all_clauses_with_source_structs_lacking_fields_are_refused_unless
     t.merge(src, on="id", missing_columns="null").when_matched_update_all().when_not_matched_insert_all().execute()
     got = sorted(t.refresh().read().to_arrow().to_pylist(), key=lambda r: r["id"])
     assert [r["st"] for r in got] == [{"a": 3, "b": None}, {"a": 9, "b": "z"}, {"a": 5, "b": None}]
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_merge_whose_changes_stay_in_spark_writes_what_the_arrow_path_writes(tmp_path, spark, monkeypatch,
+                                                                               table_type):
+    """A merge on the Spark engine takes its changes to this process as Arrow where Spark runs
+    here, and writes them from Spark where it runs elsewhere (a cluster, a Connect server of
+    another process), cast back to the table's types there (``spark_merge.typed_as``): both
+    write the same naive timestamps (which Spark makes zoned), a column a null literal fills
+    (``missing_columns="null"``) and a struct lacking a field."""
+    import pyarrow as pa
+
+    import lakesdk as lk
+    from lakesdk.commit.context import TableContext
+
+    def merged(elsewhere: bool) -> pa.Table:
+        if elsewhere:
+            monkeypatch.setattr(TableContext, "spark_is_local", lambda self: False)
+        lake = lk.Lake(str(tmp_path / f"elsewhere_{elsewhere}"), spark=spark, options=lk.TableOptions(engine="spark"))
+        t = lake.create_table("m", key="id", ordering="ts", table_type=table_type)
+        t.upsert(pa.table({"id": [1, 2], "ts": [1, 1], "at": pa.array([1_000_001, 2_000_002], pa.timestamp("us")),
+                           "note": ["a", "b"], "st": [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]}))
+        src = pa.table({"id": [2, 3], "ts": [2, 2], "at": pa.array([5_000_005, None], pa.timestamp("us")),
+                        "st": [{"a": 3}, {"a": 4}]})
+        t.merge(src, on="id", missing_columns="null").when_matched_update_all().when_not_matched_insert_all().execute()
+        out = t.read().to_arrow().sort_by("id")
+        return out.select(["id", "ts", "at", "note", "st"])
+    here = merged(False)
+    assert here.to_pylist() == [
+        {"id": 1, "ts": 1, "at": here.column("at")[0].as_py(), "note": "a", "st": {"a": 1, "b": "x"}},
+        {"id": 2, "ts": 2, "at": here.column("at")[1].as_py(), "note": None, "st": {"a": 3, "b": None}},
+        {"id": 3, "ts": 2, "at": None, "note": None, "st": {"a": 4, "b": None}}]
+    assert here.column("at").type == pa.timestamp("us")
+    assert here.column("at").cast(pa.int64()).to_pylist() == [1_000_001, 5_000_005, None]
+    elsewhere = merged(True)
+    assert elsewhere.schema == here.schema and elsewhere.equals(here)

@@ -1,0 +1,75 @@
+"""The key index takes each base file's record key range from the metadata table's
+``column_stats`` (the statistics of ``_hoodie_record_key``): a file whose range holds none of the
+incoming keys of its partition is not read at all, neither its footer nor its keys.  Without
+the statistics (no metadata table, or a table whose index leaves the column out) every
+candidate file's footer is read as before.  Either way an upsert finds every stored key."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import lakesdk as lk
+from lakesdk.engine import key_index as K
+
+
+def _spy(monkeypatch) -> list[str]:
+    seen: list[str] = []
+    real = K.footer_of
+
+    def footer_of(storage, path):
+        seen.append(path)
+        return real(storage, path)
+    monkeypatch.setattr(K, "footer_of", footer_of)
+    return seen
+
+
+def _table(tmp_path, metadata: bool) -> lk.Table:
+    lake = lk.Lake(str(tmp_path / ("mdt" if metadata else "plain")), options=lk.TableOptions(engine="local", metadata=metadata))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    for k in range(4):   # four files a partition, with the key ranges a000-a099, b000-b099, ...
+        ids = [f"{'abcd'[k]}{i:03d}" for i in range(100)]
+        t.bulk_insert(pa.table({"id": ids, "p": ["x" if i % 2 else "y" for i in range(100)], "ts": [1] * 100}))
+    return t
+
+
+@pytest.mark.parametrize("metadata", [True, False])
+def test_an_upsert_reads_only_the_files_whose_key_range_holds_its_keys(tmp_path, monkeypatch, metadata):
+    t = _table(tmp_path, metadata)
+    seen = _spy(monkeypatch)
+    res = t.upsert(pa.table({"id": ["b001", "b003", "e000"], "p": ["x", "x", "x"], "ts": [2, 2, 2]}))
+    assert (res.updated, res.inserted) == (2, 1)
+    if metadata:
+        assert len(seen) == 1, seen        # only the file of b000-b099 in p=x
+    else:
+        assert len(seen) == 4, seen        # every file of p=x: its footer holds its key range
+    rows = t.read().to_arrow()
+    assert rows.num_rows == 401 and len(set(rows.column("id").to_pylist())) == 401
+    got = dict(zip(rows.column("id").to_pylist(), rows.column("ts").to_pylist()))
+    assert got["b001"] == got["b003"] == got["e000"] == 2 and got["b002"] == 1
+
+
+@settings(max_examples=15, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(batches=st.lists(st.lists(st.text("abcé😀", min_size=1, max_size=4), min_size=1, max_size=12, unique=True),
+                        min_size=1, max_size=4),
+       upsert=st.lists(st.text("abcé😀", min_size=1, max_size=4), min_size=1, max_size=10, unique=True))
+def test_upserts_find_every_stored_key_with_the_ranges(tmp_path_factory, batches, upsert):
+    """Keys of any characters (beyond U+FFFF too: the statistics order by code point, Hudi's
+    footers by UTF-16), written in several files, then upserted: every key once, the upserted
+    ones with the new value, as with the ranges left out."""
+    root = tmp_path_factory.mktemp("ranges")
+    t = lk.Lake(str(root)).create_table("t", key="id", ordering="ts")
+    model: dict[str, int] = {}
+    for n, ids in enumerate(batches):
+        ids = [i for i in ids if i not in model]
+        if ids:
+            t.bulk_insert(pa.table({"id": ids, "ts": [n] * len(ids)}))
+            model.update({i: n for i in ids})
+    t.upsert(pa.table({"id": upsert, "ts": [99] * len(upsert)}))
+    model.update({i: 99 for i in upsert})
+    rows = t.read().to_arrow()
+    got = dict(zip(rows.column("id").to_pylist(), rows.column("ts").to_pylist()))
+    assert rows.num_rows == len(model) and got == model
