@@ -64,6 +64,7 @@ from functools import partial
 from typing import Any, NoReturn, TypeVar
 
 from lakesdk.exceptions import CorruptFileError, UnsupportedFileFeatureError
+from lakesdk.format.hfile_index import KV_SUFFIX
 
 __all__ = ["HFileReader", "HFileTrailer", "TRAILER_SIZE", "HEADER_SIZE", "BLOCK_MAGIC", "CODECS", "crc32c",
            "KV_SUFFIX", "FILE_INFO_KEYS"]
@@ -83,7 +84,6 @@ CODECS = {0: "LZO", 1: "GZ", 2: "NONE", 3: "SNAPPY", 4: "LZ4", 5: "BZIP2", 6: "Z
 GZ, NONE = 1, 2
 #: what follows the row in every KeyValue key Hudi writes: family length 0, timestamp
 #: Long.MAX_VALUE ("latest"), type Put
-KV_SUFFIX = b"\x00" + b"\x7f" + b"\xff" * 7 + b"\x04"
 #: the file-info keys of the HFile layer
 FILE_INFO_KEYS = (b"hfile.LASTKEY", b"hfile.AVG_KEY_LEN", b"hfile.AVG_VALUE_LEN", b"hfile.CREATE_TIME_TS",
                   b"KEY_VALUE_VERSION", b"MAX_MEMSTORE_TS_KEY")
@@ -284,7 +284,7 @@ class HFileReader:
         if not 1 <= t.num_data_index_levels <= _MAX_LEVELS:
             fail(f"the trailer says the data index has {t.num_data_index_levels} levels")
         root, pos = self._block(t.load_on_open_offset, "ROOT_INDEX")
-        from lakesdk.format.hfile_lookup import root_index_arrays
+        from lakesdk.format.hfile_index import root_index_arrays
         fast = root_index_arrays(root, t) if t.num_data_index_levels == 1 else None
         root_entries = [] if fast else self._root_entries(root, t.data_index_count, multi=t.num_data_index_levels > 1)
         meta_body, pos = self._block(pos, "ROOT_INDEX")

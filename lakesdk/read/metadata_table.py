@@ -36,6 +36,7 @@ from lakesdk.format.metadata_records import (
 from lakesdk.format.metadata_table import METADATA_DIR, pending_data_instants
 from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Timeline
+from lakesdk.read.mdt_blocks import _Block
 from lakesdk.read.record_lookup import decode_records
 from lakesdk.storage import Storage
 
@@ -244,16 +245,6 @@ class MetadataTableReader:
                                    {n: e.size for n, e in sorted(rec.files.items()) if not e.deleted})
 
 
-@dataclass(frozen=True)
-class _Block:
-    """A log block of an MDT log file, decoded: its records (HFile data) or the keys it deletes."""
-    instant: str | None
-    rollback: bool
-    target: str | None
-    records: tuple[MetadataRecord, ...] = ()
-    deleted: tuple[str, ...] = ()
-
-
 #: decoded MDT log files by (URL, content digest): a log file is written once (an MDT delta
 #: commit written again after a failed attempt has other bytes or the same records), so its
 #: records are decoded once per process, not by every plan and commit that reads the slice
@@ -327,34 +318,6 @@ def _base_records(url: str, data: bytes) -> dict[str, MetadataRecord]:
             while sum(n for n, _ in _BASES.values()) > _BASES_MAX_BYTES:
                 _BASES.popitem(last=False)
     return dict(out)
-
-
-def _blocks_of_keys(url: str, data: bytes, keys: set[str]) -> tuple[_Block, ...]:
-    """The blocks of the MDT log file ``data`` (at ``url``) with only the records of ``keys``
-    decoded (seeks when they are few against a block's entries), and their deleted keys."""
-    out: list[_Block] = []
-    wanted = sorted(k.encode("utf-8") for k in keys)
-    for b in read_log_file(data):
-        if b.block_type == BlockType.HFILE_DATA:
-            schema = b.header.get(HeaderKey.SCHEMA)
-            if not schema:
-                raise CorruptFileError(f"{url}: an HFile data block at offset {b.offset} has no SCHEMA header", path=url)
-            hf = b.hfile(url)
-            if len(wanted) * 8 < len(hf):
-                items = [(k, v) for k in wanted if (v := hf.get(k)) is not None]
-            else:
-                items = [(k, v) for k, v in hf if k.decode("utf-8", "replace") in keys]
-            out.append(_Block(b.instant, False, None,
-                              records=tuple(decode_record(v, schema, key=k, path=url) for k, v in items)))
-        elif b.block_type == BlockType.DELETE:
-            deleted = b.delete_records().column("_hoodie_record_key").to_pylist()
-            out.append(_Block(b.instant, False, None, deleted=tuple(str(k) for k in deleted if k in keys)))
-        elif b.block_type == BlockType.COMMAND:
-            out.append(_Block(b.instant, b.is_rollback, b.target_instant))
-        else:
-            raise CorruptFileError(f"{url}: a metadata table log file holds a {b.block_type.name} block at offset "
-                                   f"{b.offset}; it holds HFile data, delete and command blocks only", path=url)
-    return tuple(out)
 
 
 def _put(merged: dict[str, MetadataRecord], rec: MetadataRecord) -> None:

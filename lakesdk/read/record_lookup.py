@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from lakesdk.exceptions import CorruptFileError, _BadAvroBytes
 from lakesdk.format.avro_file import _long
@@ -33,9 +33,6 @@ from lakesdk.format.log_framing import BlockType, HeaderKey
 from lakesdk.format.log_ranges import scan_log_ranges
 from lakesdk.format.metadata_records import MetadataRecord, RecordLocation, RecordType, decode_record
 
-if TYPE_CHECKING:
-    from lakesdk.read.metadata_table import MetadataTableReader
-
 __all__ = ["record_locations", "decode_records"]
 
 _MISSING = object()
@@ -43,7 +40,7 @@ _MISSING = object()
 Found = dict[bytes, "RecordLocation | None"]
 
 
-def record_locations(reader: "MetadataTableReader", keys: Iterable[str]) -> dict[str, RecordLocation]:
+def record_locations(reader: Any, keys: Iterable[str]) -> dict[str, RecordLocation]:
     """Where the ``record_index`` partition of ``reader``'s MDT puts each of ``keys`` (a key it
     does not hold is left out)."""
     from lakesdk.format.record_index import PARTITION, file_group_id, file_group_indices, group_count
@@ -68,7 +65,7 @@ def record_locations(reader: "MetadataTableReader", keys: Iterable[str]) -> dict
     return out
 
 
-def _slice_lookup(reader: "MetadataTableReader", sl: FileSlice, keys: list[str],
+def _slice_lookup(reader: Any, sl: FileSlice, keys: list[str],
                   decoded: dict[str, dict[bytes, Any]]) -> Found:
     want = sorted({k.encode("utf-8") for k in keys})
     mdt = reader.mdt
@@ -130,7 +127,7 @@ def _log_blocks(mdt: Any, path: str, size: int, want: list[bytes], decoded: dict
 
 def _whole_log_blocks(url: str, data: bytes, want: list[bytes]) -> list[Any]:
     """:func:`_log_blocks` of a log file read whole (one with a corrupt stretch)."""
-    from lakesdk.read.metadata_table import _blocks_of_keys
+    from lakesdk.read.mdt_blocks import _blocks_of_keys
     keys = {k.decode("utf-8") for k in want}
     return [(b.instant, b.rollback, b.target, {r.key.encode("utf-8"): r.location for r in b.records},
              tuple(k.encode("utf-8") for k in b.deleted)) for b in _blocks_of_keys(url, data, keys)]

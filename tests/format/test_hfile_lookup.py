@@ -14,11 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import lakesdk.format.hfile_lookup as hfile_lookup
+import lakesdk.format.hfile_index as hfile_index
 from lakesdk.exceptions import CorruptFileError
 from lakesdk.format.byte_ranges import ByteRanges
 from lakesdk.format.hfile import TRAILER_SIZE, HFileReader
-from lakesdk.format.hfile_lookup import clear_index_cache, get_many, open_indexed, root_index_arrays
+from lakesdk.format.hfile_index import root_index_arrays
+from lakesdk.format.hfile_lookup import clear_index_cache, get_many, open_indexed
 from lakesdk.format.hfile_writer import write_hfile
 from lakesdk.format.log_block import (
     BlockType,
@@ -45,7 +46,7 @@ def _file(keys: list[bytes], *, block_size: int = 64, compression: str = "GZ", v
 
 def _python_index(data: bytes, monkeypatch) -> list:
     with monkeypatch.context() as m:
-        m.setattr(hfile_lookup, "FAST_INDEX_MIN", 1 << 40)
+        m.setattr(hfile_index, "FAST_INDEX_MIN", 1 << 40)
         return HFileReader(data).data_index
 
 
@@ -75,7 +76,7 @@ def test_the_numpy_index_is_the_entry_by_entry_index(keys, monkeypatch):
     data = _file(sorted(keys))
     r = HFileReader(data)
     assert r.data_index == _python_index(data, monkeypatch)
-    assert len(r.data_index) >= hfile_lookup.FAST_INDEX_MIN
+    assert len(r.data_index) >= hfile_index.FAST_INDEX_MIN
     fast = b"\x00" not in keys[0] and len(keys[0]) < 100
     assert ("_fast" in r.__dict__) == fast
     probes = keys[::97] + [b"nope", b"\xff"]
