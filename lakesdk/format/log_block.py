@@ -283,6 +283,17 @@ def scan_log_file(data: bytes) -> tuple[list[LogBlock], int]:
     return blocks, corrupt
 
 
+def checked_block_type(format_version: int, type_ordinal: int) -> BlockType:
+    """The block type a block's header says; :class:`_CorruptLogBlock` for another format
+    version or a type Hudi does not have."""
+    if format_version != LOG_FORMAT_VERSION:
+        raise _CorruptLogBlock
+    try:
+        return BlockType(type_ordinal)
+    except ValueError:
+        raise _CorruptLogBlock from None
+
+
 def _parse_block(data: bytes, pos: int) -> LogBlock:
     end_of_data = len(data)
     if data[pos:pos + 6] != MAGIC or pos + 14 > end_of_data:
@@ -298,12 +309,7 @@ def _parse_block(data: bytes, pos: int) -> LogBlock:
     cur = pos + 14
     format_version, type_ordinal = I32X2.unpack_from(data, cur)
     cur += 8
-    if format_version != LOG_FORMAT_VERSION:
-        raise _CorruptLogBlock
-    try:
-        block_type = BlockType(type_ordinal)
-    except ValueError:
-        raise _CorruptLogBlock from None
+    block_type = checked_block_type(format_version, type_ordinal)
     header, cur = read_metadata(data, cur, limit)
     if cur + 8 > limit:
         raise _CorruptLogBlock

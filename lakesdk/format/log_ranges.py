@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from lakesdk.exceptions import _CorruptLogBlock
 from lakesdk.format.byte_ranges import ByteRanges
-from lakesdk.format.log_block import LogBlock
-from lakesdk.format.log_framing import I32X2, I64, LOG_FORMAT_VERSION, MAGIC, BlockType, read_metadata
+from lakesdk.format.log_block import LogBlock, checked_block_type
+from lakesdk.format.log_framing import I32X2, I64, MAGIC, BlockType, read_metadata
 
 __all__ = ["scan_log_ranges"]
 
@@ -68,12 +68,7 @@ def _block_at(src: ByteRanges, pos: int) -> tuple[LogBlock, ByteRanges | None]:
             if len(head) >= limit:
                 raise
             head = src.read(pos, min(2 * len(head), limit))
-    if format_version != LOG_FORMAT_VERSION:
-        raise _CorruptLogBlock
-    try:
-        block_type = BlockType(type_ordinal)
-    except ValueError:
-        raise _CorruptLogBlock from None
+    block_type = checked_block_type(format_version, type_ordinal)
     (content_length,) = I64.unpack_from(head, cur)
     cur += 8
     if content_length < 0 or cur + content_length > limit:

@@ -210,17 +210,9 @@ def test_random_operations_keep_the_index_exact(tmp_path_factory, table_type, op
     shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.mark.parametrize("engine", ["local", "spark"])
-@pytest.mark.parametrize("table_type", ["cow", "mor"])
-def test_an_upsert_reads_only_the_file_groups_the_index_names(tmp_path, monkeypatch, table_type, engine, engine_spark):
-    """Tagging looks the incoming keys up in the record index: only the base files of the file
-    groups holding them are read (and no bloom filter footer: the index is exact), and a moved
-    key moves; on Spark too, whose driver looks up the incoming keys when they are few."""
+def _spy_reads(monkeypatch) -> tuple[list[str], list[str]]:
+    """The base files whose footers, and those whose record keys, the key index reads from now on."""
     import lakesdk.engine.key_index as key_index
-    lake = lk.Lake(str(tmp_path), spark=engine_spark, options=lk.TableOptions(engine=engine))
-    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", table_type=table_type, index="record")
-    for i, p in enumerate("abcd"):          # one file group per partition
-        t.upsert(df([(k, p, 0, "v") for k in range(i * 10, i * 10 + 10)]))
     opened: list[str] = []
     real = key_index.footer_of
     monkeypatch.setattr(key_index, "footer_of", lambda storage, path: opened.append(path) or real(storage, path))
@@ -228,6 +220,20 @@ def test_an_upsert_reads_only_the_file_groups_the_index_names(tmp_path, monkeypa
     real_base = key_index._base_keys
     monkeypatch.setattr(key_index, "_base_keys",
                         lambda storage, path, ordering: read_keys.append(path) or real_base(storage, path, ordering))
+    return opened, read_keys
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_an_upsert_reads_only_the_file_groups_the_index_names(tmp_path, monkeypatch, table_type, engine, engine_spark):
+    """Tagging looks the incoming keys up in the record index: only the base files of the file
+    groups holding them are read (and no bloom filter footer: the index is exact), and a moved
+    key moves; on Spark too, whose driver looks up the incoming keys when they are few."""
+    lake = lk.Lake(str(tmp_path), spark=engine_spark, options=lk.TableOptions(engine=engine))
+    t = lake.create_table("r", key="id", partition_by="p", ordering="ts", table_type=table_type, index="record")
+    for i, p in enumerate("abcd"):          # one file group per partition
+        t.upsert(df([(k, p, 0, "v") for k in range(i * 10, i * 10 + 10)]))
+    opened, read_keys = _spy_reads(monkeypatch)
     # key 3 is in p=a, key 35 moves from p=d to p=b, key 99 is new
     r = t.upsert(df([(3, "a", 1, "u"), (35, "b", 1, "m"), (99, "c", 1, "n")]))
     assert (r.inserted, r.updated) == (2, 1)
@@ -353,20 +359,13 @@ def test_a_table_without_partitions_tags_through_the_index(tmp_path, monkeypatch
     """On a table without partitions (where every index is global) the record index names the
     file groups of an upsert's keys too: only their base files are read, by both engines, and
     no footer; the same table written with the bloom index opens the footers."""
-    import lakesdk.engine.key_index as key_index
     lake = lk.Lake(str(tmp_path), spark=engine_spark, options=lk.TableOptions(engine=engine))
     t = lake.create_table("r", key="id", ordering="ts", index="record")
     for i in range(4):                      # a file group each
         t.bulk_insert(df([(k, "a", 0, "v") for k in range(i * 10, i * 10 + 10)]))
     groups = {f.rsplit("/", 1)[-1].split("_")[0] for f in helpers.data_files(t)}
     assert len(groups) >= 4
-    opened: list[str] = []
-    real = key_index.footer_of
-    monkeypatch.setattr(key_index, "footer_of", lambda storage, path: opened.append(path) or real(storage, path))
-    read_keys: list[str] = []
-    real_base = key_index._base_keys
-    monkeypatch.setattr(key_index, "_base_keys",
-                        lambda storage, path, ordering: read_keys.append(path) or real_base(storage, path, ordering))
+    opened, read_keys = _spy_reads(monkeypatch)
     r = t.upsert(df([(3, "a", 1, "u"), (35, "a", 1, "m"), (99, "a", 1, "n")]))
     assert (r.inserted, r.updated) == (1, 2)
     held = _held(t)
