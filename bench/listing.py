@@ -102,6 +102,7 @@ def forget() -> None:
     with metadata_table._DECODED_LOCK:
         metadata_table._DECODED.clear()
         metadata_table._BASES.clear()
+        metadata_table._PREFIXED.clear()
 
 
 def plan(path: str, latency_s: float, scope: Callable[[str], bool] | None = None) -> tuple[float, float, int, int]:

@@ -154,3 +154,48 @@ def test_a_files_base_file_is_decoded_once_per_content(tmp_path, monkeypatch):
     again = listing()
     mt._BASES.clear()
     assert listing() == again
+
+
+def test_statistics_sought_by_prefix_are_decoded_once_per_content(tmp_path, monkeypatch):
+    """The ``column_stats`` records a key index or a skipping read asks of a base file (by key
+    prefix) are decoded once per content and prefixes: asked again, nothing is decoded and the
+    ranges are the same; after a compaction (a new base file) they are decoded again, and still
+    agree with a reader whose cache is empty."""
+    import pyarrow as pa
+
+    import lakesdk as lk
+    from lakesdk.read import metadata_table as mt
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True, metadata_compact_every=2))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+
+    def write(i: int) -> None:
+        t.upsert(pa.table({"id": [i, 10 + i], "p": ["a", "b"], "ts": [i, i]}))
+
+    def ranges(parts: list[str] | None) -> dict:
+        return mt.MetadataTableReader(t.storage, t.timeline).column_ranges(["id", "ts"], parts)
+    for i in range(3):
+        write(i)
+    assert any(sl.base_path and sl.base_instant != "00000000000000000"
+               for sl in mt.MetadataTableReader(t.storage, t.timeline).slices("column_stats"))   # compacted
+    mt._PREFIXED.clear()
+    parts = mt.MetadataTableReader(t.storage, t.timeline).partitions()
+    assert len(parts) == 2
+    scopes: list[list[str] | None] = [None, parts[:1], parts]
+    first = [ranges(p) for p in scopes]
+    assert all(first) and len(first[1]) < len(first[0])
+    decoded: list[int] = []
+    real = mt.decode_records
+
+    def spy(items, schema_json, path):
+        for rec in real(items, schema_json, path):
+            decoded.append(1)
+            yield rec
+    monkeypatch.setattr(mt, "decode_records", spy)
+    assert [ranges(p) for p in scopes] == first and decoded == []
+    write(3)
+    write(4)                     # another compaction: a new base file
+    again = [ranges(p) for p in scopes]
+    assert again != first and decoded
+    monkeypatch.undo()
+    mt._PREFIXED.clear()
+    assert [ranges(p) for p in scopes] == again
