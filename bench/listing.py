@@ -17,9 +17,9 @@ store's paginated LIST does.  Timed, three times each (the best kept):
   see how planning grows with the number of files;
 * ``plan_upsert``: what an upsert of 1,000 existing keys (random ids, so in about 630 of the
   partitions) plans before it writes: the view, then the key index of its keys in their
-  partitions' files, footers and keys read on the local engine's threads, with the record key
-  ranges of the metadata table's ``column_stats`` when there is one (best of 3, footer cache
-  emptied).
+  partitions' files, footers and keys read on the local engine's threads (as many as it takes
+  for an object store, ``lakesdk.engine.key_index.io_threads``), with the record key ranges of
+  the metadata table's ``column_stats`` when there is one (one run, the footer cache emptied).
 
 The last line printed is the summary::
 
@@ -126,42 +126,32 @@ def plan_upsert(path: str, latency_s: float, ids: list[int], partitions: int) ->
     upsert of ``ids`` (existing keys) as the local engine plans it: the view, then the key index
     of the incoming keys in the slices of their partitions (footers and keys read on the engine's
     threads), with the record key ranges of the metadata table's ``column_stats`` when the view
-    listed from it.  The process's footer cache is emptied before each."""
+    listed from it.  The process's footer cache is emptied first."""
     import pyarrow as pa
 
     from lakesdk.engine.footers import clear_footer_cache
-    from lakesdk.engine.key_index import incoming_keys, pruned_key_index
+    from lakesdk.engine.key_index import incoming_keys, io_threads, pruned_key_index
     from lakesdk.engine.local import run_parallel
     from lakesdk.table.write import _record_key_ranges
     keys = pa.array([str(i) for i in ids], pa.string())
     parts = pa.array([f"part=p{i % partitions:05d}" for i in ids], pa.string())
     wanted = set(parts.to_pylist())
-    runs = []
-    threads = os.environ.get("LAKESDK_THREADS")
-    os.environ["LAKESDK_THREADS"] = "8"      # the engine's most: reads that wait on round trips
-    for _ in range(1):
-        clear_footer_cache()
-        storage = ObjectStoreLatencyStorage(path, latency_s)
-        reads: list[str] = []
-        t0 = time.perf_counter()
-        cfg = TableConfig.from_bytes(storage.read(".hoodie/hoodie.properties"))
-        store = TimelineStore(storage, cfg)
-        view = FileSystemView(storage, cfg, store, store.load())
-        slices = [sl for sl in view.latest_slices() if sl.partition in wanted]
-        ranges = _record_key_ranges(view)
+    clear_footer_cache()
+    storage = ObjectStoreLatencyStorage(path, latency_s)
+    reads: list[str] = []
+    t0 = time.perf_counter()
+    cfg = TableConfig.from_bytes(storage.read(".hoodie/hoodie.properties"))
+    store = TimelineStore(storage, cfg)
+    view = FileSystemView(storage, cfg, store, store.load())
+    slices = [sl for sl in view.latest_slices() if sl.partition in wanted]
+    ranges = _record_key_ranges(view)
 
-        def counted(fn: Callable[[Any], Any], items: list[Any], reads: list[Any] = reads) -> list[Any]:
-            reads.extend(items)
-            return run_parallel(fn, items, progress=False)
-        found = pruned_key_index(storage, slices, incoming_keys(keys, parts), map_fn=counted,
-                                 ranges=ranges(wanted) if ranges is not None else None)
-        runs.append((time.perf_counter() - t0, storage.total_ops, found.num_rows, len(reads)))
-    if threads is None:
-        os.environ.pop("LAKESDK_THREADS", None)
-    else:
-        os.environ["LAKESDK_THREADS"] = threads
-    best = min(runs)
-    return best[0], runs[-1][1], runs[-1][2], runs[-1][3]
+    def counted(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        reads.extend(items)
+        return run_parallel(fn, items, progress=False, threads=io_threads(storage))
+    found = pruned_key_index(storage, slices, incoming_keys(keys, parts), map_fn=counted,
+                             ranges=ranges(wanted) if ranges is not None else None)
+    return time.perf_counter() - t0, storage.total_ops, found.num_rows, len(reads)
 
 
 def main(argv: list[str] | None = None) -> int:

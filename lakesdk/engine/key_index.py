@@ -86,12 +86,26 @@ def incoming_keys(keys: pa.ChunkedArray | pa.Array, parts: pa.ChunkedArray | pa.
 
 
 # ---------------------------------------------------------------------------------- the index
-def _map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+#: threads that read footers and keys from an object store: each read mostly waits on a round
+#: trip there, so more of them than cores overlap their waits
+OBJECT_STORE_READ_THREADS = 16
+
+
+def io_threads(storage: Storage) -> int:
+    """Threads for the key index's reads on ``storage``: the cores (at most 8) on a local file
+    system, where a read is CPU work; ``OBJECT_STORE_READ_THREADS`` on an object store.
+    ``LAKESDK_THREADS`` sets both (at most 8 on a local file system)."""
+    fixed = int(os.environ.get("LAKESDK_THREADS", 0) or 0)
+    if storage.is_local:
+        return max(1, min(8, fixed or (os.cpu_count() or 2)))
+    return max(1, fixed or max(OBJECT_STORE_READ_THREADS, os.cpu_count() or 2))
+
+
+def _map(fn: Callable[[T], R], items: Iterable[T], threads: int) -> list[R]:
     items = list(items)
     if len(items) <= 1:
         return [fn(i) for i in items]
-    workers = max(1, min(8, int(os.environ.get("LAKESDK_THREADS", 0)) or (os.cpu_count() or 2), len(items)))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(items)))) as pool:
         return list(pool.map(fn, items))
 
 
@@ -151,7 +165,7 @@ def pruned_key_index(storage: Storage, slices: list[Any], keys: dict[str | None,
     the metadata table (:func:`_outside_ranges`); a file outside them is not read at all.
     ``footers=False``: the slices are those the record index named for the keys, so their
     footers (key range, bloom filter) are not asked."""
-    run = map_fn or _map
+    run = map_fn or (lambda fn, items: _map(fn, items, io_threads(storage)))
     global_keys = None in keys
     mine: list[tuple[Any, pa.Array]] = []
     for sl in slices:

@@ -23,7 +23,7 @@ from lakesdk import _faults as faults
 from lakesdk._progress import progress as show_progress
 from lakesdk.engine.global_index import STORED_PART, route_moves
 from lakesdk.engine.group_write import cdc_marker, planned_group_file, write_group
-from lakesdk.engine.key_index import incoming_keys, pruned_key_index, read_key_index, slice_keys
+from lakesdk.engine.key_index import incoming_keys, io_threads, pruned_key_index, read_key_index, slice_keys
 from lakesdk.engine.tasks import (
     STORED_ORDERING,
     FileGroupTarget,
@@ -70,12 +70,14 @@ def compact_slices_local(ctx: WriteContext, slice_ctx: Any, slices: list[Any], *
                         progress=progress)
 
 
-def run_parallel(fn: Callable[[T], R], items: Iterable[T], *, desc: str = "", progress: Any = "auto") -> list[R]:
-    """``[fn(i) for i in items]`` on a thread pool; a progress bar (``desc``) when it runs long."""
+def run_parallel(fn: Callable[[T], R], items: Iterable[T], *, desc: str = "", progress: Any = "auto",
+                 threads: int | None = None) -> list[R]:
+    """``[fn(i) for i in items]`` on a thread pool (``threads``, default: the cores, at most 8);
+    a progress bar (``desc``) when it runs long."""
     items = list(items)
     if len(items) <= 1:
         return [fn(i) for i in items]
-    with ThreadPoolExecutor(max_workers=min(_threads(), len(items))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(threads or _threads(), len(items)))) as pool:
         return list(show_progress(pool.map(fn, items), total=len(items), desc=desc, setting=progress))
 
 
@@ -181,7 +183,8 @@ class LocalWriteJob:
                 if self.key_ranges is not None and not named else None
             return pruned_key_index(self.ctx.storage, slices, keys, slice_ctx=slice_ctx, ordering=ordering,
                                     map_fn=lambda fn, items: run_parallel(fn, items, desc="reading keys",
-                                                                          progress=self.progress),
+                                                                          progress=self.progress,
+                                                                          threads=io_threads(self.ctx.storage)),
                                     ranges=ranges, footers=not named)
         if not slices:
             return read_key_index(self.ctx.storage, [], None, ordering)
@@ -209,7 +212,8 @@ class LocalWriteJob:
             if ordering is not None:
                 cols[STORED_ORDERING] = ordv
             return pa.table(cols)
-        tables = run_parallel(one, range(len(slices)), desc="reading keys", progress=self.progress)
+        tables = run_parallel(one, range(len(slices)), desc="reading keys", progress=self.progress,
+                              threads=io_threads(self.ctx.storage))
         return pa.concat_tables(tables)
 
     def tag(self, t: pa.Table, index: pa.Table, *, global_keys: bool = False) -> pa.Table:

@@ -73,3 +73,39 @@ def test_upserts_find_every_stored_key_with_the_ranges(tmp_path_factory, batches
     rows = t.read().to_arrow()
     got = dict(zip(rows.column("id").to_pylist(), rows.column("ts").to_pylist()))
     assert rows.num_rows == len(model) and got == model
+
+
+def test_the_key_index_threads_follow_the_storage(monkeypatch):
+    """Reads of footers and keys are CPU work on a local file system (the cores, at most 8) and
+    mostly a round trip's wait on an object store (more threads than cores); ``LAKESDK_THREADS``
+    sets both."""
+    from lakesdk.storage import Storage
+    monkeypatch.delenv("LAKESDK_THREADS", raising=False)
+    local, remote = Storage("/tmp/x"), Storage("memory://x")
+    assert 1 <= K.io_threads(local) <= 8
+    assert K.io_threads(remote) >= K.OBJECT_STORE_READ_THREADS
+    monkeypatch.setenv("LAKESDK_THREADS", "3")
+    assert K.io_threads(local) == K.io_threads(remote) == 3
+
+
+def test_footers_on_an_object_store_are_read_on_more_threads_than_cores(monkeypatch):
+    """Twelve footers of one partition, on in-memory storage (not a local file system), are
+    read at once: each read waits until all twelve have begun (a barrier: it fails when they
+    run on fewer threads)."""
+    import threading
+    import uuid
+    monkeypatch.delenv("LAKESDK_THREADS", raising=False)
+    lake = lk.Lake(f"memory://io-threads-{uuid.uuid4().hex}", options=lk.TableOptions(engine="local", metadata=False))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    for k in range(12):
+        t.bulk_insert(pa.table({"id": [f"{k:02d}{i:02d}" for i in range(5)], "p": ["x"] * 5, "ts": [1] * 5}))
+    met = threading.Barrier(12, timeout=120)
+    real = K.footer_of
+
+    def footer_of(storage, path):
+        met.wait()
+        return real(storage, path)
+    monkeypatch.setattr(K, "footer_of", footer_of)
+    res = t.upsert(pa.table({"id": [f"{k:02d}01" for k in range(12)], "p": ["x"] * 12, "ts": [2] * 12}))
+    assert (res.updated, res.inserted) == (12, 0)
+    lake.close()
