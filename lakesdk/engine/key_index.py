@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from lakesdk.engine.footers import footer_of
 from lakesdk.engine.slice_reader import read_slice
 from lakesdk.engine.tasks import STORED_ORDERING, read_parquet
-from lakesdk.format.bloom import FooterIndex, KeySet
+from lakesdk.format.bloom import FooterIndex, KeyRange, KeySet
 from lakesdk.merge.ordering import KEY, OP, OP_UPSERT, PART, ROW, Ordering, fields_of
 from lakesdk.storage import Storage
 
@@ -52,6 +52,9 @@ BLOOM_PROBE_KEYS = 100_000
 #: most its rows / this: asking a key costs about what reading a stored key does, and a file
 #: with that many candidates most likely holds some (its keys are read anyway)
 BLOOM_PROBE_SHARE = 4
+#: (partition, base file name) -> least and greatest record key (code point order) and row count
+#: (None: unknown), from the metadata table's ``column_stats`` of ``_hoodie_record_key``
+KeyRanges = Mapping[tuple[str, str], tuple[str, str, "int | None"]]
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -128,7 +131,7 @@ def _candidates(fi: FooterIndex, keys: KeySet) -> np.ndarray | None:
     return mask
 
 
-def _outside_ranges(mine: list[tuple[Any, pa.Array]], ranges: Mapping[tuple[str, str], tuple[str, str]]) -> set[int]:
+def _outside_ranges(mine: list[tuple[Any, pa.Array]], ranges: KeyRanges) -> set[int]:
     """The entries of ``mine`` (slice, its incoming keys) whose slice is a base file alone with a
     key range in ``ranges`` ((partition, file name) -> least and greatest record key, in code point
     order: the metadata table's ``column_stats`` of ``_hoodie_record_key``) that holds none of its
@@ -142,7 +145,7 @@ def _outside_ranges(mine: list[tuple[Any, pa.Array]], ranges: Mapping[tuple[str,
         r = ranges.get((sl.partition, sl.base_file.name))
         if r is None:
             continue
-        lo, hi = r
+        lo, hi = r[0], r[1]
         ks = sorted_keys.get(id(k))
         if ks is None:
             ks = sorted_keys[id(k)] = sorted(x for x in k.to_pylist() if x is not None)
@@ -152,17 +155,38 @@ def _outside_ranges(mine: list[tuple[Any, pa.Array]], ranges: Mapping[tuple[str,
     return out
 
 
+def _footers_from_ranges(mine: list[tuple[Any, pa.Array]], base_only: list[int], ranges: KeyRanges,
+                         sets: dict[str | None, KeySet], everywhere: bool) -> dict[int, FooterIndex]:
+    """Of the base files ``base_only`` (entries of ``mine``), those whose footer would tell the
+    key index nothing the metadata table has not: a key range and a row count there, and so many
+    incoming keys in that range (or so many keys in all) that the bloom filter would not be asked
+    (:func:`_candidates`).  Their footers are not read (on an object store a round trip each); they
+    stand for them, with the range alone (their keys are read)."""
+    out: dict[int, FooterIndex] = {}
+    for i in base_only:
+        sl, _ = mine[i]
+        r = ranges.get((sl.partition, sl.base_file.name))
+        if r is None or r[2] is None:
+            continue
+        ks = sets[None if everywhere else sl.partition]
+        rng = KeyRange(r[0], r[1])
+        if len(ks.keys) > BLOOM_PROBE_KEYS or int(ks.in_range(rng).sum()) * BLOOM_PROBE_SHARE > r[2]:
+            out[i] = FooterIndex(rng, rows=r[2])
+    return out
+
+
 def pruned_key_index(storage: Storage, slices: list[Any], keys: dict[str | None, pa.Array], *,
                      slice_ctx: Any = None, ordering: tuple[Ordering, pa.DataType] | None = None,
                      map_fn: Callable[[Callable[[Any], Any], list[Any]], list[Any]] | None = None,
-                     ranges: Mapping[tuple[str, str], tuple[str, str]] | None = None,
+                     ranges: KeyRanges | None = None,
                      footers: bool = True) -> pa.Table:
     """The stored records of the incoming ``keys`` (by partition, :func:`incoming_keys`; one
     group under ``None``: any partition, a delete by keys alone) in ``slices``: columns
     ``_hoodie_record_key``, ``_hoodie_partition_path``, ``_lk_fid``, ``_lk_row`` (the row in
     the base file; null for slices with logs) and, with ``ordering`` (field, type), the
     stored ordering value ``_lk_stored_ord``.  ``ranges``: record key ranges of base files from
-    the metadata table (:func:`_outside_ranges`); a file outside them is not read at all.
+    the metadata table (:func:`_outside_ranges`); a file outside them is not read at all, and a
+    file whose footer would add nothing to them is not asked (:func:`_footers_from_ranges`).
     ``footers=False``: the slices are those the record index named for the keys, so their
     footers (key range, bloom filter) are not asked."""
     run = map_fn or (lambda fn, items: _map(fn, items, io_threads(storage)))
@@ -178,8 +202,12 @@ def pruned_key_index(storage: Storage, slices: list[Any], keys: dict[str | None,
     sets = {p: KeySet(k) for p, k in keys.items() if len(k)}
     # footers first (in parallel): the files to read follow from them
     base_only = [i for i, (sl, _) in enumerate(mine) if not sl.log_files and sl.base_path]
-    read = dict(zip(base_only, run(lambda i: footer_of(storage, mine[i][0].base_path), base_only) if footers
-                    else [None] * len(base_only)))
+    known = _footers_from_ranges(mine, base_only, ranges, sets, global_keys) if ranges and footers \
+        else {}
+    asked = [i for i in base_only if i not in known]
+    read = dict(zip(asked, run(lambda i: footer_of(storage, mine[i][0].base_path), asked) if footers
+                    else [None] * len(asked)))
+    read.update(known)
 
     def one(i: int) -> pa.Table | None:
         sl, k = mine[i]

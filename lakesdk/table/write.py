@@ -519,19 +519,20 @@ def _index_slice_ctx(ctx: WriteContext, view: Any, slices: list[Any]) -> Any:
     return ctx.slice_context(view.log_instants)
 
 
-def _record_key_ranges(view: Any) -> Callable[[set[str]], dict[tuple[str, str], tuple[str, str]]] | None:
+def _record_key_ranges(view: Any) -> Callable[[set[str]], dict[tuple[str, str], tuple[str, str, int | None]]] | None:
     """When the view listed its files from a metadata table that keeps ``column_stats``: the
     function from data partitions to the record key range of each base file there ((partition,
     file name) -> least and greatest ``_hoodie_record_key``, as the statistics of its Parquet
-    footer say), so that the key index reads neither footer nor keys of a file whose range holds
-    no incoming key.  Files without such a record are read as before."""
+    footer say) and its row count (the column's value count), so that the key index reads neither
+    footer nor keys of a file whose range holds no incoming key, and no footer whose bloom filter
+    it would not ask.  Files without such a record are read as before."""
     from lakesdk.format.column_stats import ValueType, partition_id
     from lakesdk.merge.ordering import KEY as KEY_FIELD
     reader = view.metadata
     if reader is None or "column_stats" not in view.metadata_partitions:
         return None
 
-    def ranges(partitions: set[str]) -> dict[tuple[str, str], tuple[str, str]]:
+    def ranges(partitions: set[str]) -> dict[tuple[str, str], tuple[str, str, int | None]]:
         by_id = {partition_id(p): p for p in partitions}
         try:
             # a few partitions: their records, each sought by its key prefix; more: every file's record of
@@ -545,7 +546,8 @@ def _record_key_ranges(view: Any) -> Callable[[set[str]], dict[tuple[str, str], 
             part = by_id.get(pid)
             if (part is not None and r is not None and r.value_type is ValueType.STRING
                     and isinstance(r.min_value, str) and isinstance(r.max_value, str)):
-                out[(part, name)] = (r.min_value, r.max_value)
+                rows = r.value_count if isinstance(r.value_count, int) and r.value_count >= 0 else None
+                out[(part, name)] = (r.min_value, r.max_value, rows)
         return out
     return ranges
 

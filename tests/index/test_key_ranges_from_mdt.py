@@ -51,6 +51,24 @@ def test_an_upsert_reads_only_the_files_whose_key_range_holds_its_keys(tmp_path,
     assert got["b001"] == got["b003"] == got["e000"] == 2 and got["b002"] == 1
 
 
+@pytest.mark.parametrize("metadata", [True, False])
+def test_no_footer_is_read_where_its_bloom_filter_would_not_be_asked(tmp_path, monkeypatch, metadata):
+    """Forty keys in the range of a file of 50 rows: its bloom filter would not be asked (the
+    keys are read anyway), so with the metadata table's range and row count its footer is not
+    read at all; without them every file of the partition's footer is."""
+    t = _table(tmp_path, metadata)
+    seen = _spy(monkeypatch)
+    ids = [f"b{i:03d}" for i in range(40)]
+    res = t.upsert(pa.table({"id": ids, "p": ["x"] * 40, "ts": [2] * 40}))
+    assert (res.updated, res.inserted) == (20, 20)       # the odd ids are stored in x, the even ones in y
+    assert len(seen) == (0 if metadata else 4), seen
+    rows = t.read().to_arrow()
+    assert rows.num_rows == 420
+    got = {(i, p): ts for i, p, ts in zip(rows.column("id").to_pylist(), rows.column("p").to_pylist(),
+                                          rows.column("ts").to_pylist())}
+    assert all(got[(i, "x")] == 2 for i in ids) and got[("b000", "y")] == 1 and ("b001", "y") not in got
+
+
 @settings(max_examples=15, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(batches=st.lists(st.lists(st.text("abcé😀", min_size=1, max_size=4), min_size=1, max_size=12, unique=True),
