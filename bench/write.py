@@ -5,7 +5,11 @@
 
 One process, after a warm-up of every engine, times on the same generated data:
 
-1. raw pyarrow ``pq.write_table`` of the N rows (the floor for a bulk insert);
+1. raw pyarrow ``pq.write_table`` of the N rows; and the floor of a writer of Hudi files with
+   pyarrow, on one thread: the same rows with Hudi's five ``_hoodie_*`` columns computed by
+   pyarrow, written to one file, then the upsert as a full rewrite of that file (read it,
+   replace the updated ids by the update batch with its meta columns, write it again): no key
+   index, bloom filter, metadata table or commit;
 2. lakesdk: ``bulk_insert`` of the N rows into a new table, ``upsert`` of an update
    batch (10% of the ids, higher ``ts``, changed values, no new keys), then a snapshot read
    ``t.read().to_arrow()``;
@@ -40,10 +44,13 @@ The last line printed is the summary::
 
     write: rows=N bulk_vs_pyarrow=X upsert_vs_deltalake=X upsert_vs_pyiceberg=X read_vs_deltalake=X
            read_vs_hudi_rs=X upsert_mem_vs_deltalake=X pyiceberg_speedup=X mdt_bulk=X mdt_upsert=X
+           bulk_vs_floor=X upsert_vs_floor=X floor_vs_pyarrow=X
 
 (one line; ratios are lakesdk time / peer time, except ``pyiceberg_speedup`` = pyiceberg
 upsert time / lakesdk upsert time, and ``mdt_bulk``/``mdt_upsert`` = lakesdk time keeping the
-metadata table (the default) / lakesdk time without it (``metadata=False``), same run).
+metadata table (the default) / lakesdk time without it (``metadata=False``), same run;
+``bulk_vs_floor``/``upsert_vs_floor`` = lakesdk time / the floor's, and ``floor_vs_pyarrow`` = the
+floor's bulk write / plain pyarrow's).
 """
 
 from __future__ import annotations
@@ -115,6 +122,44 @@ def run_pyarrow(res: Results, base: pa.Table, root: str, rep: int) -> None:
     os.makedirs(out)
     res.time("pyarrow_write", timed(lambda: pq.write_table(base, os.path.join(out, "part-0.parquet")))[0])
     res.info["pyarrow_bytes"] = du(out)
+
+
+_META_DICT = ["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"]
+
+
+def with_meta_columns(t: pa.Table, instant: str) -> pa.Table:
+    """``t`` with Hudi's five ``_hoodie_*`` columns first, computed by pyarrow (commit time,
+    sequence number, record key, partition path, file name): what every Hudi base file holds."""
+    import pyarrow.compute as pc
+    n = t.num_rows
+    seq = pc.binary_join_element_wise(f"{instant}_0_", pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string()), "")
+    meta = [pa.repeat(pa.scalar(instant), n), seq, pc.cast(t.column("id"), pa.string()), pa.repeat(pa.scalar(""), n),
+            pa.repeat(pa.scalar(f"f0-0_0-0-0_{instant}.parquet"), n)]
+    names = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
+             "_hoodie_file_name"]
+    return pa.Table.from_arrays(meta + t.columns, names + t.column_names)
+
+
+def run_floor(res: Results, base: pa.Table, upd: pa.Table, root: str, rep: int) -> None:
+    """The floor of a writer of Hudi files with pyarrow, on one thread: the bulk insert's rows
+    with the five meta columns written to one file (dictionaries for the constant columns and
+    ``part`` only), then the upsert as a full rewrite (the file read, the updated ids replaced by
+    the update batch with its meta columns, written again).  No key index, bloom filter,
+    metadata table or commit."""
+    import pyarrow.compute as pc
+    out = os.path.join(root, f"floor{rep}")
+    os.makedirs(out)
+    src, dst = os.path.join(out, "part-0.parquet"), os.path.join(out, "part-1.parquet")
+    dicts = _META_DICT + ["part"]
+    res.time("floor_write", timed(lambda: pq.write_table(with_meta_columns(base, "20260101000000000"), src,
+                                                         use_dictionary=dicts))[0])
+
+    def rewrite() -> None:
+        old = pq.read_table(src)
+        kept = old.filter(pc.invert(pc.is_in(old.column("id"), value_set=upd.column("id"))))
+        new = with_meta_columns(upd, "20260101000000001").cast(kept.schema)
+        pq.write_table(pa.concat_tables([kept, new]), dst, use_dictionary=dicts)
+    res.time("floor_rewrite", timed(rewrite)[0])
 
 
 def run_lakesdk(res: Results, spark: Any, base: pa.Table, upd: pa.Table, root: str, partitioned: bool,
@@ -291,7 +336,9 @@ def report(res: Results, args: argparse.Namespace) -> str:
         ("bulk insert / write (s)", s("lakesdk_bulk"), "pyarrow write_table", s("pyarrow_write"), ratio(t.get("lakesdk_bulk"), t.get("pyarrow_write"))),
         ("", "", "deltalake write_deltalake", s("delta_write"), ratio(t.get("lakesdk_bulk"), t.get("delta_write"))),
         ("", "", "pyiceberg append", s("ice_append"), ratio(t.get("lakesdk_bulk"), t.get("ice_append"))),
+        ("", "", "the floor (one thread)", s("floor_write"), ratio(t.get("lakesdk_bulk"), t.get("floor_write"))),
         ("upsert 10% (s)", s("lakesdk_upsert"), "deltalake merge", s("delta_merge"), ratio(t.get("lakesdk_upsert"), t.get("delta_merge"))),
+        ("", "", "the floor's full rewrite", s("floor_rewrite"), ratio(t.get("lakesdk_upsert"), t.get("floor_rewrite"))),
         ("", "", "pyiceberg upsert" + (" (TIMED OUT)" if ice_to else ""),
          ((">" if ice_to else "") + s("ice_upsert").strip()).rjust(8), up_vs_ice),
         ("bulk insert with the MDT (s)", s("lakesdk_bulk"), "lakesdk without", s("lakesdk_bulk_nomdt"),
@@ -330,7 +377,10 @@ def report(res: Results, args: argparse.Namespace) -> str:
             f"read_vs_hudi_rs={ratio(t.get('lakesdk_read'), t.get('hudi_rs_read'))} "
             f"upsert_mem_vs_deltalake={ratio(mem_l, mem_d)} pyiceberg_speedup={ice_speed} "
             f"mdt_bulk={ratio(t.get('lakesdk_bulk'), t.get('lakesdk_bulk_nomdt'))} "
-            f"mdt_upsert={ratio(t.get('lakesdk_upsert'), t.get('lakesdk_upsert_nomdt'))}")
+            f"mdt_upsert={ratio(t.get('lakesdk_upsert'), t.get('lakesdk_upsert_nomdt'))} "
+            f"bulk_vs_floor={ratio(t.get('lakesdk_bulk'), t.get('floor_write'))} "
+            f"upsert_vs_floor={ratio(t.get('lakesdk_upsert'), t.get('floor_rewrite'))} "
+            f"floor_vs_pyarrow={ratio(t.get('floor_write'), t.get('pyarrow_write'))}")
 
 
 # ---------------------------------------------------------------------------------- main
@@ -362,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(args.repeat):
             step(f"round {rep + 1}/{args.repeat}: pyarrow write_table")
             run_pyarrow(res, base, root, rep)
+            step(f"round {rep + 1}/{args.repeat}: the floor (pyarrow writing the meta columns)")
+            run_floor(res, base, upd, root, rep)
             step(f"round {rep + 1}/{args.repeat}: lakesdk bulk_insert / upsert / read")
             lake_path = run_lakesdk(res, spark, base, upd, root, args.partitioned, exp_ts, rep)
             step(f"round {rep + 1}/{args.repeat}: lakesdk bulk_insert / upsert without the metadata table")

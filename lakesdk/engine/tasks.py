@@ -343,9 +343,13 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
     name = BaseFile(target.file_id, task.write_token, ctx.instant).name
     new_rows = _with_meta(ctx, new, name, task, 0)
     out = pa.concat_tables([kept, new_rows]) if kept is not None and kept.num_rows else new_rows
+    del kept, new, new_rows
+    had_base = base is not None
+    if not ctx.cdc_mode:
+        base = None     # the stored rows are in ``out`` now (a copy): not held while the file is written
     path = f"{target.partition}/{name}" if target.partition else name
     footer = base_file_footer(ctx, out.column(KEY))
-    _mark(ctx, path, "MERGE" if base is not None else "CREATE")
+    _mark(ctx, path, "MERGE" if had_base else "CREATE")
     size = _write_parquet(ctx, path, out, task, footer)
     cdc = _write_cdc_log(ctx, target, base, out, task) if ctx.cdc_mode and base is not None else None
     t2 = time.perf_counter()
@@ -355,8 +359,8 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
         numWrites=out.num_rows, numDeletes=counts.deleted, numUpdateWrites=counts.updated,
         numInserts=counts.inserted, totalWriteBytes=size, fileSizeInBytes=size,
         prevBaseFile=target.base_path.rsplit("/", 1)[-1] if target.base_path else None,
-        runtimeStats={"totalScanTime": int((t1 - t0) * 1000), "totalCreateTime": 0 if base is not None else int((t2 - t1) * 1000),
-                      "totalUpsertTime": int((t2 - t1) * 1000) if base is not None else 0},
+        runtimeStats={"totalScanTime": int((t1 - t0) * 1000), "totalCreateTime": 0 if had_base else int((t2 - t1) * 1000),
+                      "totalUpsertTime": int((t2 - t1) * 1000) if had_base else 0},
         cdcStats=cdc,
     )
     return stat, counts
