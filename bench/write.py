@@ -365,7 +365,9 @@ def report(res: Results, args: argparse.Namespace) -> str:
           f"deltalake {info.get('delta_bytes', 0) / MiB:.1f} MiB")
     if mem_l is not None and mem_d is not None:
         print(f"process-tree RSS at upsert peak: lakesdk {info['lakesdk_upsert_peak'] / MiB:.0f} MiB, "
-              f"deltalake {info['delta_upsert_peak'] / MiB:.0f} MiB (includes the idle Spark JVM)")
+              f"deltalake {info['delta_upsert_peak'] / MiB:.0f} MiB (includes the idle Spark JVM); Arrow's memory "
+              f"pool: {pa.default_memory_pool().backend_name} (ARROW_DEFAULT_MEMORY_POOL; deltalake allocates "
+              "outside it)")
     print_load_and_rounds(res)
     if ice_to:
         print(f"pyiceberg upsert did not finish within --iceberg-timeout={args.iceberg_timeout:.0f}s: "
