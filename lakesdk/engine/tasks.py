@@ -416,16 +416,23 @@ def write_new_file(ctx: WriteContext, partition: str, file_id: str, rows: pa.Tab
 
 def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskInfo) -> Iterator[WriteStat]:
     """Bulk insert: write incoming rows (with key columns) straight into new file groups,
-    one open file per partition, rolled over at the target file size."""
+    one open file per partition, rolled over at the target file size: every file of a
+    partition holds the target's rows but its last (the rows past the last full file wait for
+    more batches, not written as a small file of their own)."""
     per_file_rows = max(1, ctx.target_file_bytes // max(1, ctx.record_size_estimate))
     buffers: dict[str, list[pa.Table]] = {}
     counts: dict[str, int] = {}
 
-    def flush(part: str) -> Iterator[WriteStat]:
+    def flush(part: str, last: bool = True) -> Iterator[WriteStat]:
         rows = pa.concat_tables(buffers.pop(part))
         counts.pop(part, None)
-        for start in range(0, rows.num_rows, per_file_rows):
-            yield write_new_file(ctx, part, new_file_id(), rows.slice(start, per_file_rows), task, start)
+        full = rows.num_rows if last else rows.num_rows - rows.num_rows % per_file_rows
+        for start in range(0, full, per_file_rows):
+            yield write_new_file(ctx, part, new_file_id(), rows.slice(start, min(per_file_rows, full - start)), task,
+                                 start)
+        if full < rows.num_rows:
+            buffers[part] = [rows.slice(full)]
+            counts[part] = rows.num_rows - full
 
     for batch in batches:
         if batch.num_rows == 0:
@@ -437,7 +444,7 @@ def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskIn
             buffers.setdefault(p, []).append(sub)
             counts[p] = counts.get(p, 0) + sub.num_rows
             if counts[p] >= per_file_rows:
-                yield from flush(p)
+                yield from flush(p, last=False)
     for p in list(buffers):
         yield from flush(p)
 
