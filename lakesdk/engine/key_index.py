@@ -131,47 +131,57 @@ def _candidates(fi: FooterIndex, keys: KeySet) -> np.ndarray | None:
     return mask
 
 
-def _outside_ranges(mine: list[tuple[Any, pa.Array]], ranges: KeyRanges) -> set[int]:
-    """The entries of ``mine`` (slice, its incoming keys) whose slice is a base file alone with a
-    key range in ``ranges`` ((partition, file name) -> least and greatest record key, in code point
-    order: the metadata table's ``column_stats`` of ``_hoodie_record_key``) that holds none of its
-    incoming keys."""
+#: incoming keys x files up to which each file's key range is compared with every key of its
+#: partition (Arrow, a comparison per key and file); beyond, the keys are sorted once and each
+#: range is sought in them
+RANGE_CHECK_BUDGET = 4_000_000
+
+
+def _in_range_counts(mine: list[tuple[Any, pa.Array]], ranges: KeyRanges, sets: dict[str | None, KeySet],
+                     everywhere: bool) -> dict[int, int]:
+    """For the entries of ``mine`` (slice, its incoming keys) whose slice is a base file alone with
+    a key range in ``ranges`` ((partition, file name) -> least and greatest record key, in code
+    point order: the metadata table's ``column_stats`` of ``_hoodie_record_key``): how many of
+    its incoming keys the range holds (0: none, exactly; else at least one, and never fewer than
+    it holds: keys whose order the comparison cannot decide count as in).  ``sets``: the
+    incoming keys by partition as :class:`KeySet` (under None with ``everywhere``)."""
     import bisect
-    out: set[int] = set()
-    sorted_keys: dict[int, list[str]] = {}
-    for i, (sl, k) in enumerate(mine):
+    files: dict[str | None, list[tuple[int, str, str]]] = {}
+    for i, (sl, _) in enumerate(mine):
         if sl.log_files or sl.base_file is None:
             continue
         r = ranges.get((sl.partition, sl.base_file.name))
-        if r is None:
+        if r is not None:
+            files.setdefault(None if everywhere else sl.partition, []).append((i, r[0], r[1]))
+    out: dict[int, int] = {}
+    for part, entries in files.items():
+        ks = sets[part]
+        if len(entries) * len(ks.keys) <= RANGE_CHECK_BUDGET:
+            for i, lo, hi in entries:
+                out[i] = int(ks.in_range(KeyRange(lo, hi)).sum())
             continue
-        lo, hi = r[0], r[1]
-        ks = sorted_keys.get(id(k))
-        if ks is None:
-            ks = sorted_keys[id(k)] = sorted(x for x in k.to_pylist() if x is not None)
-        at = bisect.bisect_left(ks, lo)
-        if at == len(ks) or ks[at] > hi:
-            out.add(i)
+        keys = sorted(x for x in ks.keys.to_pylist() if x is not None)
+        for i, lo, hi in entries:
+            out[i] = bisect.bisect_right(keys, hi) - bisect.bisect_left(keys, lo)
     return out
 
 
-def _footers_from_ranges(mine: list[tuple[Any, pa.Array]], base_only: list[int], ranges: KeyRanges,
+def _footers_from_ranges(mine: list[tuple[Any, pa.Array]], counts: dict[int, int], ranges: KeyRanges,
                          sets: dict[str | None, KeySet], everywhere: bool) -> dict[int, FooterIndex]:
-    """Of the base files ``base_only`` (entries of ``mine``), those whose footer would tell the
-    key index nothing the metadata table has not: a key range and a row count there, and so many
-    incoming keys in that range (or so many keys in all) that the bloom filter would not be asked
-    (:func:`_candidates`).  Their footers are not read (on an object store a round trip each); they
-    stand for them, with the range alone (their keys are read)."""
+    """Of the base files with a key range (``counts``: how many incoming keys each range holds,
+    :func:`_in_range_counts`), those whose footer would tell the key index nothing the metadata
+    table has not: a row count there too, and so many incoming keys in the range (or so many
+    keys in all) that the bloom filter would not be asked (:func:`_candidates`).  Their footers
+    are not read (on an object store a round trip each); they stand for them, with the range
+    alone (their keys are read)."""
     out: dict[int, FooterIndex] = {}
-    for i in base_only:
+    for i, n in counts.items():
         sl, _ = mine[i]
-        r = ranges.get((sl.partition, sl.base_file.name))
-        if r is None or r[2] is None:
+        r = ranges[(sl.partition, sl.base_file.name)]
+        if r[2] is None:
             continue
-        ks = sets[None if everywhere else sl.partition]
-        rng = KeyRange(r[0], r[1])
-        if len(ks.keys) > BLOOM_PROBE_KEYS or int(ks.in_range(rng).sum()) * BLOOM_PROBE_SHARE > r[2]:
-            out[i] = FooterIndex(rng, rows=r[2])
+        if len(sets[None if everywhere else sl.partition].keys) > BLOOM_PROBE_KEYS or n * BLOOM_PROBE_SHARE > r[2]:
+            out[i] = FooterIndex(KeyRange(r[0], r[1]), rows=r[2])
     return out
 
 
@@ -185,7 +195,7 @@ def pruned_key_index(storage: Storage, slices: list[Any], keys: dict[str | None,
     ``_hoodie_record_key``, ``_hoodie_partition_path``, ``_lk_fid``, ``_lk_row`` (the row in
     the base file; null for slices with logs) and, with ``ordering`` (field, type), the
     stored ordering value ``_lk_stored_ord``.  ``ranges``: record key ranges of base files from
-    the metadata table (:func:`_outside_ranges`); a file outside them is not read at all, and a
+    the metadata table (:func:`_in_range_counts`); a file outside them is not read at all, and a
     file whose footer would add nothing to them is not asked (:func:`_footers_from_ranges`).
     ``footers=False``: the slices are those the record index named for the keys, so their
     footers (key range, bloom filter) are not asked."""
@@ -196,14 +206,18 @@ def pruned_key_index(storage: Storage, slices: list[Any], keys: dict[str | None,
         k = keys[None] if global_keys else keys.get(sl.partition)
         if k is not None and len(k):
             mine.append((sl, k))
-    if ranges:   # base files whose key range (from the metadata table) holds none of the keys: no footer read
-        outside = _outside_ranges(mine, ranges)
-        mine = [m for i, m in enumerate(mine) if i not in outside]
     sets = {p: KeySet(k) for p, k in keys.items() if len(k)}
+    known: dict[int, FooterIndex] = {}
+    if ranges:   # base files whose key range (from the metadata table) holds none of the keys: no footer read
+        counts = _in_range_counts(mine, ranges, sets, global_keys)
+        keep = [i for i in range(len(mine)) if counts.get(i) != 0]
+        if footers:
+            at = {old: new for new, old in enumerate(keep)}
+            known = {at[i]: fi for i, fi in _footers_from_ranges(mine, counts, ranges, sets, global_keys).items()
+                     if i in at}
+        mine = [mine[i] for i in keep]
     # footers first (in parallel): the files to read follow from them
     base_only = [i for i, (sl, _) in enumerate(mine) if not sl.log_files and sl.base_path]
-    known = _footers_from_ranges(mine, base_only, ranges, sets, global_keys) if ranges and footers \
-        else {}
     asked = [i for i in base_only if i not in known]
     read = dict(zip(asked, run(lambda i: footer_of(storage, mine[i][0].base_path), asked) if footers
                     else [None] * len(asked)))

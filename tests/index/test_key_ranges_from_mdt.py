@@ -35,8 +35,11 @@ def _table(tmp_path, metadata: bool) -> lk.Table:
     return t
 
 
+@pytest.mark.parametrize("budget", [None, 0])
 @pytest.mark.parametrize("metadata", [True, False])
-def test_an_upsert_reads_only_the_files_whose_key_range_holds_its_keys(tmp_path, monkeypatch, metadata):
+def test_an_upsert_reads_only_the_files_whose_key_range_holds_its_keys(tmp_path, monkeypatch, metadata, budget):
+    if budget is not None:    # the keys sorted once and each range sought in them
+        monkeypatch.setattr(K, "RANGE_CHECK_BUDGET", budget)
     t = _table(tmp_path, metadata)
     seen = _spy(monkeypatch)
     res = t.upsert(pa.table({"id": ["b001", "b003", "e000"], "p": ["x", "x", "x"], "ts": [2, 2, 2]}))
@@ -74,10 +77,18 @@ def test_no_footer_is_read_where_its_bloom_filter_would_not_be_asked(tmp_path, m
 @given(batches=st.lists(st.lists(st.text("abcé😀", min_size=1, max_size=4), min_size=1, max_size=12, unique=True),
                         min_size=1, max_size=4),
        upsert=st.lists(st.text("abcé😀", min_size=1, max_size=4), min_size=1, max_size=10, unique=True))
-def test_upserts_find_every_stored_key_with_the_ranges(tmp_path_factory, batches, upsert):
+@pytest.mark.parametrize("budget", [K.RANGE_CHECK_BUDGET, 0])
+def test_upserts_find_every_stored_key_with_the_ranges(tmp_path_factory, budget, batches, upsert):
     """Keys of any characters (beyond U+FFFF too: the statistics order by code point, Hudi's
     footers by UTF-16), written in several files, then upserted: every key once, the upserted
-    ones with the new value, as with the ranges left out."""
+    ones with the new value, as with the ranges left out.  Both ways of matching the keys with
+    the ranges: compared with each file's range, and sorted once and sought (``budget`` 0)."""
+    from unittest import mock
+    with mock.patch.object(K, "RANGE_CHECK_BUDGET", budget):
+        _upsert_with_ranges(tmp_path_factory, batches, upsert)
+
+
+def _upsert_with_ranges(tmp_path_factory, batches, upsert) -> None:
     root = tmp_path_factory.mktemp("ranges")
     t = lk.Lake(str(root)).create_table("t", key="id", ordering="ts")
     model: dict[str, int] = {}
