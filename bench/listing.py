@@ -99,10 +99,9 @@ def forget() -> None:
         store._PARSED.clear()
         store._PARSED_WEIGHTS.clear()
         store._parsed_stats = 0
-    with metadata_table._DECODED_LOCK:
-        metadata_table._DECODED.clear()
-        metadata_table._BASES.clear()
-        metadata_table._PREFIXED.clear()
+    metadata_table._DECODED.clear()
+    metadata_table._BASES.clear()
+    metadata_table._PREFIXED.clear()
 
 
 def plan(path: str, latency_s: float, scope: Callable[[str], bool] | None = None) -> tuple[float, float, int, int]:

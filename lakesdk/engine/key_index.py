@@ -94,14 +94,18 @@ def incoming_keys(keys: pa.ChunkedArray | pa.Array, parts: pa.ChunkedArray | pa.
 OBJECT_STORE_READ_THREADS = 16
 
 
+def cpu_threads() -> int:
+    """Threads for work that keeps a core busy: ``LAKESDK_THREADS``, else the cores; at most 8."""
+    return max(1, min(8, int(os.environ.get("LAKESDK_THREADS", 0) or 0) or (os.cpu_count() or 2)))
+
+
 def io_threads(storage: Storage) -> int:
-    """Threads for the key index's reads on ``storage``: the cores (at most 8) on a local file
-    system, where a read is CPU work; ``OBJECT_STORE_READ_THREADS`` on an object store.
-    ``LAKESDK_THREADS`` sets both (at most 8 on a local file system)."""
-    fixed = int(os.environ.get("LAKESDK_THREADS", 0) or 0)
+    """Threads for the key index's reads on ``storage``: :func:`cpu_threads` on a local file
+    system, where a read is CPU work; ``OBJECT_STORE_READ_THREADS`` on an object store, or
+    ``LAKESDK_THREADS`` when set."""
     if storage.is_local:
-        return max(1, min(8, fixed or (os.cpu_count() or 2)))
-    return max(1, fixed or max(OBJECT_STORE_READ_THREADS, os.cpu_count() or 2))
+        return cpu_threads()
+    return max(1, int(os.environ.get("LAKESDK_THREADS", 0) or 0) or max(OBJECT_STORE_READ_THREADS, os.cpu_count() or 2))
 
 
 def _map(fn: Callable[[T], R], items: Iterable[T], threads: int) -> list[R]:

@@ -23,7 +23,14 @@ from lakesdk import _faults as faults
 from lakesdk._progress import progress as show_progress
 from lakesdk.engine.global_index import STORED_PART, route_moves
 from lakesdk.engine.group_write import cdc_marker, planned_group_file, write_group
-from lakesdk.engine.key_index import incoming_keys, io_threads, pruned_key_index, read_key_index, slice_keys
+from lakesdk.engine.key_index import (
+    cpu_threads,
+    incoming_keys,
+    io_threads,
+    pruned_key_index,
+    read_key_index,
+    slice_keys,
+)
 from lakesdk.engine.tasks import (
     STORED_ORDERING,
     FileGroupTarget,
@@ -53,10 +60,6 @@ _ATTEMPTS = count()
 _STAGE = (os.getpid() * 7919 + random.randrange(1 << 16)) % 1_000_000
 
 
-def _threads() -> int:
-    return max(1, min(8, int(os.environ.get("LAKESDK_THREADS", 0)) or (os.cpu_count() or 2)))
-
-
 def compact_slices_local(ctx: WriteContext, slice_ctx: Any, slices: list[Any], *, desc: str = "",
                          progress: Any = "auto") -> list[WriteStat]:
     """Compaction on the driver: every compacted file's marker in one request, then one
@@ -77,7 +80,7 @@ def run_parallel(fn: Callable[[T], R], items: Iterable[T], *, desc: str = "", pr
     items = list(items)
     if len(items) <= 1:
         return [fn(i) for i in items]
-    with ThreadPoolExecutor(max_workers=max(1, min(threads or _threads(), len(items)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(threads or cpu_threads(), len(items)))) as pool:
         return list(show_progress(pool.map(fn, items), total=len(items), desc=desc, setting=progress))
 
 
@@ -106,7 +109,7 @@ def run_ahead(prepare: Callable[[T], Any], fn: Callable[[T, Any], R], items: Ite
     """``[fn(i, prepare(i)) for i in items]`` on the thread pool, ``prepare`` of the first
     ``ahead`` items per thread as tasks of their own before any ``fn`` starts."""
     items = list(items)
-    threads = min(_threads(), max(1, len(items)))
+    threads = min(cpu_threads(), max(1, len(items)))
     with ThreadPoolExecutor(max_workers=threads) as pool:
         early = [pool.submit(prepare, it) for it in items[: ahead * threads]]
 
@@ -361,7 +364,7 @@ class LocalWriteJob:
                 chunks.extend(sub.slice(o, per_file) for o in range(0, sub.num_rows, per_file))
         else:
             # split evenly across threads too, so both cores write
-            n = max(-(-t.num_rows // per_file), min(_threads() // 2, max(1, t.num_rows // 100_000)))
+            n = max(-(-t.num_rows // per_file), min(cpu_threads() // 2, max(1, t.num_rows // 100_000)))
             size = -(-t.num_rows // n)
             chunks = [t.slice(o, size) for o in range(0, t.num_rows, size)]
         jobs = [(c.column(PART)[0].as_py() if c.num_rows else "", new_file_id(), c, _task(i))

@@ -428,8 +428,7 @@ def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskIn
         counts.pop(part, None)
         full = rows.num_rows if last else rows.num_rows - rows.num_rows % per_file_rows
         for start in range(0, full, per_file_rows):
-            yield write_new_file(ctx, part, new_file_id(), rows.slice(start, min(per_file_rows, full - start)), task,
-                                 start)
+            yield write_new_file(ctx, part, new_file_id(), rows.slice(start, per_file_rows), task, start)
         if full < rows.num_rows:
             buffers[part] = [rows.slice(full)]
             counts[part] = rows.num_rows - full

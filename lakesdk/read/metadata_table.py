@@ -13,11 +13,11 @@ delta commit first, so a writer that died in between leaves one that its rollbac
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from lakesdk._lru import WeightedLRU
 from lakesdk.exceptions import CorruptFileError
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file
@@ -249,21 +249,18 @@ class MetadataTableReader:
 #: decoded MDT log files by (URL, content digest): a log file is written once (an MDT delta
 #: commit written again after a failed attempt has other bytes or the same records), so its
 #: records are decoded once per process, not by every plan and commit that reads the slice
-_DECODED: OrderedDict[tuple[str, bytes], tuple[_Block, ...]] = OrderedDict()
-_DECODED_FILES = 512
+#: (the most recent 512 files)
+_DECODED: WeightedLRU[tuple[str, bytes], tuple[_Block, ...]] = WeightedLRU(512)
 _DECODED_MAX_BYTES = 4 << 20     # larger log files (a record index's) are decoded on each read
-_DECODED_LOCK = threading.Lock()
 
 
 def _log_blocks(url: str, data: bytes) -> tuple[_Block, ...]:
     """The blocks of the MDT log file ``data`` (at ``url``), decoded (cached by content)."""
     key = (url, hashlib.blake2b(data, digest_size=16).digest()) if len(data) <= _DECODED_MAX_BYTES else None
     if key is not None:
-        with _DECODED_LOCK:
-            hit = _DECODED.get(key)
-            if hit is not None:
-                _DECODED.move_to_end(key)
-                return hit
+        hit = _DECODED.get(key)
+        if hit is not None:
+            return hit
     out: list[_Block] = []
     for b in read_log_file(data):
         if b.block_type == BlockType.HFILE_DATA:
@@ -282,19 +279,15 @@ def _log_blocks(url: str, data: bytes) -> tuple[_Block, ...]:
                                    f"{b.offset}; it holds HFile data, delete and command blocks only", path=url)
     blocks = tuple(out)
     if key is not None:
-        with _DECODED_LOCK:
-            _DECODED[key] = blocks
-            while len(_DECODED) > _DECODED_FILES:
-                _DECODED.popitem(last=False)
+        _DECODED.put(key, blocks, 1)
     return blocks
 
 
 #: the records of the ``files`` partition's base files read whole, decoded, by (URL, content
 #: digest) (a base file is written once), so that a process decodes a table's listing once, not
-#: on every plan; the most recent of them, up to ``_BASES_MAX_BYTES`` of files (a table of
+#: on every plan; the most recent of them, up to 8 MiB of files (a table of
 #: 10,000 files has one of about 300 kB)
-_BASES: OrderedDict[tuple[str, bytes], tuple[int, dict[str, MetadataRecord]]] = OrderedDict()
-_BASES_MAX_BYTES = 8 << 20
+_BASES: WeightedLRU[tuple[str, bytes], dict[str, MetadataRecord]] = WeightedLRU(8 << 20)
 
 
 def _base_records(url: str, data: bytes) -> dict[str, MetadataRecord]:
@@ -303,21 +296,16 @@ def _base_records(url: str, data: bytes) -> dict[str, MetadataRecord]:
     from lakesdk.format.hfile import HFileReader
     key = (url, hashlib.blake2b(data, digest_size=16).digest()) if len(data) <= _DECODED_MAX_BYTES else None
     if key is not None:
-        with _DECODED_LOCK:
-            hit = _BASES.get(key)
-            if hit is not None:
-                _BASES.move_to_end(key)
-                return dict(hit[1])
+        hit = _BASES.get(key)
+        if hit is not None:
+            return dict(hit)
     reader = HFileReader(data, name=url)
     schema = _schema_of(reader, url)
     out: dict[str, MetadataRecord] = {}
     for k, value in reader:
         _put(out, decode_record(value, schema, key=k, path=url))
     if key is not None:
-        with _DECODED_LOCK:
-            _BASES[key] = (len(data), out)
-            while sum(n for n, _ in _BASES.values()) > _BASES_MAX_BYTES:
-                _BASES.popitem(last=False)
+        _BASES.put(key, out, len(data))
     return dict(out)
 
 
@@ -325,9 +313,8 @@ def _base_records(url: str, data: bytes) -> dict[str, MetadataRecord]:
 #: columns, of some partitions), decoded, by (URL, content digest, prefixes): a key index and a
 #: read that skips files by ``column_stats`` ask the same column's records on every operation,
 #: and decoding them (fastavro, about 30 us a record) would cost 0.3 s each time at 10,000
-#: files; the most recent, up to ``_PREFIXED_MAX_RECORDS`` records in all
-_PREFIXED: OrderedDict[tuple[str, bytes, tuple[bytes, ...]], tuple[MetadataRecord, ...]] = OrderedDict()
-_PREFIXED_MAX_RECORDS = 60_000
+#: files; the most recent, up to 60,000 records in all
+_PREFIXED: WeightedLRU[tuple[str, bytes, tuple[bytes, ...]], tuple[MetadataRecord, ...]] = WeightedLRU(60_000)
 
 
 def _base_records_under(url: str, data: bytes, prefixes: tuple[bytes, ...]) -> tuple[MetadataRecord, ...]:
@@ -336,19 +323,13 @@ def _base_records_under(url: str, data: bytes, prefixes: tuple[bytes, ...]) -> t
     content and prefixes; the records are shared: callers never change them)."""
     from lakesdk.format.hfile import HFileReader
     key = (url, hashlib.blake2b(data, digest_size=16).digest(), prefixes)
-    with _DECODED_LOCK:
-        hit = _PREFIXED.get(key)
-        if hit is not None:
-            _PREFIXED.move_to_end(key)
-            return hit
+    hit = _PREFIXED.get(key)
+    if hit is not None:
+        return hit
     reader = HFileReader(data, name=url)
     schema = _schema_of(reader, url)
     out = tuple(decode_records((kv for p in prefixes for kv in reader.items(prefix=p)), schema, url))
-    if len(out) <= _PREFIXED_MAX_RECORDS:
-        with _DECODED_LOCK:
-            _PREFIXED[key] = out
-            while sum(len(v) for v in _PREFIXED.values()) > _PREFIXED_MAX_RECORDS:
-                _PREFIXED.popitem(last=False)
+    _PREFIXED.put(key, out, len(out))
     return out
 
 

@@ -27,7 +27,7 @@ ALLOWED_MODULES = {"lakesdk"}
 
 # The layers (docs/architecture.md), each importing only from the layers before it.
 LAYERS = [
-    ["lakesdk.exceptions", "lakesdk._display", "lakesdk._progress", "lakesdk._faults"],
+    ["lakesdk.exceptions", "lakesdk._display", "lakesdk._progress", "lakesdk._faults", "lakesdk._lru"],
     ["lakesdk.config", "lakesdk.storage"],
     ["lakesdk.format"],
     ["lakesdk.timeline"],
