@@ -150,8 +150,9 @@ OPTIONS: tuple[Option, ...] = (
            "largest base file a write produces (bytes)", minimum=1),
     Option("small_file_limit", "hoodie.parquet.small.file.limit", int, 100 * _MIB,
            "base files below this size take inserts (bytes; 0: never)", minimum=0),
-    Option("record_size_estimate", "hoodie.copyonwrite.record.size.estimate", int, 1024,
-           "bytes per record before any commit tells the real size", minimum=1),
+    Option("record_size_estimate", "hoodie.copyonwrite.record.size.estimate", int, None,
+           "bytes per record before any commit tells the real size (None: measured on the first rows written)",
+           minimum=1, optional=True),
     Option("compact_every", "hoodie.compact.inline.max.delta.commits", int, None,
            "merge-on-read: compact inline after this many delta commits (None: never)", minimum=1, optional=True),
     Option("markers", "hoodie.write.markers.type", str, "timeline_server",
@@ -277,7 +278,7 @@ class TableOptions:
 
     target_file_size: int = _default("target_file_size")
     small_file_limit: int = _default("small_file_limit")
-    record_size_estimate: int = _default("record_size_estimate")
+    record_size_estimate: int | None = _default("record_size_estimate")
     compact_every: int | None = _default("compact_every")
     markers: Literal["timeline_server", "direct"] = _default("markers")
     marker_batch_interval_ms: int = _default("marker_batch_interval_ms")

@@ -42,6 +42,7 @@ from lakesdk.engine.tasks import (
     index_ordering_type,
     new_file_path,
     read_parquet,
+    record_size,
     stored_ordering_type,
     write_new_file,
 )
@@ -356,15 +357,15 @@ class LocalWriteJob:
         ctx = self.ctx
         if t.num_rows == 0:   # an overwrite whose rows were all flagged deletes
             return []
-        per_file = max(1, ctx.target_file_bytes // max(1, ctx.record_size_estimate))
+        per_file = max(1, ctx.target_file_bytes // record_size(ctx, t))
         chunks: list[pa.Table] = []
         if ctx.partition_fields:
             for p in pc.unique(t.column(PART)).to_pylist():
                 sub = t.filter(pc.equal(t.column(PART), p))
                 chunks.extend(sub.slice(o, per_file) for o in range(0, sub.num_rows, per_file))
         else:
-            # split evenly across threads too, so both cores write
-            n = max(-(-t.num_rows // per_file), min(cpu_threads() // 2, max(1, t.num_rows // 100_000)))
+            # split evenly across the threads too (files of 100,000 rows at least), so every core writes
+            n = max(-(-t.num_rows // per_file), min(cpu_threads(), max(1, t.num_rows // 100_000)))
             size = -(-t.num_rows // n)
             chunks = [t.slice(o, size) for o in range(0, t.num_rows, size)]
         jobs = [(c.column(PART)[0].as_py() if c.num_rows else "", new_file_id(), c, _task(i))

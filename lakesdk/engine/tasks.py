@@ -6,6 +6,7 @@ driver).  They import neither pyspark nor anything above the merge layer.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from dataclasses import dataclass, field
@@ -17,10 +18,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakesdk import _faults as faults
+from lakesdk.engine.base_file_writer import Footer, write_base_file
 from lakesdk.engine.footers import remember_footer
+from lakesdk.engine.group_merge import StoredRows, merge_partial_into_base, merged_pieces, nan_statistics
 from lakesdk.engine.slice_reader import SliceReadContext, conform, read_slice
 from lakesdk.engine.stored_fields import keep_stored
-from lakesdk.format.bloom import FOOTER_KEYS, BloomConfig, FooterIndex, file_footer
+from lakesdk.format.bloom import BloomConfig, file_footer
 from lakesdk.format.cdc import logging_mode
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id
@@ -31,7 +34,6 @@ from lakesdk.merge.ordering import (
     OP,
     OP_DELETE,
     PART,
-    SEQ,
     MergeCounts,
     Ordering,
     event_time_wins,
@@ -93,7 +95,7 @@ class WriteContext:
     ordering: Ordering                      # one ordering field, a tuple of several, or None
     merge_mode: str
     target_file_bytes: int = 120 * 1024 * 1024
-    record_size_estimate: int = 1024
+    record_size_estimate: int | None = None   # bytes per record (None: measured on the rows, record_size)
     compression: str = "snappy"
     operation: str = "upsert"
     table_name: str = "table"
@@ -210,28 +212,6 @@ def _mark(ctx: WriteContext, path: str, io_type: str) -> None:
         faults.crash_point("after_markers")
 
 
-_ROW_GROUP = 1 << 17
-# A column's dictionary is given up once it outgrows this many bytes (Parquet then writes the
-# rest of the column chunk plain).  Arrow's default (1 MiB) lets a column of unique values
-# (an id, a name) build a large dictionary before it falls back, which costs about a third of
-# the write; columns of few distinct values (the commit time, the file name, a category) stay
-# dictionary-encoded within 64 KiB.
-_DICT_PAGE_LIMIT = 64 * 1024
-# unique per record: dictionary encoding only costs time there
-_NO_DICT = ("_hoodie_commit_seqno", "_hoodie_record_key")
-
-
-def _parquet_options(ctx: WriteContext, table: pa.Table) -> dict[str, Any]:
-    """Writer options of every base file (dictionaries: :mod:`lakesdk.format.parquet_encoding`)."""
-    from lakesdk.format.parquet_encoding import dictionary_columns, statistics_columns
-    return {"compression": ctx.compression, "write_statistics": statistics_columns(table),
-            "use_dictionary": dictionary_columns(table, limit=_DICT_PAGE_LIMIT, never=_NO_DICT),
-            "dictionary_pagesize_limit": _DICT_PAGE_LIMIT}
-
-
-Footer = tuple[dict[bytes, bytes], FooterIndex | None]
-
-
 def base_file_footer(ctx: WriteContext, keys: pa.Array | pa.ChunkedArray) -> Footer:
     """The footer entries of a base file holding the record ``keys`` (in file order) and
     what they tell the key index (None: no key, no entries)."""
@@ -240,41 +220,20 @@ def base_file_footer(ctx: WriteContext, keys: pa.Array | pa.ChunkedArray) -> Foo
     return file_footer(keys, ctx.bloom)
 
 
-def _write_parquet(ctx: WriteContext, path: str, table: pa.Table, task: TaskInfo | None = None,
-                   footer: Footer | None = None) -> int:
-    """Write a base file: its footer holds the key range and the bloom filter of its record
-    keys as Hudi writes them (:mod:`lakesdk.format.bloom`), the key index's first look
-    (``footer``: :func:`base_file_footer` of the table's keys, when computed already)."""
-    entries, index = footer if footer is not None else base_file_footer(ctx, table.column(KEY))
-    stale = {k: v for k, v in (table.schema.metadata or {}).items() if k not in FOOTER_KEYS}
-    table = table.replace_schema_metadata(stale or None)
-    schema = table.schema
+def _write_parquet(ctx: WriteContext, path: str, rows: pa.Table | Iterable[pa.Table], task: TaskInfo | None = None,
+                   footer: Footer | None = None, *, statistics: bool | list[str] | None = None) -> tuple[int, int]:
+    """Write a base file of ``rows`` (a table, or its pieces as they come:
+    :func:`~lakesdk.engine.base_file_writer.write_base_file`): its footer holds the key range
+    and the bloom filter of its record keys as Hudi writes them (:mod:`lakesdk.format.bloom`),
+    the key index's first look (``footer``: :func:`base_file_footer` of the keys, when computed
+    already): (its size, its rows)."""
     half = faults.armed("mid_data_file") or (faults.fail_first_attempt() and task is not None and task.attempt_number == 0)
-    if ctx.storage.is_local and not half:   # Arrow's own file I/O: no Python file object in the way
-        import os
-        local = ctx.storage.url(path)
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        with pq.ParquetWriter(local, schema, **_parquet_options(ctx, table)) as w:
-            w.write_table(table, row_group_size=_ROW_GROUP)
-            if entries:
-                w.add_key_value_metadata(entries)
-        size = os.path.getsize(local)
-    else:
-        with ctx.storage.open_output(path) as f:
-            with pq.ParquetWriter(f, schema, **_parquet_options(ctx, table)) as w:
-                if half and table.num_rows > 1:
-                    w.write_table(table.slice(0, table.num_rows // 2))
-                    f.flush()
-                    faults.crash_point("mid_data_file")
-                    faults.record(f"failed first attempt {path}")
-                    raise RuntimeError(f"injected failure of the first task attempt writing {path}")
-                w.write_table(table, row_group_size=_ROW_GROUP)
-                if entries:
-                    w.add_key_value_metadata(entries)
-        size = ctx.storage.size(path)
+    size, rows_written, index = write_base_file(ctx.storage, path, rows, compression=ctx.compression, schema=ctx.file_schema,
+                                         footer_of=lambda keys: base_file_footer(ctx, keys), footer=footer,
+                                         statistics=statistics, half=half)
     if index is not None:
         remember_footer(ctx.storage, path, index)
-    return size
+    return size, rows_written
 
 
 def read_parquet(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
@@ -292,78 +251,91 @@ def read_base(ctx: WriteContext, path: str) -> pa.Table:
     return conform(read_parquet(ctx.storage, path), ctx.file_schema)
 
 
-def _merge_partial_into_base(ctx: WriteContext, base: pa.Table | None,
-                             incoming: pa.Table) -> tuple[pa.Table | None, pa.Table, MergeCounts]:
-    """Partial update: stitch each key's column groups from the stored row and the
-    incoming versions (see :func:`lakesdk.merge.slice_merge.merge_partial`)."""
-    inc = conform(incoming, ctx.file_schema, keep=[OP, SEQ])
-    seq = pc.add(pc.cast(inc.column(SEQ), pa.int64()), 1)
-    inc = inc.set_column(inc.column_names.index(SEQ), SEQ, seq)
-    parts = [inc]
-    base_keys = pa.array([], pa.string())
-    if base is not None and base.num_rows:
-        n = base.num_rows
-        b = base.append_column(OP, pa.repeat(pa.scalar(0, pa.int8()), n)).append_column(SEQ, pa.repeat(pa.scalar(0, pa.int64()), n))
-        parts.insert(0, b.select(inc.column_names))
-        base_keys = base.column(KEY)
-    from lakesdk.merge.slice_merge import merge_versions
-    merged = merge_versions(pa.concat_tables(parts), ordering=ctx.ordering, merge_mode=ctx.merge_mode,
-                            column_groups=ctx.column_groups, merger=ctx.merger)
-    touched = pc.is_in(merged.column(KEY), value_set=pc.unique(incoming.column(KEY)))
-    # a stored row a custom merger chose over the incoming versions stays as it is stored (its
-    # commit time too), as Hudi's merge handle copies the old record when the merger returns it
-    stored_won = pc.and_(touched, pc.equal(merged.column(SEQ), 0))
-    fresh = pc.and_(touched, pc.invert(stored_won))
-    kept = merged.filter(pc.invert(fresh)).drop_columns([OP, SEQ])
-    new = merged.filter(fresh).drop_columns([OP, SEQ])
-    in_base = pc.is_in(new.column(KEY), value_set=base_keys)
-    updated = pc.sum(pc.cast(in_base, pa.int64())).as_py() or 0
-    ups = incoming.filter(pc.equal(incoming.column(OP), 1))
-    deleted = int(pc.sum(pc.cast(pc.is_in(ups.column(KEY), value_set=base_keys), pa.int64())).as_py() or 0)
-    skipped = pc.sum(pc.cast(stored_won, pa.int64())).as_py() or 0
-    return kept, new, MergeCounts(inserted=new.num_rows - updated, updated=updated, deleted=deleted, skipped=skipped)
-
-
 def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Table, task: TaskInfo,
                      stored: pa.Table | None = None) -> tuple[WriteStat, MergeCounts]:
-    """Merge ``incoming`` into the file group's current base file (or ``stored``: its records) and write the next one."""
+    """Merge ``incoming`` into the file group's current base file (or ``stored``: its records)
+    and write the next one, a row group of the stored records at a time
+    (:mod:`lakesdk.engine.group_merge`); a partial update's, a custom merger's and a CDC table's
+    merge take the stored records whole."""
     t0 = time.perf_counter()
-    base = stored if stored is not None else read_base(ctx, target.base_path) if target.base_path else None
-    t1 = time.perf_counter()
-    if ctx.operation == "insert":
-        # Hudi's insert appends into small files without merging (duplicates are kept)
-        kept, new = base, incoming
-        counts = MergeCounts(inserted=incoming.num_rows)
-    elif (ctx.merge_mode == "PARTIAL_UPDATE" and ctx.column_groups is not None) or ctx.merger is not None:
-        kept, new, counts = _merge_partial_into_base(ctx, base, incoming)
-    else:
-        kept, new, _is_update, counts = merge_into_base(base, incoming, ordering=ctx.ordering,
-                                                        merge_mode=ctx.merge_mode)
-    new = keep_stored(ctx.keep_columns, new, base)
     name = BaseFile(target.file_id, task.write_token, ctx.instant).name
-    new_rows = _with_meta(ctx, new, name, task, 0)
-    out = pa.concat_tables([kept, new_rows]) if kept is not None and kept.num_rows else new_rows
-    del kept, new, new_rows
-    had_base = base is not None
-    if not ctx.cdc_mode:
-        base = None     # the stored rows are in ``out`` now (a copy): not held while the file is written
     path = f"{target.partition}/{name}" if target.partition else name
-    footer = base_file_footer(ctx, out.column(KEY))
-    _mark(ctx, path, "MERGE" if had_base else "CREATE")
-    size = _write_parquet(ctx, path, out, task, footer)
-    cdc = _write_cdc_log(ctx, target, base, out, task) if ctx.cdc_mode and base is not None else None
-    t2 = time.perf_counter()
-    stat = WriteStat(
+    had_base = stored is not None or target.base_path is not None
+    partial = (ctx.merge_mode == "PARTIAL_UPDATE" and ctx.column_groups is not None) or ctx.merger is not None
+    if ctx.cdc_mode or partial or (ctx.operation == "insert" and ctx.keep_columns):
+        return _write_file_group_whole(ctx, target, incoming, task, stored, path, t0)
+    rows = StoredRows(ctx.storage, ctx.file_schema, path=None if stored is not None else target.base_path, table=stored)
+    try:
+        counts = MergeCounts()
+        seq = 0
+
+        def write_new(new: pa.Table, stored_rows: pa.Table | None) -> pa.Table:
+            nonlocal seq
+            out = _with_meta(ctx, keep_stored(ctx.keep_columns, new, stored_rows), name, task, seq)
+            seq += out.num_rows
+            return out
+        if ctx.operation == "insert":    # Hudi's insert appends into small files without merging (duplicates kept)
+            pieces: Iterable[pa.Table] = itertools.chain(rows.batches(), [write_new(incoming, None)])
+            counts.inserted = incoming.num_rows
+        else:
+            pieces = merged_pieces(rows, incoming, ordering=ctx.ordering, merge_mode=ctx.merge_mode, counts=counts,
+                                   write_new=write_new)
+        statistics = nan_statistics(rows, incoming, ctx.file_schema)
+        primed = _primed(pieces)  # its first piece merged while the write's markers are made
+        t1 = time.perf_counter()
+        _mark(ctx, path, "MERGE" if had_base else "CREATE")
+        size, written = _write_parquet(ctx, path, primed, task, statistics=statistics)
+    finally:
+        rows.close()
+    return _group_stat(target, path, written, counts, size, had_base, t0, t1, time.perf_counter()), counts
+
+
+def _primed(pieces: Iterable[pa.Table]) -> Iterator[pa.Table]:
+    """``pieces`` with the first one computed now (and let go once taken)."""
+    it = iter(pieces)
+    head = [p for p in itertools.islice(it, 1)]
+    return itertools.chain((head.pop() for _ in range(len(head))), it)
+
+
+def _group_stat(target: FileGroupTarget, path: str, written: int, counts: MergeCounts, size: int, had_base: bool,
+                t0: float, t1: float, t2: float, cdc: dict[str, int] | None = None) -> WriteStat:
+    return WriteStat(
         fileId=target.file_id, path=path, partitionPath=target.partition,
         prevCommit=target.base_instant or "null",
-        numWrites=out.num_rows, numDeletes=counts.deleted, numUpdateWrites=counts.updated,
+        numWrites=written, numDeletes=counts.deleted, numUpdateWrites=counts.updated,
         numInserts=counts.inserted, totalWriteBytes=size, fileSizeInBytes=size,
         prevBaseFile=target.base_path.rsplit("/", 1)[-1] if target.base_path else None,
         runtimeStats={"totalScanTime": int((t1 - t0) * 1000), "totalCreateTime": 0 if had_base else int((t2 - t1) * 1000),
                       "totalUpsertTime": int((t2 - t1) * 1000) if had_base else 0},
         cdcStats=cdc,
     )
-    return stat, counts
+
+
+def _write_file_group_whole(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Table, task: TaskInfo,
+                            stored: pa.Table | None, path: str, t0: float) -> tuple[WriteStat, MergeCounts]:
+    """:func:`write_file_group` of a merge that takes the stored records whole."""
+    base = stored if stored is not None else read_base(ctx, target.base_path) if target.base_path else None
+    t1 = time.perf_counter()
+    if ctx.operation == "insert":
+        kept, new = base, incoming
+        counts = MergeCounts(inserted=incoming.num_rows)
+    elif (ctx.merge_mode == "PARTIAL_UPDATE" and ctx.column_groups is not None) or ctx.merger is not None:
+        kept, new, counts = merge_partial_into_base(ctx, base, incoming)
+    else:
+        kept, new, _is_update, counts = merge_into_base(base, incoming, ordering=ctx.ordering,
+                                                        merge_mode=ctx.merge_mode)
+    new = keep_stored(ctx.keep_columns, new, base)
+    new_rows = _with_meta(ctx, new, path.rsplit("/", 1)[-1], task, 0)
+    out = pa.concat_tables([kept, new_rows]) if kept is not None and kept.num_rows else new_rows
+    del kept, new, new_rows
+    had_base = base is not None
+    if not ctx.cdc_mode:
+        base = None     # the stored rows are in ``out`` now (a copy): not held while the file is written
+    footer = base_file_footer(ctx, out.column(KEY))
+    _mark(ctx, path, "MERGE" if had_base else "CREATE")
+    size, written = _write_parquet(ctx, path, out, task, footer)
+    cdc = _write_cdc_log(ctx, target, base, out, task) if ctx.cdc_mode and base is not None else None
+    return _group_stat(target, path, written, counts, size, had_base, t0, t1, time.perf_counter(), cdc), counts
 
 
 def _write_cdc_log(ctx: WriteContext, target: FileGroupTarget, base: pa.Table, out: pa.Table,
@@ -407,11 +379,36 @@ def write_new_file(ctx: WriteContext, partition: str, file_id: str, rows: pa.Tab
     t0 = time.perf_counter()
     footer = footer if footer is not None else base_file_footer(ctx, t.column(KEY))
     _mark(ctx, path, "CREATE")
-    size = _write_parquet(ctx, path, t, task, footer)
+    size, _ = _write_parquet(ctx, path, t, task, footer)
     return WriteStat(fileId=file_id, path=path, partitionPath=partition, numWrites=t.num_rows, numInserts=t.num_rows,
                      totalWriteBytes=size, fileSizeInBytes=size,
                      runtimeStats={"totalScanTime": 0, "totalUpsertTime": 0,
                                    "totalCreateTime": int((time.perf_counter() - t0) * 1000)})
+
+
+#: bytes per record where nothing tells (no commit, no row to measure): Hudi's default estimate
+DEFAULT_RECORD_SIZE = 1024
+_SIZE_SAMPLE = 10_000
+
+
+def record_size(ctx: WriteContext, rows: pa.Table) -> int:
+    """Bytes per record of the write's base files: its estimate (the table's last commit's,
+    or ``hoodie.copyonwrite.record.size.estimate``), else measured on a sample of ``rows``
+    written as the files are (:func:`~lakesdk.engine.base_file_writer.measured_record_size`)."""
+    from dataclasses import replace
+
+    from lakesdk.engine.base_file_writer import measured_record_size
+    if ctx.record_size_estimate is not None:
+        return ctx.record_size_estimate
+    n = rows.num_rows
+    if not n:
+        return DEFAULT_RECORD_SIZE
+    sample = rows.take(pa.array(np.unique(np.linspace(0, n - 1, _SIZE_SAMPLE).astype(np.int64)))) if n > _SIZE_SAMPLE else rows
+    ctx = replace(ctx, instant=ctx.instant or "0" * 17)
+    if KEY not in sample.column_names:
+        sample = add_key_columns(ctx, sample)
+    name = BaseFile(new_file_id(), make_write_token(0, 0, 0), ctx.instant).name
+    return measured_record_size(_with_meta(ctx, sample, name, TaskInfo(), 0), ctx.compression)
 
 
 def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskInfo) -> Iterator[WriteStat]:
@@ -419,7 +416,7 @@ def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskIn
     one open file per partition, rolled over at the target file size: every file of a
     partition holds the target's rows but its last (the rows past the last full file wait for
     more batches, not written as a small file of their own)."""
-    per_file_rows = max(1, ctx.target_file_bytes // max(1, ctx.record_size_estimate))
+    per_file_rows = 0
     buffers: dict[str, list[pa.Table]] = {}
     counts: dict[str, int] = {}
 
@@ -436,6 +433,8 @@ def write_new_files(ctx: WriteContext, batches: Iterable[pa.Table], task: TaskIn
     for batch in batches:
         if batch.num_rows == 0:
             continue
+        if not per_file_rows:     # measured on the first rows when nothing tells the record size
+            per_file_rows = max(1, ctx.target_file_bytes // record_size(ctx, batch))
         parts = batch.column(PART)
         uniq = pc.unique(parts).to_pylist()
         for p in uniq:
@@ -552,7 +551,7 @@ def compact_file_slice(ctx: WriteContext, slice_ctx: Any, sl: Any, task: TaskInf
     path = f"{sl.partition}/{name}" if sl.partition else name
     out = conform(merged, ctx.file_schema)
     _mark(ctx, path, "CREATE")
-    size = _write_parquet(ctx, path, out, task)
+    size, _ = _write_parquet(ctx, path, out, task)
     return WriteStat(
         fileId=sl.file_id, path=path, partitionPath=sl.partition, prevCommit=sl.base_instant or "null",
         numWrites=out.num_rows, numUpdateWrites=out.num_rows, totalWriteBytes=size, fileSizeInBytes=size,
@@ -574,7 +573,7 @@ def write_clustered_file(ctx: WriteContext, partition: str, file_id: str, rows: 
     out = out.set_column(out.schema.get_field_index("_hoodie_file_name"), ctx.file_schema.field("_hoodie_file_name"),
                          pa.repeat(pa.scalar(name, pa.string()), out.num_rows))
     _mark(ctx, path, "CREATE")
-    size = _write_parquet(ctx, path, out, task)
+    size, _ = _write_parquet(ctx, path, out, task)
     return WriteStat(fileId=file_id, path=path, partitionPath=partition, numWrites=out.num_rows,
                      numInserts=0, totalWriteBytes=size, fileSizeInBytes=size,
                      runtimeStats={"totalScanTime": 0, "totalUpsertTime": 0,

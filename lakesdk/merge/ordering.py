@@ -38,7 +38,7 @@ from lakesdk.merge.slice_merge import merge_partial
 
 __all__ = ["Ordering", "fields_of", "ordering_array", "MergeCounts", "merge_into_base", "combine_batch", "combine_deletes", "event_time_wins", "OP", "SEQ", "OP_UPSERT",
            "OP_DELETE", "event_time_field", "event_time_fields", "null_ordering_error", "has_ordering", "all_null",
-           "combine_keeping_deletes", "distinct_records"]
+           "combine_keeping_deletes", "distinct_records", "stored_copies"]
 
 
 
@@ -343,7 +343,7 @@ def distinct_records(incoming: pa.Table) -> pa.Table:
     return incoming.take(pa.array(keep))
 
 
-def _stored_copies(base: pa.Table, incoming: pa.Table) -> tuple[pa.Table, np.ndarray]:
+def stored_copies(base: pa.Table, incoming: pa.Table) -> tuple[pa.Table, np.ndarray]:
     """``incoming`` once per stored row of its key in ``base``, and that row (-1: a new key).
 
     The local engine's key index tags each record with its row already (``_lk_row``, once
@@ -391,7 +391,7 @@ def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: Orde
         counts.inserted = int(ups.sum())
         new = incoming.filter(pa.array(ups))
         return (base.slice(0, 0) if base is not None else None), new, np.zeros(new.num_rows, dtype=bool), counts
-    incoming, pos_np = _stored_copies(base, incoming)
+    incoming, pos_np = stored_copies(base, incoming)
     ops = np.asarray(incoming.column(OP).to_numpy(zero_copy_only=False), dtype=np.int8)
     n_in = incoming.num_rows
     matched = pos_np >= 0

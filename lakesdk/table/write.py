@@ -11,7 +11,7 @@ import pyarrow as pa
 from lakesdk import _faults as faults
 from lakesdk.commit.results import SchemaChange, WriteResult, schema_change
 from lakesdk.commit.schema_store import resolve_schema, schema_extra_metadata
-from lakesdk.engine.tasks import FileGroupTarget, WriteContext
+from lakesdk.engine.tasks import DEFAULT_RECORD_SIZE, FileGroupTarget, WriteContext
 from lakesdk.exceptions import WriteError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.instant import Instant
@@ -342,7 +342,8 @@ class WriteOperation(WriteInput):
                 if s.base_path and not t.config.is_mor:  # merge-on-read inserts go to new file groups
                     small.setdefault(s.partition, []).append((s.file_id, s.base_size))
             buckets = plan_insert_buckets(job.untagged_counts(data), small, target_bytes=ctx.target_file_bytes,
-                                          small_limit=t.options.small_file_limit, record_size=ctx.record_size_estimate)
+                                          small_limit=t.options.small_file_limit,
+                                          record_size=ctx.record_size_estimate or DEFAULT_RECORD_SIZE)
             data = job.assign_inserts(data, buckets)
         try:
             return (*job.write_groups(data), {})

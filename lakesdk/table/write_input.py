@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesdk.commit.schema_store import resolve_schema
-from lakesdk.engine.tasks import WriteContext, add_key_columns
+from lakesdk.engine.tasks import WriteContext, add_key_columns, record_size
 from lakesdk.exceptions import DeleteMarkerTypeError, MissingColumnError, OptionsError, SchemaError, TableConfigError
 from lakesdk.format.file_naming import PARTITION_METAFILE
 from lakesdk.format.keys import HUDI_ENCODING, has_missing_key_parts
@@ -251,6 +251,8 @@ class WriteInput:
                 arrow = _flagged_as_deletes(arrow, self.operation)
                 if arrow.num_rows == 0 and self.operation == "bulk_insert":
                     return None
+            if ctx.record_size_estimate is None and not is_delete:   # no commit tells it: the rows do
+                ctx.record_size_estimate = record_size(ctx, arrow)
         elif sdf is not None and IS_DELETED in sdf.columns and self.operation in _WRITES_NEW:
             from lakesdk.engine.spark import drop_flagged
             sdf = drop_flagged(sdf)
@@ -312,7 +314,7 @@ class WriteInput:
                if self.operation in _MERGING else ""))
 
     @staticmethod
-    def _record_size(store: Any, timeline: Any, default: int) -> int:
+    def _record_size(store: Any, timeline: Any, default: int | None) -> int | None:
         for inst in reversed(timeline.commits.by_completion()):
             tot = store.commit_metadata(inst).totals()
             if tot["written"] > 0 and tot["bytes"] > 0:

@@ -111,9 +111,9 @@ def test_later_writer_stops_before_writing_threads(tmp_path, monkeypatch, marker
     attempts: list[str] = []
     write_parquet = tasks._write_parquet
 
-    def counting(ctx, path, table, *more):
+    def counting(ctx, path, table, *more, **kw):
         attempts.append(path)
-        return write_parquet(ctx, path, table, *more)
+        return write_parquet(ctx, path, table, *more, **kw)
     monkeypatch.setattr(tasks, "_write_parquet", counting)
 
     result: dict = {}
@@ -674,9 +674,9 @@ def test_commit_completed_since_start(tmp_path, monkeypatch, markers, check_comm
     attempts: list[str] = []
     write_parquet = tasks._write_parquet
 
-    def counting(ctx, path, table, *more):
+    def counting(ctx, path, table, *more, **kw):
         attempts.append(ctx.instant)
-        return write_parquet(ctx, path, table, *more)
+        return write_parquet(ctx, path, table, *more, **kw)
     monkeypatch.setattr(tasks, "_write_parquet", counting)
     with pytest.raises(lk.WriteConflictError) as e:
         b.upsert(rows(range(1, 4), "B"))

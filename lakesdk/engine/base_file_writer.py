@@ -1,0 +1,153 @@
+"""Base files written as their rows come: each piece of rows written (as row groups) before the
+next is computed, the footer (key range and bloom filter of every key written) last.
+
+A file group's rewrite hands its rows over one row group of the stored file at a time
+(:mod:`lakesdk.engine.group_merge`), so that a write holds one row group of the old file and
+the encoded pages of the new one, not both files' rows (Hudi's merge handle streams the
+stored records the same way).  Written through Arrow's own file I/O on a local file system,
+through the storage's output stream elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakesdk import _faults as faults
+from lakesdk.format.bloom import FOOTER_KEYS, FooterIndex
+from lakesdk.storage import Storage
+
+__all__ = ["ROW_GROUP", "parquet_options", "write_base_file", "Footer", "measured_record_size"]
+
+#: rows per row group of a base file (and per piece of a rewrite)
+ROW_GROUP = 1 << 17
+# A column's dictionary is given up once it outgrows this many bytes (Parquet then writes the
+# rest of the column chunk plain).  Arrow's default (1 MiB) lets a column of unique values
+# (an id, a name) build a large dictionary before it falls back, which costs about a third of
+# the write; columns of few distinct values (the commit time, the file name, a category) stay
+# dictionary-encoded within 64 KiB.
+_DICT_PAGE_LIMIT = 64 * 1024
+# unique per record: dictionary encoding only costs time there
+_NO_DICT = ("_hoodie_commit_seqno", "_hoodie_record_key")
+_KEY = "_hoodie_record_key"
+
+#: the footer entries of a base file and what they tell the key index (None: no key)
+Footer = tuple[dict[bytes, bytes], "FooterIndex | None"]
+
+
+def parquet_options(compression: str, sample: pa.Table, statistics: bool | list[str]) -> dict[str, Any]:
+    """Writer options of a base file: dictionaries chosen from ``sample`` (its first rows;
+    :mod:`lakesdk.format.parquet_encoding`), ``statistics`` as
+    :func:`~lakesdk.format.parquet_encoding.statistics_columns` says for all its rows."""
+    from lakesdk.format.parquet_encoding import dictionary_columns
+    return {"compression": compression, "write_statistics": statistics,
+            "use_dictionary": dictionary_columns(sample, limit=_DICT_PAGE_LIMIT, never=_NO_DICT),
+            "dictionary_pagesize_limit": _DICT_PAGE_LIMIT}
+
+
+def measured_record_size(sample: pa.Table, compression: str) -> int:
+    """Bytes a record of ``sample`` (rows with their meta columns, evenly drawn from the rows
+    about to be written) takes in a base file, as its writer writes it: what sizes the files
+    of a table's first write, before any commit tells the real size (Hudi's bulk insert rolls
+    its files over at the bytes written; lakesdk splits the rows at once, by this size)."""
+    def size(t: pa.Table) -> int:
+        sink = pa.BufferOutputStream()
+        pq.write_table(t, sink, row_group_size=ROW_GROUP, **parquet_options(compression, t, True))
+        return int(sink.getvalue().size)
+    if not sample.num_rows:
+        return 1
+    return max(1, -(-(size(sample) - size(sample.slice(0, 0))) // sample.num_rows))
+
+
+def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, compression: str, schema: pa.Schema,
+                    footer_of: Callable[[pa.ChunkedArray], Footer], footer: Footer | None = None,
+                    statistics: bool | list[str] | None = None, half: bool = False) -> tuple[int, int, FooterIndex | None]:
+    """Write ``pieces`` (tables of one schema, meta columns first) as the base file ``path``:
+    (its size, its rows, what its footer tells the key index).
+
+    ``schema``: the file's schema when no piece holds a row (each piece has its own).
+    ``footer``: the footer of the keys about to be written, when computed already; otherwise
+    ``footer_of`` the keys written, in file order.  ``statistics``: the writer's
+    ``write_statistics`` for all the rows (None: worked out from the one piece there must then
+    be).  ``half``: an injected fault, the file left half written and the write failing.  A
+    piece that fails to come (a damaged stored file found mid-way) fails the write and leaves
+    no file behind."""
+    it = iter([pieces] if isinstance(pieces, pa.Table) else pieces)
+    first: pa.Table | None = None
+    for piece in it:
+        first = piece
+        if piece.num_rows:
+            break
+    piece = None
+    if first is None:
+        first = schema.empty_table()
+    if statistics is None:
+        from lakesdk.format.parquet_encoding import statistics_columns
+        statistics = statistics_columns(first)
+    stale = {k: v for k, v in (first.schema.metadata or {}).items() if k not in FOOTER_KEYS}
+    schema = first.schema.with_metadata(stale) if stale else first.schema.remove_metadata()
+    options = parquet_options(compression, first, statistics)
+    head = [first]       # each piece let go once written (a rewrite's row group): not held here
+    del first
+    keys: list[pa.Array] = []
+    rows = 0
+
+    def write(w: pq.ParquetWriter, t: pa.Table) -> None:
+        nonlocal rows
+        if not t.schema.equals(schema, check_metadata=False):
+            t = t.cast(schema)
+        if footer is None:
+            keys.extend(t.column(_KEY).chunks)
+        w.write_table(t, row_group_size=ROW_GROUP)
+        rows += t.num_rows
+
+    def write_all(w: pq.ParquetWriter) -> FooterIndex | None:
+        write(w, head.pop())
+        for t in it:
+            if t.num_rows:
+                write(w, t)
+            del t
+        entries, index = footer if footer is not None else \
+            footer_of(pa.chunked_array(keys, pa.string())) if rows else ({}, None)
+        if entries:
+            w.add_key_value_metadata(entries)
+        return index
+
+    injected = False
+    try:
+        if storage.is_local and not half:   # Arrow's own file I/O: no Python file object in the way
+            local = storage.url(path)
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            with pq.ParquetWriter(local, schema, **options) as w:
+                index = write_all(w)
+            return os.path.getsize(local), rows, index
+        with storage.open_output(path) as f:
+            with pq.ParquetWriter(f, schema, **options) as w:
+                whole = pa.concat_tables([t.cast(schema) for t in (head.pop(), *it)]) if half else None
+                if whole is not None and whole.num_rows > 1:
+                    w.write_table(whole.slice(0, whole.num_rows // 2))
+                    f.flush()
+                    faults.crash_point("mid_data_file")
+                    faults.record(f"failed first attempt {path}")
+                    injected = True
+                    raise RuntimeError(f"injected failure of the first task attempt writing {path}")
+                if whole is not None:
+                    head.append(whole)
+                index = write_all(w)
+        return storage.size(path), rows, index
+    except BaseException:
+        if not injected:
+            _remove(storage, path)
+        raise
+
+
+def _remove(storage: Storage, path: str) -> None:
+    """Remove a base file whose write failed (its rows did not all come); a failure to remove
+    it leaves it to the rollback of the write, as a crashed task's file is."""
+    try:
+        storage.delete(path)
+    except Exception:  # noqa: BLE001 - the write's own error is the one to raise
+        pass

@@ -1,0 +1,222 @@
+"""A file group's upsert merged one row group of its stored records at a time.
+
+The incoming records are placed first: each update or delete by the stored row it meets
+(``_lk_row``: the local engine's key index tags it; otherwise the stored file's keys are read
+alone and matched here, a key stored twice pairing its record with each copy).  Then each
+row group of the stored file is read, merged with the records that meet its rows
+(:func:`~lakesdk.merge.ordering.merge_into_base`, the same merge as of the whole file) and
+handed to the writer (:mod:`lakesdk.engine.base_file_writer`) before the next is read; the new
+records come last.  A write so holds one row group of the old file at a time, whatever its
+size, as Hudi's merge handle streams the stored records of a file group.
+
+Not used where a merge needs the whole file slice at once (a partial update's or a custom
+merger's merge, a CDC log of the rewrite): those merge it whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakesdk.engine.base_file_writer import ROW_GROUP
+from lakesdk.engine.slice_reader import conform
+from lakesdk.format.damaged import damaged_file
+from lakesdk.merge.columns import KEY, OP, OP_UPSERT, ROW, SEQ
+from lakesdk.merge.ordering import MergeCounts, Ordering, merge_into_base, stored_copies
+from lakesdk.storage import Storage
+
+__all__ = ["StoredRows", "merged_pieces", "nan_statistics", "merge_partial_into_base"]
+
+
+class StoredRows:
+    """The stored records of a file group, read one row group at a time: from its base file
+    (``path``) or given whole (``table``: a merge-on-read file slice, merged already).  Opened
+    at construction (a missing or damaged footer fails before anything is written)."""
+
+    def __init__(self, storage: Storage, schema: pa.Schema, *, path: str | None = None,
+                 table: pa.Table | None = None) -> None:
+        self.storage, self.schema, self.path, self.table = storage, schema, path, table
+        self._file: Any = None
+        self._pf: pq.ParquetFile | None = None
+        if path is not None:
+            source: Any = storage.url(path) if storage.is_local else storage.open_input(path)
+            self._file = None if storage.is_local else source
+            try:
+                with damaged_file(path):
+                    self._pf = pq.ParquetFile(source)
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def num_rows(self) -> int:
+        if self.table is not None:
+            return self.table.num_rows
+        return self._pf.metadata.num_rows if self._pf is not None else 0
+
+    def columns(self, names: list[str]) -> Iterator[pa.Table]:
+        """The columns ``names`` of the stored records (those the file has, as stored), a row
+        group's worth at a time."""
+        if self.table is not None:
+            yield self.table.select([n for n in names if n in self.table.column_names])
+            return
+        if self._pf is None:
+            return
+        assert self.path is not None
+        have = [n for n in names if n in self._pf.schema_arrow.names]
+        if not have:
+            return
+        it = self._pf.iter_batches(batch_size=ROW_GROUP, columns=have, use_threads=False)
+        while True:
+            with damaged_file(self.path):
+                b = next(it, None)
+            if b is None:
+                return
+            yield pa.Table.from_batches([b])
+
+    def batches(self) -> Iterator[pa.Table]:
+        """The stored records, a row group's worth at a time, on the table's file schema."""
+        if self.table is not None:
+            for start in range(0, self.table.num_rows, ROW_GROUP):
+                yield self.table.slice(start, ROW_GROUP)
+            return
+        if self._pf is None:
+            return
+        assert self.path is not None
+        it = self._pf.iter_batches(batch_size=ROW_GROUP, use_threads=False)
+        while True:
+            with damaged_file(self.path):
+                b = next(it, None)
+            if b is None:
+                return
+            yield conform(pa.Table.from_batches([b]), self.schema)
+
+    def close(self) -> None:
+        if self._pf is not None:
+            self._pf.close()
+            self._pf = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def nan_statistics(stored: StoredRows, incoming: pa.Table, schema: pa.Schema) -> bool | list[str]:
+    """The ``write_statistics`` of a rewrite of ``stored`` with ``incoming`` (as
+    :func:`~lakesdk.format.parquet_encoding.statistics_columns` of all their rows): none for a
+    top-level floating-point column holding NaN in either, decided before the first row group
+    is written (the stored file's floating-point columns are read alone for it; a NaN of a
+    stored row about to be replaced or deleted counts too)."""
+    floats = [f.name for f in schema if pa.types.is_floating(f.type)]
+    if not floats:
+        return True
+    if OP in incoming.column_names:     # deletes write no values
+        incoming = incoming.filter(pc.equal(incoming.column(OP), OP_UPSERT))
+    nan: set[str] = set()
+
+    def check(t: pa.Table) -> None:
+        for name in floats:
+            if name in nan or name not in t.column_names:
+                continue
+            c = t.column(name)
+            if c.null_count < len(c) and pc.any(pc.is_nan(c.cast(schema.field(name).type))).as_py():
+                nan.add(name)
+    check(incoming)
+    for part in stored.columns([f for f in floats if f not in nan]) if stored.num_rows else ():
+        check(part)
+        if len(nan) == len(floats):
+            break
+    return True if not nan else [f.name for f in schema if f.name not in nan]
+
+
+def merged_pieces(stored: StoredRows, incoming: pa.Table, *, ordering: Ordering, merge_mode: str,
+                  counts: MergeCounts, write_new: Callable[[pa.Table, pa.Table | None], pa.Table]) -> Iterator[pa.Table]:
+    """The rows of the file group's next base file, a piece per stored row group: its stored
+    rows kept, then the incoming records that replace some of them; the new records last.
+    ``write_new(records, stored_rows)`` gives records their meta columns (and the stored
+    values of the columns they lack, from ``stored_rows``: None for new records); ``counts``
+    adds up as the pieces are taken."""
+    incoming, rows = _placed(stored, incoming)
+    order = np.argsort(rows, kind="stable")
+    rows_sorted = rows[order]
+    offset = 0
+    for batch in stored.batches():
+        n = batch.num_rows
+        lo, hi = np.searchsorted(rows_sorted, [offset, offset + n])
+        offset += n
+        if lo == hi:
+            yield batch
+        else:
+            yield _merged(batch, incoming, order[lo:hi], rows_sorted[lo:hi] - (offset - n), ordering=ordering,
+                          merge_mode=merge_mode, counts=counts, write_new=write_new)
+        del batch   # not held while the next row group is read
+    if len(rows_sorted) and rows_sorted[-1] >= offset:   # fewer rows than the footer said
+        raise RuntimeError(f"{stored.path}: the key index placed records at row {int(rows_sorted[-1])} of a file "
+                           f"of {offset} rows")
+    fresh = incoming.filter(pa.array(rows < 0)) if (rows < 0).any() else incoming.slice(0, 0)
+    _, new, _, c = merge_into_base(None, fresh, ordering=ordering, merge_mode=merge_mode)
+    counts += c
+    if new.num_rows:
+        yield write_new(new, stored.schema.empty_table() if stored.num_rows else None)
+
+
+def _merged(batch: pa.Table, incoming: pa.Table, which: np.ndarray, rows: np.ndarray, *, ordering: Ordering,
+            merge_mode: str, counts: MergeCounts,
+            write_new: Callable[[pa.Table, pa.Table | None], pa.Table]) -> pa.Table:
+    """One row group's piece: its stored rows kept, then the incoming records ``which`` that
+    meet its ``rows``."""
+    mine = incoming.take(pa.array(which))
+    mine = mine.set_column(mine.column_names.index(ROW), ROW, pa.array(rows, pa.int64()))
+    kept, new, _, c = merge_into_base(batch, mine, ordering=ordering, merge_mode=merge_mode)
+    counts += c
+    return pa.concat_tables([kept, write_new(new, batch)]) if new.num_rows else kept
+
+
+def _placed(stored: StoredRows, incoming: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    """``incoming`` once per stored row of its key, with that row in ``_lk_row`` and in the
+    array returned (-1: a new key)."""
+    if ROW not in incoming.column_names:
+        parts = list(stored.columns([KEY])) if stored.num_rows else []
+        keys = pa.concat_tables(parts) if parts else pa.table({KEY: pa.array([], pa.string())})
+        incoming, pos = stored_copies(keys, incoming)
+        incoming = incoming.append_column(ROW, pa.array(pos, pa.int64(), mask=pos < 0))
+    pos = np.asarray(pc.fill_null(incoming.column(ROW), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    if len(pos) and pos.max() >= stored.num_rows:
+        raise RuntimeError(f"{stored.path}: the key index placed records at row {int(pos.max())} of a file of "
+                           f"{stored.num_rows} rows")
+    return incoming, pos
+
+
+def merge_partial_into_base(ctx: Any, base: pa.Table | None,
+                             incoming: pa.Table) -> tuple[pa.Table | None, pa.Table, MergeCounts]:
+    """Partial update: stitch each key's column groups from the stored row and the
+    incoming versions (see :func:`lakesdk.merge.slice_merge.merge_partial`)."""
+    inc = conform(incoming, ctx.file_schema, keep=[OP, SEQ])
+    seq = pc.add(pc.cast(inc.column(SEQ), pa.int64()), 1)
+    inc = inc.set_column(inc.column_names.index(SEQ), SEQ, seq)
+    parts = [inc]
+    base_keys = pa.array([], pa.string())
+    if base is not None and base.num_rows:
+        n = base.num_rows
+        b = base.append_column(OP, pa.repeat(pa.scalar(0, pa.int8()), n)).append_column(SEQ, pa.repeat(pa.scalar(0, pa.int64()), n))
+        parts.insert(0, b.select(inc.column_names))
+        base_keys = base.column(KEY)
+    from lakesdk.merge.slice_merge import merge_versions
+    merged = merge_versions(pa.concat_tables(parts), ordering=ctx.ordering, merge_mode=ctx.merge_mode,
+                            column_groups=ctx.column_groups, merger=ctx.merger)
+    touched = pc.is_in(merged.column(KEY), value_set=pc.unique(incoming.column(KEY)))
+    # a stored row a custom merger chose over the incoming versions stays as it is stored (its
+    # commit time too), as Hudi's merge handle copies the old record when the merger returns it
+    stored_won = pc.and_(touched, pc.equal(merged.column(SEQ), 0))
+    fresh = pc.and_(touched, pc.invert(stored_won))
+    kept = merged.filter(pc.invert(fresh)).drop_columns([OP, SEQ])
+    new = merged.filter(fresh).drop_columns([OP, SEQ])
+    in_base = pc.is_in(new.column(KEY), value_set=base_keys)
+    updated = pc.sum(pc.cast(in_base, pa.int64())).as_py() or 0
+    ups = incoming.filter(pc.equal(incoming.column(OP), 1))
+    deleted = int(pc.sum(pc.cast(pc.is_in(ups.column(KEY), value_set=base_keys), pa.int64())).as_py() or 0)
+    skipped = pc.sum(pc.cast(stored_won, pa.int64())).as_py() or 0
+    return kept, new, MergeCounts(inserted=new.num_rows - updated, updated=updated, deleted=deleted, skipped=skipped)
