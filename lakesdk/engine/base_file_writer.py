@@ -94,15 +94,23 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
     del first
     keys: list[pa.Array] = []
     rows = 0
+    pending: list[pa.Table] = []    # pieces not written yet: a row group is ROW_GROUP rows, whatever the pieces
 
-    def write(w: pq.ParquetWriter, t: pa.Table) -> None:
-        nonlocal rows
+    def write(w: pq.ParquetWriter, t: pa.Table, last: bool = False) -> None:
+        nonlocal rows, pending
         if not t.schema.equals(schema, check_metadata=False):
             t = t.cast(schema)
         if footer is None:
             keys.extend(t.column(_KEY).chunks)
-        w.write_table(t, row_group_size=ROW_GROUP)
         rows += t.num_rows
+        pending.append(t)
+        held = sum(p.num_rows for p in pending)
+        if held < ROW_GROUP and not last:
+            return
+        whole = pa.concat_tables(pending)
+        full = held if last else held - held % ROW_GROUP
+        w.write_table(whole.slice(0, full), row_group_size=ROW_GROUP)
+        pending = [whole.slice(full)] if full < held else []
 
     def write_all(w: pq.ParquetWriter) -> FooterIndex | None:
         write(w, head.pop())
@@ -110,6 +118,8 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
             if t.num_rows:
                 write(w, t)
             del t
+        if pending:
+            write(w, schema.empty_table(), last=True)
         entries, index = footer if footer is not None else \
             footer_of(pa.chunked_array(keys, pa.string())) if rows else ({}, None)
         if entries:

@@ -22,7 +22,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakesdk.engine.base_file_writer import ROW_GROUP
 from lakesdk.engine.slice_reader import conform
 from lakesdk.format.damaged import damaged_file
 from lakesdk.merge.columns import KEY, OP, OP_UPSERT, ROW, SEQ
@@ -30,6 +29,10 @@ from lakesdk.merge.ordering import MergeCounts, Ordering, merge_into_base, store
 from lakesdk.storage import Storage
 
 __all__ = ["StoredRows", "merged_pieces", "nan_statistics", "merge_partial_into_base"]
+
+#: stored rows read and merged at a time: a quarter of a written row group (the writer gathers
+#: the pieces into row groups); Arrow's reader holds about twice the batch it decodes
+READ_ROWS = 1 << 15
 
 
 class StoredRows:
@@ -70,7 +73,7 @@ class StoredRows:
         have = [n for n in names if n in self._pf.schema_arrow.names]
         if not have:
             return
-        it = self._pf.iter_batches(batch_size=ROW_GROUP, columns=have, use_threads=False)
+        it = self._pf.iter_batches(batch_size=READ_ROWS, columns=have, use_threads=False)
         while True:
             with damaged_file(self.path):
                 b = next(it, None)
@@ -81,13 +84,13 @@ class StoredRows:
     def batches(self) -> Iterator[pa.Table]:
         """The stored records, a row group's worth at a time, on the table's file schema."""
         if self.table is not None:
-            for start in range(0, self.table.num_rows, ROW_GROUP):
-                yield self.table.slice(start, ROW_GROUP)
+            for start in range(0, self.table.num_rows, READ_ROWS):
+                yield self.table.slice(start, READ_ROWS)
             return
         if self._pf is None:
             return
         assert self.path is not None
-        it = self._pf.iter_batches(batch_size=ROW_GROUP, use_threads=False)
+        it = self._pf.iter_batches(batch_size=READ_ROWS, use_threads=False)
         while True:
             with damaged_file(self.path):
                 b = next(it, None)

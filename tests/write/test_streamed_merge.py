@@ -59,10 +59,10 @@ def _records(path: str) -> list[tuple]:
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stored=st.lists(st.tuples(_KEYS, _TS, _V, _S), min_size=0, max_size=30),
        incoming=st.dictionaries(_KEYS, st.tuples(_TS, _V, _S, st.booleans()), max_size=12),
-       group=st.integers(1, 7), tag_rows=st.booleans(), mode=st.sampled_from(["EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"]),
+       group=st.integers(1, 7), row_group=st.integers(1, 9), tag_rows=st.booleans(), mode=st.sampled_from(["EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"]),
        keep=st.booleans(), operation=st.sampled_from(["upsert", "upsert", "insert"]))
 def test_a_rewrite_merged_a_row_group_at_a_time_writes_what_the_whole_merge_does(
-        tmp_path_factory, stored, incoming, group, tag_rows, mode, keep, operation):
+        tmp_path_factory, stored, incoming, group, row_group, tag_rows, mode, keep, operation):
     tmp = str(tmp_path_factory.mktemp("g"))
     first = _ctx(tmp, "20260101000000000", operation="insert")
     task = T.TaskInfo(0, 0, 0)
@@ -91,14 +91,18 @@ def test_a_rewrite_merged_a_row_group_at_a_time_writes_what_the_whole_merge_does
         if how == "whole":
             stat, counts = T._write_file_group_whole(ctx, target, inc, task, None,
                                                      T.BaseFile("f0", task.write_token, ctx.instant).name, 0.0)
-        else:   # the stored rows read ``group`` at a time
-            with mock.patch.object(group_merge, "ROW_GROUP", group), mock.patch.object(base_file_writer, "ROW_GROUP", group):
+        else:   # the stored rows read ``group`` at a time, written in row groups of ``row_group``
+            with mock.patch.object(group_merge, "READ_ROWS", group), \
+                    mock.patch.object(base_file_writer, "ROW_GROUP", row_group):
                 stat, counts = T.write_file_group(ctx, target, inc, task)
         path = os.path.join(tmp, stat.path)
         md = pq.ParquetFile(path).metadata
         stats_v = [md.row_group(i).column(7).is_stats_set for i in range(md.num_row_groups)]
         out[how] = (_records(path), counts, stat.numWrites, stat.numInserts, stat.numUpdateWrites, stat.numDeletes,
                     md.num_rows)
+        if how == "streamed" and md.num_rows:   # every row group but the last holds the row group size
+            sizes = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+            assert all(x == row_group for x in sizes[:-1]) and (not sizes or 0 < sizes[-1] <= row_group), sizes
         with_stats[how] = all(stats_v) if md.num_rows else None
     assert out["streamed"] == out["whole"]
     # ``v``'s statistics: none where a NaN is written; the rewrite may also leave them out for
@@ -135,7 +139,7 @@ def test_a_stored_file_damaged_past_its_first_row_group_fails_the_rewrite_and_le
     def tracked(storage, p, *a, **kw):
         written.append(p)
         return real(storage, p, *a, **kw)
-    with mock.patch.object(group_merge, "ROW_GROUP", 1000), mock.patch.object(T, "write_base_file", tracked), \
+    with mock.patch.object(group_merge, "READ_ROWS", 1000), mock.patch.object(T, "write_base_file", tracked), \
             pytest.raises(lk.CorruptFileError) as e:
         t.upsert(pa.table({"id": ["k00002"], "ts": [3], "v": [0.25], "s": ["y"]}))
     assert os.path.basename(path) in str(e.value)
