@@ -95,22 +95,27 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
     keys: list[pa.Array] = []
     rows = 0
     pending: list[pa.Table] = []    # pieces not written yet: a row group is ROW_GROUP rows, whatever the pieces
+    held = 0
 
-    def write(w: pq.ParquetWriter, t: pa.Table, last: bool = False) -> None:
-        nonlocal rows, pending
+    def flush(w: pq.ParquetWriter, n: int) -> None:
+        """Write the first ``n`` rows held (row groups of ROW_GROUP rows)."""
+        nonlocal pending, held
+        whole = pa.concat_tables(pending)
+        w.write_table(whole.slice(0, n), row_group_size=ROW_GROUP)
+        pending = [whole.slice(n)] if n < held else []
+        held -= n
+
+    def write(w: pq.ParquetWriter, t: pa.Table) -> None:
+        nonlocal rows, held
         if not t.schema.equals(schema, check_metadata=False):
             t = t.cast(schema)
         if footer is None:
             keys.extend(t.column(_KEY).chunks)
         rows += t.num_rows
         pending.append(t)
-        held = sum(p.num_rows for p in pending)
-        if held < ROW_GROUP and not last:
-            return
-        whole = pa.concat_tables(pending)
-        full = held if last else held - held % ROW_GROUP
-        w.write_table(whole.slice(0, full), row_group_size=ROW_GROUP)
-        pending = [whole.slice(full)] if full < held else []
+        held += t.num_rows
+        if held >= ROW_GROUP:
+            flush(w, held - held % ROW_GROUP)
 
     def write_all(w: pq.ParquetWriter) -> FooterIndex | None:
         write(w, head.pop())
@@ -118,8 +123,8 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
             if t.num_rows:
                 write(w, t)
             del t
-        if pending:
-            write(w, schema.empty_table(), last=True)
+        if pending:     # the rest (a file of no row still gets its one empty row group)
+            flush(w, held)
         entries, index = footer if footer is not None else \
             footer_of(pa.chunked_array(keys, pa.string())) if rows else ({}, None)
         if entries:

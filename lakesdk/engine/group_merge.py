@@ -1,12 +1,12 @@
-"""A file group's upsert merged one row group of its stored records at a time.
+"""A file group's upsert merged a batch of its stored records at a time.
 
 The incoming records are placed first: each update or delete by the stored row it meets
 (``_lk_row``: the local engine's key index tags it; otherwise the stored file's keys are read
 alone and matched here, a key stored twice pairing its record with each copy).  Then each
-row group of the stored file is read, merged with the records that meet its rows
+batch of the stored file (:data:`READ_ROWS`) is read, merged with the records that meet its rows
 (:func:`~lakesdk.merge.ordering.merge_into_base`, the same merge as of the whole file) and
 handed to the writer (:mod:`lakesdk.engine.base_file_writer`) before the next is read; the new
-records come last.  A write so holds one row group of the old file at a time, whatever its
+records come last.  A write so holds one batch of the old file at a time, whatever its
 size, as Hudi's merge handle streams the stored records of a file group.
 
 Not used where a merge needs the whole file slice at once (a partial update's or a custom
@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from lakesdk.engine.slice_reader import conform
 from lakesdk.format.damaged import damaged_file
+from lakesdk.format.parquet_encoding import nan_columns
 from lakesdk.merge.columns import KEY, OP, OP_UPSERT, ROW, SEQ
 from lakesdk.merge.ordering import MergeCounts, Ordering, merge_into_base, stored_copies
 from lakesdk.storage import Storage
@@ -36,7 +37,7 @@ READ_ROWS = 1 << 15
 
 
 class StoredRows:
-    """The stored records of a file group, read one row group at a time: from its base file
+    """The stored records of a file group, read :data:`READ_ROWS` at a time: from its base file
     (``path``) or given whole (``table``: a merge-on-read file slice, merged already).  Opened
     at construction (a missing or damaged footer fails before anything is written)."""
 
@@ -62,41 +63,35 @@ class StoredRows:
         return self._pf.metadata.num_rows if self._pf is not None else 0
 
     def columns(self, names: list[str]) -> Iterator[pa.Table]:
-        """The columns ``names`` of the stored records (those the file has, as stored), a row
-        group's worth at a time."""
+        """The columns ``names`` of the stored records (those the file has, as stored),
+        :data:`READ_ROWS` at a time."""
         if self.table is not None:
             yield self.table.select([n for n in names if n in self.table.column_names])
-            return
-        if self._pf is None:
-            return
-        assert self.path is not None
-        have = [n for n in names if n in self._pf.schema_arrow.names]
-        if not have:
-            return
-        it = self._pf.iter_batches(batch_size=READ_ROWS, columns=have, use_threads=False)
+        elif self._pf is not None:
+            have = [n for n in names if n in self._pf.schema_arrow.names]
+            if have:
+                yield from self._read(have)
+
+    def batches(self) -> Iterator[pa.Table]:
+        """The stored records, :data:`READ_ROWS` at a time, on the table's file schema."""
+        if self.table is not None:
+            for start in range(0, self.table.num_rows, READ_ROWS):
+                yield self.table.slice(start, READ_ROWS)
+        elif self._pf is not None:
+            for t in self._read(None):
+                yield conform(t, self.schema)
+
+    def _read(self, columns: list[str] | None) -> Iterator[pa.Table]:
+        """The stored file's ``columns`` (None: all), :data:`READ_ROWS` at a time; damaged
+        bytes raise :class:`~lakesdk.CorruptFileError` naming the file."""
+        assert self._pf is not None and self.path is not None
+        it = self._pf.iter_batches(batch_size=READ_ROWS, columns=columns, use_threads=False)
         while True:
             with damaged_file(self.path):
                 b = next(it, None)
             if b is None:
                 return
             yield pa.Table.from_batches([b])
-
-    def batches(self) -> Iterator[pa.Table]:
-        """The stored records, a row group's worth at a time, on the table's file schema."""
-        if self.table is not None:
-            for start in range(0, self.table.num_rows, READ_ROWS):
-                yield self.table.slice(start, READ_ROWS)
-            return
-        if self._pf is None:
-            return
-        assert self.path is not None
-        it = self._pf.iter_batches(batch_size=READ_ROWS, use_threads=False)
-        while True:
-            with damaged_file(self.path):
-                b = next(it, None)
-            if b is None:
-                return
-            yield conform(pa.Table.from_batches([b]), self.schema)
 
     def close(self) -> None:
         if self._pf is not None:
@@ -118,18 +113,9 @@ def nan_statistics(stored: StoredRows, incoming: pa.Table, schema: pa.Schema) ->
         return True
     if OP in incoming.column_names:     # deletes write no values
         incoming = incoming.filter(pc.equal(incoming.column(OP), OP_UPSERT))
-    nan: set[str] = set()
-
-    def check(t: pa.Table) -> None:
-        for name in floats:
-            if name in nan or name not in t.column_names:
-                continue
-            c = t.column(name)
-            if c.null_count < len(c) and pc.any(pc.is_nan(c.cast(schema.field(name).type))).as_py():
-                nan.add(name)
-    check(incoming)
+    nan = nan_columns(incoming, floats)
     for part in stored.columns([f for f in floats if f not in nan]) if stored.num_rows else ():
-        check(part)
+        nan |= nan_columns(part, floats)
         if len(nan) == len(floats):
             break
     return True if not nan else [f.name for f in schema if f.name not in nan]
@@ -137,7 +123,7 @@ def nan_statistics(stored: StoredRows, incoming: pa.Table, schema: pa.Schema) ->
 
 def merged_pieces(stored: StoredRows, incoming: pa.Table, *, ordering: Ordering, merge_mode: str,
                   counts: MergeCounts, write_new: Callable[[pa.Table, pa.Table | None], pa.Table]) -> Iterator[pa.Table]:
-    """The rows of the file group's next base file, a piece per stored row group: its stored
+    """The rows of the file group's next base file, a piece per stored batch: its stored
     rows kept, then the incoming records that replace some of them; the new records last.
     ``write_new(records, stored_rows)`` gives records their meta columns (and the stored
     values of the columns they lack, from ``stored_rows``: None for new records); ``counts``
@@ -155,7 +141,7 @@ def merged_pieces(stored: StoredRows, incoming: pa.Table, *, ordering: Ordering,
         else:
             yield _merged(batch, incoming, order[lo:hi], rows_sorted[lo:hi] - (offset - n), ordering=ordering,
                           merge_mode=merge_mode, counts=counts, write_new=write_new)
-        del batch   # not held while the next row group is read
+        del batch   # not held while the next batch is read
     if len(rows_sorted) and rows_sorted[-1] >= offset:   # fewer rows than the footer said
         raise RuntimeError(f"{stored.path}: the key index placed records at row {int(rows_sorted[-1])} of a file "
                            f"of {offset} rows")
@@ -169,7 +155,7 @@ def merged_pieces(stored: StoredRows, incoming: pa.Table, *, ordering: Ordering,
 def _merged(batch: pa.Table, incoming: pa.Table, which: np.ndarray, rows: np.ndarray, *, ordering: Ordering,
             merge_mode: str, counts: MergeCounts,
             write_new: Callable[[pa.Table, pa.Table | None], pa.Table]) -> pa.Table:
-    """One row group's piece: its stored rows kept, then the incoming records ``which`` that
+    """One batch's piece: its stored rows kept, then the incoming records ``which`` that
     meet its ``rows``."""
     mine = incoming.take(pa.array(which))
     mine = mine.set_column(mine.column_names.index(ROW), ROW, pa.array(rows, pa.int64()))

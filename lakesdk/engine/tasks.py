@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
@@ -118,6 +118,12 @@ class WriteContext:
     @property
     def file_schema(self) -> pa.Schema:
         return with_meta_fields(self.schema)
+
+    @property
+    def merges_partially(self) -> bool:
+        """Whether a stored record and the incoming ones are stitched column by column (a
+        partial update's column groups, a custom merger) rather than one replacing the other."""
+        return (self.merge_mode == "PARTIAL_UPDATE" and self.column_groups is not None) or self.merger is not None
 
     @classmethod
     def for_table(cls, storage: Storage, config: "TableConfig", options: Any, *, instant: str, schema: pa.Schema,
@@ -254,15 +260,14 @@ def read_base(ctx: WriteContext, path: str) -> pa.Table:
 def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Table, task: TaskInfo,
                      stored: pa.Table | None = None) -> tuple[WriteStat, MergeCounts]:
     """Merge ``incoming`` into the file group's current base file (or ``stored``: its records)
-    and write the next one, a row group of the stored records at a time
+    and write the next one, a batch of the stored records at a time
     (:mod:`lakesdk.engine.group_merge`); a partial update's, a custom merger's and a CDC table's
     merge take the stored records whole."""
     t0 = time.perf_counter()
     name = BaseFile(target.file_id, task.write_token, ctx.instant).name
     path = f"{target.partition}/{name}" if target.partition else name
     had_base = stored is not None or target.base_path is not None
-    partial = (ctx.merge_mode == "PARTIAL_UPDATE" and ctx.column_groups is not None) or ctx.merger is not None
-    if ctx.cdc_mode or partial or (ctx.operation == "insert" and ctx.keep_columns):
+    if ctx.cdc_mode or ctx.merges_partially or (ctx.operation == "insert" and ctx.keep_columns):
         return _write_file_group_whole(ctx, target, incoming, task, stored, path, t0)
     rows = StoredRows(ctx.storage, ctx.file_schema, path=None if stored is not None else target.base_path, table=stored)
     try:
@@ -293,7 +298,7 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
 def _primed(pieces: Iterable[pa.Table]) -> Iterator[pa.Table]:
     """``pieces`` with the first one computed now (and let go once taken)."""
     it = iter(pieces)
-    head = [p for p in itertools.islice(it, 1)]
+    head = list(itertools.islice(it, 1))
     return itertools.chain((head.pop() for _ in range(len(head))), it)
 
 
@@ -319,7 +324,7 @@ def _write_file_group_whole(ctx: WriteContext, target: FileGroupTarget, incoming
     if ctx.operation == "insert":
         kept, new = base, incoming
         counts = MergeCounts(inserted=incoming.num_rows)
-    elif (ctx.merge_mode == "PARTIAL_UPDATE" and ctx.column_groups is not None) or ctx.merger is not None:
+    elif ctx.merges_partially:
         kept, new, counts = merge_partial_into_base(ctx, base, incoming)
     else:
         kept, new, _is_update, counts = merge_into_base(base, incoming, ordering=ctx.ordering,
@@ -393,10 +398,8 @@ _SIZE_SAMPLE = 10_000
 
 def record_size(ctx: WriteContext, rows: pa.Table) -> int:
     """Bytes per record of the write's base files: its estimate (the table's last commit's,
-    or ``hoodie.copyonwrite.record.size.estimate``), else measured on a sample of ``rows``
-    written as the files are (:func:`~lakesdk.engine.base_file_writer.measured_record_size`)."""
-    from dataclasses import replace
-
+    or ``hoodie.copyonwrite.record.size.estimate``), else measured on a sample of ``rows`` (with
+    their key columns) written as the files are (:func:`~lakesdk.engine.base_file_writer.measured_record_size`)."""
     from lakesdk.engine.base_file_writer import measured_record_size
     if ctx.record_size_estimate is not None:
         return ctx.record_size_estimate
@@ -404,9 +407,7 @@ def record_size(ctx: WriteContext, rows: pa.Table) -> int:
     if not n:
         return DEFAULT_RECORD_SIZE
     sample = rows.take(pa.array(np.unique(np.linspace(0, n - 1, _SIZE_SAMPLE).astype(np.int64)))) if n > _SIZE_SAMPLE else rows
-    ctx = replace(ctx, instant=ctx.instant or "0" * 17)
-    if KEY not in sample.column_names:
-        sample = add_key_columns(ctx, sample)
+    ctx = replace(ctx, instant=ctx.instant or "0" * 17)   # the rows carry their key columns already
     name = BaseFile(new_file_id(), make_write_token(0, 0, 0), ctx.instant).name
     return measured_record_size(_with_meta(ctx, sample, name, TaskInfo(), 0), ctx.compression)
 

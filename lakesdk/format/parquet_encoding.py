@@ -90,8 +90,15 @@ def statistics_columns(table: pa.Table) -> bool | list[str]:
     that prune row groups by them (Spark's Parquet reader, Arrow's datasets, Apache Hudi's
     column statistics read from the footer) would drop it for ``c > 5``, although Spark SQL
     orders NaN above every number; without statistics nothing prunes the chunk."""
-    nan = [f.name for f in table.schema if pa.types.is_floating(f.type)
-           and table.column(f.name).null_count < len(table) and pc.any(pc.is_nan(table.column(f.name))).as_py()]
+    nan = nan_columns(table)
     if not nan:
         return True
     return [f.name for f in table.schema if f.name not in nan]
+
+
+def nan_columns(table: pa.Table, names: Iterable[str] | None = None) -> set[str]:
+    """The top-level floating-point columns of ``table`` (those of ``names``, when given) that
+    hold NaN: the columns :func:`statistics_columns` writes no statistics for."""
+    wanted = None if names is None else set(names)
+    return {f.name for f in table.schema if pa.types.is_floating(f.type) and (wanted is None or f.name in wanted)
+            and table.column(f.name).null_count < len(table) and pc.any(pc.is_nan(table.column(f.name))).as_py()}
