@@ -22,14 +22,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakesdk.engine.slice_reader import conform
+from lakesdk.engine.slice_reader import (
+    SliceReadContext,
+    as_rows_of,
+    conform,
+    deleted_flags,
+    log_versions,
+    merge_touched,
+    read_slice,
+    split_base,
+    touched_keys,
+)
 from lakesdk.format.damaged import damaged_file
+from lakesdk.format.file_group import FileSlice
 from lakesdk.format.parquet_encoding import nan_columns
 from lakesdk.merge.columns import KEY, OP, OP_UPSERT, ROW, SEQ
 from lakesdk.merge.ordering import MergeCounts, Ordering, merge_into_base, stored_copies
 from lakesdk.storage import Storage
 
-__all__ = ["StoredRows", "merged_pieces", "nan_statistics", "merge_partial_into_base"]
+__all__ = ["StoredRows", "merged_pieces", "nan_statistics", "merge_partial_into_base", "slice_pieces"]
 
 #: stored rows read and merged at a time: a quarter of a written row group (the writer gathers
 #: the pieces into row groups); Arrow's reader holds about twice the batch it decodes
@@ -177,6 +188,57 @@ def _placed(stored: StoredRows, incoming: pa.Table) -> tuple[pa.Table, np.ndarra
         raise RuntimeError(f"{stored.path}: the key index placed records at row {int(pos.max())} of a file of "
                            f"{stored.num_rows} rows")
     return incoming, pos
+
+
+def slice_pieces(ctx: SliceReadContext, sl: FileSlice) -> tuple[Iterator[pa.Table], bool | list[str]]:
+    """The merged rows of a merge-on-read file slice (:func:`~lakesdk.engine.slice_reader.read_slice`'s
+    rows, in its order), a batch of the base file at a time, and the ``write_statistics`` of a
+    file of them (none for a floating-point column holding NaN in the base file or in an upsert of
+    the logs).  The log blocks are read first, whole; then each batch of a Parquet base file is
+    read and its rows that no log touches handed on, while the touched ones are kept for the
+    merge of the touched keys, whose winners come last (what a compaction writes, holding the
+    logs and one batch of the base file rather than the whole slice)."""
+    from lakesdk.engine.base_file import PARQUET, reader_for
+    full = ctx.full_schema
+    if not sl.base_path or reader_for(sl.base_path) is not PARQUET:
+        whole = read_slice(ctx, sl)
+        from lakesdk.format.parquet_encoding import statistics_columns
+        return iter([whole]), statistics_columns(whole)
+    logs = log_versions(ctx, sl, full)
+    live = [t for t in logs if t.num_rows]
+    rows = StoredRows(ctx.storage, full, path=sl.base_path)
+    try:
+        upserts = pa.concat_tables([t.select([f.name for f in full] + [OP]) for t in live]) if live else \
+            full.empty_table()
+        statistics = nan_statistics(rows, upserts, full)
+    except BaseException:
+        rows.close()
+        raise
+    return _slice_rows(ctx, sl, rows, logs, live), statistics
+
+
+def _slice_rows(ctx: SliceReadContext, sl: FileSlice, rows: StoredRows, logs: list[pa.Table],
+                live: list[pa.Table]) -> Iterator[pa.Table]:
+    full = ctx.full_schema
+    try:
+        if not live:    # no visible log record: the base file as it is (as read_slice reads it)
+            for batch in rows.batches():
+                flagged = None if sl.log_files else deleted_flags(batch)
+                yield batch if flagged is None else batch.filter(pc.invert(flagged))
+            return
+        keys = touched_keys(live)
+        touched: list[pa.Table] = []
+        for batch in rows.batches():
+            kept, hit = split_base(batch, keys, None, live[0].schema)
+            if hit is not None:
+                touched.append(hit)
+            yield kept
+            del batch, kept
+        merged = merge_touched(ctx, [(pa.concat_tables(touched) if touched else None, logs, len(keys))])
+        if merged is not None:
+            yield as_rows_of(merged, full)
+    finally:
+        rows.close()
 
 
 def merge_partial_into_base(ctx: Any, base: pa.Table | None,

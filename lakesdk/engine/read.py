@@ -232,8 +232,8 @@ def _read_merged(table: "EngineContext", plan: ReadPlan, cols: list[str], flt: S
     from lakesdk.engine.slice_reader import (
         _MERGE_BATCH_ROWS,
         IS_DELETED,
-        _log_versions,
         deleted_flags,
+        log_versions,
         merge_touched,
         split_base,
         touched_keys,
@@ -271,12 +271,12 @@ def _read_merged(table: "EngineContext", plan: ReadPlan, cols: list[str], flt: S
         then the versions carry the key field, not the record key)"""
         if by_field is not None and key_field is not None:
             try:
-                logs = [t for t in _log_versions(ctx, sl, by_field, key_field) if t.num_rows]
+                logs = [t for t in log_versions(ctx, sl, by_field, key_field) if t.num_rows]
                 typed = touched_keys(logs, key_field)
                 return logs, typed, typed
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 pass    # delete-block keys that are not its text: this slice by the record key
-        logs = [t for t in _log_versions(ctx, sl, proj) if t.num_rows]
+        logs = [t for t in log_versions(ctx, sl, proj) if t.num_rows]
         return logs, touched_keys(logs), None
 
     def split(batch: pa.RecordBatch, logs: list[pa.Table], keys: pa.Array,

@@ -25,7 +25,7 @@ from lakesdk.storage import Storage
 if TYPE_CHECKING:
     from lakesdk.format.table_config import TableConfig
 
-__all__ = ["SliceReadContext", "conform", "is_in", "merge_touched", "read_slice", "slice_versions", "split_base",
+__all__ = ["SliceReadContext", "as_rows_of", "conform", "log_versions", "is_in", "merge_touched", "read_slice", "slice_versions", "split_base",
            "split_touched", "touched_keys", "keys_as", "deleted_flags"]
 
 
@@ -104,7 +104,7 @@ def _base_rows(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema) -> pa.Tabl
     return conform(_read_base_file(ctx, sl.base_path, full.names), full)
 
 
-def _log_versions(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema,
+def log_versions(ctx: SliceReadContext, sl: FileSlice, full: pa.Schema,
                   key_field: str | None = None) -> list[pa.Table]:
     """The record versions of the slice's visible log blocks, in ``full`` plus
     ``_lk_seq``/``_lk_op`` (1, 2, ... in block order).
@@ -179,7 +179,7 @@ def slice_versions(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] 
     """Every version of every record of the slice, in the full schema plus ``_lk_seq``/``_lk_op``."""
     full = _projected_schema(ctx, columns)
     base = _base_rows(ctx, sl, full)
-    parts = ([_tag(base, 0, OP_UPSERT)] if base is not None else []) + _log_versions(ctx, sl, full)
+    parts = ([_tag(base, 0, OP_UPSERT)] if base is not None else []) + log_versions(ctx, sl, full)
     if not parts:
         return _tag(full.empty_table(), 0, OP_UPSERT)
     return pa.concat_tables(parts)
@@ -191,7 +191,7 @@ def _merge(ctx: SliceReadContext, versions: pa.Table, key: str = KEY) -> pa.Tabl
     return merged.drop_columns([c for c in (SEQ, OP) if c in merged.column_names])
 
 
-def _as_rows_of(merged: pa.Table, schema: pa.Schema) -> pa.Table:
+def as_rows_of(merged: pa.Table, schema: pa.Schema) -> pa.Table:
     if merged.schema == schema:
         return merged
     return conform(merged, schema)
@@ -213,7 +213,7 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
         return out.select(list(columns)) if columns is not None else out
     full = _projected_schema(ctx, None if (ctx.column_groups is not None or ctx.merger) else columns)
     base = _base_rows(ctx, sl, full)
-    logs = _log_versions(ctx, sl, full)
+    logs = log_versions(ctx, sl, full)
     untouched, touched, n = split_touched(base, logs)
     merged = merge_touched(ctx, [(touched, logs, n)])
     if merged is None:
@@ -221,7 +221,7 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
     elif untouched is None:
         out = merged
     else:
-        out = pa.concat_tables([untouched, _as_rows_of(merged, untouched.schema)])
+        out = pa.concat_tables([untouched, as_rows_of(merged, untouched.schema)])
     return out.select(list(columns)) if columns is not None else out
 
 
@@ -369,5 +369,5 @@ def merge_touched(ctx: SliceReadContext, parts: list[tuple[pa.Table | None, list
         run.append(s)
     flush()
     schema = pa.schema([f for f in slices[0][0][0].schema if f.name not in (SEQ, OP)])
-    merged = list(map_(lambda g: _as_rows_of(_merge(ctx, pa.concat_tables(g), key), schema), batches))
+    merged = list(map_(lambda g: as_rows_of(_merge(ctx, pa.concat_tables(g), key), schema), batches))
     return pa.concat_tables(merged)

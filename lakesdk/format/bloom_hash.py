@@ -5,7 +5,8 @@ A key's bits in a filter: its UTF-8 bytes hashed ``nbHash`` times with Hadoop's 
 seeded with the previous hash (0 first); bit ``|h % vectorSize|`` (Java's remainder of the
 signed hash).  Keys are grouped by length; the per-block work of MurmurHash does not depend
 on the seed and is done once per key, so each of the ``nbHash`` rounds costs a few numpy
-operations per 4-byte block.
+operations per 4-byte block.  Keys are hashed :data:`CHUNK` at a time, so that the arrays of a
+round stay in the core's cache.
 """
 
 from __future__ import annotations
@@ -180,17 +181,28 @@ def key_positions(keys: pa.Array | pa.ChunkedArray | Sequence[str], vector_size:
     data, off, lengths = _checked(keys)
     n = len(lengths)
     out = np.empty((nb_hash, n), np.uint32)
-    if n == 0:
-        return out
-    groups = _groups(lengths)
-    for nblocks, idx in groups:
-        prep = _Prepared(data, off[:-1][idx], lengths[idx], nblocks)
+    for idx, prep in _chunks(data, off, lengths):
+        whole = len(idx) == n
         for i, a in enumerate(prep.positions(vector_size, nb_hash)):
-            if len(groups) == 1:
+            if whole:
                 out[i] = a
             else:
                 out[i, idx] = a
     return out
+
+
+#: keys hashed together: the arrays of one hash round stay in the core's cache (a round over
+#: all the keys of a file at once is bound by memory, about twice as slow)
+CHUNK = 1 << 16
+
+
+def _chunks(data: np.ndarray, off: np.ndarray, lengths: np.ndarray) -> Iterator[tuple[np.ndarray, _Prepared]]:
+    """(key indices, their prepared hashing) of at most :data:`CHUNK` keys of one block
+    count at a time."""
+    for nblocks, idx in _groups(lengths):
+        for lo in range(0, len(idx), CHUNK):
+            sub = idx[lo: lo + CHUNK]
+            yield sub, _Prepared(data, off[:-1][sub], lengths[sub], nblocks)
 
 
 def key_bits(keys: pa.Array | pa.ChunkedArray | Sequence[str], vector_size: int, nb_hash: int,
@@ -201,26 +213,14 @@ def key_bits(keys: pa.Array | pa.ChunkedArray | Sequence[str], vector_size: int,
     position at once: each hash's positions are set as they are computed."""
     data, off, lengths = _checked(keys)
     bits = np.zeros((nrows, vector_size), bool)
-    if not len(lengths):
-        return bits
     flat = bits.reshape(-1)
-    for nblocks, idx in _groups(lengths):
-        prep = _Prepared(data, off[:-1][idx], lengths[idx], nblocks)
-        # runs of the group's keys (in key order) that go to one row: each hash's positions
-        # are set row by row; many short runs (keys dealt to the rows in turn) set them at
-        # row * vector_size + position instead
-        row = np.zeros(len(idx), np.int64) if rows is None else np.asarray(rows, np.int64)[idx]
-        cuts = np.flatnonzero(np.diff(row)) + 1
-        if len(cuts) < 64:
-            runs = [(int(lo), int(hi), bits[int(row[lo])]) for lo, hi in
-                    zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(idx)]]))]
+    for idx, prep in _chunks(data, off, lengths):
+        row = np.zeros(1, np.int64) if rows is None else np.asarray(rows, np.int64)[idx]
+        if (row == row[0]).all():   # the chunk's keys go to one row: set in that row's vector
+            vec = bits[int(row[0])]
             for a in prep.positions(vector_size, nb_hash):
-                if len(runs) == 1:
-                    runs[0][2][a] = True
-                else:
-                    for lo, hi, vec in runs:
-                        vec[a[lo:hi]] = True
-        else:
+                vec[a] = True
+        else:       # keys dealt to the rows in turn: at row * vector_size + position
             at = row * vector_size
             for a in prep.positions(vector_size, nb_hash):
                 flat[at + a] = True

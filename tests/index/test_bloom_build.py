@@ -3,10 +3,14 @@ hash (:func:`lakesdk.format.bloom_hash.key_bits`): the same bytes as the previou
 computed every key's positions first and then set them row by row (kept here as it was), and
 as a filter built key by key from a plain transcription of Hadoop's MurmurHash and of Hudi's
 dynamic rows, for keys of one length stored back to back (the fast path of ids), of mixed
-lengths, multi-byte characters, slices and chunked columns.
+lengths, multi-byte characters, slices and chunked columns, hashed a few keys at a time or
+all at once.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakesdk.format import bloom as B
+from lakesdk.format import bloom_hash
 from lakesdk.format.bloom_hash import _groups, utf8_buffers
 
 from .test_bloom import _ref_positions, _ref_rows
@@ -143,6 +148,17 @@ def _ref_filter(keys: list[str], config: B.BloomConfig) -> bytes:
                          0 if simple else config.num_entries, current).serialize()
 
 
+@contextmanager
+def _hashed_by(chunk: int) -> Iterator[None]:
+    """lakesdk hashing ``chunk`` keys at a time (:data:`lakesdk.format.bloom_hash.CHUNK`)."""
+    was = bloom_hash.CHUNK
+    bloom_hash.CHUNK = chunk
+    try:
+        yield
+    finally:
+        bloom_hash.CHUNK = was
+
+
 # ---------------------------------------------------------------------------------- keys
 def _as_column(keys: list[str], how: str) -> pa.Array | pa.ChunkedArray:
     """The keys as a plain array, a slice of a longer one, a chunked column or a dictionary."""
@@ -164,24 +180,33 @@ configs_st = st.builds(
     filter_type=st.sampled_from([B.SIMPLE, B.DYNAMIC_V0]), max_entries=st.integers(1, 500))
 
 
+chunks_st = st.sampled_from([1, 2, 7, 64, bloom_hash.CHUNK])
+
+
 @settings(max_examples=150, deadline=None)
 @given(ids=ids_st, width=st.sampled_from([0, 7, 10, 13, 16]), config=configs_st,
-       how=st.sampled_from(["plain", "slice", "chunked", "dictionary"]))
-def test_id_keys_build_the_same_filter(ids, width, config, how):
-    """Keys like the ids of a table (one length back to back, or of mixed lengths)."""
+       how=st.sampled_from(["plain", "slice", "chunked", "dictionary"]), chunk=chunks_st)
+def test_id_keys_build_the_same_filter(ids, width, config, how, chunk):
+    """Keys like the ids of a table (one length back to back, or of mixed lengths), hashed
+    ``chunk`` keys at a time."""
     keys = [str(i).zfill(width) for i in ids]
     col = _as_column(keys, how)
-    built = B.build_filter(col, config).serialize()
+    with _hashed_by(chunk):
+        built = B.build_filter(col, config).serialize()
+        assert (B.key_positions(col, 97, 5) == _old_key_positions(col, 97, 5)).all()
     assert built == _old_build_filter(col, config)
     if len(keys) <= 120:
         assert built == _ref_filter(keys, config)
 
 
 @settings(max_examples=150, deadline=None)
-@given(keys=texts_st, config=configs_st, how=st.sampled_from(["plain", "slice", "chunked", "dictionary"]))
-def test_text_keys_build_the_same_filter(keys, config, how):
+@given(keys=texts_st, config=configs_st, how=st.sampled_from(["plain", "slice", "chunked", "dictionary"]),
+       chunk=chunks_st)
+def test_text_keys_build_the_same_filter(keys, config, how, chunk):
     col = _as_column(keys, how)
-    built = B.build_filter(col, config).serialize()
+    with _hashed_by(chunk):
+        built = B.build_filter(col, config).serialize()
+        assert (B.key_positions(col, 97, 5) == _old_key_positions(col, 97, 5)).all()
     assert built == _old_build_filter(col, config)
     if len(keys) <= 120:
         assert built == _ref_filter(keys, config)
