@@ -7,7 +7,11 @@ each key kind and size (default 1,000,000 and 10,000,000 rows; ``--quick``: 100,
 1,000,000), one process:
 
 1. bulk-inserts N rows into a new non-partitioned copy-on-write table
-   (``create_table(..., key=K, ordering="ts")``; the local engine): ``seq`` keys are ids
+   (``create_table(..., key=K, ordering="ts")``; the local engine) whose files are sized
+   ``--file-size`` MiB (default 8: a copy-on-write upsert rewrites the file group it touches,
+   and at Hudi's 120 MiB a narrow table of 1M rows is smaller than one file while one of 10M
+   holds files of 5M rows, so the growth would measure the rewritten file, not the index):
+   ``seq`` keys are ids
    that grow (``id`` int64, written in id order: keys clustered in time), ``uuid`` keys are
    random UUID strings (``uuid``: every file's key range spans nearly all keys);
 2. upserts the 10,000 most recently written rows (existing keys, all in one file group)
@@ -54,6 +58,10 @@ from _common import OtherLoad, Results, finish, spark_session, step  # noqa: E40
 ID_BASE = 1_000_000_000
 TS_BASE = 1_700_000_000_000_000
 TOUCHED = 10_000
+MIB = 1024 * 1024
+#: the tables' target file size: small enough that both sizes hold several full files, so the
+#: upserted file group has as many rows in the larger table as in the smaller one
+FILE_SIZE = 8 * MIB
 KINDS = ("seq", "uuid")
 
 
@@ -157,21 +165,23 @@ _ORIGINAL: Callable[..., Any] = lambda *a, **k: None   # noqa: E731 - set in mai
 
 
 def run_size(res: Results, spark: Any, root: str, n: int, kind: str, repeat: int, baseline: bool,
-             index: str | None = None) -> None:
+             index: str | None = None, file_size: int = FILE_SIZE) -> None:
     import lakesdk as lk
     from lakesdk.engine.footers import clear_footer_cache
     from lakesdk.engine.local import LocalWriteJob
 
     key = "id" if kind == "seq" else "uuid"
     base = make_rows(n, kind)
-    lake = lk.Lake(os.path.join(root, f"{kind}{n}"), spark=spark, options=lk.TableOptions(engine="local"))
+    lake = lk.Lake(os.path.join(root, f"{kind}{n}"), spark=spark,
+                   options=lk.TableOptions(engine="local", target_file_size=file_size))
     t = lake.create_table("t", key=key, ordering="ts", index=index)
     s0 = time.perf_counter()
     r = t.bulk_insert(base)
     res.info[f"bulk_{kind}_{n}"] = time.perf_counter() - s0
     res.info[f"files_{kind}_{n}"] = r.files
     step(f"{kind} {n:,} rows: bulk insert {res.info[f'bulk_{kind}_{n}']:.2f}s, {r.files} files")
-    spark_t = lk.Lake(os.path.join(root, f"{kind}{n}"), spark=spark, options=lk.TableOptions(engine="spark")).table("t")
+    spark_t = lk.Lake(os.path.join(root, f"{kind}{n}"), spark=spark,
+                      options=lk.TableOptions(engine="spark", target_file_size=file_size)).table("t")
     rounds = 0
     last = None
     cpu: dict[str, float] = {}
@@ -231,6 +241,8 @@ def main() -> int:
     ap.add_argument("--no-baseline", action="store_true", help="skip the upserts with the full key index")
     ap.add_argument("--tmp", default=None, help="parent folder for the temporary tables")
     ap.add_argument("--index", default=None, help="the tables' index (create_table(index=...)): record, global, ...")
+    ap.add_argument("--file-size", type=float, default=FILE_SIZE / MIB,
+                    help=f"the tables' target file size in MiB (default {FILE_SIZE // MIB}; Hudi's default: 120)")
     args = ap.parse_args()
     small = args.small or (100_000 if args.quick else 1_000_000)
     if small < 2 * TOUCHED or args.repeat < 1:
@@ -247,7 +259,8 @@ def main() -> int:
         with OtherLoad() as load:
             for kind in KINDS:
                 for n in sizes:
-                    run_size(res, spark, root, n, kind, args.repeat, not args.no_baseline, args.index)
+                    run_size(res, spark, root, n, kind, args.repeat, not args.no_baseline, args.index,
+                             int(args.file_size * MIB))
         res.info["other_cores"] = load.cores
     finally:
         shutil.rmtree(root, ignore_errors=True)
