@@ -40,7 +40,7 @@ from lakesdk.merge.columns import KEY, OP, OP_UPSERT, ROW, SEQ
 from lakesdk.merge.ordering import MergeCounts, Ordering, merge_into_base, stored_copies
 from lakesdk.storage import Storage
 
-__all__ = ["StoredRows", "merged_pieces", "nan_statistics", "merge_partial_into_base", "slice_pieces"]
+__all__ = ["StoredRows", "merged_pieces", "nan_statistics", "merge_partial_into_base", "SlicePieces"]
 
 #: stored rows read and merged at a time: a quarter of a written row group (the writer gathers
 #: the pieces into row groups); Arrow's reader holds about twice the batch it decodes
@@ -88,8 +88,8 @@ class StoredRows:
         if self.table is not None:
             for start in range(0, self.table.num_rows, READ_ROWS):
                 yield self.table.slice(start, READ_ROWS)
-        elif self._pf is not None:
-            for t in self._read(None):
+        elif self._pf is not None:   # the table's columns only (a column dropped from the table is not read)
+            for t in self._read([n for n in self.schema.names if n in self._pf.schema_arrow.names]):
                 yield conform(t, self.schema)
 
     def _read(self, columns: list[str] | None) -> Iterator[pa.Table]:
@@ -190,55 +190,74 @@ def _placed(stored: StoredRows, incoming: pa.Table) -> tuple[pa.Table, np.ndarra
     return incoming, pos
 
 
-def slice_pieces(ctx: SliceReadContext, sl: FileSlice) -> tuple[Iterator[pa.Table], bool | list[str]]:
+class SlicePieces:
     """The merged rows of a merge-on-read file slice (:func:`~lakesdk.engine.slice_reader.read_slice`'s
     rows, in its order), a batch of the base file at a time, and the ``write_statistics`` of a
     file of them (none for a floating-point column holding NaN in the base file or in an upsert of
     the logs).  The log blocks are read first, whole; then each batch of a Parquet base file is
     read and its rows that no log touches handed on, while the touched ones are kept for the
     merge of the touched keys, whose winners come last (what a compaction writes, holding the
-    logs and one batch of the base file rather than the whole slice)."""
-    from lakesdk.engine.base_file import PARQUET, reader_for
-    full = ctx.full_schema
-    if not sl.base_path or reader_for(sl.base_path) is not PARQUET:
-        whole = read_slice(ctx, sl)
-        from lakesdk.format.parquet_encoding import statistics_columns
-        return iter([whole]), statistics_columns(whole)
-    logs = log_versions(ctx, sl, full)
-    live = [t for t in logs if t.num_rows]
-    rows = StoredRows(ctx.storage, full, path=sl.base_path)
-    try:
-        upserts = pa.concat_tables([t.select([f.name for f in full] + [OP]) for t in live]) if live else \
-            full.empty_table()
-        statistics = nan_statistics(rows, upserts, full)
-    except BaseException:
-        rows.close()
-        raise
-    return _slice_rows(ctx, sl, rows, logs, live), statistics
+    logs and one batch of the base file rather than the whole slice).  A custom merger's slice,
+    whose winners may hold values that no version holds (a NaN the statistics must know of
+    before the first row group), and a slice without a Parquet base file are read whole.  Opened
+    at construction; closed by :meth:`close` (a ``with`` block), taken or not."""
 
+    def __init__(self, ctx: SliceReadContext, sl: FileSlice) -> None:
+        from lakesdk.engine.base_file import PARQUET, reader_for
+        self.ctx, self.slice = ctx, sl
+        self._rows: StoredRows | None = None
+        self._whole: pa.Table | None = None
+        full = ctx.full_schema
+        if not sl.base_path or reader_for(sl.base_path) is not PARQUET or ctx.merger is not None:
+            from lakesdk.format.parquet_encoding import statistics_columns
+            self._whole = read_slice(ctx, sl)
+            self.statistics: bool | list[str] = statistics_columns(self._whole)
+            return
+        self._logs = log_versions(ctx, sl, full)
+        self._live = [t for t in self._logs if t.num_rows]
+        self._rows = StoredRows(ctx.storage, full, path=sl.base_path)
+        try:
+            upserts = pa.concat_tables([t.select([*full.names, OP]) for t in self._live]) if self._live else \
+                full.empty_table()
+            self.statistics = nan_statistics(self._rows, upserts, full)
+        except BaseException:
+            self.close()
+            raise
 
-def _slice_rows(ctx: SliceReadContext, sl: FileSlice, rows: StoredRows, logs: list[pa.Table],
-                live: list[pa.Table]) -> Iterator[pa.Table]:
-    full = ctx.full_schema
-    try:
-        if not live:    # no visible log record: the base file as it is (as read_slice reads it)
+    def __iter__(self) -> Iterator[pa.Table]:
+        if self._whole is not None:
+            whole, self._whole = self._whole, None
+            yield whole
+            return
+        rows, sl = self._rows, self.slice
+        assert rows is not None
+        if not self._live:    # no visible log record: the base file as it is (as read_slice reads it)
             for batch in rows.batches():
                 flagged = None if sl.log_files else deleted_flags(batch)
                 yield batch if flagged is None else batch.filter(pc.invert(flagged))
             return
-        keys = touched_keys(live)
+        keys = touched_keys(self._live)
         touched: list[pa.Table] = []
         for batch in rows.batches():
-            kept, hit = split_base(batch, keys, None, live[0].schema)
+            kept, hit = split_base(batch, keys, None, self._live[0].schema)
             if hit is not None:
                 touched.append(hit)
             yield kept
             del batch, kept
-        merged = merge_touched(ctx, [(pa.concat_tables(touched) if touched else None, logs, len(keys))])
+        merged = merge_touched(self.ctx, [(pa.concat_tables(touched) if touched else None, self._logs, len(keys))])
         if merged is not None:
-            yield as_rows_of(merged, full)
-    finally:
-        rows.close()
+            yield as_rows_of(merged, self.ctx.full_schema)
+
+    def close(self) -> None:
+        if self._rows is not None:
+            self._rows.close()
+            self._rows = None
+
+    def __enter__(self) -> "SlicePieces":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def merge_partial_into_base(ctx: Any, base: pa.Table | None,

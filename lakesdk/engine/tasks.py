@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from lakesdk import _faults as faults
 from lakesdk.engine.base_file_writer import Footer, write_base_file
 from lakesdk.engine.footers import remember_footer
-from lakesdk.engine.group_merge import StoredRows, merge_partial_into_base, merged_pieces, nan_statistics, slice_pieces
+from lakesdk.engine.group_merge import SlicePieces, StoredRows, merge_partial_into_base, merged_pieces, nan_statistics
 from lakesdk.engine.slice_reader import SliceReadContext, conform, read_slice
 from lakesdk.engine.stored_fields import keep_stored
 from lakesdk.format.bloom import BloomConfig, file_footer
@@ -547,12 +547,12 @@ def compact_file_slice(ctx: WriteContext, slice_ctx: Any, sl: Any, task: TaskInf
     """Compaction: merge one file slice (base + logs) into a new base file at ``ctx.instant``
     (its marker is made first unless ``ctx.markers`` is None: the caller made it)."""
     t0 = time.perf_counter()
-    pieces, statistics = slice_pieces(slice_ctx, sl)
     name = compacted_file(ctx, sl, task)[1]
     path = f"{sl.partition}/{name}" if sl.partition else name
-    primed = _primed(conform(p, ctx.file_schema) for p in pieces)   # the first batch merged while the marker is made
-    _mark(ctx, path, "CREATE")
-    size, written = _write_parquet(ctx, path, primed, task, statistics=statistics)
+    with SlicePieces(slice_ctx, sl) as pieces:
+        primed = _primed(conform(p, ctx.file_schema) for p in pieces)  # the first batch merged while the marker is made
+        _mark(ctx, path, "CREATE")
+        size, written = _write_parquet(ctx, path, primed, task, statistics=pieces.statistics)
     return WriteStat(
         fileId=sl.file_id, path=path, partitionPath=sl.partition, prevCommit=sl.base_instant or "null",
         numWrites=written, numUpdateWrites=written, totalWriteBytes=size, fileSizeInBytes=size,

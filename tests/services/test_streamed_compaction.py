@@ -1,5 +1,5 @@
 """A compaction merges a file slice a batch of its base file at a time
-(lakesdk.engine.group_merge.slice_pieces): generated merge-on-read tables (a base file of
+(lakesdk.engine.group_merge.SlicePieces): generated merge-on-read tables (a base file of
 generated rows, then upserts and deletes in log files, NaN and null values, new keys) compacted
 with a batch of a few rows write the rows, in the order, that the slice read whole gives; the
 file's statistics leave out a float column holding NaN; the table reads the same before and
@@ -65,15 +65,14 @@ def test_a_compaction_merged_a_batch_at_a_time_writes_the_slice_read_whole(base,
         t = _mor(root, base, ops)
         before = _rows(t.read().to_arrow())
         seen: list[tuple[list[pa.Table], pa.Table, bool | list[str]]] = []
-        real = T.slice_pieces
 
-        def spy(ctx, sl):
-            pieces, statistics = real(ctx, sl)
-            got = list(pieces)
-            seen.append((got, read_slice(ctx, sl), statistics))
-            return iter(got), statistics
+        class Spy(group_merge.SlicePieces):
+            def __iter__(self):
+                got = list(super().__iter__())
+                seen.append((got, read_slice(self.ctx, self.slice), self.statistics))
+                return iter(got)
 
-        with mock.patch.object(group_merge, "READ_ROWS", batch), mock.patch.object(T, "slice_pieces", spy):
+        with mock.patch.object(group_merge, "READ_ROWS", batch), mock.patch.object(T, "SlicePieces", Spy):
             res = t.maintenance.compact()
         assert _rows(t.read().to_arrow()) == before
         if res is None:
@@ -117,3 +116,22 @@ def test_a_base_file_damaged_past_its_first_batch_fails_the_compaction_and_leave
 
 def _data_files(root) -> set[str]:
     return {str(p) for p in root.rglob("*.parquet") if ".hoodie" not in p.parts}
+
+
+def test_a_compaction_that_fails_before_its_file_is_written_closes_the_base_file(tmp_path):
+    """The marker refused after the first batch was read: the base file is closed then, not
+    when the error is collected."""
+    base = {f"k{i:02d}": (0, float(i), "a") for i in range(16)}
+    t = _mor(str(tmp_path / "lake"), base, [("upsert", {"k03": (1, 0.5, "b")})])
+    made: list[group_merge.StoredRows] = []
+    real = group_merge.StoredRows.__init__
+
+    def init(self, *a, **k):
+        real(self, *a, **k)
+        made.append(self)
+    with mock.patch.object(group_merge.StoredRows, "__init__", init), \
+            mock.patch.object(T, "_mark", side_effect=OSError("marker refused")), \
+            mock.patch.object(group_merge, "READ_ROWS", 4):
+        with pytest.raises(Exception, match="marker refused"):
+            t.maintenance.compact()
+        assert made and all(r._pf is None for r in made)
