@@ -11,13 +11,15 @@ through the storage's output stream elsewhere.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakesdk import _faults as faults
-from lakesdk.format.bloom import FOOTER_KEYS, FooterIndex
+from lakesdk.format.bloom import FOOTER_KEYS, BloomConfig, FooterIndex
+from lakesdk.format.bloom_builder import FooterBuilder
 from lakesdk.storage import Storage
 
 __all__ = ["ROW_GROUP", "parquet_options", "write_base_file", "Footer", "measured_record_size"]
@@ -63,14 +65,16 @@ def measured_record_size(sample: pa.Table, compression: str) -> int:
 
 
 def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, compression: str, schema: pa.Schema,
-                    footer_of: Callable[[pa.ChunkedArray], Footer], footer: Footer | None = None,
+                    bloom: BloomConfig | None, footer: Footer | None = None,
                     statistics: bool | list[str] | None = None, half: bool = False) -> tuple[int, int, FooterIndex | None]:
     """Write ``pieces`` (tables of one schema, meta columns first) as the base file ``path``:
     (its size, its rows, what its footer tells the key index).
 
     ``schema``: the file's schema when no piece holds a row (each piece has its own).
     ``footer``: the footer of the keys about to be written, when computed already; otherwise
-    ``footer_of`` the keys written, in file order.  ``statistics``: the writer's
+    the footer of the keys written (key range, and the bloom filter of ``bloom``'s settings), built
+    on a side thread as each piece is written (:class:`~lakesdk.format.bloom_builder.FooterBuilder`:
+    the keys of a piece are hashed while the next is encoded).  ``statistics``: the writer's
     ``write_statistics`` for all the rows (None: worked out from the one piece there must then
     be).  ``half``: an injected fault, the file left half written and the write failing.  A
     piece that fails to come (a damaged stored file found mid-way) fails the write and leaves
@@ -92,7 +96,8 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
     options = parquet_options(compression, first, statistics)
     head = [first]       # each piece let go once written (a rewrite's row group): not held here
     del first
-    keys: list[pa.Array] = []
+    builder = FooterBuilder(bloom) if footer is None else None
+    hashing: list[Future[None]] = []
     rows = 0
     pending: list[pa.Table] = []    # pieces not written yet: a row group is ROW_GROUP rows, whatever the pieces
     held = 0
@@ -105,12 +110,12 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
         pending = [whole.slice(n)] if n < held else []
         held -= n
 
-    def write(w: pq.ParquetWriter, t: pa.Table) -> None:
+    def write(w: pq.ParquetWriter, side: ThreadPoolExecutor, t: pa.Table) -> None:
         nonlocal rows, held
         if not t.schema.equals(schema, check_metadata=False):
             t = t.cast(schema)
-        if footer is None:
-            keys.extend(t.column(_KEY).chunks)
+        if builder is not None:
+            hashing.append(side.submit(builder.add, t.column(_KEY)))
         rows += t.num_rows
         pending.append(t)
         held += t.num_rows
@@ -118,15 +123,20 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
             flush(w, held - held % ROW_GROUP)
 
     def write_all(w: pq.ParquetWriter) -> FooterIndex | None:
-        write(w, head.pop())
-        for t in it:
-            if t.num_rows:
-                write(w, t)
-            del t
-        if pending:     # the rest (a file of no row still gets its one empty row group)
-            flush(w, held)
-        entries, index = footer if footer is not None else \
-            footer_of(pa.chunked_array(keys, pa.string())) if rows else ({}, None)
+        side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakesdk-footer")
+        try:
+            write(w, side, head.pop())
+            for t in it:
+                if t.num_rows:
+                    write(w, side, t)
+                del t
+            if pending:     # the rest (a file of no row still gets its one empty row group)
+                flush(w, held)
+            for f in hashing:
+                f.result()
+        finally:
+            side.shutdown(wait=True, cancel_futures=True)
+        entries, index = footer if footer is not None else builder.finish() if builder is not None else ({}, None)
         if entries:
             w.add_key_value_metadata(entries)
         return index

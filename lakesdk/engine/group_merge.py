@@ -62,7 +62,10 @@ class StoredRows:
             self._file = None if storage.is_local else source
             try:
                 with damaged_file(path):
-                    self._pf = pq.ParquetFile(source)
+                    # a local file is read as each batch needs (pre-buffering a row group's columns
+                    # would hold its compressed bytes beside the batch); an object store's reads
+                    # are coalesced a row group at a time, each read a round trip
+                    self._pf = pq.ParquetFile(source, pre_buffer=not storage.is_local)
             except BaseException:
                 self.close()
                 raise

@@ -235,7 +235,7 @@ def _write_parquet(ctx: WriteContext, path: str, rows: pa.Table | Iterable[pa.Ta
     already): (its size, its rows)."""
     half = faults.armed("mid_data_file") or (faults.fail_first_attempt() and task is not None and task.attempt_number == 0)
     size, rows_written, index = write_base_file(ctx.storage, path, rows, compression=ctx.compression, schema=ctx.file_schema,
-                                         footer_of=lambda keys: base_file_footer(ctx, keys), footer=footer,
+                                         bloom=ctx.bloom, footer=footer,
                                          statistics=statistics, half=half)
     if index is not None:
         remember_footer(ctx.storage, path, index)

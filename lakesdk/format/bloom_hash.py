@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["murmur_hash", "key_positions", "key_bits", "utf8_buffers"]
+__all__ = ["murmur_hash", "key_positions", "key_bits", "set_key_bits", "utf8_buffers"]
 
 _M = np.uint32(0x5BD1E995)
 
@@ -211,8 +211,17 @@ def key_bits(keys: pa.Array | pa.ChunkedArray | Sequence[str], vector_size: int,
     key ``i`` sets its ``nb_hash`` bits in row ``rows[i]`` (without ``rows``: row 0).  The
     same bits as setting :func:`key_positions` in each key's row, without holding every
     position at once: each hash's positions are set as they are computed."""
-    data, off, lengths = _checked(keys)
     bits = np.zeros((nrows, vector_size), bool)
+    set_key_bits(bits, keys, nb_hash, rows)
+    return bits
+
+
+def set_key_bits(bits: np.ndarray, keys: pa.Array | pa.ChunkedArray | Sequence[str], nb_hash: int,
+                 rows: np.ndarray | None = None) -> None:
+    """Set the bits of ``keys`` in ``bits`` (shape ``(rows, vector_size)``, bool, C order): key
+    ``i`` in row ``rows[i]`` (without ``rows``: row 0)."""
+    data, off, lengths = _checked(keys)
+    vector_size = bits.shape[1]
     flat = bits.reshape(-1)
     for idx, prep in _chunks(data, off, lengths):
         row = np.zeros(1, np.int64) if rows is None else np.asarray(rows, np.int64)[idx]
@@ -224,4 +233,3 @@ def key_bits(keys: pa.Array | pa.ChunkedArray | Sequence[str], vector_size: int,
             at = row * vector_size
             for a in prep.positions(vector_size, nb_hash):
                 flat[at + a] = True
-    return bits

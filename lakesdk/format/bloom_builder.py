@@ -1,0 +1,125 @@
+"""A base file's footer built as its record keys come, in file order.
+
+:func:`lakesdk.format.bloom.file_footer` takes every key of a file at once; a writer that
+writes a file as its rows come (:mod:`lakesdk.engine.base_file_writer`) hands each piece's keys
+to a :class:`FooterBuilder` instead, which can hash them while the next piece is encoded.  The
+result is the same: the key range in Java's ``String`` order, the row count, and the bloom
+filter of Hudi's ``DYNAMIC_V0`` (or ``SIMPLE``) layout, each key in the row Hudi's
+``InternalDynamicBloomFilter.add`` puts it in given its position in the file.  No I/O.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakesdk.format.bloom import (
+    BLOOM_FILTER_KEY,
+    DYNAMIC_V0,
+    MAX_KEY,
+    MIN_KEY,
+    MURMUR_HASH,
+    SIMPLE,
+    TYPE_CODE_KEY,
+    BloomConfig,
+    BloomFilter,
+    FooterIndex,
+    KeyRange,
+    key_range,
+)
+from lakesdk.format.bloom_hash import set_key_bits
+
+__all__ = ["FooterBuilder"]
+
+
+def _java_order(s: str) -> bytes:
+    """A key's sort key in Java's ``String`` order (UTF-16 code units)."""
+    return s.encode("utf-16-be", "surrogatepass")
+
+
+class FooterBuilder:
+    """The footer entries of a base file and what they tell the key index, built from its
+    record keys added piece by piece in file order (:meth:`add`), then :meth:`finish`.  ``config``
+    None: no bloom filter (the key range only).  As :func:`~lakesdk.format.bloom.file_footer`,
+    no bloom filter when a key is empty (Hudi cannot hash it)."""
+
+    def __init__(self, config: BloomConfig | None = BloomConfig()) -> None:
+        self.config = config
+        self.count = 0
+        self._range: KeyRange | None = None
+        self._hashing = config is not None
+        if config is not None:
+            self._vs, self._nb = config.vector_size, config.nb_hash
+            self._simple = config.filter_type.upper() == SIMPLE
+            self._nr = config.num_entries
+            self._cap = 1 if self._simple else max(1, -(-config.max_entries // self._nr))
+            self._bits = np.zeros((1, self._vs), bool)
+
+    def add(self, keys: pa.Array | pa.ChunkedArray) -> None:
+        """The next keys of the file, in file order (no null key)."""
+        n = len(keys)
+        if not n:
+            return
+        rng = key_range(keys)
+        if rng is not None:
+            if self._range is None:
+                self._range = rng
+            else:
+                lo = min(self._range.min, rng.min, key=_java_order)
+                hi = max(self._range.max, rng.max, key=_java_order)
+                self._range = KeyRange(lo, hi)
+        start, self.count = self.count, self.count + n
+        if not self._hashing:
+            return
+        if pc.min(pc.binary_length(keys)).as_py() == 0:   # an empty key: Hudi writes no filter
+            self._hashing = False
+            self._bits = np.zeros((0, 0), bool)
+            return
+        rows = None if self._simple else self._rows(start, n)
+        set_key_bits(self._bits, keys, self._nb, rows)
+
+    def _rows(self, start: int, n: int) -> np.ndarray:
+        """The row of keys ``start`` to ``start + n - 1`` (Hudi's dynamic rows: ``nr`` keys a row
+        until there are ``cap`` rows, then the first to row 0 and the next to rows 0, 1, ... in
+        turn), the bit rows grown to hold them."""
+        nr, cap = self._nr, self._cap
+        i = np.arange(start, start + n, dtype=np.int64)
+        filled = cap * nr
+        late = i - filled
+        rows = np.where(i < filled, i // nr, np.where(late <= 0, 0, (late - 1) % cap))
+        need = min(cap, -(-(start + n) // nr))
+        have = self._bits.shape[0]
+        if need > have:
+            grown = np.zeros((min(cap, max(need, 2 * have)), self._vs), bool)
+            grown[:have] = self._bits
+            self._bits = grown
+        return rows
+
+    def finish(self) -> tuple[dict[bytes, bytes], FooterIndex | None]:
+        """(footer entries, what they tell the key index); ``({}, None)`` for a file of no key."""
+        if not self.count:
+            return {}, None
+        out: dict[bytes, bytes] = {}
+        index = FooterIndex(self._range, rows=self.count)
+        if self._range is not None:
+            out[MIN_KEY.encode()] = self._range.min.encode()
+            out[MAX_KEY.encode()] = self._range.max.encode()
+        if not self._hashing or self.config is None:
+            return out, index
+        nrows = 1 if self._simple else int(min(self._cap, math.ceil(self.count / self._nr)))
+        flat = np.packbits(self._bits[:nrows], axis=1, bitorder="little").reshape(-1)
+        nbytes = (self._vs + 7) // 8
+        code = SIMPLE if self._simple else DYNAMIC_V0
+        current = 0 if self._simple else self.count - (nrows - 1) * self._nr
+        bf = BloomFilter(code, self._vs, self._nb, MURMUR_HASH, [flat[r * nbytes: (r + 1) * nbytes] for r in range(nrows)],
+                         self._nr if code == DYNAMIC_V0 else 0, current)
+        bf._flat = flat
+        out[BLOOM_FILTER_KEY.encode()] = bf.serialize()
+        if code == DYNAMIC_V0:
+            out[TYPE_CODE_KEY.encode()] = DYNAMIC_V0.encode()
+        index.bloom = bf
+        self._bits = np.zeros((0, 0), bool)
+        return out, index
