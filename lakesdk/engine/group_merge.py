@@ -15,6 +15,7 @@ merger's merge, a CDC log of the rewrite): those merge it whole.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -57,6 +58,7 @@ class StoredRows:
         self.storage, self.schema, self.path, self.table = storage, schema, path, table
         self._file: Any = None
         self._pf: pq.ParquetFile | None = None
+        self._reading: set[ThreadPoolExecutor] = set()    # the side threads of the reads under way
         if path is not None:
             source: Any = storage.url(path) if storage.is_local else storage.open_input(path)
             self._file = None if storage.is_local else source
@@ -96,18 +98,36 @@ class StoredRows:
                 yield conform(t, self.schema)
 
     def _read(self, columns: list[str] | None) -> Iterator[pa.Table]:
-        """The stored file's ``columns`` (None: all), :data:`READ_ROWS` at a time; damaged
-        bytes raise :class:`~lakesdk.CorruptFileError` naming the file."""
+        """The stored file's ``columns`` (None: all), :data:`READ_ROWS` at a time, the next batch
+        decoded on a side thread while this one is merged and written; damaged bytes raise
+        :class:`~lakesdk.CorruptFileError` naming the file."""
         assert self._pf is not None and self.path is not None
         it = self._pf.iter_batches(batch_size=READ_ROWS, columns=columns, use_threads=False)
-        while True:
-            with damaged_file(self.path):
-                b = next(it, None)
-            if b is None:
-                return
-            yield pa.Table.from_batches([b])
+        path = self.path
+
+        def decode() -> pa.RecordBatch | None:
+            with damaged_file(path):
+                return next(it, None)
+        side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakesdk-read")
+        self._reading.add(side)
+        try:
+            ahead = side.submit(decode)
+            while True:
+                b = ahead.result()
+                if b is None:
+                    return
+                ahead = side.submit(decode)
+                yield pa.Table.from_batches([b])
+                del b
+        finally:   # a read stopped early (the generator closed) waits for the batch in flight
+            side.shutdown(wait=True, cancel_futures=True)
+            self._reading.discard(side)
 
     def close(self) -> None:
+        """Stop the reads (a batch being decoded is waited for), then close the file."""
+        for side in list(self._reading):
+            side.shutdown(wait=True, cancel_futures=True)
+        self._reading.clear()
         if self._pf is not None:
             self._pf.close()
             self._pf = None
