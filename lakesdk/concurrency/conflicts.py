@@ -22,13 +22,21 @@ the partitions it overwrites.
 Compactions, pending or completed, are never candidates (as in Hudi for table version 8):
 file slices are cut by completion time, so a log appended by a write that completes after
 a compaction was scheduled belongs to the next slice and is neither lost nor merged twice.
+
+A write reads its timeline before it creates its instant.  A commit that completed between
+the two is a candidate, but archival's pending-write bound keeps only the commits that
+completed after the instant was created: it may move that commit into the timeline history
+while the write runs.  So the candidates are those of the timeline read at commit and those
+of the timeline read under the lock when the instant was created (``also``); the metadata of
+one archived since is read from the history, and one that is in neither any more (a restore
+removed it) is a conflict, as nothing can be checked against it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lakesdk.exceptions import WriteConflictError
+from lakesdk.exceptions import InstantNotFoundError, WriteConflictError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
 from lakesdk.format.file_naming import BaseFile
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
@@ -124,11 +132,14 @@ def _key_collisions(reader: _KeyReader, mine: dict[str, list[str]],
 
 def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_stats: list[WriteStat],
                    replaced: dict[str, list[str]] | None = None, *,
-                   seen: frozenset[tuple[str, str]] | None = None) -> list[FileGroupConflict]:
+                   seen: frozenset[tuple[str, str]] | None = None,
+                   also: Timeline | None = None) -> list[FileGroupConflict]:
     """Writes that completed after ``me`` started (more precisely: that were not completed
     in the timeline ``seen`` the write planned against) and touched one of the same file
     groups, or inserted a key that ``me`` inserted too, or (``replaced`` given: ``me`` is an
-    overwrite) wrote into a partition that ``me`` overwrites; see the module doc."""
+    overwrite) wrote into a partition that ``me`` overwrites; see the module doc.  ``also``:
+    the timeline read when ``me`` was created, whose completed writes are candidates too
+    when archival has moved them out of ``timeline`` since."""
     mine = _touched(my_stats)
     overwritten: set[str] = set()
     if replaced is not None:      # an overwrite: the partitions it writes and replaces
@@ -140,7 +151,9 @@ def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_sta
     my_inserts = _inserting(my_stats)
     reader = _KeyReader(store.storage)
     out = []
-    for inst in timeline:
+    active = {i.requested for i in timeline}
+    moved = [i for i in also or () if i.requested not in active]     # archived (or restored) since
+    for inst in [*timeline, *moved]:
         if inst.requested == me.requested or inst.action == "compaction":
             continue   # compaction: ordered by completion time, see the module doc
         if inst.is_completed and inst.completed_action in WRITE_ACTIONS:
@@ -148,7 +161,14 @@ def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_sta
                 continue   # the write planned against it
             if seen is None and (inst.completed or inst.requested) <= me.requested:
                 continue   # completed before this write started
-            md = store.commit_metadata(inst)
+            try:
+                md = store.commit_metadata(inst)
+            except InstantNotFoundError:
+                if inst.requested in active:
+                    raise
+                out.append(FileGroupConflict(inst, tuple(sorted(mine)), "was removed from the timeline (restored) "
+                                             "before this write could be checked against it"))
+                continue
             if my_log_only and _is_log_only(md.write_stats) and not md.partition_to_replace_file_ids:
                 continue   # two log appends: non-blocking
             theirs = _touched(md.write_stats, md)

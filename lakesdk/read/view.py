@@ -173,20 +173,26 @@ class FileSystemView:
             out[part][name] = f.size
         return out
 
-    def outdated_by(self, now: Timeline) -> bool:
+    def outdated_by(self, now: Timeline, *, pending: bool = False) -> bool:
         """Whether files this view's listing holds may be gone in the later timeline ``now``: a
         clean or restore started since this view's timeline, or archival moved completed
-        instants of it away (a clean among them, which the active timeline then no longer shows)."""
+        instants of it away (a clean among them, which the active timeline then no longer shows).
+        With ``pending`` (a write planning against this view), also whether files it left out
+        may be the table's now while no active instant says so: an instant pending in this view's
+        timeline is gone from ``now`` (it may have completed and been archived since; or it was
+        rolled back)."""
         def deleters(tl: Timeline) -> set[tuple[str, str]]:
             return {(i.requested, i.action) for i in tl.instants if i.action in _DELETERS}
         active = {i.requested for i in now.instants}
-        return not (deleters(now) <= deleters(self.timeline) and all(i.requested in active for i in self.timeline.completed))
+        return not (deleters(now) <= deleters(self.timeline)
+                    and all(i.requested in active for i in self.timeline.completed)
+                    and not (pending and any(i.requested not in active for i in self.timeline.pending)))
 
-    def current_as_of(self, now: Timeline) -> "FileSystemView":
+    def current_as_of(self, now: Timeline, *, pending: bool = False) -> "FileSystemView":
         """This view when the later timeline ``now`` cannot have deleted a file it holds
-        (:meth:`outdated_by`), else the same view (as of, clock, partitions) listed again
-        against ``now``."""
-        if not self.outdated_by(now):
+        (:meth:`outdated_by`, ``pending`` as there), else the same view (as of, clock,
+        partitions) listed again against ``now``."""
+        if not self.outdated_by(now, pending=pending):
             return self
         return FileSystemView(self.storage, self.config, self.store, now, as_of=self.as_of, clock=self.clock,
                               partitions=self.scope)

@@ -96,10 +96,11 @@ class WriteOperation(WriteInput):
         instant = txn.instant
         if txn.at_begin is not None:
             # a clean (or restore, or archival) ran since the view listed the files: it may have
-            # deleted a slice the view holds for the latest (a compaction superseded it), so the
-            # files are listed again as of the timeline read to create the instant (the commit
-            # checks still start from the write's snapshot)
-            prep.view = prep.view.current_as_of(txn.at_begin)
+            # deleted a slice the view holds for the latest (a compaction superseded it); or an
+            # instant pending in the snapshot is gone (archived once it completed: the commit
+            # checks cannot see it). Then the files are listed again as of the timeline read to
+            # create the instant (the commit checks still start from the write's snapshot)
+            prep.view = prep.view.current_as_of(txn.at_begin, pending=True)
         ctx.instant = instant.requested
         faults.crash_point("after_requested")
         txn.start(CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).encode(layout=cfg.layout_version))
@@ -130,9 +131,10 @@ class WriteOperation(WriteInput):
                 operation_type=_OPERATION_TYPE[self.operation],
                 partition_to_replace_file_ids=replaced if action == "replacecommit" else None,
             )
-            txn.commit(lambda now: md.encode(layout=cfg.layout_version), checks=self._commit_checks(store, timeline, instant, stats, md,
-                                                                            replaced if action == "replacecommit" else None,
-                                                                            target_schema))
+            checks = self._commit_checks(store, timeline, instant, stats, md,
+                                         replaced if action == "replacecommit" else None, target_schema,
+                                         at_begin=txn.at_begin)
+            txn.commit(lambda now: md.encode(layout=cfg.layout_version), checks=checks)
             faults.crash_point("after_commit")
         except BaseException as err:
             txn.stop_heartbeat()
@@ -195,10 +197,13 @@ class WriteOperation(WriteInput):
                                          reconcile=t.options.schema_reconcile)
 
     def _commit_checks(self, store: Any, start: Any, instant: Instant, stats: list[WriteStat], md: CommitMetadata,
-                       overwrite: dict[str, list[str]] | None, writer: pa.Schema) -> list[Any]:
+                       overwrite: dict[str, list[str]] | None, writer: pa.Schema, *,
+                       at_begin: Any = None) -> list[Any]:
         """The preconditions of this write's commit, run on the timeline read under the lock:
         the schema to record (concurrent schema evolution, or a schema conflict), then the
-        file-group conflicts with the commits that completed since the write started."""
+        file-group conflicts with the commits that completed since the write started (those
+        of ``at_begin``, the timeline read when its instant was created, included: archival
+        may have moved them away since)."""
         from lakesdk.concurrency.conflicts import find_conflicts, raise_on_conflict
         name = self.table.config.name
         seen = frozenset((i.requested, i.action) for i in start.completed)
@@ -210,7 +215,8 @@ class WriteOperation(WriteInput):
             self._schema_change = schema_change(self._schemas[1], record, name)
 
         def file_groups(now: Any) -> None:
-            raise_on_conflict(name, instant, find_conflicts(store, now, instant, stats, overwrite, seen=seen))
+            raise_on_conflict(name, instant, find_conflicts(store, now, instant, stats, overwrite, seen=seen,
+                                                             also=at_begin))
         return [schema, file_groups]
 
     def _journal(self, store: Any, instant: Instant, action: str, started_ms: int, writer_schema: pa.Schema, *,

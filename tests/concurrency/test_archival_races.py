@@ -1,0 +1,103 @@
+"""Archival racing a write: a write whose commit check needs a commit that archival moves into
+the timeline history while the write runs must still see it (the conflict check reads its
+metadata from the history), and a write whose snapshot held a pending write that completed
+and was archived before the write's instant was created must plan against that write's files.
+
+Found by the race of two writers against an archival loop (tests/services/test_service_races.py):
+a commit that completed between a write's snapshot and its requested instant is not protected
+by archival's pending-write bound (that bound keeps what completed after the instant), so it
+could be archived, and the write's update of the same file group landed over it unchecked."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import lakesdk as lk
+from lakesdk.services import rollback as rollback_module
+from lakesdk.services.transaction import InstantTransaction
+
+from ..helpers import hudi_rows
+
+
+def _rows(ids, v, p="a"):
+    return pd.DataFrame({"id": list(ids), "p": [p] * len(ids), "v": [v] * len(ids)})
+
+
+def _tables(tmp_path, table_type):
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", partition_by="p", table_type=table_type)
+    return t, lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+
+
+def _read(t):
+    df = t.read().to_pandas()
+    assert df.id.is_unique, f"duplicate keys {sorted(df.id[df.id.duplicated()])}"
+    return dict(zip(df.id, df.v))
+
+
+def test_commit_completed_after_the_snapshot_and_archived_during_the_write_is_checked(tmp_path, monkeypatch):
+    """(Copy-on-write: on merge-on-read tables the other write's log files, read by the latest
+    file slice, keep its delta commit active.)"""
+    t, other = _tables(tmp_path, "cow")
+    t.upsert(_rows([1, 2], "base"))
+    hooks: list[str] = []
+    original_rollback = rollback_module.rollback_failed_writes
+    original_start = InstantTransaction.start
+
+    def after_the_snapshot(ctx, **kw):          # the write has read its timeline: another lands
+        if not hooks and ctx is t.context:
+            hooks.append(other.upsert(_rows([1, 2], "other")).instant)
+            for i in range(4):                  # commits elsewhere, so that archival can take it
+                other.upsert(_rows([10 + i], "filler", p="b"))
+        return original_rollback(ctx, **kw)
+
+    def after_the_instant(self, data=b""):      # the write's instant exists: archival runs
+        if len(hooks) == 1 and self.ctx is t.context:
+            r = other.maintenance.archive(min_commits=1, max_commits=2)
+            hooks.append("archived" if hooks[0] in {i.requested for i in r.archived} else "kept")
+        return original_start(self, data)
+    monkeypatch.setattr(rollback_module, "rollback_failed_writes", after_the_snapshot)
+    monkeypatch.setattr(InstantTransaction, "start", after_the_instant)
+    try:
+        t.upsert(_rows([1], "mine"))
+        landed = True
+    except lk.WriteConflictError as e:
+        assert e.other_instant == hooks[0]
+        landed = False
+    assert hooks[1] == "archived", hooks
+    got = _read(t)
+    assert not landed and got[1] == "other" and got[2] == "other"    # never lost over the other's update
+    assert hudi_rows(t.path) == sorted(got.items())
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_write_pending_at_the_snapshot_then_archived_before_the_instant_is_planned_against(tmp_path, monkeypatch,
+                                                                                          table_type):
+    """The other write was pending when this one read its timeline (its files were not the
+    table's yet), then completed and was archived before this write created its instant
+    (a savepoint kept the commit this write had seen active): the write's files are listed
+    again, so its update of a key the other write inserted goes to that key's file group."""
+    from lakesdk.table import transaction as open_instants
+    t, other = _tables(tmp_path, table_type)
+    x = open_instants.begin(other)
+    stats, schema = open_instants.write_batch(other, x, _rows([1, 2], "other"))
+    seen = t.upsert(_rows([5], "seen", p="b"))
+    t.maintenance.savepoint(seen.instant)
+    hooks: list[str] = []
+    original_rollback = rollback_module.rollback_failed_writes
+
+    def after_the_snapshot(ctx, **kw):          # the pending write lands and is archived
+        if not hooks and ctx is t.context:
+            hooks.append(open_instants.commit(other, x, stats, schema=schema).instant)
+            for i in range(3):
+                other.upsert(_rows([10 + i], "filler", p="c"))
+            r = other.maintenance.archive(min_commits=1, max_commits=2)
+            hooks.append("archived" if hooks[0] in {i.requested for i in r.archived} else "kept")
+        return original_rollback(ctx, **kw)
+    monkeypatch.setattr(rollback_module, "rollback_failed_writes", after_the_snapshot)
+    t.upsert(_rows([1], "mine"))
+    assert hooks[1] == "archived", hooks
+    got = _read(t)
+    assert got == {1: "mine", 2: "other", 5: "seen", 10: "filler", 11: "filler", 12: "filler"}
+    assert hudi_rows(t.path) == sorted(got.items())
