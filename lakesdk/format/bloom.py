@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakesdk.format.bloom_hash import key_bits, key_positions, murmur_hash, utf8_buffers
+from lakesdk.format.bloom_hash import key_positions, murmur_hash, utf8_buffers
 
 __all__ = [
     "BLOOM_FILTER_KEY", "OLD_BLOOM_FILTER_KEY", "TYPE_CODE_KEY", "MIN_KEY", "MAX_KEY", "SIMPLE", "DYNAMIC_V0",
@@ -348,42 +348,34 @@ def _text_layout(text: bytes, code: str) -> BloomFilter | None:
     return BloomFilter(code, vs, nb, ht, None, nr, cur, text=np.frombuffer(text, np.uint8), starts=starts)
 
 
+def dynamic_rows(start: int, n: int, nr: int, cap: int) -> np.ndarray:
+    """The row Hudi's ``InternalDynamicBloomFilter.add`` puts the keys ``start`` to
+    ``start + n - 1`` of a file in: ``nr`` keys a row until there are ``cap`` rows, then the
+    first to row 0 and the next ones to rows 0, 1, ... in turn."""
+    i = np.arange(start, start + n, dtype=np.int64)
+    filled = cap * nr
+    late = i - filled
+    return np.where(i < filled, i // nr, np.where(late <= 0, 0, (late - 1) % cap))
+
+
 def _dynamic_rows(n: int, nr: int, max_nr: int) -> tuple[int, int, int, np.ndarray]:
-    """Hudi's ``InternalDynamicBloomFilter.add`` for ``n`` keys in order: the number of rows,
-    the final ``currentNbRecord``, ``filled`` (keys ``i < filled`` go to row ``i // nr``) and
-    the row of each later key (once ``rows * nr`` reached the bound: the first to row 0, the
-    next ones to rows 0, 1, ... in turn)."""
+    """:func:`dynamic_rows` of ``n`` keys summed up: the number of rows, the final
+    ``currentNbRecord``, ``filled`` (keys ``i < filled`` go to row ``i // nr``) and the row of
+    each later key."""
     cap = max(1, -(-max_nr // nr))    # rows once the bound is reached
     filled = min(n, cap * nr)
     rows = 1 if n == 0 else int(min(cap, -(-n // nr)))
     current = n - (rows - 1) * nr
-    after = np.arange(n - filled, dtype=np.int64)
-    late = np.where(after == 0, 0, (after - 1) % cap)
-    return rows, int(current), filled, late
+    return rows, int(current), filled, dynamic_rows(filled, n - filled, nr, cap)
 
 
 def build_filter(keys: pa.Array | pa.ChunkedArray | Sequence[str], config: BloomConfig = BloomConfig()) -> BloomFilter:
-    """The filter Hudi writes for ``keys`` added in this order."""
-    vs, nb = config.vector_size, config.nb_hash
-    n = len(keys)
-    code = SIMPLE if config.filter_type.upper() == SIMPLE else DYNAMIC_V0
-    rows: np.ndarray | None = None
-    if code == SIMPLE:
-        nrows, current = 1, 0
-    else:
-        nr = config.num_entries
-        nrows, current, filled, late = _dynamic_rows(n, nr, config.max_entries)
-        if nrows > 1:
-            rows = np.empty(n, np.int64)
-            rows[:filled] = np.arange(filled, dtype=np.int64) // nr
-            rows[filled:] = late
-    # the rows back to back, as the index tests them
-    flat = np.packbits(key_bits(keys, vs, nb, rows, nrows), axis=1, bitorder="little").reshape(-1)
-    nbytes = (vs + 7) // 8
-    bf = BloomFilter(code, vs, nb, MURMUR_HASH, [flat[r * nbytes: (r + 1) * nbytes] for r in range(nrows)],
-                     config.num_entries if code == DYNAMIC_V0 else 0, current)
-    bf._flat = flat
-    return bf
+    """The filter Hudi writes for ``keys`` added in this order (any key hashed, an empty one
+    too; :func:`file_footer` writes no filter then)."""
+    from lakesdk.format.bloom_builder import FooterBuilder
+    builder = FooterBuilder(config)
+    builder.hash_keys(keys)
+    return builder.bloom()
 
 
 # ---------------------------------------------------------------------------------- key ranges
@@ -545,21 +537,13 @@ def file_footer(keys: pa.Array | pa.ChunkedArray,
     """The footer entries of a base file holding ``keys`` (in file order), and what they tell
     the key index: key range and, with ``config``, the bloom filter and its type code (only
     ``DYNAMIC_V0`` names it, as Hudi writes).  Without a bloom filter when a key is empty
-    (Hudi cannot hash it)."""
-    out: dict[bytes, bytes] = {}
-    rng = key_range(keys)
-    index = FooterIndex(rng, rows=len(keys))
-    if rng is not None:
-        out[MIN_KEY.encode()] = rng.min.encode()
-        out[MAX_KEY.encode()] = rng.max.encode()
-    if config is None or len(keys) == 0 or pc.min(pc.binary_length(keys)).as_py() == 0:
-        return out, index
-    bf = build_filter(keys, config)
-    out[BLOOM_FILTER_KEY.encode()] = bf.serialize()
-    if bf.type_code == DYNAMIC_V0:
-        out[TYPE_CODE_KEY.encode()] = DYNAMIC_V0.encode()
-    index.bloom = bf
-    return out, index
+    (Hudi cannot hash it).  The keys of a file written a piece at a time go to a
+    :class:`~lakesdk.format.bloom_builder.FooterBuilder` instead: the same entries."""
+    from lakesdk.format.bloom_builder import FooterBuilder
+    builder = FooterBuilder(config)
+    builder.add(keys)
+    out, index = builder.finish()
+    return out, index if index is not None else FooterIndex(None, rows=0)
 
 
 def footer_metadata(keys: pa.Array | pa.ChunkedArray, config: BloomConfig | None = BloomConfig()) -> dict[bytes, bytes]:

@@ -11,6 +11,7 @@ filter of Hudi's ``DYNAMIC_V0`` (or ``SIMPLE``) layout, each key in the row Hudi
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,7 @@ from lakesdk.format.bloom import (
     BloomFilter,
     FooterIndex,
     KeyRange,
+    dynamic_rows,
     key_range,
 )
 from lakesdk.format.bloom_hash import set_key_bits
@@ -71,32 +73,45 @@ class FooterBuilder:
                 lo = min(self._range.min, rng.min, key=_java_order)
                 hi = max(self._range.max, rng.max, key=_java_order)
                 self._range = KeyRange(lo, hi)
-        start, self.count = self.count, self.count + n
-        if not self._hashing:
-            return
-        if pc.min(pc.binary_length(keys)).as_py() == 0:   # an empty key: Hudi writes no filter
+        if self._hashing and pc.min(pc.binary_length(keys)).as_py() == 0:   # an empty key: Hudi writes no filter
             self._hashing = False
             self._bits = np.zeros((0, 0), bool)
-            return
-        rows = None if self._simple else self._rows(start, n)
+        if self._hashing:
+            self.hash_keys(keys)
+        else:
+            self.count += n
+
+    def hash_keys(self, keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> None:
+        """Set the bloom filter's bits of the next keys (any key, an empty one too; the key
+        range is :meth:`add`'s)."""
+        n = len(keys)
+        start, self.count = self.count, self.count + n
+        rows = None if self._simple or start + n <= self._nr else self._rows(start, n)
         set_key_bits(self._bits, keys, self._nb, rows)
 
     def _rows(self, start: int, n: int) -> np.ndarray:
-        """The row of keys ``start`` to ``start + n - 1`` (Hudi's dynamic rows: ``nr`` keys a row
-        until there are ``cap`` rows, then the first to row 0 and the next to rows 0, 1, ... in
-        turn), the bit rows grown to hold them."""
-        nr, cap = self._nr, self._cap
-        i = np.arange(start, start + n, dtype=np.int64)
-        filled = cap * nr
-        late = i - filled
-        rows = np.where(i < filled, i // nr, np.where(late <= 0, 0, (late - 1) % cap))
-        need = min(cap, -(-(start + n) // nr))
+        """The row of keys ``start`` to ``start + n - 1`` (:func:`~lakesdk.format.bloom.dynamic_rows`),
+        the bit rows grown to hold them."""
+        need = min(self._cap, -(-(start + n) // self._nr))
         have = self._bits.shape[0]
         if need > have:
-            grown = np.zeros((min(cap, max(need, 2 * have)), self._vs), bool)
+            grown = np.zeros((min(self._cap, max(need, 2 * have)), self._vs), bool)
             grown[:have] = self._bits
             self._bits = grown
-        return rows
+        return dynamic_rows(start, n, self._nr, self._cap)
+
+    def bloom(self) -> BloomFilter:
+        """The bloom filter of the keys hashed so far."""
+        assert self.config is not None and self._hashing
+        nrows = 1 if self._simple else max(1, int(min(self._cap, math.ceil(self.count / self._nr))))
+        flat = np.packbits(self._bits[:nrows], axis=1, bitorder="little").reshape(-1)
+        nbytes = (self._vs + 7) // 8
+        code = SIMPLE if self._simple else DYNAMIC_V0
+        current = 0 if self._simple else self.count - (nrows - 1) * self._nr
+        bf = BloomFilter(code, self._vs, self._nb, MURMUR_HASH, [flat[r * nbytes: (r + 1) * nbytes] for r in range(nrows)],
+                         self._nr if code == DYNAMIC_V0 else 0, current)
+        bf._flat = flat            # the rows back to back, as the index tests them
+        return bf
 
     def finish(self) -> tuple[dict[bytes, bytes], FooterIndex | None]:
         """(footer entries, what they tell the key index); ``({}, None)`` for a file of no key."""
@@ -109,16 +124,9 @@ class FooterBuilder:
             out[MAX_KEY.encode()] = self._range.max.encode()
         if not self._hashing or self.config is None:
             return out, index
-        nrows = 1 if self._simple else int(min(self._cap, math.ceil(self.count / self._nr)))
-        flat = np.packbits(self._bits[:nrows], axis=1, bitorder="little").reshape(-1)
-        nbytes = (self._vs + 7) // 8
-        code = SIMPLE if self._simple else DYNAMIC_V0
-        current = 0 if self._simple else self.count - (nrows - 1) * self._nr
-        bf = BloomFilter(code, self._vs, self._nb, MURMUR_HASH, [flat[r * nbytes: (r + 1) * nbytes] for r in range(nrows)],
-                         self._nr if code == DYNAMIC_V0 else 0, current)
-        bf._flat = flat
+        bf = self.bloom()
         out[BLOOM_FILTER_KEY.encode()] = bf.serialize()
-        if code == DYNAMIC_V0:
+        if bf.type_code == DYNAMIC_V0:
             out[TYPE_CODE_KEY.encode()] = DYNAMIC_V0.encode()
         index.bloom = bf
         self._bits = np.zeros((0, 0), bool)
