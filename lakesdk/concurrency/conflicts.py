@@ -19,6 +19,11 @@ started; a file group that a concurrent commit created in an overwritten partiti
 survive it.  So an overwrite conflicts with any concurrently completed write into one of
 the partitions it overwrites.
 
+A merge, or a delete by predicate, writes what it computed from rows it read: it conflicts
+with any write that completed since it read them and touched the same file groups, log
+appends included (otherwise a merge setting ``v = t.v + 1`` would overwrite a concurrent
+update of ``v`` with a value computed from the one before it).
+
 Compactions, pending or completed, are never candidates (as in Hudi for table version 8):
 file slices are cut by completion time, so a log appended by a write that completes after
 a compaction was scheduled belongs to the next slice and is neither lost nor merged twice.
@@ -28,8 +33,9 @@ the two is a candidate, but archival's pending-write bound keeps only the commit
 completed after the instant was created: it may move that commit into the timeline history
 while the write runs.  So the candidates are those of the timeline read at commit and those
 of the timeline read under the lock when the instant was created (``also``); the metadata of
-one archived since is read from the history, and one that is in neither any more (a restore
-removed it) is a conflict, as nothing can be checked against it.
+one archived since is read from the history, one rolled back since is no candidate (its files
+are gone), and one found nowhere (a restore removed it) is a conflict, as nothing can be
+checked against it.
 """
 
 from __future__ import annotations
@@ -133,13 +139,15 @@ def _key_collisions(reader: _KeyReader, mine: dict[str, list[str]],
 def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_stats: list[WriteStat],
                    replaced: dict[str, list[str]] | None = None, *,
                    seen: frozenset[tuple[str, str]] | None = None,
-                   also: Timeline | None = None) -> list[FileGroupConflict]:
+                   also: Timeline | None = None, computed: bool = False) -> list[FileGroupConflict]:
     """Writes that completed after ``me`` started (more precisely: that were not completed
     in the timeline ``seen`` the write planned against) and touched one of the same file
     groups, or inserted a key that ``me`` inserted too, or (``replaced`` given: ``me`` is an
     overwrite) wrote into a partition that ``me`` overwrites; see the module doc.  ``also``:
     the timeline read when ``me`` was created, whose completed writes are candidates too
-    when archival has moved them out of ``timeline`` since."""
+    when archival has moved them out of ``timeline`` since.  ``computed``: ``me`` wrote
+    values computed from the rows it read (a merge, a delete by predicate), so its log
+    appends conflict with the other side's too."""
     mine = _touched(my_stats)
     overwritten: set[str] = set()
     if replaced is not None:      # an overwrite: the partitions it writes and replaces
@@ -147,12 +155,16 @@ def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_sta
         overwritten = set(replaced) | {s.partitionPath or "" for s in my_stats}
     if not mine:
         return []
-    my_log_only = _is_log_only(my_stats) and replaced is None
+    my_log_only = _is_log_only(my_stats) and replaced is None and not computed
     my_inserts = _inserting(my_stats)
     reader = _KeyReader(store.storage)
     out = []
     active = {i.requested for i in timeline}
-    moved = [i for i in also or () if i.requested not in active]     # archived (or restored) since
+    moved = [i for i in also or () if i.requested not in active]     # archived, rolled back or restored since
+    if moved:
+        from lakesdk.timeline.moved import rolled_back
+        undone = rolled_back(store, timeline, {i.requested for i in moved})   # its files are gone: no conflict
+        moved = [i for i in moved if i.requested not in undone]
     for inst in [*timeline, *moved]:
         if inst.requested == me.requested or inst.action == "compaction":
             continue   # compaction: ordered by completion time, see the module doc
@@ -166,8 +178,8 @@ def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_sta
             except InstantNotFoundError:
                 if inst.requested in active:
                     raise
-                out.append(FileGroupConflict(inst, tuple(sorted(mine)), "was removed from the timeline (restored) "
-                                             "before this write could be checked against it"))
+                out.append(FileGroupConflict(inst, tuple(sorted(mine)), "left the timeline (a restore, or archival "
+                                             "whose history lacks it) before this write could be checked against it"))
                 continue
             if my_log_only and _is_log_only(md.write_stats) and not md.partition_to_replace_file_ids:
                 continue   # two log appends: non-blocking

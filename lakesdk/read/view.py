@@ -26,6 +26,7 @@ from lakesdk.read.listing import (
     listed_files,
 )
 from lakesdk.storage import FileInfo, Storage
+from lakesdk.timeline.moved import unseen_may_be_archived
 from lakesdk.timeline.store import TimelineStore
 
 if TYPE_CHECKING:
@@ -178,15 +179,14 @@ class FileSystemView:
         clean or restore started since this view's timeline, or archival moved completed
         instants of it away (a clean among them, which the active timeline then no longer shows).
         With ``pending`` (a write planning against this view), also whether files it left out
-        may be the table's now while no active instant says so: an instant pending in this view's
-        timeline is gone from ``now`` (it may have completed and been archived since; or it was
-        rolled back)."""
+        may be the table's now while no active instant says so: an instant that completed since
+        may have been archived (:func:`~lakesdk.timeline.moved.unseen_may_be_archived`)."""
         def deleters(tl: Timeline) -> set[tuple[str, str]]:
             return {(i.requested, i.action) for i in tl.instants if i.action in _DELETERS}
         active = {i.requested for i in now.instants}
-        return not (deleters(now) <= deleters(self.timeline)
-                    and all(i.requested in active for i in self.timeline.completed)
-                    and not (pending and any(i.requested not in active for i in self.timeline.pending)))
+        if not (deleters(now) <= deleters(self.timeline) and all(i.requested in active for i in self.timeline.completed)):
+            return True
+        return pending and unseen_may_be_archived(self.store, self.timeline, now)
 
     def current_as_of(self, now: Timeline, *, pending: bool = False) -> "FileSystemView":
         """This view when the later timeline ``now`` cannot have deleted a file it holds

@@ -222,6 +222,7 @@ class MergeBuilder:
         guards = self._key_guards(arrow.column_names if arrow is not None else list(sdf.columns))
         m: Any = None
         engine = "spark"
+        read_at = t.context.store.load()    # before the target's rows are read: see WriteInput.read_at
         if arrow is not None and t.context.engine() == "local":
             from lakesdk.table.local_merge import LocalMergeUnsupported, local_merge_plan
             try:
@@ -255,8 +256,8 @@ class MergeBuilder:
             # the clauses have applied missing_columns to the table's columns; "null" also lets
             # the write take a struct without some of the table's fields (the Arrow path's
             # cast adds them as nulls)
-            write = WriteOperation(t, "merge", data,
-                                   missing_columns="null" if self.missing_columns == "null" else "error").execute()
+            write = WriteOperation(t, "merge", data, missing_columns="null" if self.missing_columns == "null" else "error",
+                                   read_at=read_at).execute()
         per = tuple((c.label, int(counts.get(i, 0))) for i, c in enumerate(self.clauses))
         # what happened to the table is what the commit did: a selected row whose ordering
         # value is lower than the stored one changes nothing (skipped)

@@ -246,12 +246,14 @@ class Table:
         if keys is not None and where is not None:
             raise OptionsError("delete() takes keys or where=, not both: pass the keys to delete, or a predicate "
                                "selecting the rows to delete (t.delete(where=\"city = 'sf'\"))", key="where")
+        read_at = None
         if where is not None:
+            read_at = self.context.store.load()     # before the rows are read: see WriteInput.read_at
             keys = self._keys_where(where)
         elif keys is None:
             raise OptionsError("delete() needs the keys to delete or where=: t.delete(['k1', 'k2']) or "
                                "t.delete(where=\"city = 'sf'\")", key="keys")
-        return WriteOperation(self, "delete", keys, commit_empty=where is not None).execute()
+        return WriteOperation(self, "delete", keys, commit_empty=where is not None, read_at=read_at).execute()
 
     def _keys_where(self, where: Any) -> pa.Table:
         """The key and partition fields of the rows of the latest snapshot matching ``where``."""

@@ -94,13 +94,17 @@ class WriteOperation(WriteInput):
         # (a single writer takes its time after the newest timeline it read, without reading it again)
         txn = InstantTransaction.begin(t.context, action, operation=self.operation, timeline=prep.view.timeline)
         instant = txn.instant
+        planned_on = timeline      # the writes this one planned against are not conflicts
         if txn.at_begin is not None:
             # a clean (or restore, or archival) ran since the view listed the files: it may have
-            # deleted a slice the view holds for the latest (a compaction superseded it); or an
-            # instant pending in the snapshot is gone (archived once it completed: the commit
-            # checks cannot see it). Then the files are listed again as of the timeline read to
-            # create the instant (the commit checks still start from the write's snapshot)
-            prep.view = prep.view.current_as_of(txn.at_begin, pending=True)
+            # deleted a slice the view holds for the latest (a compaction superseded it); or a
+            # write that completed since may have been archived (lakesdk.timeline.moved), out of
+            # reach of the commit checks. Then the files are listed again as of the timeline read
+            # to create the instant, and the write plans against that one (its schema checks
+            # still start from the write's snapshot)
+            again = prep.view.current_as_of(txn.at_begin, pending=True)
+            if again is not prep.view:
+                prep.view, prep.timeline, planned_on = again, txn.at_begin, txn.at_begin
         ctx.instant = instant.requested
         faults.crash_point("after_requested")
         txn.start(CommitMetadata(operation_type=_OPERATION_TYPE[self.operation]).encode(layout=cfg.layout_version))
@@ -111,6 +115,8 @@ class WriteOperation(WriteInput):
         # concurrent writers, compares the schema it records with the table's at commit)
         self._schema_change: SchemaChange | None = schema_change(prep.table_schema, target_schema, cfg.name)
         try:
+            if self.read_at is not None and txn.at_begin is not None:
+                _ensure_read_checkable(t.name, store, self.read_at, txn.at_begin, self.operation)
             ctx.markers = txn.markers(detector=t.context.early_detector(instant.requested, timeline))
             try:
                 stats, counts, replaced = self._run(prep)
@@ -133,7 +139,7 @@ class WriteOperation(WriteInput):
             )
             checks = self._commit_checks(store, timeline, instant, stats, md,
                                          replaced if action == "replacecommit" else None, target_schema,
-                                         at_begin=txn.at_begin)
+                                         planned_on=self.read_at or planned_on, at_begin=txn.at_begin)
             txn.commit(lambda now: md.encode(layout=cfg.layout_version), checks=checks)
             faults.crash_point("after_commit")
         except BaseException as err:
@@ -198,15 +204,15 @@ class WriteOperation(WriteInput):
 
     def _commit_checks(self, store: Any, start: Any, instant: Instant, stats: list[WriteStat], md: CommitMetadata,
                        overwrite: dict[str, list[str]] | None, writer: pa.Schema, *,
-                       at_begin: Any = None) -> list[Any]:
+                       planned_on: Any, at_begin: Any = None) -> list[Any]:
         """The preconditions of this write's commit, run on the timeline read under the lock:
-        the schema to record (concurrent schema evolution, or a schema conflict), then the
-        file-group conflicts with the commits that completed since the write started (those
-        of ``at_begin``, the timeline read when its instant was created, included: archival
-        may have moved them away since)."""
+        the schema to record (concurrent schema evolution since ``start``, or a schema
+        conflict), then the file-group conflicts with the commits not completed in
+        ``planned_on`` (those of ``at_begin``, the timeline read when its instant was created,
+        included: archival may have moved them away since)."""
         from lakesdk.concurrency.conflicts import find_conflicts, raise_on_conflict
         name = self.table.config.name
-        seen = frozenset((i.requested, i.action) for i in start.completed)
+        seen = frozenset((i.requested, i.action) for i in planned_on.completed)
 
         def schema(now: Any) -> None:
             record = self._resolve_schema(store, start, now, writer, instant)
@@ -216,7 +222,7 @@ class WriteOperation(WriteInput):
 
         def file_groups(now: Any) -> None:
             raise_on_conflict(name, instant, find_conflicts(store, now, instant, stats, overwrite, seen=seen,
-                                                             also=at_begin))
+                                                             also=at_begin, computed=self.read_at is not None))
         return [schema, file_groups]
 
     def _journal(self, store: Any, instant: Instant, action: str, started_ms: int, writer_schema: pa.Schema, *,
@@ -324,7 +330,7 @@ class WriteOperation(WriteInput):
             # table without partitions whose writes use it (where any index is global); the key
             # ranges of the metadata table's column statistics serve the other indexes
             by_record = everywhere or (not t.config.partition_fields and t.context.index_type() == "RECORD_INDEX")
-            job.record_index = _record_index_lookup(t, view, timeline) if by_record else None
+            job.record_index = _record_index_lookup(t, view, view.timeline) if by_record else None
             job.key_ranges = _record_key_ranges(view) if job.record_index is None else None
             index = job.key_index(slices, _index_slice_ctx(ctx, view, slices), data, global_keys=everywhere)
             if ctx.global_index:   # keys stored in another partition move (or stay) by the ordering
@@ -457,6 +463,19 @@ def _checked_view(table: Any, store: Any, timeline: Any,
         again.verify()
         return again
     return view
+
+
+def _ensure_read_checkable(name: str, store: Any, read_at: Any, at_begin: Any, operation: str) -> None:
+    """A write computed from rows read after ``read_at`` (a merge, a delete by predicate) is
+    checked at commit against the writes that completed since; when one of them may have been
+    archived before the write's instant existed (:func:`lakesdk.timeline.moved.unseen_may_be_archived`),
+    nothing could check it, and the write stops with a conflict before writing anything."""
+    from lakesdk.exceptions import WriteConflictError
+    from lakesdk.timeline.moved import unseen_may_be_archived
+    if unseen_may_be_archived(store, read_at, at_begin):
+        raise WriteConflictError(
+            f"{operation} into {name!r}: the table's timeline was archived while the rows it was computed from were "
+            "read, so the writes that changed them since cannot be checked; nothing was written. Run it again.")
 
 
 def _typed(err: Exception) -> BaseException:

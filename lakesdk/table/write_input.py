@@ -90,6 +90,9 @@ class WriteInput:
     truncate_nanoseconds: bool = False   # timestamp[ns] values with digits below the microsecond
     key_encoding: str | None = None      # how null/empty key values are written; None: the table's (see _prepare)
     commit_empty: bool = False           # a delete by predicate matching no row commits (as one of absent keys)
+    #: the timeline read before the caller read the rows this write was computed from (a merge's
+    #: target, a delete's rows matching ``where``): writes completed since are checked at commit
+    read_at: Any = None
 
     def __post_init__(self) -> None:
         if self.missing_columns not in MISSING_COLUMNS:

@@ -101,3 +101,100 @@ def test_write_pending_at_the_snapshot_then_archived_before_the_instant_is_plann
     got = _read(t)
     assert got == {1: "mine", 2: "other", 5: "seen", 10: "filler", 11: "filler", 12: "filler"}
     assert hudi_rows(t.path) == sorted(got.items())
+
+
+def test_write_to_a_table_without_commits_whose_racing_commits_were_archived_lists_again(tmp_path, monkeypatch):
+    """The snapshot held no commit for archival to take first: the commits made and archived
+    before the write's instant leave no gone instant behind, only new ones."""
+    t, other = _tables(tmp_path, "cow")
+    hooks: list[str] = []
+    original_rollback = rollback_module.rollback_failed_writes
+
+    def after_the_snapshot(ctx, **kw):
+        if not hooks and ctx is t.context:
+            hooks.append(other.upsert(_rows([1, 2], "other")).instant)
+            for i in range(3):
+                other.upsert(_rows([10 + i], "filler", p="b"))
+            r = other.maintenance.archive(min_commits=1, max_commits=2)
+            hooks.append("archived" if hooks[0] in {i.requested for i in r.archived} else "kept")
+        return original_rollback(ctx, **kw)
+    monkeypatch.setattr(rollback_module, "rollback_failed_writes", after_the_snapshot)
+    t.upsert(_rows([1], "mine"))
+    assert hooks[1] == "archived", hooks
+    got = _read(t)
+    assert got == {1: "mine", 2: "other", 10: "filler", 11: "filler", 12: "filler"}
+    assert hudi_rows(t.path) == sorted(got.items())
+
+
+def test_a_racing_write_rolled_back_while_this_one_runs_is_no_conflict(tmp_path, monkeypatch):
+    t, other = _tables(tmp_path, "cow")
+    t.upsert(_rows([1], "base"))
+    hooks: list[str] = []
+    original_rollback = rollback_module.rollback_failed_writes
+    original_start = InstantTransaction.start
+
+    def after_the_snapshot(ctx, **kw):
+        if not hooks and ctx is t.context:
+            hooks.append(other.upsert(_rows([5], "other", p="b")).instant)
+        return original_rollback(ctx, **kw)
+
+    def after_the_instant(self, data=b""):
+        if len(hooks) == 1 and self.ctx is t.context:
+            other.maintenance.rollback(hooks[0])
+            hooks.append("rolled back")
+        return original_start(self, data)
+    monkeypatch.setattr(rollback_module, "rollback_failed_writes", after_the_snapshot)
+    monkeypatch.setattr(InstantTransaction, "start", after_the_instant)
+    t.upsert(_rows([1], "mine"))
+    assert len(hooks) == 2
+    assert _read(t) == {1: "mine"}
+
+
+# -- writes computed from rows they read ---------------------------------------------------------------
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_merge_computed_from_rows_a_write_changed_since_conflicts(tmp_path, monkeypatch, table_type):
+    """A merge setting ``n = t.n + 1`` read n = 1; an update to n = 10 lands before the merge
+    commits: the merge fails with a conflict (on merge-on-read tables too, where two plain log
+    appends do not conflict), never n = 2 over the update."""
+    from lakesdk.table import local_merge
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id", table_type=table_type)
+    t.upsert(pd.DataFrame({"id": [1, 2], "n": [1, 1]}))
+    other = lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+    original = local_merge._read_target
+    landed = []
+
+    def read_then_a_write_lands(*a, **kw):
+        out = original(*a, **kw)
+        if not landed:
+            landed.append(other.upsert(pd.DataFrame({"id": [1], "n": [10]})).instant)
+        return out
+    monkeypatch.setattr(local_merge, "_read_target", read_then_a_write_lands)
+    src = pd.DataFrame({"id": [1], "d": [1]})
+    with pytest.raises(lk.WriteConflictError) as e:
+        t.merge(src, on="id").when_matched_update({"n": "t.n + s.d"}).execute()
+    assert e.value.other_instant == landed[0]
+    df = t.read().to_pandas()
+    assert dict(zip(df.id, df.n)) == {1: 10, 2: 1}
+
+
+def test_delete_where_of_rows_a_write_changed_since_conflicts(tmp_path, monkeypatch):
+    """``delete(where="n = 1")`` read the keys of the rows matching it; an update moves one of
+    them out of the predicate before the delete commits: a conflict, the row kept."""
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id")
+    t.upsert(pd.DataFrame({"id": [1, 2], "n": [1, 5]}))
+    other = lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+    original = type(t)._keys_where
+    landed = []
+
+    def read_then_a_write_lands(self, where):
+        out = original(self, where)
+        if not landed:
+            landed.append(other.upsert(pd.DataFrame({"id": [1], "n": [7]})).instant)
+        return out
+    monkeypatch.setattr(type(t), "_keys_where", read_then_a_write_lands)
+    with pytest.raises(lk.WriteConflictError):
+        t.delete(where="n = 1")
+    df = t.read().to_pandas()
+    assert dict(zip(df.id, df.n)) == {1: 7, 2: 5}

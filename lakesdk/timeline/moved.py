@@ -1,0 +1,56 @@
+"""Instants that left the active timeline between two reads of it, and what a writer can tell
+from that.
+
+A write reads the timeline (its snapshot), plans, creates its instant under the table lock
+(reading the timeline again) and checks, at its commit, the writes it did not plan against.
+Archival's pending-write bound keeps active every commit that completes after the write's
+instant was created, not the ones that completed between the snapshot and the instant: those
+may be archived before the write commits, or even before it creates its instant.  Archival
+moves the oldest completed instants first, so when one that completed after the snapshot was
+archived, so were the snapshot's own completed instants (savepointed ones aside), or it was
+pending in the snapshot.  Either leaves a trace in the later read, which
+:func:`unseen_may_be_archived` looks for; a rollback that names the instant explains it
+instead (:func:`rolled_back`).
+"""
+
+from __future__ import annotations
+
+from lakesdk.format.timeline import Timeline
+from lakesdk.timeline.store import TimelineStore
+
+__all__ = ["rolled_back", "unseen_may_be_archived"]
+
+
+def rolled_back(store: TimelineStore, timeline: Timeline, names: set[str]) -> set[str]:
+    """The instants of ``names`` that a completed rollback of ``timeline`` undid."""
+    from lakesdk.exceptions import CorruptTimelineError
+    from lakesdk.format.rollback_metadata import RollbackMetadataData
+    out: set[str] = set()
+    if not names:
+        return out
+    first = min(names)
+    for rb in timeline.filter(actions=["rollback"]):
+        if not rb.is_completed or rb.requested <= first:
+            continue
+        try:
+            out |= store.metadata(rb, RollbackMetadataData).undone & names
+        except (FileNotFoundError, CorruptTimelineError):
+            continue
+    return out
+
+
+def unseen_may_be_archived(store: TimelineStore, before: Timeline, now: Timeline) -> bool:
+    """Whether an instant that completed after ``before`` was read may be missing from the
+    later read ``now`` because archival moved it (see the module doc): an instant of ``before``
+    (a savepoint aside) is gone from ``now`` and no rollback there undid it; or ``before``
+    held no completed instant that archival would take first (none, or savepointed commits
+    only) while ``now`` holds completed instants ``before`` did not."""
+    active = {i.requested for i in now.instants}
+    gone = {i.requested for i in before.instants if i.action != "savepoint" and i.requested not in active}
+    if gone and gone - rolled_back(store, now, gone):
+        return True
+    saved = {i.requested for i in before.instants if i.action == "savepoint"}
+    if any(i.action != "savepoint" and i.requested not in saved for i in before.completed):
+        return False
+    known = {i.requested for i in before.instants}
+    return any(i.requested not in known for i in now.completed)
