@@ -23,7 +23,8 @@ from lakesdk.engine.footers import remember_footer
 from lakesdk.engine.group_merge import SlicePieces, StoredRows, merge_partial_into_base, merged_pieces, nan_statistics
 from lakesdk.engine.slice_reader import SliceReadContext, conform, read_slice
 from lakesdk.engine.stored_fields import keep_stored
-from lakesdk.format.bloom import BloomConfig, file_footer
+from lakesdk.format.bloom import BloomConfig
+from lakesdk.format.bloom_builder import file_footer
 from lakesdk.format.cdc import logging_mode
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id

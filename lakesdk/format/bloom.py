@@ -51,7 +51,7 @@ from lakesdk.format.bloom_hash import key_positions, murmur_hash, utf8_buffers
 __all__ = [
     "BLOOM_FILTER_KEY", "OLD_BLOOM_FILTER_KEY", "TYPE_CODE_KEY", "MIN_KEY", "MAX_KEY", "SIMPLE", "DYNAMIC_V0",
     "MURMUR_HASH", "JENKINS_HASH", "BloomConfig", "BloomFilter", "KeyProbe", "KeySet", "KeyRange", "FooterIndex", "FOOTER_KEYS",
-    "bit_size", "num_hashes", "murmur_hash", "key_positions", "build_filter", "file_footer", "footer_metadata",
+    "bit_size", "num_hashes", "murmur_hash", "key_positions", "dynamic_rows",
     "read_footer", "key_range", "in_range",
 ]
 
@@ -369,15 +369,6 @@ def _dynamic_rows(n: int, nr: int, max_nr: int) -> tuple[int, int, int, np.ndarr
     return rows, int(current), filled, dynamic_rows(filled, n - filled, nr, cap)
 
 
-def build_filter(keys: pa.Array | pa.ChunkedArray | Sequence[str], config: BloomConfig = BloomConfig()) -> BloomFilter:
-    """The filter Hudi writes for ``keys`` added in this order (any key hashed, an empty one
-    too; :func:`file_footer` writes no filter then)."""
-    from lakesdk.format.bloom_builder import FooterBuilder
-    builder = FooterBuilder(config)
-    builder.hash_keys(keys)
-    return builder.bloom()
-
-
 # ---------------------------------------------------------------------------------- key ranges
 @dataclass(frozen=True)
 class KeyRange:
@@ -530,25 +521,6 @@ class FooterIndex:
 
 
 FOOTER_KEYS = frozenset(k.encode() for k in (BLOOM_FILTER_KEY, OLD_BLOOM_FILTER_KEY, TYPE_CODE_KEY, MIN_KEY, MAX_KEY))
-
-
-def file_footer(keys: pa.Array | pa.ChunkedArray,
-                config: BloomConfig | None = BloomConfig()) -> tuple[dict[bytes, bytes], FooterIndex]:
-    """The footer entries of a base file holding ``keys`` (in file order), and what they tell
-    the key index: key range and, with ``config``, the bloom filter and its type code (only
-    ``DYNAMIC_V0`` names it, as Hudi writes).  Without a bloom filter when a key is empty
-    (Hudi cannot hash it).  The keys of a file written a piece at a time go to a
-    :class:`~lakesdk.format.bloom_builder.FooterBuilder` instead: the same entries."""
-    from lakesdk.format.bloom_builder import FooterBuilder
-    builder = FooterBuilder(config)
-    builder.add(keys)
-    out, index = builder.finish()
-    return out, index if index is not None else FooterIndex(None, rows=0)
-
-
-def footer_metadata(keys: pa.Array | pa.ChunkedArray, config: BloomConfig | None = BloomConfig()) -> dict[bytes, bytes]:
-    """The footer entries of :func:`file_footer`."""
-    return file_footer(keys, config)[0]
 
 
 def read_footer(metadata: Mapping[bytes, bytes] | None) -> FooterIndex:

@@ -1,9 +1,9 @@
-"""A base file's footer built as its record keys come, in file order.
+"""A base file's footer built from its record keys, in file order.
 
-:func:`lakesdk.format.bloom.file_footer` takes every key of a file at once; a writer that
-writes a file as its rows come (:mod:`lakesdk.engine.base_file_writer`) hands each piece's keys
-to a :class:`FooterBuilder` instead, which can hash them while the next piece is encoded.  The
-result is the same: the key range in Java's ``String`` order, the row count, and the bloom
+:func:`file_footer` takes every key of a file at once; a writer that writes a file as its rows
+come (:mod:`lakesdk.engine.base_file_writer`) hands each piece's keys to a
+:class:`FooterBuilder`, which can hash them while the next piece is encoded (:func:`file_footer`
+is a builder given all the keys in one piece).  The result is the same: the key range in Java's ``String`` order, the row count, and the bloom
 filter of Hudi's ``DYNAMIC_V0`` (or ``SIMPLE``) layout, each key in the row Hudi's
 ``InternalDynamicBloomFilter.add`` puts it in given its position in the file.  No I/O.
 """
@@ -34,7 +34,7 @@ from lakesdk.format.bloom import (
 )
 from lakesdk.format.bloom_hash import set_key_bits
 
-__all__ = ["FooterBuilder"]
+__all__ = ["FooterBuilder", "build_filter", "file_footer", "footer_metadata"]
 
 
 def _java_order(s: str) -> bytes:
@@ -131,3 +131,28 @@ class FooterBuilder:
         index.bloom = bf
         self._bits = np.zeros((0, 0), bool)
         return out, index
+
+
+def build_filter(keys: pa.Array | pa.ChunkedArray | Sequence[str], config: BloomConfig = BloomConfig()) -> BloomFilter:
+    """The filter Hudi writes for ``keys`` added in this order (any key hashed, an empty one
+    too; :func:`file_footer` writes no filter then)."""
+    builder = FooterBuilder(config)
+    builder.hash_keys(keys)
+    return builder.bloom()
+
+
+def file_footer(keys: pa.Array | pa.ChunkedArray,
+                config: BloomConfig | None = BloomConfig()) -> tuple[dict[bytes, bytes], FooterIndex]:
+    """The footer entries of a base file holding ``keys`` (in file order), and what they tell
+    the key index: key range and, with ``config``, the bloom filter and its type code (only
+    ``DYNAMIC_V0`` names it, as Hudi writes).  Without a bloom filter when a key is empty
+    (Hudi cannot hash it)."""
+    builder = FooterBuilder(config)
+    builder.add(keys)
+    out, index = builder.finish()
+    return out, index if index is not None else FooterIndex(None, rows=0)
+
+
+def footer_metadata(keys: pa.Array | pa.ChunkedArray, config: BloomConfig | None = BloomConfig()) -> dict[bytes, bytes]:
+    """The footer entries of :func:`file_footer`."""
+    return file_footer(keys, config)[0]

@@ -116,7 +116,8 @@ class WriteOperation(WriteInput):
         self._schema_change: SchemaChange | None = schema_change(prep.table_schema, target_schema, cfg.name)
         try:
             if self.read_at is not None and txn.at_begin is not None:
-                _ensure_read_checkable(t.name, store, self.read_at, txn.at_begin, self.operation)
+                from lakesdk.timeline.moved import ensure_read_checkable
+                ensure_read_checkable(t.name, store, self.read_at, txn.at_begin, self.operation)
             ctx.markers = txn.markers(detector=t.context.early_detector(instant.requested, timeline))
             try:
                 stats, counts, replaced = self._run(prep)
@@ -463,19 +464,6 @@ def _checked_view(table: Any, store: Any, timeline: Any,
         again.verify()
         return again
     return view
-
-
-def _ensure_read_checkable(name: str, store: Any, read_at: Any, at_begin: Any, operation: str) -> None:
-    """A write computed from rows read after ``read_at`` (a merge, a delete by predicate) is
-    checked at commit against the writes that completed since; when one of them may have been
-    archived before the write's instant existed (:func:`lakesdk.timeline.moved.unseen_may_be_archived`),
-    nothing could check it, and the write stops with a conflict before writing anything."""
-    from lakesdk.exceptions import WriteConflictError
-    from lakesdk.timeline.moved import unseen_may_be_archived
-    if unseen_may_be_archived(store, read_at, at_begin):
-        raise WriteConflictError(
-            f"{operation} into {name!r}: the table's timeline was archived while the rows it was computed from were "
-            "read, so the writes that changed them since cannot be checked; nothing was written. Run it again.")
 
 
 def _typed(err: Exception) -> BaseException:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from lakesdk.format.timeline import Timeline
 from lakesdk.timeline.store import TimelineStore
 
-__all__ = ["rolled_back", "unseen_may_be_archived"]
+__all__ = ["ensure_read_checkable", "rolled_back", "unseen_may_be_archived"]
 
 
 def rolled_back(store: TimelineStore, timeline: Timeline, names: set[str]) -> set[str]:
@@ -54,3 +54,16 @@ def unseen_may_be_archived(store: TimelineStore, before: Timeline, now: Timeline
         return False
     known = {i.requested for i in before.instants}
     return any(i.requested not in known for i in now.completed)
+
+
+def ensure_read_checkable(name: str, store: TimelineStore, read_at: Timeline, at_begin: Timeline,
+                          operation: str) -> None:
+    """A write computed from rows read after ``read_at`` (a merge, a delete by predicate) is
+    checked at commit against the writes that completed since; when one of them may have been
+    archived before the write's instant existed (:func:`unseen_may_be_archived`), nothing could
+    check it, and the write stops with a conflict before writing anything."""
+    from lakesdk.exceptions import WriteConflictError
+    if unseen_may_be_archived(store, read_at, at_begin):
+        raise WriteConflictError(
+            f"{operation} into {name!r}: the table's timeline was archived while the rows it was computed from were "
+            "read, so the writes that changed them since cannot be checked; nothing was written. Run it again.")

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import lakesdk as lk
 from lakesdk.engine.footers import clear_footer_cache
 from lakesdk.format import bloom as B
+from lakesdk.format import bloom_builder as BB
 
 from ..helpers import hudi_rows
 
@@ -129,7 +130,7 @@ def test_dynamic_rows_follow_hudi(n, nr, max_nr):
        max_entries=st.integers(1, 400))
 def test_every_added_key_is_found(keys, kind, entries, fpp, max_entries):
     cfg = B.BloomConfig(num_entries=entries, fpp=fpp, filter_type=kind, max_entries=max_entries)
-    footer = B.footer_metadata(pa.array(keys, pa.string()), cfg)
+    footer = BB.footer_metadata(pa.array(keys, pa.string()), cfg)
     fi = B.read_footer(footer)
     assert fi.bloom is not None and fi.bloom.might_contain(keys).all()
     assert (footer.get(B.TYPE_CODE_KEY.encode()) == b"DYNAMIC_V0") == (kind == B.DYNAMIC_V0)
@@ -158,7 +159,7 @@ def test_unreadable_footers_are_left_out():
     assert fi.bloom is None and fi.range is None
     assert B.read_footer(None).bloom is None
     # Hudi never hashes an empty key: no filter then, the key range only
-    footer = B.footer_metadata(pa.array(["", "b"]))
+    footer = BB.footer_metadata(pa.array(["", "b"]))
     assert B.BLOOM_FILTER_KEY.encode() not in footer and footer[B.MIN_KEY.encode()] == b""
 
 
@@ -174,7 +175,7 @@ def test_hudi_written_filters(conformance_dir):
         keys = pq.read_table(p, columns=["_hoodie_record_key"]).column(0)
         fi = B.read_footer(md)
         assert fi.bloom is not None and fi.bloom.might_contain(keys).all(), p
-        assert B.footer_metadata(keys)[B.BLOOM_FILTER_KEY.encode()] == md[B.BLOOM_FILTER_KEY.encode()], p
+        assert BB.footer_metadata(keys)[B.BLOOM_FILTER_KEY.encode()] == md[B.BLOOM_FILTER_KEY.encode()], p
         assert fi.range is not None and B.in_range(keys, fi.range).all()
         checked += 1
     assert checked >= 10
@@ -385,7 +386,7 @@ def test_filter_read_in_its_text_answers_as_decoded():
     keys = pa.array([f"key-{i}" for i in range(3000)])
     probe = pa.array([f"other-{i}" for i in range(20000)])
     for cfg in (B.BloomConfig(num_entries=1000, fpp=0.05, max_entries=2500), B.BloomConfig(1500, 0.05, "SIMPLE")):
-        text = B.build_filter(keys, cfg).serialize()
+        text = BB.build_filter(keys, cfg).serialize()
         lazy = B.BloomFilter.deserialize(text, cfg.filter_type)
         whole = B._decode_whole(base64.b64decode(text), cfg.filter_type.upper())
         assert lazy._text is not None and whole._text is None

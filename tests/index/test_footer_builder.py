@@ -2,7 +2,7 @@
 for generated keys (ids, text with characters beyond U+FFFF, an empty key), bloom settings
 (SIMPLE, DYNAMIC_V0 with few keys a row and a low bound, so keys are dealt to the rows in
 turn) and cuts of the keys into pieces, the same footer bytes and key index as the footer of
-all the keys at once (lakesdk.format.bloom.file_footer)."""
+all the keys at once (lakesdk.format.bloom_builder.file_footer)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakesdk.format import bloom as B
+from lakesdk.format import bloom_builder as BB
 from lakesdk.format import bloom_hash
 from lakesdk.format.bloom_builder import FooterBuilder
 
@@ -36,7 +37,7 @@ def _check(keys: list[str], config, cuts: list[int]) -> None:
     if not keys:
         assert (entries, index) == ({}, None)
         return
-    want, want_index = B.file_footer(col, config)
+    want, want_index = BB.file_footer(col, config)
     assert entries == want
     assert index is not None and index.rows == want_index.rows == len(keys)
     assert (index.range.min, index.range.max) == (want_index.range.min, want_index.range.max)
