@@ -479,18 +479,20 @@ def _typed(err: Exception) -> BaseException:
 
 def _raise_if_cleaned(table: Any, store: Any, timeline: Any, instant: str, err: FileNotFoundError, *,
                       rolled_back: bool = True) -> None:
-    """A file this write read is gone: when a clean or restore started after the write read
-    the timeline, it deleted the file slice under the write (a conflict: the write is rolled
-    back, or its instant is to be aborted by whoever opened it, and can be retried)."""
+    """A file this write read is gone: when a clean, restore or rollback (of the commit that
+    wrote it) started after the write read the timeline, it deleted the file slice under the
+    write (a conflict: the write is rolled back, or its instant is to be aborted by whoever
+    opened it, and can be retried)."""
     seen = {i.requested for i in timeline.instants}
-    later = [i for i in store.load().instants if i.action in ("clean", "restore") and i.requested not in seen]
+    later = [i for i in store.load().instants
+             if i.action in ("clean", "restore", "rollback") and i.requested not in seen]
     if not later:
         return
     from lakesdk.exceptions import WriteConflictError
     other = later[0]
     lost = WriteConflictError(
         f"write {instant} to {table.name!r} read a file that {other.action} {other.requested} deleted "
-        f"meanwhile ({getattr(err, 'filename', None) or err}): the file slice it planned against was cleaned. "
+        f"meanwhile ({getattr(err, 'filename', None) or err}): the file slice it planned against is gone. "
         + ("This write was rolled back; retry it" if rolled_back else
            "Abort the instant (lakesdk.table.transaction.abort) and write the batch again in a new one")
         + " (it then reads the newer slices), or retain more versions in cleans",

@@ -15,39 +15,46 @@ instead (:func:`rolled_back`).
 
 from __future__ import annotations
 
+from lakesdk.format.instant import Instant
 from lakesdk.format.timeline import Timeline
 from lakesdk.timeline.store import TimelineStore
 
 __all__ = ["ensure_read_checkable", "rolled_back", "unseen_may_be_archived"]
 
 
-def rolled_back(store: TimelineStore, timeline: Timeline, names: set[str]) -> set[str]:
-    """The instants of ``names`` that a completed rollback of ``timeline`` undid."""
+def rolled_back(store: TimelineStore, timeline: Timeline, names: set[str], *,
+                since: str | None = None) -> dict[str, Instant]:
+    """The instants of ``names`` that a completed rollback of ``timeline`` (one requested after
+    ``since``, when given) undid, each with that rollback."""
     from lakesdk.exceptions import CorruptTimelineError
     from lakesdk.format.rollback_metadata import RollbackMetadataData
-    out: set[str] = set()
+    out: dict[str, Instant] = {}
     if not names:
         return out
-    first = min(names)
+    first = max(min(names), since or "")
     for rb in timeline.filter(actions=["rollback"]):
         if not rb.is_completed or rb.requested <= first:
             continue
         try:
-            out |= store.metadata(rb, RollbackMetadataData).undone & names
+            undone = store.metadata(rb, RollbackMetadataData).undone & names
         except (FileNotFoundError, CorruptTimelineError):
             continue
+        out.update((u, rb) for u in undone)
     return out
 
 
 def unseen_may_be_archived(store: TimelineStore, before: Timeline, now: Timeline) -> bool:
     """Whether an instant that completed after ``before`` was read may be missing from the
-    later read ``now`` because archival moved it (see the module doc): an instant of ``before``
-    (a savepoint aside) is gone from ``now`` and no rollback there undid it; or ``before``
-    held no completed instant that archival would take first (none, or savepointed commits
-    only) while ``now`` holds completed instants ``before`` did not."""
+    later read ``now`` because archival moved it (see the module doc): a completed instant of
+    ``before`` (a savepoint aside) is gone from ``now``; or a pending one is, and no rollback
+    there undid it; or ``before`` held no completed instant that archival would take first
+    (none, or savepointed commits only) while ``now`` holds completed instants ``before`` did
+    not.  (A completed instant gone by a rollback counts too: what was read of it is gone.)"""
     active = {i.requested for i in now.instants}
-    gone = {i.requested for i in before.instants if i.action != "savepoint" and i.requested not in active}
-    if gone and gone - rolled_back(store, now, gone):
+    if any(i.requested not in active for i in before.completed if i.action != "savepoint"):
+        return True
+    gone = {i.requested for i in before.pending if i.requested not in active}
+    if gone and gone - set(rolled_back(store, now, gone)):
         return True
     saved = {i.requested for i in before.instants if i.action == "savepoint"}
     if any(i.action != "savepoint" and i.requested not in saved for i in before.completed):

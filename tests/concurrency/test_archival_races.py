@@ -198,3 +198,35 @@ def test_delete_where_of_rows_a_write_changed_since_conflicts(tmp_path, monkeypa
         t.delete(where="n = 1")
     df = t.read().to_pandas()
     assert dict(zip(df.id, df.n)) == {1: 7, 2: 5}
+
+
+@pytest.mark.parametrize("when", ["before_reading", "after_writing"])
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_write_read_by_this_one_and_rolled_back_meanwhile_is_a_conflict(tmp_path, monkeypatch, table_type, when):
+    """This write planned against the latest commit, which is rolled back while it runs: before
+    it read the commit's files (they are gone: a conflict, not a bare missing file), or after
+    it wrote its own (a rewrite of the file group would bring the rolled-back rows back: a
+    conflict; a merge-on-read log append holds only its own rows and lands)."""
+    from lakesdk.table.write import WriteOperation
+    t, other = _tables(tmp_path, table_type)
+    t.upsert(_rows([1, 2], "base"))
+    undone = other.upsert(_rows([1], "rolled back")).instant
+    hooks: list[str] = []
+    cls, name = (InstantTransaction, "start") if when == "before_reading" else (WriteOperation, "_finalize")
+    original = getattr(cls, name)
+
+    def then_roll_back(self, *a, **kw):
+        owner = self.ctx if cls is InstantTransaction else self.table.context
+        if not hooks and owner is t.context:
+            other.maintenance.rollback(undone)
+            hooks.append("rolled back")
+        return original(self, *a, **kw)
+    monkeypatch.setattr(cls, name, then_roll_back)
+    if table_type == "mor" and when == "after_writing":
+        t.upsert(_rows([2], "mine"))
+        assert hooks and _read(t) == {1: "base", 2: "mine"}
+        assert hudi_rows(t.path) == [(1, "base"), (2, "mine")]
+        return
+    with pytest.raises(lk.WriteConflictError, match=undone):
+        t.upsert(_rows([2], "mine"))
+    assert hooks and _read(t) == {1: "base", 2: "base"}
