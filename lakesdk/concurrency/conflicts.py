@@ -165,10 +165,11 @@ def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_sta
         from lakesdk.timeline.moved import rolled_back
         undone = rolled_back(store, timeline, {i.requested for i in moved})   # its files are gone: no conflict
         moved = [i for i in moved if i.requested not in undone]
-    if seen and not my_log_only:   # a write this one rewrote file groups of, rolled back since: its rows would come back
-        from lakesdk.timeline.moved import rolled_back
-        for name, rb in sorted(rolled_back(store, timeline, {r for r, _ in seen} - active, since=me.requested).items()):
-            out.append(FileGroupConflict(rb, tuple(sorted(mine)), f"rolled back {name}, which this write read"))
+    if seen and not my_log_only:   # a write this one planned against, rolled back (or being rolled back) since:
+        from lakesdk.timeline.moved import rolled_back  # its rows would come back with this write's files
+        planned = {r for r, a in seen if a != "rollback"}
+        for name, rb in sorted(rolled_back(store, timeline, planned, known=seen, pending=True).items()):
+            out.append(FileGroupConflict(rb, tuple(sorted(mine)), f"rolls back {name}, which this write read"))
     for inst in [*timeline, *moved]:
         if inst.requested == me.requested or inst.action == "compaction":
             continue   # compaction: ordered by completion time, see the module doc

@@ -24,7 +24,7 @@ import pyarrow as pa
 from lakesdk.exceptions import IncompatibleSchemaError, SchemaError, SchemaEvolutionConflictError
 from lakesdk.format.schema import data_schema, unify_schemas
 
-__all__ = ["SchemaEvolutionConflictError", "resolve_concurrent_schema", "schemas_equal"]
+__all__ = ["SchemaEvolutionConflictError", "ensure_schema_unchanged", "resolve_concurrent_schema", "schemas_equal"]
 
 
 def schemas_equal(a: pa.Schema | None, b: pa.Schema | None) -> bool:
@@ -72,3 +72,20 @@ def resolve_concurrent_schema(start: pa.Schema | None, validation: pa.Schema | N
            if reconcile else
            ", or open the table with TableOptions(schema_reconcile=True) to unify compatible schemas."),
         instant=instant or None)
+
+
+def ensure_schema_unchanged(target: pa.Schema, now: pa.Schema | None, *, table: str = "", instant: str = "") -> None:
+    """A write whose files were listed again when its instant was created (a clean, archival or
+    rollback ran since its snapshot) plans against commits its conflict check no longer sees;
+    it writes its files with the schema ``target``, so when a concurrent commit gave the table
+    (schema ``now``) a column ``target`` lacks, or another type, the file groups this write
+    rewrites would lose it: a :class:`SchemaEvolutionConflictError` before anything is written."""
+    if now is None:
+        return
+    have = {f.name: f.type for f in data_schema(target)}
+    if all(have.get(f.name) == f.type for f in data_schema(now)):
+        return
+    raise SchemaEvolutionConflictError(
+        f"Write {instant} to {table!r} writes schema {_describe(target)}, but a concurrent commit changed the table "
+        f"schema to {_describe(now)} while a table service ran; nothing was written: retry the write (it then reads "
+        "the new schema).", instant=instant or None)

@@ -11,6 +11,7 @@ import pyarrow as pa
 from lakesdk import _faults as faults
 from lakesdk.commit.results import SchemaChange, WriteResult, schema_change
 from lakesdk.commit.schema_store import resolve_schema, schema_extra_metadata
+from lakesdk.concurrency.schema_conflicts import ensure_schema_unchanged
 from lakesdk.engine.tasks import DEFAULT_RECORD_SIZE, FileGroupTarget, WriteContext
 from lakesdk.exceptions import WriteError
 from lakesdk.format.commit_metadata import CommitMetadata, WriteStat
@@ -25,6 +26,7 @@ from lakesdk.table.write_input import (
     WriteInput,
     WriteSnapshot,
 )
+from lakesdk.timeline import moved
 
 __all__ = ["WriteOperation", "Operation", "MISSING_COLUMNS", "PARTITION_METAFILE"]
 
@@ -116,8 +118,10 @@ class WriteOperation(WriteInput):
         self._schema_change: SchemaChange | None = schema_change(prep.table_schema, target_schema, cfg.name)
         try:
             if self.read_at is not None and txn.at_begin is not None:
-                from lakesdk.timeline.moved import ensure_read_checkable
-                ensure_read_checkable(t.name, store, self.read_at, txn.at_begin, self.operation)
+                moved.ensure_read_checkable(t.name, store, self.read_at, txn.at_begin, self.operation)
+            if planned_on is not timeline:   # listed again at its instant: the schema it planned with must hold
+                ensure_schema_unchanged(target_schema, resolve_schema(store, planned_on, create_schema=cfg.create_schema),
+                                        table=t.name, instant=instant.requested)
             ctx.markers = txn.markers(detector=t.context.early_detector(instant.requested, timeline))
             try:
                 stats, counts, replaced = self._run(prep)
@@ -479,13 +483,16 @@ def _typed(err: Exception) -> BaseException:
 
 def _raise_if_cleaned(table: Any, store: Any, timeline: Any, instant: str, err: FileNotFoundError, *,
                       rolled_back: bool = True) -> None:
-    """A file this write read is gone: when a clean, restore or rollback (of the commit that
-    wrote it) started after the write read the timeline, it deleted the file slice under the
-    write (a conflict: the write is rolled back, or its instant is to be aborted by whoever
-    opened it, and can be retried)."""
+    """A file this write read is gone: when a clean, restore or rollback (of a commit it read)
+    started after the write read the timeline, it deleted the file slice under the write (a
+    conflict: the write is rolled back, or its instant is to be aborted by whoever opened it,
+    and can be retried)."""
     seen = {i.requested for i in timeline.instants}
-    later = [i for i in store.load().instants
-             if i.action in ("clean", "restore", "rollback") and i.requested not in seen]
+    now = store.load()
+    later = [i for i in now.instants if i.action in ("clean", "restore") and i.requested not in seen]
+    known = frozenset((i.requested, i.action) for i in timeline.completed)   # and a rollback of a commit it read:
+    undone = moved.rolled_back(store, now, {r for r, a in known if a != "rollback"}, known=known, pending=True)
+    later += sorted(set(undone.values()), key=lambda i: i.requested)
     if not later:
         return
     from lakesdk.exceptions import WriteConflictError

@@ -23,20 +23,22 @@ __all__ = ["ensure_read_checkable", "rolled_back", "unseen_may_be_archived"]
 
 
 def rolled_back(store: TimelineStore, timeline: Timeline, names: set[str], *,
-                since: str | None = None) -> dict[str, Instant]:
-    """The instants of ``names`` that a completed rollback of ``timeline`` (one requested after
-    ``since``, when given) undid, each with that rollback."""
+                known: frozenset[tuple[str, str]] = frozenset(), pending: bool = False) -> dict[str, Instant]:
+    """The instants of ``names`` that a completed rollback of ``timeline`` undid (with
+    ``pending``, or that a rollback in progress there undoes: its plan names them), each with
+    that rollback; rollbacks that ``known`` holds as (requested, action) are left out."""
     from lakesdk.exceptions import CorruptTimelineError
-    from lakesdk.format.rollback_metadata import RollbackMetadataData
+    from lakesdk.format.rollback_metadata import RollbackMetadataData, RollbackPlanData
     out: dict[str, Instant] = {}
     if not names:
         return out
-    first = max(min(names), since or "")
+    first = min(names)
     for rb in timeline.filter(actions=["rollback"]):
-        if not rb.is_completed or rb.requested <= first:
+        if rb.requested <= first or (rb.requested, rb.action) in known or not (pending or rb.is_completed):
             continue
         try:
-            undone = store.metadata(rb, RollbackMetadataData).undone & names
+            undone = (store.metadata(rb, RollbackMetadataData).undone if rb.is_completed
+                      else {store.plan(rb, RollbackPlanData).instant}) & names
         except (FileNotFoundError, CorruptTimelineError):
             continue
         out.update((u, rb) for u in undone)
@@ -45,20 +47,20 @@ def rolled_back(store: TimelineStore, timeline: Timeline, names: set[str], *,
 
 def unseen_may_be_archived(store: TimelineStore, before: Timeline, now: Timeline) -> bool:
     """Whether an instant that completed after ``before`` was read may be missing from the
-    later read ``now`` because archival moved it (see the module doc): a completed instant of
-    ``before`` (a savepoint aside) is gone from ``now``; or a pending one is, and no rollback
-    there undid it; or ``before`` held no completed instant that archival would take first
-    (none, or savepointed commits only) while ``now`` holds completed instants ``before`` did
-    not.  (A completed instant gone by a rollback counts too: what was read of it is gone.)"""
+    later read ``now`` because archival moved it (see the module doc).  Such an instant was
+    pending in ``before``, and is gone from ``now`` with no rollback there undoing it; or it
+    was created after ``before`` was read, later than all of ``before``'s instants, so that
+    archival, oldest first, took every completed instant of ``before`` it would take (all but
+    savepointed commits: none is active in ``now`` any more), or ``before`` held none and
+    ``now`` holds completed instants ``before`` did not."""
     active = {i.requested for i in now.instants}
-    if any(i.requested not in active for i in before.completed if i.action != "savepoint"):
-        return True
     gone = {i.requested for i in before.pending if i.requested not in active}
     if gone and gone - set(rolled_back(store, now, gone)):
         return True
     saved = {i.requested for i in before.instants if i.action == "savepoint"}
-    if any(i.action != "savepoint" and i.requested not in saved for i in before.completed):
-        return False
+    takeable = [i.requested for i in before.completed if i.action != "savepoint" and i.requested not in saved]
+    if takeable:
+        return not any(r in active for r in takeable)
     known = {i.requested for i in before.instants}
     return any(i.requested not in known for i in now.completed)
 

@@ -230,3 +230,91 @@ def test_a_write_read_by_this_one_and_rolled_back_meanwhile_is_a_conflict(tmp_pa
     with pytest.raises(lk.WriteConflictError, match=undone):
         t.upsert(_rows([2], "mine"))
     assert hooks and _read(t) == {1: "base", 2: "base"}
+
+
+def test_a_column_added_by_a_commit_planned_against_after_a_clean_is_never_dropped(tmp_path, monkeypatch):
+    """A clean ran after this write read its timeline, so its files are listed again at its
+    instant, and it plans against the commits landed meanwhile; one of them added a column to
+    the file group this write rewrites: the write, planned with the older schema, stops with a
+    schema conflict instead of rewriting the file group without the column."""
+    t, other = _tables(tmp_path, "cow")
+    t.upsert(_rows([1, 2], "base"))
+    hooks: list[str] = []
+    original_rollback = rollback_module.rollback_failed_writes
+
+    def after_the_snapshot(ctx, **kw):
+        if not hooks and ctx is t.context:
+            hooks.append(other.upsert(_rows([1], "other").assign(c=["new column"])).instant)
+            assert other.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1) is not None
+        return original_rollback(ctx, **kw)
+    monkeypatch.setattr(rollback_module, "rollback_failed_writes", after_the_snapshot)
+    with pytest.raises(lk.SchemaEvolutionConflictError):
+        t.upsert(_rows([2], "mine"))
+    df = t.read().to_pandas()
+    assert dict(zip(df.id, df.c)) == {1: "new column", 2: None}
+
+
+def test_a_write_committing_while_a_commit_it_read_is_being_rolled_back_is_a_conflict(tmp_path, monkeypatch):
+    """The rollback of the latest commit is in flight (its plan written, its files not yet
+    deleted) while a write that read that commit's files commits: a conflict, or the write's
+    rewrite would keep the rolled-back rows once the rollback deletes the commit's files."""
+    import threading
+
+    import lakesdk.markers as markers
+    t, other = _tables(tmp_path, "cow")
+    t.upsert(_rows([1, 2], "base"))
+    undone = other.upsert(_rows([1], "rolled back")).instant
+    planned, go = threading.Event(), threading.Event()
+    original = markers.marked_data_files
+
+    calls: list[str] = []
+
+    def paused(storage, instant):      # planning the rollback lists the markers, then executing it
+        if threading.current_thread().name == "rollback":   # does again, inflight with its plan:
+            calls.append(instant)                           # it waits there
+        if threading.current_thread().name == "rollback" and calls.count(undone) == 2:
+            planned.set()
+            assert go.wait(120)
+        return original(storage, instant)
+    monkeypatch.setattr(markers, "marked_data_files", paused)
+    errors: list[BaseException] = []
+
+    def roll_back():
+        try:
+            other.maintenance.rollback(undone)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    rb = threading.Thread(target=roll_back, name="rollback")
+    rb.start()
+    try:
+        assert planned.wait(120)
+        with pytest.raises(lk.WriteConflictError, match=undone):
+            t.upsert(_rows([2], "mine"))
+    finally:
+        go.set()
+        rb.join(120)
+    assert not errors and _read(t) == {1: "base", 2: "base"}
+
+
+def test_a_merge_whose_read_spans_an_archival_of_older_commits_lands(tmp_path, monkeypatch):
+    """Archival of older commits while a merge reads (no write lands meanwhile) leaves nothing
+    the merge's check could miss: it lands."""
+    from lakesdk.table import local_merge
+    lake = lk.Lake(str(tmp_path), concurrency="optimistic", lock="in_process")
+    t = lake.create_table("t", key="id")
+    for i in range(4):
+        t.upsert(pd.DataFrame({"id": [i], "n": [1]}))
+    other = lk.open_table(t.path, concurrency="optimistic", lock="in_process")
+    original = local_merge._read_target
+    archived = []
+
+    def read_then_archive(*a, **kw):
+        out = original(*a, **kw)
+        if not archived:
+            archived.append(len(other.maintenance.archive(min_commits=1, max_commits=2).archived))
+        return out
+    monkeypatch.setattr(local_merge, "_read_target", read_then_archive)
+    t.merge(pd.DataFrame({"id": [0], "d": [1]}), on="id").when_matched_update({"n": "t.n + s.d"}).execute()
+    assert archived[0] >= 1
+    df = t.read().to_pandas()
+    assert dict(zip(df.id, df.n)) == {0: 2, 1: 1, 2: 1, 3: 1}
