@@ -43,7 +43,13 @@ def _filter_merged(t: pa.Table, plan: ReadPlan, cols: list[str], flt: ScanFilter
 
 
 def _with_commit_times(plan: ReadPlan, flt: ScanFilter | None) -> ScanFilter | None:
-    """``flt`` and, for an incremental read, its commit-time filter."""
+    """``flt`` and, for an incremental read, its commit-time filter; with a
+    ``_hoodie_is_deleted`` column, the rows it flags dropped (a base file another writer wrote
+    may hold them: Hudi's row-writer bulk insert stores them as they are), on every path."""
+    from lakesdk.merge.columns import IS_DELETED
+    if IS_DELETED in plan.schema.names:
+        alive = ScanFilter.of(pc.field(IS_DELETED).is_null() | (pc.field(IS_DELETED) == pa.scalar(False)), [IS_DELETED])
+        flt = alive if flt is None else flt & alive
     if plan.commit_times is None:
         return flt
     inc = ScanFilter.of(pc.field("_hoodie_commit_time").isin(sorted(plan.commit_times)), ["_hoodie_commit_time"])
@@ -205,7 +211,7 @@ def count_rows(table: "EngineContext", plan: ReadPlan) -> int | None:
     reading data; None when the footers cannot tell (slices with log files to merge, an
     incremental read's commit-time filter).  The footers, not commit stats: they are what a
     read finds, whatever the stats say."""
-    if plan.merges or plan.commit_times is not None:
+    if plan.merges or plan.commit_times is not None or "_hoodie_is_deleted" in plan.schema.names:
         return None
     files = plan.files
     if not files:
@@ -299,13 +305,8 @@ def _read_merged(table: "EngineContext", plan: ReadPlan, cols: list[str], flt: S
     threads = _SLICE_THREADS if table.storage.is_local else max(_SLICE_THREADS, _REMOTE_SLICE_THREADS)
     with ThreadPoolExecutor(max_workers=threads) as pool:
         logs = {id(sl): pool.submit(logs_of, sl) for sl in merging}
-        if plain:   # slices without logs, while the logs are read (rows flagged deleted dropped)
-            live = post
-            if IS_DELETED in full.names:
-                alive = ScanFilter.of(pc.field(IS_DELETED).is_null() | (pc.field(IS_DELETED) == pa.scalar(False)),
-                                      [IS_DELETED])
-                live = alive if live is None else (live & alive)
-            out.append(_scan(table, plain, full, cols, live))
+        if plain:   # slices without logs, while the logs are read (rows flagged deleted dropped by post)
+            out.append(_scan(table, plain, full, cols, post))
         redo: list[str] = []   # base files to match by the record key after all
         split_of: dict[int, list[Future[tuple[pa.Table, pa.Table | None]]]] = {}
         merges: list[Future[pa.Table | None]] = []

@@ -234,8 +234,9 @@ def split_touched(base: pa.Table | None, logs: list[pa.Table],
     the record key is the text of (a simple key generator); log keys that are not such
     text raise ``ArrowInvalid``."""
     logs = [t for t in logs if t.num_rows]
-    if not logs:
-        return base, None, 0
+    if not logs:    # none visible: the base rows alone, those flagged deleted dropped (as without log files)
+        flagged = deleted_flags(base) if base is not None else None
+        return (base.filter(pc.invert(flagged)) if base is not None and flagged is not None else base), None, 0
     keys = touched_keys(logs)
     if base is None or base.num_rows == 0:
         return base, None, len(keys)

@@ -320,17 +320,21 @@ def test_read_matches_by_the_record_key_where_log_keys_are_not_the_key_fields_te
 def test_base_rows_flagged_deleted_read_alike_on_every_path(tmp_path, monkeypatch):
     """A base row flagged ``_hoodie_is_deleted`` (written by another writer: Hudi's row-writer
     bulk insert stores such rows as they are) is a deleted record on every read path (the
-    whole-table read, a limited read slice by slice, a filtered read), whether its slice has
-    log files or not; a later write of the key inserts it afresh."""
+    whole-table read, a limited read slice by slice, a filtered read, a count), whether its
+    slice has log files or not, whether any slice of the table has, and as of an instant before
+    its slice's log files; a later write of the key inserts it afresh."""
     from lakesdk.table import write_input
     lake = lk.Lake(str(tmp_path / "lake"), options=lk.TableOptions(engine="local"))
     t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type="mor")
     with monkeypatch.context() as m:   # lakesdk's writers take flagged rows for deletes: store them as data
         m.setattr(write_input, "_flagged_as_deletes", lambda arrow, operation: arrow)
-        t.upsert(pa.table({"id": [1, 2, 3, 4], "p": ["a", "a", "b", "b"], "ts": [1, 1, 1, 9], "v": [1, 2, 3, 4],
-                           "_hoodie_is_deleted": [False, True, False, True]}))
+        first = t.upsert(pa.table({"id": [1, 2, 3, 4], "p": ["a", "a", "b", "b"], "ts": [1, 1, 1, 9], "v": [1, 2, 3, 4],
+                                   "_hoodie_is_deleted": [False, True, False, True]}))
     stored = pa.concat_tables([pq.read_table(f, columns=["id", "_hoodie_is_deleted"]) for f in data_files(t)])
     assert sorted(stored.to_pylist(), key=lambda r: r["id"])[1] == {"id": 2, "_hoodie_is_deleted": True}
+    # no slice has log files yet: the flagged rows are dropped all the same, and counted out
+    assert sorted(t.read().to_arrow().column("id").to_pylist()) == [1, 3] and t.read().count() == 2
+    assert sorted(t.read(limit=10).to_arrow().column("id").to_pylist()) == [1, 3]
     t.upsert(pa.table({"id": [3], "p": ["b"], "ts": [2], "v": [33], "_hoodie_is_deleted": [False]}))
 
     def reads():
@@ -342,6 +346,9 @@ def test_base_rows_flagged_deleted_read_alike_on_every_path(tmp_path, monkeypatc
 
     assert reads() == [[(1, 1), (3, 33)]] * 3
     assert t.read().count() == 2
+    # as of the first commit: the slice of key 4 has a log file, none of whose versions is visible
+    then = t.read(as_of=first.instant).to_arrow()
+    assert sorted(zip(then.column("id").to_pylist(), then.column("v").to_pylist())) == [(1, 1), (3, 3)]
     t.upsert(pa.table({"id": [4], "p": ["b"], "ts": [5], "v": [44], "_hoodie_is_deleted": [False]}))
     assert reads() == [[(1, 1), (3, 33), (4, 44)]] * 3
 
