@@ -142,9 +142,9 @@ class WriteOperation(WriteInput):
                 operation_type=_OPERATION_TYPE[self.operation],
                 partition_to_replace_file_ids=replaced if action == "replacecommit" else None,
             )
-            checks = self._commit_checks(store, timeline, instant, stats, md,
-                                         replaced if action == "replacecommit" else None, target_schema,
-                                         planned_on=self.read_at or planned_on, at_begin=txn.at_begin)
+            checks = self._commit_checks(store, timeline, instant, stats, md, replaced if action == "replacecommit" else None,
+                                         target_schema, planned_on=planned_on if self.read_at is None else self.read_at,
+                                         at_begin=txn.at_begin)
             txn.commit(lambda now: md.encode(layout=cfg.layout_version), checks=checks)
             faults.crash_point("after_commit")
         except BaseException as err:

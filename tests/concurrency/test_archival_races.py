@@ -318,3 +318,23 @@ def test_a_merge_whose_read_spans_an_archival_of_older_commits_lands(tmp_path, m
     assert archived[0] >= 1
     df = t.read().to_pandas()
     assert dict(zip(df.id, df.n)) == {0: 2, 1: 1, 2: 1, 3: 1}
+
+
+def test_merge_into_a_table_without_commits_is_checked_from_its_read(tmp_path, monkeypatch):
+    """The merge read an empty timeline (no rows: key 1 is not matched, so it inserts it); a write
+    of key 1 lands before the merge commits: a conflict, not the merge's insert over that row."""
+    from lakesdk.table import local_merge
+    t, other = _tables(tmp_path, "cow")
+    original = local_merge.local_merge_plan
+    landed = []
+
+    def planned_then_a_write_lands(*a, **kw):     # (a table without commits has no target to read)
+        out = original(*a, **kw)
+        if not landed:
+            landed.append(other.upsert(_rows([1], "other")).instant)
+        return out
+    monkeypatch.setattr(local_merge, "local_merge_plan", planned_then_a_write_lands)
+    with pytest.raises(lk.WriteConflictError):
+        t.merge(_rows([1], "merged"), on="id").when_not_matched_insert_all().execute()
+    assert landed
+    assert _read(t) == {1: "other"}
