@@ -48,6 +48,7 @@ from lakesdk.format.file_naming import BaseFile
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.timeline import Timeline
 from lakesdk.storage import Storage
+from lakesdk.timeline.moved import rollbacks_of_read, rolled_back
 from lakesdk.timeline.store import TimelineStore
 
 __all__ = ["FileGroupConflict", "ensure_still_pending", "find_conflicts", "raise_on_conflict"]
@@ -162,13 +163,10 @@ def find_conflicts(store: TimelineStore, timeline: Timeline, me: Instant, my_sta
     active = {i.requested for i in timeline}
     moved = [i for i in also or () if i.requested not in active]     # archived, rolled back or restored since
     if moved:
-        from lakesdk.timeline.moved import rolled_back
         undone = rolled_back(store, timeline, {i.requested for i in moved})   # its files are gone: no conflict
         moved = [i for i in moved if i.requested not in undone]
     if seen and not my_log_only:   # a write this one planned against, rolled back (or being rolled back) since:
-        from lakesdk.timeline.moved import rolled_back  # its rows would come back with this write's files
-        planned = {r for r, a in seen if a != "rollback"}
-        for name, rb in sorted(rolled_back(store, timeline, planned, known=seen, pending=True).items()):
+        for name, rb in sorted(rollbacks_of_read(store, timeline, seen).items()):   # its rows would come back
             out.append(FileGroupConflict(rb, tuple(sorted(mine)), f"rolls back {name}, which this write read"))
     for inst in [*timeline, *moved]:
         if inst.requested == me.requested or inst.action == "compaction":

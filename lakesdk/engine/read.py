@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.read_plan import ReadPlan, ScanFilter
 from lakesdk.format.schema import with_meta_fields
+from lakesdk.merge.columns import IS_DELETED
 
 if TYPE_CHECKING:
     from lakesdk.engine.context import EngineContext
@@ -38,15 +39,14 @@ def slice_context(table: "EngineContext", plan: ReadPlan) -> "SliceReadContext":
 
 
 def _filter_merged(t: pa.Table, plan: ReadPlan, cols: list[str], flt: ScanFilter | None) -> pa.Table:
-    flt = _with_commit_times(plan, flt)
+    flt = _row_filter(plan, flt)
     return (t if flt is None else t.filter(flt.expr)).select(cols)
 
 
-def _with_commit_times(plan: ReadPlan, flt: ScanFilter | None) -> ScanFilter | None:
+def _row_filter(plan: ReadPlan, flt: ScanFilter | None) -> ScanFilter | None:
     """``flt`` and, for an incremental read, its commit-time filter; with a
     ``_hoodie_is_deleted`` column, the rows it flags dropped (a base file another writer wrote
     may hold them: Hudi's row-writer bulk insert stores them as they are), on every path."""
-    from lakesdk.merge.columns import IS_DELETED
     if IS_DELETED in plan.schema.names:
         alive = ScanFilter.of(pc.field(IS_DELETED).is_null() | (pc.field(IS_DELETED) == pa.scalar(False)), [IS_DELETED])
         flt = alive if flt is None else flt & alive
@@ -73,7 +73,7 @@ def read_arrow(table: "EngineContext", plan: ReadPlan, columns: list[str], flt: 
     if not files:
         return full.empty_table().select(cols)
     from lakesdk.engine.base_file import scan_table
-    return scan_table(table.storage, files, full, cols, _with_commit_times(plan, flt))
+    return scan_table(table.storage, files, full, cols, _row_filter(plan, flt))
 
 
 def output_schema(plan: ReadPlan, columns: list[str]) -> pa.Schema:
@@ -203,7 +203,7 @@ def _iter_files(storage: "Storage", plan: ReadPlan, columns: list[str],
     files = plan.files
     if not files:
         return
-    yield from scan_batches(storage, files, with_meta_fields(plan.schema), columns, _with_commit_times(plan, flt))
+    yield from scan_batches(storage, files, with_meta_fields(plan.schema), columns, _row_filter(plan, flt))
 
 
 def count_rows(table: "EngineContext", plan: ReadPlan) -> int | None:
@@ -211,7 +211,7 @@ def count_rows(table: "EngineContext", plan: ReadPlan) -> int | None:
     reading data; None when the footers cannot tell (slices with log files to merge, an
     incremental read's commit-time filter).  The footers, not commit stats: they are what a
     read finds, whatever the stats say."""
-    if plan.merges or plan.commit_times is not None or "_hoodie_is_deleted" in plan.schema.names:
+    if plan.merges or plan.commit_times is not None or IS_DELETED in plan.schema.names:
         return None
     files = plan.files
     if not files:
@@ -237,8 +237,6 @@ def _read_merged(table: "EngineContext", plan: ReadPlan, cols: list[str], flt: S
     from lakesdk._progress import progress as show_progress
     from lakesdk.engine.slice_reader import (
         _MERGE_BATCH_ROWS,
-        IS_DELETED,
-        deleted_flags,
         log_versions,
         merge_touched,
         split_base,
@@ -248,13 +246,11 @@ def _read_merged(table: "EngineContext", plan: ReadPlan, cols: list[str], flt: S
 
     ctx = slice_context(table, plan)
     full = pa.schema([f.with_nullable(True) for f in with_meta_fields(plan.schema)])
-    post = _with_commit_times(plan, flt)
+    post = _row_filter(plan, flt)
     if ctx.merger is not None or ctx.column_groups is not None:
         need = set(full.names)     # a merger sees whole rows
     else:   # the filter applies to the merged rows: its columns are merged too
         need = {*cols, KEY, *fields_of(ctx.ordering), *(post.columns if post is not None else ())}
-    if IS_DELETED in full.names:
-        need.add(IS_DELETED)
     proj = pa.schema([f for f in full if f.name in need])
     # a simple key that is the text of an integer field: base rows are matched to log keys by
     # that field, and their record key column (plain text, the costliest column to decode) is
@@ -287,11 +283,8 @@ def _read_merged(table: "EngineContext", plan: ReadPlan, cols: list[str], flt: S
 
     def split(batch: pa.RecordBatch, logs: list[pa.Table], keys: pa.Array,
               field: str | None) -> tuple[pa.Table, pa.Table | None]:
-        if not logs or batch.num_rows == 0:
+        if not logs or batch.num_rows == 0:   # (rows flagged _hoodie_is_deleted: dropped by post)
             untouched, part = pa.Table.from_batches([batch]), None
-            flagged = deleted_flags(untouched)
-            if flagged is not None:
-                untouched = untouched.filter(pc.invert(flagged))
         else:   # base rows flagged _hoodie_is_deleted: deletes in the merge, dropped when untouched
             untouched, part = split_base(batch, keys, field, logs[0].schema)
         return (untouched if post is None else untouched.filter(post.expr)).select(cols), part

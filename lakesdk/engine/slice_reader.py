@@ -206,10 +206,7 @@ def read_slice(ctx: SliceReadContext, sl: FileSlice, columns: Iterable[str] | No
     file's order, then the winners of the touched keys (no particular order).
     """
     if not sl.log_files and sl.base_path:
-        out = conform(_read_base_file(ctx, sl.base_path, None), ctx.full_schema)
-        flagged = deleted_flags(out)
-        if flagged is not None:
-            out = out.filter(pc.invert(flagged))
+        out = drop_deleted(conform(_read_base_file(ctx, sl.base_path, None), ctx.full_schema))
         return out.select(list(columns)) if columns is not None else out
     full = _projected_schema(ctx, None if (ctx.column_groups is not None or ctx.merger) else columns)
     base = _base_rows(ctx, sl, full)
@@ -235,8 +232,7 @@ def split_touched(base: pa.Table | None, logs: list[pa.Table],
     text raise ``ArrowInvalid``."""
     logs = [t for t in logs if t.num_rows]
     if not logs:    # none visible: the base rows alone, those flagged deleted dropped (as without log files)
-        flagged = deleted_flags(base) if base is not None else None
-        return (base.filter(pc.invert(flagged)) if base is not None and flagged is not None else base), None, 0
+        return (drop_deleted(base) if base is not None else None), None, 0
     keys = touched_keys(logs)
     if base is None or base.num_rows == 0:
         return base, None, len(keys)
@@ -287,6 +283,12 @@ def split_base(base: pa.Table | pa.RecordBatch, keys: pa.Array, key_field: str |
     # a base row flagged _hoodie_is_deleted is a delete: it takes part in the merge as one
     ops = np.where(np.asarray(flagged.filter(hit).to_numpy(zero_copy_only=False), dtype=bool), OP_DELETE, OP_UPSERT)
     return base.filter(pc.invert(pc.or_(hit, flagged))), _tag(touched, 0, ops.astype(np.int8))
+
+
+def drop_deleted(t: pa.Table) -> pa.Table:
+    """``t`` without the rows ``_hoodie_is_deleted`` flags."""
+    flagged = deleted_flags(t)
+    return t if flagged is None else t.filter(pc.invert(flagged))
 
 
 def deleted_flags(t: pa.Table) -> pa.ChunkedArray | None:

@@ -25,13 +25,15 @@ def read_spark(table: "EngineContext", spark: Any, plan: ReadPlan, columns: list
     ``Column``, or None) keeps."""
     from pyspark.sql import functions as F
 
+    from lakesdk.merge.columns import IS_DELETED
+
     full = with_meta_fields(plan.schema)
     if plan.merges:
         df = read_slices_spark(spark, slice_context(table, plan), list(plan.slices), full)
     else:
         df = read_files_spark(spark, table.storage, plan.files, full)
-    if not plan.merges and "_hoodie_is_deleted" in full.names:   # rows flagged deleted (read_slice drops them)
-        df = df.filter(F.col("_hoodie_is_deleted").isNull() | ~F.col("_hoodie_is_deleted"))
+    if not plan.merges and IS_DELETED in full.names:   # rows flagged deleted (read_slice drops them)
+        df = df.filter(F.col(IS_DELETED).isNull() | ~F.col(IS_DELETED))
     if plan.commit_times is not None:
         df = df.filter(F.col("_hoodie_commit_time").isin(sorted(plan.commit_times)))
     if condition is not None:

@@ -490,9 +490,8 @@ def _raise_if_cleaned(table: Any, store: Any, timeline: Any, instant: str, err: 
     seen = {i.requested for i in timeline.instants}
     now = store.load()
     later = [i for i in now.instants if i.action in ("clean", "restore") and i.requested not in seen]
-    known = frozenset((i.requested, i.action) for i in timeline.completed)   # and a rollback of a commit it read:
-    undone = moved.rolled_back(store, now, {r for r, a in known if a != "rollback"}, known=known, pending=True)
-    later += sorted(set(undone.values()), key=lambda i: i.requested)
+    undone = moved.rollbacks_of_read(store, now, frozenset((i.requested, i.action) for i in timeline.completed))
+    later += sorted(set(undone.values()), key=lambda i: i.requested)   # and a rollback of a commit it read
     if not later:
         return
     from lakesdk.exceptions import WriteConflictError

@@ -19,7 +19,7 @@ from lakesdk.format.instant import Instant
 from lakesdk.format.timeline import Timeline
 from lakesdk.timeline.store import TimelineStore
 
-__all__ = ["ensure_read_checkable", "rolled_back", "unseen_may_be_archived"]
+__all__ = ["ensure_read_checkable", "rollbacks_of_read", "rolled_back", "unseen_may_be_archived"]
 
 
 def rolled_back(store: TimelineStore, timeline: Timeline, names: set[str], *,
@@ -43,6 +43,13 @@ def rolled_back(store: TimelineStore, timeline: Timeline, names: set[str], *,
             continue
         out.update((u, rb) for u in undone)
     return out
+
+
+def rollbacks_of_read(store: TimelineStore, now: Timeline, read: frozenset[tuple[str, str]]) -> dict[str, Instant]:
+    """The completed instants a write read (``read``, as (requested, action)) that a rollback of
+    ``now`` the write did not see undid or is undoing (its plan written), each with that
+    rollback: the write's files may hold their rows."""
+    return rolled_back(store, now, {r for r, a in read if a != "rollback"}, known=read, pending=True)
 
 
 def unseen_may_be_archived(store: TimelineStore, before: Timeline, now: Timeline) -> bool:

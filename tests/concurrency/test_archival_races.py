@@ -30,6 +30,37 @@ def _tables(tmp_path, table_type):
     return t, lk.open_table(t.path, concurrency="optimistic", lock="in_process")
 
 
+def _once(monkeypatch, t, moment, fn):
+    """Run ``fn`` once when a write of ``t`` reaches ``moment``: ``"snapshot"`` (it has read its
+    timeline and listed its files) or ``"instant"`` (its instant exists); returns the list that
+    then holds ``fn``'s result."""
+    done: list = []
+    cls, name = (None, "rollback_failed_writes") if moment == "snapshot" else (InstantTransaction, "start")
+    original = getattr(rollback_module if cls is None else cls, name)
+
+    def hook(first, *a, **kw):
+        ctx = first if cls is None else first.ctx
+        if not done and ctx is t.context:
+            done.append(fn())
+        return original(first, *a, **kw)
+    monkeypatch.setattr(rollback_module if cls is None else cls, name, hook)
+    return done
+
+
+def _archived(other, instant) -> bool:
+    """Archive ``other``'s table keeping one commit; whether ``instant`` went."""
+    return instant in {i.requested for i in other.maintenance.archive(min_commits=1, max_commits=2).archived}
+
+
+def _land_then_fill(other, ids, fillers, p):
+    """``other`` updates ``ids`` in partition a, then writes ``fillers`` commits into partition
+    ``p`` (so that archival can take the first); the first commit's instant."""
+    instant = other.upsert(_rows(ids, "other")).instant
+    for i in range(fillers):
+        other.upsert(_rows([10 + i], "filler", p=p))
+    return instant
+
+
 def _read(t):
     df = t.read().to_pandas()
     assert df.id.is_unique, f"duplicate keys {sorted(df.id[df.id.duplicated()])}"
@@ -41,31 +72,15 @@ def test_commit_completed_after_the_snapshot_and_archived_during_the_write_is_ch
     file slice, keep its delta commit active.)"""
     t, other = _tables(tmp_path, "cow")
     t.upsert(_rows([1, 2], "base"))
-    hooks: list[str] = []
-    original_rollback = rollback_module.rollback_failed_writes
-    original_start = InstantTransaction.start
-
-    def after_the_snapshot(ctx, **kw):          # the write has read its timeline: another lands
-        if not hooks and ctx is t.context:
-            hooks.append(other.upsert(_rows([1, 2], "other")).instant)
-            for i in range(4):                  # commits elsewhere, so that archival can take it
-                other.upsert(_rows([10 + i], "filler", p="b"))
-        return original_rollback(ctx, **kw)
-
-    def after_the_instant(self, data=b""):      # the write's instant exists: archival runs
-        if len(hooks) == 1 and self.ctx is t.context:
-            r = other.maintenance.archive(min_commits=1, max_commits=2)
-            hooks.append("archived" if hooks[0] in {i.requested for i in r.archived} else "kept")
-        return original_start(self, data)
-    monkeypatch.setattr(rollback_module, "rollback_failed_writes", after_the_snapshot)
-    monkeypatch.setattr(InstantTransaction, "start", after_the_instant)
+    other_write = _once(monkeypatch, t, "snapshot", lambda: _land_then_fill(other, [1, 2], 4, "b"))
+    archived = _once(monkeypatch, t, "instant", lambda: _archived(other, other_write[0]))
     try:
         t.upsert(_rows([1], "mine"))
         landed = True
     except lk.WriteConflictError as e:
-        assert e.other_instant == hooks[0]
+        assert e.other_instant == other_write[0]
         landed = False
-    assert hooks[1] == "archived", hooks
+    assert archived == [True]
     got = _read(t)
     assert not landed and got[1] == "other" and got[2] == "other"    # never lost over the other's update
     assert hudi_rows(t.path) == sorted(got.items())
@@ -84,20 +99,15 @@ def test_write_pending_at_the_snapshot_then_archived_before_the_instant_is_plann
     stats, schema = open_instants.write_batch(other, x, _rows([1, 2], "other"))
     seen = t.upsert(_rows([5], "seen", p="b"))
     t.maintenance.savepoint(seen.instant)
-    hooks: list[str] = []
-    original_rollback = rollback_module.rollback_failed_writes
 
-    def after_the_snapshot(ctx, **kw):          # the pending write lands and is archived
-        if not hooks and ctx is t.context:
-            hooks.append(open_instants.commit(other, x, stats, schema=schema).instant)
-            for i in range(3):
-                other.upsert(_rows([10 + i], "filler", p="c"))
-            r = other.maintenance.archive(min_commits=1, max_commits=2)
-            hooks.append("archived" if hooks[0] in {i.requested for i in r.archived} else "kept")
-        return original_rollback(ctx, **kw)
-    monkeypatch.setattr(rollback_module, "rollback_failed_writes", after_the_snapshot)
+    def land_and_archive():                     # the pending write lands and is archived
+        instant = open_instants.commit(other, x, stats, schema=schema).instant
+        for i in range(3):
+            other.upsert(_rows([10 + i], "filler", p="c"))
+        return _archived(other, instant)
+    archived = _once(monkeypatch, t, "snapshot", land_and_archive)
     t.upsert(_rows([1], "mine"))
-    assert hooks[1] == "archived", hooks
+    assert archived == [True]
     got = _read(t)
     assert got == {1: "mine", 2: "other", 5: "seen", 10: "filler", 11: "filler", 12: "filler"}
     assert hudi_rows(t.path) == sorted(got.items())
@@ -107,20 +117,9 @@ def test_write_to_a_table_without_commits_whose_racing_commits_were_archived_lis
     """The snapshot held no commit for archival to take first: the commits made and archived
     before the write's instant leave no gone instant behind, only new ones."""
     t, other = _tables(tmp_path, "cow")
-    hooks: list[str] = []
-    original_rollback = rollback_module.rollback_failed_writes
-
-    def after_the_snapshot(ctx, **kw):
-        if not hooks and ctx is t.context:
-            hooks.append(other.upsert(_rows([1, 2], "other")).instant)
-            for i in range(3):
-                other.upsert(_rows([10 + i], "filler", p="b"))
-            r = other.maintenance.archive(min_commits=1, max_commits=2)
-            hooks.append("archived" if hooks[0] in {i.requested for i in r.archived} else "kept")
-        return original_rollback(ctx, **kw)
-    monkeypatch.setattr(rollback_module, "rollback_failed_writes", after_the_snapshot)
+    archived = _once(monkeypatch, t, "snapshot", lambda: _archived(other, _land_then_fill(other, [1, 2], 3, "b")))
     t.upsert(_rows([1], "mine"))
-    assert hooks[1] == "archived", hooks
+    assert archived == [True]
     got = _read(t)
     assert got == {1: "mine", 2: "other", 10: "filler", 11: "filler", 12: "filler"}
     assert hudi_rows(t.path) == sorted(got.items())
@@ -129,24 +128,10 @@ def test_write_to_a_table_without_commits_whose_racing_commits_were_archived_lis
 def test_a_racing_write_rolled_back_while_this_one_runs_is_no_conflict(tmp_path, monkeypatch):
     t, other = _tables(tmp_path, "cow")
     t.upsert(_rows([1], "base"))
-    hooks: list[str] = []
-    original_rollback = rollback_module.rollback_failed_writes
-    original_start = InstantTransaction.start
-
-    def after_the_snapshot(ctx, **kw):
-        if not hooks and ctx is t.context:
-            hooks.append(other.upsert(_rows([5], "other", p="b")).instant)
-        return original_rollback(ctx, **kw)
-
-    def after_the_instant(self, data=b""):
-        if len(hooks) == 1 and self.ctx is t.context:
-            other.maintenance.rollback(hooks[0])
-            hooks.append("rolled back")
-        return original_start(self, data)
-    monkeypatch.setattr(rollback_module, "rollback_failed_writes", after_the_snapshot)
-    monkeypatch.setattr(InstantTransaction, "start", after_the_instant)
+    racing = _once(monkeypatch, t, "snapshot", lambda: other.upsert(_rows([5], "other", p="b")).instant)
+    rolled = _once(monkeypatch, t, "instant", lambda: other.maintenance.rollback(racing[0]))
     t.upsert(_rows([1], "mine"))
-    assert len(hooks) == 2
+    assert len(rolled) == 1
     assert _read(t) == {1: "mine"}
 
 
@@ -239,17 +224,14 @@ def test_a_column_added_by_a_commit_planned_against_after_a_clean_is_never_dropp
     schema conflict instead of rewriting the file group without the column."""
     t, other = _tables(tmp_path, "cow")
     t.upsert(_rows([1, 2], "base"))
-    hooks: list[str] = []
-    original_rollback = rollback_module.rollback_failed_writes
 
-    def after_the_snapshot(ctx, **kw):
-        if not hooks and ctx is t.context:
-            hooks.append(other.upsert(_rows([1], "other").assign(c=["new column"])).instant)
-            assert other.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1) is not None
-        return original_rollback(ctx, **kw)
-    monkeypatch.setattr(rollback_module, "rollback_failed_writes", after_the_snapshot)
+    def add_a_column_then_clean():
+        other.upsert(_rows([1], "other").assign(c=["new column"]))
+        return other.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1)
+    cleaned = _once(monkeypatch, t, "snapshot", add_a_column_then_clean)
     with pytest.raises(lk.SchemaEvolutionConflictError):
         t.upsert(_rows([2], "mine"))
+    assert cleaned and cleaned[0] is not None
     df = t.read().to_pandas()
     assert dict(zip(df.id, df.c)) == {1: "new column", 2: None}
 
