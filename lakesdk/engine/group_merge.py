@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakesdk.engine.footers import kept_footer
 from lakesdk.engine.slice_reader import (
     SliceReadContext,
     as_rows_of,
@@ -34,6 +35,7 @@ from lakesdk.engine.slice_reader import (
     split_base,
     touched_keys,
 )
+from lakesdk.format.bloom import BloomConfig, FooterIndex
 from lakesdk.format.damaged import damaged_file
 from lakesdk.format.file_group import FileSlice
 from lakesdk.format.parquet_encoding import nan_columns
@@ -41,7 +43,10 @@ from lakesdk.merge.columns import KEY, OP, OP_UPSERT, ROW, SEQ
 from lakesdk.merge.ordering import MergeCounts, Ordering, merge_into_base, stored_copies
 from lakesdk.storage import Storage
 
-__all__ = ["StoredRows", "merged_pieces", "nan_statistics", "merge_partial_into_base", "SlicePieces"]
+#: the footer entries of a base file and what they tell the key index
+Footer = tuple[dict[bytes, bytes], FooterIndex]
+
+__all__ = ["StoredRows", "merged_pieces", "placed", "nan_statistics", "merge_partial_into_base", "SlicePieces"]
 
 #: stored rows read and merged at a time: a quarter of a written row group (the writer gathers
 #: the pieces into row groups); Arrow's reader holds about twice the batch it decodes
@@ -198,6 +203,19 @@ def _merged(batch: pa.Table, incoming: pa.Table, which: np.ndarray, rows: np.nda
     return pa.concat_tables([kept, write_new(new, batch)]) if new.num_rows else kept
 
 
+def placed(stored: StoredRows, incoming: pa.Table, bloom: BloomConfig | None) -> tuple[pa.Table, Footer | None]:
+    """``incoming`` once per stored row of its key, with that row in ``_lk_row`` (null: a new
+    key), as :func:`merged_pieces` places it (the stored keys read alone when no key index
+    placed the records); and the stored file's footer when every record updates a stored key
+    (none deletes, none is new): the rewrite then writes the keys the file holds
+    (:func:`~lakesdk.engine.footers.kept_footer`)."""
+    incoming = _placed(stored, incoming)[0]
+    if stored.path is None or stored.table is not None or incoming.column(ROW).null_count or \
+            (OP in incoming.column_names and len(incoming) and not pc.all(pc.equal(incoming.column(OP), OP_UPSERT)).as_py()):
+        return incoming, None
+    return incoming, kept_footer(stored.storage, stored.path, bloom)
+
+
 def _placed(stored: StoredRows, incoming: pa.Table) -> tuple[pa.Table, np.ndarray]:
     """``incoming`` once per stored row of its key, with that row in ``_lk_row`` and in the
     array returned (-1: a new key)."""
@@ -223,13 +241,16 @@ class SlicePieces:
     logs and one batch of the base file rather than the whole slice).  A custom merger's slice,
     whose winners may hold values that no version holds (a NaN the statistics must know of
     before the first row group), and a slice without a Parquet base file are read whole.  Opened
-    at construction; closed by :meth:`close` (a ``with`` block), taken or not."""
+    at construction; closed by :meth:`close` (a ``with`` block), taken or not.  ``bloom``: the
+    writer's filter settings, for :attr:`footer`: the base file's footer when the merged rows
+    hold the keys it holds (:meth:`_kept_footer`), else None."""
 
-    def __init__(self, ctx: SliceReadContext, sl: FileSlice) -> None:
+    def __init__(self, ctx: SliceReadContext, sl: FileSlice, bloom: BloomConfig | None = None) -> None:
         from lakesdk.engine.base_file import PARQUET, reader_for
         self.ctx, self.slice = ctx, sl
         self._rows: StoredRows | None = None
         self._whole: pa.Table | None = None
+        self.footer: Footer | None = None
         full = ctx.full_schema
         if not sl.base_path or reader_for(sl.base_path) is not PARQUET or ctx.merger is not None:
             from lakesdk.format.parquet_encoding import statistics_columns
@@ -243,6 +264,8 @@ class SlicePieces:
             upserts = pa.concat_tables([t.select([*full.names, OP]) for t in self._live]) if self._live else \
                 full.empty_table()
             self.statistics = nan_statistics(self._rows, upserts, full)
+            self._touched()
+            self.footer = self._kept_footer(bloom)
         except BaseException:
             self.close()
             raise
@@ -259,10 +282,13 @@ class SlicePieces:
                 flagged = None if sl.log_files else deleted_flags(batch)
                 yield batch if flagged is None else batch.filter(pc.invert(flagged))
             return
-        keys = touched_keys(self._live)
+        keys, hits, at = self._keys, self._hits, 0
         touched: list[pa.Table] = []
         for batch in rows.batches():
-            kept, hit = split_base(batch, keys, None, self._live[0].schema)
+            n = batch.num_rows
+            kept, hit = split_base(batch, keys, None, self._live[0].schema,
+                                   None if hits is None else pa.array(hits[at: at + n]))
+            at += n
             if hit is not None:
                 touched.append(hit)
             yield kept
@@ -270,6 +296,35 @@ class SlicePieces:
         merged = merge_touched(self.ctx, [(pa.concat_tables(touched) if touched else None, self._logs, len(keys))])
         if merged is not None:
             yield as_rows_of(merged, self.ctx.full_schema)
+
+    def _kept_footer(self, bloom: BloomConfig | None) -> Footer | None:
+        """The base file's footer, when the slice's merged rows hold the keys it holds: no
+        log deletes, and every key the logs write is a key of the base file (its keys read
+        alone, cheaper than hashing them: :func:`~lakesdk.engine.footers.kept_footer`)."""
+        rows = self._rows
+        if rows is None or rows.path is None or bloom is None:
+            return None
+        if any(pc.any(pc.not_equal(t.column(OP), OP_UPSERT)).as_py() for t in self._live):
+            return None
+        if self._hits is not None and self._found != len(self._keys):   # a log key the base file lacks
+            return None
+        return kept_footer(rows.storage, rows.path, bloom)
+
+    def _touched(self) -> None:
+        """The log keys (``_keys``), and which rows of the base file hold one (``_hits``, its key
+        column read alone: the set of log keys is built once, not once per batch) and how many
+        distinct log keys they hold (``_found``)."""
+        self._keys = keys = touched_keys(self._live)
+        self._hits: np.ndarray | None = None
+        self._found = 0
+        if not len(keys) or self._rows is None:
+            return
+        parts = [t.column(KEY) for t in self._rows.columns([KEY])]
+        chunks = [c for p in parts for c in p.chunks]
+        stored = pc.cast(pa.chunked_array(chunks) if chunks else pa.chunked_array([], keys.type), keys.type)
+        hit = pc.is_in(stored, value_set=keys)
+        self._hits = np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
+        self._found = int(pc.count_distinct(stored.filter(hit)).as_py())
 
     def close(self) -> None:
         if self._rows is not None:

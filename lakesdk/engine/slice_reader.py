@@ -261,15 +261,15 @@ def keys_as(keys: pa.Array, key_type: pa.DataType) -> pa.Array:
 
 
 def split_base(base: pa.Table | pa.RecordBatch, keys: pa.Array, key_field: str | None,
-               log_schema: pa.Schema) -> tuple[pa.Table, pa.Table | None]:
+               log_schema: pa.Schema, hit: pa.Array | None = None) -> tuple[pa.Table, pa.Table | None]:
     """(the rows of ``base`` whose key is not in ``keys``, those whose key is, as versions of
     sequence 0 in ``log_schema``) - by the record key column, or by ``key_field`` (then
-    ``keys`` are of its type)."""
+    ``keys`` are of its type); ``hit``: which rows those are, when known."""
     if isinstance(base, pa.RecordBatch):
         base = pa.Table.from_batches([base])
     flagged = deleted_flags(base)
-    hit = is_in(base.column(key_field), keys) if key_field is not None else \
-        pc.is_in(base.column(KEY), value_set=keys)
+    if hit is None:
+        hit = is_in(base.column(key_field), keys) if key_field is not None else pc.is_in(base.column(KEY), value_set=keys)
     if not pc.any(hit).as_py():
         return (base if flagged is None else base.filter(pc.invert(flagged))), None
     touched = base.filter(hit)

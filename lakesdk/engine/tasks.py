@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakesdk import _faults as faults
+from lakesdk.engine import group_merge
 from lakesdk.engine.base_file_writer import Footer, write_base_file
 from lakesdk.engine.footers import remember_footer
 from lakesdk.engine.group_merge import SlicePieces, StoredRows, merge_partial_into_base, merged_pieces, nan_statistics
@@ -229,11 +230,10 @@ def base_file_footer(ctx: WriteContext, keys: pa.Array | pa.ChunkedArray) -> Foo
 
 def _write_parquet(ctx: WriteContext, path: str, rows: pa.Table | Iterable[pa.Table], task: TaskInfo | None = None,
                    footer: Footer | None = None, *, statistics: bool | list[str] | None = None) -> tuple[int, int]:
-    """Write a base file of ``rows`` (a table, or its pieces as they come:
-    :func:`~lakesdk.engine.base_file_writer.write_base_file`): its footer holds the key range
-    and the bloom filter of its record keys as Hudi writes them (:mod:`lakesdk.format.bloom`),
-    the key index's first look (``footer``: :func:`base_file_footer` of the keys, when computed
-    already): (its size, its rows)."""
+    """Write a base file of ``rows`` (a table, or its pieces as they come: :func:`write_base_file`),
+    its footer the key range and bloom filter of its record keys as Hudi writes them, the key
+    index's first look (``footer``: computed already: :func:`base_file_footer`, or
+    :func:`kept_footer`): (its size, its rows)."""
     half = faults.armed("mid_data_file") or (faults.fail_first_attempt() and task is not None and task.attempt_number == 0)
     size, rows_written, index = write_base_file(ctx.storage, path, rows, compression=ctx.compression, schema=ctx.file_schema,
                                          bloom=ctx.bloom, footer=footer,
@@ -280,6 +280,7 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
             out = _with_meta(ctx, keep_stored(ctx.keep_columns, new, stored_rows), name, task, seq)
             seq += out.num_rows
             return out
+        incoming, kept = group_merge.placed(rows, incoming, ctx.bloom) if ctx.operation != "insert" else (incoming, None)
         if ctx.operation == "insert":    # Hudi's insert appends into small files without merging (duplicates kept)
             pieces: Iterable[pa.Table] = itertools.chain(rows.batches(), [write_new(incoming, None)])
             counts.inserted = incoming.num_rows
@@ -290,7 +291,7 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
         primed = _primed(pieces)  # its first piece merged while the write's markers are made
         t1 = time.perf_counter()
         _mark(ctx, path, "MERGE" if had_base else "CREATE")
-        size, written = _write_parquet(ctx, path, primed, task, statistics=statistics)
+        size, written = _write_parquet(ctx, path, primed, task, kept, statistics=statistics)
     finally:
         rows.close()
     return _group_stat(target, path, written, counts, size, had_base, t0, t1, time.perf_counter()), counts
@@ -457,11 +458,10 @@ def _distinct_keys(t: pa.Table, mask: np.ndarray) -> int:
 
 
 def _log_counts(ctx: WriteContext, incoming: pa.Table, ops: np.ndarray) -> MergeCounts:
-    """What a merge-on-read log write does to the table: every incoming record is tagged
-    (its key is in the file group); under event-time ordering, one whose ordering value is
-    lower than the stored one (``_lk_stored_ord`` from the key index) changes nothing
-    (skipped), as the merge on read will decide.  Keys count once (a delete batch may name
-    a key twice)."""
+    """What a merge-on-read log write does to the table: every incoming record is tagged (its key is in the
+    file group); under event-time ordering, one whose ordering value is lower than the stored one
+    (``_lk_stored_ord`` from the key index) changes nothing (skipped), as the merge on read will decide.
+    Keys count once (a delete batch may name a key twice)."""
     n = incoming.num_rows
     wins = np.ones(n, dtype=bool)
     if STORED_ORDERING in incoming.column_names and stored_ordering_type(ctx) is not None:
@@ -550,10 +550,10 @@ def compact_file_slice(ctx: WriteContext, slice_ctx: Any, sl: Any, task: TaskInf
     t0 = time.perf_counter()
     name = compacted_file(ctx, sl, task)[1]
     path = f"{sl.partition}/{name}" if sl.partition else name
-    with SlicePieces(slice_ctx, sl) as pieces:
+    with SlicePieces(slice_ctx, sl, ctx.bloom) as pieces:
         primed = _primed(conform(p, ctx.file_schema) for p in pieces)  # the first batch merged while the marker is made
         _mark(ctx, path, "CREATE")
-        size, written = _write_parquet(ctx, path, primed, task, statistics=pieces.statistics)
+        size, written = _write_parquet(ctx, path, primed, task, pieces.footer, statistics=pieces.statistics)
     return WriteStat(
         fileId=sl.file_id, path=path, partitionPath=sl.partition, prevCommit=sl.base_instant or "null",
         numWrites=written, numUpdateWrites=written, totalWriteBytes=size, fileSizeInBytes=size,
