@@ -139,6 +139,8 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
         entries, index = footer if footer is not None else builder.finish() if builder is not None else ({}, None)
         if entries:
             w.add_key_value_metadata(entries)
+        if index is not None:   # a footer given (kept from the stored file) was of its row count
+            index.rows = rows
         return index
 
     injected = False

@@ -71,8 +71,9 @@ def footer_of(storage: Storage, path: str) -> FooterIndex:
 def kept_footer(storage: Storage, base_path: str,
                 config: BloomConfig | None) -> tuple[dict[bytes, bytes], FooterIndex] | None:
     """The footer of the stored base file ``base_path``, for a rewrite of it that writes the keys
-    it holds (an upsert that only updates them, a compaction whose logs only update them:
-    the callers know): its key range and bloom filter hold every key written, and need not
+    it holds or some of them (an upsert that only updates them, a compaction whose logs only
+    update them: the callers know; the writer sets the index's row count to the rows it
+    wrote): its key range and bloom filter hold every key written, and need not
     be hashed again (about a tenth of a second per 500,000 keys).  None (build the footer from
     the keys written) when the file has no filter or one of other settings than ``config``'s
     (Hudi would build the filter its settings say), or when reading its footer would take a

@@ -51,6 +51,8 @@ __all__ = ["StoredRows", "merged_pieces", "placed", "nan_statistics", "merge_par
 #: stored rows read and merged at a time: a quarter of a written row group (the writer gathers
 #: the pieces into row groups); Arrow's reader holds about twice the batch it decodes
 READ_ROWS = 1 << 15
+#: record keys of a base file read at a time when they are read alone
+_KEY_ROWS = 1 << 20
 
 
 class StoredRows:
@@ -83,15 +85,15 @@ class StoredRows:
             return self.table.num_rows
         return self._pf.metadata.num_rows if self._pf is not None else 0
 
-    def columns(self, names: list[str]) -> Iterator[pa.Table]:
+    def columns(self, names: list[str], rows: int | None = None) -> Iterator[pa.Table]:
         """The columns ``names`` of the stored records (those the file has, as stored),
-        :data:`READ_ROWS` at a time."""
+        ``rows`` (None: :data:`READ_ROWS`) at a time."""
         if self.table is not None:
             yield self.table.select([n for n in names if n in self.table.column_names])
         elif self._pf is not None:
             have = [n for n in names if n in self._pf.schema_arrow.names]
             if have:
-                yield from self._read(have)
+                yield from self._read(have, rows)
 
     def batches(self) -> Iterator[pa.Table]:
         """The stored records, :data:`READ_ROWS` at a time, on the table's file schema."""
@@ -102,12 +104,12 @@ class StoredRows:
             for t in self._read([n for n in self.schema.names if n in self._pf.schema_arrow.names]):
                 yield conform(t, self.schema)
 
-    def _read(self, columns: list[str] | None) -> Iterator[pa.Table]:
+    def _read(self, columns: list[str] | None, rows: int | None = None) -> Iterator[pa.Table]:
         """The stored file's ``columns`` (None: all), :data:`READ_ROWS` at a time, the next batch
         decoded on a side thread while this one is merged and written; damaged bytes raise
         :class:`~lakesdk.CorruptFileError` naming the file."""
         assert self._pf is not None and self.path is not None
-        it = self._pf.iter_batches(batch_size=READ_ROWS, columns=columns, use_threads=False)
+        it = self._pf.iter_batches(batch_size=rows or READ_ROWS, columns=columns, use_threads=False)
         path = self.path
 
         def decode() -> pa.RecordBatch | None:
@@ -306,25 +308,29 @@ class SlicePieces:
             return None
         if any(pc.any(pc.not_equal(t.column(OP), OP_UPSERT)).as_py() for t in self._live):
             return None
-        if self._hits is not None and self._found != len(self._keys):   # a log key the base file lacks
+        if len(self._keys) and (self._hits is None or self._found != len(self._keys)):   # a log key it may lack
             return None
         return kept_footer(rows.storage, rows.path, bloom)
 
     def _touched(self) -> None:
-        """The log keys (``_keys``), and which rows of the base file hold one (``_hits``, its key
-        column read alone: the set of log keys is built once, not once per batch) and how many
-        distinct log keys they hold (``_found``)."""
+        """The log keys (``_keys``), and on a local file system which rows of the base file hold
+        one (``_hits``: its key column read alone, :data:`_KEY_ROWS` keys at a time, so that the
+        set of log keys is built once per million rows, not once per batch of the merge) and
+        how many distinct log keys they hold (``_found``).  Elsewhere each batch is matched
+        as it comes (a second read of the keys would cost round trips)."""
         self._keys = keys = touched_keys(self._live)
         self._hits: np.ndarray | None = None
         self._found = 0
-        if not len(keys) or self._rows is None:
+        if not len(keys) or self._rows is None or not self._rows.storage.is_local:
             return
-        parts = [t.column(KEY) for t in self._rows.columns([KEY])]
-        chunks = [c for p in parts for c in p.chunks]
-        stored = pc.cast(pa.chunked_array(chunks) if chunks else pa.chunked_array([], keys.type), keys.type)
-        hit = pc.is_in(stored, value_set=keys)
-        self._hits = np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
-        self._found = int(pc.count_distinct(stored.filter(hit)).as_py())
+        hits, found = [], []
+        for part in self._rows.columns([KEY], _KEY_ROWS):
+            stored = pc.cast(part.column(KEY), keys.type)
+            hit = pc.is_in(stored, value_set=keys)
+            hits.append(np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool))
+            found += stored.filter(hit).chunks
+        self._hits = np.concatenate(hits) if hits else np.zeros(0, bool)
+        self._found = int(pc.count_distinct(pa.chunked_array(found, keys.type)).as_py())
 
     def close(self) -> None:
         if self._rows is not None:
