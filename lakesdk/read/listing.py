@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import weakref
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file
 from lakesdk.format.table_config import TableConfig
@@ -40,6 +40,7 @@ class _Listing(NamedTuple):
     named: tuple[str, ...]                     # the MDT partitions ``hoodie.properties`` named then
     partitions: list[str]                      # every partition listed, in the scope or not
     by_partition: _ByPartition | None = None   # the MDT's listing as it is (None: ``files``)
+    after: Any = None                          # what the caller's ``then`` returned
 
     def infos(self) -> list[FileInfo]:
         return self.files if self.files is not None else _infos(self.by_partition or [])
@@ -54,33 +55,38 @@ def _partition_of(path: str) -> str:
     return path.rpartition("/")[0]
 
 
-def _from_storage(storage: Storage, scope: Callable[[str], bool] | None) -> _Listing:
+def _from_storage(storage: Storage, scope: Callable[[str], bool] | None,
+                  then: Callable[[], Any] | None = None) -> _Listing:
     files = list_data_files(storage)
     parts = sorted({_partition_of(f.path) for f in files})
     if scope is not None:
         kept = {p for p in parts if scope(p)}
         files = [f for f in files if _partition_of(f.path) in kept]
-    return _Listing(files, None, (), parts)
+    return _Listing(files, None, (), parts, after=then() if then is not None else None)
 
 
 def _listed(storage: Storage, config: TableConfig, timeline: Timeline,
-            scope: Callable[[str], bool] | None = None) -> _Listing:
+            scope: Callable[[str], bool] | None = None, then: Callable[[], Any] | None = None) -> _Listing:
     """:func:`listed_files` (of the partitions ``scope`` keeps), with what it listed from.  A
     ``hoodie.properties`` read earlier may name a metadata table another writer has dropped
     since: read again after the MDT, it then no longer names one.  With the MDT, a scope reads
-    the ``files`` records of the partitions it keeps only (seeks by key)."""
+    the ``files`` records of the partitions it keeps only (seeks by key).  ``then`` is called
+    once the files are listed (at the same time as that second read), its result kept as
+    :attr:`_Listing.after`: a caller's check that must follow the listing costs no round trip
+    of its own."""
     from lakesdk.commit.table_properties import read_properties
     from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
+    from lakesdk.storage.overlap import at_once
     if config.is_metadata_table or config.version < 8:
-        return _from_storage(storage, scope)
+        return _from_storage(storage, scope, then=then)
     if "files" not in metadata_partitions(config.props):
         # a handle's config read before another writer (or this one) built the MDT
         if not storage.exists(METADATA_DIR) or "files" not in metadata_partitions(read_properties(storage)[1].props):
-            return _from_storage(storage, scope)
+            return _from_storage(storage, scope, then=then)
     from lakesdk.read.metadata_table import MetadataTableReader
     for attempt in range(3):
         try:
-            reader = MetadataTableReader(storage, timeline)
+            reader = MetadataTableReader(storage, timeline, prelist=("files",), timeline_dir=config.timeline_dir)
             if scope is None:
                 listings = [(lst.partition, lst.files) for lst in reader.listings()]
                 parts = [p for p, _ in listings]
@@ -90,16 +96,17 @@ def _listed(storage: Storage, config: TableConfig, timeline: Timeline,
             break
         except FileNotFoundError:
             if "files" not in metadata_partitions(read_properties(storage)[1].props):
-                return _from_storage(storage, scope)
+                return _from_storage(storage, scope, then=then)
             if attempt == 2:
                 raise
             # the MDT's clean removed the file slice this read loaded (two compactions since): again
     # still named now: a writer that drops the MDT (or builds it again) unnames it before it deletes
     # a file (and names it after the last): an MDT read while it changed is not trusted
-    named = metadata_partitions(read_properties(storage)[1].props)
+    after, raw = at_once(then or (lambda: None), lambda: read_properties(storage)[1])
+    named = metadata_partitions(raw.props)
     if "files" not in named:
-        return _from_storage(storage, scope)
-    return _Listing(None, reader, named, parts, listings)
+        return _from_storage(storage, scope, then=then)
+    return _Listing(None, reader, named, parts, listings, after)
 
 
 def list_data_files(storage: Storage) -> list[FileInfo]:

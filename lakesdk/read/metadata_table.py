@@ -15,7 +15,8 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 
 from lakesdk._lru import WeightedLRU
 from lakesdk.exceptions import CorruptFileError
@@ -38,7 +39,7 @@ from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Timeline
 from lakesdk.read.mdt_blocks import _Block
 from lakesdk.read.record_lookup import decode_records
-from lakesdk.storage import Storage
+from lakesdk.storage import FileInfo, Storage
 
 if TYPE_CHECKING:
     from lakesdk.timeline.store import TimelineStore
@@ -57,14 +58,36 @@ class MetadataTableReader:
     """The MDT of the table on ``storage``, read against the data table's ``timeline``."""
 
     def __init__(self, storage: Storage, timeline: Timeline, *, store: "TimelineStore | None" = None,
-                 mdt_timeline: Timeline | None = None) -> None:
+                 mdt_timeline: Timeline | None = None, prelist: tuple[str, ...] = (),
+                 timeline_dir: str = ".hoodie/timeline") -> None:
         """``store`` and ``mdt_timeline``: the MDT's timeline store and its timeline, when the
-        caller (the MDT's writer, under the table lock) has them already."""
+        caller (the MDT's writer, under the table lock) has them already.  Otherwise the MDT's
+        ``hoodie.properties`` is read, its timeline (``timeline_dir``: the data table's, whose
+        layout the MDT shares; listed again when the MDT's says otherwise) and the MDT partitions
+        ``prelist`` listed, all at once.  A partition listed before the MDT timeline was read is
+        as good as one listed after: the MDT files of every data instant the data ``timeline``
+        holds completed were written before it was read (the files of a later MDT compaction
+        missed then leave the slice before it, still whole until a clean, whose deletions fail
+        the read)."""
         from lakesdk.timeline.store import TimelineStore
         self.storage = storage
         self.mdt = storage.child(METADATA_DIR)
+        #: the MDT partitions listed, and each file's (size, modified time) as listed
+        self._listings: dict[str, list[FileInfo]] = {}
+        self._stamps: dict[str, tuple[int, float | None]] = {}
         if store is None:
-            store = TimelineStore(self.mdt, TableConfig.from_bytes(self.mdt.read(".hoodie/hoodie.properties")))
+            from lakesdk.storage.overlap import at_once
+            calls: list[Callable[[], Any]] = [lambda: self.mdt.read(".hoodie/hoodie.properties")]
+            if mdt_timeline is None:
+                calls.append(lambda: self.mdt.list(timeline_dir))
+            calls += [partial(self.mdt.list, p) for p in prelist]
+            got = at_once(*calls)
+            store = TimelineStore(self.mdt, TableConfig.from_bytes(got[0]))
+            if mdt_timeline is None:
+                entries = got[1] if store.dir == timeline_dir else self.mdt.list(store.dir)
+                mdt_timeline = store.timeline_of(entries)
+            for p, entries in zip(prelist, got[len(calls) - len(prelist):]):
+                self._listings[p] = entries
         self.store = store
         self.config = store.config
         if mdt_timeline is None:
@@ -76,6 +99,37 @@ class MetadataTableReader:
         self.delta_commits = frozenset(i.requested for i in mdt_timeline.completed if i.action == "deltacommit")
         pending = pending_data_instants(timeline)
         self.valid = frozenset(i for i in self._completion if i not in pending)
+
+    def _list(self, partition: str) -> list[FileInfo]:
+        """The files of an MDT partition, listed once by this reader (one snapshot of it)."""
+        entries = self._listings.get(partition)
+        if entries is None:
+            entries = self._listings[partition] = self.mdt.list(partition)
+        for e in entries:
+            self._stamps[e.path] = (e.size, e.modified)
+        return entries
+
+    def _read_all(self, paths: list[str]) -> list[bytes]:
+        """The bytes of the MDT files ``paths``, read at once; a file this process read before
+        with the size and modified time its listing shows now is not read again (an MDT file
+        is written once: :data:`_RAW`)."""
+        keys = [self._raw_key(p) for p in paths]
+        out: list[bytes | None] = [(_RAW.get(k) if k is not None else None) for k in keys]
+        todo = [i for i, b in enumerate(out) if b is None]
+        if todo:
+            from lakesdk.storage.overlap import at_once
+            for i, data in zip(todo, at_once(*[partial(self.mdt.read, paths[i]) for i in todo])):
+                out[i] = data
+                k = keys[i]
+                if k is not None and len(data) <= _DECODED_MAX_BYTES:
+                    _RAW.put(k, data, len(data))
+        return cast(list[bytes], out)
+
+    def _raw_key(self, path: str) -> tuple[str, int, float] | None:
+        stamp = self._stamps.get(path)
+        if stamp is None or stamp[1] is None:
+            return None
+        return (self.mdt.url(path), stamp[0], stamp[1])
 
     def _completed(self, instant: str) -> str | None:
         done = self._completion.get(instant)
@@ -90,7 +144,7 @@ class MetadataTableReader:
         bases: dict[str, list[tuple[BaseFile, int]]] = defaultdict(list)
         logs: dict[str, list[tuple[LogFile, int]]] = defaultdict(list)
         try:
-            entries = [e for e in self.mdt.list(partition) if not e.is_dir]
+            entries = [e for e in self._list(partition) if not e.is_dir]
         except FileNotFoundError:
             return []
         for e in entries:
@@ -192,9 +246,10 @@ class MetadataTableReader:
     def _slice_records(self, sl: FileSlice, prefixes: tuple[bytes, ...] | None = None) -> dict[str, MetadataRecord]:
         from lakesdk.format.hfile import HFileReader
         merged: dict[str, MetadataRecord] = {}
+        datas = self._read_all(([sl.base_path] if sl.base_path is not None else []) + list(sl.log_paths))
         if sl.base_path is not None:
             path = sl.base_path
-            url, data = self.mdt.url(path), self.mdt.read(path)
+            url, data = self.mdt.url(path), datas.pop(0)
             if prefixes is None and sl.partition == "files":
                 merged = _base_records(url, data)
             elif prefixes is not None:
@@ -205,8 +260,8 @@ class MetadataTableReader:
                 for rec in decode_records(reader, _schema_of(reader, url), url):
                     _put(merged, rec)
         blocks: list[_Block] = []
-        for path in sl.log_paths:
-            blocks.extend(_log_blocks(self.mdt.url(path), self.mdt.read(path)))
+        for path, data in zip(sl.log_paths, datas):
+            blocks.extend(_log_blocks(self.mdt.url(path), data))
         if self.config.layout_version >= 2:
             # merged in the order their delta commits completed (as the data instants did, under
             # the table lock), not by instant time: a record that says a data partition as a
@@ -245,6 +300,11 @@ class MetadataTableReader:
             yield PartitionListing(data_partition_of(key),
                                    {n: e.size for n, e in sorted(rec.files.items()) if not e.deleted})
 
+
+#: the bytes of MDT files by (URL, size, modified time as listed): an MDT file is written once
+#: (its name holds its instant and its writer's token), so a plan reads a file of an MDT slice
+#: it read before only when a listing shows it changed (files up to 4 MiB, 32 MiB in all)
+_RAW: WeightedLRU[tuple[str, int, float], bytes] = WeightedLRU(32 << 20)
 
 #: decoded MDT log files by (URL, content digest): a log file is written once (an MDT delta
 #: commit written again after a failed attempt has other bytes or the same records), so its

@@ -125,7 +125,7 @@ class FileSystemView:
         Without ``recheck`` the timeline is not read again after the listing: the caller
         reads it later and checks :meth:`outdated_by` itself (a write, when it creates its instant)."""
         for _ in range(_LIST_ATTEMPTS):
-            listing = _listed(self.storage, self.config, self.timeline, self.scope)
+            listing = _listed(self.storage, self.config, self.timeline, self.scope, store.load if recheck else None)
             self.metadata, self.metadata_partitions = listing.metadata, listing.named
             if listing.files is not None:
                 self._files = listing.files
@@ -134,7 +134,7 @@ class FileSystemView:
             self.listed_partitions = listing.partitions
             if not recheck:
                 return
-            now = store.load()
+            now = listing.after      # the timeline read again once the files were listed
             if not self.outdated_by(now):
                 return
             self._use(store, now)

@@ -100,9 +100,12 @@ class Storage:
         return self._fs
 
     def child(self, rel: str) -> "Storage":
-        """A storage rooted at ``rel`` below this one, sharing options."""
-        s = Storage.__new__(Storage)
-        s.protocol, s.root, s.storage_options, s._fs = self.protocol, self._abs(rel), self.storage_options, self._fs
+        """A storage rooted at ``rel`` below this one: of the same class, sharing its options,
+        file system and whatever else a subclass holds (a wrapper that counts, delays or
+        injects failures sees the child's calls too)."""
+        s = object.__new__(type(self))
+        s.__dict__.update(self.__dict__)
+        s.root = self._abs(rel)
         return s
 
     def _abs(self, rel: str) -> str:

@@ -17,9 +17,11 @@ __all__ = ["Handle"]
 class Handle(TableHandle, Protocol):
     """:class:`~lakesdk.commit.context.TableHandle` and what the handle keeps for its own
     modules: its context (a table upgrade swaps it) and the record-key encoding its stored keys
-    showed (see ``Table._key_encoding``)."""
+    showed (see ``Table._key_encoding``), and what it does after a write (``Table._after_write``)."""
 
     _ctx: TableContext
     _stored_key_encoding: str | None
 
     def _key_encoding(self) -> str: ...
+
+    def _after_write(self) -> None: ...

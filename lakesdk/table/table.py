@@ -170,6 +170,16 @@ class Table:
         """A new handle with the table config re-read from storage (same options and owner)."""
         return Table._of(self._ctx.with_config(load_config(self.storage)))
 
+    def _after_write(self) -> None:
+        """A handle whose config names no metadata table while lakesdk keeps one (its first
+        write built it) reads ``hoodie.properties`` again once: its plans then list from the
+        MDT without asking storage whether there is one each time."""
+        from lakesdk.format.metadata_table import metadata_partitions
+        from lakesdk.services.metadata_writer import keeps_metadata_table
+        cfg = self._ctx.config
+        if "files" not in metadata_partitions(cfg.props) and keeps_metadata_table(self._ctx, cfg):
+            self._ctx = self._ctx.with_config(load_config(self.storage))
+
     # -- state ------------------------------------------------------------------------------
     @property
     def timeline(self) -> Timeline:

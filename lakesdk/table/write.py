@@ -183,6 +183,7 @@ class WriteOperation(WriteInput):
         if getattr(t.options, "clean_after_write", False):
             from lakesdk.services.clean import clean_after_write
             clean_after_write(t.context)
+        t._after_write()
         return WriteResult(
             table=cfg.name, operation=self.operation, instant=instant.requested, completed=completed.completed,
             action=action, inserted=counts.inserted, updated=counts.updated, deleted=counts.deleted,

@@ -19,7 +19,7 @@ from lakesdk.format.rollback_metadata import RollbackMetadataData, RollbackPlanD
 from lakesdk.format.savepoint_metadata import SavepointMetadataData
 from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import InstantClock, Timeline, _family, corrupt_commit_error
-from lakesdk.storage import Storage
+from lakesdk.storage import FileInfo, Storage
 
 __all__ = ["TimelineStore"]
 
@@ -83,8 +83,11 @@ class TimelineStore:
         self._cache: dict[tuple[str, str], CommitMetadata] = {}
 
     def load(self) -> Timeline:
-        names = [e.name for e in self.storage.list(self.dir) if not e.is_dir]
-        return Timeline.from_file_names(names, layout=self.layout)
+        return self.timeline_of(self.storage.list(self.dir))
+
+    def timeline_of(self, entries: Iterable[FileInfo]) -> Timeline:
+        """The timeline of a listing of :attr:`dir` made by the caller."""
+        return Timeline.from_file_names([e.name for e in entries if not e.is_dir], layout=self.layout)
 
     def path(self, instant: Instant) -> str:
         return f"{self.dir}/{instant.file_name(layout=self.layout)}"

@@ -31,16 +31,16 @@ from lakesdk.timeline.store import TimelineStore
 @pytest.fixture
 def counted(monkeypatch):
     counts: collections.Counter[str] = collections.Counter()
-    load, init = TimelineStore.load, FileSystemView.__init__
+    load, init = TimelineStore.timeline_of, FileSystemView.__init__
 
-    def counting_load(self, *a, **k):
+    def counting_load(self, *a, **k):     # a timeline made of a listing: loaded, or listed with other calls
         counts["mdt_loads" if self.storage.base_url.rstrip("/").endswith(".hoodie/metadata") else "loads"] += 1
         return load(self, *a, **k)
 
     def counting_init(self, *a, **k):
         counts["listing_views" if k.get("files") is None else "views_of_given_files"] += 1
         return init(self, *a, **k)
-    monkeypatch.setattr(TimelineStore, "load", counting_load)
+    monkeypatch.setattr(TimelineStore, "timeline_of", counting_load)
     monkeypatch.setattr(FileSystemView, "__init__", counting_init)
     return counts
 

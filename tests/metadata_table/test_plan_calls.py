@@ -1,0 +1,112 @@
+"""What planning from the metadata table asks of storage: the MDT's calls go through the table's
+own storage (a wrapper that counts or delays calls sees them), a handle does not read an MDT
+file again that it read before unchanged, a file changed since is read again, and a handle
+whose first write built the MDT plans from it without asking storage whether there is one."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lakesdk as lk
+from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
+from lakesdk.read import metadata_table
+from lakesdk.storage import Storage
+
+from ..helpers import rows
+
+
+def batch(i: int, ids=(1, 2, 3)) -> pa.Table:
+    return pa.table({"id": list(ids), "p": ["a" if k % 2 else "b" for k in ids], "ts": [i] * len(ids),
+                     "v": [f"v{i}"] * len(ids)})
+
+
+class Recording(Storage):
+    """Local storage that records every read and existence check, by URL."""
+
+    def __init__(self, base: str) -> None:
+        super().__init__(base)
+        self.calls: Counter[tuple[str, str]] = Counter()
+
+    def read(self, rel: str, *args, **kwargs) -> bytes:
+        self.calls[("read", self.url(rel))] += 1
+        return super().read(rel, *args, **kwargs)
+
+    def exists(self, rel: str) -> bool:
+        self.calls[("exists", self.url(rel))] += 1
+        return super().exists(rel)
+
+
+def test_a_child_storage_is_of_the_same_class_and_shares_its_state(tmp_path):
+    s = Recording(str(tmp_path))
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "x").write_bytes(b"1")
+    c = s.child("m")
+    assert type(c) is Recording and c.base_url == s.url("m") and c.read("x") == b"1"
+    assert s.calls[("read", s.url("m/x"))] == 1       # counted where the parent counts
+
+
+def _table(tmp_path: Path, table_type: str) -> lk.Table:
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts", table_type=table_type)
+    for i in range(3):
+        t.upsert(batch(i, ids=(i, 10 + i)))
+    return t
+
+
+def _on(t: lk.Table, storage: Storage) -> lk.Table:
+    from lakesdk.table.table import Table
+    return Table(storage, options=t.options)
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_handle_reads_an_unchanged_mdt_file_once(tmp_path, table_type):
+    t = _table(tmp_path, table_type)
+    s = Recording(t.path)
+    h = _on(t, s)
+    assert "files" in metadata_partitions(h.config.props)
+    metadata_table._RAW.clear()
+    first = rows(h.read())
+    mdt_files = {u for (op, u) in s.calls if op == "read" and f"{METADATA_DIR}/files/" in u}
+    assert mdt_files, "the first plan reads the files partition's file slice"
+    s.calls.clear()
+    assert rows(h.read()) == first
+    again = {u for (op, u) in s.calls if op == "read" and f"{METADATA_DIR}/files/" in u}
+    assert again == set(), f"read again though unchanged: {sorted(again)}"
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_an_mdt_file_changed_since_it_was_read_is_read_again(tmp_path, table_type):
+    t = _table(tmp_path, table_type)
+    s = Recording(t.path)
+    h = _on(t, s)
+    rows(h.read())
+    files = sorted((Path(t.path) / METADATA_DIR / "files").glob("*"), key=lambda p: p.name)
+    newest = [p for p in files if p.is_file() and not p.name.endswith(".crc")][-1]
+    data = newest.read_bytes()
+    # the same size and new bytes, another modified time: read again (here: refused, damaged)
+    newest.write_bytes(bytes(len(data)))
+    st = newest.stat()
+    os.utime(newest, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    with pytest.raises(lk.LakeError):
+        h.read().to_arrow()
+    # cut short: read again too
+    newest.write_bytes(data[: len(data) // 2])
+    with pytest.raises(lk.LakeError):
+        h.read().to_arrow()
+
+
+def test_the_handle_whose_first_write_built_the_mdt_plans_from_it(tmp_path):
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    assert "files" not in metadata_partitions(t.config.props)
+    t.upsert(batch(0))
+    assert "files" in metadata_partitions(t.config.props), "the handle knows the MDT its write built"
+    s = Recording(t.path)
+    h = _on(t, s)
+    assert rows(h.read()) == rows(t.read())
+    assert not [u for (op, u) in s.calls if op == "exists" and u.endswith(METADATA_DIR)]
