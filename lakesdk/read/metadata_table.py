@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 from lakesdk._lru import WeightedLRU
 from lakesdk.exceptions import CorruptFileError
 from lakesdk.format.file_group import FileSlice
-from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file
+from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file, parse_data_file
 from lakesdk.format.log_block import BlockType, read_log_file
 from lakesdk.format.log_framing import HeaderKey
 from lakesdk.format.metadata_records import (
@@ -66,9 +66,11 @@ class MetadataTableReader:
         layout the MDT shares; listed again when the MDT's says otherwise) and the MDT partitions
         ``prelist`` listed, all at once.  A partition listed before the MDT timeline was read is
         as good as one listed after: the MDT files of every data instant the data ``timeline``
-        holds completed were written before it was read (the files of a later MDT compaction
-        missed then leave the slice before it, still whole until a clean, whose deletions fail
-        the read)."""
+        holds completed were written before it was read.  A compaction of the MDT completed in
+        between leaves the slice before it, which holds those instants too (read from storage,
+        a file a clean deleted since fails the read and the caller lists again; from
+        :data:`_RAW`, the bytes it held); an MDT built again in between writes its files under
+        instants completed again, so its files are read again."""
         from lakesdk.timeline.store import TimelineStore
         self.storage = storage
         self.mdt = storage.child(METADATA_DIR)
@@ -125,11 +127,20 @@ class MetadataTableReader:
                     _RAW.put(k, data, len(data))
         return cast(list[bytes], out)
 
-    def _raw_key(self, path: str) -> tuple[str, int, float] | None:
+    def _raw_key(self, path: str) -> tuple[str, int, float, str] | None:
+        """The key of an MDT file's bytes in :data:`_RAW`: its URL, size and modified time as
+        listed, and the completion time of the MDT instant that wrote it (a file written again
+        under the same name, by a delta commit retried or an MDT built again, belongs to an
+        instant completed again); None when the listing gives no modified time or the instant
+        is not completed."""
         stamp = self._stamps.get(path)
         if stamp is None or stamp[1] is None:
             return None
-        return (self.mdt.url(path), stamp[0], stamp[1])
+        parsed = parse_data_file(path.rpartition("/")[2])
+        done = self._completed(parsed.instant) if parsed is not None else None
+        if done is None:
+            return None
+        return (self.mdt.url(path), stamp[0], stamp[1], done)
 
     def _completed(self, instant: str) -> str | None:
         done = self._completion.get(instant)
@@ -301,10 +312,10 @@ class MetadataTableReader:
                                    {n: e.size for n, e in sorted(rec.files.items()) if not e.deleted})
 
 
-#: the bytes of MDT files by (URL, size, modified time as listed): an MDT file is written once
-#: (its name holds its instant and its writer's token), so a plan reads a file of an MDT slice
-#: it read before only when a listing shows it changed (files up to 4 MiB, 32 MiB in all)
-_RAW: WeightedLRU[tuple[str, int, float], bytes] = WeightedLRU(32 << 20)
+#: the bytes of MDT files by (URL, size and modified time as listed, completion time of the
+#: instant that wrote the file): a plan reads a file of an MDT slice it read before only when a
+#: listing shows it changed or its instant completed again (files up to 4 MiB, 32 MiB in all)
+_RAW: WeightedLRU[tuple[str, int, float, str], bytes] = WeightedLRU(32 << 20)
 
 #: decoded MDT log files by (URL, content digest): a log file is written once (an MDT delta
 #: commit written again after a failed attempt has other bytes or the same records), so its

@@ -100,9 +100,9 @@ class Storage:
         return self._fs
 
     def child(self, rel: str) -> "Storage":
-        """A storage rooted at ``rel`` below this one: of the same class, sharing its options,
-        file system and whatever else a subclass holds (a wrapper that counts, delays or
-        injects failures sees the child's calls too)."""
+        """A storage rooted at ``rel`` below this one: of the same class, with a copy of its
+        attributes (its options and file system; what a subclass holds, as it is now), so that a
+        storage that counts, delays or fails calls makes the child's calls do the same."""
         s = object.__new__(type(self))
         s.__dict__.update(self.__dict__)
         s.root = self._abs(rel)

@@ -6,18 +6,19 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable
 
 __all__ = ["at_once"]
 
 
-def at_once(*calls: Callable[[], Any]) -> list[Any]:
-    """The results of ``calls``, made together: the first on the calling thread, each other one
-    on a thread of its own (storage calls wait on the network, not the interpreter).  Every call
-    has returned before this does; the first error, in the order of ``calls``, is raised then."""
+def at_once(*calls: Callable[[], Any], threads: int = 16) -> list[Any]:
+    """The results of ``calls``, made together: the first on the calling thread, the others on
+    up to ``threads`` threads (storage calls wait on the network, not the interpreter).  Every
+    call has returned before this does; the first error, in the order of ``calls``, is raised
+    then."""
     if len(calls) <= 1:
         return [c() for c in calls]
+    from concurrent.futures import ThreadPoolExecutor
     results: list[Any] = [None] * len(calls)
     errors: list[BaseException | None] = [None] * len(calls)
 
@@ -27,13 +28,11 @@ def at_once(*calls: Callable[[], Any]) -> list[Any]:
         except BaseException as exc:   # re-raised on the calling thread
             errors[i] = exc
 
-    threads = [threading.Thread(target=run, args=(i,), name=f"lakesdk-storage-{i}", daemon=True)
-               for i in range(1, len(calls))]
-    for t in threads:
-        t.start()
-    run(0)
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(calls) - 1)),
+                            thread_name_prefix="lakesdk-storage") as pool:
+        for i in range(1, len(calls)):
+            pool.submit(run, i)
+        run(0)
     for exc in errors:
         if exc is not None:
             raise exc

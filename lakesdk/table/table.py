@@ -173,12 +173,17 @@ class Table:
     def _after_write(self) -> None:
         """A handle whose config names no metadata table while lakesdk keeps one (its first
         write built it) reads ``hoodie.properties`` again once: its plans then list from the
-        MDT without asking storage whether there is one each time."""
+        MDT without asking storage whether there is one each time.  The write has landed: a
+        failure to read it leaves the handle as it was (a later write tries again)."""
         from lakesdk.format.metadata_table import metadata_partitions
         from lakesdk.services.metadata_writer import keeps_metadata_table
         cfg = self._ctx.config
         if "files" not in metadata_partitions(cfg.props) and keeps_metadata_table(self._ctx, cfg):
-            self._ctx = self._ctx.with_config(load_config(self.storage))
+            try:
+                config = load_config(self.storage)
+            except Exception:
+                return
+            self._ctx = self._ctx.with_config(config)
 
     # -- state ------------------------------------------------------------------------------
     @property

@@ -17,7 +17,7 @@ from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
 from lakesdk.read import metadata_table
 from lakesdk.storage import Storage
 
-from ..helpers import rows
+from ..helpers import hudi_rows, rows
 
 
 def batch(i: int, ids=(1, 2, 3)) -> pa.Table:
@@ -110,3 +110,21 @@ def test_the_handle_whose_first_write_built_the_mdt_plans_from_it(tmp_path):
     h = _on(t, s)
     assert rows(h.read()) == rows(t.read())
     assert not [u for (op, u) in s.calls if op == "exists" and u.endswith(METADATA_DIR)]
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_handle_reads_an_mdt_built_again_under_the_same_file_names(tmp_path, table_type):
+    """The MDT dropped by a writer that keeps none and built again by the next (its first base
+    file has the name the first one had): the handle that read the first reads the second."""
+    t = _table(tmp_path, table_type)
+    h = _on(t, Recording(t.path))
+    rows(h.read())
+    names = {p.name for p in (Path(t.path) / METADATA_DIR / "files").glob("*")}
+    off = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=False)).table("t")
+    with pytest.warns(lk.MetadataTableDroppedWarning):
+        off.upsert(batch(7, ids=(1, 30)))
+    lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True)).table("t").upsert(
+        batch(8, ids=(2, 31)))
+    assert names & {p.name for p in (Path(t.path) / METADATA_DIR / "files").glob("*")}, "a file name again"
+    fresh = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=False)).table("t")
+    assert rows(h.read()) == rows(fresh.read()) == hudi_rows(t.path)
