@@ -56,7 +56,12 @@ from lakesdk.timeline.store import TimelineStore  # noqa: E402
 
 
 class PagedLatencyStorage(LatencyStorage):
-    """LatencyStorage whose recursive listing costs one round trip per 1,000 entries."""
+    """LatencyStorage whose recursive listing costs one round trip per 1,000 entries, taken for
+    the object store it stands for (not a local file system: calls that can overlap do)."""
+
+    @property
+    def is_local(self) -> bool:
+        return False
 
     def find(self, rel: str = "", *args: Any, **kwargs: Any) -> Any:
         out = super().find(rel, *args, **kwargs)
@@ -69,13 +74,8 @@ class PagedLatencyStorage(LatencyStorage):
 
 
 class ObjectStoreLatencyStorage(PagedLatencyStorage):
-    """PagedLatencyStorage read as an object store is: not a local file system (Parquet footers
-    and columns are read through :meth:`open_input`), and each file opened for reading costs one
-    round trip (counted as a ``read``)."""
-
-    @property
-    def is_local(self) -> bool:
-        return False
+    """PagedLatencyStorage read as an object store is: Parquet footers and columns read through
+    :meth:`open_input`, each file opened for reading one round trip (counted as a ``read``)."""
 
     def open_input(self, rel: str) -> Any:
         with self._ops_lock:

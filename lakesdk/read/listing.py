@@ -102,7 +102,7 @@ def _listed(storage: Storage, config: TableConfig, timeline: Timeline,
             # the MDT's clean removed the file slice this read loaded (two compactions since): again
     # still named now: a writer that drops the MDT (or builds it again) unnames it before it deletes
     # a file (and names it after the last): an MDT read while it changed is not trusted
-    after, raw = at_once(then or (lambda: None), lambda: read_properties(storage)[1])
+    after, raw = at_once(then or (lambda: None), lambda: read_properties(storage)[1], parallel=not storage.is_local)
     named = metadata_partitions(raw.props)
     if "files" not in named:
         return _from_storage(storage, scope, then=then)

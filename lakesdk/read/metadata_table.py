@@ -83,7 +83,7 @@ class MetadataTableReader:
             if mdt_timeline is None:
                 calls.append(lambda: self.mdt.list(timeline_dir))
             calls += [partial(self.mdt.list, p) for p in prelist]
-            got = at_once(*calls)
+            got = at_once(*calls, parallel=not storage.is_local)
             store = TimelineStore(self.mdt, TableConfig.from_bytes(got[0]))
             if mdt_timeline is None:
                 entries = got[1] if store.dir == timeline_dir else self.mdt.list(store.dir)
@@ -120,7 +120,8 @@ class MetadataTableReader:
         todo = [i for i, b in enumerate(out) if b is None]
         if todo:
             from lakesdk.storage.overlap import at_once
-            for i, data in zip(todo, at_once(*[partial(self.mdt.read, paths[i]) for i in todo])):
+            reads = [partial(self.mdt.read, paths[i]) for i in todo]
+            for i, data in zip(todo, at_once(*reads, parallel=not self.mdt.is_local)):
                 out[i] = data
                 k = keys[i]
                 if k is not None and len(data) <= _DECODED_MAX_BYTES:

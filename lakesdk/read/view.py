@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, cast
+from typing import TYPE_CHECKING, Callable, Iterable, cast
 
 from lakesdk.exceptions import StorageError
 from lakesdk.format.file_group import FileGroup, FileSlice
@@ -60,6 +60,12 @@ class ExpectedFile:
 
 #: an :class:`ExpectedFile`'s fields, in order, and the file's name in its partition's listing
 _Expected = Expected
+
+
+#: the file slice of one base file by (partition, file name, size), shared by the views of the
+#: process: a plan of a table of many files makes each once, not once a view (bounded as
+#: :data:`~lakesdk.read.listing._NAMES` is)
+_SLICES: dict[tuple[str, str, int], FileSlice] = {}
 
 
 def _base_of(sl: FileSlice) -> tuple[BaseFile, int]:
@@ -152,17 +158,6 @@ class FileSystemView:
     @_files.setter
     def _files(self, files: list[FileInfo]) -> None:
         self._file_infos, self._by_partition = files, None
-
-    def _entries(self) -> Iterator[tuple[str, str, int]]:
-        """(partition, file name, size) of every file listed."""
-        if self._by_partition is not None:
-            for part, names in self._by_partition:
-                for name, size in names.items():
-                    yield part, name, size
-        else:
-            for f in self._files:
-                part, _, name = f.path.rpartition("/")
-                yield part, name, f.size
 
     def _present(self) -> dict[str, dict[str, int]]:
         """partition -> file name -> size of the files listed."""
@@ -285,26 +280,36 @@ class FileSystemView:
         logs: dict[tuple[str, str], list[tuple[LogFile, int]]] = defaultdict(list)
         cdcs: dict[tuple[str, str], list[tuple[LogFile, int]]] = defaultdict(list)
         names = self._names
+        shared = _SLICES
         valid: dict[str, bool] = {}        # a base file's instant checked once per instant, not per file
-        for part, name, size in self._entries():
-            parsed = names[name] if name in names else self._parse(name)
-            if parsed is None:      # not a data file's name: a typed error of what it is not
-                parsed = LogFile.parse(name) if name.startswith(".") else BaseFile.parse(name)
-            if isinstance(parsed, LogFile):
-                (cdcs if parsed.is_cdc else logs)[(part, parsed.file_id)].append((parsed, size))
-                continue
-            ok = valid.get(parsed.instant)
-            if ok is None:
-                ok = valid[parsed.instant] = self._is_valid(parsed.instant)
-            if ok:
-                key = (part, parsed.file_id)
-                first = bases.get(key)
-                if first is None:
-                    bases[key] = FileSlice(part, key[1], parsed.instant, parsed, size)
-                elif key in more:
-                    more[key].append((parsed, size))
-                else:
-                    more[key] = [_base_of(first), (parsed, size)]
+        for part, listed in self._by_partition if self._by_partition is not None else self._present().items():
+            for name, size in listed.items():
+                parsed = names.get(name)
+                if parsed is None:
+                    parsed = self._parse(name)
+                    if parsed is None:      # not a data file's name: a typed error of what it is not
+                        parsed = LogFile.parse(name) if name.startswith(".") else BaseFile.parse(name)
+                if isinstance(parsed, LogFile):
+                    (cdcs if parsed.is_cdc else logs)[(part, parsed.file_id)].append((parsed, size))
+                    continue
+                ok = valid.get(parsed.instant)
+                if ok is None:
+                    ok = valid[parsed.instant] = self._is_valid(parsed.instant)
+                if ok:
+                    key = (part, parsed.file_id)
+                    first = bases.get(key)
+                    if first is None:
+                        # the slice of one base file, shared by the views of the process (immutable)
+                        one = shared.get((part, name, size))
+                        if one is None:
+                            if len(shared) >= _NAMES_MAX:
+                                shared.clear()
+                            one = shared[(part, name, size)] = FileSlice(part, key[1], parsed.instant, parsed, size)
+                        bases[key] = one
+                    elif key in more:
+                        more[key].append((parsed, size))
+                    else:
+                        more[key] = [_base_of(first), (parsed, size)]
         groups: dict[tuple[str, str], FileGroup] = {}
         layout = self.config.layout_version
         replaced = self.replaced

@@ -11,12 +11,13 @@ from typing import Any, Callable
 __all__ = ["at_once"]
 
 
-def at_once(*calls: Callable[[], Any], threads: int = 16) -> list[Any]:
+def at_once(*calls: Callable[[], Any], threads: int = 16, parallel: bool = True) -> list[Any]:
     """The results of ``calls``, made together: the first on the calling thread, the others on
     up to ``threads`` threads (storage calls wait on the network, not the interpreter).  Every
     call has returned before this does; the first error, in the order of ``calls``, is raised
-    then."""
-    if len(calls) <= 1:
+    then.  Not ``parallel`` (a local file system, whose calls take microseconds, less than a
+    thread does to start): one after the other."""
+    if len(calls) <= 1 or not parallel:
         return [c() for c in calls]
     from concurrent.futures import ThreadPoolExecutor
     results: list[Any] = [None] * len(calls)

@@ -160,3 +160,33 @@ def test_an_mdt_built_again_is_unnamed_before_its_files_go(tmp_path, monkeypatch
     assert read_then == [before], "a read planned while the MDT was built again"
     assert "partition_stats" in metadata_partitions(again.refresh().config.props)
     assert rows(again.read()) == hudi_rows(t.path)
+
+
+def test_on_an_object_store_the_mdt_is_listed_while_its_timeline_is(tmp_path):
+    """The MDT's timeline and its ``files`` partition are listed at the same time on storage
+    that is not a local file system (``memory://`` here): the timeline's listing waits until the
+    partition's has started, which one after the other would never do."""
+    import threading
+    import uuid
+    started = threading.Event()
+    waited: list[bool] = []
+
+    class Gated(Storage):
+        def list(self, rel: str = ""):
+            mdt = self.base_url.rstrip("/").endswith(METADATA_DIR)
+            if mdt and rel == "files":
+                started.set()
+            elif mdt and rel == ".hoodie/timeline" and gate_on:
+                waited.append(started.wait(30))
+            return super().list(rel)
+
+    gate_on = False
+    url = f"memory://plan-calls-{uuid.uuid4().hex}"
+    lake = lk.Lake(url, options=lk.TableOptions(engine="local", metadata=True))
+    t = lake.create_table("t", key="id", partition_by="p", ordering="ts")
+    t.upsert(batch(0))
+    t.upsert(batch(1, ids=(1, 4)))
+    h = _on(t, Gated(t.path))
+    gate_on = True
+    assert rows(h.read()) == rows(t.read())
+    assert waited and all(waited), waited
