@@ -72,7 +72,6 @@ from lakesdk.format.metadata_table import (
     PARTITIONS_KEY,
     metadata_partitions,
     pending_data_instants,
-    without_metadata_table,
 )
 from lakesdk.format.partition_stats import FILE_GROUPS as PSTATS_GROUPS
 from lakesdk.format.record_index import group_count as rli_group_count
@@ -508,12 +507,6 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
     if raw is None or cfg is None:
         raw, cfg = read_properties(storage)
     keep = maintained(ctx, cfg, schema_json)
-    if metadata_partitions(cfg.props):
-        # an MDT built again is unnamed before a file of it goes (as a dropped one is): a plan
-        # that read hoodie.properties naming it would take the half-built one's listing
-        unnamed = TableConfig(without_metadata_table(cfg.props))
-        rewrite_properties(storage, raw, unnamed)
-        raw, cfg = unnamed.to_text().encode("utf-8"), unnamed
     storage.delete_dir(METADATA_DIR)
     mdt = storage.child(METADATA_DIR)
     mprops = mdt_properties(cfg.name, cfg.version)
