@@ -66,8 +66,6 @@ def footer_of(storage: Storage, path: str) -> FooterIndex:
     return index
 
 
-
-
 def kept_footer(storage: Storage, base_path: str,
                 config: BloomConfig | None) -> tuple[dict[bytes, bytes], FooterIndex] | None:
     """The footer of the stored base file ``base_path``, for a rewrite of it that writes the keys

@@ -212,10 +212,15 @@ def placed(stored: StoredRows, incoming: pa.Table, bloom: BloomConfig | None) ->
     (none deletes, none is new): the rewrite then writes the keys the file holds
     (:func:`~lakesdk.engine.footers.kept_footer`)."""
     incoming = _placed(stored, incoming)[0]
-    if stored.path is None or stored.table is not None or incoming.column(ROW).null_count or \
-            (OP in incoming.column_names and len(incoming) and not pc.all(pc.equal(incoming.column(OP), OP_UPSERT)).as_py()):
+    if stored.path is None or stored.table is not None or incoming.column(ROW).null_count or not _upserts_only(incoming):
         return incoming, None
     return incoming, kept_footer(stored.storage, stored.path, bloom)
+
+
+def _upserts_only(records: pa.Table) -> bool:
+    """Whether no record of ``records`` is a delete (a table without the operation column holds none)."""
+    return OP not in records.column_names or not len(records) or \
+        bool(pc.all(pc.equal(records.column(OP), OP_UPSERT)).as_py())
 
 
 def _placed(stored: StoredRows, incoming: pa.Table) -> tuple[pa.Table, np.ndarray]:
@@ -306,7 +311,7 @@ class SlicePieces:
         rows = self._rows
         if rows is None or rows.path is None or bloom is None:
             return None
-        if any(pc.any(pc.not_equal(t.column(OP), OP_UPSERT)).as_py() for t in self._live):
+        if not all(_upserts_only(t) for t in self._live):
             return None
         if len(self._keys) and (self._hits is None or self._found != len(self._keys)):   # a log key it may lack
             return None

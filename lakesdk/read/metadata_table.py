@@ -113,8 +113,7 @@ class MetadataTableReader:
 
     def _read_all(self, paths: list[str]) -> list[bytes]:
         """The bytes of the MDT files ``paths``, read at once; a file this process read before
-        with the size and modified time its listing shows now is not read again (an MDT file
-        is written once: :data:`_RAW`)."""
+        under the key :meth:`_raw_key` gives it now is not read again (:data:`_RAW`)."""
         keys = [self._raw_key(p) for p in paths]
         out: list[bytes | None] = [(_RAW.get(k) if k is not None else None) for k in keys]
         todo = [i for i, b in enumerate(out) if b is None]
