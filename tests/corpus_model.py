@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import lakesdk as lk
-from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
+from lakesdk.format.metadata_table import METADATA_DIR, available_partitions, metadata_partitions
 from lakesdk.format.table_config import TableConfig
 from lakesdk.services.transaction import InstantTransaction
 
@@ -143,7 +143,7 @@ def check_mdt(path: str, what: str) -> None:
     """The MDT hoodie.properties names lists exactly the files of the completed instants, and
     its column statistics say each stored file's values (checked against the rows it holds)."""
     t = lk.open_table(path)
-    named = metadata_partitions(t.context.config.props)
+    named = available_partitions(t.context.config.props)      # the partitions readers trust
     if "files" in named:
         listed, stored = mdt_files(t), storage_files(t)
         assert listed == stored, (f"the MDT's files partition {what}: listed, not stored: "

@@ -8,7 +8,9 @@ bloom filters, the record-level index, secondary and expression indexes, each an
 partitions that are built (:data:`PARTITIONS_KEY`, comma-separated) and those being built
 (:data:`INFLIGHT_KEY`).  A reader trusts the MDT when :data:`PARTITIONS_KEY` names ``files``
 (Hudi's ``HoodieTableConfig.isMetadataTableAvailable``; the ``hudi`` reader likewise on
-table versions 8 and 9).
+table versions 8 and 9), and an MDT partition when that key names it
+(:func:`available_partitions`); a writer keeps the partitions either key names
+(:func:`metadata_partitions`), building again the ones named inflight only.
 
 A writer that does not maintain the MDT clears both keys (to empty values, as Hudi's
 ``HoodieTableConfig.clearMetadataPartitions`` does) before it deletes the MDT's folder, so
@@ -17,6 +19,8 @@ that no reader trusts a listing the write makes stale: :func:`without_metadata_t
 >>> props = {"hoodie.table.name": "t", PARTITIONS_KEY: "files,column_stats", INFLIGHT_KEY: ""}
 >>> metadata_partitions(props)
 ('column_stats', 'files')
+>>> available_partitions({PARTITIONS_KEY: "files", INFLIGHT_KEY: "column_stats"})
+('files',)
 >>> cleared = without_metadata_table(props)
 >>> cleared[PARTITIONS_KEY], cleared[INFLIGHT_KEY], metadata_partitions(cleared)
 ('', '', ())
@@ -29,7 +33,8 @@ from typing import TYPE_CHECKING, Mapping
 if TYPE_CHECKING:
     from lakesdk.format.timeline import Timeline
 
-__all__ = ["METADATA_DIR", "PARTITIONS_KEY", "INFLIGHT_KEY", "metadata_partitions", "without_metadata_table",
+__all__ = ["METADATA_DIR", "PARTITIONS_KEY", "INFLIGHT_KEY", "metadata_partitions", "available_partitions",
+           "inflight_partitions", "without_metadata_table",
            "pending_data_instants", "undone_instants"]
 
 #: the MDT's base path, relative to the data table's
@@ -47,6 +52,17 @@ def _names(props: Mapping[str, str], key: str) -> set[str]:
 def metadata_partitions(props: Mapping[str, str]) -> tuple[str, ...]:
     """The MDT partitions ``hoodie.properties`` names, built or being built, sorted."""
     return tuple(sorted(_names(props, PARTITIONS_KEY) | _names(props, INFLIGHT_KEY)))
+
+
+def available_partitions(props: Mapping[str, str]) -> tuple[str, ...]:
+    """The MDT partitions ``hoodie.properties`` names built, sorted: the ones a reader trusts
+    (Hudi's ``HoodieTableConfig.getMetadataPartitions``); one being built is not among them."""
+    return tuple(sorted(_names(props, PARTITIONS_KEY)))
+
+
+def inflight_partitions(props: Mapping[str, str]) -> tuple[str, ...]:
+    """The MDT partitions ``hoodie.properties`` names as being built (or whose build died), sorted."""
+    return tuple(sorted(_names(props, INFLIGHT_KEY) - _names(props, PARTITIONS_KEY)))
 
 
 def without_metadata_table(props: Mapping[str, str]) -> dict[str, str]:

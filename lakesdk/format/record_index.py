@@ -103,13 +103,15 @@ def file_group_id(index: int) -> str:
     return f"record-index-{index:04d}-0"
 
 
-def group_count(mdt: Any) -> int:
+def group_count(mdt: Any, names: list[str] | None = None) -> int:
     """How many file groups the MDT (a :class:`~lakesdk.storage.Storage` at its folder) has in
-    ``record_index`` (0: none), from the file names on storage (a reader of Hudi's counts them)."""
-    try:
-        names = [e.name.lstrip(".") for e in mdt.list(PARTITION) if not e.is_dir]
-    except FileNotFoundError:
-        return 0
+    ``record_index`` (0: none), from the file names on storage (a reader of Hudi's counts them),
+    or from ``names`` (file names as a reader listed them)."""
+    if names is None:
+        try:
+            names = [e.name.lstrip(".") for e in mdt.list(PARTITION) if not e.is_dir]
+        except FileNotFoundError:
+            return 0
     ids = {int(n[13:17]) for n in names if n.startswith("record-index-") and n[13:17].isdigit()}
     return max(ids) + 1 if ids else 0
 

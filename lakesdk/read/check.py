@@ -303,9 +303,9 @@ def check_table(storage: Storage, *, name: str | None = None) -> CheckReport:
 def _check_metadata_table(storage: Storage, config: TableConfig, timeline: Any, files: list[Any], done: set[str],
                           problems: list[Problem]) -> None:
     """``metadata_table_mismatch``: the MDT's files partition against storage."""
-    from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
+    from lakesdk.format.metadata_table import METADATA_DIR, available_partitions
     from lakesdk.read.metadata_table import MetadataTableReader
-    if "files" not in metadata_partitions(config.props) or config.version < 8:
+    if "files" not in available_partitions(config.props) or config.version < 8:
         return
     try:
         listed = {posixpath.join(lst.partition, n) if lst.partition else n: size

@@ -75,13 +75,13 @@ def _listed(storage: Storage, config: TableConfig, timeline: Timeline,
     :attr:`_Listing.after`: a caller's check that must follow the listing costs no round trip
     of its own."""
     from lakesdk.commit.table_properties import read_properties
-    from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
+    from lakesdk.format.metadata_table import METADATA_DIR, available_partitions
     from lakesdk.storage.overlap import at_once
     if config.is_metadata_table or config.version < 8:
         return _from_storage(storage, scope, then=then)
-    if "files" not in metadata_partitions(config.props):
+    if "files" not in available_partitions(config.props):
         # a handle's config read before another writer (or this one) built the MDT
-        if not storage.exists(METADATA_DIR) or "files" not in metadata_partitions(read_properties(storage)[1].props):
+        if not storage.exists(METADATA_DIR) or "files" not in available_partitions(read_properties(storage)[1].props):
             return _from_storage(storage, scope, then=then)
     from lakesdk.read.metadata_table import MetadataTableReader
     for attempt in range(3):
@@ -95,7 +95,7 @@ def _listed(storage: Storage, config: TableConfig, timeline: Timeline,
                 listings = sorted(reader.partition_files([p for p in parts if scope(p)]).items())
             break
         except FileNotFoundError:
-            if "files" not in metadata_partitions(read_properties(storage)[1].props):
+            if "files" not in available_partitions(read_properties(storage)[1].props):
                 return _from_storage(storage, scope, then=then)
             if attempt == 2:
                 raise
@@ -103,7 +103,7 @@ def _listed(storage: Storage, config: TableConfig, timeline: Timeline,
     # still named now: a writer that drops the MDT (or builds it again) unnames it before it deletes
     # a file (and names it after the last): an MDT read while it changed is not trusted
     after, raw = at_once(then or (lambda: None), lambda: read_properties(storage)[1], parallel=not storage.is_local)
-    named = metadata_partitions(raw.props)
+    named = available_partitions(raw.props)
     if "files" not in named:
         return _from_storage(storage, scope, then=then)
     return _Listing(None, reader, named, parts, listings, after)

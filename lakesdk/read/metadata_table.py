@@ -77,6 +77,9 @@ class MetadataTableReader:
         #: the MDT partitions listed, and each file's (size, modified time) as listed
         self._listings: dict[str, list[FileInfo]] = {}
         self._stamps: dict[str, tuple[int, float | None]] = {}
+        #: by MDT partition, the file groups listed that have no slice with a base file as of
+        #: this reader's MDT timeline
+        self._unsliced: dict[str, set[str]] = {}
         if store is None:
             from lakesdk.storage.overlap import at_once
             calls: list[Callable[[], Any]] = [lambda: self.mdt.read(".hoodie/hoodie.properties")]
@@ -183,12 +186,28 @@ class MetadataTableReader:
             first = base.instant if base is not None else mine[0][0].instant
             out.append(FileSlice(partition, fid, first, base, size, tuple(x[0] for x in mine),
                                  tuple(x[1] for x in mine)))
+        listed = {BaseFile.parse(e.name).file_id for e in entries if is_base_file(e.name)}
+        self._unsliced[partition] = listed - {sl.file_id for sl in out if sl.base_file is not None}
+        return out
+
+    def built_slices(self, partition: str) -> list[FileSlice]:
+        """:meth:`slices` of a partition the data table names built (``files``, the record
+        index), whose every file group has a base file from its build or a compaction: none, or
+        a file group whose base files all belong to MDT instants this reader does not know as
+        completed, means the MDT changed past this reader's read of its timeline (built again;
+        compacted twice and cleaned): ``FileNotFoundError``, which a plan answers by reading the
+        MDT again, never an empty or partial answer."""
+        out = self.slices(partition)
+        if not out or self._unsliced.get(partition):
+            raise FileNotFoundError(
+                f"{self.mdt.url(partition)}: the metadata table's {partition} partition has no file slice as of the "
+                "MDT timeline this reader read (the MDT was built again or compacted since): read it again")
         return out
 
     def records(self, partition: str) -> dict[str, MetadataRecord]:
         """Every live record of an MDT partition by key, base and log blocks merged."""
         out: dict[str, MetadataRecord] = {}
-        for sl in self.slices(partition):
+        for sl in (self.built_slices(partition) if partition == "files" else self.slices(partition)):
             out.update(self._slice_records(sl))
         return out
 
@@ -230,7 +249,7 @@ class MetadataTableReader:
         keys = {mdt_partition_key(p): p for p in partitions}
         out: dict[str, dict[str, int]] = {p: {} for p in keys.values()}
         prefixes = tuple(k.encode("utf-8") for k in keys)
-        for sl in self.slices("files"):
+        for sl in self.built_slices("files"):
             for key, rec in self._slice_records(sl, prefixes).items():
                 if key in keys and rec.type == RecordType.FILE_LIST and rec.files is not None:
                     out[keys[key]] = {n: e.size for n, e in rec.files.items() if not e.deleted}
@@ -296,7 +315,7 @@ class MetadataTableReader:
         """The data table's partition paths ("" for a non-partitioned table), from the one
         record that lists them (read by key)."""
         merged: dict[str, MetadataRecord] = {}
-        for sl in self.slices("files"):
+        for sl in self.built_slices("files"):
             merged.update(self._slice_records(sl, (ALL_PARTITIONS_KEY.encode("utf-8"),)))
         rec = merged.get(ALL_PARTITIONS_KEY)
         if rec is None or rec.files is None:

@@ -44,13 +44,13 @@ def record_locations(reader: Any, keys: Iterable[str]) -> dict[str, RecordLocati
     """Where the ``record_index`` partition of ``reader``'s MDT puts each of ``keys`` (a key it
     does not hold is left out)."""
     from lakesdk.format.record_index import PARTITION, file_group_id, file_group_indices, group_count
-    slices = {sl.file_id: sl for sl in reader.slices(PARTITION)}
     ks = list(dict.fromkeys(keys))
-    if not slices or not ks:
+    if not ks:
         return {}
-    n = group_count(reader.mdt)
-    if not n:
-        return {}
+    # every file group of the index, or FileNotFoundError: a key is never missed for a file group
+    # this reader's MDT timeline cannot see (an index built or compacted since it was read)
+    slices = {sl.file_id: sl for sl in reader.built_slices(PARTITION)}
+    n = group_count(reader.mdt, names=[f"{fid}_" for fid in slices])     # as the reader listed them
     wanted: dict[str, list[str]] = defaultdict(list)
     for k, i in zip(ks, file_group_indices(ks, n).tolist()):
         wanted[file_group_id(i)].append(k)
@@ -58,10 +58,12 @@ def record_locations(reader: Any, keys: Iterable[str]) -> dict[str, RecordLocati
     decoded: dict[str, dict[bytes, Any]] = {}      # schema -> the rest of a value -> its location
     for fid, group_keys in wanted.items():
         sl = slices.get(fid)
-        if sl is not None:
-            for key, loc in _slice_lookup(reader, sl, group_keys, decoded).items():
-                if loc is not None:
-                    out[key.decode("utf-8")] = loc
+        if sl is None:
+            raise FileNotFoundError(f"{reader.mdt.url(PARTITION)}: the record index has no file group {fid} "
+                                    f"among its {n}: read it again")
+        for key, loc in _slice_lookup(reader, sl, group_keys, decoded).items():
+            if loc is not None:
+                out[key.decode("utf-8")] = loc
     return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakesdk.format.metadata_table import metadata_partitions
+from lakesdk.format.metadata_table import available_partitions
 from lakesdk.format.record_index import ENABLE_KEY, PARTITION
 from lakesdk.services.metadata_writer import create_metadata_table
 
@@ -50,7 +50,7 @@ def _build(ctx: "TableContext", partition: str, what: str,
             "and 9 tables; upgrade the table first (table.maintenance.upgrade())", key="hoodie.table.version")
     with holding(ctx.lock()):
         raw, cfg = read_properties(ctx.storage)
-        if partition not in metadata_partitions(cfg.props):
+        if partition not in available_partitions(cfg.props):
             if enable:
                 new = TableConfig({**cfg.props, **enable})
                 rewrite_properties(ctx.storage, raw, new)

@@ -35,15 +35,11 @@ delta commit pending), ``metadata_committed`` (the MDT delta commit completed, t
 from __future__ import annotations
 
 import json
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from lakesdk import _faults as faults
-from lakesdk.commit.table_properties import read_properties, rewrite_properties
-from lakesdk.exceptions import MetadataTableDroppedWarning
+from lakesdk.commit.table_properties import read_properties
 from lakesdk.format.column_stats import (
-    FILE_GROUPS,
-    INDEX_DEFS_PATH,
     layout_of,
     layout_of_record,
     range_of_record,
@@ -55,7 +51,6 @@ from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_f
 from lakesdk.format.instant import WRITE_ACTIONS, Instant
 from lakesdk.format.metadata_files import (
     FILES_GROUP,
-    INIT_INSTANT,
     WRITE_TOKEN,
     FilesChange,
     block_size_of,
@@ -63,43 +58,40 @@ from lakesdk.format.metadata_files import (
     files_log_block,
     files_records,
     hfile_of,
-    mdt_properties,
 )
 from lakesdk.format.metadata_records import RecordType, record_schema_json
 from lakesdk.format.metadata_table import (
-    INFLIGHT_KEY,
     METADATA_DIR,
-    PARTITIONS_KEY,
+    available_partitions,
     metadata_partitions,
     pending_data_instants,
 )
-from lakesdk.format.partition_stats import FILE_GROUPS as PSTATS_GROUPS
 from lakesdk.format.record_index import group_count as rli_group_count
-from lakesdk.format.table_config import TableConfig
+from lakesdk.services.metadata_build import (
+    MAINTAINED,
+    _drop_partitions,
+    _latest_commit_schema,
+    _mdt_partition_dirs,
+    _mdt_store,
+    _remove_failed,
+    create_metadata_table,
+    keeps_metadata_table,
+    maintained,
+)
 from lakesdk.services.metadata_stats import (
     by_file_group,
     stats_columns,
     stats_records_of,
     table_arrow_schema,
-    v1_columns_faithful,
     write_index_definition,
 )
 from lakesdk.services.partition_stats import (
     by_partition_group,
     changed_partitions,
     group_count,
-    keeps_partition_stats,
     records_after_action,
-    records_of_listing,
 )
-from lakesdk.services.record_index import (
-    bootstrap_records,
-    by_group,
-    changes_of,
-    compacted_entry,
-    define_record_index,
-    keeps_record_index,
-)
+from lakesdk.services.record_index import by_group, changes_of, compacted_entry
 
 if TYPE_CHECKING:
     from lakesdk.commit.context import TableContext
@@ -110,30 +102,7 @@ if TYPE_CHECKING:
 __all__ = ["sync_metadata_table", "create_metadata_table", "keeps_metadata_table",
            "MAINTAINED"]
 
-#: the MDT partitions lakesdk keeps
-MAINTAINED = ("files", "column_stats", "partition_stats")
 _SERVICE_WRITES = ("compaction", "clustering", "logcompaction")
-
-
-def maintained(ctx: "TableContext", cfg: TableConfig, schema_json: str | None = None) -> tuple[str, ...]:
-    """The MDT partitions lakesdk keeps for this table: ``files``, and ``column_stats`` unless
-    ``TableOptions(metadata_column_stats=False)``, with ``partition_stats`` when the table is
-    partitioned (and not of Lance files) unless ``TableOptions(metadata_partition_stats=False)``.
-    On a version 8 table the statistics only while every column they index has a type lakesdk
-    writes Hudi 1.0's records of (the table's schema ``schema_json``, else its latest commit's)."""
-    rli = ("record_index",) if keeps_record_index(cfg) else ()
-    if cfg.version >= 8 and ctx.options.metadata_column_stats and (cfg.version >= 9
-                                                                    or v1_columns_faithful(ctx, schema_json)):
-        pstats = ctx.options.metadata_partition_stats and keeps_partition_stats(cfg)
-        return (MAINTAINED if pstats else MAINTAINED[:2]) + rli
-    return ("files", *rli)
-
-
-def keeps_metadata_table(ctx: "TableContext", cfg: TableConfig) -> bool:
-    """Whether lakesdk keeps this table's MDT (rather than dropping it) under ``cfg``."""
-    named = metadata_partitions(cfg.props)
-    enabled = ctx.options.metadata
-    return enabled is not False and cfg.version >= 8 and (enabled is True or "files" in named)
 
 
 def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, timeline: "Timeline | None" = None) -> bool:
@@ -149,17 +118,18 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, tim
     if not keeps_metadata_table(ctx, cfg):
         drop_metadata_table(ctx, inflight.action)
         return False
-    named = metadata_partitions(cfg.props)
     change, schema_json, cleaned = _change_of(ctx, inflight, data)
     keep = maintained(ctx, cfg, schema_json)
-    if set(keep) - set(named):
-        # a partition lakesdk keeps is missing: the MDT is built again from a listing
-        # the files of the instant being committed come with its delta commit (a savepoint has
-        # the time of the commit it saves, whose files are in the listing)
+    extra = sorted(set(metadata_partitions(cfg.props)) - set(keep))
+    if extra:
+        raw, cfg = _drop_partitions(ctx, raw, cfg, extra, inflight.action)
+    if set(keep) - set(available_partitions(cfg.props)):
+        # a partition lakesdk keeps is missing (or its build died): built from a listing, alone
+        # when ``files`` is built, else with the whole MDT; the files of the instant being
+        # committed come with its delta commit (a savepoint has the time of the commit it
+        # saves, whose files are in the listing)
         raw, cfg = create_metadata_table(ctx, raw, cfg, schema_json=schema_json,
                                          pending=inflight.requested if _writes_files(inflight.action) else None)
-    elif set(named) - set(keep):
-        raw, cfg = _drop_partitions(ctx, raw, cfg, sorted(set(named) - set(keep)), inflight.action)
     touched = changed_partitions(ctx, inflight, data, change) if "partition_stats" in keep else None
     # Hudi's writer commits a delta commit for every write and clean, one that wrote or deleted
     # no file included (its block holds the partition list, or the cleaned partitions' records)
@@ -169,7 +139,7 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, tim
         tl = store.load()                # and its timeline loaded once, again only after a change to it
         if _remove_failed(mdt, store, tl, inflight.requested):
             tl = store.load()
-        if _maybe_compact(ctx, mdt, store, tl, ctx.options.metadata_compact_every):
+        if _maybe_compact(ctx, mdt, store, tl, ctx.options.metadata_compact_every, available_partitions(cfg.props)):
             _clean(mdt, store)
             tl = store.load()
         stats = pstats = None
@@ -252,63 +222,11 @@ def _change_of(ctx: "TableContext", inflight: Instant, data: bytes) -> tuple[Fil
 
 
 # -- writing the MDT --------------------------------------------------------------------------------
-def _mdt_store(mdt: "Storage") -> "TimelineStore":
-    from lakesdk.timeline.store import TimelineStore
-    return TimelineStore(mdt, TableConfig.from_bytes(mdt.read(".hoodie/hoodie.properties")))
-
-
-def _remove_instant(mdt: "Storage", store: "TimelineStore", inst: Instant) -> None:
-    """Delete an MDT instant: its completed file first (readers then ignore it), then the files
-    it wrote, then its pending files."""
-    names = sorted(store.all_states(inst.requested, inst.action), key=lambda n: "_" not in n.split(".")[0])
-    done = [n for n in names if "_" in n.split(".")[0]]
-    for name in done:
-        mdt.delete(f"{store.dir}/{name}")
-    for part in _mdt_partition_dirs(mdt):
-        for f in mdt.list(part):
-            name = f.name
-            at = (LogFile.parse(name).instant if is_log_file(name) else BaseFile.parse(name).instant
-                  if is_base_file(name) else None)
-            if not f.is_dir and at == inst.requested:
-                mdt.delete(f"{part}/{name}")
-    for name in names:
-        if name not in done:
-            mdt.delete(f"{store.dir}/{name}")
-
-
-def _mdt_partition_dirs(mdt: "Storage") -> list[str]:
-    return sorted(e.name for e in mdt.list("") if e.is_dir and not e.name.startswith("."))
-
-
-def _remove_failed(mdt: "Storage", store: "TimelineStore", timeline: "Timeline", instant: str | None = None) -> bool:
-    """Delete what a crash inside an earlier MDT delta commit or compaction left (a pending MDT
-    instant), and the MDT delta commit of ``instant`` (the data instant at its commit point, so
-    still pending) that an earlier attempt of the same commit completed before it died: it is
-    written again, as Hudi's writer rolls back the MDT instant it finds and applies it anew.
-    Under the table lock nothing else writes the MDT.  Whether it removed anything."""
-    removed = False
-    for inst in timeline.instants:
-        if not inst.is_completed or (inst.requested == instant and inst.action == "deltacommit"):
-            _remove_instant(mdt, store, inst)
-            removed = True
-    return removed
-
-
 def _schema_of(store: "TimelineStore", timeline: "Timeline | None" = None) -> str:
     """The record schema the MDT writes with: its latest commit's (Hudi 1.0 writes fewer fields
     than Hudi 1.1, and a reader reconciles every block with the base file's schema)."""
     schema = _latest_commit_schema(store, timeline)
     return _with_meta_fields(schema) if schema else record_schema_json()
-
-
-def _latest_commit_schema(store: "TimelineStore", timeline: "Timeline | None" = None) -> str | None:
-    """The schema (Avro JSON) the latest commit on ``store``'s timeline (``timeline``, loaded
-    when None) that records one records."""
-    for inst in reversed((timeline if timeline is not None else store.load()).commits.instants):
-        schema = store.commit_metadata(inst).extra_metadata.get("schema")
-        if schema:
-            return str(schema)
-    return None
 
 
 _META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
@@ -393,8 +311,10 @@ def _live(part: str, merged: dict) -> dict[str, Any]:
     return out
 
 
-def _maybe_compact(ctx: "TableContext", mdt: "Storage", store: "TimelineStore", tl: "Timeline", every: int) -> bool:
-    """Compact the MDT once ``every`` delta commits completed since its last compaction
+def _maybe_compact(ctx: "TableContext", mdt: "Storage", store: "TimelineStore", tl: "Timeline", every: int,
+                   parts: tuple[str, ...]) -> bool:
+    """Compact the MDT partitions ``parts`` (every built one the table's ``hoodie.properties``
+    names: a version 8 MDT's own config names none) once ``every`` delta commits completed since its last compaction
     (Hudi's ``hoodie.metadata.compact.max.delta.commits``), and only while no delta commit
     belongs to a pending data instant (its records would become visible with the new base
     file): a new base HFile of the merged records of each file group, deletions applied, at a
@@ -413,7 +333,7 @@ def _maybe_compact(ctx: "TableContext", mdt: "Storage", store: "TimelineStore", 
     if any(i.requested in pending for i in tl.completed if i.action == "deltacommit"):
         return False
     reader = MetadataTableReader(ctx.storage, data_timeline)
-    slices = [sl for part in metadata_partitions(reader.config.props) or ("files",) for sl in reader.slices(part)]
+    slices = [sl for part in parts for sl in reader.slices(part)]
     if not slices:
         return False
     schema = _schema_of(store)
@@ -443,10 +363,12 @@ def _maybe_compact(ctx: "TableContext", mdt: "Storage", store: "TimelineStore", 
 
 def _clean(mdt: "Storage", store: "TimelineStore") -> None:
     """The MDT's own clean, after a compaction: each file group keeps its two latest file
-    slices (a reader that loaded the MDT before the latest compaction still finds the slice it
-    reads); older base files and the log files of delta commits completed before the
-    previous compaction go, then the timeline instants completed before it (the kept files
-    reference none of them).  Under the table lock, like every MDT write."""
+    slices, none older than the previous compaction (a reader that loaded the MDT before the
+    latest compaction still finds the slice it reads; a partition built since by a delta
+    commit of its own keeps that base file until a second compaction); older base files and
+    the log files of delta commits completed before the kept slices go, then the timeline
+    instants completed before every kept slice (the kept files reference none of them).
+    Under the table lock, like every MDT write."""
     tl = store.load()
     compactions = sorted(i.requested for i in tl.completed if i.action == "compaction" or i.completed_action == "commit")
     if len(compactions) < 2:
@@ -454,133 +376,34 @@ def _clean(mdt: "Storage", store: "TimelineStore") -> None:
     keep_from = compactions[-2]
     completion = {i.requested: i.completed or i.requested for i in tl.completed}
     pending = {i.requested for i in tl.pending}
+    first = min((i.requested for i in tl.instants), default="")
+    cut = keep_from
     for part in _mdt_partition_dirs(mdt):
-        for f in mdt.list(part):
+        files = [f for f in mdt.list(part) if not f.is_dir and (is_base_file(f.name) or is_log_file(f.name))]
+        bases: dict[str, list[str]] = {}         # the completed base files' instants, by file group
+        for f in files:
+            if is_base_file(f.name):
+                b = BaseFile.parse(f.name)
+                if b.instant in completion or b.instant < first:
+                    bases.setdefault(b.file_id, []).append(b.instant)
+        # the oldest slice each file group keeps (a group without a completed base keeps all)
+        floor = {fid: min(keep_from, sorted(bs)[-2] if len(bs) > 1 else bs[0]) for fid, bs in bases.items()}
+        cut = min([cut, *floor.values()])
+        for f in files:
             name = f.name
-            if f.is_dir:
-                continue
+            done: str | None
             if is_base_file(name):
-                old = BaseFile.parse(name).instant < keep_from
-            elif is_log_file(name):
-                at = LogFile.parse(name).instant
-                old = at not in pending and completion.get(at, at) < keep_from
+                b = BaseFile.parse(name)
+                fid, done = b.file_id, b.instant
             else:
-                continue
-            if old:
+                lf = LogFile.parse(name)
+                fid, at = lf.file_id, lf.instant
+                done = completion.get(at, at) if at not in pending else None
+            kept_from = floor.get(fid)
+            if kept_from is not None and done is not None and done < kept_from:
                 mdt.delete(f"{part}/{name}")
     for inst in tl.completed:
-        if (inst.completed or inst.requested) < keep_from and inst.requested < keep_from:
+        if (inst.completed or inst.requested) < cut and inst.requested < cut:
             # the completed file last: an instant cut short here stays a completed one
             for n in sorted(store.all_states(inst.requested, inst.action), key=lambda n: "_" in n.split(".")[0]):
                 mdt.delete(f"{store.dir}/{n}")
-
-
-# -- creating and trimming the MDT ------------------------------------------------------------------
-def _listing(ctx: "TableContext", pending: str | None) -> FilesChange:
-    """The data files of the completed instants (and of instants older than the active
-    timeline).  A file the timeline records and storage lacks or holds at another size is an
-    error: the MDT never lists a damaged file as it is."""
-    from lakesdk.read.view import FileSystemView, list_data_files
-    timeline = ctx.store.load()
-    done = {i.requested for i in timeline.completed}
-    first = min((i.requested for i in timeline.instants), default="")
-    files = list_data_files(ctx.storage)
-    FileSystemView(ctx.storage, ctx.config, ctx.store, timeline, files=files).verify()
-    out = []
-    for f in files:
-        part, _, name = f.path.rpartition("/")
-        inst = BaseFile.parse(name).instant if is_base_file(name) else LogFile.parse(name).instant
-        if inst != pending and (inst in done or inst < first):
-            out.append((part, name, f.size))
-    return FilesChange.of_writes(out)
-
-
-def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: TableConfig | None = None, *,
-                          pending: str | None = None, schema_json: str | None = None) -> tuple[bytes, TableConfig]:
-    """Build the MDT from a listing (the files of the completed instants; ``pending``, the
-    instant being committed, adds its own with its delta commit), then name it in
-    ``hoodie.properties``: the ``files`` partition, and the statistics it keeps (:func:`maintained`;
-    their columns named in the index definition).  A folder an interrupted build left goes
-    first.  Returns the new config's bytes and config.  The caller holds the table lock (with
-    several writers).  ``schema_json``: the schema of the pending instant, when it has one."""
-    storage = ctx.storage
-    if raw is None or cfg is None:
-        raw, cfg = read_properties(storage)
-    keep = maintained(ctx, cfg, schema_json)
-    storage.delete_dir(METADATA_DIR)
-    mdt = storage.child(METADATA_DIR)
-    mprops = mdt_properties(cfg.name, cfg.version)
-    if cfg.version >= 9:
-        mprops["hoodie.table.metadata.partitions"] = ",".join(sorted(keep))
-    mdt.write(".hoodie/hoodie.properties", TableConfig(mprops).to_text().encode("utf-8"))
-    listing = _listing(ctx, pending)
-    stats = None
-    pstats: dict[str, dict[str, dict]] | None = None
-    if "column_stats" in keep:
-        schema_json = _latest_commit_schema(ctx.store) or schema_json
-        columns, _ = stats_columns(ctx, schema_json)
-        arrow = table_arrow_schema(columns, schema_json)
-        stats = stats_records_of(ctx, listing, columns, arrow)
-        if "partition_stats" in keep:
-            pstats = by_partition_group(records_of_listing(ctx, listing, stats, columns, arrow), PSTATS_GROUPS)
-    for part in keep:
-        mdt.write(f"{part}/.hoodie_partition_metadata",
-                  f"#partition metadata\ncommitTime={INIT_INSTANT}\npartitionDepth=1\n".encode())
-    store = _mdt_store(mdt)
-    requested = Instant("deltacommit", "requested", INIT_INSTANT)
-    store.create(requested)
-    inflight = store.transition(requested, "inflight")
-    by_part: dict[str, list[WriteStat]] = {}
-    groups = [("files", FILES_GROUP, files_records(listing, all_partitions=True))]
-    if stats is not None:
-        grouped = by_file_group(stats)
-        groups += [("column_stats", stats_group(i), grouped.get(i, {})) for i in range(FILE_GROUPS)]
-    groups += [("partition_stats", group, recs) for group, recs in sorted((pstats or {}).items())]
-    if "record_index" in keep:
-        groups += [("record_index", group, recs) for group, recs in sorted(bootstrap_records(ctx)[0].items())]
-        define_record_index(storage, cfg.version)
-    schema = record_schema_json(cfg.version)
-    for part, group, records in groups:
-        base = BaseFile(group, WRITE_TOKEN, INIT_INSTANT, "hfile").name
-        data = hfile_of(records, base=True, schema_json=schema, block_size=block_size_of(part))
-        mdt.write(f"{part}/{base}", data)
-        by_part.setdefault(part, []).append(WriteStat(
-            fileId=group, path=f"{part}/{base}", partitionPath=part, prevCommit="null", numWrites=len(records),
-            numInserts=len(records), totalWriteBytes=len(data), fileSizeInBytes=len(data)))
-    md = CommitMetadata(partition_to_write_stats=by_part, extra_metadata={"schema": schema},
-                        operation_type="BULK_INSERT")
-    store.transition(inflight, "completed", md.encode(layout=2))
-    if stats is not None and columns:
-        write_index_definition(storage, columns, layout_of(cfg.version))
-    props = dict(cfg.props)
-    props[PARTITIONS_KEY] = ",".join(sorted(keep))
-    props[INFLIGHT_KEY] = ""
-    if stats is not None or ("record_index" in keep and cfg.version >= 9):
-        props.setdefault("hoodie.table.index.defs.path", INDEX_DEFS_PATH)
-    new = TableConfig(props)
-    rewrite_properties(storage, raw, new)
-    return new.to_text().encode("utf-8"), new
-
-
-def _drop_partitions(ctx: "TableContext", raw: bytes, cfg: TableConfig, names: list[str],
-                     action: str) -> tuple[bytes, TableConfig]:
-    """Drop MDT partitions lakesdk does not maintain, as Hudi drops a disabled index: unlisted
-    from ``hoodie.properties`` (the data table's, then the MDT's), then their folders deleted."""
-    props = dict(cfg.props)
-    for key in (PARTITIONS_KEY, INFLIGHT_KEY):
-        props[key] = ",".join(p for p in (props.get(key) or "").split(",") if p.strip() and p.strip() not in names)
-    new = TableConfig(props)
-    rewrite_properties(ctx.storage, raw, new)
-    mdt = ctx.storage.child(METADATA_DIR)
-    mprops = dict(_mdt_store(mdt).config.props)
-    mprops[PARTITIONS_KEY] = ",".join(p for p in (mprops.get(PARTITIONS_KEY) or "").split(",") if p and p not in names)
-    mdt.write(".hoodie/hoodie.properties", TableConfig(mprops).to_text().encode("utf-8"))
-    for name in names:
-        mdt.delete_dir(name)
-    from lakesdk.services.metadata_table import _outside_lakesdk
-    warnings.warn(MetadataTableDroppedWarning(
-        f"lakesdk dropped the metadata table partitions {', '.join(names)} of {cfg.name!r} before its {action} "
-        "completed, and keeps the files partition: lakesdk does not maintain those indexes yet, and Hudi's readers "
-        "would answer from them stale. Apache Hudi builds them again when a writer enables them.",
-        table=cfg.name, partitions=tuple(names)), stacklevel=_outside_lakesdk())
-    return new.to_text().encode("utf-8"), new

@@ -175,10 +175,10 @@ class Table:
         write built it) reads ``hoodie.properties`` again once: its plans then list from the
         MDT without asking storage whether there is one each time.  The write has landed: a
         failure to read it leaves the handle as it was (a later write tries again)."""
-        from lakesdk.format.metadata_table import metadata_partitions
+        from lakesdk.format.metadata_table import available_partitions
         from lakesdk.services.metadata_writer import keeps_metadata_table
         cfg = self._ctx.config
-        if "files" not in metadata_partitions(cfg.props) and keeps_metadata_table(self._ctx, cfg):
+        if "files" not in available_partitions(cfg.props) and keeps_metadata_table(self._ctx, cfg):
             try:
                 config = load_config(self.storage)
             except Exception:

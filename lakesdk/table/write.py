@@ -449,8 +449,7 @@ def _group_stats(stats: list[WriteStat]) -> dict[str, list[WriteStat]]:
     return out
 
 
-def _checked_view(table: Any, store: Any, timeline: Any,
-                  scope: Callable[[str], bool] | None = None) -> FileSystemView:
+def _checked_view(table: Any, store: Any, timeline: Any, scope: Callable[[str], bool] | None = None) -> FileSystemView:
     """The write's view of the table's files, checked (:meth:`FileSystemView.verify`) against
     its snapshot ``timeline``.  Listed without reading the timeline again after the listing, as
     a read does: the write reads it to create its instant and lists again when a clean,
@@ -546,9 +545,9 @@ def _record_key_ranges(view: Any) -> Callable[[set[str]], dict[tuple[str, str], 
     """When the view listed its files from a metadata table that keeps ``column_stats``: the
     function from data partitions to the record key range of each base file there ((partition,
     file name) -> least and greatest ``_hoodie_record_key``, as the statistics of its Parquet
-    footer say) and its row count (the column's value count), so that the key index reads neither
-    footer nor keys of a file whose range holds no incoming key, and no footer whose bloom filter
-    it would not ask.  Files without such a record are read as before."""
+    footer say) and its row count (the column's value count): the key index reads neither footer
+    nor keys of a file whose range holds no incoming key, nor a footer whose bloom filter it would
+    not ask (files without a record: as before)."""
     from lakesdk.format.column_stats import ValueType, partition_id
     from lakesdk.merge.ordering import KEY as KEY_FIELD
     reader = view.metadata
@@ -576,25 +575,26 @@ def _record_key_ranges(view: Any) -> Callable[[set[str]], dict[tuple[str, str], 
 
 
 def _record_index_lookup(t: Any, view: Any, timeline: Any) -> Callable[[list[Any], Any], list[Any]] | None:
-    """When the table has a record index (the MDT's ``record_index`` partition): the function
-    that keeps, of the file slices a global key index would read, those of the file groups the
-    index names for the incoming keys (an Arrow array), found by point lookups; else None."""
-    from lakesdk.format.metadata_table import metadata_partitions
+    """When the table has a record index (the MDT's ``record_index`` partition, as the view's MDT
+    read named it): the function that keeps, of the file slices a global key index would read,
+    those of the file groups the index names for the incoming keys (point lookups; all of them
+    when the index changed since the view read the MDT); else None."""
+    import pyarrow.compute as pc
+
+    from lakesdk.commit.table_properties import read_properties
+    from lakesdk.format.metadata_table import available_partitions
     from lakesdk.format.record_index import PARTITION
-    if view.metadata is not None:        # the view listed its files from the MDT: the partitions it named then
-        named = view.metadata_partitions
-    else:
-        from lakesdk.commit.table_properties import read_properties
-        named = metadata_partitions(read_properties(t.storage)[1].props)
-    if PARTITION not in named:
+    from lakesdk.read.metadata_table import MetadataTableReader
+    if PARTITION not in (view.metadata_partitions if view.metadata is not None
+                         else available_partitions(read_properties(t.storage)[1].props)):
         return None
 
     def lookup(slices: list[Any], keys: Any) -> list[Any]:
-        import pyarrow.compute as pc
-
-        from lakesdk.read.metadata_table import MetadataTableReader
         reader = view.metadata if view.metadata is not None else MetadataTableReader(t.storage, timeline)
-        found = reader.record_locations(str(k) for k in pc.unique(keys).to_pylist())
+        try:
+            found = reader.record_locations(str(k) for k in pc.unique(keys).to_pylist())
+        except FileNotFoundError:
+            return slices
         groups = {(loc.partition or "", loc.file_id) for loc in found.values()}
         return [s for s in slices if (s.partition, s.file_id) in groups]
     return lookup

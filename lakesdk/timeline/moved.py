@@ -59,16 +59,20 @@ def unseen_may_be_archived(store: TimelineStore, before: Timeline, now: Timeline
     was created after ``before`` was read, later than all of ``before``'s instants, so that
     archival, oldest first, took every completed instant of ``before`` it would take (all but
     savepointed commits: none is active in ``now`` any more), or ``before`` held none and
-    ``now`` holds completed instants ``before`` did not."""
+    ``now`` holds completed instants ``before`` did not, other than the rollbacks of instants
+    pending in ``before`` (a dead writer's instant rolled back: no row ``before`` saw changes,
+    and archival keeps the newest commits, which would be unknown to ``before``)."""
     active = {i.requested for i in now.instants}
-    gone = {i.requested for i in before.pending if i.requested not in active}
-    if gone and gone - set(rolled_back(store, now, gone)):
+    pending = {i.requested for i in before.pending}
+    undone = rolled_back(store, now, pending)
+    gone = {p for p in pending if p not in active}
+    if gone - set(undone):
         return True
     saved = {i.requested for i in before.instants if i.action == "savepoint"}
     takeable = [i.requested for i in before.completed if i.action != "savepoint" and i.requested not in saved]
     if takeable:
         return not any(r in active for r in takeable)
-    known = {i.requested for i in before.instants}
+    known = {i.requested for i in before.instants} | {rb.requested for rb in undone.values()}
     return any(i.requested not in known for i in now.completed)
 
 

@@ -246,9 +246,9 @@ def _footer_rows(t: Any, path: str) -> int | None:
 def _metadata_table(t: Any) -> dict[str, Any] | None:
     """What ``widget.metadata`` holds (see the module doc)."""
     from lakesdk.commit.table_properties import read_properties
-    from lakesdk.format.metadata_table import metadata_partitions
+    from lakesdk.format.metadata_table import available_partitions
     from lakesdk.read.metadata_table import MetadataTableReader
-    named = metadata_partitions(read_properties(t.storage)[1].props)
+    named = available_partitions(read_properties(t.storage)[1].props)
     if "files" not in named or t.config.version < 8:
         return None
     reader = MetadataTableReader(t.storage, t.context.store.load())

@@ -320,3 +320,30 @@ def test_merge_into_a_table_without_commits_is_checked_from_its_read(tmp_path, m
         t.merge(_rows([1], "merged"), on="id").when_not_matched_insert_all().execute()
     assert landed
     assert _read(t) == {1: "other"}
+
+
+def test_a_dead_writers_instant_rolled_back_by_a_merge_into_a_table_without_commits_is_no_conflict(tmp_path):
+    """A writer killed before its first commit completed leaves the table's only instant
+    pending; the next merge (or delete by predicate) rolls it back when it creates its own, and
+    the rollback is no sign of archival (it undid an instant the merge's read saw pending): the
+    merge lands (found by the model test: it raised a WriteConflictError asking to run it again)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    t = lk.Lake(str(tmp_path)).create_table("t", key="id", partition_by="p")
+    writer = textwrap.dedent("""
+        import os, sys
+        os.environ["LAKESDK_CRASH_PID"] = str(os.getpid())
+        import pandas as pd, lakesdk as lk
+        t = lk.open_table(sys.argv[1])
+        t.upsert(pd.DataFrame({"id": [9], "p": ["a"], "v": ["dead"]}))
+    """)
+    r = subprocess.run([sys.executable, "-c", writer, t.path], env={**os.environ, "LAKESDK_CRASH_AT": "after_data"},
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == -9, r.stderr[-2000:]
+    assert [i.state for i in t.timeline.instants] == ["inflight"]
+    t.merge(_rows([1, 2], "merged"), on="id").when_not_matched_insert_all().execute()
+    assert _read(t) == {1: "merged", 2: "merged"}
+    assert not lk.open_table(t.path).timeline.pending
+    assert sorted(hudi_rows(t.path)) == sorted((k, v) for k, v in _read(t).items())

@@ -101,6 +101,7 @@ OPERATIONS = frozenset({
     "part_urlencode", "clean_zero_hours", "rollback_replace_after_clean",
     "merge_arrow_types", "null_ordering", "is_deleted",
     "duplicate_keys", "float_ordering", "table_v8", "metadata_table", "race", "incremental_inside_write",
+    "metadata_compaction", "record_index",
 })
 #: writes that must be refused (typed error, table unchanged): the rules under "refusals" below
 REFUSALS = frozenset({"merge_key_change", "case_clash"})
@@ -145,7 +146,8 @@ WRITER = textwrap.dedent("""
     import pyarrow as pa
     import lakesdk as lk
     keep = True if sys.argv[5] == "metadata" else None
-    t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local", markers=sys.argv[4], metadata=keep))
+    t = lk.open_table(sys.argv[1], options=lk.TableOptions(engine="local", markers=sys.argv[4], metadata=keep,
+                                                           metadata_compact_every=int(sys.argv[6])))
     data = pa.ipc.open_file(sys.argv[2]).read_all()
     getattr(t, sys.argv[3])(data)
     print("WRITE FINISHED")
@@ -224,6 +226,8 @@ class LakeMachine(RuleBasedStateMachine):
         self.home: dict[tuple[str, ...], Any] = {}
         self.crashed = False        # a killed writer left a pending instant (the next write rolls it back)
         self.metadata = False       # the table keeps Hudi's metadata table
+        self.compact_every = 10     # its compaction every so many delta commits
+        self.record_index = False   # with Hudi's record index in it
         self.optimistic = False     # the table's handles write under optimistic concurrency (the race rule)
 
     def teardown(self) -> None:
@@ -261,6 +265,11 @@ class LakeMachine(RuleBasedStateMachine):
         self.markers = markers
         # Hudi's metadata table kept at every commit (the hudi reader then lists files from it)
         self.metadata = _on("metadata_table") and data.draw(st.booleans(), label="metadata table")
+        # its compaction and clean after every few delta commits (every partition, both versions)
+        self.compact_every = data.draw(st.sampled_from([10, 2, 1]), label="MDT compaction every") if (
+            self.metadata and _on("metadata_compaction")) else 10
+        # Hudi's record index in it (tagging looks the keys up there)
+        self.record_index = self.metadata and _on("record_index") and data.draw(st.booleans(), label="record index")
         # Hudi 1.0's table version 8 takes every dimension here (one ordering field, event-time ordering)
         version = data.draw(st.sampled_from([9, 8]), label="table version") if _on("table_v8") else 9
         # several writers: every handle of the table writes under optimistic concurrency with a
@@ -268,14 +277,17 @@ class LakeMachine(RuleBasedStateMachine):
         # rolled back lazily, once its heartbeat expired: the crash rule runs on the other tables)
         self.optimistic = _on("race") and data.draw(st.booleans(), label="optimistic concurrency")
         self.options = lk.TableOptions(engine=self.engine, markers=markers, metadata=True if self.metadata else None,
-                                       concurrency="optimistic" if self.optimistic else "single_writer")
+                                       concurrency="optimistic" if self.optimistic else "single_writer",
+                                       metadata_compact_every=self.compact_every)
         lake = lk.Lake(self.dir, options=self.options, spark=SPARK.get("session"))
         self.t = lake.create_table("t", key=list(keys), partition_by=list(parts) or None, ordering="ts",
-                                   table_type=table_type, partition_urlencode=self.urlencode, table_version=version)
+                                   table_type=table_type, partition_urlencode=self.urlencode, table_version=version,
+                                   index="record" if self.record_index else None)
         self.input_fields = {f.name: f for f in schema}    # the batches' fields (the model keeps stored types)
         self.m = TableModel(keys, parts, "ts", schema)
         note(f"table {table_type} v{version} keys={keys} parts={parts} schema={schema} markers={markers} "
-             f"urlencode={self.urlencode} optimistic={self.optimistic}")
+             f"urlencode={self.urlencode} optimistic={self.optimistic} mdt_compact_every={self.compact_every} "
+             f"record_index={self.record_index}")
 
     # -- data ------------------------------------------------------------------------------------------
     def _key(self, data: st.DataObject, *, fresh: bool = False) -> tuple[str, ...]:
@@ -356,10 +368,11 @@ class LakeMachine(RuleBasedStateMachine):
             res = fn()
         except LakeError as e:
             after = self._fingerprint()
-            if self.crashed and after[2] == before[2]:
-                # the failed writer's pending instant may be rolled back before the refusal
+            if self.crashed and after[2] == before[2] and set(after[1]) <= set(before[1]):
+                # the failed writer's pending instant may be rolled back before the refusal (its
+                # files deleted, a rollback on the timeline): the rows are the table's change
                 self._note_crash_repaired()
-                after = self._fingerprint()
+                before = after
             assert after == before, f"{what} raised {type(e).__name__} after changing the table: {e}"
             event(f"refused: {what}: {type(e).__name__}")
             note(f"{what} refused: {type(e).__name__}: {e}")
@@ -721,7 +734,7 @@ class LakeMachine(RuleBasedStateMachine):
         before = self._fingerprint()
         env = {**os.environ, "LAKESDK_CRASH_AT": point}
         r = subprocess.run([sys.executable, "-c", WRITER, self.t.path, path, op, self.markers,
-                            "metadata" if self.metadata else "-"], env=env,
+                            "metadata" if self.metadata else "-", str(self.compact_every)], env=env,
                            capture_output=True, text=True, timeout=240)
         note(f"crashed {op} at {point}: rc={r.returncode}")
         why = self._refusal(b)
@@ -733,9 +746,13 @@ class LakeMachine(RuleBasedStateMachine):
             assert flags and all(flags), f"a writer of a batch with rows to write finished past {point}"
             new = [i for i in self.t.timeline.commits if i.requested not in known]
             after = self._fingerprint()
-            assert after[1:] == before[1:], f"a {op} that wrote nothing changed the table's files or rows"
+            repaired = self.crashed      # a dead writer's pending instant rolled back first: its files go
+            if repaired:
+                self._note_crash_repaired()
+            assert after[2 if repaired else 1:] == before[2 if repaired else 1:], \
+                f"a {op} that wrote nothing changed the table's files or rows"
             if not new:
-                assert after == before, f"a {op} that wrote nothing changed the timeline"
+                assert repaired or after == before, f"a {op} that wrote nothing changed the timeline"
                 return
             # an empty commit (a write into a table without files to find the flagged keys in
             # goes as far as its commit and writes no file; Hudi commits such a write too)
@@ -1040,6 +1057,8 @@ class LakeMachine(RuleBasedStateMachine):
             return
         from ..corpus_model import check_mdt
         check_mdt(self.t.path, "in the model test")
+        if self.record_index:
+            _check_record_index(self.t.path)
 
     @invariant()
     def check_4_hudi_reader(self) -> None:
@@ -1075,6 +1094,27 @@ class LakeMachine(RuleBasedStateMachine):
             rows, schema = m.incremental(prev.completed, last.completed)
             self._compare(f"hudi reader incremental ({prev.completed}, {last.completed}]", data, rows, schema,
                           types=False)
+
+
+def _check_record_index(path: str) -> None:
+    """The record index names exactly the keys the table holds, each with a file group that
+    holds it (a key stored twice, in two file groups, with either)."""
+    from lakesdk.read.metadata_table import MetadataTableReader
+
+    from ..metadata_table.test_read_hudi_written import _file_id
+    t = lk.open_table(path)
+    if not t.timeline.completed.instants:        # nothing written yet: no metadata table
+        return
+    held: dict[str, set[tuple[str, str]]] = {}
+    got = t.read(columns=["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]).to_arrow()
+    for k, p, f in zip(*(got.column(c).to_pylist() for c in got.column_names)):
+        held.setdefault(k, set()).add((p or "", _file_id(f)))
+    index = MetadataTableReader(t.storage, t.context.store.load()).records("record_index")
+    located = {k: (r.location.partition or "", r.location.file_id) for k, r in index.items()}
+    assert set(located) == set(held), (f"the record index names {sorted(set(located) - set(held))} the table does "
+                                       f"not hold, lacks {sorted(set(held) - set(located))}")
+    wrong = {k: (loc, held[k]) for k, loc in located.items() if loc not in held[k]}
+    assert not wrong, f"the record index names file groups that do not hold the key: {wrong}"
 
 
 def _settings(examples: int, steps: int, **kw: Any) -> settings:
