@@ -104,6 +104,15 @@ class MetadataTableReader:
         self.delta_commits = frozenset(i.requested for i in mdt_timeline.completed if i.action == "deltacommit")
         pending = pending_data_instants(timeline)
         self.valid = frozenset(i for i in self._completion if i not in pending)
+        # the data table's instants are created under its lock later than every instant before:
+        # an MDT delta commit later than all of ``timeline``'s, or an MDT partition built (at an
+        # initial time) that completed after them, holds writes ``timeline`` does not know
+        newest = max((i.requested for i in timeline.instants), default="")
+        #: whether this MDT holds writes the data ``timeline`` does not know (it was read earlier):
+        #: its record index may name file groups, or keys in them, that a plan of ``timeline`` lacks
+        self.newer_than_timeline = any(
+            (i.completed or "") > newest if i.requested.startswith(_SOLO) else i.requested > newest
+            for i in mdt_timeline.completed if i.action == "deltacommit")
 
     def _list(self, partition: str) -> list[FileInfo]:
         """The files of an MDT partition, listed once by this reader (one snapshot of it)."""
@@ -330,6 +339,9 @@ class MetadataTableReader:
             yield PartitionListing(data_partition_of(key),
                                    {n: e.size for n, e in sorted(rec.files.items()) if not e.deleted})
 
+
+#: the times of the MDT's initial instants start so (its partitions built)
+_SOLO = "0" * 14
 
 #: the bytes of MDT files by (URL, size and modified time as listed, completion time of the
 #: instant that wrote the file): a plan reads a file of an MDT slice it read before only when a

@@ -135,8 +135,7 @@ def _log_keys(storage: "Storage", path: str, instant: str | None) -> tuple[list[
 
 def _slice_keys(ctx: "TableContext", slices: list[Any], timeline: Any, view: Any) -> list[tuple[Any, list[str]]]:
     """The live keys of each file slice (log blocks merged)."""
-    from lakesdk.engine.slice_reader import SliceReadContext, read_slice
-    from lakesdk.format.schema import avro_to_arrow
+    from lakesdk.engine.slice_reader import read_slice
     out = []
     sctx = None
     for sl in slices:
@@ -144,12 +143,36 @@ def _slice_keys(ctx: "TableContext", slices: list[Any], timeline: Any, view: Any
             out.append((sl, _base_keys(ctx.storage, sl.base_path)) if sl.base_path else (sl, []))
             continue
         if sctx is None:
-            schema_json = _schema_json(ctx, timeline)
-            arrow = avro_to_arrow(json.loads(schema_json)) if schema_json else pa.schema([])
-            arrow = pa.schema([f for f in arrow if not f.name.startswith("_hoodie_")])
-            sctx = SliceReadContext.for_table(ctx.storage, ctx.config, arrow, view.log_instants)
+            sctx = _slice_context(ctx, timeline, view)
         t = read_slice(sctx, sl, columns=[KEY])
         out.append((sl, [str(k) for k in t.column(KEY).to_pylist()]))
+    return out
+
+
+def _slice_context(ctx: "TableContext", timeline: Any, view: Any) -> Any:
+    """What reading the keys of file slices with log files takes."""
+    from lakesdk.engine.slice_reader import SliceReadContext
+    from lakesdk.format.schema import avro_to_arrow
+    schema_json = _schema_json(ctx, timeline)
+    arrow = avro_to_arrow(json.loads(schema_json)) if schema_json else pa.schema([])
+    arrow = pa.schema([f for f in arrow if not f.name.startswith("_hoodie_")])
+    return SliceReadContext.for_table(ctx.storage, ctx.config, arrow, view.log_instants)
+
+
+def _held_elsewhere(ctx: "TableContext", view: Any, timeline: Any, keys: list[str],
+                    apart: set[tuple[str, str]]) -> dict[str, tuple[str, str, str]]:
+    """Where the latest slices of file groups other than ``apart`` hold ``keys`` (any
+    partition; bloom filters and key ranges first): key -> (partition, file id, base instant)."""
+    from lakesdk.engine.key_index import FID, PART, pruned_key_index
+    rest = [sl for sl in view.latest_slices() if (sl.partition, sl.file_id) not in apart]
+    if not rest or not keys:
+        return {}
+    sctx = _slice_context(ctx, timeline, view) if any(sl.log_files for sl in rest) else None
+    found = pruned_key_index(ctx.storage, rest, {None: pa.array(keys, pa.string())}, slice_ctx=sctx)
+    base = {(sl.partition, sl.file_id): sl.base_instant for sl in rest}
+    out: dict[str, tuple[str, str, str]] = {}
+    for k, p, f in zip(*(found.column(c).to_pylist() for c in (KEY, PART, FID))):
+        out.setdefault(str(k), (p, f, base[(p, f)]))
     return out
 
 
@@ -335,6 +358,11 @@ def _undo_changes(ctx: "TableContext", reader: "MetadataTableReader", inflight: 
             now[k] = (sl.partition, sl.file_id, sl.base_instant)
     affected |= set(now)
     current = reader.record_locations(affected)
+    # a key whose entry names a file group the action deleted files of, and that no such group
+    # holds after it, may be held by another still (a bulk insert or an insert stored it twice)
+    orphans = [k for k in sorted(affected - set(now)) if (cur := current.get(k)) is not None
+               and ((cur.partition or ""), cur.file_id) in touched]
+    now.update(_held_elsewhere(ctx, view, tl, orphans, touched))
     tz = ctx.config.timezone
     records: dict[str, Any] = {}
     deletes: set[str] = set()

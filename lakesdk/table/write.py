@@ -136,12 +136,10 @@ class WriteOperation(WriteInput):
             faults.crash_point("after_data")
             self._finalize(ctx, stats, prep.partitions)
             txn.step("files_written")
-            md = CommitMetadata(
-                partition_to_write_stats=_group_stats(stats),
-                extra_metadata=schema_extra_metadata(target_schema, cfg.name),
-                operation_type=_OPERATION_TYPE[self.operation],
-                partition_to_replace_file_ids=replaced if action == "replacecommit" else None,
-            )
+            md = CommitMetadata(partition_to_write_stats=_group_stats(stats),
+                                extra_metadata=schema_extra_metadata(target_schema, cfg.name),
+                                operation_type=_OPERATION_TYPE[self.operation],
+                                partition_to_replace_file_ids=replaced if action == "replacecommit" else None)
             checks = self._commit_checks(store, timeline, instant, stats, md, replaced if action == "replacecommit" else None,
                                          target_schema, planned_on=planned_on if self.read_at is None else self.read_at,
                                          at_begin=txn.at_begin)
@@ -483,10 +481,9 @@ def _typed(err: Exception) -> BaseException:
 
 def _raise_if_cleaned(table: Any, store: Any, timeline: Any, instant: str, err: FileNotFoundError, *,
                       rolled_back: bool = True) -> None:
-    """A file this write read is gone: when a clean, restore or rollback (of a commit it read)
-    started after the write read the timeline, it deleted the file slice under the write (a
-    conflict: the write is rolled back, or its instant is to be aborted by whoever opened it,
-    and can be retried)."""
+    """A file this write read is gone: when a clean, restore or rollback (of a commit it read) started
+    after the write read the timeline, it deleted the file slice under the write (a conflict: the
+    write is rolled back, or its instant is to be aborted by whoever opened it; it can be retried)."""
     seen = {i.requested for i in timeline.instants}
     now = store.load()
     later = [i for i in now.instants if i.action in ("clean", "restore") and i.requested not in seen]
@@ -575,26 +572,29 @@ def _record_key_ranges(view: Any) -> Callable[[set[str]], dict[tuple[str, str], 
 
 
 def _record_index_lookup(t: Any, view: Any, timeline: Any) -> Callable[[list[Any], Any], list[Any]] | None:
-    """When the table has a record index (the MDT's ``record_index`` partition, as the view's MDT
-    read named it): the function that keeps, of the file slices a global key index would read,
-    those of the file groups the index names for the incoming keys (point lookups; all of them
-    when the index changed since the view read the MDT); else None."""
+    """When the table has a record index, built before the plan's snapshot (the handle's config and the
+    view's MDT read name it): the function keeping, of the file slices a global key index would read,
+    those of the file groups the index names for the incoming keys (all of them when the MDT changed
+    past the view's timeline, or names a file group the view lacks); else None."""
     import pyarrow.compute as pc
 
     from lakesdk.commit.table_properties import read_properties
     from lakesdk.format.metadata_table import available_partitions
     from lakesdk.format.record_index import PARTITION
     from lakesdk.read.metadata_table import MetadataTableReader
-    if PARTITION not in (view.metadata_partitions if view.metadata is not None
-                         else available_partitions(read_properties(t.storage)[1].props)):
+    if PARTITION not in available_partitions(t.config.props) or PARTITION not in (
+            view.metadata_partitions if view.metadata is not None else available_partitions(
+                read_properties(t.storage)[1].props)):
         return None
 
     def lookup(slices: list[Any], keys: Any) -> list[Any]:
         reader = view.metadata if view.metadata is not None else MetadataTableReader(t.storage, timeline)
+        stale = reader.newer_than_timeline     # the MDT changed past the plan's snapshot: keys may be elsewhere
         try:
-            found = reader.record_locations(str(k) for k in pc.unique(keys).to_pylist())
+            found = {} if stale else reader.record_locations(str(k) for k in pc.unique(keys).to_pylist())
         except FileNotFoundError:
             return slices
         groups = {(loc.partition or "", loc.file_id) for loc in found.values()}
-        return [s for s in slices if (s.partition, s.file_id) in groups]
+        kept = [s for s in slices if (s.partition, s.file_id) in groups]
+        return kept if not stale and len({(s.partition, s.file_id) for s in kept}) == len(groups) else slices
     return lookup
