@@ -12,8 +12,8 @@ Which MDT a table keeps (``TableOptions(metadata=...)``, Hudi's ``hoodie.metadat
 
 * ``True`` (the default, as in Hudi 1.x): the MDT is kept; a table without one gets one at
   its next action (a new table at its first commit), built from a listing of the files of its
-  completed instants (:func:`create_metadata_table`, also
-  ``table.maintenance.create_metadata_table()``);
+  completed instants (:mod:`lakesdk.services.metadata_build`, also
+  ``table.maintenance.create_metadata_table()``; a partition it lacks is built alone);
 * ``None``: an MDT the table has is kept, none is created;
 * ``False``: the MDT is dropped (:mod:`lakesdk.services.metadata_table`), as a Hudi writer with
   the MDT disabled drops it.
@@ -21,11 +21,13 @@ Which MDT a table keeps (``TableOptions(metadata=...)``, Hudi's ``hoodie.metadat
 It keeps ``column_stats`` (:mod:`lakesdk.services.metadata_stats`) and, on partitioned tables,
 ``partition_stats`` (:mod:`lakesdk.services.partition_stats`): on table version 9 in Hudi 1.1's
 layout, on version 8 in Hudi 1.0's (V1), there only while every indexed column has a type
-lakesdk writes Hudi 1.0's records of.  The partitions lakesdk does not maintain (``record_index``,
-bloom filters, secondary and expression indexes; the statistics of a version 8 table with an
-indexed column of another type) are dropped alone
-before the first delta commit lakesdk writes, as Hudi drops a disabled index: removed from
-``hoodie.table.metadata.partitions``, then their folders deleted.  Tables of version 6 keep
+lakesdk writes Hudi 1.0's records of, and the record index when the table asks for it
+(:mod:`lakesdk.services.record_index`).  The partitions lakesdk does not maintain (bloom
+filters, secondary and expression indexes; the statistics of a version 8 table with an
+indexed column of another type) are dropped alone before the first delta commit lakesdk
+writes, as Hudi drops a disabled index: removed from ``hoodie.table.metadata.partitions``, then
+their folders deleted.  Every partition the table names built is compacted every
+``TableOptions(metadata_compact_every=...)`` delta commits, then cleaned.  Tables of version 6 keep
 dropping the whole MDT (their MDT's log files follow the version 6 layout).
 
 Crash points for the crash tests: ``metadata_log_written`` (the MDT log file written, its
