@@ -106,12 +106,14 @@ class MetadataTableReader:
         self.valid = frozenset(i for i in self._completion if i not in pending)
         # the data table's instants are created under its lock later than every instant before:
         # an MDT delta commit later than all of ``timeline``'s, or an MDT partition built (at an
-        # initial time) that completed after them, holds writes ``timeline`` does not know
+        # initial time) that completed after all it records (a build completes before the data
+        # instant whose commit runs it), holds writes ``timeline`` does not know
         newest = max((i.requested for i in timeline.instants), default="")
+        last = max([newest, *(i.completed or "" for i in timeline.instants)])
         #: whether this MDT holds writes the data ``timeline`` does not know (it was read earlier):
         #: its record index may name file groups, or keys in them, that a plan of ``timeline`` lacks
         self.newer_than_timeline = any(
-            (i.completed or "") > newest if i.requested.startswith(_SOLO) else i.requested > newest
+            (i.completed or "") > last if i.requested.startswith(_SOLO) else i.requested > newest
             for i in mdt_timeline.completed if i.action == "deltacommit")
 
     def _list(self, partition: str) -> list[FileInfo]:
