@@ -42,7 +42,7 @@ from lakesdk.format.metadata_records import (
 )
 
 __all__ = ["FilesChange", "files_records", "hfile_of", "block_size_of", "RECORD_INDEX_BLOCK_SIZE", "files_log_block",
-           "mdt_properties", "FILES_GROUP", "INIT_INSTANT", "WRITE_TOKEN", "METADATA_PAYLOAD", "delete_log_block"]
+           "mdt_properties", "FILES_GROUP", "INIT_INSTANT", "INITIAL_PREFIX", "WRITE_TOKEN", "METADATA_PAYLOAD", "delete_log_block"]
 
 #: the data block size of the record index's HFiles: a lookup reads and walks one block per key
 #: it finds (about 15 entries), where Hudi's 1 MiB blocks hold thousands, so that a lookup of
@@ -54,6 +54,8 @@ RECORD_INDEX_BLOCK_SIZE = 2048
 
 FILES_GROUP = "files-0000-0"
 INIT_INSTANT = "00000000000000000"
+#: the times of the MDT's initial instants (its partitions built) start so (Hudi's ``SOLO_COMMIT_TIMESTAMP``)
+INITIAL_PREFIX = "0" * 14
 WRITE_TOKEN = "0-0-0"
 METADATA_PAYLOAD = "org.apache.hudi.metadata.HoodieMetadataPayload"
 

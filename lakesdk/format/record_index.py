@@ -34,7 +34,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import uuid
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from lakesdk.format.metadata_records import RecordType
 
 __all__ = ["PARTITION", "java_string_hash", "file_group_index", "file_group_id", "file_group_count",
            "encode_file_id", "instant_millis", "index_record", "IndexEntry", "MIN_GROUPS", "MAX_GROUPS",
-           "ENABLE_KEY", "INIT_INSTANT", "group_count",
+           "ENABLE_KEY", "INIT_INSTANT", "group_count", "group_count_of",
            "file_group_indices"]
 
 PARTITION = "record_index"
@@ -103,15 +103,18 @@ def file_group_id(index: int) -> str:
     return f"record-index-{index:04d}-0"
 
 
-def group_count(mdt: Any, names: list[str] | None = None) -> int:
+def group_count(mdt: Any) -> int:
     """How many file groups the MDT (a :class:`~lakesdk.storage.Storage` at its folder) has in
-    ``record_index`` (0: none), from the file names on storage (a reader of Hudi's counts them),
-    or from ``names`` (file names as a reader listed them)."""
-    if names is None:
-        try:
-            names = [e.name.lstrip(".") for e in mdt.list(PARTITION) if not e.is_dir]
-        except FileNotFoundError:
-            return 0
+    ``record_index`` (0: none), from the file names on storage (a reader of Hudi's counts them)."""
+    try:
+        names = [e.name.lstrip(".") for e in mdt.list(PARTITION) if not e.is_dir]
+    except FileNotFoundError:
+        return 0
+    return group_count_of(names)
+
+
+def group_count_of(names: Iterable[str]) -> int:
+    """How many file groups the record index has whose file names (or file ids) are ``names``."""
     ids = {int(n[13:17]) for n in names if n.startswith("record-index-") and n[13:17].isdigit()}
     return max(ids) + 1 if ids else 0
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 
 from lakesdk._lru import WeightedLRU
@@ -24,6 +24,7 @@ from lakesdk.format.file_group import FileSlice
 from lakesdk.format.file_naming import BaseFile, LogFile, is_base_file, is_log_file, parse_data_file
 from lakesdk.format.log_block import BlockType, read_log_file
 from lakesdk.format.log_framing import HeaderKey
+from lakesdk.format.metadata_files import INITIAL_PREFIX
 from lakesdk.format.metadata_records import (
     ALL_PARTITIONS_KEY,
     MetadataRecord,
@@ -77,9 +78,6 @@ class MetadataTableReader:
         #: the MDT partitions listed, and each file's (size, modified time) as listed
         self._listings: dict[str, list[FileInfo]] = {}
         self._stamps: dict[str, tuple[int, float | None]] = {}
-        #: by MDT partition, the file groups listed that have no slice with a base file as of
-        #: this reader's MDT timeline
-        self._unsliced: dict[str, set[str]] = {}
         if store is None:
             from lakesdk.storage.overlap import at_once
             calls: list[Callable[[], Any]] = [lambda: self.mdt.read(".hoodie/hoodie.properties")]
@@ -104,17 +102,21 @@ class MetadataTableReader:
         self.delta_commits = frozenset(i.requested for i in mdt_timeline.completed if i.action == "deltacommit")
         pending = pending_data_instants(timeline)
         self.valid = frozenset(i for i in self._completion if i not in pending)
-        # the data table's instants are created under its lock later than every instant before:
-        # an MDT delta commit later than all of ``timeline``'s, or an MDT partition built (at an
-        # initial time) that completed after all it records (a build completes before the data
-        # instant whose commit runs it), holds writes ``timeline`` does not know
-        newest = max((i.requested for i in timeline.instants), default="")
-        last = max([newest, *(i.completed or "" for i in timeline.instants)])
-        #: whether this MDT holds writes the data ``timeline`` does not know (it was read earlier):
-        #: its record index may name file groups, or keys in them, that a plan of ``timeline`` lacks
-        self.newer_than_timeline = any(
-            (i.completed or "") > last if i.requested.startswith(_SOLO) else i.requested > newest
-            for i in mdt_timeline.completed if i.action == "deltacommit")
+        self._timeline, self._mdt_timeline = timeline, mdt_timeline
+
+    @cached_property
+    def newer_than_timeline(self) -> bool:
+        """Whether this MDT holds writes the data timeline it was read against does not know
+        (read earlier): its record index may name file groups, or keys in them, that a plan of
+        that timeline lacks.  The data table's instants are created under its lock later than
+        every instant before: an MDT delta commit later than all of the timeline's, or an MDT
+        partition built (at an initial time) that completed after all it records (a build
+        completes before the data instant whose commit runs it), holds such writes."""
+        instants = self._timeline.instants
+        newest = max((i.requested for i in instants), default="")
+        last = max([newest, *(i.completed or "" for i in instants)])
+        return any((i.completed or "") > last if i.requested.startswith(INITIAL_PREFIX) else i.requested > newest
+                   for i in self._mdt_timeline.completed if i.action == "deltacommit")
 
     def _list(self, partition: str) -> list[FileInfo]:
         """The files of an MDT partition, listed once by this reader (one snapshot of it)."""
@@ -197,8 +199,6 @@ class MetadataTableReader:
             first = base.instant if base is not None else mine[0][0].instant
             out.append(FileSlice(partition, fid, first, base, size, tuple(x[0] for x in mine),
                                  tuple(x[1] for x in mine)))
-        listed = {BaseFile.parse(e.name).file_id for e in entries if is_base_file(e.name)}
-        self._unsliced[partition] = listed - {sl.file_id for sl in out if sl.base_file is not None}
         return out
 
     def built_slices(self, partition: str) -> list[FileSlice]:
@@ -209,7 +209,9 @@ class MetadataTableReader:
         compacted twice and cleaned): ``FileNotFoundError``, which a plan answers by reading the
         MDT again, never an empty or partial answer."""
         out = self.slices(partition)
-        if not out or self._unsliced.get(partition):
+        based = {sl.file_id for sl in out if sl.base_file is not None}
+        if not out or any(not e.is_dir and is_base_file(e.name) and BaseFile.parse(e.name).file_id not in based
+                          for e in self._list(partition)):
             raise FileNotFoundError(
                 f"{self.mdt.url(partition)}: the metadata table's {partition} partition has no file slice as of the "
                 "MDT timeline this reader read (the MDT was built again or compacted since): read it again")
@@ -341,9 +343,6 @@ class MetadataTableReader:
             yield PartitionListing(data_partition_of(key),
                                    {n: e.size for n, e in sorted(rec.files.items()) if not e.deleted})
 
-
-#: the times of the MDT's initial instants start so (its partitions built)
-_SOLO = "0" * 14
 
 #: the bytes of MDT files by (URL, size and modified time as listed, completion time of the
 #: instant that wrote the file): a plan reads a file of an MDT slice it read before only when a

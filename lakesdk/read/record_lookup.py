@@ -43,14 +43,14 @@ Found = dict[bytes, "RecordLocation | None"]
 def record_locations(reader: Any, keys: Iterable[str]) -> dict[str, RecordLocation]:
     """Where the ``record_index`` partition of ``reader``'s MDT puts each of ``keys`` (a key it
     does not hold is left out)."""
-    from lakesdk.format.record_index import PARTITION, file_group_id, file_group_indices, group_count
+    from lakesdk.format.record_index import PARTITION, file_group_id, file_group_indices, group_count_of
     ks = list(dict.fromkeys(keys))
     if not ks:
         return {}
     # every file group of the index, or FileNotFoundError: a key is never missed for a file group
     # this reader's MDT timeline cannot see (an index built or compacted since it was read)
     slices = {sl.file_id: sl for sl in reader.built_slices(PARTITION)}
-    n = group_count(reader.mdt, names=[f"{fid}_" for fid in slices])     # as the reader listed them
+    n = group_count_of(slices)       # as the reader listed them
     wanted: dict[str, list[str]] = defaultdict(list)
     for k, i in zip(ks, file_group_indices(ks, n).tolist()):
         wanted[file_group_id(i)].append(k)

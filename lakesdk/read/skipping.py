@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import pyarrow as pa
 
 from lakesdk.format.column_stats import ColumnRange, ValueType, decimal_of, partition_id
+from lakesdk.format.metadata_files import INITIAL_PREFIX
 
 if TYPE_CHECKING:
     from lakesdk.format.file_group import FileSlice
@@ -89,7 +90,7 @@ def prune_partitions(view: "FileSystemView", slices: list["FileSlice"],
         return slices, 0, 0
     done = {i.requested for i in tl.completed}
     first = min((i.requested for i in tl.instants), default="")
-    beyond = {d for d in reader.delta_commits & reader.valid if d not in done and d >= first and not d.startswith("0" * 14)}
+    beyond = {d for d in reader.delta_commits & reader.valid if d not in done and d >= first and not d.startswith(INITIAL_PREFIX)}
     if beyond and beyond - _undone_on(view):
         return slices, 0, 0       # a delta commit of an instant this timeline does not hold completed
     columns = filter_columns(bound)

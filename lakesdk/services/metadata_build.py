@@ -39,6 +39,7 @@ from lakesdk.format.instant import Instant
 from lakesdk.format.metadata_files import (
     FILES_GROUP,
     INIT_INSTANT,
+    INITIAL_PREFIX,
     WRITE_TOKEN,
     FilesChange,
     block_size_of,
@@ -75,9 +76,6 @@ if TYPE_CHECKING:
     from lakesdk.timeline.store import TimelineStore
 
 __all__ = ["MAINTAINED", "maintained", "keeps_metadata_table", "create_metadata_table"]
-
-#: the times of the MDT's initial instants start so (Hudi's ``SOLO_COMMIT_TIMESTAMP``)
-_SOLO = "0" * 14
 
 #: the MDT partitions lakesdk keeps
 MAINTAINED = ("files", "column_stats", "partition_stats")
@@ -210,7 +208,7 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
         mprops = mdt_properties(cfg.name, cfg.version)
         if cfg.version >= 9:
             mprops[PARTITIONS_KEY] = ",".join(sorted(keep))
-        mdt.write(".hoodie/hoodie.properties", TableConfig(mprops).to_text().encode("utf-8"))
+        _write_mdt_properties(mdt, mprops)
         store = _mdt_store(mdt)
         when = INIT_INSTANT
     else:
@@ -226,7 +224,7 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
     if not whole and cfg.version >= 9:
         mprops = dict(store.config.props)
         mprops[PARTITIONS_KEY] = ",".join(sorted(set(available_partitions(mprops)) | set(todo)))
-        mdt.write(".hoodie/hoodie.properties", TableConfig(mprops).to_text().encode("utf-8"))
+        _write_mdt_properties(mdt, mprops)
     props = dict(cfg.props)
     props[PARTITIONS_KEY] = ",".join(sorted(set(available_partitions(props)) | set(todo)))
     props[INFLIGHT_KEY] = ",".join(p for p in inflight_partitions(props) if p not in todo and p not in built)
@@ -237,6 +235,10 @@ def create_metadata_table(ctx: "TableContext", raw: bytes | None = None, cfg: Ta
     return new.to_text().encode("utf-8"), new
 
 
+def _write_mdt_properties(mdt: "Storage", props: dict[str, str]) -> None:
+    mdt.write(".hoodie/hoodie.properties", TableConfig(props).to_text().encode("utf-8"))
+
+
 def _cleared_for(mdt: "Storage", store: "TimelineStore", parts: tuple[str, ...]) -> str:
     """Remove what an earlier build of the MDT partitions ``parts`` left (a pending MDT instant,
     an initial delta commit that wrote only those partitions, their folders) and return the
@@ -245,14 +247,14 @@ def _cleared_for(mdt: "Storage", store: "TimelineStore", parts: tuple[str, ...])
     tl = store.load()
     _remove_failed(mdt, store, tl)
     for inst in tl.completed:
-        if inst.requested.startswith(_SOLO) and inst.action == "deltacommit":
+        if inst.requested.startswith(INITIAL_PREFIX) and inst.action == "deltacommit":
             wrote = set(store.commit_metadata(inst).partition_to_write_stats)
             if wrote and wrote <= set(parts):
                 _remove_instant(mdt, store, inst)
     for part in parts:
         mdt.delete_dir(part)
     taken = {i.requested for i in store.load().instants} | {INIT_INSTANT}
-    return next(t for t in (f"{_SOLO}{n:03d}" for n in range(1000)) if t not in taken)
+    return next(t for t in (f"{INITIAL_PREFIX}{n:03d}" for n in range(1000)) if t not in taken)
 
 
 def _initial_records(ctx: "TableContext", cfg: TableConfig, parts: tuple[str, ...], listing: FilesChange,
@@ -323,7 +325,7 @@ def _drop_partitions(ctx: "TableContext", raw: bytes, cfg: TableConfig, names: l
     if mprops is not None:
         mprops[PARTITIONS_KEY] = ",".join(p for p in (mprops.get(PARTITIONS_KEY) or "").split(",")
                                           if p and p not in names)
-        mdt.write(".hoodie/hoodie.properties", TableConfig(mprops).to_text().encode("utf-8"))
+        _write_mdt_properties(mdt, mprops)
         for name in names:
             mdt.delete_dir(name)
     from lakesdk.services.metadata_table import _outside_lakesdk

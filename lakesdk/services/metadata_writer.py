@@ -137,8 +137,8 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, tim
     # no file included (its block holds the partition list, or the cleaned partitions' records)
     # an undone write may have changed the record index without a file to delete (a replacecommit
     # that wrote none deleted the entries of the keys it replaced): their entries are said again
-    undo_index = "record_index" in keep and inflight.action in ("rollback", "restore")
-    if change or touched or _always_synced(inflight.action) or undo_index:
+    synced = bool(change or touched or _always_synced(inflight.action))
+    if synced or ("record_index" in keep and inflight.action in ("rollback", "restore")):
         mdt = ctx.storage.child(METADATA_DIR)
         store = _mdt_store(mdt)          # one per sync: its properties read once, its commits parsed once
         tl = store.load()                # and its timeline loaded once, again only after a change to it
@@ -168,7 +168,7 @@ def sync_metadata_table(ctx: "TableContext", inflight: Instant, data: bytes, tim
             reader = MetadataTableReader(ctx.storage, data_tl, store=store, mdt_timeline=tl)
             ups, dels = changes_of(ctx, reader, inflight, data, change)
             rindex = by_group(ups, dels, rli_group_count(mdt))
-        if not (change or touched or _always_synced(inflight.action) or rindex):
+        if not (synced or rindex):
             return False
         files = files_records(change, all_partitions=_writes_files(inflight.action), partitions=cleaned)
         _write_delta_commit(mdt, store, inflight.requested, files, stats, pstats, rindex, timeline=tl)
