@@ -198,7 +198,7 @@ def check_column_stats(t: lk.Table, stored: dict[tuple[str, str], int], what: st
             nan = pa.types.is_floating(col.type) and bool(pc.any(pc.fill_null(pc.is_nan(col), False)).as_py())
             if pa.types.is_floating(col.type):
                 col = pc.filter(col, pc.invert(pc.fill_null(pc.is_nan(col), False)))
-            mm = pc.min_max(col)
+            mm = pc.min_max(_counted(col))
             lo, hi = mm["min"].as_py(), mm["max"].as_py()
             assert got is not None and got.value_count == len(data), (what, path, c, got, len(data))
             # every record says bounds (a record without them makes Hudi's data skipping leave
@@ -291,21 +291,29 @@ def _bounds(col) -> tuple:
     """The smallest and largest value of a column, NaN left out."""
     if pa.types.is_floating(col.type):
         col = pc.filter(col, pc.invert(pc.fill_null(pc.is_nan(col), False)))
-    mm = pc.min_max(col)
+    mm = pc.min_max(_counted(col))
     return mm["min"].as_py(), mm["max"].as_py()
+
+
+def _counted(col):
+    """``col`` with timestamps and dates as their counts of units, as the MDT stores them (a
+    zoned value at an end of the range has no Python datetime in its zone)."""
+    if pa.types.is_timestamp(col.type):
+        return col.cast(pa.int64())
+    if pa.types.is_date32(col.type):
+        return col.cast(pa.int32())
+    return col
 
 
 def stored_value(v, t: pa.DataType, info: str | None = None):
     """A column_stats bound as the column's Python value (``info``: the record's ``precision,scale``
-    of a decimal; a version 8 record holds a decimal at scale 15)."""
-    import datetime as dt
+    of a decimal; a version 8 record holds a decimal at scale 15); a date's or a timestamp's
+    count of units."""
     import decimal
     if v is None:
         return None
-    if pa.types.is_date32(t):
-        return dt.date(1970, 1, 1) + dt.timedelta(days=v)
-    if pa.types.is_timestamp(t):
-        return pa.scalar(v, pa.int64()).cast(t).as_py()
+    if pa.types.is_date32(t) or pa.types.is_timestamp(t):
+        return v        # its count of units, as :func:`_counted` compares it
     if pa.types.is_decimal(t):
         scale = int(info.split(",")[1]) if info else t.scale
         return decimal.Decimal(f"{int(v)}E{-scale}")

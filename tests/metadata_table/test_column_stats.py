@@ -376,3 +376,22 @@ def test_a_nan_bound_rules_nothing_out():
         assert may_match(parse_where(w).bind(schema, "UTC").tree, {"x": r}), w
     low = range_of_record({**rec, "minValue": {"value": math.nan}, "maxValue": {"value": math.nan}})
     assert may_match(parse_where("x < 5.0").bind(schema, "UTC").tree, {"x": low})
+
+
+def test_zoned_timestamps_at_the_ends_of_the_range_have_bounds():
+    """Values computed from a column (an Avro log block's, a footer without statistics) of a
+    zoned timestamp at the ends of the range: 0001-01-01 UTC is year 0 in New York, which has
+    no Python datetime; the bounds are the counts of the unit, as stored (found by the model)."""
+    import datetime as dt
+
+    from lakesdk.format.column_stats import ranges_from_arrow
+    from lakesdk.read.predicate import from_filters
+    ty = pa.timestamp("us", "America/New_York")
+    lo, hi = -62_135_596_800_000_000, 253_402_300_799_999_999
+    rows = pa.table({"t": pa.array([lo, None, 5, hi], ty), "d": pa.array([-719_162, 0, None, 2_932_896], pa.date32())})
+    got = {r.column: r for r in ranges_from_arrow(rows, ["t", "d"])}
+    assert (got["t"].min_value, got["t"].max_value, got["t"].null_count) == (lo, hi, 1)
+    assert (got["d"].min_value, got["d"].max_value, got["d"].null_count) == (-719_162, 2_932_896, 1)
+    utc = dt.UTC
+    assert _may_match(from_filters([("t", "<", dt.datetime(1, 1, 2, tzinfo=utc))]), rows.schema, rows)
+    assert _may_match(from_filters([("t", ">", dt.datetime(9999, 12, 31, tzinfo=utc))]), rows.schema, rows)
