@@ -96,8 +96,9 @@ def build(root: str, partitions: int, files: int, metadata: bool) -> str:
 
 def forget() -> None:
     """Empty the process's caches of parsed timeline and metadata-table files (a cold plan)."""
-    from lakesdk.read import metadata_table
+    from lakesdk.read import metadata_table, view_cache
     from lakesdk.timeline import store
+    view_cache.clear()
     with store._PARSED_LOCK:
         store._PARSED.clear()
         store._PARSED_WEIGHTS.clear()
@@ -143,7 +144,9 @@ def plan_upsert(path: str, latency_s: float, ids: list[int], partitions: int) ->
     keys = pa.array([str(i) for i in ids], pa.string())
     parts = pa.array([f"part=p{i % partitions:05d}" for i in ids], pa.string())
     wanted = set(parts.to_pylist())
+    from lakesdk.read import view_cache
     clear_footer_cache()
+    view_cache.clear()      # as before the view cache: the view listed again (the other caches kept)
     storage = ObjectStoreLatencyStorage(path, latency_s)
     reads: list[str] = []
     t0 = time.perf_counter()

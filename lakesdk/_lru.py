@@ -44,6 +44,12 @@ class WeightedLRU(Generic[K, V]):
                 _, (_, w) = self._items.popitem(last=False)
                 self.size -= w
 
+    def discard(self, key: K) -> None:
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.size -= old[1]
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

@@ -53,8 +53,10 @@ def skip_slices(view: "FileSystemView", slices: list["FileSlice"], bound: "Bound
     """The slices ``bound`` may match, and how many were skipped (none unless the view listed
     its files from an MDT that keeps ``column_stats``)."""
     config = view.config
+    if bound is None or not slices or not view.from_metadata:
+        return slices, 0
     reader = view.metadata
-    if bound is None or not slices or reader is None or "column_stats" not in view.metadata_partitions:
+    if reader is None or "column_stats" not in view.metadata_partitions:
         return slices, 0
     if config.merge_mode not in _VALUE_MERGES and any(s.log_files for s in slices):
         return slices, 0
@@ -79,9 +81,10 @@ def prune_partitions(view: "FileSystemView", slices: list["FileSlice"],
     compaction is pending (Hudi's records then may leave out the slice being compacted)."""
     from lakesdk.format.partition_stats import PARTITION
     config = view.config
+    if bound is None or not slices or view.as_of is not None or not view.from_metadata:
+        return slices, 0, 0
     reader = view.metadata
-    if (bound is None or not slices or reader is None or view.as_of is not None
-            or PARTITION not in view.metadata_partitions):
+    if reader is None or PARTITION not in view.metadata_partitions:
         return slices, 0, 0
     if config.merge_mode not in _VALUE_MERGES and any(s.log_files for s in slices):
         return slices, 0, 0

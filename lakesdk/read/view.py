@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, cast
@@ -13,6 +12,7 @@ from lakesdk.format.file_naming import BaseFile, LogFile, parse_data_file
 from lakesdk.format.keys import parse_partition_path
 from lakesdk.format.table_config import TableConfig
 from lakesdk.format.timeline import Clock, Timeline
+from lakesdk.read import view_cache
 from lakesdk.read.listing import (
     _NAMES,
     _NAMES_MAX,
@@ -99,8 +99,13 @@ class FileSystemView:
         self.clock: Clock = clock
         #: the MDT reader the files were listed with (None: listed from storage or given), and
         #: the MDT partitions ``hoodie.properties`` named then
-        self.metadata: MetadataTableReader | None = None
-        self.metadata_partitions: tuple[str, ...] = ()
+        self._metadata: MetadataTableReader | None = None
+        self._named: tuple[str, ...] = ()
+        #: whether the files were listed from the MDT (by this view or one of the same timeline:
+        #: :mod:`~lakesdk.read.view_cache`, whose views read the MDT only when asked, :attr:`metadata`)
+        self.from_metadata = False
+        self._reread = False
+        self._cached: view_cache.Listed | None = None
         #: the partitions (by path) this view holds: None all; else the listing, the file groups
         #: and the check of the write stats keep only the partitions it keeps
         self.scope = partitions
@@ -130,9 +135,18 @@ class FileSystemView:
         the active timeline then no longer shows), list again against the newer timeline.
         Without ``recheck`` the timeline is not read again after the listing: the caller
         reads it later and checks :meth:`outdated_by` itself (a write, when it creates its instant)."""
+        hit = view_cache.get(view_cache.key_of(self.storage, self.config, self.timeline))
+        if hit is not None:     # listed from the MDT against this timeline, and checked, before
+            scope = self.scope
+            self._file_infos, self._by_partition = None, hit.by_partition if scope is None else [
+                (p, files) for p, files in hit.by_partition if scope(p)]
+            self.listed_partitions, self.from_metadata, self._reread = hit.partitions, True, True
+            self._cached = hit if scope is None else None
+            return
         for _ in range(_LIST_ATTEMPTS):
             listing = _listed(self.storage, self.config, self.timeline, self.scope, store.load if recheck else None)
-            self.metadata, self.metadata_partitions = listing.metadata, listing.named
+            self._metadata, self._named = listing.metadata, listing.named
+            self.from_metadata = listing.metadata is not None
             if listing.files is not None:
                 self._files = listing.files
             else:
@@ -142,11 +156,31 @@ class FileSystemView:
                 return
             now = listing.after      # the timeline read again once the files were listed
             if not self.outdated_by(now):
+                if self.from_metadata and self.scope is None and listing.by_partition is not None:
+                    self._cached = view_cache.keep(self.storage, self.config, self.timeline, listing.partitions,
+                                                   listing.by_partition)
                 return
             self._use(store, now)
         raise StorageError(
             f"the files of the table at {self.storage.base_url} could not be listed consistently: cleans or restores "
             f"kept deleting files during {_LIST_ATTEMPTS} listings; retry the operation")
+
+    @property
+    def metadata(self) -> "MetadataTableReader | None":
+        """The MDT reader the files were listed with (None: listed from storage, or given)."""
+        self._read_metadata()
+        return self._metadata
+
+    def _read_metadata(self) -> None:
+        if self._reread:      # files from the cache: the MDT read when asked
+            self._metadata, self._named = view_cache.metadata_of(self.storage, self.config, self.timeline)
+            self._reread = False
+
+    @property
+    def metadata_partitions(self) -> tuple[str, ...]:
+        """The MDT partitions ``hoodie.properties`` named when :attr:`metadata` was read."""
+        self._read_metadata()
+        return self._named
 
     @property
     def _files(self) -> list[FileInfo]:
@@ -211,6 +245,7 @@ class FileSystemView:
         self._first = first
         self._newest = timeline.max_time() or ""
         self.replaced: set[tuple[str, str]] = set()
+        self._hidden = self.replaced    # a caller that sets replaced (to see them) builds its own groups
         store.prefetch(i for i in visible if i.completed_action == "replacecommit")
         for inst in visible:
             if inst.completed_action == "replacecommit":
@@ -382,10 +417,16 @@ class FileSystemView:
     def _by_key(self) -> list[FileGroup]:
         """The file groups, built once, sorted by partition and file id."""
         if self._sorted_groups is None:
-            if self._groups is None:
-                self._groups = self._build()
-            groups = self._groups     # keyed by (partition, file id): sorted by key, no key function
-            self._sorted_groups = [groups[k] for k in sorted(groups)]
+            moment = (self.as_of, self.clock)
+            cache = self._cached if self.replaced is self._hidden else None
+            built = cache.built.get(moment) if cache is not None else None
+            if built is None:
+                groups = self._groups if self._groups is not None else self._build()
+                # keyed by (partition, file id): sorted by key, no key function
+                built = (groups, [groups[k] for k in sorted(groups)], self._archived)
+                if cache is not None:
+                    cache.built[moment] = built
+            self._groups, self._sorted_groups, self._archived = built
         return self._sorted_groups
 
     def expected_files(self) -> list[ExpectedFile]:
@@ -466,7 +507,7 @@ class FileSystemView:
         """:meth:`verify` of the files ``keep`` selects against storage itself when the view
         listed its files from the metadata table (which records the sizes the commits wrote):
         one size call per file, for an operation about to rewrite them (a compaction)."""
-        if self.metadata is None:
+        if not self.from_metadata:
             return
         stored = []
         for e in self.expected_files():
@@ -488,6 +529,10 @@ class FileSystemView:
         the one its commit recorded (cut short, replaced): a
         :class:`~lakesdk.exceptions.CorruptFileError`.  A log file cut at a block boundary would
         otherwise read as a shorter valid one and drop committed updates without a word."""
+        moment = (self.as_of, self.clock)
+        cache = self._cached if keep is None and self.replaced is self._hidden else None
+        if cache is not None and moment in cache.verified:
+            return      # a view of the same timeline and moment checked the same listing
         if keep is None:       # every file: checked on the rows, an ExpectedFile built only for a failure
             present, none = self._present(), cast(dict[str, int], {})
             failed = False
@@ -497,64 +542,17 @@ class FileSystemView:
                     failed = True      # missing, or a size _size_differs rejects
                     break
             if not failed:
+                if cache is not None:
+                    cache.verified.add(moment)
                 return
-        missing = self.missing_files(keep)
-        if not missing:
-            short = self.short_files(keep)
-            if short:
-                from lakesdk.exceptions import CorruptFileError
-                e, size = short[0]
-                more = f" (and {len(short) - 1} more)" if len(short) > 1 else ""
-                raise CorruptFileError(
-                    f"{e.kind} file {e.path} of file group {e.file_id}, written by completed commit {e.instant}, is "
-                    f"damaged: expected {e.size} bytes (its commit's write stat), found {size}{more}. Reading it would "
-                    "return some of its records and silently drop the rest. Run `lakesdk check` on the table to list "
-                    "every damaged file, then restore the file or roll the table back (maintenance.restore to a "
-                    "savepoint, or rollback of the commit) before reading or writing again", path=e.path)
-            return
-        from lakesdk.exceptions import DataFileMissingError, TimeTravelError
-        e = missing[0]
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        cleaned = self._cleaned_by(e)
-        if cleaned is not None and self.as_of is not None:
-            raise TimeTravelError(
-                f"Cleaner cleaned up the timestamp of interest: time travel to {self.as_of} needs {e.path}, written by "
-                f"commit {e.instant}, which clean {cleaned} deleted{more}. Time travel to a later instant, or retain "
-                "more versions with the cleaner (or savepoint the instant) before it runs")
-        what = f"clean {cleaned} deleted it" if cleaned is not None else "it is not in storage"
-        raise DataFileMissingError(
-            f"{e.kind} file {e.path} of file group {e.file_id}, written by completed commit {e.instant}, is missing: "
-            f"expected it in storage (the commit's write stats record {e.size} bytes), found none: {what}{more}. "
-            "Run `lakesdk check` on the table to list every damaged file, then restore the file or roll the table "
-            "back (maintenance.restore to a savepoint, or rollback of the commit) before reading or writing again",
-            path=e.path, instant=e.instant)
-
-    def _cleaned_by(self, e: ExpectedFile) -> str | None:
-        """The clean of the active timeline that deleted ``e``, if any: a completed one that
-        records it, or one still running whose plan names it (the timeline as it is now: a
-        clean may have started or completed since the view was built)."""
-        from lakesdk.format.clean_metadata import CleanerPlanData, CleanMetadataData
-        name = posixpath.basename(e.path)
-        for inst in self.store.load().instants:
-            if inst.action != "clean":
-                continue
-            try:
-                if inst.is_completed:
-                    found = name in self.store.metadata(inst, CleanMetadataData).deleted.get(e.partition, ())
-                else:
-                    found = (e.partition, name) in self.store.plan(inst, CleanerPlanData).file_names()
-            except Exception:  # noqa: BLE001 - an unreadable clean proves nothing about this file
-                continue
-            if found:
-                return inst.requested
-        return None
+        from lakesdk.read.view_damage import raise_damage
+        raise_damage(self, keep)
 
     @property
     def log_instants(self) -> frozenset[str]:
         """Requested times of the delta commits whose log blocks a read of this view applies:
         the visible ones and those of the timeline history whose log files the view attached."""
-        if self._groups is None:
-            self._groups = self._build()
+        self._by_key()
         archived = self._archived or {}
         return frozenset(self._completion) | frozenset(archived)
 

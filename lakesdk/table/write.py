@@ -544,15 +544,15 @@ def _record_key_ranges(view: Any) -> Callable[[set[str]], dict[tuple[str, str], 
     file name) -> least and greatest ``_hoodie_record_key``, as the statistics of its Parquet
     footer say) and its row count (the column's value count): the key index reads neither footer
     nor keys of a file whose range holds no incoming key, nor a footer whose bloom filter it would
-    not ask (files without a record: as before)."""
+    not ask (files without a record, or an MDT dropped since: as before)."""
     from lakesdk.format.column_stats import ValueType, partition_id
     from lakesdk.merge.ordering import KEY as KEY_FIELD
-    reader = view.metadata
-    if reader is None or "column_stats" not in view.metadata_partitions:
+    if not view.from_metadata:
         return None
-
     def ranges(partitions: set[str]) -> dict[tuple[str, str], tuple[str, str, int | None]]:
-        by_id = {partition_id(p): p for p in partitions}
+        by_id, reader = {partition_id(p): p for p in partitions}, view.metadata     # read when asked
+        if reader is None or "column_stats" not in view.metadata_partitions:
+            return {}
         try:
             # a few partitions: their records, each sought by its key prefix; more: every file's record of
             # the column in one pass (each prefix sought on its own would read the same blocks again)

@@ -14,7 +14,7 @@ import pytest
 
 import lakesdk as lk
 from lakesdk.format.metadata_table import METADATA_DIR, metadata_partitions
-from lakesdk.read import metadata_table
+from lakesdk.read import metadata_table, view_cache
 from lakesdk.storage import Storage
 
 from ..helpers import hudi_rows, rows
@@ -84,7 +84,7 @@ def test_an_mdt_file_changed_since_it_was_read_is_read_again(tmp_path, table_typ
     t = _table(tmp_path, table_type)
     s = Recording(t.path)
     h = _on(t, s)
-    rows(h.read())
+    first = rows(h.read())
     files = sorted((Path(t.path) / METADATA_DIR / "files").glob("*"), key=lambda p: p.name)
     newest = [p for p in files if p.is_file() and not p.name.endswith(".crc")][-1]
     data = newest.read_bytes()
@@ -92,6 +92,12 @@ def test_an_mdt_file_changed_since_it_was_read_is_read_again(tmp_path, table_typ
     newest.write_bytes(bytes(len(data)))
     st = newest.stat()
     os.utime(newest, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    # a plan of the same timeline takes the files this process listed against it (the answer
+    # for that timeline, whatever became of the MDT's bytes since): no MDT file read
+    s.calls.clear()
+    assert rows(h.read()) == first
+    assert not [u for (op, u) in s.calls if op == "read" and f"{METADATA_DIR}/" in u]
+    view_cache.clear()      # as a new process: the MDT read again
     with pytest.raises(lk.LakeError):
         h.read().to_arrow()
     # cut short: read again too
@@ -158,3 +164,66 @@ def test_on_an_object_store_the_mdt_is_listed_while_its_timeline_is(tmp_path):
     gate_on = True
     assert rows(h.read()) == rows(t.read())
     assert waited and all(waited), waited
+
+
+class Counting(Recording):
+    """Recording that records listings and every other read of storage too."""
+
+    def list(self, rel: str = ""):
+        self.calls[("list", self.url(rel))] += 1
+        return super().list(rel)
+
+    def find(self, rel: str = ""):
+        self.calls[("find", self.url(rel))] += 1
+        return super().find(rel)
+
+    def open_input(self, rel: str):
+        self.calls[("open_input", self.url(rel))] += 1
+        return super().open_input(rel)
+
+    def size(self, rel: str) -> int:
+        self.calls[("size", self.url(rel))] += 1
+        return super().size(rel)
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_plan_of_a_timeline_planned_before_lists_its_timeline_only(tmp_path, table_type):
+    """The process keeps a table's files as its MDT listed them against a timeline
+    (lakesdk.read.view_cache): a plan of the same timeline (any handle) lists the timeline and
+    asks storage nothing else; a write (by another handle) changes the timeline, and the next plan
+    reads the MDT and sees it; a filtered read of a kept listing reads the MDT's statistics."""
+    t = _table(tmp_path, table_type)
+    s = Counting(t.path)
+    h = _on(t, s)
+    first = rows(h.read())
+    plan = h.read().plan()
+    s.calls.clear()
+    assert rows(h.read()) == first
+    timeline = s.url(t.config.timeline_dir)
+    assert {c for c in s.calls if "/.hoodie/" in c[1] or c[0] != "read"} == {("list", timeline)}, sorted(s.calls)
+    assert _on(t, Counting(t.path)).read().plan().slices == plan.slices     # another handle
+    t.upsert(batch(5, ids=(1, 40)))
+    s.calls.clear()
+    got = rows(h.read())
+    assert got == rows(lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=False)).table("t").read())
+    assert got != first and [u for (op, u) in s.calls if op == "read" and f"{METADATA_DIR}/" in u]
+    s.calls.clear()
+    assert h.read(where="id = 40").plan().skipped_slices > 0       # the MDT read when asked: its statistics
+    assert h.read(where="id = 40").to_arrow().column("id").to_pylist() == [40]
+
+
+def test_views_that_show_replaced_file_groups_do_not_change_the_kept_ones(tmp_path):
+    """Archival and clean see the file groups a replace hid (they set ``replaced`` to none):
+    their views build their own file groups, and a later read of the same timeline still hides
+    the replaced ones."""
+    from lakesdk.read.view import FileSystemView
+    t = _table(tmp_path, "cow")
+    t.insert_overwrite(batch(6, ids=(2,)))
+    want = rows(t.read())
+    ctx = t.context
+    store = ctx.store
+    every = FileSystemView(ctx.storage, ctx.config, store, store.load())
+    every.replaced = set()
+    shown = {(g.partition, g.file_id) for g in every.file_groups}
+    hidden = {(g.partition, g.file_id) for g in FileSystemView(ctx.storage, ctx.config, store, store.load()).file_groups}
+    assert hidden < shown and rows(t.read()) == want
