@@ -44,6 +44,10 @@ class WeightedLRU(Generic[K, V]):
                 _, (_, w) = self._items.popitem(last=False)
                 self.size -= w
 
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._items
+
     def discard(self, key: K) -> None:
         with self._lock:
             old = self._items.pop(key, None)

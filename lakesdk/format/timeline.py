@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Iterable, Iterator, Literal
 
@@ -32,10 +32,12 @@ class Timeline:
 
     instants: tuple[Instant, ...]
     layout: int = 2
+    #: when it was read from storage (``time.monotonic()``; 0: made, not read), not compared
+    loaded_at: float = field(default=0.0, compare=False, repr=False)
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def from_file_names(cls, names: Iterable[str], *, layout: int) -> "Timeline":
+    def from_file_names(cls, names: Iterable[str], *, layout: int, loaded_at: float = 0.0) -> "Timeline":
         best: dict[tuple[str, str], Instant] = {}
         for name in names:
             if not Instant.is_timeline_file(name):
@@ -51,7 +53,7 @@ class Timeline:
             elif cur.is_completed is False and inst.is_completed:
                 best[key] = inst
         ordered = sorted(best.values(), key=lambda i: (i.requested, i.completed or ""))
-        return cls(tuple(ordered), layout)
+        return cls(tuple(ordered), layout, loaded_at)
 
     # -- views ----------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Instant]:

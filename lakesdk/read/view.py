@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, cast
@@ -135,7 +136,13 @@ class FileSystemView:
         the active timeline then no longer shows), list again against the newer timeline.
         Without ``recheck`` the timeline is not read again after the listing: the caller
         reads it later and checks :meth:`outdated_by` itself (a write, when it creates its instant)."""
+        began = time.monotonic()
         hit = view_cache.get(view_cache.key_of(self.storage, self.config, self.timeline))
+        if hit is not None and recheck and began - self.timeline.loaded_at > hit.listing_s:
+            now = store.load()   # read longer ago than a listing takes: checked again, as a listing is
+            if self.outdated_by(now):
+                self._use(store, now)
+                hit = None
         if hit is not None:     # listed from the MDT against this timeline, and checked, before
             scope = self.scope
             self._file_infos, self._by_partition = None, hit.by_partition if scope is None else [
@@ -158,7 +165,7 @@ class FileSystemView:
             if not self.outdated_by(now):
                 if self.from_metadata and self.scope is None and listing.by_partition is not None:
                     self._cached = view_cache.keep(self.storage, self.config, self.timeline, listing.partitions,
-                                                   listing.by_partition)
+                                                   listing.by_partition, time.monotonic() - began)
                 return
             self._use(store, now)
         raise StorageError(
@@ -244,14 +251,16 @@ class FileSystemView:
         self._pending = pending
         self._first = first
         self._newest = timeline.max_time() or ""
-        self.replaced: set[tuple[str, str]] = set()
-        self._hidden = self.replaced    # a caller that sets replaced (to see them) builds its own groups
+        replaced: set[tuple[str, str]] = set()
         store.prefetch(i for i in visible if i.completed_action == "replacecommit")
         for inst in visible:
             if inst.completed_action == "replacecommit":
                 md = store.commit_metadata(inst)
                 for part, fids in (md.partition_to_replace_file_ids or {}).items():
-                    self.replaced.update((part, f) for f in fids)
+                    replaced.update((part, f) for f in fids)
+        # a caller that sets replaced (to see them: archival, clean) builds its own file groups
+        self.replaced: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset(replaced)
+        self._hidden = self.replaced
         self._archived: dict[str, str] | None = None   # what the history says, for this timeline
         self._expected: list[ExpectedFile] | None = None
         self._rows: list[_Expected] | None = None
@@ -425,7 +434,7 @@ class FileSystemView:
                 # keyed by (partition, file id): sorted by key, no key function
                 built = (groups, [groups[k] for k in sorted(groups)], self._archived)
                 if cache is not None:
-                    cache.built[moment] = built
+                    view_cache.add_built(cache, moment, built)
             self._groups, self._sorted_groups, self._archived = built
         return self._sorted_groups
 

@@ -20,7 +20,9 @@ plan loads the timeline anew: an older one serves no later plan), and at most
 
 A view whose files come from here reads the MDT itself (its reader, for statistics and the
 record index, and the partitions ``hoodie.properties`` names) only when a caller asks for it:
-:func:`metadata_of`.
+:func:`metadata_of`.  It checks the timeline again as a listing does (a clean or restore
+started since it was read) when its timeline was read longer ago than the listing took: a
+clean that starts meanwhile goes unseen no longer than it would with a listing.
 """
 
 from __future__ import annotations
@@ -38,10 +40,14 @@ if TYPE_CHECKING:
     from lakesdk.read.metadata_table import MetadataTableReader
     from lakesdk.storage import Storage
 
-__all__ = ["Listed", "Built", "key_of", "get", "keep", "clear", "metadata_of", "MAX_FILES"]
+__all__ = ["Listed", "Built", "key_of", "get", "keep", "clear", "metadata_of", "add_built", "MAX_FILES",
+           "MAX_MOMENTS"]
 
 #: the files the cache holds at most, over every table
 MAX_FILES = 1_000_000
+#: the (as_of, clock) moments before the latest state whose file groups an entry keeps at most
+#: (the first asked for): each is a copy of the table's file groups
+MAX_MOMENTS = 4
 
 #: (file groups by (partition, file id), the same sorted by key, the archived instants' completion
 #: times the build read (None: none)) of one (as_of, clock)
@@ -54,6 +60,9 @@ class Listed:
 
     partitions: list[str]
     by_partition: list[tuple[str, dict[str, int]]]
+    #: when its timeline was read (``time.monotonic()``), and how long the listing took
+    loaded_at: float
+    listing_s: float
     #: what views of each (as_of, clock) built from them, and those whose check passed
     built: dict[tuple[str | None, str], Built] = field(default_factory=dict)
     verified: set[tuple[str | None, str]] = field(default_factory=set)
@@ -76,19 +85,35 @@ def get(key: Hashable) -> Listed | None:
 
 
 def keep(storage: "Storage", config: "TableConfig", timeline: "Timeline", partitions: list[str],
-         by_partition: list[tuple[str, dict[str, int]]]) -> Listed:
-    """Keep a whole table's listing from its MDT against ``timeline`` (in place of the one of an
-    older timeline of the table)."""
-    entry = Listed(list(partitions), list(by_partition))
+         by_partition: list[tuple[str, dict[str, int]]], listing_s: float) -> Listed | None:
+    """Keep a whole table's listing from its MDT against ``timeline`` (read from storage: not
+    one a caller made), in place of the one of an older timeline of the table; None when the
+    table's kept timeline was read later."""
+    if not timeline.loaded_at:
+        return None
+    entry = Listed(list(partitions), list(by_partition), timeline.loaded_at, listing_s)
     key = key_of(storage, config, timeline)
     table = (storage.base_url, config.timeline_dir)
     with _LOCK:
         old = _NEWEST.get(table)
         if old is not None and old != key:
+            current = _LISTED.get(old)
+            if current is not None and current.loaded_at > timeline.loaded_at:
+                return None
             _LISTED.discard(old)
         _NEWEST[table] = key
         _LISTED.put(key, entry, max(1, sum(len(files) for _, files in by_partition)))
+        for t, k in list(_NEWEST.items()):     # tables whose entry the weight limit dropped
+            if k not in _LISTED:
+                del _NEWEST[t]
     return entry
+
+
+def add_built(entry: Listed, moment: tuple[str | None, str], built: Built) -> None:
+    """Keep what a view of ``moment`` built from ``entry`` (the latest state's, and those of up
+    to :data:`MAX_MOMENTS` other moments)."""
+    if moment[0] is None or moment in entry.built or sum(m[0] is not None for m in entry.built) < MAX_MOMENTS:
+        entry.built[moment] = built
 
 
 def clear() -> None:

@@ -272,7 +272,8 @@ def check_previous_files_left(table: "TableContext", timeline: Any, target: Inst
     groups |= {(part, st.fileId) for part, sts in (md.partition_to_write_stats or {}).items() for st in sts if st.fileId}
     if not groups:
         return
-    after = _replace(timeline, instants=tuple(i for i in timeline.instants if i.requested != target.requested))
+    after = _replace(timeline, instants=tuple(i for i in timeline.instants if i.requested != target.requested),
+                     loaded_at=0.0)    # made, not read: a listing against it is not kept
     view = FileSystemView(table.storage, table.config, store, after)
     missing = view.missing_files(lambda e: (e.partition, e.file_id) in groups)
     if missing:

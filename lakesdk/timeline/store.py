@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 from typing import Callable, Iterable, TypeVar, overload
 
@@ -83,11 +84,14 @@ class TimelineStore:
         self._cache: dict[tuple[str, str], CommitMetadata] = {}
 
     def load(self) -> Timeline:
-        return self.timeline_of(self.storage.list(self.dir))
+        at = time.monotonic()
+        return self.timeline_of(self.storage.list(self.dir), at)
 
-    def timeline_of(self, entries: Iterable[FileInfo]) -> Timeline:
-        """The timeline of a listing of :attr:`dir` made by the caller."""
-        return Timeline.from_file_names([e.name for e in entries if not e.is_dir], layout=self.layout)
+    def timeline_of(self, entries: Iterable[FileInfo], at: float | None = None) -> Timeline:
+        """The timeline of a listing of :attr:`dir` made by the caller (``at``: when it began,
+        ``time.monotonic()``; now without it)."""
+        return Timeline.from_file_names([e.name for e in entries if not e.is_dir], layout=self.layout,
+                                        loaded_at=time.monotonic() if at is None else at)
 
     def path(self, instant: Instant) -> str:
         return f"{self.dir}/{instant.file_name(layout=self.layout)}"

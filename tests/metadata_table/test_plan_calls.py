@@ -211,19 +211,3 @@ def test_a_plan_of_a_timeline_planned_before_lists_its_timeline_only(tmp_path, t
     assert h.read(where="id = 40").plan().skipped_slices > 0       # the MDT read when asked: its statistics
     assert h.read(where="id = 40").to_arrow().column("id").to_pylist() == [40]
 
-
-def test_views_that_show_replaced_file_groups_do_not_change_the_kept_ones(tmp_path):
-    """Archival and clean see the file groups a replace hid (they set ``replaced`` to none):
-    their views build their own file groups, and a later read of the same timeline still hides
-    the replaced ones."""
-    from lakesdk.read.view import FileSystemView
-    t = _table(tmp_path, "cow")
-    t.insert_overwrite(batch(6, ids=(2,)))
-    want = rows(t.read())
-    ctx = t.context
-    store = ctx.store
-    every = FileSystemView(ctx.storage, ctx.config, store, store.load())
-    every.replaced = set()
-    shown = {(g.partition, g.file_id) for g in every.file_groups}
-    hidden = {(g.partition, g.file_id) for g in FileSystemView(ctx.storage, ctx.config, store, store.load()).file_groups}
-    assert hidden < shown and rows(t.read()) == want
