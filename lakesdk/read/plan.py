@@ -72,7 +72,7 @@ def plan_read(table: "TableContext", request: ReadRequest) -> ReadPlan:
 
     def whole() -> FileSystemView:
         if not views:
-            views.append(FileSystemView(table.storage, cfg, store, timeline, as_of=request.as_of))
+            views.append(FileSystemView(table.storage, cfg, store, timeline, as_of=request.as_of, fresh=True))
         return views[0]
 
     schema = resolve_schema(store, timeline.visible_as_of(request.as_of), create_schema=cfg.create_schema,
@@ -180,7 +180,7 @@ def _scoped_view(table: "TableContext", store: Any, timeline: Timeline, as_of: s
     def keep(partition: str) -> bool:
         return bool(prune(parse_partition_path(partition, cfg.partition_fields, hive_style=cfg.hive_style,
                                                urlencoded=cfg.urlencode)))
-    return FileSystemView(table.storage, cfg, store, timeline, as_of=as_of, partitions=keep)
+    return FileSystemView(table.storage, cfg, store, timeline, as_of=as_of, partitions=keep, fresh=True)
 
 
 def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, timeline: Any) -> ReadPlan:
@@ -195,7 +195,7 @@ def _plan_incremental(table: "TableContext", request: ReadRequest, store: Any, t
     # commits archived into the timeline history: their rows are still in the latest file
     # slices (upserts keep _hoodie_commit_time of untouched rows), found by a full scan
     archived = _archived_in_range(table, request, timeline)
-    view = FileSystemView(table.storage, cfg, store, timeline, as_of=end, clock="completed")
+    view = FileSystemView(table.storage, cfg, store, timeline, as_of=end, clock="completed", fresh=True)
     # the rows are in their state as of ``end``: the commits completed by then (a write requested
     # before ``end`` that completed after it is not read: its files would hide the versions the
     # range changed of the rows it rewrote), typed by the latest schema: Apache Hudi's

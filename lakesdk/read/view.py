@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, cast
@@ -91,7 +90,7 @@ class FileSystemView:
 
     def __init__(self, storage: Storage, config: TableConfig, store: TimelineStore, timeline: Timeline,
                  *, as_of: str | None = None, clock: Clock = "requested",
-                 files: Iterable[FileInfo] | None = None, recheck: bool = True,
+                 files: Iterable[FileInfo] | None = None, recheck: bool = True, fresh: bool = False,
                  partitions: Callable[[str], bool] | None = None) -> None:
         self.storage = storage
         self.config = config
@@ -123,23 +122,24 @@ class FileSystemView:
             if partitions is not None:
                 self._files = [f for f in self._files if partitions(_partition_of(f.path))]
         else:
-            self._list(store, recheck)
+            self._list(store, recheck and not fresh, recheck)
         self._groups: dict[tuple[str, str], FileGroup] | None = None
         self._sorted_groups: list[FileGroup] | None = None
         #: each file name parsed (once: the listing's and the write stats' names are the same)
         self._names = _NAMES
 
-    def _list(self, store: TimelineStore, recheck: bool = True) -> None:
+    def _list(self, store: TimelineStore, again: bool = True, recheck: bool = True) -> None:
         """List the data files; when a clean or restore started after the timeline was read
         (it may have deleted files that timeline still needs: the slice a compaction replaced
         since), or archival moved completed instants of it away (a clean among them, which
         the active timeline then no longer shows), list again against the newer timeline.
         Without ``recheck`` the timeline is not read again after the listing: the caller
-        reads it later and checks :meth:`outdated_by` itself (a write, when it creates its instant)."""
-        began = time.monotonic()
+        reads it later and checks :meth:`outdated_by` itself (a write, when it creates its instant).
+        Files kept for this timeline (:mod:`~lakesdk.read.view_cache`) are taken, after the same
+        check unless ``again`` is off (``fresh``: a read's plan that read the timeline just before)."""
         hit = view_cache.get(view_cache.key_of(self.storage, self.config, self.timeline))
-        if hit is not None and recheck and began - self.timeline.loaded_at > hit.listing_s:
-            now = store.load()   # read longer ago than a listing takes: checked again, as a listing is
+        if hit is not None and again:
+            now = store.load()
             if self.outdated_by(now):
                 self._use(store, now)
                 hit = None
@@ -165,7 +165,7 @@ class FileSystemView:
             if not self.outdated_by(now):
                 if self.from_metadata and self.scope is None and listing.by_partition is not None:
                     self._cached = view_cache.keep(self.storage, self.config, self.timeline, listing.partitions,
-                                                   listing.by_partition, time.monotonic() - began)
+                                                   listing.by_partition)
                 return
             self._use(store, now)
         raise StorageError(

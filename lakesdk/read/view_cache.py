@@ -20,9 +20,9 @@ plan loads the timeline anew: an older one serves no later plan), and at most
 
 A view whose files come from here reads the MDT itself (its reader, for statistics and the
 record index, and the partitions ``hoodie.properties`` names) only when a caller asks for it:
-:func:`metadata_of`.  It checks the timeline again as a listing does (a clean or restore
-started since it was read) when its timeline was read longer ago than the listing took: a
-clean that starts meanwhile goes unseen no longer than it would with a listing.
+:func:`metadata_of`.  It reads the timeline again and lists again when a clean, restore or
+archival started since its timeline was read, as a listing does; a read's plan, which read the
+timeline just before, takes the files without (``FileSystemView(fresh=True)``): one round trip.
 """
 
 from __future__ import annotations
@@ -60,9 +60,8 @@ class Listed:
 
     partitions: list[str]
     by_partition: list[tuple[str, dict[str, int]]]
-    #: when its timeline was read (``time.monotonic()``), and how long the listing took
+    #: when its timeline was read (``time.monotonic()``)
     loaded_at: float
-    listing_s: float
     #: what views of each (as_of, clock) built from them, and those whose check passed
     built: dict[tuple[str | None, str], Built] = field(default_factory=dict)
     verified: set[tuple[str | None, str]] = field(default_factory=set)
@@ -85,13 +84,13 @@ def get(key: Hashable) -> Listed | None:
 
 
 def keep(storage: "Storage", config: "TableConfig", timeline: "Timeline", partitions: list[str],
-         by_partition: list[tuple[str, dict[str, int]]], listing_s: float) -> Listed | None:
+         by_partition: list[tuple[str, dict[str, int]]]) -> Listed | None:
     """Keep a whole table's listing from its MDT against ``timeline`` (read from storage: not
     one a caller made), in place of the one of an older timeline of the table; None when the
     table's kept timeline was read later."""
     if not timeline.loaded_at:
         return None
-    entry = Listed(list(partitions), list(by_partition), timeline.loaded_at, listing_s)
+    entry = Listed(list(partitions), list(by_partition), timeline.loaded_at)
     key = key_of(storage, config, timeline)
     table = (storage.base_url, config.timeline_dir)
     with _LOCK:

@@ -30,10 +30,11 @@ def _entry(t: lk.Table, timeline) -> view_cache.Listed | None:
     return view_cache.get(view_cache.key_of(ctx.storage, ctx.config, timeline))
 
 
-def test_a_timeline_read_long_ago_is_checked_again_as_a_listing_is(tmp_path):
-    """A view of a timeline read longer ago than a listing takes reads the timeline again: a
-    clean that started since (here: one that deleted the slices it needs) makes it list again
-    against the newer timeline, as without the cache; a timeline read just now is not read again."""
+def test_a_view_from_the_cache_checks_the_timeline_again_unless_fresh(tmp_path):
+    """A view whose files are kept for its timeline reads the timeline again, as a listing does:
+    a clean that started since (here: one that deleted the slices it needs) makes it list again
+    against the newer timeline, as without the cache.  A read's plan, which read the timeline
+    just before (``fresh``), takes them without."""
     t = _table(tmp_path)
     old = t.context.store.load()
     _view(t, old).latest_slices()
@@ -41,9 +42,8 @@ def test_a_timeline_read_long_ago_is_checked_again_as_a_listing_is(tmp_path):
     other = lk.Lake(str(tmp_path), options=lk.TableOptions(engine="local", metadata=True)).table("t")
     other.upsert(pa.table({"id": [1, 2, 3], "p": ["a", "b", "a"], "ts": [9] * 3, "v": ["v9"] * 3}))
     other.maintenance.clean(policy="keep_latest_file_versions", retain_versions=1)
-    long_ago = dataclasses.replace(old, loaded_at=old.loaded_at - 3600)
-    v = _view(t, long_ago)
-    assert v.timeline is not long_ago and v.timeline.max_time() > old.max_time()
+    v = _view(t, old)
+    assert v.timeline is not old and v.timeline.max_time() > old.max_time()
     assert all(t.storage.exists(s.base_path) for s in v.latest_slices() if s.base_path)
     now = t.context.store.load()
     _view(t, now).latest_slices()
@@ -52,7 +52,8 @@ def test_a_timeline_read_long_ago_is_checked_again_as_a_listing_is(tmp_path):
     load = store.load
     store.load = lambda: calls.append(1) or load()     # type: ignore[method-assign]
     try:
-        assert _view(t, now).timeline is now and not calls
+        assert _view(t, now).timeline is now and len(calls) == 1
+        assert _view(t, now, fresh=True).timeline is now and len(calls) == 1
     finally:
         store.load = load               # type: ignore[method-assign]
 
@@ -81,7 +82,7 @@ def test_only_the_newest_timeline_read_from_storage_is_kept(tmp_path):
     _view(t, made).latest_slices()
     assert _entry(t, made) is None and _entry(t, tl) is not None
     earlier = dataclasses.replace(tl, instants=tl.instants[:-1], loaded_at=tl.loaded_at - 1)
-    assert view_cache.keep(ctx.storage, ctx.config, earlier, [], [], 0.0) is None and _entry(t, tl) is not None
+    assert view_cache.keep(ctx.storage, ctx.config, earlier, [], []) is None and _entry(t, tl) is not None
     t.upsert(pa.table({"id": [4], "p": ["b"], "ts": [5], "v": ["x"]}))
     t.read().to_arrow()
     assert _entry(t, tl) is None and _entry(t, ctx.store.load()) is not None
