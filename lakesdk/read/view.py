@@ -552,7 +552,7 @@ class FileSystemView:
                     break
             if not failed:
                 if cache is not None:
-                    cache.verified.add(moment)
+                    view_cache.add_verified(cache, moment)
                 return
         from lakesdk.read.view_damage import raise_damage
         raise_damage(self, keep)

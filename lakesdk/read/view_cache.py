@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from lakesdk.read.metadata_table import MetadataTableReader
     from lakesdk.storage import Storage
 
-__all__ = ["Listed", "Built", "key_of", "get", "keep", "clear", "metadata_of", "add_built", "MAX_FILES",
+__all__ = ["Listed", "Built", "key_of", "get", "keep", "clear", "metadata_of", "add_built", "add_verified", "MAX_FILES",
            "MAX_MOMENTS"]
 
 #: the files the cache holds at most, over every table
@@ -111,8 +111,17 @@ def keep(storage: "Storage", config: "TableConfig", timeline: "Timeline", partit
 def add_built(entry: Listed, moment: tuple[str | None, str], built: Built) -> None:
     """Keep what a view of ``moment`` built from ``entry`` (the latest state's, and those of up
     to :data:`MAX_MOMENTS` other moments)."""
-    if moment[0] is None or moment in entry.built or sum(m[0] is not None for m in entry.built) < MAX_MOMENTS:
-        entry.built[moment] = built
+    with _LOCK:     # views of other threads add theirs
+        if moment[0] is None or moment in entry.built or sum(m[0] is not None for m in entry.built) < MAX_MOMENTS:
+            entry.built[moment] = built
+
+
+def add_verified(entry: Listed, moment: tuple[str | None, str]) -> None:
+    """Note that a view of ``moment`` checked ``entry`` against the write stats (as many moments
+    as :func:`add_built` keeps)."""
+    with _LOCK:
+        if moment[0] is None or len(entry.verified) <= MAX_MOMENTS + 2:
+            entry.verified.add(moment)
 
 
 def clear() -> None:

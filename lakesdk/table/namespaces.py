@@ -38,7 +38,7 @@ class Inspect:
     def _view(self, as_of: Any = None) -> Any:
         from lakesdk.read.view import FileSystemView
         store = self._t.context.store
-        return FileSystemView(self._t.storage, self._t.config, store, store.load(), as_of=moment_time(as_of))
+        return FileSystemView(self._t.storage, self._t.config, store, store.load(), as_of=moment_time(as_of), fresh=True)
 
     def file_groups(self, as_of: Any = None) -> pa.Table:
         """The file groups (at ``as_of``, default now), one row each with its latest file

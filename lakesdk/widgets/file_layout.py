@@ -94,7 +94,7 @@ class FileLayoutWidget(TableWidgetBase):
         from lakesdk.read.view import FileSystemView
         t = self.table
         store = t.context.store
-        view = FileSystemView(t.storage, t.config, store, store.load(), as_of=moment_time(self.as_of))
+        view = FileSystemView(t.storage, t.config, store, store.load(), as_of=moment_time(self.as_of), fresh=True)
         groups, slices = [], []
         counts = _record_counts(t, store, view)
         for g in view.file_groups:

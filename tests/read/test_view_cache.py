@@ -102,3 +102,36 @@ def test_views_that_show_replaced_file_groups_build_their_own(tmp_path):
     assert hidden < shown
     assert {(g.partition, g.file_id) for g in _view(t, tl).file_groups} == hidden
     assert sorted(t.read().to_arrow().column("id").to_pylist()) == want
+
+
+def test_views_of_other_threads_add_their_moments_at_once():
+    """Views of one entry in several threads add what they built and checked at the same time
+    (a dictionary counted while another thread grew it raised RuntimeError)."""
+    import sys
+    import threading
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    errors: list[BaseException] = []
+    try:
+        for _ in range(300):
+            entry = view_cache.Listed([], [], 1.0)
+            moments = [(None, "requested"), (None, "completed")] + [(f"2024010100000{k}", "requested")
+                                                                    for k in range(6)]
+            barrier = threading.Barrier(len(moments))
+
+            def work(m, entry=entry, barrier=barrier):
+                barrier.wait()
+                try:
+                    view_cache.add_built(entry, m, ({}, [], None))
+                    view_cache.add_verified(entry, m)
+                except BaseException as e:      # noqa: BLE001 - collected, asserted below
+                    errors.append(e)
+            threads = [threading.Thread(target=work, args=(m,)) for m in moments]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            assert not errors, errors[0]
+            assert sum(m[0] is not None for m in entry.built) == view_cache.MAX_MOMENTS
+    finally:
+        sys.setswitchinterval(switch)
