@@ -47,6 +47,13 @@ def _hadoop_path(local: str) -> str:
     return "file://" + re.sub(r"([{}\[\]*?\\])", r"\\\1", local)
 
 
+def _no_hadoop_path(local: str) -> bool:
+    """Whether Hadoop cannot read the local file ``local`` by a path pattern: one with a glob
+    character is matched a folder at a time, and a folder whose name holds ':' is then taken
+    for a URI with a scheme ("Relative path in absolute URI"): a partition value ``':['``."""
+    return bool(re.search(r"[{}\[\]*?\\]", local)) and any(":" in part for part in local.split("/"))
+
+
 #: up to this many local base files are looked up on the driver when a read is planned
 DRIVER_LISTING_FILES = 10_000
 _DISCOVERY = "spark.sql.sources.parallelPartitionDiscovery.threshold"
@@ -85,7 +92,7 @@ def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Sche
         return spark.createDataFrame([], sschema)
     if storage.protocol == "memory":   # Spark's workers have their own memory file system: read here
         return _on_driver(spark, [read_file(storage, p) for p in paths], schema)
-    if storage.is_local and not needs_arrow_task(paths):
+    if storage.is_local and not needs_arrow_task(paths) and not any(_no_hadoop_path(storage.url(p)) for p in paths):
         urls = [_hadoop_path(storage.url(p)) for p in paths]
         with _listed_on_the_driver(spark, len(urls)):
             df = spark.read.schema(sschema).parquet(*urls)
