@@ -41,17 +41,21 @@ def read_spark(table: "EngineContext", spark: Any, plan: ReadPlan, columns: list
     return df.select(*columns)
 
 
+#: the characters of a Hadoop path pattern (glob)
+_GLOB = r"[{}\[\]*?\\]"
+
+
 def _hadoop_path(local: str) -> str:
     """A local file as a Hadoop path pattern that matches only itself: partition folders may
     hold glob characters (``{ } [ ] * ? \\``), escaped with a backslash."""
-    return "file://" + re.sub(r"([{}\[\]*?\\])", r"\\\1", local)
+    return "file://" + re.sub(f"({_GLOB})", r"\\\1", local)
 
 
 def _no_hadoop_path(local: str) -> bool:
     """Whether Hadoop cannot read the local file ``local`` by a path pattern: one with a glob
     character is matched a folder at a time, and a folder whose name holds ':' is then taken
     for a URI with a scheme ("Relative path in absolute URI"): a partition value ``':['``."""
-    return bool(re.search(r"[{}\[\]*?\\]", local)) and any(":" in part for part in local.split("/"))
+    return bool(re.search(_GLOB, local)) and any(":" in part for part in local.split("/"))
 
 
 #: up to this many local base files are looked up on the driver when a read is planned

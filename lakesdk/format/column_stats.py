@@ -398,11 +398,8 @@ def ranges_from_arrow(table: pa.Table, columns: Iterable[str]) -> list[ColumnRan
             # compared as their counts of units (stored so): a zoned value near the ends of the
             # range has no Python datetime in its zone (0001-01-01 UTC is year 0 in New York)
             data = data.cast(pa.int64() if pa.types.is_timestamp(col.type) else pa.int32())
-            mm = pc.min_max(data)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
-        else:
-            mm = pc.min_max(data)
-            lo, hi = _to_stored(mm["min"].as_py(), col.type), _to_stored(mm["max"].as_py(), col.type)
+        mm = pc.min_max(data)
+        lo, hi = _to_stored(mm["min"].as_py(), data.type), _to_stored(mm["max"].as_py(), data.type)
         if nan:
             lo, hi = (math.nan if lo is None else lo), math.nan
         out.append(ColumnRange(name, vt[0], vt[1], lo, hi, nulls, len(col)))

@@ -430,8 +430,7 @@ class FileSystemView:
             cache = self._cached if self.replaced is self._hidden else None
             built = cache.built.get(moment) if cache is not None else None
             if built is None:
-                groups = self._groups if self._groups is not None else self._build()
-                # keyed by (partition, file id): sorted by key, no key function
+                groups = self._build()      # keyed by (partition, file id): sorted by key, no key function
                 built = (groups, [groups[k] for k in sorted(groups)], self._archived)
                 if cache is not None:
                     view_cache.add_built(cache, moment, built)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Hashable
+from typing import TYPE_CHECKING, Any, Hashable, Iterable
 
 from lakesdk._lru import WeightedLRU
 
@@ -112,16 +112,25 @@ def add_built(entry: Listed, moment: tuple[str | None, str], built: Built) -> No
     """Keep what a view of ``moment`` built from ``entry`` (the latest state's, and those of up
     to :data:`MAX_MOMENTS` other moments)."""
     with _LOCK:     # views of other threads add theirs
-        if moment[0] is None or moment in entry.built or sum(m[0] is not None for m in entry.built) < MAX_MOMENTS:
+        if _room(entry.built, moment):
             entry.built[moment] = built
 
 
 def add_verified(entry: Listed, moment: tuple[str | None, str]) -> None:
-    """Note that a view of ``moment`` checked ``entry`` against the write stats (as many moments
-    as :func:`add_built` keeps)."""
+    """Note that a view of ``moment`` checked ``entry`` against the write stats (the moments
+    :func:`add_built` keeps)."""
     with _LOCK:
-        if moment[0] is None or len(entry.verified) <= MAX_MOMENTS + 2:
+        if _room(entry.verified, moment):
             entry.verified.add(moment)
+
+
+def _room(kept: Iterable[tuple[str | None, str]], moment: tuple[str | None, str]) -> bool:
+    """Whether ``moment`` may be kept beside ``kept``: the latest state's always, another moment
+    while fewer than :data:`MAX_MOMENTS` others are (or when it is kept already)."""
+    if moment[0] is None:
+        return True
+    others = [m for m in kept if m[0] is not None]
+    return moment in others or len(others) < MAX_MOMENTS
 
 
 def clear() -> None:
