@@ -224,6 +224,10 @@ OPTIONS: tuple[Option, ...] = (
            choices={"dynamic_v0": "DYNAMIC_V0", "simple": "SIMPLE"}),
     Option("bloom_max_entries", "hoodie.bloom.index.filter.dynamic.max.entries", int, 100000,
            "base files' dynamic bloom filters: keys until no filter is added", minimum=1),
+    Option("bloom_filter_enabled", "hoodie.parquet.bloom.filter.enabled", bool, True,
+           "base files' bloom filters: write one into every base file (False: none unless the index is a bloom "
+           "index, as Hudi decides; a write then hashes no key, for a table looked up by its record index or the "
+           "simple index)"),
     Option("index_type", "hoodie.index.type", str, None,
            "how a write finds the stored records of its keys: in their own partition (bloom, simple), or "
            "in any partition (global_simple, global_bloom: an upsert moves a key that changed partitions; "
@@ -311,6 +315,7 @@ class TableOptions:
     bloom_fpp: float = _default("bloom_fpp")
     bloom_filter_type: Literal["dynamic_v0", "simple"] = _default("bloom_filter_type")
     bloom_max_entries: int = _default("bloom_max_entries")
+    bloom_filter_enabled: bool = _default("bloom_filter_enabled")
     index_type: Literal["bloom", "simple", "global_bloom", "global_simple", "record"] | None = _default("index_type")
     index_update_partition_path: bool = _default("index_update_partition_path")
 

@@ -137,7 +137,7 @@ class WriteContext:
                    partition_fields=config.partition_fields, keygen=config.keygen_type, hive_style=config.hive_style,
                    urlencode=config.urlencode, ordering=config.ordering_key, merge_mode=config.merge_mode,
                    table_name=config.name, column_groups=config.column_groups, merger=merger, operation=operation,
-                   bloom=BloomConfig.of(options), cdc_mode=logging_mode(config.props), **more)
+                   bloom=BloomConfig.of_writes(options, config.props), cdc_mode=logging_mode(config.props), **more)
 
     def slice_context(self, valid_instants: frozenset[str]) -> "SliceReadContext":
         """How this write reads the file slices it merges with: its schema, ordering and

@@ -46,7 +46,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakesdk.format import bloom_hash
 from lakesdk.format.bloom_hash import key_positions, murmur_hash, utf8_buffers
+from lakesdk.format.table_config import INDEX_TYPE_KEY
 
 __all__ = [
     "BLOOM_FILTER_KEY", "OLD_BLOOM_FILTER_KEY", "TYPE_CODE_KEY", "MIN_KEY", "MAX_KEY", "SIMPLE", "DYNAMIC_V0",
@@ -87,6 +89,18 @@ class BloomConfig:
         """The settings of a :class:`~lakesdk.TableOptions` (``bloom_*``)."""
         return cls(num_entries=options.bloom_num_entries, fpp=options.bloom_fpp,
                    filter_type=str(options.bloom_filter_type).upper(), max_entries=options.bloom_max_entries)
+
+    @classmethod
+    def of_writes(cls, options: Any, table_props: Mapping[str, str]) -> "BloomConfig | None":
+        """The bloom filter of a write's base files, None for none, as Hudi decides
+        (``HoodieFileWriterFactory.enableBloomFilter``): one unless ``bloom_filter_enabled``
+        (``hoodie.parquet.bloom.filter.enabled``) is off and the index is no bloom index.  The
+        index: the ``index_type`` option, else the table's ``hoodie.index.type`` (in
+        ``table_props``), else lakesdk's default, the bloom index."""
+        index = str(options.index_type or table_props.get(INDEX_TYPE_KEY) or "bloom").upper()
+        if not options.bloom_filter_enabled and "BLOOM" not in index:
+            return None
+        return cls.of(options)
 
     @property
     def vector_size(self) -> int:
@@ -225,6 +239,12 @@ class BloomFilter:
                 self._flat = np.concatenate(self._rows) if self.num_rows > 1 else self._rows[0]   # type: ignore
             nbytes = (self.vector_size + 7) // 8
             buf, values, starts = self._flat, None, [r * nbytes for r in range(self.num_rows)]
+        if bloom_hash.native is not None:   # every (row, key) pair in C, each leaving at its first unset bit
+            found8 = np.zeros(n, np.uint8)
+            bloom_hash.native.test(np.ascontiguousarray(buf), values, np.asarray(starts, np.int64),
+                                   np.ascontiguousarray(probe.positions, np.uint32),
+                                   np.ascontiguousarray(todo, np.int64), found8)
+            return found8.view(bool)
         idx, shift = probe.locate(values is not None, starts)
         # every (row, key) pair at once: one pass per hash function; a pair leaves at its first
         # unset bit (about half of them at each bit of a well-filled filter)

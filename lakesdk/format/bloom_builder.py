@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakesdk.format import bloom_hash
 from lakesdk.format.bloom import (
     BLOOM_FILTER_KEY,
     DYNAMIC_V0,
@@ -32,7 +33,7 @@ from lakesdk.format.bloom import (
     dynamic_rows,
     key_range,
 )
-from lakesdk.format.bloom_hash import set_key_bits
+from lakesdk.format.bloom_hash import set_key_bits, set_packed_key_bits
 
 __all__ = ["FooterBuilder", "build_filter", "file_footer", "footer_metadata"]
 
@@ -58,7 +59,9 @@ class FooterBuilder:
             self._simple = config.filter_type.upper() == SIMPLE
             self._nr = config.num_entries
             self._cap = 1 if self._simple else max(1, -(-config.max_entries // self._nr))
-            self._bits = np.zeros((1, self._vs), bool)
+            # the rows' bits: packed as stored where the C part hashes, else one bool a bit
+            self._packed = bloom_hash.native is not None
+            self._bits = np.zeros((1, (self._vs + 7) // 8), np.uint8) if self._packed else np.zeros((1, self._vs), bool)
 
     def add(self, keys: pa.Array | pa.ChunkedArray) -> None:
         """The next keys of the file, in file order (no null key)."""
@@ -87,7 +90,10 @@ class FooterBuilder:
         n = len(keys)
         start, self.count = self.count, self.count + n
         rows = None if self._simple or start + n <= self._nr else self._rows(start, n)
-        set_key_bits(self._bits, keys, self._nb, rows)
+        if self._packed:
+            set_packed_key_bits(self._bits, keys, self._nb, self._vs, rows)
+        else:
+            set_key_bits(self._bits, keys, self._nb, rows)
 
     def _rows(self, start: int, n: int) -> np.ndarray:
         """The row of keys ``start`` to ``start + n - 1`` (:func:`~lakesdk.format.bloom.dynamic_rows`),
@@ -95,7 +101,7 @@ class FooterBuilder:
         need = min(self._cap, -(-(start + n) // self._nr))
         have = self._bits.shape[0]
         if need > have:
-            grown = np.zeros((min(self._cap, max(need, 2 * have)), self._vs), bool)
+            grown = np.zeros((min(self._cap, max(need, 2 * have)), self._bits.shape[1]), self._bits.dtype)
             grown[:have] = self._bits
             self._bits = grown
         return dynamic_rows(start, n, self._nr, self._cap)
@@ -104,7 +110,8 @@ class FooterBuilder:
         """The bloom filter of the keys hashed so far."""
         assert self.config is not None and self._hashing
         nrows = 1 if self._simple else max(1, int(min(self._cap, math.ceil(self.count / self._nr))))
-        flat = np.packbits(self._bits[:nrows], axis=1, bitorder="little").reshape(-1)
+        flat = self._bits[:nrows].reshape(-1).copy() if self._packed else \
+            np.packbits(self._bits[:nrows], axis=1, bitorder="little").reshape(-1)
         nbytes = (self._vs + 7) // 8
         code = SIMPLE if self._simple else DYNAMIC_V0
         current = 0 if self._simple else self.count - (nrows - 1) * self._nr

@@ -1,0 +1,340 @@
+/*
+ * Hudi's bloom filters, hashed and tested in C: the optional native part of
+ * lakesdk.format.bloom_hash (which does the same work with numpy when this module is not built).
+ *
+ * A key's bits: its UTF-8 bytes hashed nb times with Hadoop's 32-bit MurmurHash2 (tail bytes
+ * sign-extended, as Java's bytes are), each time seeded with the previous hash (0 first); bit
+ * |h % vector_size| of the signed hash.  Keys are hashed a chunk at a time, one hash round over
+ * the whole chunk after the other, so that the rounds of different keys overlap in the core.
+ * Bits are numbered as Hadoop's BitSet serializes them: bit p of a row is bit p % 8 (least
+ * significant first) of its byte p / 8.
+ *
+ * Every function takes buffers (bytes, numpy arrays) and releases the GIL while it works.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define M 0x5BD1E995u
+#define CHUNK 256
+
+/* The seed-independent part of the hash of a chunk of keys: each key's mixed 4-byte blocks
+ * (block j of key i at blocks[j * CHUNK + i]), length, tail and tail multiplier. */
+typedef struct {
+    uint32_t len[CHUNK], tail[CHUNK], tmul[CHUNK], h[CHUNK];
+    int32_t nblocks[CHUNK];
+    uint32_t *blocks;
+    size_t cap;   /* blocks per key the buffer holds */
+} chunk_t;
+
+static int prepare(chunk_t *c, const uint8_t *data, const int64_t *off, int64_t first, int n) {
+    size_t most = 0;
+    for (int i = 0; i < n; i++) {
+        size_t b = (size_t)(off[first + i + 1] - off[first + i]) >> 2;
+        if (b > most) most = b;
+    }
+    if (most > c->cap) {
+        uint32_t *grown = (uint32_t *)realloc(c->blocks, most * CHUNK * sizeof(uint32_t));
+        if (grown == NULL) return -1;
+        c->blocks = grown;
+        c->cap = most;
+    }
+    for (int i = 0; i < n; i++) {
+        const uint8_t *p = data + off[first + i];
+        uint32_t len = (uint32_t)(off[first + i + 1] - off[first + i]);
+        int nb = (int)(len >> 2);
+        for (int j = 0; j < nb; j++) {
+            const uint8_t *q = p + 4 * j;
+            uint32_t k = (uint32_t)q[0] | ((uint32_t)q[1] << 8) | ((uint32_t)q[2] << 16) | ((uint32_t)q[3] << 24);
+            k *= M;
+            k ^= k >> 24;
+            k *= M;
+            c->blocks[(size_t)j * CHUNK + i] = k;
+        }
+        const uint8_t *t = p + 4 * nb;
+        uint32_t tail = 0;
+        switch (len & 3) {   /* Java bytes: sign-extended */
+        case 3: tail = ((uint32_t)(int32_t)(int8_t)t[0] << 16) ^ ((uint32_t)(int32_t)(int8_t)t[1] << 8)
+                       ^ (uint32_t)(int32_t)(int8_t)t[2]; break;
+        case 2: tail = ((uint32_t)(int32_t)(int8_t)t[0] << 8) ^ (uint32_t)(int32_t)(int8_t)t[1]; break;
+        case 1: tail = (uint32_t)(int32_t)(int8_t)t[0]; break;
+        }
+        c->nblocks[i] = nb;
+        c->len[i] = len;
+        c->tail[i] = tail;
+        c->tmul[i] = (len & 3) ? M : 1u;
+        c->h[i] = 0;
+    }
+    return 0;
+}
+
+/* The next hash of every key of the chunk (seeded with the last), in c->h. */
+static void next_hash(chunk_t *c, int n) {
+    for (int i = 0; i < n; i++) {
+        uint32_t x = c->h[i] ^ c->len[i];
+        const int nb = c->nblocks[i];
+        for (int j = 0; j < nb; j++) x = (x * M) ^ c->blocks[(size_t)j * CHUNK + i];
+        x = (x ^ c->tail[i]) * c->tmul[i];
+        x ^= x >> 13;
+        x *= M;
+        x ^= x >> 15;
+        c->h[i] = x;
+    }
+}
+
+/* Java's Math.abs(h % size) of the signed hash h. */
+static inline uint32_t bit_of(uint32_t h, uint32_t size) {
+    int32_t s = (int32_t)h;
+    uint32_t a = s < 0 ? (uint32_t)(-(int64_t)s) : (uint32_t)s;
+    return a % size;
+}
+
+typedef struct {
+    Py_buffer data, off, rows, out;
+} buffers_t;
+
+static void release(buffers_t *b) {
+    if (b->data.obj) PyBuffer_Release(&b->data);
+    if (b->off.obj) PyBuffer_Release(&b->off);
+    if (b->rows.obj) PyBuffer_Release(&b->rows);
+    if (b->out.obj) PyBuffer_Release(&b->out);
+}
+
+/* The keys (UTF-8 bytes, n + 1 int64 offsets into them) and their count, checked. */
+static int keys_of(buffers_t *b, int64_t *n) {
+    if (b->off.len % 8 || b->off.len < 8) {
+        PyErr_SetString(PyExc_ValueError, "offsets: n + 1 int64 values expected");
+        return -1;
+    }
+    const int64_t *off = (const int64_t *)b->off.buf;
+    *n = b->off.len / 8 - 1;
+    for (int64_t i = 0; i < *n; i++) {
+        if (off[i] < 0 || off[i + 1] < off[i] || off[i + 1] > b->data.len) {
+            PyErr_SetString(PyExc_ValueError, "offsets out of the data's bounds");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(set_bits_doc,
+"set_bits(data, offsets, rows, nb_hash, vector_size, row_bytes, out)\n\n"
+"Set the bits of every key in ``out`` (rows of ``row_bytes`` bytes back to back): key i in\n"
+"row ``rows[i]`` (int64; None: row 0).");
+
+static PyObject *set_bits(PyObject *self, PyObject *args) {
+    PyObject *rows_obj;
+    int nb;
+    unsigned int vs;
+    Py_ssize_t row_bytes;
+    buffers_t b = {0};
+    if (!PyArg_ParseTuple(args, "y*y*OiIny*", &b.data, &b.off, &rows_obj, &nb, &vs, &row_bytes, &b.out))
+        goto fail;
+    int64_t n;
+    if (keys_of(&b, &n) < 0) goto fail;
+    if (vs == 0 || nb < 0 || row_bytes < (Py_ssize_t)((vs + 7) / 8)) {
+        PyErr_SetString(PyExc_ValueError, "vector_size, nb_hash or row_bytes out of range");
+        goto fail;
+    }
+    const int64_t *rows = NULL;
+    if (rows_obj != Py_None) {
+        if (PyObject_GetBuffer(rows_obj, &b.rows, PyBUF_SIMPLE) < 0) goto fail;
+        if (b.rows.len != n * 8) {
+            PyErr_SetString(PyExc_ValueError, "rows: one int64 per key expected");
+            goto fail;
+        }
+        rows = (const int64_t *)b.rows.buf;
+    }
+    Py_ssize_t nrows = b.out.len / row_bytes;
+    for (int64_t i = 0; rows != NULL && i < n; i++) {
+        if (rows[i] < 0 || rows[i] >= nrows) {
+            PyErr_SetString(PyExc_ValueError, "a key's row is beyond the output");
+            goto fail;
+        }
+    }
+    if (b.out.readonly) {
+        PyErr_SetString(PyExc_ValueError, "out must be writable");
+        goto fail;
+    }
+    chunk_t *c = (chunk_t *)calloc(1, sizeof(chunk_t));
+    if (c == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const uint8_t *data = (const uint8_t *)b.data.buf;
+    const int64_t *off = (const int64_t *)b.off.buf;
+    uint8_t *out = (uint8_t *)b.out.buf;
+    for (int64_t first = 0; first < n && !failed; first += CHUNK) {
+        int cn = (int)(n - first < CHUNK ? n - first : CHUNK);
+        if (prepare(c, data, off, first, cn) < 0) {
+            failed = 1;
+            break;
+        }
+        for (int r = 0; r < nb; r++) {
+            next_hash(c, cn);
+            for (int i = 0; i < cn; i++) {
+                uint64_t at = (uint64_t)bit_of(c->h[i], vs);
+                uint8_t *row = out + (rows ? rows[first + i] : 0) * row_bytes;
+                row[at >> 3] |= (uint8_t)(1u << (at & 7));
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(c->blocks);
+    free(c);
+    if (failed) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    release(&b);
+    Py_RETURN_NONE;
+fail:
+    release(&b);
+    return NULL;
+}
+
+PyDoc_STRVAR(positions_doc,
+"positions(data, offsets, nb_hash, vector_size, out)\n\n"
+"The nb_hash bit positions of every key into ``out`` (uint32, shape (nb_hash, n), C order).");
+
+static PyObject *positions(PyObject *self, PyObject *args) {
+    int nb;
+    unsigned int vs;
+    buffers_t b = {0};
+    if (!PyArg_ParseTuple(args, "y*y*iIy*", &b.data, &b.off, &nb, &vs, &b.out)) goto fail;
+    int64_t n;
+    if (keys_of(&b, &n) < 0) goto fail;
+    if (vs == 0 || nb < 0 || b.out.readonly || b.out.len != (Py_ssize_t)nb * n * 4) {
+        PyErr_SetString(PyExc_ValueError, "out: a writable uint32 buffer of nb_hash * n values expected");
+        goto fail;
+    }
+    chunk_t *c = (chunk_t *)calloc(1, sizeof(chunk_t));
+    if (c == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const uint8_t *data = (const uint8_t *)b.data.buf;
+    const int64_t *off = (const int64_t *)b.off.buf;
+    uint32_t *out = (uint32_t *)b.out.buf;
+    for (int64_t first = 0; first < n; first += CHUNK) {
+        int cn = (int)(n - first < CHUNK ? n - first : CHUNK);
+        if (prepare(c, data, off, first, cn) < 0) {
+            failed = 1;
+            break;
+        }
+        for (int r = 0; r < nb; r++) {
+            next_hash(c, cn);
+            uint32_t *dst = out + (size_t)r * n + first;
+            for (int i = 0; i < cn; i++) dst[i] = bit_of(c->h[i], vs);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(c->blocks);
+    free(c);
+    if (failed) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    release(&b);
+    Py_RETURN_NONE;
+fail:
+    release(&b);
+    return NULL;
+}
+
+PyDoc_STRVAR(test_doc,
+"test(buf, values, starts, positions, todo, found)\n\n"
+"Per key k of ``todo`` (int64 indices into the n keys of ``positions``, uint32 (nb_hash, n)):\n"
+"set ``found[k]`` (uint8) when some row of the filter has every bit of k.  Row r's bits start\n"
+"at byte ``starts[r]`` (int64) of the filter's bytes: ``buf`` itself, or with ``values`` (the\n"
+"value of each of 256 characters, 0xFF: every bit set) the Base64 text of them.");
+
+static PyObject *test(PyObject *self, PyObject *args) {
+    PyObject *values_obj;
+    Py_buffer buf = {0}, values = {0}, starts = {0}, pos = {0}, todo = {0}, found = {0};
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*Oy*y*y*y*", &buf, &values_obj, &starts, &pos, &todo, &found)) goto done;
+    const uint8_t *table = NULL;
+    if (values_obj != Py_None) {
+        if (PyObject_GetBuffer(values_obj, &values, PyBUF_SIMPLE) < 0) goto done;
+        if (values.len != 256) {
+            PyErr_SetString(PyExc_ValueError, "values: 256 bytes expected");
+            goto done;
+        }
+        table = (const uint8_t *)values.buf;
+    }
+    Py_ssize_t n = found.len, nrows = starts.len / 8, ntodo = todo.len / 8;
+    if (found.readonly || (n && pos.len % (n * 4))) {
+        PyErr_SetString(PyExc_ValueError, "positions: uint32 (nb_hash, n) for n found flags expected");
+        goto done;
+    }
+    int nb = n ? (int)(pos.len / (n * 4)) : 0;
+    const int64_t *st = (const int64_t *)starts.buf;
+    const int64_t *td = (const int64_t *)todo.buf;
+    const uint32_t *p = (const uint32_t *)pos.buf;
+    for (Py_ssize_t i = 0; i < ntodo; i++) {
+        if (td[i] < 0 || td[i] >= n) {
+            PyErr_SetString(PyExc_ValueError, "todo: an index beyond the keys");
+            goto done;
+        }
+    }
+    for (Py_ssize_t r = 0; r < nrows; r++) {
+        if (st[r] < 0) {
+            PyErr_SetString(PyExc_ValueError, "a filter row starts before the buffer");
+            goto done;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    const uint8_t *bytes = (const uint8_t *)buf.buf;
+    const int64_t len = buf.len;
+    uint8_t *out = (uint8_t *)found.buf;
+    for (Py_ssize_t i = 0; i < ntodo; i++) {
+        int64_t k = td[i];
+        for (Py_ssize_t r = 0; r < nrows && !out[k]; r++) {
+            int all = 1;
+            for (int h = 0; h < nb && all; h++) {
+                uint32_t at = p[(size_t)h * n + k];
+                int64_t byte = st[r] + (at >> 3);
+                /* a bit beyond the buffer (a damaged filter) reads as set: maybe, never no */
+                if (table) {   /* bit b of the decoded bytes (most significant first) is bit 5 - b % 6 of character b / 6 */
+                    int64_t b = byte * 8 + 7 - (at & 7);
+                    all = b / 6 >= len ? 1 : (table[bytes[b / 6]] >> (5 - b % 6)) & 1;
+                } else {
+                    all = byte >= len ? 1 : (bytes[byte] >> (at & 7)) & 1;
+                }
+            }
+            if (all) out[k] = 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (buf.obj) PyBuffer_Release(&buf);
+    if (values.obj) PyBuffer_Release(&values);
+    if (starts.obj) PyBuffer_Release(&starts);
+    if (pos.obj) PyBuffer_Release(&pos);
+    if (todo.obj) PyBuffer_Release(&todo);
+    if (found.obj) PyBuffer_Release(&found);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"set_bits", set_bits, METH_VARARGS, set_bits_doc},
+    {"positions", positions, METH_VARARGS, positions_doc},
+    {"test", test, METH_VARARGS, test_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_bloom_native",
+    "Hudi's bloom filters hashed and tested in C (see lakesdk.format.bloom_hash).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__bloom_native(void) { return PyModule_Create(&module); }

@@ -1,0 +1,106 @@
+"""The C part of the bloom filters (``lakesdk.format._bloom_native``) against numpy's: the same
+positions, the same filter bytes, the same answers, for generated keys (any length and
+character), rows, filter shapes and subsets of keys, on filters built and read from footers."""
+
+from __future__ import annotations
+
+import shutil
+import sysconfig
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lakesdk.format import bloom as B
+from lakesdk.format import bloom_builder as BB
+from lakesdk.format import bloom_hash as BH
+
+NATIVE = BH.native
+needs_native = pytest.mark.skipif(NATIVE is None, reason="lakesdk's C part is not built here")
+
+keys_st = st.lists(st.one_of(st.text(min_size=1, max_size=40), st.text(min_size=1, max_size=300),
+                             st.integers(0, 10**12).map(str)), min_size=1, max_size=300, unique=True)
+shape_st = st.tuples(st.integers(1, 5000), st.integers(1, 40))   # (vector size, hashes)
+
+
+def _numpy(monkeypatch):
+    monkeypatch.setattr(BH, "native", None)
+
+
+def test_the_c_part_is_built_where_a_compiler_is():
+    """``make setup`` (an editable install) builds it where a C compiler is: the suite then runs
+    both parts, and the benchmarks the C one."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        pytest.skip(f"no C compiler ({cc}): lakesdk hashes with numpy")
+    assert NATIVE is not None
+
+
+@needs_native
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=keys_st, shape=shape_st)
+def test_positions_are_numpys(monkeypatch, keys, shape):
+    vs, nb = shape
+    arr = pa.array(keys, pa.string())
+    got = BH.key_positions(arr, vs, nb)
+    with monkeypatch.context() as m:
+        _numpy(m)
+        want = BH.key_positions(arr, vs, nb)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+@needs_native
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=keys_st, num_entries=st.integers(1, 120), max_entries=st.integers(1, 400),
+       simple=st.booleans(), cuts=st.lists(st.integers(0, 300), max_size=4))
+def test_a_filter_built_in_pieces_is_numpys(monkeypatch, keys, num_entries, max_entries, simple, cuts):
+    config = B.BloomConfig(num_entries=num_entries, fpp=0.01, filter_type="SIMPLE" if simple else "DYNAMIC_V0",
+                           max_entries=max_entries)
+    arr = pa.array(keys, pa.string())
+    bounds = sorted({0, len(keys), *(c for c in cuts if c < len(keys))})
+
+    def build() -> bytes:
+        b = BB.FooterBuilder(config)
+        for lo, hi in zip(bounds, bounds[1:]):
+            b.add(arr.slice(lo, hi - lo))
+        return b.finish()[0][B.BLOOM_FILTER_KEY.encode()]
+    got = build()
+    with monkeypatch.context() as m:
+        _numpy(m)
+        want = build()
+    assert got == want
+
+
+@needs_native
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(stored=keys_st, asked=keys_st, num_entries=st.integers(1, 60), data=st.data())
+def test_answers_are_numpys_on_built_and_read_filters(monkeypatch, stored, asked, num_entries, data):
+    config = B.BloomConfig(num_entries=num_entries, fpp=0.05, max_entries=4 * num_entries)
+    bf = BB.build_filter(pa.array(stored, pa.string()), config)
+    read = B.BloomFilter.deserialize(bf.serialize(), bf.type_code)
+    ask = pa.array(asked + stored[: len(stored) // 2], pa.string())
+    among = data.draw(st.none() | st.lists(st.integers(0, len(ask) - 1), unique=True).map(np.array))
+    for f in (bf, read):
+        got = f.might_contain(ask, among=among)
+        with monkeypatch.context() as m:
+            _numpy(m)
+            want = f.might_contain(ask, among=among)
+        assert got.dtype == bool and np.array_equal(got, want)
+        held = np.isin(np.asarray(ask.to_pylist(), object), np.asarray(stored, object))
+        considered = np.ones(len(ask), bool) if among is None else np.isin(np.arange(len(ask)), among)
+        assert got[held & considered].all()   # never a false "no"
+
+
+@needs_native
+def test_the_c_part_refuses_bad_buffers():
+    data, off = BH.utf8_buffers(pa.array(["a", "bc"]))
+    with pytest.raises(ValueError):
+        NATIVE.positions(data, off, 3, 100, np.empty(5, np.uint32))          # too small an output
+    with pytest.raises(ValueError):
+        NATIVE.set_bits(data, off.astype(np.int32), None, 3, 100, 13, np.zeros(13, np.uint8))   # not int64
+    with pytest.raises(ValueError):
+        NATIVE.set_bits(data, off, np.array([0, 1], np.int64), 3, 100, 13, np.zeros(13, np.uint8))   # row 1 absent
+    with pytest.raises(ValueError):
+        NATIVE.set_bits(data, np.array([0, 5, 3], np.int64), None, 3, 100, 13, np.zeros(13, np.uint8))
