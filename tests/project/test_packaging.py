@@ -111,11 +111,26 @@ def test_every_data_file_of_the_package_is_installed():
     from fnmatch import fnmatch
     patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["lakesdk"]
     package = ROOT / "lakesdk"
+    built = {m["name"].split(".")[-1] for m in PYPROJECT["tool"]["setuptools"].get("ext-modules", [])}
+    sources = {s for m in PYPROJECT["tool"]["setuptools"].get("ext-modules", []) for s in m["sources"]}
     data = [f.relative_to(package).as_posix() for f in package.rglob("*")
-            if f.is_file() and f.suffix not in (".py", ".pyc") and "__pycache__" not in f.parts]
+            if f.is_file() and f.suffix not in (".py", ".pyc") and "__pycache__" not in f.parts
+            and f.relative_to(ROOT).as_posix() not in sources                  # an extension's C source
+            and not (f.suffix in (".so", ".pyd") and f.name.split(".")[0] in built)]   # and what it builds
     assert "engine/log4j2.properties" in data
     missing = [f for f in data if not any(fnmatch(f, p) for p in patterns)]
     assert not missing, f"files under lakesdk/ missing from [tool.setuptools.package-data]: {missing}"
+
+
+def test_the_c_part_is_optional():
+    """lakesdk's C part (the bloom filters' hashing) builds where a C compiler is and is skipped
+    elsewhere: an install never fails for it (numpy does the same work)."""
+    mods = PYPROJECT["tool"]["setuptools"]["ext-modules"]
+    assert mods and all(m.get("optional") is True for m in mods)
+    for m in mods:
+        assert all((ROOT / src).is_file() for src in m["sources"]), m
+    keys = [k["file"] for k in PYPROJECT["tool"]["uv"]["cache-keys"]]
+    assert "pyproject.toml" in keys and any(k.endswith(".c") for k in keys)   # uv builds it again when it changes
 
 
 def test_licence_is_an_spdx_expression_with_its_file():
