@@ -148,6 +148,7 @@ class SparkWriteJob:
         self._inserts: dict[str, int] | None = None   # untagged upserts by partition, known on the driver
         self._persisted: list[Any] = []   # DataFrames kept for the write's later jobs (released after it)
         self._keys_alone = False   # the records' partition path is a constant (a delete by keys alone)
+        self._keys: tuple[Any, pa.Table] | None = None   # (records, their keys) the combine collected
 
     # -- preparation -------------------------------------------------------------------------
     def with_keys(self, df: Any, op: int, *, global_keys: bool = False) -> Any:
@@ -210,10 +211,29 @@ class SparkWriteJob:
             groups = self.ctx.column_groups
             return df.repartition(n, KEY).groupBy(KEY).applyInArrow(
                 lambda t: combine_keeping_deletes(t, lambda v: merge_partial(v, column_groups=groups)), df.schema)
+        if not by_key_alone and self._unique_keys(df):
+            return df   # no (partition, key) twice: every record is its key's one record
         order = []
         if self.ctx.merge_mode == "EVENT_TIME_ORDERING":   # floating point: Java's order (lakesdk.engine.spark_order)
             order += descending(df, fields_of(self.ctx.ordering), nulls_last=True)
         return _first_by_key(df, order, n, self._shuffle_keys(by_key_alone))
+
+    def _unique_keys(self, df: Any) -> bool:
+        """Whether no (partition, key) is twice among the records of ``df``, told from their
+        keys on the driver when there are at most ``DRIVER_INDEX_KEYS`` (False beyond): the
+        keys are kept for the key index (:meth:`_incoming_keys`), and ``df`` persisted for the
+        write's later jobs.  A combine of records of distinct keys changes nothing, so a batch
+        without a repeated key skips its shuffle."""
+        from pyspark.sql import functions as F
+        self._persist(df)
+        t = df.select(F.col(PART), F.col(KEY), F.col(OP)).limit(DRIVER_INDEX_KEYS + 1).toArrow()
+        if t.num_rows > DRIVER_INDEX_KEYS:
+            return False
+        cols = [KEY] if self._shuffle_keys() == [KEY] else [PART, KEY]
+        if t.select(cols).group_by(cols).aggregate([]).num_rows != t.num_rows:
+            return False
+        self._keys = (df, t)
+        return True
 
     def combine_deletes(self, df: Any) -> Any:
         """One delete per (partition, key): one without an ordering value (it always applies),
@@ -297,6 +317,8 @@ class SparkWriteJob:
         """(partition, key) of the incoming records on the driver, or None when there are
         more than ``DRIVER_INDEX_KEYS`` (the index then reads every key in Spark tasks)."""
         from pyspark.sql import functions as F
+        if self._keys is not None and self._keys[0] is data:   # collected by the combine's check
+            return self._keys[1]
         self._persist(data)   # the write reads the records again: combined once, not per job
         t = data.select(F.col(PART), F.col(KEY), F.col(OP)).limit(DRIVER_INDEX_KEYS + 1).toArrow()
         return None if t.num_rows > DRIVER_INDEX_KEYS else t

@@ -168,8 +168,8 @@ def test_compaction_and_clustering_on_the_spark_engine(tmp_path, spark):
 def test_a_write_sizes_its_shuffles(tmp_path, spark, monkeypatch, capsys):
     """A write's shuffles take two partitions per core, whatever the session's
     ``spark.sql.shuffle.partitions`` (Spark's default of 200 here): adaptive execution does not
-    coalesce the plan of a DataFrame the write persists (a combine's window; on Connect, a
-    merge's join too)."""
+    coalesce the plan of a DataFrame the write persists (a combine's window, for a batch where a
+    key repeats; on Connect, a merge's join too)."""
     from lakesdk.engine.spark import SparkWriteJob, shuffle_partitions
     persisted: list[str] = []
     keep = SparkWriteJob._persist
@@ -186,7 +186,8 @@ def test_a_write_sizes_its_shuffles(tmp_path, spark, monkeypatch, capsys):
     try:
         lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="spark"))
         t = lake.create_table("sized", key="id", ordering="ts")
-        t.upsert(spark.createDataFrame(pd.DataFrame({"id": range(50), "ts": [1] * 50})))
+        # a key twice: the combine's shuffle (a batch of distinct keys skips it)
+        t.upsert(spark.createDataFrame(pd.DataFrame({"id": [*range(50), 7], "ts": [1] * 50 + [2]})))
         src = spark.createDataFrame(pd.DataFrame({"id": range(40, 60), "ts": [2] * 20}))
         t.merge(src).when_matched_update_all().when_not_matched_insert_all().execute()
     finally:

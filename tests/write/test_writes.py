@@ -357,3 +357,33 @@ def test_unexpected_error_in_a_spark_task_is_one_typed_write_error(tmp_path, spa
     assert fid in msg and "ArrowInvalid" in msg and "\n" not in msg and "org.apache" not in msg
     assert type(e.value.__cause__).__name__ == "PythonException"   # the task's full trace stays the cause
     assert len(t.timeline.commits) == commits and not t.timeline.pending
+
+
+@pytest.mark.parametrize("dups", [False, True])
+def test_a_spark_batch_is_combined_only_when_a_key_repeats(tmp_path, spark, dups):
+    """A Spark DataFrame upsert combines its records per (partition, key) by a shuffle only
+    when a key repeats: the keys the key index collects tell it (no shuffle otherwise), and the
+    result is the same either way, a key in two partitions being two records."""
+    from lakesdk.engine.spark import SparkWriteJob
+    from lakesdk.engine.tasks import WriteContext
+    from lakesdk.merge.columns import OP_UPSERT
+    lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="spark"))
+    t = lake.create_table("trips", key="uuid", partition_by="city", ordering="ts")
+    t.upsert(spark.createDataFrame(trips(6)))
+    rows = [("u0000", "sf", 5, 10.0), ("u0001", "sf", 4, 11.0), ("u0001", "nyc", 4, 12.0)]
+    if dups:
+        rows += [("u0000", "sf", 9, 13.0), ("u0000", "sf", 2, 14.0)]
+    upd = spark.createDataFrame(pd.DataFrame(rows, columns=["uuid", "city", "ts", "fare"]))
+    ctx = WriteContext.for_table(t.storage, t.config, t.options, instant="20260101000000000", operation="upsert",
+                                 schema=pa.schema([("uuid", pa.string()), ("city", pa.string()), ("ts", pa.int64()),
+                                                   ("fare", pa.float64())]))
+    job = SparkWriteJob(spark, ctx)
+    keyed = job.with_keys(upd, OP_UPSERT)
+    assert (job.combine(keyed) is keyed) is not dups
+    job.release(keyed)
+    t.upsert(upd)
+    snap = snapshot(t)
+    assert snap["u0000"] == ("sf", 9, 13.0) if dups else snap["u0000"] == ("sf", 5, 10.0)
+    assert snap["u0001"] == ("sf", 4, 11.0)
+    nyc = t.read().to_pandas().query("uuid == 'u0001' and city == 'nyc'")
+    assert len(nyc) == 1 and float(nyc.fare.iloc[0]) == 12.0
