@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from lakesdk.engine.group_write import write_group
 from lakesdk.engine.key_index import read_key_index
-from lakesdk.engine.spark_cluster import parallelism, shuffle_partitions
+from lakesdk.engine.spark_cluster import by_task, parallelism, shuffle_partitions
 from lakesdk.engine.spark_errors import _guard_task, _task_failure, reraise_task_error
 from lakesdk.engine.spark_keys import spark_arrow_schema, spark_key_columns
 from lakesdk.engine.spark_order import descending
@@ -41,6 +41,7 @@ from lakesdk.merge.ordering import (
     OP_DELETE,
     OP_UPSERT,
     PART,
+    ROW,
     SEQ,
     MergeCounts,
     fields_of,
@@ -145,6 +146,8 @@ class SparkWriteJob:
         self.record_index: Any = None   # (slices, keys) -> the slices the record index names for the keys
         self.key_ranges: Any = None     # partitions -> (partition, base file name) -> record key range
         self._new_groups = 0   # new file groups assign_inserts planned
+        self._new_fids: set[str] = set()
+        self._touched: set[str] | None = None   # the stored file groups the records update (small index)
         self._inserts: dict[str, int] | None = None   # untagged upserts by partition, known on the driver
         self._persisted: list[Any] = []   # DataFrames kept for the write's later jobs (released after it)
         self._keys_alone = False   # the records' partition path is a constant (a delete by keys alone)
@@ -219,11 +222,9 @@ class SparkWriteJob:
         return _first_by_key(df, order, n, self._shuffle_keys(by_key_alone))
 
     def _unique_keys(self, df: Any) -> bool:
-        """Whether no (partition, key) is twice among the records of ``df``, told from their
-        keys on the driver when there are at most ``DRIVER_INDEX_KEYS`` (False beyond): the
-        keys are kept for the key index (:meth:`_incoming_keys`), and ``df`` persisted for the
-        write's later jobs.  A combine of records of distinct keys changes nothing, so a batch
-        without a repeated key skips its shuffle."""
+        """Whether no (partition, key) is twice in ``df``, told from its keys on the driver (up to
+        ``DRIVER_INDEX_KEYS``; False beyond), kept for the key index (:meth:`_incoming_keys`); ``df``
+        is persisted for the write's later jobs.  A batch without a repeated key skips the combine."""
         from pyspark.sql import functions as F
         self._persist(df)
         t = df.select(F.col(PART), F.col(KEY), F.col(OP)).limit(DRIVER_INDEX_KEYS + 1).toArrow()
@@ -331,7 +332,7 @@ class SparkWriteJob:
         the files by their footers' key ranges and bloom filters and reads the candidates'
         keys (:func:`~lakesdk.engine.key_index.pruned_key_index`); beyond, or without
         ``data``, every key of the slices is read in Spark tasks."""
-        from pyspark.sql.types import StringType, StructField, StructType
+        from pyspark.sql.types import IntegerType, StringType, StructField, StructType
         storage = self.ctx.storage
         schema = StructType([StructField(KEY, StringType()), StructField(PART, StringType()), StructField(FID, StringType())])
         otype = index_ordering_type(self.ctx) if global_keys else stored_ordering_type(self.ctx)
@@ -353,6 +354,9 @@ class SparkWriteJob:
                                          slice_ctx=slice_ctx, ordering=ordering, ranges=ranges,
                                          footers=not self.record_index)
                 self._small_index = True
+                if ROW in found.column_names:   # a stored record's row in its base file: the rewrite reads no key
+                    schema = schema.add(StructField(ROW, IntegerType()))
+                self._touched = set(pc.unique(found.column(FID)).to_pylist()) - {None}
                 if not global_keys:   # the inserts follow from the same keys: no counting job
                     self._inserts = untagged_upserts(keys, found)
                 return self.spark.createDataFrame(found.select(schema.fieldNames()).cast(
@@ -371,7 +375,7 @@ class SparkWriteJob:
     def tag(self, df: Any, index: Any, *, global_keys: bool = False) -> Any:
         """Left-join incoming records with the key index: ``_lk_fid`` is set for known keys."""
         from pyspark.sql import functions as F
-        extra = [F.col(STORED_ORDERING)] if STORED_ORDERING in index.columns else []
+        extra = [F.col(c) for c in (STORED_ORDERING, ROW) if c in index.columns]
         idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias("_ip"), F.col(FID), *extra)
         n = shuffle_partitions(self.spark)
         # the pruned index holds only the incoming keys' records: sent to every task.  Else the
@@ -396,7 +400,7 @@ class SparkWriteJob:
         from pyspark.sql.types import StructType
 
         from lakesdk.engine.global_index import STORED_PART, route_moves
-        extra = [F.col(STORED_ORDERING)] if STORED_ORDERING in index.columns else []
+        extra = [F.col(c) for c in (STORED_ORDERING, ROW) if c in index.columns]
         idx = index.select(F.col(KEY).alias("_ik"), F.col(PART).alias(STORED_PART), F.col(FID), *extra)
         n = shuffle_partitions(self.spark)
         idx = F.broadcast(idx) if self._small_index else idx.repartition(n, "_ik").hint("merge")
@@ -433,7 +437,8 @@ class SparkWriteJob:
                 hi = 1.0 + 1e-9 if i == len(bs) - 1 else lo + w
                 rows.append((part, lo, hi, fid))
                 lo = hi
-        self._new_groups = len({r[3] for r in rows} - set(self.ctx.targets))
+        self._new_fids = {r[3] for r in rows} - set(self.ctx.targets)
+        self._new_groups = len(self._new_fids)
         if not rows:
             return df
         bdf = F.broadcast(self.spark.createDataFrame(rows, "_bp string, _lo double, _hi double, _bf string"))
@@ -463,13 +468,12 @@ class SparkWriteJob:
 
         # one shuffle by file group, into a number of partitions fixed here: adaptive execution
         # would coalesce this shuffle by its bytes (the incoming records), while a task's work
-        # is the file groups it rewrites; two partitions per file group (fewer hash collisions),
-        # at most two per core.  Each task's records sorted by file group reach Python as
+        # is the file groups it rewrites; each file group to a task of its own, up to two per
+        # core (:func:`by_task`).  Each task's records sorted by file group reach Python as
         # batches (mapInArrow: cheaper than a grouped map) and are cut into file groups there,
         # one group in memory at a time.
-        p = parallelism(self.spark)
-        groups = len(ctx.targets) + self._new_groups
-        df = df.repartition(max(1, min(2 * groups, 2 * p)), F.col(FID)).sortWithinPartitions(F.col(FID))
+        groups = sorted((set(ctx.targets) if self._touched is None else self._touched) | self._new_fids)
+        df = by_task(self.spark, df, FID, groups).sortWithinPartitions(F.col(FID))
         rows = self._collect(df.mapInArrow(fn, _stat_schema()))
         stats = [WriteStat.from_dict(json.loads(r["stat"])) for r in rows]
         total = MergeCounts()

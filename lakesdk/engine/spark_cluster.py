@@ -1,13 +1,15 @@
 """What lakesdk asks of a Spark session's cluster, classic or Spark Connect: its parallelism,
-and from it the number of partitions of a write's shuffles."""
+from it the number of partitions of a write's shuffles, and how to send each file group's
+records to a task of its own."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["parallelism", "shuffle_partitions"]
+__all__ = ["parallelism", "shuffle_partitions", "by_task"]
 
 _CONNECT_PARALLELISM: dict[str, int] = {}   # by Spark Connect session id
+_SLOTS: dict[int, list[int]] = {}   # by partition count: a value that hashes to each partition
 
 
 def parallelism(spark: Any) -> int:
@@ -43,3 +45,34 @@ def shuffle_partitions(spark: Any) -> int:
     a session lakesdk did not start has Spark's default of 200, and a DataFrame the write
     persists keeps its partitions (adaptive execution does not coalesce a cached plan)."""
     return 2 * parallelism(spark)
+
+
+def by_task(spark: Any, df: Any, column: str, values: list[str]) -> Any:
+    """``df`` repartitioned so that the rows of each of ``values`` (of ``column``: file ids)
+    go to a task of their own, dealt in turn when there are more than twice the cores: one
+    shuffle into ``min(len(values), 2 * cores)`` partitions.  Hashing the values themselves
+    would put two file groups in one task as often as not (two groups into four partitions
+    share one a quarter of the time, and that task then rewrites both while a core idles).
+    Each value is mapped to a number that Spark's hash partitioning sends to the partition
+    chosen for it; a value not listed goes where its number's hash (null's) sends it."""
+    from pyspark.sql import functions as F
+    n = max(1, min(len(values), 2 * parallelism(spark)))
+    slots = _slots(spark, n)
+    pairs = [x for i, v in enumerate(sorted(values)) for x in (F.lit(v), F.lit(slots[i % n]).cast("long"))]
+    slot = F.create_map(*pairs)[F.col(column)] if pairs else F.lit(None).cast("long")
+    return df.repartition(n, slot.alias("_lk_slot"))
+
+
+def _slots(spark: Any, n: int) -> list[int]:
+    """For each of ``n`` partitions, a long that Spark's hash partitioning into ``n`` sends
+    there (``pmod(hash(v), n)``, as ``repartition`` computes it): found once per count by a
+    small query, remembered."""
+    if n not in _SLOTS:
+        from pyspark.sql import functions as F
+        rows = (spark.range(0, 64 * n).select(F.col("id"), F.pmod(F.hash(F.col("id")), F.lit(n)).alias("p"))
+                .groupBy("p").agg(F.min("id").alias("v")).collect())
+        found = {int(r["p"]): int(r["v"]) for r in rows}
+        if len(found) < n:   # not seen in 64n draws: cannot happen in practice
+            raise RuntimeError(f"no value hashes to every one of {n} partitions")
+        _SLOTS[n] = [found[p] for p in range(n)]
+    return _SLOTS[n]
