@@ -44,13 +44,14 @@ The last line printed is the summary::
 
     write: rows=N bulk_vs_pyarrow=X upsert_vs_deltalake=X upsert_vs_pyiceberg=X read_vs_deltalake=X
            read_vs_hudi_rs=X upsert_mem_vs_deltalake=X pyiceberg_speedup=X mdt_bulk=X mdt_upsert=X
-           bulk_vs_floor=X upsert_vs_floor=X floor_vs_pyarrow=X
+           bulk_vs_floor=X upsert_vs_floor=X floor_vs_pyarrow=X bloom=c|numpy
 
 (one line; ratios are lakesdk time / peer time, except ``pyiceberg_speedup`` = pyiceberg
 upsert time / lakesdk upsert time, and ``mdt_bulk``/``mdt_upsert`` = lakesdk time keeping the
 metadata table (the default) / lakesdk time without it (``metadata=False``), same run;
 ``bulk_vs_floor``/``upsert_vs_floor`` = lakesdk time / the floor's, and ``floor_vs_pyarrow`` = the
-floor's bulk write / plain pyarrow's).
+floor's bulk write / plain pyarrow's); ``bloom``: whether lakesdk's C part hashed the bloom filters
+(``c``) or numpy did (the C part is not built where no C compiler was at install).
 """
 
 from __future__ import annotations
@@ -368,6 +369,9 @@ def report(res: Results, args: argparse.Namespace) -> str:
               f"deltalake {info['delta_upsert_peak'] / MiB:.0f} MiB (includes the idle Spark JVM); Arrow's memory "
               f"pool: {pa.default_memory_pool().backend_name} (ARROW_DEFAULT_MEMORY_POOL; deltalake allocates "
               "outside it)")
+    from lakesdk.format import bloom_hash
+    bloom = "c" if bloom_hash.native is not None else "numpy"
+    print(f"bloom filters hashed by {'lakesdk C part' if bloom == 'c' else 'numpy (lakesdk C part not built)'}")
     print_load_and_rounds(res)
     if ice_to:
         print(f"pyiceberg upsert did not finish within --iceberg-timeout={args.iceberg_timeout:.0f}s: "
@@ -382,7 +386,7 @@ def report(res: Results, args: argparse.Namespace) -> str:
             f"mdt_upsert={ratio(t.get('lakesdk_upsert'), t.get('lakesdk_upsert_nomdt'))} "
             f"bulk_vs_floor={ratio(t.get('lakesdk_bulk'), t.get('floor_write'))} "
             f"upsert_vs_floor={ratio(t.get('lakesdk_upsert'), t.get('floor_rewrite'))} "
-            f"floor_vs_pyarrow={ratio(t.get('floor_write'), t.get('pyarrow_write'))}")
+            f"floor_vs_pyarrow={ratio(t.get('floor_write'), t.get('pyarrow_write'))} bloom={bloom}")
 
 
 # ---------------------------------------------------------------------------------- main
