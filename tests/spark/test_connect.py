@@ -59,6 +59,7 @@ CONNECT_MODULES = [
     "tests/services/test_archival.py", "tests/services/test_savepoint.py", "tests/services/test_services_cases.py",
     "tests/services/test_crash.py", "tests/services/test_damaged_tables.py", "tests/services/test_service_races.py",
     "tests/index/test_global_index.py", "tests/index/test_bloom.py", "tests/index/test_record_index.py",
+    "tests/index/test_bloom_option.py", "tests/spark/test_file_group_tasks.py",
     "tests/metadata_table/test_column_stats.py", "tests/metadata_table/test_never_stale.py",
     "tests/concurrency/test_transaction.py", "tests/concurrency/test_early_conflict.py",
     # the API, the command line, the widgets
