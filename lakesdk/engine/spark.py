@@ -145,13 +145,12 @@ class SparkWriteJob:
         self._small_index = False   # key_index returned the pruned index (the incoming keys' records only)
         self.record_index: Any = None   # (slices, keys) -> the slices the record index names for the keys
         self.key_ranges: Any = None     # partitions -> (partition, base file name) -> record key range
-        self._new_groups = 0   # new file groups assign_inserts planned
-        self._new_fids: set[str] = set()
+        self._new_fids: set[str] = set()   # new file groups assign_inserts planned
         self._touched: set[str] | None = None   # the stored file groups the records update (small index)
         self._inserts: dict[str, int] | None = None   # untagged upserts by partition, known on the driver
         self._persisted: list[Any] = []   # DataFrames kept for the write's later jobs (released after it)
         self._keys_alone = False   # the records' partition path is a constant (a delete by keys alone)
-        self._keys: tuple[Any, pa.Table] | None = None   # (records, their keys) the combine collected
+        self._keys: tuple[Any, pa.Table] | None = None   # (records, their keys) collected last
 
     # -- preparation -------------------------------------------------------------------------
     def with_keys(self, df: Any, op: int, *, global_keys: bool = False) -> Any:
@@ -222,19 +221,14 @@ class SparkWriteJob:
         return _first_by_key(df, order, n, self._shuffle_keys(by_key_alone))
 
     def _unique_keys(self, df: Any) -> bool:
-        """Whether no (partition, key) is twice in ``df``, told from its keys on the driver (up to
-        ``DRIVER_INDEX_KEYS``; False beyond), kept for the key index (:meth:`_incoming_keys`); ``df``
-        is persisted for the write's later jobs.  A batch without a repeated key skips the combine."""
-        from pyspark.sql import functions as F
-        self._persist(df)
-        t = df.select(F.col(PART), F.col(KEY), F.col(OP)).limit(DRIVER_INDEX_KEYS + 1).toArrow()
-        if t.num_rows > DRIVER_INDEX_KEYS:
+        """Whether no (partition, key) is twice in ``df``, told from its keys on the driver
+        (:meth:`_incoming_keys`, which the key index then takes as collected; False beyond
+        ``DRIVER_INDEX_KEYS``).  A batch without a repeated key skips the combine."""
+        t = self._incoming_keys(df)
+        if t is None:
             return False
         cols = [KEY] if self._shuffle_keys() == [KEY] else [PART, KEY]
-        if t.select(cols).group_by(cols).aggregate([]).num_rows != t.num_rows:
-            return False
-        self._keys = (df, t)
-        return True
+        return t.select(cols).group_by(cols).aggregate([]).num_rows == t.num_rows
 
     def combine_deletes(self, df: Any) -> Any:
         """One delete per (partition, key): one without an ordering value (it always applies),
@@ -318,11 +312,14 @@ class SparkWriteJob:
         """(partition, key) of the incoming records on the driver, or None when there are
         more than ``DRIVER_INDEX_KEYS`` (the index then reads every key in Spark tasks)."""
         from pyspark.sql import functions as F
-        if self._keys is not None and self._keys[0] is data:   # collected by the combine's check
+        if self._keys is not None and self._keys[0] is data:   # collected already (the combine's check)
             return self._keys[1]
         self._persist(data)   # the write reads the records again: combined once, not per job
         t = data.select(F.col(PART), F.col(KEY), F.col(OP)).limit(DRIVER_INDEX_KEYS + 1).toArrow()
-        return None if t.num_rows > DRIVER_INDEX_KEYS else t
+        if t.num_rows > DRIVER_INDEX_KEYS:
+            return None
+        self._keys = (data, t)
+        return t
 
     def key_index(self, slices: list[Any], slice_ctx: Any = None, data: Any = None, *,
                   global_keys: bool = False) -> Any:
@@ -438,7 +435,6 @@ class SparkWriteJob:
                 rows.append((part, lo, hi, fid))
                 lo = hi
         self._new_fids = {r[3] for r in rows} - set(self.ctx.targets)
-        self._new_groups = len(self._new_fids)
         if not rows:
             return df
         bdf = F.broadcast(self.spark.createDataFrame(rows, "_bp string, _lo double, _hi double, _bf string"))

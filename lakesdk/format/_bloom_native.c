@@ -91,6 +91,68 @@ static inline uint32_t bit_of(uint32_t h, uint32_t size) {
     return a % size;
 }
 
+/* What to do with the hashes h of keys first .. first + cn - 1 under hash round r: their bit
+ * positions are bit_of(h[i], vs). */
+typedef void (*emit_t)(void *to, int64_t first, int r, const uint32_t *h, int cn, uint32_t vs);
+
+/* Every key's nb hashes, for a vector of vs bits, handed to emit a chunk and a round at a time.
+ * Runs without the GIL; -1 when out of memory. */
+#if defined(__GNUC__)
+#define INLINE static inline __attribute__((always_inline))
+#else
+#define INLINE static inline
+#endif
+
+/* (inlined at each use, so that the compiler calls emit directly, in the round's own loop) */
+INLINE int hash_keys(const uint8_t *data, const int64_t *off, int64_t n, int nb, uint32_t vs, emit_t emit, void *to) {
+    chunk_t *c = (chunk_t *)calloc(1, sizeof(chunk_t));
+    if (c == NULL) return -1;
+    int rc = 0;
+    for (int64_t first = 0; first < n; first += CHUNK) {
+        int cn = (int)(n - first < CHUNK ? n - first : CHUNK);
+        if (prepare(c, data, off, first, cn) < 0) {
+            rc = -1;
+            break;
+        }
+        for (int r = 0; r < nb; r++) {
+            next_hash(c, cn);
+            emit(to, first, r, c->h, cn, vs);
+        }
+    }
+    free(c->blocks);
+    free(c);
+    return rc;
+}
+
+/* set_bits: each position set in its key's row of packed bits */
+typedef struct {
+    uint8_t *out;
+    const int64_t *rows;   /* NULL: row 0 */
+    Py_ssize_t row_bytes;
+} packed_t;
+
+static void set_packed(void *to, int64_t first, int r, const uint32_t *h, int cn, uint32_t vs) {
+    (void)r;
+    packed_t *p = (packed_t *)to;
+    for (int i = 0; i < cn; i++) {
+        uint32_t at = bit_of(h[i], vs);
+        uint8_t *row = p->out + (p->rows ? p->rows[first + i] : 0) * p->row_bytes;
+        row[at >> 3] |= (uint8_t)(1u << (at & 7));
+    }
+}
+
+/* positions: each round's positions in its row of an (nb, n) table */
+typedef struct {
+    uint32_t *out;
+    int64_t n;
+} table_t;
+
+static void copy_positions(void *to, int64_t first, int r, const uint32_t *h, int cn, uint32_t vs) {
+    table_t *t = (table_t *)to;
+    uint32_t *dst = t->out + (size_t)r * t->n + first;
+    for (int i = 0; i < cn; i++) dst[i] = bit_of(h[i], vs);
+}
+
 typedef struct {
     Py_buffer data, off, rows, out;
 } buffers_t;
@@ -158,35 +220,12 @@ static PyObject *set_bits(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "out must be writable");
         goto fail;
     }
-    chunk_t *c = (chunk_t *)calloc(1, sizeof(chunk_t));
-    if (c == NULL) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    int failed = 0;
+    packed_t to = {(uint8_t *)b.out.buf, rows, row_bytes};
+    int rc;
     Py_BEGIN_ALLOW_THREADS
-    const uint8_t *data = (const uint8_t *)b.data.buf;
-    const int64_t *off = (const int64_t *)b.off.buf;
-    uint8_t *out = (uint8_t *)b.out.buf;
-    for (int64_t first = 0; first < n && !failed; first += CHUNK) {
-        int cn = (int)(n - first < CHUNK ? n - first : CHUNK);
-        if (prepare(c, data, off, first, cn) < 0) {
-            failed = 1;
-            break;
-        }
-        for (int r = 0; r < nb; r++) {
-            next_hash(c, cn);
-            for (int i = 0; i < cn; i++) {
-                uint64_t at = (uint64_t)bit_of(c->h[i], vs);
-                uint8_t *row = out + (rows ? rows[first + i] : 0) * row_bytes;
-                row[at >> 3] |= (uint8_t)(1u << (at & 7));
-            }
-        }
-    }
+    rc = hash_keys((const uint8_t *)b.data.buf, (const int64_t *)b.off.buf, n, nb, vs, set_packed, &to);
     Py_END_ALLOW_THREADS
-    free(c->blocks);
-    free(c);
-    if (failed) {
+    if (rc < 0) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -212,32 +251,12 @@ static PyObject *positions(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "out: a writable uint32 buffer of nb_hash * n values expected");
         goto fail;
     }
-    chunk_t *c = (chunk_t *)calloc(1, sizeof(chunk_t));
-    if (c == NULL) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    int failed = 0;
+    table_t to = {(uint32_t *)b.out.buf, n};
+    int rc;
     Py_BEGIN_ALLOW_THREADS
-    const uint8_t *data = (const uint8_t *)b.data.buf;
-    const int64_t *off = (const int64_t *)b.off.buf;
-    uint32_t *out = (uint32_t *)b.out.buf;
-    for (int64_t first = 0; first < n; first += CHUNK) {
-        int cn = (int)(n - first < CHUNK ? n - first : CHUNK);
-        if (prepare(c, data, off, first, cn) < 0) {
-            failed = 1;
-            break;
-        }
-        for (int r = 0; r < nb; r++) {
-            next_hash(c, cn);
-            uint32_t *dst = out + (size_t)r * n + first;
-            for (int i = 0; i < cn; i++) dst[i] = bit_of(c->h[i], vs);
-        }
-    }
+    rc = hash_keys((const uint8_t *)b.data.buf, (const int64_t *)b.off.buf, n, nb, vs, copy_positions, &to);
     Py_END_ALLOW_THREADS
-    free(c->blocks);
-    free(c);
-    if (failed) {
+    if (rc < 0) {
         PyErr_NoMemory();
         goto fail;
     }
