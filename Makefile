@@ -34,7 +34,8 @@ demo: $(DEMO_STAMP) java
 $(BIN)/uv: | $(BIN)/python
 	$(BIN)/python -m pip install -q "uv>=0.8"
 
-$(STAMP): pyproject.toml uv.lock | $(BIN)/uv
+# the C part (lakesdk/format/*.c) is built again when it changes (uv's cache-keys name it too)
+$(STAMP): pyproject.toml uv.lock $(wildcard lakesdk/format/*.c) | $(BIN)/uv
 	@bash scripts/system-deps.sh
 	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/uv sync -q --locked --inexact --active --all-extras --group dev
 	@touch $(STAMP)
