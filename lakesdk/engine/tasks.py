@@ -29,7 +29,7 @@ from lakesdk.format.bloom_builder import file_footer
 from lakesdk.format.cdc import logging_mode
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id
-from lakesdk.format.keys import HUDI_ENCODING, partition_paths, record_keys
+from lakesdk.format.keys import HUDI_ENCODING, partition_paths, record_keys, sequence_numbers
 from lakesdk.format.schema import META_FIELDS, with_meta_fields
 from lakesdk.merge.ordering import (
     KEY,
@@ -191,8 +191,7 @@ def add_key_columns(ctx: WriteContext, batch: pa.Table) -> pa.Table:
 
 
 def _seqnos(instant: str, partition_id: int, n: int, start: int = 0) -> pa.Array:
-    idx = pc.cast(pa.array(np.arange(start, start + n, dtype=np.int64)), pa.string())
-    return pc.binary_join_element_wise(f"{instant}_{partition_id}_", idx, "")
+    return sequence_numbers(instant, partition_id, n, start)
 
 
 def _with_meta(ctx: WriteContext, rows: pa.Table, file_name: str, task: TaskInfo, seq_start: int) -> pa.Table:

@@ -1,6 +1,9 @@
 /*
  * Hudi's bloom filters, hashed and tested in C: the optional native part of
- * lakesdk.format.bloom_hash (which does the same work with numpy when this module is not built).
+ * lakesdk.format.bloom_hash (which does the same work with numpy when this module is not built);
+ * with the other per-record work of a base file that Arrow does slower: the least and greatest
+ * key of the footer (lakesdk.format.bloom.key_range) and the text of the records' sequence
+ * numbers (lakesdk.format.keys.sequence_numbers).
  *
  * A key's bits: its UTF-8 bytes hashed nb times with Hadoop's 32-bit MurmurHash2 (tail bytes
  * sign-extended, as Java's bytes are), each time seeded with the previous hash (0 first); bit
@@ -13,6 +16,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,16 +348,141 @@ done:
     return result;
 }
 
+/* Byte order of keys i and j (as memcmp, the shorter first on a tie), their first 8 bytes
+ * compared as one big-endian number first. */
+static inline uint64_t head8(const uint8_t *p, int64_t len) {
+    uint64_t v = 0;
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (len >= 8) {
+        memcpy(&v, p, 8);
+        return __builtin_bswap64(v);
+    }
+#endif
+    int64_t k = len < 8 ? len : 8;
+    for (int64_t i = 0; i < k; i++) v |= (uint64_t)p[i] << (56 - 8 * i);
+    return v;
+}
+
+static inline int compare_keys(const uint8_t *d, const int64_t *o, int64_t i, uint64_t hi_, int64_t j, uint64_t hj) {
+    if (hi_ != hj) return hi_ < hj ? -1 : 1;
+    int64_t li = o[i + 1] - o[i], lj = o[j + 1] - o[j];
+    int64_t m = li < lj ? li : lj;
+    for (int64_t k = 8; k < m; k += 8) {    /* the next 8 bytes of both, as one number each */
+        uint64_t a = head8(d + o[i] + k, m - k), b = head8(d + o[j] + k, m - k);
+        if (a != b) return a < b ? -1 : 1;
+    }
+    return (li > lj) - (li < lj);
+}
+
+PyDoc_STRVAR(key_range_doc,
+"key_range(data, offsets) -> (least, greatest)\n\n"
+"The indices of the least and the greatest key in byte order (the first of equal keys);\n"
+"(-1, -1) when there is no key.");
+
+static PyObject *key_range(PyObject *self, PyObject *args) {
+    buffers_t b = {0};
+    if (!PyArg_ParseTuple(args, "y*y*", &b.data, &b.off)) goto fail;
+    int64_t n;
+    if (keys_of(&b, &n) < 0) goto fail;
+    int64_t lo = -1, hi = -1;
+    Py_BEGIN_ALLOW_THREADS
+    const uint8_t *d = (const uint8_t *)b.data.buf;
+    const int64_t *o = (const int64_t *)b.off.buf;
+    if (n > 0) {
+        lo = hi = 0;
+        uint64_t hlo = head8(d + o[0], o[1] - o[0]), hhi = hlo;
+        for (int64_t i = 1; i < n; i++) {
+            uint64_t h = head8(d + o[i], o[i + 1] - o[i]);
+            if (compare_keys(d, o, i, h, lo, hlo) < 0) {
+                lo = i;
+                hlo = h;
+            } else if (compare_keys(d, o, i, h, hi, hhi) > 0) {
+                hi = i;
+                hhi = h;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    release(&b);
+    return Py_BuildValue("LL", (long long)lo, (long long)hi);
+fail:
+    release(&b);
+    return NULL;
+}
+
+PyDoc_STRVAR(decimals_doc,
+"decimals(prefix, start, offsets, data)\n\n"
+"The strings prefix + the decimal digits of start, start + 1, ... (start >= 0), one per\n"
+"offset: ``offsets`` (int32, n + 1) and ``data`` (uint8, exactly the strings' bytes) filled.");
+
+static PyObject *decimals(PyObject *self, PyObject *args) {
+    Py_buffer prefix = {0}, off = {0}, data = {0};
+    long long start;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*Lw*w*", &prefix, &start, &off, &data)) goto done;
+    if (start < 0 || off.len % 4 || off.len < 4) {
+        PyErr_SetString(PyExc_ValueError, "start >= 0 and n + 1 int32 offsets expected");
+        goto done;
+    }
+    int64_t n = off.len / 4 - 1;
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    char digits[24];             /* the current number's digits, right-aligned in digits[4..23] */
+    int width = 0;
+    unsigned long long v = (unsigned long long)start;
+    do {
+        digits[23 - width++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    int32_t *o = (int32_t *)off.buf;
+    uint8_t *out = (uint8_t *)data.buf;
+    const int64_t cap = data.len, lp = prefix.len;
+    int64_t pos = 0;
+    o[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (pos + lp + width > cap || pos + lp + width > INT32_MAX) {
+            ok = 0;
+            break;
+        }
+        memcpy(out + pos, prefix.buf, (size_t)lp);
+        memcpy(out + pos + lp, digits + 24 - width, (size_t)width);
+        pos += lp + width;
+        o[i + 1] = (int32_t)pos;
+        int k = 23;              /* the next number: add one with carries */
+        while (k >= 24 - width && digits[k] == '9') digits[k--] = '0';
+        if (k >= 24 - width) {
+            digits[k]++;
+        } else if (width < 20) {
+            digits[23 - width++] = '1';
+        }
+    }
+    if (pos != cap) ok = 0;
+    Py_END_ALLOW_THREADS
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "data: exactly the bytes of the strings expected");
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (prefix.obj) PyBuffer_Release(&prefix);
+    if (off.obj) PyBuffer_Release(&off);
+    if (data.obj) PyBuffer_Release(&data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"set_bits", set_bits, METH_VARARGS, set_bits_doc},
     {"positions", positions, METH_VARARGS, positions_doc},
     {"test", test, METH_VARARGS, test_doc},
+    {"key_range", key_range, METH_VARARGS, key_range_doc},
+    {"decimals", decimals, METH_VARARGS, decimals_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_bloom_native",
-    "Hudi's bloom filters hashed and tested in C (see lakesdk.format.bloom_hash).", -1, methods,
+    "Hudi's bloom filters hashed and tested in C, key ranges and sequence numbers (see lakesdk.format.bloom_hash).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__bloom_native(void) { return PyModule_Create(&module); }

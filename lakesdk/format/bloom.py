@@ -372,10 +372,24 @@ def dynamic_rows(start: int, n: int, nr: int, cap: int) -> np.ndarray:
     """The row Hudi's ``InternalDynamicBloomFilter.add`` puts the keys ``start`` to
     ``start + n - 1`` of a file in: ``nr`` keys a row until there are ``cap`` rows, then the
     first to row 0 and the next ones to rows 0, 1, ... in turn."""
-    i = np.arange(start, start + n, dtype=np.int64)
-    filled = cap * nr
-    late = i - filled
-    return np.where(i < filled, i // nr, np.where(late <= 0, 0, (late - 1) % cap))
+    out = np.empty(n, np.int64)
+    end, filled = start + n, cap * nr
+    a = min(end, filled)           # keys before the bound: runs of ``nr`` keys a row
+    if a > start:
+        first, last = start // nr, (a - 1) // nr
+        runs = np.full(last - first + 1, nr, np.int64)
+        runs[0] -= start - first * nr
+        runs[-1] -= (last + 1) * nr - a
+        out[: a - start] = np.repeat(np.arange(first, last + 1, dtype=np.int64), runs)
+    lo = max(start, filled)        # then key ``filled + late`` goes to row 0 (late 0) or (late - 1) % cap
+    if end > lo:
+        late0, k = lo - filled, lo - start
+        if late0 == 0:
+            out[k] = 0
+            late0, k = 1, k + 1
+        cycle = np.roll(np.arange(cap, dtype=np.int64), -((late0 - 1) % cap))
+        out[k:] = np.tile(cycle, -(-(n - k) // cap))[: n - k]
+    return out
 
 
 def _dynamic_rows(n: int, nr: int, max_nr: int) -> tuple[int, int, int, np.ndarray]:
@@ -408,10 +422,15 @@ def key_range(keys: pa.Array | pa.ChunkedArray) -> KeyRange | None:
     """The least and greatest key in Java's ``String`` order, as Hudi writes them."""
     if len(keys) == 0:
         return None
-    mm = pc.min_max(keys)
-    lo, hi = mm["min"].as_py(), mm["max"].as_py()
-    if lo is None or hi is None:
-        return None
+    if bloom_hash.native is not None and not keys.null_count and _is_text(keys.type):
+        data, off = utf8_buffers(keys)
+        i, j = bloom_hash.native.key_range(data, off)
+        lo, hi = _key_text(data, off, i), _key_text(data, off, j)
+    else:
+        mm = pc.min_max(keys)
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        if lo is None or hi is None:
+            return None
     if _has_astral(keys):   # UTF-16 order differs from byte order: compute it as Java does
         vals = [k for k in keys.to_pylist() if k is not None]
         lo = min(vals, key=lambda s: s.encode("utf-16-be"))
@@ -419,10 +438,18 @@ def key_range(keys: pa.Array | pa.ChunkedArray) -> KeyRange | None:
     return KeyRange(lo, hi)
 
 
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _key_text(data: np.ndarray, off: np.ndarray, i: int) -> str:
+    return data[int(off[i]): int(off[i + 1])].tobytes().decode("utf-8")
+
+
 def _has_astral(keys: pa.Array | pa.ChunkedArray) -> bool:
     """Does any key hold a character beyond U+FFFF (a 4-byte UTF-8 sequence)?"""
     data, _ = utf8_buffers(keys)
-    return bool(data.size) and bool((data >= 0xF0).any())
+    return bool(data.size) and int(data.max()) >= 0xF0
 
 
 def in_range(keys: pa.Array | pa.ChunkedArray, rng: KeyRange) -> np.ndarray:

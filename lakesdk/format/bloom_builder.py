@@ -68,6 +68,8 @@ class FooterBuilder:
         n = len(keys)
         if not n:
             return
+        if isinstance(keys, pa.ChunkedArray) and keys.num_chunks > 1:
+            keys = keys.combine_chunks()    # once, for the range, the check and the hashes
         rng = key_range(keys)
         if rng is not None:
             if self._range is None:
@@ -121,8 +123,10 @@ class FooterBuilder:
         return bf
 
     def finish(self) -> tuple[dict[bytes, bytes], FooterIndex | None]:
-        """(footer entries, what they tell the key index); ``({}, None)`` for a file of no key."""
-        if not self.count:
+        """(footer entries, what they tell the key index).  A file of no key has no key range
+        and, with a bloom filter, an empty one (as Hudi's ``HoodieBloomFilterWriteSupport`` writes
+        it, and its bloom index reads it); without one, ``({}, None)``."""
+        if not self.count and not (self._hashing and self.config is not None):
             return {}, None
         out: dict[bytes, bytes] = {}
         index = FooterIndex(self._range, rows=self.count)

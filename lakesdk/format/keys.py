@@ -36,6 +36,9 @@ Every value either reads back exactly or is refused, before anything is written,
 Without it, values holding ``/`` or a control character, and (not hive style) values starting with ``.`` or
 ``_`` or holding ``=``, are refused; so is a path segment longer than 255 bytes.
 
+Sequence number (``_hoodie_commit_seqno``): ``<instant>_<task partition>_<record number>``,
+as Hudi's ``HoodieRecord.generateSequenceId`` writes it (:func:`sequence_numbers`).
+
 >>> import pyarrow as pa
 >>> t = pa.table({"id": [1, 2], "city": ["sf", None]})
 >>> record_keys(t, ("id",), "SIMPLE").to_pylist()
@@ -52,6 +55,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -63,7 +67,7 @@ from lakesdk.exceptions import (
     NullKeyError,
 )
 
-__all__ = ["record_keys", "partition_paths", "parse_partition_path", "DEFAULT_PARTITION",
+__all__ = ["sequence_numbers", "record_keys", "partition_paths", "parse_partition_path", "DEFAULT_PARTITION",
            "escape_partition_value", "unescape_partition_value", "partition_value_problem",
            "HUDI_ENCODING", "LEGACY_ENCODING", "KEY_ENCODINGS", "NULL_PLACEHOLDER", "EMPTY_PLACEHOLDER",
            "is_composite", "has_missing_key_parts", "legacy_key_pattern", "stored_key_encoding",
@@ -369,3 +373,22 @@ def parse_partition_path(path: str, fields: tuple[str, ...], *, hive_style: bool
     return out
 
 
+
+
+def sequence_numbers(instant: str, partition_id: int, n: int, start: int = 0) -> pa.Array:
+    """``_hoodie_commit_seqno`` of ``n`` records, numbered from ``start`` in task
+    ``partition_id`` of the write of ``instant``: ``"<instant>_<partition_id>_<number>"``."""
+    prefix = f"{instant}_{partition_id}_".encode()
+    # bytes of the numbers' digits: those of each digit count, the numbers start..start+n-1
+    total, lo, end = n * len(prefix), start, start + n
+    while lo < end:
+        top = min(end, 10 ** len(str(lo)))
+        total += (top - lo) * len(str(lo))
+        lo = top
+    from lakesdk.format.bloom_hash import native
+    if native is None or total >= 1 << 31 or n == 0:
+        idx = pc.cast(pa.array(np.arange(start, start + n, dtype=np.int64)), pa.string())
+        return pc.binary_join_element_wise(prefix.decode(), idx, "")
+    off, data = np.empty(n + 1, np.int32), np.empty(total, np.uint8)
+    native.decimals(prefix, start, off, data)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(off), pa.py_buffer(data)])

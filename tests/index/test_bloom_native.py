@@ -104,3 +104,64 @@ def test_the_c_part_refuses_bad_buffers():
         NATIVE.set_bits(data, off, np.array([0, 1], np.int64), 3, 100, 13, np.zeros(13, np.uint8))   # row 1 absent
     with pytest.raises(ValueError):
         NATIVE.set_bits(data, np.array([0, 5, 3], np.int64), None, 3, 100, 13, np.zeros(13, np.uint8))
+    with pytest.raises(ValueError):
+        NATIVE.key_range(data, np.array([0, 5, 3], np.int64))              # offsets beyond the data
+    with pytest.raises(ValueError):
+        NATIVE.decimals(b"p_", 7, np.empty(3, np.int32), np.empty(5, np.uint8))   # data too small
+    with pytest.raises(ValueError):
+        NATIVE.decimals(b"p_", 7, np.empty(3, np.int32), np.empty(50, np.uint8))  # data too large
+    with pytest.raises(ValueError):
+        NATIVE.decimals(b"p_", -1, np.empty(2, np.int32), np.empty(4, np.uint8))  # a negative number
+
+
+# keys whose order is decided past their first 8 bytes, by length, by a zero byte, by bytes >= 0x80
+_tricky = st.sampled_from(["", "a", "a\x00", "\x00", "aaaaaaaa", "aaaaaaaa\x00", "aaaaaaaab", "é", "\xff",
+                           "zzzzzzzzzzzzzzzzz", "aaaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaab"])
+range_keys_st = st.lists(st.one_of(st.text(max_size=20), st.lists(_tricky, max_size=4).map("".join),
+                                   st.integers(0, 10**12).map(str)), min_size=1, max_size=200)
+
+
+@needs_native
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=range_keys_st, large=st.booleans(), chunks=st.integers(1, 3))
+def test_key_ranges_are_arrows(monkeypatch, keys, large, chunks):
+    """The footer's least and greatest key (Java's order: the byte order, or UTF-16's with
+    characters beyond U+FFFF) from C as from ``pyarrow.compute.min_max``."""
+    arr = pa.array(keys, pa.large_string() if large else pa.string())
+    step = -(-len(keys) // chunks)
+    chunked = pa.chunked_array([arr.slice(i, step) for i in range(0, len(keys), step)], arr.type)
+    got = B.key_range(chunked)
+    with monkeypatch.context() as m:
+        _numpy(m)
+        want = B.key_range(chunked)
+    assert (got.min, got.max) == (want.min, want.max)
+    assert got.min == min(keys, key=lambda s: s.encode("utf-16-be"))
+    assert got.max == max(keys, key=lambda s: s.encode("utf-16-be"))
+
+
+@needs_native
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(start=st.one_of(st.integers(0, 2000), st.integers(0, 2**62), st.sampled_from([9, 99, 10**9 - 3, 10**18 - 2])),
+       n=st.integers(0, 300), partition=st.integers(0, 100_000), instant=st.sampled_from(["20260101000000000", "1", ""]))
+def test_sequence_numbers_are_arrows(monkeypatch, start, n, partition, instant):
+    """``_hoodie_commit_seqno`` from C as Arrow computes it: ``<instant>_<partition>_<number>``."""
+    from lakesdk.format.keys import sequence_numbers
+    got = sequence_numbers(instant, partition, n, start)
+    got.validate(full=True)
+    with monkeypatch.context() as m:
+        _numpy(m)
+        want = sequence_numbers(instant, partition, n, start)
+    assert got.type == want.type == pa.string() and got.equals(want)
+    assert got.to_pylist() == [f"{instant}_{partition}_{start + i}" for i in range(n)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(start=st.integers(0, 400), n=st.integers(0, 400), nr=st.integers(1, 50), cap=st.integers(1, 12))
+def test_dynamic_rows_are_hudis(start, n, nr, cap):
+    """The row of each key of a dynamic filter (``InternalDynamicBloomFilter.add``), key by key:
+    ``nr`` keys a row until ``cap`` rows are full; then the next key goes to row 0 (the row is
+    reset) and the ones after it to rows 0, 1, ... in turn."""
+    filled = cap * nr
+    want = [i // nr if i < filled else 0 if i == filled else (i - filled - 1) % cap for i in range(start, start + n)]
+    got = B.dynamic_rows(start, n, nr, cap)
+    assert got.dtype == np.int64 and got.tolist() == want
