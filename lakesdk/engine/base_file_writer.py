@@ -10,6 +10,7 @@ through the storage's output stream elsewhere.
 
 from __future__ import annotations
 
+import base64
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable
@@ -94,6 +95,9 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
     stale = {k: v for k, v in (first.schema.metadata or {}).items() if k not in FOOTER_KEYS}
     schema = first.schema.with_metadata(stale) if stale else first.schema.remove_metadata()
     options = parquet_options(compression, first, statistics)
+    named = _named_schema(schema)
+    if named is not None:       # the writer's own ARROW:schema would name the dictionaries
+        options["store_schema"] = False
     head = [first]       # each piece let go once written (a rewrite's row group): not held here
     del first
     builder = FooterBuilder(bloom) if footer is None else None
@@ -137,6 +141,8 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
         finally:
             side.shutdown(wait=True, cancel_futures=True)
         entries, index = footer if footer is not None else builder.finish() if builder is not None else ({}, None)
+        if named is not None:
+            entries = {**named, **entries}
         if entries:
             w.add_key_value_metadata(entries)
         if index is not None:   # a footer given (kept from the stored file) was of its row count
@@ -169,6 +175,20 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
         if not injected:
             _remove(storage, path)
         raise
+
+
+def _named_schema(schema: pa.Schema) -> dict[bytes, bytes] | None:
+    """The footer's ``ARROW:schema`` (and the schema's own entries) of a file written from
+    columns of ``schema``, some of them dictionary-encoded strings (a column of one value, as a
+    new file's commit time, file name and partition path: Parquet writes their dictionary as
+    given instead of hashing every value): the entries Arrow's writer stores for the same
+    columns as plain strings, so that readers find the schema every base file has.  None when
+    no column is a dictionary."""
+    if not any(pa.types.is_dictionary(f.type) for f in schema):
+        return None
+    plain = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema],
+                      metadata=schema.metadata)
+    return {b"ARROW:schema": base64.b64encode(plain.serialize().to_pybytes()), **(schema.metadata or {})}
 
 
 def _remove(storage: Storage, path: str) -> None:

@@ -22,6 +22,7 @@ from lakesdk.engine import group_merge
 from lakesdk.engine.base_file_writer import Footer, write_base_file
 from lakesdk.engine.footers import remember_footer
 from lakesdk.engine.group_merge import SlicePieces, StoredRows, merge_partial_into_base, merged_pieces, nan_statistics
+from lakesdk.engine.meta_columns import with_meta
 from lakesdk.engine.slice_reader import SliceReadContext, conform, read_slice
 from lakesdk.engine.stored_fields import keep_stored
 from lakesdk.format.bloom import BloomConfig
@@ -29,8 +30,8 @@ from lakesdk.format.bloom_builder import file_footer
 from lakesdk.format.cdc import logging_mode
 from lakesdk.format.commit_metadata import WriteStat
 from lakesdk.format.file_naming import BaseFile, make_write_token, new_file_id
-from lakesdk.format.keys import HUDI_ENCODING, partition_paths, record_keys, sequence_numbers
-from lakesdk.format.schema import META_FIELDS, with_meta_fields
+from lakesdk.format.keys import HUDI_ENCODING, partition_paths, record_keys
+from lakesdk.format.schema import with_meta_fields
 from lakesdk.merge.ordering import (
     KEY,
     OP,
@@ -190,22 +191,10 @@ def add_key_columns(ctx: WriteContext, batch: pa.Table) -> pa.Table:
     return batch
 
 
-def _seqnos(instant: str, partition_id: int, n: int, start: int = 0) -> pa.Array:
-    return sequence_numbers(instant, partition_id, n, start)
-
-
-def _with_meta(ctx: WriteContext, rows: pa.Table, file_name: str, task: TaskInfo, seq_start: int) -> pa.Table:
-    n = rows.num_rows
-    meta = {
-        "_hoodie_commit_time": pa.repeat(pa.scalar(ctx.instant, pa.string()), n),
-        "_hoodie_commit_seqno": _seqnos(ctx.instant, task.partition_id, n, seq_start),
-        "_hoodie_record_key": rows.column(KEY),
-        "_hoodie_partition_path": rows.column(PART),
-        "_hoodie_file_name": pa.repeat(pa.scalar(file_name, pa.string()), n),
-    }
-    data = conform(rows, ctx.schema)
-    arrays = [meta[m] for m in META_FIELDS] + data.columns
-    return pa.Table.from_arrays(arrays, schema=ctx.file_schema)
+def _with_meta(ctx: WriteContext, rows: pa.Table, file_name: str, task: TaskInfo, seq_start: int,
+               partition: str | None = None) -> pa.Table:
+    return with_meta(rows, instant=ctx.instant, file_name=file_name, partition_id=task.partition_id, seq_start=seq_start,
+                     schema=ctx.schema, file_schema=ctx.file_schema, partition=partition)
 
 
 def _mark(ctx: WriteContext, path: str, io_type: str) -> None:
@@ -381,7 +370,7 @@ def write_new_file(ctx: WriteContext, partition: str, file_id: str, rows: pa.Tab
     """Write ``rows`` as the first base file of a new file group (``footer``: the
     :func:`base_file_footer` of their keys, when computed already)."""
     path = new_file_path(ctx, partition, file_id, task)
-    t = _with_meta(ctx, rows, path.rsplit("/", 1)[-1], task, seq_start)
+    t = _with_meta(ctx, rows, path.rsplit("/", 1)[-1], task, seq_start, partition)
     t0 = time.perf_counter()
     footer = footer if footer is not None else base_file_footer(ctx, t.column(KEY))
     _mark(ctx, path, "CREATE")

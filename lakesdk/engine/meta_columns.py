@@ -1,0 +1,42 @@
+"""The five meta columns Hudi writes first in every record of a base file: commit time,
+sequence number (:func:`~lakesdk.format.keys.sequence_numbers`), record key, partition path
+and file name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from lakesdk.engine.slice_reader import conform
+from lakesdk.format.keys import sequence_numbers
+from lakesdk.format.schema import META_FIELDS
+from lakesdk.merge.ordering import KEY, PART
+
+__all__ = ["with_meta"]
+
+
+def with_meta(rows: pa.Table, *, instant: str, file_name: str, partition_id: int, seq_start: int,
+              schema: pa.Schema, file_schema: pa.Schema, partition: str | None = None) -> pa.Table:
+    """``rows`` (with their key columns, on the table's ``schema``) as the records of the base
+    file ``file_name`` written by task ``partition_id`` of the write of ``instant``, numbered
+    from ``seq_start``: their meta columns first, on the ``file_schema``.  ``partition``: the
+    partition path of every row, when they share one; the columns
+    of one value are then dictionaries of it, which the file's writer takes as they are
+    (written as plain strings: :func:`~lakesdk.engine.base_file_writer.write_base_file`)."""
+    n = rows.num_rows
+
+    def same(value: str) -> pa.Array:
+        if partition is None:
+            return pa.repeat(pa.scalar(value, pa.string()), n)
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
+
+    meta = {"_hoodie_commit_time": same(instant),
+            "_hoodie_commit_seqno": sequence_numbers(instant, partition_id, n, seq_start),
+            "_hoodie_record_key": rows.column(KEY),
+            "_hoodie_partition_path": rows.column(PART) if partition is None else same(partition),
+            "_hoodie_file_name": same(file_name)}
+    arrays = [meta[m] for m in META_FIELDS] + conform(rows, schema).columns
+    if partition is not None:
+        file_schema = pa.schema([f.with_type(arrays[i].type) if i < len(META_FIELDS) else f
+                                 for i, f in enumerate(file_schema)], metadata=file_schema.metadata)
+    return pa.Table.from_arrays(arrays, schema=file_schema)
