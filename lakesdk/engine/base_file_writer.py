@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from lakesdk import _faults as faults
 from lakesdk.format.bloom import FOOTER_KEYS, BloomConfig, FooterIndex
 from lakesdk.format.bloom_builder import FooterBuilder
+from lakesdk.format.schema import META_FIELDS
 from lakesdk.storage import Storage
 
 __all__ = ["ROW_GROUP", "parquet_options", "write_base_file", "Footer", "measured_record_size"]
@@ -179,15 +180,15 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
 
 def _named_schema(schema: pa.Schema) -> dict[bytes, bytes] | None:
     """The footer's ``ARROW:schema`` (and the schema's own entries) of a file written from
-    columns of ``schema``, some of them dictionary-encoded strings (a column of one value, as a
-    new file's commit time, file name and partition path: Parquet writes their dictionary as
-    given instead of hashing every value): the entries Arrow's writer stores for the same
-    columns as plain strings, so that readers find the schema every base file has.  None when
-    no column is a dictionary."""
-    if not any(pa.types.is_dictionary(f.type) for f in schema):
+    columns of ``schema`` whose meta columns of one value (a new file's commit time, file name
+    and partition path: :func:`~lakesdk.engine.meta_columns.with_meta`) are dictionaries, which
+    Parquet writes as given instead of hashing every value: the entries Arrow's writer stores
+    for the same columns as plain strings, so that readers find the schema every base file has
+    (a dictionary column of the table's own stays one).  None when no meta column is a dictionary."""
+    if not any(f.name in META_FIELDS and pa.types.is_dictionary(f.type) for f in schema):
         return None
-    plain = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema],
-                      metadata=schema.metadata)
+    plain = pa.schema([f.with_type(f.type.value_type) if f.name in META_FIELDS and pa.types.is_dictionary(f.type)
+                       else f for f in schema], metadata=schema.metadata)
     return {b"ARROW:schema": base64.b64encode(plain.serialize().to_pybytes()), **(schema.metadata or {})}
 
 

@@ -36,7 +36,8 @@ def with_meta(rows: pa.Table, *, instant: str, file_name: str, partition_id: int
             "_hoodie_partition_path": rows.column(PART) if partition is None else same(partition),
             "_hoodie_file_name": same(file_name)}
     arrays = [meta[m] for m in META_FIELDS] + conform(rows, schema).columns
-    if partition is not None:
-        file_schema = pa.schema([f.with_type(arrays[i].type) if i < len(META_FIELDS) else f
-                                 for i, f in enumerate(file_schema)], metadata=file_schema.metadata)
+    if partition is not None:   # those three as dictionaries; the others as the file schema says
+        ones = {"_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"}
+        file_schema = pa.schema([f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in ones else f
+                                 for f in file_schema], metadata=file_schema.metadata)
     return pa.Table.from_arrays(arrays, schema=file_schema)

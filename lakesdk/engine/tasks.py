@@ -210,9 +210,7 @@ def _mark(ctx: WriteContext, path: str, io_type: str) -> None:
 
 def base_file_footer(ctx: WriteContext, keys: pa.Array | pa.ChunkedArray) -> Footer:
     """The footer entries of a base file holding the record ``keys`` (in file order) and
-    what they tell the key index (None: no key, no entries)."""
-    if not len(keys):
-        return {}, None
+    what they tell the key index (a file of no key: an empty filter, as Hudi writes it)."""
     return file_footer(keys, ctx.bloom)
 
 

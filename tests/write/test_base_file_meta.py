@@ -1,0 +1,85 @@
+"""The meta columns and footers of the base files lakesdk writes, as readers find them: a new
+file's commit time, file name and partition path are handed to the Parquet writer as
+dictionaries of one value, yet every file reads back with the schema it would have from plain
+strings (its ``ARROW:schema`` and the Parquet schema the same), a dictionary column of the
+table's own stays one; and a file of no record carries an empty bloom filter and no key range,
+as Hudi's writer leaves it (its bloom index reads every file's filter)."""
+
+from __future__ import annotations
+
+import base64
+import glob
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import lakesdk as lk
+from lakesdk.format import bloom as B
+from lakesdk.format.schema import META_FIELDS
+
+
+def _base_files(t) -> list[str]:
+    return sorted(p for p in glob.glob(os.path.join(t.path, "**", "*.parquet"), recursive=True)
+                  if f"{os.sep}.hoodie{os.sep}" not in p)
+
+
+def _as_plain_strings_would_be(path: str) -> None:
+    """The file's ``ARROW:schema`` and Parquet schema are those of the same rows written by
+    pyarrow from plain strings."""
+    pf = pq.ParquetFile(path)
+    rows = pf.read()
+    sink = pa.BufferOutputStream()
+    pq.write_table(rows, sink)
+    again = pq.ParquetFile(pa.BufferReader(sink.getvalue()))
+    assert pf.schema.equals(again.schema)
+    named = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(pf.metadata.metadata[b"ARROW:schema"])))
+    assert named.equals(again.schema_arrow, check_metadata=False)
+    for f in META_FIELDS:
+        assert named.field(f).type == rows.schema.field(f).type == pa.string()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 300), parts=st.sampled_from([None, ("p",), ("p", "q")]), hive=st.booleans(),
+       table_type=st.sampled_from(["cow", "mor"]))
+def test_a_bulk_inserted_file_reads_as_plain_strings(tmp_path_factory, n, parts, hive, table_type):
+    root = tmp_path_factory.mktemp("meta")
+    lake = lk.Lake(str(root), options=lk.TableOptions(metadata=False))
+    t = lake.create_table("t", key="id", ordering="ts", partition_by=list(parts) if parts else None,
+                          table_type=table_type, hive_style=hive)
+    data = pa.table({"id": list(range(n)), "ts": [1] * n, "p": [f"p{i % 3}" for i in range(n)],
+                     "q": [i % 2 for i in range(n)],
+                     "cat": pa.array([["x", "y"][i % 2] for i in range(n)]).dictionary_encode()})
+    t.bulk_insert(data)
+    files = _base_files(t)
+    assert files
+    for path in files:
+        _as_plain_strings_would_be(path)
+        schema = pq.read_schema(path)
+        assert pa.types.is_dictionary(schema.field("cat").type)     # the table's own dictionary stays one
+        got = pq.read_table(path)
+        name = os.path.basename(path)
+        assert set(got.column("_hoodie_file_name").to_pylist()) == {name}
+        assert len(set(got.column("_hoodie_commit_time").to_pylist())) == 1
+        assert len(set(got.column("_hoodie_partition_path").to_pylist())) == 1
+    assert t.read().to_arrow().num_rows == n
+
+
+@pytest.mark.parametrize("cdc", [False, True])
+def test_a_file_group_emptied_by_deletes_gets_an_empty_filter(tmp_path, cdc):
+    lake = lk.Lake(str(tmp_path), options=lk.TableOptions(metadata=False))
+    t = lake.create_table("t", key="id", ordering="ts", cdc=cdc)
+    t.bulk_insert(pa.table({"id": [1, 2, 3], "ts": [1, 1, 1]}))
+    t.delete(pa.table({"id": [1, 2, 3], "ts": [2, 2, 2]}))
+    empty = [p for p in _base_files(t) if pq.ParquetFile(p).metadata.num_rows == 0]
+    for path in empty:
+        md = pq.ParquetFile(path).metadata.metadata
+        index = B.read_footer(md)
+        assert index.range is None and B.MIN_KEY.encode() not in md
+        assert index.bloom is not None and not index.bloom.might_contain(pa.array(["1", "2", "3"])).any()
+    assert t.read().to_arrow().num_rows == 0
+    # the bloom index reads the empty file's filter and finds no key there
+    assert t.upsert(pa.table({"id": [2], "ts": [3]})).inserted == 1
