@@ -20,9 +20,9 @@ def with_meta(rows: pa.Table, *, instant: str, file_name: str, partition_id: int
     """``rows`` (with their key columns, on the table's ``schema``) as the records of the base
     file ``file_name`` written by task ``partition_id`` of the write of ``instant``, numbered
     from ``seq_start``: their meta columns first, on the ``file_schema``.  ``partition``: the
-    partition path of every row, when they share one; the columns
-    of one value are then dictionaries of it, which the file's writer takes as they are
-    (written as plain strings: :func:`~lakesdk.engine.base_file_writer.write_base_file`)."""
+    partition path of every row, when they share one; the columns of one value are then
+    dictionaries of it, which the file's writer takes as they are (written as plain strings:
+    :func:`~lakesdk.engine.base_file_writer.write_base_file`)."""
     n = rows.num_rows
 
     def same(value: str) -> pa.Array:
@@ -36,8 +36,7 @@ def with_meta(rows: pa.Table, *, instant: str, file_name: str, partition_id: int
             "_hoodie_partition_path": rows.column(PART) if partition is None else same(partition),
             "_hoodie_file_name": same(file_name)}
     arrays = [meta[m] for m in META_FIELDS] + conform(rows, schema).columns
-    if partition is not None:   # those three as dictionaries; the others as the file schema says
-        ones = {"_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"}
-        file_schema = pa.schema([f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in ones else f
-                                 for f in file_schema], metadata=file_schema.metadata)
+    if partition is not None:   # the meta columns of one value as the dictionaries they are; the others as the file says
+        file_schema = pa.schema([f.with_type(a.type) if i < len(META_FIELDS) and pa.types.is_dictionary(a.type) else f
+                                 for i, (f, a) in enumerate(zip(file_schema, arrays))], metadata=file_schema.metadata)
     return pa.Table.from_arrays(arrays, schema=file_schema)

@@ -431,7 +431,8 @@ def key_range(keys: pa.Array | pa.ChunkedArray) -> KeyRange | None:
         lo, hi = mm["min"].as_py(), mm["max"].as_py()
         if lo is None or hi is None:
             return None
-    if _has_astral(keys):   # UTF-16 order differs from byte order: compute it as Java does
+        data, _ = utf8_buffers(keys)
+    if _has_astral(data):   # UTF-16 order differs from byte order: compute it as Java does
         vals = [k for k in keys.to_pylist() if k is not None]
         lo = min(vals, key=lambda s: s.encode("utf-16-be"))
         hi = max(vals, key=lambda s: s.encode("utf-16-be"))
@@ -446,9 +447,9 @@ def _key_text(data: np.ndarray, off: np.ndarray, i: int) -> str:
     return data[int(off[i]): int(off[i + 1])].tobytes().decode("utf-8")
 
 
-def _has_astral(keys: pa.Array | pa.ChunkedArray) -> bool:
-    """Does any key hold a character beyond U+FFFF (a 4-byte UTF-8 sequence)?"""
-    data, _ = utf8_buffers(keys)
+def _has_astral(data: np.ndarray) -> bool:
+    """Do the keys' UTF-8 bytes ``data`` (:func:`utf8_buffers`) hold a character beyond U+FFFF
+    (a 4-byte sequence)?"""
     return bool(data.size) and int(data.max()) >= 0xF0
 
 
@@ -461,8 +462,8 @@ def in_range(keys: pa.Array | pa.ChunkedArray, rng: KeyRange) -> np.ndarray:
     inside = pc.and_(pc.greater_equal(keys, pa.scalar(rng.min, pa.string())),
                      pc.less_equal(keys, pa.scalar(rng.max, pa.string())))
     out = np.asarray(inside.to_numpy(zero_copy_only=False), dtype=bool) if n else np.zeros(0, bool)
-    if n and _has_astral(keys):
-        data, off = utf8_buffers(keys)
+    data, off = utf8_buffers(keys) if n else (np.zeros(0, np.uint8), np.zeros(1, np.int64))
+    if _has_astral(data):
         astral = np.zeros(n, bool)
         hits = np.flatnonzero(data >= 0xF0)
         if hits.size:
