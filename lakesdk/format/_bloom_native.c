@@ -29,6 +29,7 @@
 typedef struct {
     uint32_t len[CHUNK], tail[CHUNK], tmul[CHUNK], h[CHUNK];
     int32_t nblocks[CHUNK];
+    int fewest, most;   /* the fewest and most blocks of a key of the chunk */
     uint32_t *blocks;
     size_t cap;   /* blocks per key the buffer holds */
 } chunk_t;
@@ -45,6 +46,8 @@ static int prepare(chunk_t *c, const uint8_t *data, const int64_t *off, int64_t 
         c->blocks = grown;
         c->cap = most;
     }
+    c->fewest = INT_MAX;
+    c->most = 0;
     for (int i = 0; i < n; i++) {
         const uint8_t *p = data + off[first + i];
         uint32_t len = (uint32_t)(off[first + i + 1] - off[first + i]);
@@ -66,6 +69,8 @@ static int prepare(chunk_t *c, const uint8_t *data, const int64_t *off, int64_t 
         case 1: tail = (uint32_t)(int32_t)(int8_t)t[0]; break;
         }
         c->nblocks[i] = nb;
+        if (nb < c->fewest) c->fewest = nb;
+        if (nb > c->most) c->most = nb;
         c->len[i] = len;
         c->tail[i] = tail;
         c->tmul[i] = (len & 3) ? M : 1u;
@@ -74,26 +79,61 @@ static int prepare(chunk_t *c, const uint8_t *data, const int64_t *off, int64_t 
     return 0;
 }
 
-/* The next hash of every key of the chunk (seeded with the last), in c->h. */
+/* On x86-64 with glibc, the hash rounds are also compiled for AVX2 (eight keys a multiplication),
+ * chosen when the library loads on a core that has it. */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__GLIBC__) && (!defined(__clang__) || __clang_major__ >= 14)
+#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
+
+/* The next hash of every key of the chunk (seeded with the last), in c->h: the blocks every key
+ * has (c->fewest) a block at a time across the keys, which the compiler vectorizes, then each
+ * longer key's own. */
+VECTOR_CLONES
 static void next_hash(chunk_t *c, int n) {
+    uint32_t *h = c->h;
+    for (int i = 0; i < n; i++) h[i] ^= c->len[i];
+    for (int j = 0; j < c->fewest; j++) {
+        const uint32_t *b = c->blocks + (size_t)j * CHUNK;
+        for (int i = 0; i < n; i++) h[i] = (h[i] * M) ^ b[i];
+    }
+    if (c->most > c->fewest) {
+        for (int i = 0; i < n; i++) {
+            uint32_t x = h[i];
+            for (int j = c->fewest; j < c->nblocks[i]; j++) x = (x * M) ^ c->blocks[(size_t)j * CHUNK + i];
+            h[i] = x;
+        }
+    }
     for (int i = 0; i < n; i++) {
-        uint32_t x = c->h[i] ^ c->len[i];
-        const int nb = c->nblocks[i];
-        for (int j = 0; j < nb; j++) x = (x * M) ^ c->blocks[(size_t)j * CHUNK + i];
-        x = (x ^ c->tail[i]) * c->tmul[i];
+        uint32_t x = (h[i] ^ c->tail[i]) * c->tmul[i];
         x ^= x >> 13;
         x *= M;
         x ^= x >> 15;
-        c->h[i] = x;
+        h[i] = x;
     }
 }
 
-/* Java's Math.abs(h % size) of the signed hash h. */
-static inline uint32_t bit_of(uint32_t h, uint32_t size) {
+/* Java's Math.abs(h % size) of the signed hash h: |h| % size, the remainder by multiplication
+ * where the compiler has 128-bit integers (exact for every 32-bit |h| and size: Lemire, Kaser and
+ * Kurz, "Faster remainder by direct computation", 2019), with inv = fast_inverse(size). */
+#if defined(__SIZEOF_INT128__)
+static inline uint64_t fast_inverse(uint32_t size) { return UINT64_C(0xFFFFFFFFFFFFFFFF) / size + 1; }
+static inline uint32_t bit_of(uint32_t h, uint32_t size, uint64_t inv) {
+    int32_t s = (int32_t)h;
+    uint32_t a = s < 0 ? (uint32_t)(-(int64_t)s) : (uint32_t)s;
+    uint64_t low = inv * a;
+    return (uint32_t)(((__uint128_t)low * size) >> 64);
+}
+#else
+static inline uint64_t fast_inverse(uint32_t size) { (void)size; return 0; }
+static inline uint32_t bit_of(uint32_t h, uint32_t size, uint64_t inv) {
+    (void)inv;
     int32_t s = (int32_t)h;
     uint32_t a = s < 0 ? (uint32_t)(-(int64_t)s) : (uint32_t)s;
     return a % size;
 }
+#endif
 
 /* What to do with the hashes h of keys first .. first + cn - 1 under hash round r: their bit
  * positions are bit_of(h[i], vs). */
@@ -138,8 +178,9 @@ typedef struct {
 static void set_packed(void *to, int64_t first, int r, const uint32_t *h, int cn, uint32_t vs) {
     (void)r;
     packed_t *p = (packed_t *)to;
+    const uint64_t inv = fast_inverse(vs);
     for (int i = 0; i < cn; i++) {
-        uint32_t at = bit_of(h[i], vs);
+        uint32_t at = bit_of(h[i], vs, inv);
         uint8_t *row = p->out + (p->rows ? p->rows[first + i] : 0) * p->row_bytes;
         row[at >> 3] |= (uint8_t)(1u << (at & 7));
     }
@@ -154,7 +195,8 @@ typedef struct {
 static void copy_positions(void *to, int64_t first, int r, const uint32_t *h, int cn, uint32_t vs) {
     table_t *t = (table_t *)to;
     uint32_t *dst = t->out + (size_t)r * t->n + first;
-    for (int i = 0; i < cn; i++) dst[i] = bit_of(h[i], vs);
+    const uint64_t inv = fast_inverse(vs);
+    for (int i = 0; i < cn; i++) dst[i] = bit_of(h[i], vs, inv);
 }
 
 typedef struct {

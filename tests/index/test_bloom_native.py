@@ -51,6 +51,32 @@ def test_positions_are_numpys(monkeypatch, keys, shape):
     assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
+# keys of one length (ids of as many digits, uuids): the C part hashes their common blocks a block
+# at a time across the keys (vectorized); some longer keys among them take the per-key loop after
+same_length_st = st.integers(1, 70).flatmap(lambda n: st.lists(
+    st.text(st.characters(max_codepoint=0x2FF, exclude_categories=("Cs",)), min_size=n, max_size=n),
+    min_size=1, max_size=600, unique=True))
+longer_st = st.lists(st.text(min_size=1, max_size=90), max_size=3)
+# Java's vector sizes reach 2^31 - 1: the remainder by multiplication holds over the whole range
+large_shape_st = st.tuples(st.one_of(st.integers(1, 5000), st.integers(2**20, 2**31 - 1),
+                                     st.sampled_from([2**31 - 1, 2**30, 2**30 - 1, 2587966, 3, 7])),
+                           st.integers(1, 40))
+
+
+@needs_native
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=same_length_st, longer=longer_st, shape=large_shape_st, data=st.data())
+def test_positions_of_keys_of_one_length_are_numpys(monkeypatch, keys, longer, shape, data):
+    vs, nb = shape
+    at = data.draw(st.integers(0, len(keys)))
+    arr = pa.array(keys[:at] + [k for k in longer if k not in keys] + keys[at:], pa.string())
+    got = BH.key_positions(arr, vs, nb)
+    with monkeypatch.context() as m:
+        _numpy(m)
+        want = BH.key_positions(arr, vs, nb)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
 @needs_native
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(keys=keys_st, num_entries=st.integers(1, 120), max_entries=st.integers(1, 400),
