@@ -97,6 +97,7 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
     schema = first.schema.with_metadata(stale) if stale else first.schema.remove_metadata()
     options = parquet_options(compression, first, statistics)
     named = _named_schema(schema)
+    dictionaries = any(pa.types.is_dictionary(f.type) for f in schema)
     if named is not None:       # the writer's own ARROW:schema would name the dictionaries
         options["store_schema"] = False
     head = [first]       # each piece let go once written (a rewrite's row group): not held here
@@ -111,6 +112,8 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
         """Write the first ``n`` rows held (row groups of ROW_GROUP rows)."""
         nonlocal pending, held
         whole = pa.concat_tables(pending)
+        if dictionaries:   # pieces of other dictionaries: one per row group, else the writer gives up on it
+            whole = whole.unify_dictionaries()
         w.write_table(whole.slice(0, n), row_group_size=ROW_GROUP)
         pending = [whole.slice(n)] if n < held else []
         held -= n

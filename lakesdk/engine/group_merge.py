@@ -58,13 +58,18 @@ _KEY_ROWS = 1 << 20
 class StoredRows:
     """The stored records of a file group, read :data:`READ_ROWS` at a time: from its base file
     (``path``) or given whole (``table``: a merge-on-read file slice, merged already).  Opened
-    at construction (a missing or damaged footer fails before anything is written)."""
+    at construction (a missing or damaged footer fails before anything is written).
+    ``dictionaries``: :meth:`batches` gives the stored file's constant meta columns
+    (:data:`~lakesdk.engine.meta_columns.CONSTANT_META`) as dictionaries, as its pages hold them
+    (a rewrite that writes its new records' as dictionaries too: the writer takes them as they are)."""
 
     def __init__(self, storage: Storage, schema: pa.Schema, *, path: str | None = None,
-                 table: pa.Table | None = None) -> None:
+                 table: pa.Table | None = None, dictionaries: bool = False) -> None:
         self.storage, self.schema, self.path, self.table = storage, schema, path, table
         self._file: Any = None
         self._pf: pq.ParquetFile | None = None
+        self._batch_schema = schema
+        self.dictionaries = False    # whether the batches hold dictionaries
         self._reading: set[ThreadPoolExecutor] = set()    # the side threads of the reads under way
         if path is not None:
             source: Any = storage.url(path) if storage.is_local else storage.open_input(path)
@@ -75,9 +80,28 @@ class StoredRows:
                     # would hold its compressed bytes beside the batch); an object store's reads
                     # are coalesced a row group at a time, each read a round trip
                     self._pf = pq.ParquetFile(source, pre_buffer=not storage.is_local)
+                    if dictionaries:
+                        self._read_dictionaries(source)
             except BaseException:
                 self.close()
                 raise
+
+    def _read_dictionaries(self, source: Any) -> None:
+        """Open the file again (its footer as read) to read its constant meta columns of
+        strings as dictionaries."""
+        from lakesdk.engine.meta_columns import CONSTANT_META, with_dictionaries
+        assert self._pf is not None
+        stored = self._pf.schema_arrow
+        names = [n for n in CONSTANT_META if n in stored.names and stored.field(n).type == pa.string()
+                 and n in self.schema.names and self.schema.field(n).type == pa.string()]
+        if not names:
+            return
+        metadata, local = self._pf.metadata, self.storage.is_local
+        self._pf.close()    # a file it opened (local); a stream given stays open, read again below
+        self._pf = None
+        self._pf = pq.ParquetFile(source, metadata=metadata, read_dictionary=names, pre_buffer=not local)
+        self._batch_schema = with_dictionaries(self.schema, names)
+        self.dictionaries = True
 
     @property
     def num_rows(self) -> int:
@@ -102,7 +126,7 @@ class StoredRows:
                 yield self.table.slice(start, READ_ROWS)
         elif self._pf is not None:   # the table's columns only (a column dropped from the table is not read)
             for t in self._read([n for n in self.schema.names if n in self._pf.schema_arrow.names]):
-                yield conform(t, self.schema)
+                yield conform(t, self._batch_schema)
 
     def _read(self, columns: list[str] | None, rows: int | None = None) -> Iterator[pa.Table]:
         """The stored file's ``columns`` (None: all), :data:`READ_ROWS` at a time, the next batch
@@ -202,7 +226,12 @@ def _merged(batch: pa.Table, incoming: pa.Table, which: np.ndarray, rows: np.nda
     mine = mine.set_column(mine.column_names.index(ROW), ROW, pa.array(rows, pa.int64()))
     kept, new, _, c = merge_into_base(batch, mine, ordering=ordering, merge_mode=merge_mode)
     counts += c
-    return pa.concat_tables([kept, write_new(new, batch)]) if new.num_rows else kept
+    if not new.num_rows:
+        return kept
+    written = write_new(new, batch)
+    if not written.schema.equals(kept.schema, check_metadata=False):   # a stored file read without some dictionary
+        written = written.cast(kept.schema)
+    return pa.concat_tables([kept, written])
 
 
 def placed(stored: StoredRows, incoming: pa.Table, bloom: BloomConfig | None) -> tuple[pa.Table, Footer | None]:

@@ -192,9 +192,9 @@ def add_key_columns(ctx: WriteContext, batch: pa.Table) -> pa.Table:
 
 
 def _with_meta(ctx: WriteContext, rows: pa.Table, file_name: str, task: TaskInfo, seq_start: int,
-               partition: str | None = None) -> pa.Table:
+               partition: str | None = None, dictionaries: bool = False) -> pa.Table:
     return with_meta(rows, instant=ctx.instant, file_name=file_name, partition_id=task.partition_id, seq_start=seq_start,
-                     schema=ctx.schema, file_schema=ctx.file_schema, partition=partition)
+                     schema=ctx.schema, file_schema=ctx.file_schema, partition=partition, dictionaries=dictionaries)
 
 
 def _mark(ctx: WriteContext, path: str, io_type: str) -> None:
@@ -256,14 +256,18 @@ def write_file_group(ctx: WriteContext, target: FileGroupTarget, incoming: pa.Ta
     had_base = stored is not None or target.base_path is not None
     if ctx.cdc_mode or ctx.merges_partially or (ctx.operation == "insert" and ctx.keep_columns):
         return _write_file_group_whole(ctx, target, incoming, task, stored, path, t0)
-    rows = StoredRows(ctx.storage, ctx.file_schema, path=None if stored is not None else target.base_path, table=stored)
+    # the stored file's commit times, partition paths and file names come as dictionaries, and the new
+    # records' go alike: the writer takes them as they are
+    rows = StoredRows(ctx.storage, ctx.file_schema, path=None if stored is not None else target.base_path, table=stored,
+                      dictionaries=True)
     try:
         counts = MergeCounts()
         seq = 0
 
         def write_new(new: pa.Table, stored_rows: pa.Table | None) -> pa.Table:
             nonlocal seq
-            out = _with_meta(ctx, keep_stored(ctx.keep_columns, new, stored_rows), name, task, seq)
+            out = _with_meta(ctx, keep_stored(ctx.keep_columns, new, stored_rows), name, task, seq,
+                             dictionaries=rows.dictionaries)
             seq += out.num_rows
             return out
         incoming, kept = group_merge.placed(rows, incoming, ctx.bloom) if ctx.operation != "insert" else (incoming, None)

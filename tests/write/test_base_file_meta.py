@@ -83,3 +83,72 @@ def test_a_file_group_emptied_by_deletes_gets_an_empty_filter(tmp_path, cdc):
     assert t.read().to_arrow().num_rows == 0
     # the bloom index reads the empty file's filter and finds no key there
     assert t.upsert(pa.table({"id": [2], "ts": [3]})).inserted == 1
+
+
+ops_st = st.lists(st.tuples(st.sampled_from(["upsert", "delete", "insert"]),
+                            st.lists(st.integers(0, 60), min_size=1, max_size=25, unique=True)),
+                  min_size=1, max_size=4)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 80), parts=st.sampled_from([None, ("p",)]), ops=ops_st, small=st.booleans())
+def test_a_rewritten_file_reads_as_plain_strings(tmp_path_factory, n, parts, ops, small):
+    """A rewrite reads the stored file's commit times, partition paths and file names as
+    dictionaries and writes its new records' alike: the file reads back as plain strings, each
+    kept record with the commit time and file name it had, each written one with this commit's."""
+    root = tmp_path_factory.mktemp("rewrite")
+    opts = lk.TableOptions(metadata=False, small_file_limit=100 * 2**20 if small else 0)   # inserts into small files or not
+    t = lk.Lake(str(root), options=opts).create_table("t", key="id", ordering="ts",
+                                                      partition_by=list(parts) if parts else None)
+
+    def rows(ids, ts):
+        return pa.table({"id": ids, "ts": [ts] * len(ids), "p": [f"p{i % 2}" for i in ids],
+                         "cat": pa.array([["x", "y"][i % 2] for i in ids]).dictionary_encode()})
+    t.bulk_insert(rows(list(range(n)), 1))
+    model = {i: 1 for i in range(n)}
+    for step, (op, ids) in enumerate(ops, start=2):
+        before = {r["id"]: (r["_hoodie_commit_time"], r["_hoodie_file_name"])
+                  for r in t.read(meta_fields=True).to_arrow().to_pylist()}
+        if op == "insert":   # an insert appends (a stored key twice): new keys only, for the model
+            ids = [i for i in ids if i not in model]
+            if not ids:
+                continue
+        r = getattr(t, op)(rows(ids, step))
+        if op == "delete":
+            for i in ids:
+                model.pop(i, None)
+        else:
+            model.update({i: step for i in ids})
+        got = t.read(meta_fields=True).to_arrow()
+        assert dict(zip(got.column("id").to_pylist(), got.column("ts").to_pylist())) == model
+        for path in _base_files(t):
+            if r.instant in os.path.basename(path):    # the files of this commit
+                _as_plain_strings_would_be(path)
+                assert pa.types.is_dictionary(pq.read_schema(path).field("cat").type)
+        for rec in got.to_pylist():
+            if rec["ts"] == step:        # written by this commit
+                assert rec["_hoodie_commit_time"] == r.instant and r.instant in rec["_hoodie_file_name"]
+            else:                        # kept as stored
+                assert (rec["_hoodie_commit_time"], rec["_hoodie_file_name"]) == before[rec["id"]]
+
+
+def test_pieces_of_other_dictionaries_keep_one_per_row_group(tmp_path):
+    """The rewrite's pieces each bring their own dictionaries (stored commit times, the new
+    one): the writer gets one per row group, so the column stays dictionary-encoded instead of
+    falling back to plain values part-way."""
+    from lakesdk.engine.base_file_writer import write_base_file
+    from lakesdk.storage import Storage
+    n = 40_000
+    name = "f" * 70
+
+    def piece(value: str) -> pa.Table:
+        d = pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()), pa.array([value]))
+        return pa.table({"_hoodie_record_key": [str(i) for i in range(n)], "_hoodie_file_name": d})
+    storage = Storage(str(tmp_path))
+    write_base_file(storage, "x.parquet", [piece(name), piece(name[:-1] + "g"), piece(name)], compression="snappy",
+                    schema=piece(name).schema, bloom=None)
+    md = pq.ParquetFile(tmp_path / "x.parquet").metadata
+    chunk = md.row_group(0).column(1)
+    assert md.num_row_groups == 1 and chunk.total_compressed_size < 2_000     # a plain fallback: hundreds of KB
+    assert pq.read_table(tmp_path / "x.parquet").column("_hoodie_file_name").to_pylist() == \
+        [name] * n + [name[:-1] + "g"] * n + [name] * n
