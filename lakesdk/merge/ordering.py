@@ -405,11 +405,17 @@ def merge_into_base(base: pa.Table | None, incoming: pa.Table, *, ordering: Orde
     is_up = ops == OP_UPSERT
     is_del = ops == OP_DELETE
     # stored rows count once each
-    changed = np.unique(pos_np[matched & wins])
     counts.inserted = int((is_up & ~matched).sum())
-    counts.updated = len(np.unique(pos_np[is_up & matched & wins]))
-    counts.deleted = len(np.unique(pos_np[is_del & matched & wins]))
-    counts.skipped = len(np.setdiff1d(np.unique(pos_np[matched & ~wins]), changed))
+    met = pos_np[matched]
+    if len(met) < 2 or bool((met[1:] > met[:-1]).all()):   # each stored row met once (placed in order): no hashing
+        counts.updated = int((is_up & matched & wins).sum())
+        counts.deleted = int((is_del & matched & wins).sum())
+        counts.skipped = int((matched & ~wins).sum())
+    else:
+        changed = np.unique(pos_np[matched & wins])
+        counts.updated = len(np.unique(pos_np[is_up & matched & wins]))
+        counts.deleted = len(np.unique(pos_np[is_del & matched & wins]))
+        counts.skipped = len(np.setdiff1d(np.unique(pos_np[matched & ~wins]), changed))
     # stored rows replaced or deleted
     drop_pos = pos_np[matched & wins]
     keep = np.ones(base.num_rows, dtype=bool)
