@@ -113,7 +113,7 @@ def write_base_file(storage: Storage, path: str, pieces: Iterable[pa.Table], *, 
         nonlocal pending, held
         whole = pa.concat_tables(pending)
         if dictionaries:   # pieces of other dictionaries: one per row group, else the writer gives up on it
-            whole = whole.unify_dictionaries()
+            whole = _unified(whole, path)
         w.write_table(whole.slice(0, n), row_group_size=ROW_GROUP)
         pending = [whole.slice(n)] if n < held else []
         held -= n
@@ -193,6 +193,20 @@ def _named_schema(schema: pa.Schema) -> dict[bytes, bytes] | None:
     plain = pa.schema([f.with_type(f.type.value_type) if f.name in META_FIELDS and pa.types.is_dictionary(f.type)
                        else f for f in schema], metadata=schema.metadata)
     return {b"ARROW:schema": base64.b64encode(plain.serialize().to_pybytes()), **(schema.metadata or {})}
+
+
+def _unified(rows: pa.Table, path: str) -> pa.Table:
+    """``rows`` with one dictionary per dictionary column; a column whose values outgrow its
+    index type (a table's ``dictionary<int8, ...>`` of more than 127 values in a row group) fails
+    the write: no file could hold them under the table's type."""
+    try:
+        return rows.unify_dictionaries()
+    except pa.ArrowInvalid as e:
+        from lakesdk.exceptions import IncompatibleSchemaError
+        narrow = [f"{f.name} ({f.type})" for f in rows.schema
+                  if pa.types.is_dictionary(f.type) and f.type.index_type.bit_width < 32]
+        raise IncompatibleSchemaError(f"{path}: the values of dictionary column(s) {', '.join(narrow) or '?'} in one "
+                                      f"row group outgrow the index type; make its indices int32 ({e})") from e
 
 
 def _remove(storage: Storage, path: str) -> None:

@@ -152,3 +152,20 @@ def test_pieces_of_other_dictionaries_keep_one_per_row_group(tmp_path):
     assert md.num_row_groups == 1 and chunk.total_compressed_size < 2_000     # a plain fallback: hundreds of KB
     assert pq.read_table(tmp_path / "x.parquet").column("_hoodie_file_name").to_pylist() == \
         [name] * n + [name[:-1] + "g"] * n + [name] * n
+
+
+def test_a_narrow_dictionary_that_outgrows_its_indices_fails_the_write(tmp_path):
+    """A table column of ``dictionary<int8, string>`` whose rewrite would hold more than 127
+    values in a row group: no file holds them under that type (Arrow's reader refuses index
+    128), so the write fails with a typed error and the table keeps its rows."""
+    t = lk.Lake(str(tmp_path), options=lk.TableOptions(metadata=False)).create_table("t", key="id", ordering="ts")
+
+    def rows(ids, prefix, ts):
+        cat = pa.DictionaryArray.from_arrays(pa.array(range(len(ids)), pa.int8()),
+                                             pa.array([f"{prefix}{i}" for i in range(len(ids))]))
+        return pa.table({"id": ids, "ts": [ts] * len(ids), "cat": cat})
+    t.bulk_insert(rows(list(range(120)), "a", 1))
+    with pytest.raises(lk.IncompatibleSchemaError, match="cat"):
+        t.upsert(rows(list(range(1000, 1120)), "b", 2))
+    got = t.read().to_arrow()
+    assert got.num_rows == 120 and set(got.column("cat").to_pylist()) == {f"a{i}" for i in range(120)}
