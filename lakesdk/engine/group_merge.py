@@ -115,7 +115,8 @@ class StoredRows:
         if self.table is not None:
             yield self.table.select([n for n in names if n in self.table.column_names])
         elif self._pf is not None:
-            have = [n for n in names if n in self._pf.schema_arrow.names]
+            stored = set(self._pf.schema_arrow.names)   # (a schema built at each call)
+            have = [n for n in names if n in stored]
             if have:
                 yield from self._read(have, rows)
 
@@ -125,7 +126,8 @@ class StoredRows:
             for start in range(0, self.table.num_rows, READ_ROWS):
                 yield self.table.slice(start, READ_ROWS)
         elif self._pf is not None:   # the table's columns only (a column dropped from the table is not read)
-            for t in self._read([n for n in self.schema.names if n in self._pf.schema_arrow.names]):
+            stored = set(self._pf.schema_arrow.names)
+            for t in self._read([n for n in self.schema.names if n in stored]):
                 yield conform(t, self._batch_schema)
 
     def _read(self, columns: list[str] | None, rows: int | None = None) -> Iterator[pa.Table]:
