@@ -2,8 +2,8 @@
  * Hudi's bloom filters, hashed and tested in C: the optional native part of
  * lakesdk.format.bloom_hash (which does the same work with numpy when this module is not built);
  * with the other per-record work of a base file that Arrow does slower: the least and greatest
- * key of the footer (lakesdk.format.bloom.key_range) and the text of the records' sequence
- * numbers (lakesdk.format.keys.sequence_numbers).
+ * key of the footer (lakesdk.format.bloom.key_range), the text of the records' sequence
+ * numbers (lakesdk.format.keys.sequence_numbers) and of integer record keys (lakesdk.format.keys).
  *
  * A key's bits: its UTF-8 bytes hashed nb times with Hadoop's 32-bit MurmurHash2 (tail bytes
  * sign-extended, as Java's bytes are), each time seeded with the previous hash (0 first); bit
@@ -520,18 +520,109 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(integers_doc,
+"integers(values, offsets, data)\n\n"
+"The decimal text of int64 ``values`` (a '-' before a negative one), as Arrow casts them to\n"
+"strings: with ``data`` None, ``offsets`` (int32, n + 1) filled and the bytes they need\n"
+"returned (-1 beyond 2^31 - 1); then, given ``data`` of exactly that many bytes, the digits.");
+
+static const char PAIRS[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+static inline int digit_count(uint64_t u) {
+    int d = 1;
+    while (u >= 10) {
+        u /= 10;
+        d++;
+    }
+    return d;
+}
+
+static PyObject *integers(PyObject *self, PyObject *args) {
+    Py_buffer vals = {0}, off = {0}, data = {0};
+    PyObject *data_obj, *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*w*O", &vals, &off, &data_obj)) goto done;
+    if (vals.len % 8 || off.len != (vals.len / 8 + 1) * 4) {
+        PyErr_SetString(PyExc_ValueError, "n int64 values and n + 1 int32 offsets expected");
+        goto done;
+    }
+    const int64_t n = vals.len / 8;
+    const int64_t *v = (const int64_t *)vals.buf;
+    int32_t *o = (int32_t *)off.buf;
+    if (data_obj == Py_None) {
+        int64_t pos = 0;
+        Py_BEGIN_ALLOW_THREADS
+        o[0] = 0;
+        for (int64_t i = 0; i < n && pos <= INT32_MAX; i++) {
+            uint64_t u = v[i] < 0 ? 0 - (uint64_t)v[i] : (uint64_t)v[i];
+            pos += digit_count(u) + (v[i] < 0);
+            o[i + 1] = (int32_t)(pos <= INT32_MAX ? pos : 0);
+        }
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromLongLong(pos <= INT32_MAX ? (long long)pos : -1LL);
+        goto done;
+    }
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_WRITABLE) < 0) goto done;
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    uint8_t *out = (uint8_t *)data.buf;
+    int64_t pos = 0;
+    if (o[0] != 0) ok = 0;
+    for (int64_t i = 0; ok && i < n; i++) {
+        uint64_t u = v[i] < 0 ? 0 - (uint64_t)v[i] : (uint64_t)v[i];
+        int len = digit_count(u) + (v[i] < 0);
+        if (o[i + 1] != pos + len || pos + len > data.len) {
+            ok = 0;
+            break;
+        }
+        uint8_t *end = out + pos + len;
+        while (u >= 100) {          /* two digits at a time, from the right */
+            unsigned r = (unsigned)(u % 100);
+            u /= 100;
+            end -= 2;
+            end[0] = (uint8_t)PAIRS[2 * r];
+            end[1] = (uint8_t)PAIRS[2 * r + 1];
+        }
+        if (u >= 10) {
+            end -= 2;
+            end[0] = (uint8_t)PAIRS[2 * u];
+            end[1] = (uint8_t)PAIRS[2 * u + 1];
+        } else {
+            *--end = (uint8_t)('0' + u);
+        }
+        if (v[i] < 0) *--end = '-';
+        pos += len;
+    }
+    if (pos != data.len) ok = 0;
+    Py_END_ALLOW_THREADS
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "offsets and data: those integers(values, offsets, None) gave expected");
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (vals.obj) PyBuffer_Release(&vals);
+    if (off.obj) PyBuffer_Release(&off);
+    if (data.obj) PyBuffer_Release(&data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"set_bits", set_bits, METH_VARARGS, set_bits_doc},
     {"positions", positions, METH_VARARGS, positions_doc},
     {"test", test, METH_VARARGS, test_doc},
     {"key_range", key_range, METH_VARARGS, key_range_doc},
     {"decimals", decimals, METH_VARARGS, decimals_doc},
+    {"integers", integers, METH_VARARGS, integers_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_bloom_native",
-    "Hudi's bloom filters hashed and tested in C, key ranges and sequence numbers (see lakesdk.format.bloom_hash).", -1, methods,
+    "Hudi's bloom filters hashed and tested in C, key ranges, sequence numbers and integer keys' text (see lakesdk.format.bloom_hash).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__bloom_native(void) { return PyModule_Create(&module); }

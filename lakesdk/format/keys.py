@@ -144,6 +144,10 @@ def _as_text(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     t = col.type
     if pa.types.is_string(t):
         return col
+    if pa.types.is_integer(t) and not pa.types.is_uint64(t):
+        chunks = [integer_text(c) for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col])]
+        if all(c is not None for c in chunks):
+            return pa.chunked_array(chunks, pa.string()) if isinstance(col, pa.ChunkedArray) else chunks[0]
     if pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return pc.cast(col, pa.string())
     if pa.types.is_boolean(t):
@@ -373,6 +377,23 @@ def parse_partition_path(path: str, fields: tuple[str, ...], *, hive_style: bool
     return out
 
 
+
+
+def integer_text(values: pa.Array) -> pa.Array | None:
+    """The decimal text of integers that fit an int64, as ``pc.cast(values, pa.string())`` gives
+    it, written by the C part (a few times faster than Arrow's cast); None where it is not built,
+    for a null value, or beyond 2 GiB of text."""
+    from lakesdk.format.bloom_hash import native
+    if native is None or values.null_count or not pa.types.is_integer(values.type) or pa.types.is_uint64(values.type):
+        return None
+    v = np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
+    off = np.empty(len(v) + 1, np.int32)
+    total = native.integers(v, off, None)
+    if total < 0:
+        return None
+    data = np.empty(total, np.uint8)
+    native.integers(v, off, data)
+    return pa.Array.from_buffers(pa.string(), len(v), [None, pa.py_buffer(off), pa.py_buffer(data)])
 
 
 def sequence_numbers(instant: str, partition_id: int, n: int, start: int = 0) -> pa.Array:

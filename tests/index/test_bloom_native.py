@@ -9,6 +9,7 @@ import sysconfig
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -191,3 +192,50 @@ def test_dynamic_rows_are_hudis(start, n, nr, cap):
     want = [i // nr if i < filled else 0 if i == filled else (i - filled - 1) % cap for i in range(start, start + n)]
     got = B.dynamic_rows(start, n, nr, cap)
     assert got.dtype == np.int64 and got.tolist() == want
+
+
+int_types = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32()]
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), typ=st.sampled_from(int_types), cut=st.integers(0, 3))
+def test_integer_keys_text_is_arrows_cast(data, typ, cut):
+    """An integer key's text from the C part is Arrow's cast to string, every integer type
+    (uint64 left to Arrow), its extremes, digit-count boundaries and slices."""
+    bits = typ.bit_width
+    lo, hi = (0, 2**bits - 1) if pa.types.is_unsigned_integer(typ) else (-2**(bits - 1), 2**(bits - 1) - 1)
+    edges = [v for e in range(20) for v in (10**e - 1, 10**e, -10**e, 1 - 10**e) if lo <= v <= hi] + [lo, hi, 0]
+    values = data.draw(st.lists(st.one_of(st.integers(lo, hi), st.sampled_from(edges)), max_size=300))
+    arr = pa.array(values, typ).slice(min(cut, len(values)))
+    from lakesdk.format.keys import _as_text, integer_text
+    got = integer_text(arr)
+    assert got is not None and got.equals(pc.cast(arr, pa.string()))
+    chunked = pa.chunked_array([arr, arr.slice(len(arr) // 2)], typ)
+    assert _as_text(chunked).equals(pc.cast(chunked, pa.string()))
+
+
+def test_integer_text_leaves_nulls_and_uint64_to_arrow():
+    from lakesdk.format.keys import _as_text, integer_text
+    assert integer_text(pa.array([1, None, 3])) is None
+    assert integer_text(pa.array([2**64 - 1], pa.uint64())) is None
+    col = pa.chunked_array([pa.array([1, None]), pa.array([-3])])
+    assert _as_text(col).to_pylist() == ["1", None, "-3"]
+
+
+@needs_native
+def test_integer_text_refuses_bad_buffers():
+    v = np.array([5, -12, 300], np.int64)
+    with pytest.raises(ValueError):
+        NATIVE.integers(v, np.empty(3, np.int32), None)          # n + 1 offsets expected
+    off = np.empty(4, np.int32)
+    assert NATIVE.integers(v, off, None) == 1 + 3 + 3
+    with pytest.raises(ValueError):
+        NATIVE.integers(v, off, np.empty(6, np.uint8))           # not the bytes the offsets say
+    bad = off.copy()
+    bad[2] += 1
+    with pytest.raises(ValueError):
+        NATIVE.integers(v, bad, np.empty(7, np.uint8))
+    data = np.empty(7, np.uint8)
+    NATIVE.integers(v, off, data)
+    assert data.tobytes() == b"5-12300"
