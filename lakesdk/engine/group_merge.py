@@ -68,6 +68,7 @@ class StoredRows:
         self.storage, self.schema, self.path, self.table = storage, schema, path, table
         self._file: Any = None
         self._pf: pq.ParquetFile | None = None
+        self._stored: frozenset[str] = frozenset()   # the stored file's columns
         self._batch_schema = schema
         self.dictionaries = False    # whether the batches hold dictionaries
         self._reading: set[ThreadPoolExecutor] = set()    # the side threads of the reads under way
@@ -80,6 +81,7 @@ class StoredRows:
                     # would hold its compressed bytes beside the batch); an object store's reads
                     # are coalesced a row group at a time, each read a round trip
                     self._pf = pq.ParquetFile(source, pre_buffer=not storage.is_local)
+                    self._stored = frozenset(self._pf.schema_arrow.names)   # (a schema built at each ask)
                     if dictionaries:
                         self._read_dictionaries(source)
             except BaseException:
@@ -92,7 +94,7 @@ class StoredRows:
         from lakesdk.engine.meta_columns import CONSTANT_META, with_dictionaries
         assert self._pf is not None
         stored = self._pf.schema_arrow
-        names = [n for n in CONSTANT_META if n in stored.names and stored.field(n).type == pa.string()
+        names = [n for n in CONSTANT_META if n in self._stored and stored.field(n).type == pa.string()
                  and n in self.schema.names and self.schema.field(n).type == pa.string()]
         if not names:
             return
@@ -115,8 +117,7 @@ class StoredRows:
         if self.table is not None:
             yield self.table.select([n for n in names if n in self.table.column_names])
         elif self._pf is not None:
-            stored = set(self._pf.schema_arrow.names)   # (a schema built at each call)
-            have = [n for n in names if n in stored]
+            have = [n for n in names if n in self._stored]
             if have:
                 yield from self._read(have, rows)
 
@@ -126,8 +127,7 @@ class StoredRows:
             for start in range(0, self.table.num_rows, READ_ROWS):
                 yield self.table.slice(start, READ_ROWS)
         elif self._pf is not None:   # the table's columns only (a column dropped from the table is not read)
-            stored = set(self._pf.schema_arrow.names)
-            for t in self._read([n for n in self.schema.names if n in stored]):
+            for t in self._read([n for n in self.schema.names if n in self._stored]):
                 yield conform(t, self._batch_schema)
 
     def _read(self, columns: list[str] | None, rows: int | None = None) -> Iterator[pa.Table]:

@@ -61,6 +61,5 @@ def with_meta(rows: pa.Table, *, instant: str, file_name: str, partition_id: int
             "_hoodie_file_name": same(file_name)}
     arrays = [meta[m] for m in META_FIELDS] + conform(rows, schema).columns
     if dictionaries:   # the meta columns of few values as the dictionaries they are; the others as the file says
-        file_schema = pa.schema([f.with_type(a.type) if i < len(META_FIELDS) and pa.types.is_dictionary(a.type) else f
-                                 for i, (f, a) in enumerate(zip(file_schema, arrays))], metadata=file_schema.metadata)
+        file_schema = with_dictionaries(file_schema)
     return pa.Table.from_arrays(arrays, schema=file_schema)

@@ -144,7 +144,7 @@ def _as_text(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     t = col.type
     if pa.types.is_string(t):
         return col
-    if pa.types.is_integer(t) and not pa.types.is_uint64(t):
+    if pa.types.is_integer(t):   # the C part's text where it can (integer_text), else Arrow's cast below
         chunks = [integer_text(c) for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col])]
         if all(c is not None for c in chunks):
             return pa.chunked_array(chunks, pa.string()) if isinstance(col, pa.ChunkedArray) else chunks[0]
