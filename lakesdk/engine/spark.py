@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from lakesdk.engine.group_write import write_group
 from lakesdk.engine.key_index import read_key_index
-from lakesdk.engine.spark_cluster import by_task, parallelism, shuffle_partitions
+from lakesdk.engine.spark_cluster import arrow_frame, by_task, parallelism, shuffle_partitions
 from lakesdk.engine.spark_errors import _guard_task, _task_failure, reraise_task_error
 from lakesdk.engine.spark_keys import spark_arrow_schema, spark_key_columns
 from lakesdk.engine.spark_order import descending
@@ -258,7 +258,7 @@ class SparkWriteJob:
         (no partition fields); the key index then supplies the partition."""
         self._keys_alone = global_keys
         if arrow is not None:
-            return self.spark.createDataFrame(arrow)
+            return arrow_frame(self.spark, arrow)
         return self.with_keys(sdf, op, global_keys=global_keys)
 
     def partitions(self, df: Any) -> list[str]:
@@ -356,8 +356,8 @@ class SparkWriteJob:
                 self._touched = set(pc.unique(found.column(FID)).to_pylist()) - {None}
                 if not global_keys:   # the inserts follow from the same keys: no counting job
                     self._inserts = untagged_upserts(keys, found)
-                return self.spark.createDataFrame(found.select(schema.fieldNames()).cast(
-                    _for_spark_exchange(found.select(schema.fieldNames()).schema)), schema)
+                found = found.select(schema.fieldNames())
+                return arrow_frame(self.spark, found.cast(_for_spark_exchange(found.schema)), schema)
         n = max(1, min(len(slices), parallelism(self.spark) * 2))
         src = self.spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
 

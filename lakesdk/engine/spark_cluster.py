@@ -1,12 +1,16 @@
 """What lakesdk asks of a Spark session's cluster, classic or Spark Connect: its parallelism,
-from it the number of partitions of a write's shuffles, and how to send each file group's
-records to a task of its own."""
+from it the number of partitions of a write's shuffles, how to send each file group's
+records to a task of its own, and how rows held on the driver become a DataFrame."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["parallelism", "shuffle_partitions", "by_task"]
+__all__ = ["parallelism", "shuffle_partitions", "by_task", "arrow_frame", "LOCAL_RELATION_ROWS"]
+
+#: driver-side rows up to which :func:`arrow_frame` gives Spark a local relation
+LOCAL_RELATION_ROWS = 20_000
+_ARROW_LOCAL_RELATION = "spark.sql.execution.arrow.localRelationThreshold"
 
 _CONNECT_PARALLELISM: dict[str, int] = {}   # by Spark Connect session id
 _SLOTS: dict[int, list[int]] = {}   # by partition count: a value that hashes to each partition
@@ -76,3 +80,26 @@ def _slots(spark: Any, n: int) -> list[int]:
             raise RuntimeError(f"no value hashes to every one of {n} partitions")
         _SLOTS[n] = [found[p] for p in range(n)]
     return _SLOTS[n]
+
+
+def arrow_frame(spark: Any, table: Any, schema: Any = None) -> Any:
+    """A DataFrame of the Arrow ``table`` held on the driver (``schema``: its Spark schema,
+    else Arrow's).
+
+    Spark makes one of up to ``spark.sql.execution.arrow.localRelationThreshold`` (48 MB) a
+    local relation: its rows are part of the plan, and the optimizer walks them at every
+    rule of every query over it (500,000 index rows cost an upsert of 5M rows four seconds
+    of planning, longer than writing its files).  Beyond ``LOCAL_RELATION_ROWS`` rows a
+    classic session gets the rows as an RDD of Arrow batches instead (the setting is lowered
+    for the call, then restored), in at most one partition per core.  Spark Connect takes
+    every ``createDataFrame`` as a local relation."""
+    from lakesdk.engine.session import is_connect
+    if table.num_rows <= LOCAL_RELATION_ROWS or is_connect(spark):
+        return spark.createDataFrame(table, schema)
+    old = spark.conf.get(_ARROW_LOCAL_RELATION)
+    spark.conf.set(_ARROW_LOCAL_RELATION, "0")
+    try:
+        df = spark.createDataFrame(table, schema)
+    finally:
+        spark.conf.set(_ARROW_LOCAL_RELATION, old)
+    return df.coalesce(parallelism(spark))

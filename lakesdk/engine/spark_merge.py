@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from lakesdk.engine.spark_cluster import shuffle_partitions
+from lakesdk.engine.spark_cluster import arrow_frame, shuffle_partitions
 from lakesdk.exceptions import KeyChangeError, MergeConflictError, SchemaError
 from lakesdk.merge.ordering import null_ordering_error
 
@@ -60,7 +60,7 @@ def spark_merge_changes(spark: Any, arrow: Any, sdf: Any, *, on: Sequence[str], 
     from pyspark.sql import functions as F
 
     cfg = config
-    src = spark.createDataFrame(arrow) if arrow is not None else sdf
+    src = arrow_frame(spark, arrow) if arrow is not None else sdf
     missing = [k for k in on if k not in src.columns]
     if missing:
         raise SchemaError(f"merge key(s) {missing} are not columns of the source ({', '.join(src.columns)})")

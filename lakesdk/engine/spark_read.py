@@ -147,5 +147,6 @@ def _on_driver(spark: Any, parts: list[pa.Table], schema: pa.Schema) -> Any:
 
     from lakesdk.engine.slice_reader import conform
     from lakesdk.engine.spark import _for_spark_exchange
+    from lakesdk.engine.spark_cluster import arrow_frame
     data = pa.concat_tables([conform(p, schema).select(schema.names) for p in parts])
-    return spark.createDataFrame(data.cast(_for_spark_exchange(schema)), from_arrow_schema(schema))
+    return arrow_frame(spark, data.cast(_for_spark_exchange(schema)), from_arrow_schema(schema))

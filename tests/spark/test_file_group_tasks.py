@@ -37,3 +37,73 @@ def test_an_upsert_rewrites_its_file_groups_in_tasks_of_their_own(tmp_path, spar
     assert (r.updated, r.inserted) == (14, 0)
     got = t.read().to_pandas().set_index("id").ts.to_dict()
     assert got == {i: 2 if i % 3 == 0 else 1 for i in range(40)}
+
+
+# -- rows held on the driver as a DataFrame (spark_cluster.arrow_frame) -------------------------
+
+def _driver_rows(n: int):
+    import datetime as dt
+
+    import pyarrow as pa
+    return pa.table({
+        "k": pa.array([f"key-{i:07d}" if i % 97 else None for i in range(n)]),
+        "n": pa.array(range(n), pa.int64()),
+        "ts": pa.array([dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=i) for i in range(n)],
+                       pa.timestamp("us", tz="UTC")),
+    })
+
+
+def _is_local_relation(df) -> bool:
+    return "LocalRelation" in df._jdf.queryExecution().optimizedPlan().toString()
+
+
+@pytest.mark.parametrize("extra", [0, 1, 5_000])
+def test_driver_rows_become_a_dataframe_with_every_row(spark, extra):
+    from lakesdk.engine.session import is_connect
+    from lakesdk.engine.spark_cluster import LOCAL_RELATION_ROWS, arrow_frame
+    key = "spark.sql.execution.arrow.localRelationThreshold"
+    before = spark.conf.get(key)
+    data = _driver_rows(LOCAL_RELATION_ROWS + extra)
+    df = arrow_frame(spark, data)
+    assert spark.conf.get(key) == before                      # the session's setting is as it was
+    got = df.toArrow().sort_by("n")
+    assert got.num_rows == data.num_rows and got.column("k").equals(data.column("k"))
+    assert got.column("ts").cast(data.schema.field("ts").type).equals(data.column("ts"))
+    if not is_connect(spark):   # beyond the rows of a local relation: Arrow batches, not rows in the plan
+        assert _is_local_relation(df) == (extra == 0)
+        assert df.rdd.getNumPartitions() <= parallelism(spark)
+
+
+def test_the_session_setting_is_restored_when_the_rows_are_refused(spark):
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from lakesdk.engine.spark_cluster import LOCAL_RELATION_ROWS, arrow_frame
+    key = "spark.sql.execution.arrow.localRelationThreshold"
+    before = spark.conf.get(key)
+    with pytest.raises(ValueError):   # text that is no number (pyarrow's ArrowInvalid)
+        arrow_frame(spark, _driver_rows(LOCAL_RELATION_ROWS + 1), StructType([StructField(c, LongType()) for c in "knt"]))
+    assert spark.conf.get(key) == before
+
+
+def test_an_upsert_and_a_merge_of_many_driver_rows_on_spark(tmp_path, spark):
+    """Beyond ``LOCAL_RELATION_ROWS`` the upsert's records, its index of the stored keys and a
+    merge's source reach Spark as Arrow batches: the rows written are the same."""
+    import pyarrow as pa
+
+    from lakesdk.engine.spark_cluster import LOCAL_RELATION_ROWS
+    n = LOCAL_RELATION_ROWS + 3_000
+    lake = lk.Lake(str(tmp_path / "lake"), spark=spark, options=lk.TableOptions(engine="spark"))
+    t = lake.create_table("t", key="id", ordering="ts", partition_by="p")
+    t.bulk_insert(pa.table({"id": pa.array(range(n + 500), pa.int64()), "ts": pa.array([1] * (n + 500), pa.int64()),
+                            "p": pa.array([f"p{i % 3}" for i in range(n + 500)])}))
+    r = t.upsert(pa.table({"id": pa.array(range(n), pa.int64()), "ts": pa.array([2] * n, pa.int64()),
+                           "p": pa.array([f"p{i % 3}" for i in range(n)])}))
+    assert (r.updated, r.inserted) == (n, 0)
+    src = pa.table({"id": pa.array(range(250, n + 750), pa.int64()), "ts": pa.array([3] * (n + 500), pa.int64()),
+                    "p": pa.array([f"p{i % 3}" for i in range(250, n + 750)])})
+    m = t.merge(src, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
+    assert (m.updated, m.inserted) == (n + 250, 250)
+    got = t.read(columns=["id", "ts"]).to_arrow()
+    want = {i: 1 if i < 250 else 3 for i in range(n + 750)}
+    want.update({i: 2 for i in range(250)})
+    assert dict(zip(got.column("id").to_pylist(), got.column("ts").to_pylist())) == want and got.num_rows == n + 750
