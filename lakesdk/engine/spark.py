@@ -357,7 +357,8 @@ class SparkWriteJob:
                 if not global_keys:   # the inserts follow from the same keys: no counting job
                     self._inserts = untagged_upserts(keys, found)
                 found = found.select(schema.fieldNames())
-                return arrow_frame(self.spark, found.cast(_for_spark_exchange(found.schema)), schema)
+                return arrow_frame(self.spark, found.cast(_for_spark_exchange(found.schema)), schema,
+                                   exchange_types=True)
         n = max(1, min(len(slices), parallelism(self.spark) * 2))
         src = self.spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
 

@@ -82,7 +82,7 @@ def _slots(spark: Any, n: int) -> list[int]:
     return _SLOTS[n]
 
 
-def arrow_frame(spark: Any, table: Any, schema: Any = None) -> Any:
+def arrow_frame(spark: Any, table: Any, schema: Any = None, *, exchange_types: bool = False) -> Any:
     """A DataFrame of the Arrow ``table`` held on the driver (``schema``: its Spark schema,
     else Arrow's).
 
@@ -91,11 +91,18 @@ def arrow_frame(spark: Any, table: Any, schema: Any = None) -> Any:
     rule of every query over it (500,000 index rows cost an upsert of 5M rows four seconds
     of planning, longer than writing its files).  Beyond ``LOCAL_RELATION_ROWS`` rows a
     classic session gets the rows as an RDD of Arrow batches instead (the setting is lowered
-    for the call, then restored), in at most one partition per core.  Spark Connect takes
-    every ``createDataFrame`` as a local relation."""
+    for the call, then restored), in at most one partition per core.  Spark Connect makes
+    every ``createDataFrame`` a local relation: there, with ``exchange_types`` (the table's
+    Arrow types are those Spark exchanges with Python for ``schema``, as ``mapInArrow``
+    returns them), the rows go as a few Arrow IPC streams, one row each, that a task per
+    core reads back; other rows stay a local relation."""
     from lakesdk.engine.session import is_connect
-    if table.num_rows <= LOCAL_RELATION_ROWS or is_connect(spark):
+    if table.num_rows <= LOCAL_RELATION_ROWS:
         return spark.createDataFrame(table, schema)
+    if is_connect(spark):
+        if not exchange_types or schema is None:
+            return spark.createDataFrame(table, schema)
+        return _from_ipc_streams(spark, table, schema)
     old = spark.conf.get(_ARROW_LOCAL_RELATION)
     spark.conf.set(_ARROW_LOCAL_RELATION, "0")
     try:
@@ -103,3 +110,26 @@ def arrow_frame(spark: Any, table: Any, schema: Any = None) -> Any:
     finally:
         spark.conf.set(_ARROW_LOCAL_RELATION, old)
     return df.coalesce(parallelism(spark))
+
+
+def _from_ipc_streams(spark: Any, table: Any, schema: Any) -> Any:
+    """``table`` as one Arrow IPC stream per core, each a row of a small local relation,
+    read back into rows in the tasks (:func:`_read_streams`)."""
+    import pyarrow as pa
+    pieces = max(1, min(parallelism(spark), table.num_rows))
+    step = -(-table.num_rows // pieces)
+    blobs = []
+    for start in range(0, table.num_rows, step):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table.slice(start, step))
+        blobs.append((sink.getvalue().to_pybytes(),))
+    return spark.createDataFrame(blobs, "_lk_ipc binary").mapInArrow(_read_streams, schema)
+
+
+def _read_streams(batches: Any) -> Any:
+    """The record batches of the Arrow IPC streams in the one column of ``batches``."""
+    import pyarrow as pa
+    for b in batches:
+        for blob in b.column(0).to_pylist():
+            yield from pa.ipc.open_stream(blob).read_all().to_batches()

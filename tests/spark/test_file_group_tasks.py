@@ -57,14 +57,20 @@ def _is_local_relation(df) -> bool:
     return "LocalRelation" in df._jdf.queryExecution().optimizedPlan().toString()
 
 
+@pytest.mark.parametrize("vouched", [False, True], ids=["arrow", "exchange-types"])
 @pytest.mark.parametrize("extra", [0, 1, 5_000])
-def test_driver_rows_become_a_dataframe_with_every_row(spark, extra):
+def test_driver_rows_become_a_dataframe_with_every_row(spark, extra, vouched):
+    """Every row, as it was, however the rows go (a local relation, an RDD of Arrow batches,
+    or on Spark Connect Arrow IPC streams read back in tasks)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     from lakesdk.engine.session import is_connect
     from lakesdk.engine.spark_cluster import LOCAL_RELATION_ROWS, arrow_frame
     key = "spark.sql.execution.arrow.localRelationThreshold"
     before = spark.conf.get(key)
     data = _driver_rows(LOCAL_RELATION_ROWS + extra)
-    df = arrow_frame(spark, data)
+    df = (arrow_frame(spark, data, from_arrow_schema(data.schema), exchange_types=True) if vouched
+          else arrow_frame(spark, data))
     assert spark.conf.get(key) == before                      # the session's setting is as it was
     got = df.toArrow().sort_by("n")
     assert got.num_rows == data.num_rows and got.column("k").equals(data.column("k"))
