@@ -4,13 +4,16 @@ records to a task of its own, and how rows held on the driver become a DataFrame
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
 
-__all__ = ["parallelism", "shuffle_partitions", "by_task", "arrow_frame", "LOCAL_RELATION_ROWS"]
+__all__ = ["parallelism", "shuffle_partitions", "by_task", "arrow_frame", "LOCAL_RELATION_ROWS", "session_setting"]
 
 #: driver-side rows up to which :func:`arrow_frame` gives Spark a local relation
 LOCAL_RELATION_ROWS = 20_000
 _ARROW_LOCAL_RELATION = "spark.sql.execution.arrow.localRelationThreshold"
+_SETTINGS = threading.RLock()   # one change of a session setting at a time (session_setting)
 
 _CONNECT_PARALLELISM: dict[str, int] = {}   # by Spark Connect session id
 _SLOTS: dict[int, list[int]] = {}   # by partition count: a value that hashes to each partition
@@ -103,13 +106,23 @@ def arrow_frame(spark: Any, table: Any, schema: Any = None, *, exchange_types: b
         if not exchange_types or schema is None:
             return spark.createDataFrame(table, schema)
         return _from_ipc_streams(spark, table, schema)
-    old = spark.conf.get(_ARROW_LOCAL_RELATION)
-    spark.conf.set(_ARROW_LOCAL_RELATION, "0")
-    try:
+    with session_setting(spark, _ARROW_LOCAL_RELATION, "0"):
         df = spark.createDataFrame(table, schema)
-    finally:
-        spark.conf.set(_ARROW_LOCAL_RELATION, old)
     return df.coalesce(parallelism(spark))
+
+
+@contextmanager
+def session_setting(spark: Any, key: str, value: str) -> Iterator[None]:
+    """``spark``'s SQL setting ``key`` set to ``value`` for the block, then restored (also when
+    the block fails).  One such block runs at a time in this process, so that two threads
+    changing a setting cannot leave it changed: the second would restore the first's value."""
+    with _SETTINGS:
+        old = spark.conf.get(key)
+        spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            spark.conf.set(key, old)
 
 
 def _from_ipc_streams(spark: Any, table: Any, schema: Any) -> Any:

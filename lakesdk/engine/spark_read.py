@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from lakesdk.engine.read import slice_context
 from lakesdk.engine.session import is_connect
+from lakesdk.engine.spark_cluster import session_setting
 from lakesdk.format.read_plan import ReadPlan
 from lakesdk.format.schema import with_meta_fields
 
@@ -76,11 +77,8 @@ def _listed_on_the_driver(spark: Any, files: int) -> Iterator[None]:
     if files <= current or files > DRIVER_LISTING_FILES:
         yield
         return
-    spark.conf.set(_DISCOVERY, str(files))
-    try:
+    with session_setting(spark, _DISCOVERY, str(files)):
         yield
-    finally:
-        spark.conf.set(_DISCOVERY, str(current))
 
 
 def read_files_spark(spark: Any, storage: Any, paths: list[str], schema: pa.Schema,

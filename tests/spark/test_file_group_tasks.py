@@ -91,6 +91,19 @@ def test_the_session_setting_is_restored_when_the_rows_are_refused(spark):
     assert spark.conf.get(key) == before
 
 
+def test_threads_that_make_frames_at_once_leave_the_setting_as_it_was(spark):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lakesdk.engine.spark_cluster import LOCAL_RELATION_ROWS, arrow_frame
+    key = "spark.sql.execution.arrow.localRelationThreshold"
+    before = spark.conf.get(key)
+    data = _driver_rows(LOCAL_RELATION_ROWS + 1)
+    with ThreadPoolExecutor(4) as pool:
+        frames = list(pool.map(lambda _: arrow_frame(spark, data), range(8)))
+    assert spark.conf.get(key) == before
+    assert frames[-1].count() == data.num_rows
+
+
 def test_an_upsert_and_a_merge_of_many_driver_rows_on_spark(tmp_path, spark):
     """Beyond ``LOCAL_RELATION_ROWS`` the upsert's records, its index of the stored keys and a
     merge's source reach Spark as Arrow batches: the rows written are the same."""
