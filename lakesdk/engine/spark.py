@@ -553,9 +553,15 @@ def file_group_runs(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
 
 def _spark_arrow_type(t: pa.DataType) -> pa.DataType:
     """``t`` as Spark's Arrow exchange takes it: timestamps in microseconds (same zone, same
-    instants), nested types field by field."""
+    instants), decimals of 32, 64 and (up to Spark's 38 digits) 256 bits as 128-bit ones,
+    fixed-size binary as binary (Spark's Arrow reader refuses those three), nested types
+    field by field."""
     if pa.types.is_timestamp(t):
         return pa.timestamp("us", tz=t.tz)
+    if pa.types.is_decimal(t) and not pa.types.is_decimal128(t) and t.precision <= 38:
+        return pa.decimal128(t.precision, t.scale)
+    if pa.types.is_fixed_size_binary(t):
+        return pa.binary()
     if pa.types.is_struct(t):
         return pa.struct([t.field(i).with_type(_spark_arrow_type(t.field(i).type)) for i in range(t.num_fields)])
     if pa.types.is_list(t):
@@ -571,7 +577,7 @@ def _spark_arrow_type(t: pa.DataType) -> pa.DataType:
 
 
 def _for_spark_exchange(schema: pa.Schema) -> pa.Schema:
-    """The Arrow schema Spark's ``mapInArrow`` accepts for ``schema`` (microsecond timestamps)."""
+    """The Arrow schema Spark's ``mapInArrow`` accepts for ``schema`` (:func:`_spark_arrow_type`)."""
     return pa.schema([f.with_type(_spark_arrow_type(f.type)) for f in schema], metadata=schema.metadata)
 
 

@@ -42,14 +42,21 @@ def test_an_upsert_rewrites_its_file_groups_in_tasks_of_their_own(tmp_path, spar
 # -- rows held on the driver as a DataFrame (spark_cluster.arrow_frame) -------------------------
 
 def _driver_rows(n: int):
+    """Rows of the types a table (and an index's stored ordering) may hold that Spark's Arrow
+    exchange takes only after a cast: narrow and wide decimals, fixed-size binary."""
     import datetime as dt
+    from decimal import Decimal
 
     import pyarrow as pa
+    cents = [Decimal(i).scaleb(-2) if i % 89 else None for i in range(n)]
     return pa.table({
         "k": pa.array([f"key-{i:07d}" if i % 97 else None for i in range(n)]),
         "n": pa.array(range(n), pa.int64()),
         "ts": pa.array([dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=i) for i in range(n)],
                        pa.timestamp("us", tz="UTC")),
+        "d64": pa.array(cents, pa.decimal64(12, 2)),
+        "d256": pa.array(cents, pa.decimal256(20, 2)),
+        "fsb": pa.array([i.to_bytes(4, "big") if i % 83 else None for i in range(n)], pa.binary(4)),
     })
 
 
@@ -65,16 +72,20 @@ def test_driver_rows_become_a_dataframe_with_every_row(spark, extra, vouched):
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from lakesdk.engine.session import is_connect
+    from lakesdk.engine.spark import _for_spark_exchange
     from lakesdk.engine.spark_cluster import LOCAL_RELATION_ROWS, arrow_frame
     key = "spark.sql.execution.arrow.localRelationThreshold"
     before = spark.conf.get(key)
     data = _driver_rows(LOCAL_RELATION_ROWS + extra)
-    df = (arrow_frame(spark, data, from_arrow_schema(data.schema), exchange_types=True) if vouched
-          else arrow_frame(spark, data))
+    # exchange types: as the key index gives its found records (lakesdk.engine.spark._for_spark_exchange)
+    df = (arrow_frame(spark, data.cast(_for_spark_exchange(data.schema)), from_arrow_schema(data.schema),
+                      exchange_types=True) if vouched else arrow_frame(spark, data))
     assert spark.conf.get(key) == before                      # the session's setting is as it was
     got = df.toArrow().sort_by("n")
     assert got.num_rows == data.num_rows and got.column("k").equals(data.column("k"))
     assert got.column("ts").cast(data.schema.field("ts").type).equals(data.column("ts"))
+    for name in ("d64", "d256", "fsb"):
+        assert got.column(name).to_pylist() == data.column(name).to_pylist(), name
     if not is_connect(spark):   # beyond the rows of a local relation: Arrow batches, not rows in the plan
         assert _is_local_relation(df) == (extra == 0)
         assert df.rdd.getNumPartitions() <= parallelism(spark)
@@ -86,8 +97,9 @@ def test_the_session_setting_is_restored_when_the_rows_are_refused(spark):
     from lakesdk.engine.spark_cluster import LOCAL_RELATION_ROWS, arrow_frame
     key = "spark.sql.execution.arrow.localRelationThreshold"
     before = spark.conf.get(key)
+    data = _driver_rows(LOCAL_RELATION_ROWS + 1)
     with pytest.raises(ValueError):   # text that is no number (pyarrow's ArrowInvalid)
-        arrow_frame(spark, _driver_rows(LOCAL_RELATION_ROWS + 1), StructType([StructField(c, LongType()) for c in "knt"]))
+        arrow_frame(spark, data, StructType([StructField(c, LongType()) for c in data.column_names]))
     assert spark.conf.get(key) == before
 
 
