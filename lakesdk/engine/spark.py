@@ -22,6 +22,7 @@ from lakesdk.engine.spark_cluster import arrow_frame, by_task, parallelism, shuf
 from lakesdk.engine.spark_errors import _guard_task, _task_failure, reraise_task_error
 from lakesdk.engine.spark_keys import spark_arrow_schema, spark_key_columns
 from lakesdk.engine.spark_order import descending
+from lakesdk.engine.spark_types import for_spark_exchange
 from lakesdk.engine.tasks import (
     STORED_ORDERING,
     FileGroupTarget,
@@ -357,7 +358,7 @@ class SparkWriteJob:
                 if not global_keys:   # the inserts follow from the same keys: no counting job
                     self._inserts = untagged_upserts(keys, found)
                 found = found.select(schema.fieldNames())
-                return arrow_frame(self.spark, found.cast(_for_spark_exchange(found.schema)), schema,
+                return arrow_frame(self.spark, found.cast(for_spark_exchange(found.schema)), schema,
                                    exchange_types=True)
         n = max(1, min(len(slices), parallelism(self.spark) * 2))
         src = self.spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
@@ -549,36 +550,6 @@ def file_group_runs(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
             pending.append(b.slice(a, e - a))
     if pending:
         yield pa.Table.from_batches(pending)
-
-
-def _spark_arrow_type(t: pa.DataType) -> pa.DataType:
-    """``t`` as Spark's Arrow exchange takes it: timestamps in microseconds (same zone, same
-    instants), decimals of 32, 64 and (up to Spark's 38 digits) 256 bits as 128-bit ones,
-    fixed-size binary as binary (Spark's Arrow reader refuses those three), nested types
-    field by field."""
-    if pa.types.is_timestamp(t):
-        return pa.timestamp("us", tz=t.tz)
-    if pa.types.is_decimal(t) and not pa.types.is_decimal128(t) and t.precision <= 38:
-        return pa.decimal128(t.precision, t.scale)
-    if pa.types.is_fixed_size_binary(t):
-        return pa.binary()
-    if pa.types.is_struct(t):
-        return pa.struct([t.field(i).with_type(_spark_arrow_type(t.field(i).type)) for i in range(t.num_fields)])
-    if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(_spark_arrow_type(t.value_type)))
-    if pa.types.is_large_list(t):
-        return pa.large_list(t.value_field.with_type(_spark_arrow_type(t.value_type)))
-    if pa.types.is_fixed_size_list(t):
-        return pa.list_(t.value_field.with_type(_spark_arrow_type(t.value_type)), t.list_size)
-    if pa.types.is_map(t):
-        return pa.map_(t.key_field.with_type(_spark_arrow_type(t.key_type)),
-                       t.item_field.with_type(_spark_arrow_type(t.item_type)), t.keys_sorted)
-    return t
-
-
-def _for_spark_exchange(schema: pa.Schema) -> pa.Schema:
-    """The Arrow schema Spark's ``mapInArrow`` accepts for ``schema`` (:func:`_spark_arrow_type`)."""
-    return pa.schema([f.with_type(_spark_arrow_type(f.type)) for f in schema], metadata=schema.metadata)
 
 
 def compact_slices_spark(spark: Any, ctx: WriteContext, slice_ctx: Any, slices: list[Any]) -> list[WriteStat]:

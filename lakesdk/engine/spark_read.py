@@ -120,7 +120,8 @@ def read_slices_spark(spark: Any, ctx: Any, slices: list[Any], schema: pa.Schema
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from lakesdk.engine.slice_reader import read_slice
-    from lakesdk.engine.spark import _for_spark_exchange, parallelism
+    from lakesdk.engine.spark import parallelism
+    from lakesdk.engine.spark_types import for_spark_exchange
     sschema = from_arrow_schema(schema)
     if not slices:
         return spark.createDataFrame([], sschema)
@@ -129,7 +130,7 @@ def read_slices_spark(spark: Any, ctx: Any, slices: list[Any], schema: pa.Schema
     n = max(1, min(len(slices), parallelism(spark) * 2))
     src = spark.createDataFrame([(i,) for i in range(len(slices))], "i int").repartition(n)
 
-    out = _for_spark_exchange(schema)
+    out = for_spark_exchange(schema)
 
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
@@ -144,7 +145,7 @@ def _on_driver(spark: Any, parts: list[pa.Table], schema: pa.Schema) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from lakesdk.engine.slice_reader import conform
-    from lakesdk.engine.spark import _for_spark_exchange
     from lakesdk.engine.spark_cluster import arrow_frame
+    from lakesdk.engine.spark_types import for_spark_exchange
     data = pa.concat_tables([conform(p, schema).select(schema.names) for p in parts])
-    return arrow_frame(spark, data.cast(_for_spark_exchange(schema)), from_arrow_schema(schema))
+    return arrow_frame(spark, data.cast(for_spark_exchange(schema)), from_arrow_schema(schema))

@@ -72,13 +72,13 @@ def test_driver_rows_become_a_dataframe_with_every_row(spark, extra, vouched):
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from lakesdk.engine.session import is_connect
-    from lakesdk.engine.spark import _for_spark_exchange
     from lakesdk.engine.spark_cluster import LOCAL_RELATION_ROWS, arrow_frame
+    from lakesdk.engine.spark_types import for_spark_exchange
     key = "spark.sql.execution.arrow.localRelationThreshold"
     before = spark.conf.get(key)
     data = _driver_rows(LOCAL_RELATION_ROWS + extra)
-    # exchange types: as the key index gives its found records (lakesdk.engine.spark._for_spark_exchange)
-    df = (arrow_frame(spark, data.cast(_for_spark_exchange(data.schema)), from_arrow_schema(data.schema),
+    # exchange types: as the key index gives its found records (lakesdk.engine.spark_types.for_spark_exchange)
+    df = (arrow_frame(spark, data.cast(for_spark_exchange(data.schema)), from_arrow_schema(data.schema),
                       exchange_types=True) if vouched else arrow_frame(spark, data))
     assert spark.conf.get(key) == before                      # the session's setting is as it was
     got = df.toArrow().sort_by("n")
